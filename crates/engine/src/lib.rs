@@ -1,0 +1,1 @@
+//! hetch-engine (placeholder)

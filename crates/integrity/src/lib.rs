@@ -1,0 +1,1 @@
+//! hetch-integrity (placeholder)

@@ -1,0 +1,1 @@
+//! hetch-net (placeholder)

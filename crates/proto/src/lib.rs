@@ -1,0 +1,1 @@
+//! hetch-proto (placeholder)

@@ -1,0 +1,1 @@
+//! hetch-storage (placeholder)

@@ -1,1 +1,15 @@
-//! hetch-proto (placeholder)
+//! hetch's wire protocol, without I/O.
+//!
+//! This crate turns [`Frame`]s into bytes and bytes back into frames. It owns no socket
+//! and no clock, so it can be tested with property tests and fuzzed. The engine reads a
+//! frame in two steps so that block payloads land straight in pooled buffers: first the
+//! [`HEADER_LEN`]-byte header ([`decode_header`]), then either the body of a control
+//! frame ([`decode_body`]) or, for [`FrameKind::Data`], the fixed data fields
+//! ([`decode_data_fixed`]) followed by the payload bytes. [`Decoder`] does the same on
+//! an in-memory buffer, for tests and fuzzing.
+
+mod codec;
+mod frame;
+
+pub use codec::*;
+pub use frame::*;

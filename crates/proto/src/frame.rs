@@ -1,0 +1,247 @@
+//! The frames that travel on hetch connections, as plain data.
+//!
+//! Every connection starts with the 8-byte [`crate::PREAMBLE`] from each side, then frames.
+//! A frame on the wire is `len: u32 LE | kind: u8 | body (len bytes)`. Integers in bodies
+//! are little-endian; a byte string is `u32 LE length | bytes`; a list is `u32 LE count |
+//! items`; an `Option` is a `u8` 0/1 tag then the value. Paths and link targets are raw
+//! bytes (Unix file names need not be UTF-8), always relative and `/`-separated.
+
+/// Bytes in a session identifier (random, secret: it authenticates data streams).
+pub const SESSION_ID_LEN: usize = 16;
+/// Bytes in a block digest (BLAKE3 output or chaining value).
+pub const DIGEST_LEN: usize = 32;
+
+/// A random secret naming one transfer session on a server.
+pub type SessionId = [u8; SESSION_ID_LEN];
+/// The digest of one block, computed by the source while it read the block.
+pub type BlockDigest = [u8; DIGEST_LEN];
+
+/// One protocol message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    /// Client -> server, first frame on every connection.
+    Hello(Hello),
+    /// Server -> client answer to a control [`Hello`].
+    Welcome(Welcome),
+    /// Either direction: a fatal error; the sender closes the connection after it.
+    Error(ErrorFrame),
+    /// Source -> sink on the control connection: a batch of entries to transfer.
+    Entries(Vec<Entry>),
+    /// Sink -> source on the control connection: what to send for a batch of entries.
+    Plan(Vec<PlanItem>),
+    /// Source -> sink on a data stream: one block of one file.
+    Data(DataHeader, Vec<u8>),
+    /// Sink -> source: a block arrived damaged; send it again.
+    Resend {
+        /// Entry id of the file.
+        file: u64,
+        /// Block index within the file.
+        block: u64,
+    },
+    /// Sink -> source: a file is finished at the destination (or failed there).
+    FileDone {
+        /// Entry id of the file.
+        file: u64,
+        /// `None` when the file is complete and checked; otherwise why it failed.
+        error: Option<String>,
+    },
+    /// Source -> sink: a file could not be read at the source; the sink drops it.
+    FileError {
+        /// Entry id of the file.
+        file: u64,
+        /// What went wrong, naming the file.
+        message: String,
+    },
+    /// Source -> sink: no more entries will follow.
+    EndOfEntries,
+    /// Sink -> source: everything is finished and durable; the summary of the sink's side.
+    Finished(Summary),
+    /// On a data stream: the sender will send no more frames on it.
+    StreamEnd,
+}
+
+/// The first frame of every connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    /// The client's authentication token.
+    pub token: Vec<u8>,
+    /// What this connection is for.
+    pub role: HelloRole,
+}
+
+/// What a connection is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HelloRole {
+    /// The control connection of a new session.
+    Control(SessionRequest),
+    /// A data stream joining an existing session.
+    Data {
+        /// The session announced in the server's [`Welcome`].
+        session: SessionId,
+        /// Index of this stream, `0..streams`.
+        index: u16,
+    },
+}
+
+/// What a client asks of a server when it opens a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRequest {
+    /// Push (client is the source) or pull (server is the source).
+    pub op: Op,
+    /// Number of data streams the client will open.
+    pub streams: u16,
+    /// Whether the data streams use TLS (the control connection always does).
+    pub encrypt_data: bool,
+    /// Block size in bytes (a power of two, at least 1 KiB).
+    pub block_size: u32,
+    /// Congestion control algorithm for the server's data sockets, if the client chose one.
+    pub congestion: Option<String>,
+    /// SO_SNDBUF for the server's data sockets (0 = kernel autotuning).
+    pub send_buffer: u32,
+    /// SO_RCVBUF for the server's data sockets (0 = kernel autotuning).
+    pub recv_buffer: u32,
+    /// Cap on the session's data rate in bytes per second (0 = none).
+    pub rate_limit: u64,
+    /// Refuse to replace existing files that differ.
+    pub no_clobber: bool,
+    /// fdatasync each file before it is renamed into place.
+    pub fsync: bool,
+}
+
+/// Direction of a session, seen from the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Client sends; the server writes under `dest` (relative to its root).
+    Push {
+        /// Destination path, relative to the server's root.
+        dest: Vec<u8>,
+        /// How many source operands the client has (cp semantics depend on it).
+        sources: u32,
+    },
+    /// Server sends the given paths (relative to its root); the client writes.
+    Pull {
+        /// Source paths, relative to the server's root.
+        sources: Vec<Vec<u8>>,
+    },
+}
+
+/// The server's answer to a control [`Hello`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Welcome {
+    /// The new session; data streams present it in their [`Hello`].
+    pub session: SessionId,
+    /// Server software name and version, for logs.
+    pub server: String,
+}
+
+/// A fatal error reported to the peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorFrame {
+    /// Machine-readable class of the error.
+    pub code: ErrorCode,
+    /// One line for humans, naming the file or host concerned.
+    pub message: String,
+}
+
+/// Classes of fatal errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u16)]
+pub enum ErrorCode {
+    /// The token was wrong or missing.
+    Auth = 1,
+    /// The peer speaks another protocol version.
+    Version = 2,
+    /// A path was refused (escapes the root, does not exist, wrong type).
+    Path = 3,
+    /// The peer broke the protocol.
+    Protocol = 4,
+    /// An I/O error at the peer.
+    Io = 5,
+    /// No space left on the destination device.
+    NoSpace = 6,
+    /// Anything else.
+    Other = 7,
+}
+
+/// One item of a tree being transferred.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Identifier chosen by the source, unique within the session.
+    pub id: u64,
+    /// Path relative to the transfer's top, `/`-separated; first component is the
+    /// source operand's own name.
+    pub path: Vec<u8>,
+    /// What it is.
+    pub kind: EntryKind,
+    /// Permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+    /// Modification time, seconds since the epoch.
+    pub mtime_sec: i64,
+    /// Modification time, nanoseconds part.
+    pub mtime_nsec: u32,
+}
+
+/// Kinds of entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A regular file of this many bytes.
+    File {
+        /// Size in bytes.
+        size: u64,
+    },
+    /// A directory (its contents are separate entries).
+    Dir,
+    /// A symbolic link, kept as a link.
+    Symlink {
+        /// The link's target, as stored.
+        target: Vec<u8>,
+    },
+}
+
+/// The sink's decision for one entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanItem {
+    /// Entry id.
+    pub id: u64,
+    /// What the source must send.
+    pub action: PlanAction,
+}
+
+/// What the source must send for one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanAction {
+    /// Nothing: the entry is already there, was created from its metadata, or failed.
+    Skip,
+    /// These half-open ranges of block indexes (the rest is already verified there).
+    Send(Vec<(u64, u64)>),
+}
+
+/// Fixed part of a [`Frame::Data`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataHeader {
+    /// Entry id of the file.
+    pub file: u64,
+    /// Block index within the file.
+    pub block: u64,
+    /// Digest of the block's bytes as read at the source.
+    pub digest: BlockDigest,
+    /// When set, the block is all zeros and no payload follows; `zero_len` gives its length.
+    pub zero: bool,
+    /// Length of an all-zero block (0 unless `zero`).
+    pub zero_len: u32,
+}
+
+/// Totals at the end of a session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Files written.
+    pub files: u64,
+    /// Payload bytes written.
+    pub bytes: u64,
+    /// Files skipped because they were already there.
+    pub skipped: u64,
+    /// Blocks that had to be sent again.
+    pub retried_blocks: u64,
+    /// Files that failed.
+    pub failed: u64,
+}

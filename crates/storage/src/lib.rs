@@ -1,1 +1,23 @@
-//! hetch-storage (placeholder)
+//! Where bytes come from and go to: the POSIX file system backend of hetch.
+//!
+//! - [`paths`]: turning wire paths into local paths, confined under a root (no `..`, no
+//!   absolute paths, no symlink that leads out).
+//! - [`walk`]: listing source operands as [`walk::SourceEntry`]s, lazily (memory does not
+//!   grow with the tree).
+//! - [`part`]: the receiving side's temporary "part" file, written with positional writes
+//!   and renamed into place only when complete and checked.
+//! - [`journal`]: the per-file record of verified block digests that makes resume work.
+//!
+//! The contract every backend will share (list, stat, read_at, write_at, finalize) is
+//! written down here with the first backend; object stores arrive as a second backend.
+
+#![deny(missing_docs)]
+
+mod error;
+pub mod journal;
+pub mod meta;
+pub mod part;
+pub mod paths;
+pub mod walk;
+
+pub use error::StorageError;

@@ -1,0 +1,203 @@
+//! The receiver's per-file record of verified blocks.
+//!
+//! One journal per partly received multi-block file, next to its part file. It starts
+//! with a header naming what is being received (block size, the source file's size and
+//! mtime); then one fixed-size record per block that was written and whose digest
+//! matched: `index u64 | digest [32] | crc32c u32`. Records are appended with single
+//! `write` calls on an `O_APPEND` file, so concurrent writers never interleave, and a
+//! record torn by `kill -9` fails its CRC and is ignored. The same record serves the
+//! wire check (digests), resume (which blocks are done) and later read-back checks.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{IoContext, StorageError};
+
+const MAGIC: &[u8; 8] = b"HETCHJ1\0";
+const HEADER_LEN: usize = 8 + 8 + 8 + 8 + 4 + 4;
+const RECORD_LEN: usize = 8 + 32 + 4;
+
+/// What a journal is about; a journal whose header differs is stale and discarded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JournalHeader {
+    /// Block size of the transfer.
+    pub block_size: u64,
+    /// Size of the source file.
+    pub file_size: u64,
+    /// Source mtime, seconds.
+    pub mtime_sec: i64,
+    /// Source mtime, nanoseconds.
+    pub mtime_nsec: u32,
+}
+
+impl JournalHeader {
+    fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[..8].copy_from_slice(MAGIC);
+        b[8..16].copy_from_slice(&self.block_size.to_le_bytes());
+        b[16..24].copy_from_slice(&self.file_size.to_le_bytes());
+        b[24..32].copy_from_slice(&self.mtime_sec.to_le_bytes());
+        b[32..36].copy_from_slice(&self.mtime_nsec.to_le_bytes());
+        b
+    }
+}
+
+/// An open journal to which verified blocks are appended.
+#[derive(Debug)]
+pub struct Journal {
+    file: File,
+    path: PathBuf,
+}
+
+impl Journal {
+    /// Creates a fresh journal (replacing any old one).
+    pub fn create(path: &Path, header: &JournalHeader) -> Result<Self, StorageError> {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)
+            .at(path)?;
+        file.write_all(&header.encode()).at(path)?;
+        // Reopen in append mode so that concurrent appends never interleave.
+        drop(file);
+        Self::open_append(path)
+    }
+
+    fn open_append(path: &Path) -> Result<Self, StorageError> {
+        let file = OpenOptions::new().append(true).open(path).at(path)?;
+        Ok(Journal {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Opens an existing journal if its header matches, calling `each(index, digest)`
+    /// for every intact record. Returns `Ok(None)` if there is no journal or it is stale
+    /// (then it has been removed). A torn last record is cut off.
+    pub fn resume(
+        path: &Path,
+        header: &JournalHeader,
+        mut each: impl FnMut(u64, [u8; 32]),
+    ) -> Result<Option<Self>, StorageError> {
+        let mut file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StorageError::io(path, e)),
+        };
+        let mut head = [0u8; HEADER_LEN];
+        if file.read_exact(&mut head).is_err() || head != header.encode() {
+            drop(file);
+            std::fs::remove_file(path).at(path)?;
+            return Ok(None);
+        }
+        let mut reader = std::io::BufReader::new(file);
+        let mut good = HEADER_LEN as u64;
+        let mut rec = [0u8; RECORD_LEN];
+        while reader.read_exact(&mut rec).is_ok() {
+            let crc = u32::from_le_bytes(rec[40..44].try_into().expect("4 bytes"));
+            if crc32c::crc32c(&rec[..40]) != crc {
+                break;
+            }
+            let index = u64::from_le_bytes(rec[..8].try_into().expect("8 bytes"));
+            let digest: [u8; 32] = rec[8..40].try_into().expect("32 bytes");
+            each(index, digest);
+            good += RECORD_LEN as u64;
+        }
+        let file = reader.into_inner();
+        if file.metadata().at(path)?.len() != good {
+            // Cut a torn record so that new appends start on a record boundary.
+            OpenOptions::new()
+                .write(true)
+                .open(path)
+                .at(path)?
+                .set_len(good)
+                .at(path)?;
+        }
+        drop(file);
+        Self::open_append(path).map(Some)
+    }
+
+    /// Records that block `index` is written and matched `digest`.
+    pub fn append(&self, index: u64, digest: &[u8; 32]) -> Result<(), StorageError> {
+        let mut rec = [0u8; RECORD_LEN];
+        rec[..8].copy_from_slice(&index.to_le_bytes());
+        rec[8..40].copy_from_slice(digest);
+        let crc = crc32c::crc32c(&rec[..40]);
+        rec[40..].copy_from_slice(&crc.to_le_bytes());
+        (&self.file).write_all(&rec).at(&self.path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: JournalHeader = JournalHeader {
+        block_size: 4096,
+        file_size: 10_000,
+        mtime_sec: 5,
+        mtime_nsec: 6,
+    };
+
+    #[test]
+    fn records_survive_reopen_and_torn_tail_is_cut() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("j");
+        let j = Journal::create(&p, &H).unwrap();
+        j.append(2, &[2; 32]).unwrap();
+        j.append(0, &[9; 32]).unwrap();
+        drop(j);
+        // A torn third record.
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(&[1, 0, 0]).unwrap();
+        let mut seen = vec![];
+        let j = Journal::resume(&p, &H, |i, d| seen.push((i, d[0])))
+            .unwrap()
+            .unwrap();
+        assert_eq!(seen, [(2, 2), (0, 9)]);
+        j.append(1, &[1; 32]).unwrap();
+        let mut seen = vec![];
+        Journal::resume(&p, &H, |i, _| seen.push(i))
+            .unwrap()
+            .unwrap();
+        assert_eq!(seen, [2, 0, 1]);
+    }
+
+    #[test]
+    fn stale_journal_is_discarded() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("j");
+        Journal::create(&p, &H)
+            .unwrap()
+            .append(0, &[0; 32])
+            .unwrap();
+        let other = JournalHeader { file_size: 1, ..H };
+        assert!(
+            Journal::resume(&p, &other, |_, _| panic!("stale record used"))
+                .unwrap()
+                .is_none()
+        );
+        assert!(!p.exists());
+    }
+
+    #[test]
+    fn corrupted_record_stops_the_replay() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("j");
+        let j = Journal::create(&p, &H).unwrap();
+        j.append(0, &[0; 32]).unwrap();
+        j.append(1, &[1; 32]).unwrap();
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes[HEADER_LEN + RECORD_LEN + 10] ^= 0xff;
+        std::fs::write(&p, bytes).unwrap();
+        let mut seen = vec![];
+        Journal::resume(&p, &H, |i, _| seen.push(i))
+            .unwrap()
+            .unwrap();
+        assert_eq!(seen, [0]);
+    }
+}

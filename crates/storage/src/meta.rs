@@ -1,0 +1,86 @@
+//! File metadata that `std` does not set: nanosecond mtimes (also on symlinks) and the
+//! extended attribute where the receiver stores a finished file's digest.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use crate::error::StorageError;
+
+/// Name of the extended attribute holding a completed file's whole-file BLAKE3 digest.
+pub const DIGEST_XATTR: &str = "user.hetch.blake3";
+
+fn timespecs(sec: i64, nsec: u32) -> [libc::timespec; 2] {
+    let t = libc::timespec {
+        tv_sec: sec as libc::time_t,
+        tv_nsec: nsec as libc::c_long,
+    };
+    [t, t]
+}
+
+/// Sets access and modification time of an open file.
+pub fn set_file_mtime(file: &File, path: &Path, sec: i64, nsec: u32) -> Result<(), StorageError> {
+    let ts = timespecs(sec, nsec);
+    // SAFETY: fd is valid for the life of `file`; `ts` points to two timespecs.
+    let rc = unsafe { libc::futimens(file.as_raw_fd(), ts.as_ptr()) };
+    check(rc, path)
+}
+
+/// Sets access and modification time of a path without following a final symlink.
+pub fn set_path_mtime(path: &Path, sec: i64, nsec: u32) -> Result<(), StorageError> {
+    let c = cstr(path)?;
+    let ts = timespecs(sec, nsec);
+    // SAFETY: `c` is NUL-terminated; `ts` points to two timespecs.
+    let rc = unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            ts.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    check(rc, path)
+}
+
+/// Stores `digest` in [`DIGEST_XATTR`] on an open file. File systems without user
+/// extended attributes are not an error: the digest is an optimisation for later checks.
+pub fn store_digest(file: &File, digest: &[u8; 32]) {
+    let name = CString::new(DIGEST_XATTR).expect("constant has no NUL");
+    // SAFETY: valid fd, NUL-terminated name, and a 32-byte buffer.
+    unsafe {
+        libc::fsetxattr(
+            file.as_raw_fd(),
+            name.as_ptr(),
+            digest.as_ptr().cast(),
+            digest.len(),
+            0,
+        );
+    }
+}
+
+/// Reads [`DIGEST_XATTR`] from a path, if present.
+pub fn load_digest(path: &Path) -> Option<[u8; 32]> {
+    let c = cstr(path).ok()?;
+    let name = CString::new(DIGEST_XATTR).expect("constant has no NUL");
+    let mut buf = [0u8; 32];
+    // SAFETY: NUL-terminated strings and a 32-byte buffer of the given length.
+    let n = unsafe { libc::getxattr(c.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), 32) };
+    (n == 32).then_some(buf)
+}
+
+fn cstr(path: &Path) -> Result<CString, StorageError> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| StorageError::Refused {
+        path: path.display().to_string(),
+        reason: "path contains a NUL byte",
+    })
+}
+
+fn check(rc: libc::c_int, path: &Path) -> Result<(), StorageError> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(StorageError::io(path, std::io::Error::last_os_error()))
+    }
+}

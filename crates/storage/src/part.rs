@@ -1,0 +1,200 @@
+//! The receiving side's "part" file: written under a hidden temporary name next to the
+//! final one, with positional writes from any thread, and renamed into place only once
+//! it is complete and checked. Nothing half-done ever carries the final name.
+
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::error::{IoContext, StorageError};
+use crate::meta;
+
+/// Suffix of part files: `.NAME.hetch-part`.
+pub const PART_SUFFIX: &str = ".hetch-part";
+/// Suffix of journals: `.NAME.hetch-journal`.
+pub const JOURNAL_SUFFIX: &str = ".hetch-journal";
+
+fn sibling(final_path: &Path, suffix: &str) -> PathBuf {
+    let mut name = OsString::from(".");
+    name.push(final_path.file_name().unwrap_or_default());
+    name.push(suffix);
+    final_path.with_file_name(name)
+}
+
+/// Where the part file of `final_path` lives.
+pub fn part_path(final_path: &Path) -> PathBuf {
+    sibling(final_path, PART_SUFFIX)
+}
+
+/// Where the block journal of `final_path` lives.
+pub fn journal_path(final_path: &Path) -> PathBuf {
+    sibling(final_path, JOURNAL_SUFFIX)
+}
+
+/// Whether a directory entry name is one of hetch's own temporary files.
+pub fn is_temporary_name(name: &[u8]) -> bool {
+    name.starts_with(b".")
+        && (name.ends_with(PART_SUFFIX.as_bytes()) || name.ends_with(JOURNAL_SUFFIX.as_bytes()))
+}
+
+/// Metadata applied when a file is finished.
+#[derive(Debug, Clone, Copy)]
+pub struct FinalMeta {
+    /// Permission bits.
+    pub mode: u32,
+    /// Modification time, seconds.
+    pub mtime_sec: i64,
+    /// Modification time, nanoseconds.
+    pub mtime_nsec: u32,
+}
+
+/// A file being received.
+#[derive(Debug)]
+pub struct PartFile {
+    file: File,
+    path: PathBuf,
+    final_path: PathBuf,
+}
+
+impl PartFile {
+    /// Opens the part file for `final_path`, sized to `size` bytes. With `keep`, existing
+    /// contents are kept (resume); otherwise the file starts empty (a hole of `size`).
+    pub fn open(final_path: &Path, size: u64, keep: bool) -> Result<Self, StorageError> {
+        let path = part_path(final_path);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(!keep)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .at(&path)?;
+        if file.metadata().at(&path)?.len() != size {
+            file.set_len(size).at(&path)?;
+        }
+        Ok(PartFile {
+            file,
+            path,
+            final_path: final_path.to_path_buf(),
+        })
+    }
+
+    /// The temporary path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes all of `data` at `offset`.
+    pub fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), StorageError> {
+        self.file.write_all_at(data, offset).at(&self.path)
+    }
+
+    /// Reads exactly `buf.len()` bytes at `offset` (for read-back verification).
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        self.file.read_exact_at(buf, offset).at(&self.path)
+    }
+
+    /// Applies mode and mtime, stores the digest, optionally flushes to stable storage,
+    /// renames the file over its final name and removes the journal, if any.
+    pub fn finalize(
+        self,
+        meta_: FinalMeta,
+        digest: Option<&[u8; 32]>,
+        fsync: bool,
+    ) -> Result<(), StorageError> {
+        let p = &self.path;
+        self.file
+            .set_permissions(std::fs::Permissions::from_mode(meta_.mode))
+            .at(p)?;
+        if let Some(d) = digest {
+            meta::store_digest(&self.file, d);
+        }
+        meta::set_file_mtime(&self.file, p, meta_.mtime_sec, meta_.mtime_nsec)?;
+        if fsync {
+            self.file.sync_data().at(p)?;
+        }
+        drop(self.file);
+        if let Ok(md) = std::fs::symlink_metadata(&self.final_path) {
+            if md.is_dir() {
+                return Err(StorageError::WrongType {
+                    path: self.final_path.clone(),
+                    reason: "is a directory where a file is needed",
+                });
+            }
+        }
+        std::fs::rename(p, &self.final_path).at(&self.final_path)?;
+        let j = journal_path(&self.final_path);
+        match std::fs::remove_file(&j) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StorageError::io(j, e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Removes the part file (and journal): used when a file cannot be completed and
+    /// must not be resumed (e.g. its data could not be repaired).
+    pub fn discard(self) {
+        let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_file(journal_path(&self.final_path));
+    }
+}
+
+/// Whether `name` (a final file name) would collide with hetch's temporary names.
+pub fn name_is_reserved(final_path: &Path) -> bool {
+    final_path
+        .file_name()
+        .map(|n| is_temporary_name(n.as_bytes()))
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn part_file_is_renamed_only_on_finalize() {
+        let t = tempfile::tempdir().unwrap();
+        let fin = t.path().join("data.bin");
+        let part = PartFile::open(&fin, 10, false).unwrap();
+        part.write_at(5, b"world").unwrap();
+        part.write_at(0, b"hello").unwrap();
+        assert!(!fin.exists());
+        assert!(part_path(&fin).exists());
+        let m = FinalMeta {
+            mode: 0o640,
+            mtime_sec: 1_600_000_000,
+            mtime_nsec: 123,
+        };
+        part.finalize(m, Some(&[7; 32]), true).unwrap();
+        assert_eq!(std::fs::read(&fin).unwrap(), b"helloworld");
+        let md = std::fs::metadata(&fin).unwrap();
+        assert_eq!(md.mode() & 0o7777, 0o640);
+        assert_eq!((md.mtime(), md.mtime_nsec()), (1_600_000_000, 123));
+        assert!(!part_path(&fin).exists());
+    }
+
+    #[test]
+    fn finalize_over_directory_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let fin = t.path().join("d");
+        std::fs::create_dir(&fin).unwrap();
+        let part = PartFile::open(&fin, 0, false).unwrap();
+        let m = FinalMeta {
+            mode: 0o644,
+            mtime_sec: 0,
+            mtime_nsec: 0,
+        };
+        let err = part.finalize(m, None, false).unwrap_err();
+        assert!(err.to_string().contains("is a directory"), "{err}");
+    }
+
+    #[test]
+    fn temporary_names_are_recognised() {
+        assert!(is_temporary_name(b".x.hetch-part"));
+        assert!(is_temporary_name(b".x.hetch-journal"));
+        assert!(!is_temporary_name(b"x.hetch-part"));
+    }
+}

@@ -1,0 +1,165 @@
+//! Listing source operands lazily, in a stable order, without following symlinks.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{IoContext, StorageError};
+
+/// What a source entry is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceKind {
+    /// A regular file of this size.
+    File {
+        /// Size in bytes when listed.
+        size: u64,
+    },
+    /// A directory.
+    Dir,
+    /// A symbolic link with this target.
+    Symlink {
+        /// The target bytes, as stored.
+        target: Vec<u8>,
+    },
+}
+
+/// One item found under a source operand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceEntry {
+    /// Wire path: the operand's own name, then the path inside it, `/`-separated.
+    pub rel: Vec<u8>,
+    /// Where to read it.
+    pub abs: PathBuf,
+    /// What it is.
+    pub kind: SourceKind,
+    /// Permission bits.
+    pub mode: u32,
+    /// Modification time, seconds.
+    pub mtime_sec: i64,
+    /// Modification time, nanoseconds.
+    pub mtime_nsec: u32,
+}
+
+/// The name a source operand gets at the destination (`cp -r` uses its last component;
+/// `.` and `..` are resolved first).
+pub fn operand_name(operand: &Path) -> Result<OsString, StorageError> {
+    if let Some(name) = operand.file_name() {
+        return Ok(name.to_os_string());
+    }
+    let canon = operand.canonicalize().at(operand)?;
+    canon
+        .file_name()
+        .map(|n| n.to_os_string())
+        .ok_or_else(|| StorageError::Refused {
+            path: operand.display().to_string(),
+            reason: "cannot copy the file system root as a whole; name a directory under it",
+        })
+}
+
+/// Lists `operand` and, if it is a directory, everything under it (directories before
+/// their contents, names sorted). Errors on single entries are yielded in place so the
+/// caller can report them and go on.
+pub fn walk(
+    operand: &Path,
+) -> Result<impl Iterator<Item = Result<SourceEntry, StorageError>>, StorageError> {
+    // Fail early, with the operand's name, when it does not exist at all.
+    std::fs::symlink_metadata(operand).at(operand)?;
+    let top = operand_name(operand)?;
+    let operand = operand.to_path_buf();
+    let iter = walkdir::WalkDir::new(&operand)
+        .follow_links(false)
+        .sort_by_file_name()
+        .into_iter()
+        .map(move |item| {
+            let item = item.map_err(|e| {
+                let path = e.path().unwrap_or(&operand).to_path_buf();
+                let io = e
+                    .into_io_error()
+                    .unwrap_or_else(|| std::io::Error::other("file system loop"));
+                StorageError::io(path, io)
+            })?;
+            let inner = item.path().strip_prefix(&operand).unwrap_or(Path::new(""));
+            let mut rel = top.as_bytes().to_vec();
+            for c in inner.components() {
+                rel.push(b'/');
+                rel.extend_from_slice(c.as_os_str().as_bytes());
+            }
+            entry(item.path(), rel)
+        });
+    Ok(iter)
+}
+
+/// Describes one path (lstat, no following).
+pub fn entry(path: &Path, rel: Vec<u8>) -> Result<SourceEntry, StorageError> {
+    let md = std::fs::symlink_metadata(path).at(path)?;
+    let ft = md.file_type();
+    let kind = if ft.is_file() {
+        SourceKind::File { size: md.len() }
+    } else if ft.is_dir() {
+        SourceKind::Dir
+    } else if ft.is_symlink() {
+        let target = std::fs::read_link(path).at(path)?;
+        SourceKind::Symlink {
+            target: target.as_os_str().as_bytes().to_vec(),
+        }
+    } else {
+        return Err(StorageError::WrongType {
+            path: path.to_path_buf(),
+            reason: "is a special file (device, socket or fifo); only files, directories and symlinks are copied",
+        });
+    };
+    Ok(SourceEntry {
+        rel,
+        abs: path.to_path_buf(),
+        kind,
+        mode: md.mode() & 0o7777,
+        mtime_sec: md.mtime(),
+        mtime_nsec: md.mtime_nsec() as u32,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn walks_tree_in_order_with_operand_name_first() {
+        let t = tempfile::tempdir().unwrap();
+        let top = t.path().join("top");
+        std::fs::create_dir_all(top.join("b/c")).unwrap();
+        std::fs::write(top.join("a.txt"), b"hello").unwrap();
+        std::fs::write(top.join("b/c/d"), b"").unwrap();
+        std::os::unix::fs::symlink("../a.txt", top.join("b/link")).unwrap();
+        let got: Vec<_> = walk(&top).unwrap().map(|e| e.unwrap()).collect();
+        let rels: Vec<_> = got
+            .iter()
+            .map(|e| String::from_utf8(e.rel.clone()).unwrap())
+            .collect();
+        assert_eq!(
+            rels,
+            [
+                "top",
+                "top/a.txt",
+                "top/b",
+                "top/b/c",
+                "top/b/c/d",
+                "top/b/link"
+            ]
+        );
+        assert_eq!(got[1].kind, SourceKind::File { size: 5 });
+        assert_eq!(got[0].kind, SourceKind::Dir);
+        assert_eq!(
+            got[5].kind,
+            SourceKind::Symlink {
+                target: b"../a.txt".to_vec()
+            }
+        );
+    }
+
+    #[test]
+    fn missing_operand_names_the_path() {
+        let err = walk(Path::new("/nonexistent/hetch-x")).err().unwrap();
+        assert!(err.to_string().contains("/nonexistent/hetch-x"), "{err}");
+    }
+}

@@ -1,1 +1,56 @@
-//! hetch-engine (placeholder)
+//! The transfer engine: everything between "these files" and "those bytes on a stream".
+//!
+//! A session has a *source* side ([`run_source`]) and a *sink* side ([`run_sink`]),
+//! joined by a [`Transport`]: one ordered control stream plus N data streams. The engine
+//! does not know about sockets or TLS; the caller hands it streams (TCP/TLS for remote
+//! transfers, in-memory pipes for [`copy_local`]), so the whole engine runs in tests
+//! without a network.
+//!
+//! Flow: the source walks its operands and announces entries in batches on the control
+//! stream; the sink answers each batch with a plan (skip, send everything, or send the
+//! blocks its journal does not have). Source readers cut files into blocks, hash each
+//! block as it is read, and put them on whichever data stream is free; sink writers check
+//! each block's digest, write it at its offset into a part file, record it in the
+//! journal, and rename the file into place once every block is there. Buffers come from
+//! a bounded pool on both sides, so memory does not grow with the dataset.
+
+#![deny(missing_docs)]
+
+mod dest;
+mod error;
+mod local;
+mod options;
+mod pool;
+mod progress;
+mod rate;
+mod session;
+mod sink;
+mod source;
+pub mod wire;
+
+pub use dest::DestSpec;
+pub use error::EngineError;
+pub use local::copy_local;
+pub use options::Options;
+pub use pool::{BufferPool, PooledBuf};
+pub use progress::{Progress, Report};
+pub use rate::RateLimiter;
+pub use sink::run_sink;
+pub use source::run_source;
+
+/// A byte stream the engine can read frames from and write frames to.
+pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static> Stream for T {}
+
+/// A boxed [`Stream`].
+pub type BoxStream = Box<dyn Stream>;
+
+/// The connections of one session, after the handshake.
+pub struct Transport {
+    /// The ordered control stream.
+    pub control: BoxStream,
+    /// The data streams (at least one).
+    pub data: Vec<BoxStream>,
+    /// Name of the peer for error messages ("host:port" or "local").
+    pub peer: String,
+}

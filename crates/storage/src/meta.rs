@@ -11,6 +11,42 @@ use crate::error::StorageError;
 
 /// Name of the extended attribute holding a completed file's whole-file BLAKE3 digest.
 pub const DIGEST_XATTR: &str = "user.hetch.blake3";
+/// Name of the extended attribute marking a directory that a transfer created *as* the
+/// copy of a source operand; its value is that operand's name.
+pub const TOP_XATTR: &str = "user.hetch.top";
+
+/// Sets extended attribute `name` on a path (best effort: file systems without user
+/// attributes simply do not keep it).
+pub fn set_xattr(path: &Path, name: &str, value: &[u8]) {
+    let (Ok(c), Ok(n)) = (cstr(path), CString::new(name)) else {
+        return;
+    };
+    // SAFETY: NUL-terminated strings; `value` is valid for its length.
+    unsafe {
+        libc::lsetxattr(
+            c.as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        );
+    }
+}
+
+/// Reads extended attribute `name` of a path (at most 4 KiB), if present.
+pub fn get_xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
+    let c = cstr(path).ok()?;
+    let n = CString::new(name).ok()?;
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: NUL-terminated strings and a buffer of the given length.
+    let got =
+        unsafe { libc::lgetxattr(c.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if got < 0 {
+        return None;
+    }
+    buf.truncate(got as usize);
+    Some(buf)
+}
 
 fn timespecs(sec: i64, nsec: u32) -> [libc::timespec; 2] {
     let t = libc::timespec {
@@ -62,12 +98,7 @@ pub fn store_digest(file: &File, digest: &[u8; 32]) {
 
 /// Reads [`DIGEST_XATTR`] from a path, if present.
 pub fn load_digest(path: &Path) -> Option<[u8; 32]> {
-    let c = cstr(path).ok()?;
-    let name = CString::new(DIGEST_XATTR).expect("constant has no NUL");
-    let mut buf = [0u8; 32];
-    // SAFETY: NUL-terminated strings and a 32-byte buffer of the given length.
-    let n = unsafe { libc::getxattr(c.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), 32) };
-    (n == 32).then_some(buf)
+    get_xattr(path, DIGEST_XATTR)?.try_into().ok()
 }
 
 fn cstr(path: &Path) -> Result<CString, StorageError> {
@@ -83,4 +114,13 @@ fn check(rc: libc::c_int, path: &Path) -> Result<(), StorageError> {
     } else {
         Err(StorageError::io(path, std::io::Error::last_os_error()))
     }
+}
+
+/// Flushes the whole file system holding `path` to stable storage (`syncfs`): one call
+/// at the end of a transfer instead of one `fsync` per file.
+pub fn sync_fs(path: &Path) -> Result<(), StorageError> {
+    let f = File::open(path).map_err(|e| StorageError::io(path, e))?;
+    // SAFETY: valid fd for the life of `f`.
+    let rc = unsafe { libc::syncfs(f.as_raw_fd()) };
+    check(rc, path)
 }

@@ -1,0 +1,193 @@
+//! Where the operands land: `cp -r` semantics.
+//!
+//! - Destination is an existing directory: each source operand is copied *into* it,
+//!   under its own name (`cp -r a b dir` makes `dir/a` and `dir/b`).
+//! - Destination does not exist and there is one source: the source is copied *as* the
+//!   destination (`cp -r a new` makes `new` with a's contents). Its parent must exist.
+//! - Destination ends with `/` and does not exist: it is created as a directory and the
+//!   sources are copied into it (as rsync does; `cp` would refuse).
+//! - Running the same command again finds the destination as an existing directory; to
+//!   make reruns resume instead of nesting a second copy inside the first, a directory
+//!   created *as* the copy of a single operand is marked (extended attribute
+//!   `user.hetch.top` = the operand's name) and a marked directory is copied *as* again.
+//! - Destination is an existing file: one file source replaces it; a directory source is
+//!   refused ("is a file where a directory is needed"); several sources are refused.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use crate::error::EngineError;
+use hetch_storage::{meta, StorageError};
+
+/// The destination operand of a transfer, as the sink sees it.
+#[derive(Debug, Clone)]
+pub struct DestSpec {
+    /// Destination path (for a server, already confined under its root).
+    pub path: PathBuf,
+    /// Number of source operands.
+    pub sources: u32,
+    /// Whether the operand was written with a trailing `/`.
+    pub trailing_slash: bool,
+    /// Entries may only be written inside this directory (a server's root); `None`
+    /// confines them to the resolved destination base.
+    pub confine_to: Option<PathBuf>,
+}
+
+/// The resolved mapping from wire paths to destination paths.
+#[derive(Debug, Clone)]
+pub(crate) struct DestMap {
+    /// Directory the entries are placed in.
+    pub base: PathBuf,
+    /// When copying one operand *as* the destination: the name that replaces the
+    /// operand's own first path component.
+    pub rename_top: Option<OsString>,
+}
+
+impl DestMap {
+    /// Applies the `cp -r` rules to `spec` (creating a `dir/` destination); `top` is
+    /// the name of the (first) source operand.
+    pub fn resolve(spec: &DestSpec, top: &OsStr) -> Result<DestMap, EngineError> {
+        let p = &spec.path;
+        let shown = p.display();
+        match std::fs::metadata(p) {
+            Ok(md) if md.is_dir() && spec.sources == 1 && Self::marked_as_copy_of(p, top) => {
+                Ok(DestMap {
+                    base: p
+                        .parent()
+                        .map(Path::to_path_buf)
+                        .unwrap_or_else(|| ".".into()),
+                    rename_top: Some(p.file_name().unwrap_or_default().to_os_string()),
+                })
+            }
+            Ok(md) if md.is_dir() => Ok(DestMap {
+                base: p.clone(),
+                rename_top: None,
+            }),
+            Ok(_) if spec.sources > 1 || spec.trailing_slash => Err(EngineError::Destination(
+                format!("{shown}: is a file where a directory is needed"),
+            )),
+            Ok(_) => Self::as_destination(p),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if spec.trailing_slash {
+                    std::fs::create_dir_all(p).map_err(|e| StorageError::io(p, e))?;
+                    Ok(DestMap {
+                        base: p.clone(),
+                        rename_top: None,
+                    })
+                } else if spec.sources > 1 {
+                    Err(EngineError::Destination(format!(
+                        "{shown}: does not exist; with several sources the destination must be a directory (end it with '/' to create it)"
+                    )))
+                } else {
+                    Self::as_destination(p)
+                }
+            }
+            Err(e) => Err(StorageError::io(p, e).into()),
+        }
+    }
+
+    fn marked_as_copy_of(p: &Path, top: &OsStr) -> bool {
+        meta::get_xattr(p, meta::TOP_XATTR).as_deref() == Some(top.as_bytes())
+    }
+
+    /// Marks a directory just created as the copy of operand `top` (see module docs).
+    pub fn mark_as_copy(dir: &Path, top: &OsStr) {
+        meta::set_xattr(dir, meta::TOP_XATTR, top.as_bytes());
+    }
+
+    fn as_destination(p: &Path) -> Result<DestMap, EngineError> {
+        let name = p.file_name().ok_or_else(|| {
+            EngineError::Destination(format!("{}: not a usable destination name", p.display()))
+        })?;
+        let parent = match p.parent() {
+            Some(x) if !x.as_os_str().is_empty() => x.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !parent.is_dir() {
+            return Err(EngineError::Destination(format!(
+                "{}: parent directory {} does not exist",
+                p.display(),
+                parent.display()
+            )));
+        }
+        Ok(DestMap {
+            base: parent,
+            rename_top: Some(name.to_os_string()),
+        })
+    }
+
+    /// Destination of an entry whose wire path (already validated) is `rel`.
+    pub fn map(&self, rel: &Path) -> PathBuf {
+        match &self.rename_top {
+            None => self.base.join(rel),
+            Some(name) => {
+                let mut out = self.base.join(name);
+                for c in rel.components().skip(1) {
+                    if let Component::Normal(n) = c {
+                        out.push(n);
+                    }
+                }
+                out
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(p: &Path, sources: u32, slash: bool) -> DestSpec {
+        DestSpec {
+            path: p.to_path_buf(),
+            sources,
+            trailing_slash: slash,
+            confine_to: None,
+        }
+    }
+
+    #[test]
+    fn cp_semantics() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path();
+        // Existing directory: copy into.
+        let m = DestMap::resolve(&spec(d, 2, false), OsStr::new("a")).unwrap();
+        assert_eq!(m.map(Path::new("a/x")), d.join("a/x"));
+        // Missing destination, one source: copy as.
+        let m = DestMap::resolve(&spec(&d.join("new"), 1, false), OsStr::new("a")).unwrap();
+        assert_eq!(m.map(Path::new("a/x")), d.join("new/x"));
+        assert_eq!(m.map(Path::new("a")), d.join("new"));
+        // Missing destination, several sources: refused unless it ends with '/'.
+        assert!(DestMap::resolve(&spec(&d.join("n2"), 2, false), OsStr::new("a")).is_err());
+        let m = DestMap::resolve(&spec(&d.join("n2"), 2, true), OsStr::new("a")).unwrap();
+        assert!(d.join("n2").is_dir());
+        assert_eq!(m.map(Path::new("a")), d.join("n2/a"));
+        // Existing file: several sources refused; missing parent refused.
+        std::fs::write(d.join("f"), b"x").unwrap();
+        let e = DestMap::resolve(&spec(&d.join("f"), 2, false), OsStr::new("a")).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("is a file where a directory is needed"),
+            "{e}"
+        );
+        let e =
+            DestMap::resolve(&spec(&d.join("no/such/x"), 1, false), OsStr::new("a")).unwrap_err();
+        assert!(e.to_string().contains("does not exist"), "{e}");
+    }
+
+    #[test]
+    fn marked_copy_is_copied_as_again() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("copy");
+        std::fs::create_dir(&d).unwrap();
+        DestMap::mark_as_copy(&d, OsStr::new("src"));
+        let m = DestMap::resolve(&spec(&d, 1, false), OsStr::new("src")).unwrap();
+        if meta::get_xattr(&d, meta::TOP_XATTR).is_some() {
+            assert_eq!(m.map(Path::new("src/x")), d.join("x"));
+        }
+        // Another operand name is copied into it.
+        let m = DestMap::resolve(&spec(&d, 1, false), OsStr::new("other")).unwrap();
+        assert_eq!(m.map(Path::new("other/x")), d.join("other/x"));
+    }
+}

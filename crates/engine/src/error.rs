@@ -1,0 +1,69 @@
+//! The engine's error type.
+
+use hetch_proto::{ErrorCode, ErrorFrame, ProtoError};
+use hetch_storage::StorageError;
+
+/// Why a session failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// A file system error that ends the session (e.g. the disk is full).
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// The connection to the peer broke.
+    #[error("connection to {peer} lost: {source}")]
+    Connection {
+        /// The peer.
+        peer: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The peer sent bytes that are not valid hetch frames.
+    #[error("{peer} broke the protocol: {source}")]
+    Proto {
+        /// The peer.
+        peer: String,
+        /// What was wrong.
+        source: ProtoError,
+    },
+    /// The peer sent a valid frame at the wrong time.
+    #[error("{peer} broke the protocol: {what}")]
+    Unexpected {
+        /// The peer.
+        peer: String,
+        /// What was unexpected.
+        what: String,
+    },
+    /// The peer reported a fatal error.
+    #[error("{peer}: {message}")]
+    Peer {
+        /// The peer.
+        peer: String,
+        /// Its error class.
+        code: ErrorCode,
+        /// Its message.
+        message: String,
+    },
+    /// The destination cannot take the operands (cp semantics).
+    #[error("{0}")]
+    Destination(String),
+}
+
+impl EngineError {
+    /// The frame that tells the peer about this error.
+    pub fn to_frame(&self) -> ErrorFrame {
+        let code = match self {
+            EngineError::Storage(e) if e.is_no_space() => ErrorCode::NoSpace,
+            EngineError::Storage(StorageError::Refused { .. }) => ErrorCode::Path,
+            EngineError::Storage(StorageError::WrongType { .. }) => ErrorCode::Path,
+            EngineError::Destination(_) => ErrorCode::Path,
+            EngineError::Storage(_) => ErrorCode::Io,
+            EngineError::Proto { .. } | EngineError::Unexpected { .. } => ErrorCode::Protocol,
+            EngineError::Peer { code, .. } => *code,
+            EngineError::Connection { .. } => ErrorCode::Other,
+        };
+        ErrorFrame {
+            code,
+            message: self.to_string(),
+        }
+    }
+}

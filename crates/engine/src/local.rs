@@ -1,0 +1,55 @@
+//! Local copies through the same engine: source and sink in one process, joined by
+//! in-memory pipes instead of sockets.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::dest::DestSpec;
+use crate::error::EngineError;
+use crate::progress::{Progress, Report};
+use crate::{run_sink, run_source, BoxStream, Options, Transport};
+
+/// Bytes buffered in each in-memory pipe.
+const PIPE: usize = 4 << 20;
+
+/// Copies `operands` to `dest` on this machine with `streams` data pipes. Progress is
+/// reported on `progress` as the sending side sees it.
+pub async fn copy_local(
+    opts: Options,
+    operands: Vec<PathBuf>,
+    dest: DestSpec,
+    streams: usize,
+    progress: Arc<Progress>,
+) -> Result<Report, EngineError> {
+    let (c1, c2) = tokio::io::duplex(PIPE);
+    let mut src_data: Vec<BoxStream> = Vec::new();
+    let mut dst_data: Vec<BoxStream> = Vec::new();
+    for _ in 0..streams.max(1) {
+        let (a, b) = tokio::io::duplex(PIPE);
+        src_data.push(Box::new(a));
+        dst_data.push(Box::new(b));
+    }
+    let src = Transport {
+        control: Box::new(c1),
+        data: src_data,
+        peer: "local receiver".into(),
+    };
+    let dst = Transport {
+        control: Box::new(c2),
+        data: dst_data,
+        peer: "local sender".into(),
+    };
+    let sink_progress = Arc::new(Progress::default());
+    let sink = tokio::spawn(run_sink(opts.clone(), dest, dst, sink_progress));
+    let source = run_source(opts, operands, src, progress).await;
+    let sink = sink.await.expect("sink task panicked");
+    // The sink's error is the cause when both fail (the source only sees a closed pipe).
+    match (source, sink) {
+        (Ok(mut report), Ok(sink_report)) => {
+            report.summary = sink_report.summary;
+            Ok(report)
+        }
+        (_, Err(e)) => Err(e),
+        (Err(e), Ok(_)) => Err(e),
+    }
+}

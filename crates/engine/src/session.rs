@@ -1,0 +1,77 @@
+//! Plumbing shared by both sides of a session: the control writer task and the way a
+//! session's tasks are run and torn down.
+
+use hetch_proto::Frame;
+use tokio::io::AsyncWrite;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use crate::error::EngineError;
+use crate::wire::FrameWriter;
+
+/// Depth of the queue in front of the control writer.
+pub(crate) const CONTROL_QUEUE: usize = 4096;
+
+/// Writes queued control frames, flushing whenever the queue runs dry, and closes the
+/// stream when every sender is gone.
+pub(crate) async fn control_writer<W: AsyncWrite + Unpin>(
+    mut w: FrameWriter<W>,
+    mut rx: mpsc::Receiver<Frame>,
+) -> Result<(), EngineError> {
+    while let Some(frame) = rx.recv().await {
+        w.send(&frame).await?;
+        if rx.is_empty() {
+            w.flush().await?;
+        }
+    }
+    w.shutdown().await
+}
+
+/// Runs a session's tasks to the end. On the first error, tells the peer (best effort,
+/// through the control writer), stops every task and returns that error.
+pub(crate) async fn run_tasks(
+    mut tasks: JoinSet<Result<(), EngineError>>,
+    ctl_tx: mpsc::Sender<Frame>,
+    ctl_writer: tokio::task::JoinHandle<Result<(), EngineError>>,
+) -> Result<(), EngineError> {
+    let mut failure = None;
+    while let Some(done) = tasks.join_next().await {
+        let result = match done {
+            Ok(r) => r,
+            Err(e) if e.is_cancelled() => Ok(()),
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        };
+        if let Err(e) = result {
+            failure = Some(e);
+            break;
+        }
+    }
+    match failure {
+        None => {
+            drop(ctl_tx);
+            ctl_writer.await.expect("control writer panicked")
+        }
+        Some(e) => {
+            // A peer's own error need not be echoed back to it.
+            if !matches!(e, EngineError::Peer { .. } | EngineError::Connection { .. }) {
+                let _ = ctl_tx.try_send(Frame::Error(e.to_frame()));
+            }
+            drop(ctl_tx);
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+            // Give the error frame a moment to leave; the peer may already be gone.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), ctl_writer).await;
+            Err(e)
+        }
+    }
+}
+
+/// Whether every byte of `buf` is zero (such blocks travel without payload).
+pub(crate) fn is_zero(buf: &[u8]) -> bool {
+    let (words, tail) = buf.split_at(buf.len() & !7);
+    // Word-sized compares; most data blocks fail on the first word.
+    words
+        .chunks_exact(8)
+        .all(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")) == 0)
+        && tail.iter().all(|b| *b == 0)
+}

@@ -1,0 +1,309 @@
+//! The receiving side of a session.
+//!
+//! Tasks: the control reader plans each batch of entries (skip, send all, or send what
+//! the journal lacks) on a blocking thread; one reader per data stream takes blocks off
+//! the wire into pooled buffers; writers check each block's digest, write it at its
+//! offset and journal it, and finish files whose last block arrived; a finisher sends
+//! the summary once the source has announced everything and every file is done.
+
+mod plan;
+mod write;
+
+use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use hetch_integrity::FileDigest;
+use hetch_proto::{DataHeader, Frame};
+use hetch_storage::journal::Journal;
+use hetch_storage::part::{FinalMeta, PartFile};
+use hetch_storage::paths::ParentGuard;
+use tokio::io::split;
+use tokio::sync::{mpsc, Notify};
+use tokio::task::JoinSet;
+
+use crate::dest::{DestMap, DestSpec};
+use crate::error::EngineError;
+use crate::pool::{BufferPool, PooledBuf};
+use crate::progress::{Progress, Report};
+use crate::session::{control_writer, run_tasks, CONTROL_QUEUE};
+use crate::wire::{FrameReader, FrameWriter, Incoming};
+use crate::{BoxStream, Options, Transport};
+
+/// A file being received.
+pub(crate) struct IncomingFile {
+    pub final_path: PathBuf,
+    pub size: u64,
+    pub blocks: u64,
+    pub meta: FinalMeta,
+    /// The part file holds verified blocks from an earlier run: keep its contents.
+    pub resumed: bool,
+    pub state: Mutex<FileState>,
+}
+
+/// Mutable state of a file being received.
+pub(crate) struct FileState {
+    pub part: Option<Arc<PartFile>>,
+    pub journal: Option<Journal>,
+    pub digest: FileDigest,
+    /// One bit per block: written and verified.
+    pub done: Vec<u64>,
+    pub remaining: u64,
+    /// Failed checks per block.
+    pub retries: HashMap<u64, u32>,
+}
+
+impl FileState {
+    pub fn is_done(&self, block: u64) -> bool {
+        self.done[(block / 64) as usize] & (1 << (block % 64)) != 0
+    }
+    pub fn mark_done(&mut self, block: u64) {
+        self.done[(block / 64) as usize] |= 1 << (block % 64);
+    }
+}
+
+pub(crate) struct SinkShared {
+    pub opts: Options,
+    pub peer: String,
+    pub progress: Arc<Progress>,
+    pub dest: DestSpec,
+    /// Resolved when the first entry names the operand (see [`DestMap::resolve`]).
+    pub map: OnceLock<DestMap>,
+    pub guard: Mutex<Option<ParentGuard>>,
+    pub files: Mutex<HashMap<u64, Arc<IncomingFile>>>,
+    /// Files planned for sending and not finished yet.
+    pub pending: AtomicU64,
+    pub end_of_entries: AtomicBool,
+    pub finished_sent: AtomicBool,
+    pub changed: Notify,
+    /// Directories created or reused, with the metadata to apply at the end.
+    pub dirs: Mutex<Vec<(PathBuf, FinalMeta)>>,
+    zeros: OnceLock<Vec<u8>>,
+}
+
+impl SinkShared {
+    /// A buffer of zeros at least one block long (for all-zero blocks).
+    pub fn zeros(&self) -> &[u8] {
+        self.zeros
+            .get_or_init(|| vec![0; self.opts.block_size as usize])
+    }
+
+    /// Resolves the destination on the first entry, whose first path component is the
+    /// operand's name.
+    pub fn resolve(&self, first_entry: &[u8]) -> Result<&DestMap, EngineError> {
+        if let Some(m) = self.map.get() {
+            return Ok(m);
+        }
+        let top = first_entry.split(|b| *b == b'/').next().unwrap_or_default();
+        let map = DestMap::resolve(&self.dest, std::ffi::OsStr::from_bytes(top))?;
+        let confine = self
+            .dest
+            .confine_to
+            .clone()
+            .unwrap_or_else(|| map.base.clone());
+        *self.guard.lock().expect("guard lock") = Some(ParentGuard::new(&confine)?);
+        Ok(self.map.get_or_init(|| map))
+    }
+
+    /// One pending file is settled (finished or failed).
+    pub fn settle(&self) {
+        self.pending.fetch_sub(1, SeqCst);
+        self.changed.notify_one();
+    }
+
+    fn all_done(&self) -> bool {
+        self.end_of_entries.load(SeqCst) && self.pending.load(SeqCst) == 0
+    }
+
+    /// Drops a file after a per-file failure: discard its part file, tell the source.
+    pub fn fail_file(&self, id: u64, message: String) -> Frame {
+        if let Some(inc) = self.files.lock().expect("files lock").remove(&id) {
+            let part = inc.state.lock().expect("file lock").part.take();
+            if let Some(p) = part.and_then(|p| Arc::try_unwrap(p).ok()) {
+                p.discard();
+            }
+            self.settle();
+        }
+        self.progress.fail(message.clone());
+        Frame::FileDone {
+            file: id,
+            error: Some(message),
+        }
+    }
+}
+
+/// Receives into `dest` whatever the source at the other end of `transport` sends.
+pub async fn run_sink(
+    opts: Options,
+    dest: DestSpec,
+    transport: Transport,
+    progress: Arc<Progress>,
+) -> Result<Report, EngineError> {
+    let peer = transport.peer.clone();
+    let (ctl_r, ctl_w) = split(transport.control);
+    let (ctl_tx, ctl_rx) = mpsc::channel(CONTROL_QUEUE);
+    let ctl_writer = tokio::spawn(control_writer(FrameWriter::new(ctl_w, &peer), ctl_rx));
+
+    let shared = Arc::new(SinkShared {
+        opts,
+        peer: peer.clone(),
+        progress: progress.clone(),
+        dest,
+        map: OnceLock::new(),
+        guard: Mutex::new(None),
+        files: Mutex::default(),
+        pending: AtomicU64::new(0),
+        end_of_entries: AtomicBool::new(false),
+        finished_sent: AtomicBool::new(false),
+        changed: Notify::new(),
+        dirs: Mutex::default(),
+        zeros: OnceLock::new(),
+    });
+    let pool = BufferPool::new(shared.opts.effective_buffer_memory());
+    let (block_tx, block_rx) = async_channel::bounded(64);
+
+    let mut tasks = JoinSet::new();
+    tasks.spawn(control_reader(
+        shared.clone(),
+        FrameReader::new(ctl_r, &peer),
+        ctl_tx.clone(),
+    ));
+    tasks.spawn(finisher(shared.clone(), ctl_tx.clone()));
+    for stream in transport.data {
+        tasks.spawn(data_reader(
+            shared.clone(),
+            FrameReader::new(stream, &peer),
+            pool.clone(),
+            block_tx.clone(),
+        ));
+    }
+    drop(block_tx);
+    for _ in 0..shared.opts.writers.max(1) {
+        tasks.spawn(write::writer(
+            shared.clone(),
+            block_rx.clone(),
+            ctl_tx.clone(),
+        ));
+    }
+    drop(block_rx);
+
+    run_tasks(tasks, ctl_tx, ctl_writer).await?;
+    Ok(Report {
+        summary: progress.summary(),
+        errors: progress.take_errors(),
+    })
+}
+
+async fn control_reader(
+    shared: Arc<SinkShared>,
+    mut r: FrameReader<tokio::io::ReadHalf<BoxStream>>,
+    ctl: mpsc::Sender<Frame>,
+) -> Result<(), EngineError> {
+    let unexpected = |what: String| EngineError::Unexpected {
+        peer: shared.peer.clone(),
+        what,
+    };
+    loop {
+        let frame = match r.next(None).await? {
+            Some(Incoming::Frame(f)) => f,
+            Some(Incoming::Data(..)) => unreachable!("no pool given"),
+            None if shared.finished_sent.load(SeqCst) => return Ok(()),
+            None => {
+                return Err(unexpected(
+                    "control connection closed before the end".into(),
+                ))
+            }
+        };
+        match frame {
+            Frame::Entries(batch) => {
+                if shared.end_of_entries.load(SeqCst) {
+                    return Err(unexpected("entries after the end of entries".into()));
+                }
+                let sh = shared.clone();
+                let (plan, follow) =
+                    tokio::task::spawn_blocking(move || plan::plan_batch(&sh, batch))
+                        .await
+                        .expect("plan task panicked")?;
+                if ctl.send(Frame::Plan(plan)).await.is_err() {
+                    return Ok(());
+                }
+                for f in follow {
+                    let _ = ctl.send(f).await;
+                }
+            }
+            Frame::FileError { file, message } => {
+                if shared.files.lock().expect("files lock").contains_key(&file) {
+                    let f = shared.fail_file(file, message);
+                    let _ = ctl.send(f).await;
+                }
+            }
+            Frame::EndOfEntries => {
+                shared.end_of_entries.store(true, SeqCst);
+                shared.changed.notify_one();
+            }
+            Frame::Error(e) => {
+                return Err(EngineError::Peer {
+                    peer: shared.peer.clone(),
+                    code: e.code,
+                    message: e.message,
+                })
+            }
+            other => return Err(unexpected(format!("unexpected frame {other:?}"))),
+        }
+    }
+}
+
+/// Waits until everything is settled, applies directory metadata, makes the data
+/// durable with one `syncfs`, and sends the summary.
+async fn finisher(shared: Arc<SinkShared>, ctl: mpsc::Sender<Frame>) -> Result<(), EngineError> {
+    loop {
+        let changed = shared.changed.notified();
+        if shared.all_done() {
+            break;
+        }
+        changed.await;
+    }
+    let sh = shared.clone();
+    tokio::task::spawn_blocking(move || plan::finish_dirs(&sh))
+        .await
+        .expect("finish task panicked")?;
+    shared.finished_sent.store(true, SeqCst);
+    let _ = ctl.send(Frame::Finished(shared.progress.summary())).await;
+    Ok(())
+}
+
+async fn data_reader(
+    shared: Arc<SinkShared>,
+    mut r: FrameReader<BoxStream>,
+    pool: BufferPool,
+    tx: async_channel::Sender<(DataHeader, Option<PooledBuf>)>,
+) -> Result<(), EngineError> {
+    loop {
+        match r.next(Some(&pool)).await {
+            Ok(Some(Incoming::Data(h, payload))) => {
+                if tx.send((h, payload)).await.is_err() {
+                    return Ok(());
+                }
+            }
+            Ok(Some(Incoming::Frame(Frame::StreamEnd))) => return Ok(()),
+            Ok(Some(Incoming::Frame(other))) => {
+                return Err(EngineError::Unexpected {
+                    peer: shared.peer.clone(),
+                    what: format!("unexpected frame on a data stream: {other:?}"),
+                })
+            }
+            Ok(None) | Err(EngineError::Connection { .. }) if shared.finished_sent.load(SeqCst) => {
+                return Ok(())
+            }
+            Ok(None) => {
+                return Err(EngineError::Connection {
+                    peer: shared.peer.clone(),
+                    source: std::io::ErrorKind::UnexpectedEof.into(),
+                })
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! Deciding, per announced entry, what the source must send; creating directories and
+//! symlinks on the spot; applying directory metadata at the end.
+
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::{Arc, Mutex};
+
+use hetch_integrity::{self as integrity, FileDigest};
+use hetch_proto::{Entry, EntryKind, Frame, PlanAction, PlanItem};
+use hetch_storage::journal::{Journal, JournalHeader};
+use hetch_storage::part::{self, FinalMeta, PartFile};
+use hetch_storage::{meta, paths, StorageError};
+
+use super::{FileState, IncomingFile, SinkShared};
+use crate::error::EngineError;
+use crate::progress::Progress;
+
+/// Plans a batch. Per-entry problems become a `Skip` plus a `FileDone` error frame;
+/// errors that make the whole destination unusable end the session.
+pub(crate) fn plan_batch(
+    sh: &SinkShared,
+    batch: Vec<Entry>,
+) -> Result<(Vec<PlanItem>, Vec<Frame>), EngineError> {
+    let mut plan = Vec::with_capacity(batch.len());
+    let mut follow = Vec::new();
+    if let Some(first) = batch.first() {
+        sh.resolve(&first.path)?;
+    }
+    for e in batch {
+        let top_level = !e.path.contains(&b'/');
+        match plan_entry(sh, &e) {
+            Ok(action) => plan.push(PlanItem { id: e.id, action }),
+            Err(err) if err.is_no_space() || (top_level && is_wrong_type(&err)) => {
+                return Err(err.into())
+            }
+            Err(err) => {
+                let message = err.to_string();
+                sh.progress.fail(message.clone());
+                plan.push(PlanItem {
+                    id: e.id,
+                    action: PlanAction::Skip,
+                });
+                follow.push(Frame::FileDone {
+                    file: e.id,
+                    error: Some(message),
+                });
+            }
+        }
+    }
+    Ok((plan, follow))
+}
+
+fn is_wrong_type(e: &StorageError) -> bool {
+    matches!(e, StorageError::WrongType { .. })
+}
+
+fn plan_entry(sh: &SinkShared, e: &Entry) -> Result<PlanAction, StorageError> {
+    let rel = paths::rel_from_wire(&e.path)?;
+    let map = sh.map.get().expect("resolved before planning");
+    let target = map.map(&rel);
+    if let Some(g) = sh.guard.lock().expect("guard lock").as_mut() {
+        g.check(&target)?;
+    }
+    if part::name_is_reserved(&target) {
+        return Err(StorageError::Refused {
+            path: target.display().to_string(),
+            reason: "name is reserved for hetch's temporary files",
+        });
+    }
+    let fm = FinalMeta {
+        mode: e.mode & 0o7777,
+        mtime_sec: e.mtime_sec,
+        mtime_nsec: e.mtime_nsec,
+    };
+    match &e.kind {
+        EntryKind::Dir => {
+            let action = plan_dir(sh, &target, fm)?;
+            // Mark a directory copied *as* its operand, so that the same command run
+            // again resumes into it instead of nesting a copy inside it.
+            if map.rename_top.is_some() && rel.components().count() == 1 {
+                crate::dest::DestMap::mark_as_copy(&target, rel.as_os_str());
+            }
+            Ok(action)
+        }
+        EntryKind::Symlink { target: link } => plan_symlink(sh, &target, link, fm),
+        EntryKind::File { size } => plan_file(sh, e.id, &target, *size, fm),
+    }
+}
+
+fn plan_dir(sh: &SinkShared, target: &Path, fm: FinalMeta) -> Result<PlanAction, StorageError> {
+    match std::fs::symlink_metadata(target) {
+        Ok(md) if md.is_dir() => {}
+        Ok(_) => {
+            return Err(StorageError::WrongType {
+                path: target.to_path_buf(),
+                reason: "is a file where a directory is needed",
+            })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // Owner-writable until the end, so that a read-only source directory can
+            // still be filled; its real mode is applied by `finish_dirs`.
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(target)
+                .map_err(|e| StorageError::io(target, e))?;
+        }
+        Err(e) => return Err(StorageError::io(target, e)),
+    }
+    sh.dirs
+        .lock()
+        .expect("dirs lock")
+        .push((target.to_path_buf(), fm));
+    Ok(PlanAction::Skip)
+}
+
+fn plan_symlink(
+    sh: &SinkShared,
+    target: &Path,
+    link: &[u8],
+    fm: FinalMeta,
+) -> Result<PlanAction, StorageError> {
+    let link = std::ffi::OsStr::from_bytes(link);
+    match std::fs::symlink_metadata(target) {
+        Ok(md) if md.file_type().is_symlink() => {
+            if std::fs::read_link(target)
+                .map(|t| t.as_os_str() == link)
+                .unwrap_or(false)
+            {
+                Progress::add(&sh.progress.skipped, 1);
+                return Ok(PlanAction::Skip);
+            }
+        }
+        Ok(md) if md.is_dir() => {
+            return Err(StorageError::WrongType {
+                path: target.to_path_buf(),
+                reason: "is a directory where a symlink is needed",
+            })
+        }
+        _ => {}
+    }
+    // Create under the temporary name and rename over: replacing is atomic.
+    let tmp = part::part_path(target);
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(link, &tmp).map_err(|e| StorageError::io(&tmp, e))?;
+    meta::set_path_mtime(&tmp, fm.mtime_sec, fm.mtime_nsec)?;
+    std::fs::rename(&tmp, target).map_err(|e| StorageError::io(target, e))?;
+    // A new symlink may change where later paths lead.
+    if let Some(g) = sh.guard.lock().expect("guard lock").as_mut() {
+        g.forget();
+    }
+    Progress::add(&sh.progress.files, 1);
+    Ok(PlanAction::Skip)
+}
+
+fn plan_file(
+    sh: &SinkShared,
+    id: u64,
+    target: &Path,
+    size: u64,
+    fm: FinalMeta,
+) -> Result<PlanAction, StorageError> {
+    match std::fs::symlink_metadata(target) {
+        Ok(md) if md.is_dir() => {
+            return Err(StorageError::WrongType {
+                path: target.to_path_buf(),
+                reason: "is a directory where a file is needed",
+            })
+        }
+        Ok(md) => {
+            let same = md.is_file()
+                && md.len() == size
+                && md.mtime() == fm.mtime_sec
+                && md.mtime_nsec() as u32 == fm.mtime_nsec;
+            if same {
+                Progress::add(&sh.progress.skipped, 1);
+                Progress::add(&sh.progress.skipped_bytes, size);
+                return Ok(PlanAction::Skip);
+            }
+            if sh.opts.no_clobber {
+                return Err(StorageError::Refused {
+                    path: target.display().to_string(),
+                    reason: "exists and differs; not replaced (--no-clobber)",
+                });
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(StorageError::io(target, e)),
+    }
+    let bs = sh.opts.block_size;
+    let blocks = integrity::block_count(size, bs);
+    let mut state = FileState {
+        part: None,
+        journal: None,
+        digest: FileDigest::new(size, bs),
+        done: vec![0; blocks.div_ceil(64) as usize],
+        remaining: blocks,
+        retries: Default::default(),
+    };
+    let mut resumed = false;
+    if blocks > 1 && part::part_path(target).exists() {
+        let header = JournalHeader {
+            block_size: bs,
+            file_size: size,
+            mtime_sec: fm.mtime_sec,
+            mtime_nsec: fm.mtime_nsec,
+        };
+        let mut verified = Vec::new();
+        let journal = Journal::resume(&part::journal_path(target), &header, |i, d| {
+            if i < blocks {
+                verified.push((i, d))
+            }
+        })?;
+        if let Some(j) = journal {
+            for (i, d) in verified {
+                if !state.is_done(i) {
+                    state.mark_done(i);
+                    state.remaining -= 1;
+                    let _ = state.digest.add(i, d);
+                    Progress::add(
+                        &sh.progress.skipped_bytes,
+                        integrity::block_len(size, bs, i),
+                    );
+                }
+            }
+            state.journal = Some(j);
+            resumed = true;
+        }
+    }
+    if state.remaining == 0 {
+        // Everything arrived before an interruption; only the rename was missing.
+        let digest = state.digest.finish().ok();
+        let p = PartFile::open(target, size, true)?;
+        p.finalize(fm, digest.as_ref(), sh.opts.fsync)?;
+        Progress::add(&sh.progress.files, 1);
+        return Ok(PlanAction::Skip);
+    }
+    let ranges = missing_ranges(&state, blocks);
+    let inc = IncomingFile {
+        final_path: target.to_path_buf(),
+        size,
+        blocks,
+        meta: fm,
+        resumed,
+        state: Mutex::new(state),
+    };
+    sh.files
+        .lock()
+        .expect("files lock")
+        .insert(id, Arc::new(inc));
+    sh.pending.fetch_add(1, SeqCst);
+    Ok(PlanAction::Send(ranges))
+}
+
+fn missing_ranges(state: &FileState, blocks: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for i in 0..blocks {
+        match (state.is_done(i), start) {
+            (false, None) => start = Some(i),
+            (true, Some(s)) => {
+                out.push((s, i));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        out.push((s, blocks));
+    }
+    out
+}
+
+/// Applies directory modes and mtimes (deepest first, after their contents changed
+/// them) and flushes the destination file system.
+pub(crate) fn finish_dirs(sh: &SinkShared) -> Result<(), EngineError> {
+    let dirs = std::mem::take(&mut *sh.dirs.lock().expect("dirs lock"));
+    for (path, fm) in dirs.iter().rev() {
+        let r = std::fs::set_permissions(path, std::fs::Permissions::from_mode(fm.mode))
+            .map_err(|e| StorageError::io(path, e))
+            .and_then(|_| meta::set_path_mtime(path, fm.mtime_sec, fm.mtime_nsec));
+        if let Err(e) = r {
+            sh.progress.fail(e.to_string());
+        }
+    }
+    if let Some(map) = sh.map.get() {
+        meta::sync_fs(&map.base)?;
+    }
+    Ok(())
+}

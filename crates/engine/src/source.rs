@@ -1,0 +1,489 @@
+//! The sending side of a session.
+//!
+//! Tasks: a walker (blocking thread) lists the operands; an announcer batches entries
+//! onto the control stream; the control reader turns the sink's plans and resend
+//! requests into block jobs; readers read, hash and queue blocks; one writer per data
+//! stream sends whatever block is ready next. Entries in flight are bounded by a window,
+//! blocks in flight by the buffer pool.
+
+use std::collections::HashMap;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+
+use hetch_integrity as integrity;
+use hetch_proto::{DataHeader, Entry, EntryKind, Frame, PlanAction, Summary};
+use hetch_storage::walk::{self, SourceEntry, SourceKind};
+use tokio::io::split;
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::error::EngineError;
+use crate::pool::{BufferPool, PooledBuf};
+use crate::progress::{Progress, Report};
+use crate::rate::RateLimiter;
+use crate::session::{control_writer, is_zero, run_tasks, CONTROL_QUEUE};
+use crate::wire::{FrameReader, FrameWriter, Incoming};
+use crate::{BoxStream, Options, Transport};
+
+/// Entries announced but not yet finished, at most.
+const ENTRY_WINDOW: usize = 16 * 1024;
+/// Entries per control frame, at most.
+const ENTRY_BATCH: usize = 1024;
+/// Blocks a reader takes from one job before putting the rest back, so that the blocks
+/// of one big file are read by all readers at once.
+const BLOCKS_PER_TURN: u64 = 4;
+
+/// An entry the sink has not finished yet.
+struct Announced {
+    abs: PathBuf,
+    size: u64,
+    is_file: bool,
+}
+
+/// Blocks `start..end` of one file to read and send.
+struct Job {
+    file: u64,
+    start: u64,
+    end: u64,
+}
+
+/// A block ready for a data stream.
+struct OutBlock {
+    header: DataHeader,
+    len: u64,
+    payload: Option<PooledBuf>,
+}
+
+struct Shared {
+    opts: Options,
+    peer: String,
+    progress: Arc<Progress>,
+    announced: Mutex<HashMap<u64, Announced>>,
+    window: Semaphore,
+    jobs: (async_channel::Sender<Job>, async_channel::Receiver<Job>),
+    pool: BufferPool,
+    corrupt_left: AtomicU64,
+}
+
+impl Shared {
+    /// Marks an entry finished; returns whether it was still pending.
+    fn complete(&self, id: u64) -> Option<Announced> {
+        let a = self.announced.lock().expect("announced lock").remove(&id);
+        if a.is_some() {
+            self.window.add_permits(1);
+        }
+        a
+    }
+}
+
+/// Sends `operands` (local paths) to the sink at the other end of `transport`.
+///
+/// Per-file problems (unreadable file, refused at the destination) are reported in the
+/// returned [`Report`] and do not stop the session; a broken connection or a fatal error
+/// at the sink does.
+pub async fn run_source(
+    opts: Options,
+    operands: Vec<PathBuf>,
+    transport: Transport,
+    progress: Arc<Progress>,
+) -> Result<Report, EngineError> {
+    let peer = transport.peer.clone();
+    let (ctl_r, ctl_w) = split(transport.control);
+    let (ctl_tx, ctl_rx) = mpsc::channel(CONTROL_QUEUE);
+    let ctl_writer = tokio::spawn(control_writer(FrameWriter::new(ctl_w, &peer), ctl_rx));
+    let pool = BufferPool::new(opts.effective_buffer_memory());
+    let shared = Arc::new(Shared {
+        corrupt_left: AtomicU64::new(opts.corrupt_blocks),
+        opts,
+        peer: peer.clone(),
+        progress: progress.clone(),
+        announced: Mutex::default(),
+        window: Semaphore::new(ENTRY_WINDOW),
+        jobs: async_channel::unbounded(),
+        pool,
+    });
+    let (data_tx, data_rx) = async_channel::bounded::<OutBlock>(64);
+    let limiter = RateLimiter::new(shared.opts.rate_limit).map(Arc::new);
+    let summary = Arc::new(Mutex::new(Summary::default()));
+
+    let mut tasks = JoinSet::new();
+    let (entry_tx, entry_rx) = mpsc::channel(ENTRY_BATCH * 4);
+    {
+        let shared = shared.clone();
+        tasks.spawn_blocking(move || walker(&shared, operands, entry_tx));
+    }
+    tasks.spawn(announcer(entry_rx, ctl_tx.clone()));
+    tasks.spawn(control_reader(
+        shared.clone(),
+        FrameReader::new(ctl_r, &peer),
+        ctl_tx.clone(),
+        summary.clone(),
+    ));
+    // Readers and stream writers run in a nested set so that the data channel closes
+    // exactly when the last reader is done.
+    let mut readers = JoinSet::new();
+    for _ in 0..shared.opts.concurrency.max(1) {
+        readers.spawn(reader(shared.clone(), data_tx.clone(), ctl_tx.clone()));
+    }
+    drop(data_tx);
+    tasks.spawn(async move {
+        while let Some(r) = readers.join_next().await {
+            r.expect("reader panicked")?;
+        }
+        Ok(())
+    });
+    for stream in transport.data {
+        tasks.spawn(stream_writer(
+            stream,
+            data_rx.clone(),
+            limiter.clone(),
+            shared.clone(),
+        ));
+    }
+    drop(data_rx);
+
+    let result = run_tasks(tasks, ctl_tx, ctl_writer).await;
+    shared.window.close();
+    result?;
+    let summary = *summary.lock().expect("summary lock");
+    Ok(Report {
+        summary,
+        errors: progress.take_errors(),
+    })
+}
+
+fn walker(
+    shared: &Shared,
+    operands: Vec<PathBuf>,
+    tx: mpsc::Sender<Entry>,
+) -> Result<(), EngineError> {
+    let rt = tokio::runtime::Handle::current();
+    let mut next_id = 0u64;
+    for op in operands {
+        let iter = match walk::walk(&op) {
+            Ok(it) => it,
+            Err(e) => {
+                shared.progress.fail(e.to_string());
+                continue;
+            }
+        };
+        for item in iter {
+            let se = match item {
+                Ok(se) => se,
+                Err(e) => {
+                    shared.progress.fail(e.to_string());
+                    continue;
+                }
+            };
+            // Wait for room in the window; a closed window means the session ended.
+            match rt.block_on(shared.window.acquire()) {
+                Ok(p) => p.forget(),
+                Err(_) => return Ok(()),
+            }
+            let id = next_id;
+            next_id += 1;
+            let entry = to_entry(id, &se);
+            let size = match se.kind {
+                SourceKind::File { size } => {
+                    Progress::add(&shared.progress.total_files, 1);
+                    Progress::add(&shared.progress.total_bytes, size);
+                    size
+                }
+                _ => 0,
+            };
+            shared.announced.lock().expect("announced lock").insert(
+                id,
+                Announced {
+                    abs: se.abs,
+                    size,
+                    is_file: matches!(se.kind, SourceKind::File { .. }),
+                },
+            );
+            if tx.blocking_send(entry).is_err() {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn to_entry(id: u64, se: &SourceEntry) -> Entry {
+    Entry {
+        id,
+        path: se.rel.clone(),
+        kind: match &se.kind {
+            SourceKind::File { size } => EntryKind::File { size: *size },
+            SourceKind::Dir => EntryKind::Dir,
+            SourceKind::Symlink { target } => EntryKind::Symlink {
+                target: target.clone(),
+            },
+        },
+        mode: se.mode,
+        mtime_sec: se.mtime_sec,
+        mtime_nsec: se.mtime_nsec,
+    }
+}
+
+/// Batches entries into control frames without waiting: whatever is queued goes out.
+async fn announcer(
+    mut rx: mpsc::Receiver<Entry>,
+    ctl: mpsc::Sender<Frame>,
+) -> Result<(), EngineError> {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < ENTRY_BATCH {
+            match rx.try_recv() {
+                Ok(e) => batch.push(e),
+                Err(_) => break,
+            }
+        }
+        if ctl.send(Frame::Entries(batch)).await.is_err() {
+            return Ok(());
+        }
+    }
+    let _ = ctl.send(Frame::EndOfEntries).await;
+    Ok(())
+}
+
+async fn control_reader(
+    shared: Arc<Shared>,
+    mut r: FrameReader<tokio::io::ReadHalf<BoxStream>>,
+    ctl: mpsc::Sender<Frame>,
+    summary: Arc<Mutex<Summary>>,
+) -> Result<(), EngineError> {
+    let unexpected = |what: String| EngineError::Unexpected {
+        peer: shared.peer.clone(),
+        what,
+    };
+    loop {
+        let frame = match r.next(None).await? {
+            Some(Incoming::Frame(f)) => f,
+            Some(Incoming::Data(..)) => unreachable!("no pool given"),
+            None => {
+                return Err(unexpected(
+                    "control connection closed before the end".into(),
+                ))
+            }
+        };
+        match frame {
+            Frame::Plan(items) => {
+                for item in items {
+                    match item.action {
+                        PlanAction::Skip => {
+                            if let Some(a) = shared.complete(item.id) {
+                                if a.is_file {
+                                    Progress::add(&shared.progress.skipped, 1);
+                                    Progress::add(&shared.progress.skipped_bytes, a.size);
+                                }
+                            }
+                        }
+                        PlanAction::Send(ranges) => {
+                            let (size, known) = {
+                                let ann = shared.announced.lock().expect("announced lock");
+                                ann.get(&item.id)
+                                    .map(|a| (a.size, a.is_file))
+                                    .unwrap_or((0, false))
+                            };
+                            if !known {
+                                return Err(unexpected(format!(
+                                    "plan for unknown file {}",
+                                    item.id
+                                )));
+                            }
+                            let blocks = integrity::block_count(size, shared.opts.block_size);
+                            let mut planned = 0;
+                            for (start, end) in ranges {
+                                if start >= end || end > blocks {
+                                    return Err(unexpected(format!(
+                                        "bad block range {start}..{end}"
+                                    )));
+                                }
+                                planned += end - start;
+                                let job = Job {
+                                    file: item.id,
+                                    start,
+                                    end,
+                                };
+                                let _ = shared.jobs.0.send(job).await;
+                            }
+                            let skipped = (blocks - planned).min(blocks);
+                            Progress::add(
+                                &shared.progress.skipped_bytes,
+                                (skipped * shared.opts.block_size).min(size),
+                            );
+                        }
+                    }
+                }
+            }
+            Frame::Resend { file, block } => {
+                Progress::add(&shared.progress.retried_blocks, 1);
+                let job = Job {
+                    file,
+                    start: block,
+                    end: block + 1,
+                };
+                let _ = shared.jobs.0.send(job).await;
+            }
+            Frame::FileDone { file, error } => {
+                let was = shared.complete(file);
+                match error {
+                    None => {
+                        if was.is_some() {
+                            Progress::add(&shared.progress.files, 1);
+                        }
+                    }
+                    Some(message) => shared.progress.fail(message),
+                }
+            }
+            Frame::Finished(s) => {
+                *summary.lock().expect("summary lock") = s;
+                // No more jobs will come: let readers drain and stop.
+                shared.jobs.0.close();
+                drop(ctl);
+                return Ok(());
+            }
+            Frame::Error(e) => {
+                return Err(EngineError::Peer {
+                    peer: shared.peer.clone(),
+                    code: e.code,
+                    message: e.message,
+                })
+            }
+            other => return Err(unexpected(format!("unexpected frame {other:?}"))),
+        }
+    }
+}
+
+async fn reader(
+    shared: Arc<Shared>,
+    data: async_channel::Sender<OutBlock>,
+    ctl: mpsc::Sender<Frame>,
+) -> Result<(), EngineError> {
+    let bs = shared.opts.block_size;
+    while let Ok(job) = shared.jobs.1.recv().await {
+        let turn_end = job.end.min(job.start + BLOCKS_PER_TURN);
+        if turn_end < job.end {
+            let rest = Job {
+                file: job.file,
+                start: turn_end,
+                end: job.end,
+            };
+            let _ = shared.jobs.0.send(rest).await;
+        }
+        let (abs, size) = {
+            let ann = shared.announced.lock().expect("announced lock");
+            match ann.get(&job.file) {
+                Some(a) => (a.abs.clone(), a.size),
+                None => continue, // finished or failed meanwhile
+            }
+        };
+        let opened = {
+            let abs = abs.clone();
+            tokio::task::spawn_blocking(move || std::fs::File::open(&abs))
+                .await
+                .expect("open task panicked")
+        };
+        let file = match opened {
+            Ok(f) => Arc::new(f),
+            Err(e) => {
+                let message = format!("{}: {e}", abs.display());
+                let _ = ctl
+                    .send(Frame::FileError {
+                        file: job.file,
+                        message,
+                    })
+                    .await;
+                continue;
+            }
+        };
+        for index in job.start..turn_end {
+            let len = integrity::block_len(size, bs, index);
+            let mut buf = shared.pool.get(len as usize).await;
+            let f = file.clone();
+            let read = tokio::task::spawn_blocking(move || {
+                let r = f.read_exact_at(&mut buf[..], index * bs);
+                let zero = r.is_ok() && is_zero(&buf);
+                let digest = integrity::block_digest(size, bs, index, &buf);
+                r.map(|_| (buf, zero, digest))
+            })
+            .await
+            .expect("read task panicked");
+            let (mut buf, zero, digest) = match read {
+                Ok(x) => x,
+                Err(e) => {
+                    let why = if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                        "file shrank while being read".to_string()
+                    } else {
+                        e.to_string()
+                    };
+                    let message = format!("{}: {why}", abs.display());
+                    let _ = ctl
+                        .send(Frame::FileError {
+                            file: job.file,
+                            message,
+                        })
+                        .await;
+                    break;
+                }
+            };
+            if shared.corrupt_left.load(Relaxed) > 0
+                && !zero
+                && shared.corrupt_left.fetch_sub(1, Relaxed) > 0
+            {
+                buf[0] ^= 0x01; // test-only fault hook: damage after hashing
+            }
+            let header = DataHeader {
+                file: job.file,
+                block: index,
+                digest,
+                zero,
+                zero_len: if zero { len as u32 } else { 0 },
+            };
+            let payload = (!zero).then_some(buf);
+            if data
+                .send(OutBlock {
+                    header,
+                    len,
+                    payload,
+                })
+                .await
+                .is_err()
+            {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn stream_writer(
+    stream: BoxStream,
+    rx: async_channel::Receiver<OutBlock>,
+    limiter: Option<Arc<RateLimiter>>,
+    shared: Arc<Shared>,
+) -> Result<(), EngineError> {
+    let mut w = FrameWriter::new(stream, &shared.peer);
+    loop {
+        let block = match rx.try_recv() {
+            Ok(b) => b,
+            Err(_) => {
+                // Nothing ready: push out what is buffered before waiting.
+                w.flush().await?;
+                match rx.recv().await {
+                    Ok(b) => b,
+                    Err(_) => break,
+                }
+            }
+        };
+        let payload: &[u8] = block.payload.as_deref().map(|v| &v[..]).unwrap_or(&[]);
+        if let Some(rl) = &limiter {
+            rl.acquire(payload.len() + 64).await;
+        }
+        w.send_data(&block.header, payload).await?;
+        Progress::add(&shared.progress.bytes, block.len);
+    }
+    w.send(&Frame::StreamEnd).await?;
+    w.shutdown().await
+}

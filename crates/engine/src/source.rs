@@ -154,18 +154,33 @@ pub async fn run_source(
     })
 }
 
+/// What the walker hands the announcer.
+enum Listed {
+    Entry(Entry),
+    /// An entry that could not be listed: reported through the sink like a failed file
+    /// (under an id of its own), so that the client side reports it in push and pull.
+    Error(u64, String),
+}
+
 fn walker(
     shared: &Shared,
     operands: Vec<PathBuf>,
-    tx: mpsc::Sender<Entry>,
+    tx: mpsc::Sender<Listed>,
 ) -> Result<(), EngineError> {
     let rt = tokio::runtime::Handle::current();
     let mut next_id = 0u64;
+    let report = |id: &mut u64, e: hetch_storage::StorageError| {
+        *id += 1;
+        tx.blocking_send(Listed::Error(*id - 1, e.to_string()))
+            .is_ok()
+    };
     for op in operands {
         let iter = match walk::walk(&op) {
             Ok(it) => it,
             Err(e) => {
-                shared.progress.fail(e.to_string());
+                if !report(&mut next_id, e) {
+                    return Ok(());
+                }
                 continue;
             }
         };
@@ -173,7 +188,9 @@ fn walker(
             let se = match item {
                 Ok(se) => se,
                 Err(e) => {
-                    shared.progress.fail(e.to_string());
+                    if !report(&mut next_id, e) {
+                        return Ok(());
+                    }
                     continue;
                 }
             };
@@ -201,7 +218,7 @@ fn walker(
                     is_file: matches!(se.kind, SourceKind::File { .. }),
                 },
             );
-            if tx.blocking_send(entry).is_err() {
+            if tx.blocking_send(Listed::Entry(entry)).is_err() {
                 return Ok(());
             }
         }
@@ -228,18 +245,47 @@ fn to_entry(id: u64, se: &SourceEntry) -> Entry {
 
 /// Batches entries into control frames without waiting: whatever is queued goes out.
 async fn announcer(
-    mut rx: mpsc::Receiver<Entry>,
+    mut rx: mpsc::Receiver<Listed>,
     ctl: mpsc::Sender<Frame>,
 ) -> Result<(), EngineError> {
+    let mut batch = Vec::new();
     while let Some(first) = rx.recv().await {
-        let mut batch = vec![first];
-        while batch.len() < ENTRY_BATCH {
-            match rx.try_recv() {
-                Ok(e) => batch.push(e),
-                Err(_) => break,
+        let mut item = Some(first);
+        // Take whatever is already queued, without waiting, up to one batch.
+        while let Some(listed) = item {
+            let error = match listed {
+                Listed::Entry(e) => {
+                    batch.push(e);
+                    None
+                }
+                Listed::Error(file, message) => Some(Frame::FileError { file, message }),
+            };
+            if let Some(frame) = error {
+                // Keep order: entries listed before the error go first.
+                if !batch.is_empty()
+                    && ctl
+                        .send(Frame::Entries(std::mem::take(&mut batch)))
+                        .await
+                        .is_err()
+                {
+                    return Ok(());
+                }
+                if ctl.send(frame).await.is_err() {
+                    return Ok(());
+                }
             }
+            item = if batch.len() < ENTRY_BATCH {
+                rx.try_recv().ok()
+            } else {
+                None
+            };
         }
-        if ctl.send(Frame::Entries(batch)).await.is_err() {
+        if !batch.is_empty()
+            && ctl
+                .send(Frame::Entries(std::mem::take(&mut batch)))
+                .await
+                .is_err()
+        {
             return Ok(());
         }
     }

@@ -184,3 +184,78 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
         self.w.shutdown().await.map_err(|e| self.conn(e))
     }
 }
+
+/// Reads exactly one control frame without read-ahead, for handshakes: bytes after the
+/// frame stay in the stream for whoever reads it next.
+pub async fn read_frame_exact<R: AsyncRead + Unpin>(
+    r: &mut R,
+    peer: &str,
+) -> Result<Frame, EngineError> {
+    let conn = |e: std::io::Error| EngineError::Connection {
+        peer: peer.to_string(),
+        source: e,
+    };
+    let proto_err = |e| EngineError::Proto {
+        peer: peer.to_string(),
+        source: e,
+    };
+    let mut h = [0u8; proto::HEADER_LEN];
+    r.read_exact(&mut h).await.map_err(conn)?;
+    let header = proto::decode_header(&h).map_err(proto_err)?;
+    if header.kind == FrameKind::Data {
+        return Err(EngineError::Unexpected {
+            peer: peer.to_string(),
+            what: "data frame during the handshake".into(),
+        });
+    }
+    let mut body = vec![0u8; header.len as usize];
+    r.read_exact(&mut body).await.map_err(conn)?;
+    proto::decode_body(header.kind, &body).map_err(proto_err)
+}
+
+/// Reads and checks a peer's preamble without read-ahead.
+pub async fn read_preamble_exact<R: AsyncRead + Unpin>(
+    r: &mut R,
+    peer: &str,
+) -> Result<(), EngineError> {
+    let mut b = [0u8; proto::PREAMBLE_LEN];
+    match r.read_exact(&mut b).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            return Err(EngineError::Proto {
+                peer: peer.to_string(),
+                source: proto::ProtoError::BadMagic,
+            })
+        }
+        Err(e) => {
+            return Err(EngineError::Connection {
+                peer: peer.to_string(),
+                source: e,
+            })
+        }
+    }
+    proto::check_preamble(&b).map_err(|e| EngineError::Proto {
+        peer: peer.to_string(),
+        source: e,
+    })
+}
+
+/// Writes the preamble (if `preamble`) and one control frame, unbuffered and flushed.
+pub async fn write_frame_exact<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    peer: &str,
+    preamble: bool,
+    frame: &Frame,
+) -> Result<(), EngineError> {
+    let mut bytes = Vec::new();
+    if preamble {
+        bytes.extend_from_slice(&proto::preamble());
+    }
+    proto::encode(frame, &mut bytes);
+    let conn = |e: std::io::Error| EngineError::Connection {
+        peer: peer.to_string(),
+        source: e,
+    };
+    w.write_all(&bytes).await.map_err(conn)?;
+    w.flush().await.map_err(conn)
+}

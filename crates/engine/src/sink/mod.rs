@@ -234,10 +234,10 @@ async fn control_reader(
                 }
             }
             Frame::FileError { file, message } => {
-                if shared.files.lock().expect("files lock").contains_key(&file) {
-                    let f = shared.fail_file(file, message);
-                    let _ = ctl.send(f).await;
-                }
+                // Known file: drop it. Unknown id: an entry the source could not even
+                // list; record it all the same.
+                let f = shared.fail_file(file, message);
+                let _ = ctl.send(f).await;
             }
             Frame::EndOfEntries => {
                 shared.end_of_entries.store(true, SeqCst);

@@ -1,4 +1,11 @@
-//! Encoding and decoding of frames (SPEC ONLY: bodies to be written).
+//! Encoding and decoding of frames: preamble, headers, bodies, data frames.
+//!
+//! Control frame bodies live in `body.rs`, the little-endian primitives in `wire.rs`.
+//! Every decoding function here is total: on any input it returns a value or a
+//! [`ProtoError`], never panics, and allocates at most in proportion to the bytes it was
+//! given. Errors are fatal for the connection: the peer is broken or hostile, and the
+//! stream cannot be resynchronised.
+use crate::body;
 use crate::frame::*;
 
 /// First bytes on every connection, from both sides: magic then version.
@@ -92,59 +99,325 @@ pub struct FrameHeader {
     pub len: u32,
 }
 
+impl FrameKind {
+    /// Every kind, in kind-byte order.
+    pub const ALL: [FrameKind; 12] = [
+        FrameKind::Hello,
+        FrameKind::Welcome,
+        FrameKind::Error,
+        FrameKind::Entries,
+        FrameKind::Plan,
+        FrameKind::Data,
+        FrameKind::Resend,
+        FrameKind::FileDone,
+        FrameKind::FileError,
+        FrameKind::EndOfEntries,
+        FrameKind::Finished,
+        FrameKind::StreamEnd,
+    ];
+
+    /// The kind with this kind byte, if any.
+    pub fn from_u8(byte: u8) -> Option<FrameKind> {
+        // Kind bytes are 1..=12 in `ALL`'s order.
+        let index = usize::from(byte).checked_sub(1)?;
+        FrameKind::ALL.get(index).copied()
+    }
+
+    /// Lower-case name of the kind, for messages (the `what` of [`ProtoError::Malformed`]).
+    pub fn name(self) -> &'static str {
+        match self {
+            FrameKind::Hello => "hello",
+            FrameKind::Welcome => "welcome",
+            FrameKind::Error => "error",
+            FrameKind::Entries => "entries",
+            FrameKind::Plan => "plan",
+            FrameKind::Data => "data",
+            FrameKind::Resend => "resend",
+            FrameKind::FileDone => "file-done",
+            FrameKind::FileError => "file-error",
+            FrameKind::EndOfEntries => "end-of-entries",
+            FrameKind::Finished => "finished",
+            FrameKind::StreamEnd => "stream-end",
+        }
+    }
+
+    /// Largest body length a frame of this kind may announce.
+    pub fn max_len(self) -> usize {
+        match self {
+            FrameKind::Data => DATA_FIXED_LEN + MAX_BLOCK,
+            FrameKind::EndOfEntries | FrameKind::StreamEnd => 0,
+            _ => MAX_CONTROL_BODY,
+        }
+    }
+}
+
+impl Frame {
+    /// The kind byte this frame is sent with.
+    pub fn kind(&self) -> FrameKind {
+        match self {
+            Frame::Hello(_) => FrameKind::Hello,
+            Frame::Welcome(_) => FrameKind::Welcome,
+            Frame::Error(_) => FrameKind::Error,
+            Frame::Entries(_) => FrameKind::Entries,
+            Frame::Plan(_) => FrameKind::Plan,
+            Frame::Data(..) => FrameKind::Data,
+            Frame::Resend { .. } => FrameKind::Resend,
+            Frame::FileDone { .. } => FrameKind::FileDone,
+            Frame::FileError { .. } => FrameKind::FileError,
+            Frame::EndOfEntries => FrameKind::EndOfEntries,
+            Frame::Finished(_) => FrameKind::Finished,
+            Frame::StreamEnd => FrameKind::StreamEnd,
+        }
+    }
+}
+
+/// Bit of the data frame flags byte saying the block is all zeros.
+const FLAG_ZERO: u8 = 1;
+
 /// The preamble this build sends.
 pub fn preamble() -> [u8; PREAMBLE_LEN] {
-    todo!()
+    let mut p = [0; PREAMBLE_LEN];
+    p[..MAGIC.len()].copy_from_slice(&MAGIC);
+    p[MAGIC.len()..].copy_from_slice(&VERSION.to_le_bytes());
+    p
 }
 
 /// Checks a peer's preamble: [`ProtoError::BadMagic`] or [`ProtoError::Version`] if wrong.
-pub fn check_preamble(_bytes: &[u8; PREAMBLE_LEN]) -> Result<(), ProtoError> {
-    todo!()
+///
+/// Only the exact [`VERSION`] is accepted: there is no negotiation.
+pub fn check_preamble(bytes: &[u8; PREAMBLE_LEN]) -> Result<(), ProtoError> {
+    let (magic, version) = bytes.split_at(MAGIC.len());
+    if magic != MAGIC {
+        return Err(ProtoError::BadMagic);
+    }
+    let theirs = u16::from_le_bytes([version[0], version[1]]);
+    if theirs != VERSION {
+        return Err(ProtoError::Version {
+            ours: VERSION,
+            theirs,
+        });
+    }
+    Ok(())
 }
 
 /// Appends the encoding of `frame` (header and body) to `out`.
-pub fn encode(_frame: &Frame, _out: &mut Vec<u8>) {
-    todo!()
+///
+/// # Panics
+///
+/// If the frame breaks a limit the peer would reject it for: a control body longer
+/// than [`MAX_CONTROL_BODY`] (batch entries and plans with [`Entry::wire_len`] and
+/// [`PlanItem::wire_len`]), or a data frame refused by [`encode_data_prefix`]. Sending
+/// such a frame is a bug of the caller, better caught here than as a protocol error at
+/// the far end.
+pub fn encode(frame: &Frame, out: &mut Vec<u8>) {
+    if let Frame::Data(header, payload) = frame {
+        out.extend_from_slice(&encode_data_prefix(header, payload.len()));
+        out.extend_from_slice(payload);
+        return;
+    }
+    let kind = frame.kind();
+    let start = out.len();
+    // Header with a placeholder length, patched once the body is written.
+    out.extend_from_slice(&[0, 0, 0, 0, kind as u8]);
+    body::encode_body(frame, out);
+    let len = out.len() - start - HEADER_LEN;
+    assert!(
+        len <= kind.max_len(),
+        "hetch-proto: {} frame body of {len} bytes exceeds the {} allowed",
+        kind.name(),
+        kind.max_len()
+    );
+    // Cannot truncate: max_len is at most MAX_CONTROL_BODY here.
+    out[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
 }
 
 /// Decodes and checks a frame header (known kind, length within that kind's limit).
-pub fn decode_header(_bytes: &[u8; HEADER_LEN]) -> Result<FrameHeader, ProtoError> {
-    todo!()
+///
+/// Errors: [`ProtoError::UnknownKind`] for an unknown kind byte;
+/// [`ProtoError::TooLong`] for a length above [`FrameKind::max_len`] (which is 0 for
+/// `EndOfEntries` and `StreamEnd`); [`ProtoError::Malformed`] for a data frame shorter
+/// than [`DATA_FIXED_LEN`], so that a data header that passes can always be followed by
+/// reading exactly `DATA_FIXED_LEN` bytes into [`decode_data_fixed`].
+pub fn decode_header(bytes: &[u8; HEADER_LEN]) -> Result<FrameHeader, ProtoError> {
+    let len = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    let kind = FrameKind::from_u8(bytes[4]).ok_or(ProtoError::UnknownKind(bytes[4]))?;
+    let max = kind.max_len();
+    if len as usize > max {
+        return Err(ProtoError::TooLong {
+            kind: kind as u8,
+            len,
+            max,
+        });
+    }
+    if kind == FrameKind::Data && (len as usize) < DATA_FIXED_LEN {
+        return Err(ProtoError::Malformed {
+            what: "data",
+            why: "frame shorter than the fixed data fields",
+        });
+    }
+    Ok(FrameHeader { kind, len })
 }
 
 /// Decodes the body of a non-data frame of the given kind.
-pub fn decode_body(_kind: FrameKind, _body: &[u8]) -> Result<Frame, ProtoError> {
-    todo!()
+///
+/// `body` must be the whole body (exactly the header's `len` bytes). Besides the
+/// structure (lengths, UTF-8 strings, enum tags, strict 0/1 booleans and option tags, no
+/// trailing bytes) this checks what the types document: entry paths and pull sources
+/// pass [`crate::validate_rel_path`], symlink targets are non-empty without NUL, modes
+/// fit in `0o7777`, `mtime_nsec` is below one second, block sizes are powers of two in
+/// `1 KiB..=MAX_BLOCK`, plan ranges do not end before they start. The push destination
+/// is *not* path-checked (it may name the root): the server must resolve it safely.
+/// Any failure is [`ProtoError::Malformed`]; so is `kind == FrameKind::Data`, whose
+/// frames go through [`decode_data_fixed`] instead.
+pub fn decode_body(kind: FrameKind, body: &[u8]) -> Result<Frame, ProtoError> {
+    body::decode_body(kind, body)
 }
 
 /// Writes the header and fixed part of a data frame whose payload is `payload_len`
 /// bytes (0 for a zero block), ready to be followed by the payload.
+///
+/// # Panics
+///
+/// If `payload_len` exceeds [`MAX_BLOCK`], if a zero block has a payload, if a zero
+/// block's `zero_len` exceeds `MAX_BLOCK`, or if a non-zero block has a `zero_len`:
+/// the peer would reject all of these.
 pub fn encode_data_prefix(
-    _header: &DataHeader,
-    _payload_len: usize,
+    header: &DataHeader,
+    payload_len: usize,
 ) -> [u8; HEADER_LEN + DATA_FIXED_LEN] {
-    todo!()
+    assert!(
+        payload_len <= MAX_BLOCK,
+        "hetch-proto: data payload of {payload_len} bytes exceeds MAX_BLOCK"
+    );
+    assert!(
+        !header.zero || payload_len == 0,
+        "hetch-proto: zero block with a payload"
+    );
+    assert!(
+        if header.zero {
+            header.zero_len as usize <= MAX_BLOCK
+        } else {
+            header.zero_len == 0
+        },
+        "hetch-proto: zero_len {} invalid for a {} block",
+        header.zero_len,
+        if header.zero { "zero" } else { "non-zero" }
+    );
+    let mut out = [0; HEADER_LEN + DATA_FIXED_LEN];
+    let len = (DATA_FIXED_LEN + payload_len) as u32;
+    let mut put = |at: usize, bytes: &[u8]| out[at..at + bytes.len()].copy_from_slice(bytes);
+    put(0, &len.to_le_bytes());
+    put(4, &[FrameKind::Data as u8]);
+    put(5, &header.file.to_le_bytes());
+    put(13, &header.block.to_le_bytes());
+    put(21, &header.digest);
+    put(53, &[if header.zero { FLAG_ZERO } else { 0 }]);
+    put(54, &header.zero_len.to_le_bytes());
+    out
 }
 
 /// Decodes the fixed part of a data frame body.
-pub fn decode_data_fixed(_bytes: &[u8; DATA_FIXED_LEN]) -> Result<DataHeader, ProtoError> {
-    todo!()
+///
+/// Rejects (as [`ProtoError::Malformed`]) unknown flag bits, a `zero_len` on a non-zero
+/// block and a `zero_len` above [`MAX_BLOCK`]. Whether the payload agrees with the flags
+/// can only be known with the frame length: check it with [`check_data_payload`].
+pub fn decode_data_fixed(bytes: &[u8; DATA_FIXED_LEN]) -> Result<DataHeader, ProtoError> {
+    let mut r = crate::wire::Reader::new("data", bytes);
+    let file = r.u64()?;
+    let block = r.u64()?;
+    let digest = r.array()?;
+    let flags = r.u8()?;
+    let zero_len = r.u32()?;
+    r.finish()?;
+    if flags & !FLAG_ZERO != 0 {
+        return Err(data_err("unknown data flags"));
+    }
+    let zero = flags & FLAG_ZERO != 0;
+    if !zero && zero_len != 0 {
+        return Err(data_err("zero_len set on a block that is not all zeros"));
+    }
+    if zero_len as usize > MAX_BLOCK {
+        return Err(data_err("zero block longer than MAX_BLOCK"));
+    }
+    Ok(DataHeader {
+        file,
+        block,
+        digest,
+        zero,
+        zero_len,
+    })
+}
+
+/// Checks that a data frame's payload length (the header's `len` minus
+/// [`DATA_FIXED_LEN`]) agrees with its fixed part: a zero block carries no payload.
+/// Call it after [`decode_data_fixed`], before reading the payload.
+pub fn check_data_payload(header: &DataHeader, payload_len: usize) -> Result<(), ProtoError> {
+    if header.zero && payload_len != 0 {
+        return Err(data_err("zero block with a payload"));
+    }
+    if payload_len > MAX_BLOCK {
+        return Err(data_err("payload longer than MAX_BLOCK"));
+    }
+    Ok(())
+}
+
+fn data_err(why: &'static str) -> ProtoError {
+    ProtoError::Malformed { what: "data", why }
 }
 
 /// An incremental decoder over an in-memory byte buffer (tests, fuzzing).
+///
+/// It decodes frames only: the preamble is checked separately with [`check_preamble`].
 #[derive(Debug, Default)]
 pub struct Decoder {
     buf: Vec<u8>,
+    /// Bytes of `buf` already consumed by decoded frames; dropped on the next push so
+    /// that consuming a frame does not shift the rest of the buffer each time.
+    pos: usize,
 }
 
 impl Decoder {
     /// Appends received bytes.
     pub fn push(&mut self, bytes: &[u8]) {
+        if self.pos > 0 {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
         self.buf.extend_from_slice(bytes);
     }
 
+    /// Bytes received but not yet consumed as frames.
+    pub fn buffered(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
     /// The next complete frame, `Ok(None)` if more bytes are needed.
+    ///
+    /// A bad header is reported as soon as its 5 bytes are there, without waiting for
+    /// the body. After an error nothing is consumed and the same error comes back: the
+    /// connection must be dropped.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, ProtoError> {
-        todo!()
+        let avail = &self.buf[self.pos..];
+        let Some(header) = avail.first_chunk::<HEADER_LEN>() else {
+            return Ok(None);
+        };
+        let header = decode_header(header)?;
+        let total = HEADER_LEN + header.len as usize;
+        let Some(body) = avail.get(HEADER_LEN..total) else {
+            return Ok(None);
+        };
+        let frame = if header.kind == FrameKind::Data {
+            // decode_header guarantees the fixed part is there.
+            let Some((fixed, payload)) = body.split_first_chunk::<DATA_FIXED_LEN>() else {
+                return Err(data_err("frame shorter than the fixed data fields"));
+            };
+            let data = decode_data_fixed(fixed)?;
+            check_data_payload(&data, payload.len())?;
+            Frame::Data(data, payload.to_vec())
+        } else {
+            decode_body(header.kind, body)?
+        };
+        self.pos += total;
+        Ok(Some(frame))
     }
 }

@@ -5,11 +5,21 @@
 //! frame in two steps so that block payloads land straight in pooled buffers: first the
 //! [`HEADER_LEN`]-byte header ([`decode_header`]), then either the body of a control
 //! frame ([`decode_body`]) or, for [`FrameKind::Data`], the fixed data fields
-//! ([`decode_data_fixed`]) followed by the payload bytes. [`Decoder`] does the same on
-//! an in-memory buffer, for tests and fuzzing.
+//! ([`decode_data_fixed`], then [`check_data_payload`]) followed by the payload bytes.
+//! [`Decoder`] does the same on an in-memory buffer, for tests and fuzzing.
 
+mod body;
 mod codec;
 mod frame;
+mod path;
+mod wire;
+
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
+#[cfg(test)]
+mod tests;
 
 pub use codec::*;
 pub use frame::*;
+pub use path::validate_rel_path;

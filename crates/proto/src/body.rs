@@ -1,0 +1,353 @@
+//! Bodies of control (non-data) frames.
+//!
+//! Each encoder has a matching decoder below it. Decoders accept exactly what the
+//! encoders produce and nothing else (strict booleans and tags, no trailing bytes), so
+//! a frame has exactly one encoding and `encode(decode(bytes)) == bytes` whenever
+//! decoding succeeds.
+
+use crate::codec::{FrameKind, ProtoError, MAX_BLOCK};
+use crate::frame::*;
+use crate::path::{link_target_problem, rel_path_problem};
+use crate::wire::{Put, Reader};
+
+// Enum tags on the wire. They are part of the protocol: never renumber.
+const ROLE_CONTROL: u8 = 0;
+const ROLE_DATA: u8 = 1;
+const OP_PUSH: u8 = 0;
+const OP_PULL: u8 = 1;
+const ENTRY_FILE: u8 = 0;
+const ENTRY_DIR: u8 = 1;
+const ENTRY_SYMLINK: u8 = 2;
+const PLAN_SKIP: u8 = 0;
+const PLAN_SEND: u8 = 1;
+
+/// Smallest encoding of an [`Entry`]: a directory with an empty path (which is then
+/// refused, but the list count check must not depend on validation order).
+const ENTRY_MIN_LEN: usize = 8 + 4 + 1 + 4 + 8 + 4;
+/// Smallest encoding of a [`PlanItem`] (a skip).
+const PLAN_ITEM_MIN_LEN: usize = 8 + 1;
+/// Encoding of one block range.
+const RANGE_LEN: usize = 16;
+/// Smallest encoding of a byte string (an empty one).
+const BYTES_MIN_LEN: usize = 4;
+
+/// Nanoseconds in a second: `mtime_nsec` must stay below it.
+const NANOS_PER_SEC: u32 = 1_000_000_000;
+/// Bits allowed in [`Entry::mode`].
+const MODE_MASK: u32 = 0o7777;
+/// Smallest block size a session may ask for.
+const MIN_BLOCK_SIZE: u32 = 1024;
+
+impl Entry {
+    /// Bytes this entry takes inside an [`Frame::Entries`] body. The body of an
+    /// `Entries` frame is 4 bytes (the count) plus the sum of its entries' `wire_len`,
+    /// and must stay within [`crate::MAX_CONTROL_BODY`]: the engine batches with this.
+    pub fn wire_len(&self) -> usize {
+        let kind = match &self.kind {
+            EntryKind::File { .. } => 8,
+            EntryKind::Dir => 0,
+            EntryKind::Symlink { target } => 4 + target.len(),
+        };
+        ENTRY_MIN_LEN + self.path.len() + kind
+    }
+}
+
+impl PlanItem {
+    /// Bytes this item takes inside a [`Frame::Plan`] body. The body of a `Plan` frame
+    /// is 4 bytes (the count) plus the sum of its items' `wire_len`, and must stay
+    /// within [`crate::MAX_CONTROL_BODY`].
+    pub fn wire_len(&self) -> usize {
+        match &self.action {
+            PlanAction::Skip => PLAN_ITEM_MIN_LEN,
+            PlanAction::Send(ranges) => PLAN_ITEM_MIN_LEN + 4 + RANGE_LEN * ranges.len(),
+        }
+    }
+}
+
+/// Appends the body of a control frame. Data frames are handled by the caller.
+pub(crate) fn encode_body(frame: &Frame, out: &mut Vec<u8>) {
+    match frame {
+        Frame::Hello(hello) => encode_hello(hello, out),
+        Frame::Welcome(w) => {
+            out.extend_from_slice(&w.session);
+            out.put_bytes(w.server.as_bytes());
+        }
+        Frame::Error(e) => {
+            out.put_u16(e.code as u16);
+            out.put_bytes(e.message.as_bytes());
+        }
+        Frame::Entries(entries) => {
+            out.put_len(entries.len());
+            for entry in entries {
+                encode_entry(entry, out);
+            }
+        }
+        Frame::Plan(items) => {
+            out.put_len(items.len());
+            for item in items {
+                encode_plan_item(item, out);
+            }
+        }
+        Frame::Data(..) => unreachable!("data frames are encoded by codec::encode"),
+        Frame::Resend { file, block } => {
+            out.put_u64(*file);
+            out.put_u64(*block);
+        }
+        Frame::FileDone { file, error } => {
+            out.put_u64(*file);
+            match error {
+                None => out.put_u8(0),
+                Some(e) => {
+                    out.put_u8(1);
+                    out.put_bytes(e.as_bytes());
+                }
+            }
+        }
+        Frame::FileError { file, message } => {
+            out.put_u64(*file);
+            out.put_bytes(message.as_bytes());
+        }
+        Frame::EndOfEntries | Frame::StreamEnd => {}
+        Frame::Finished(s) => {
+            for v in [s.files, s.bytes, s.skipped, s.retried_blocks, s.failed] {
+                out.put_u64(v);
+            }
+        }
+    }
+}
+
+/// Decodes the body of a control frame of kind `kind`.
+pub(crate) fn decode_body(kind: FrameKind, body: &[u8]) -> Result<Frame, ProtoError> {
+    let mut r = Reader::new(kind.name(), body);
+    let frame = match kind {
+        FrameKind::Hello => Frame::Hello(decode_hello(&mut r)?),
+        FrameKind::Welcome => Frame::Welcome(Welcome {
+            session: r.array()?,
+            server: r.string()?,
+        }),
+        FrameKind::Error => Frame::Error(ErrorFrame {
+            code: decode_error_code(&mut r)?,
+            message: r.string()?,
+        }),
+        FrameKind::Entries => Frame::Entries(r.list(ENTRY_MIN_LEN, decode_entry)?),
+        FrameKind::Plan => Frame::Plan(r.list(PLAN_ITEM_MIN_LEN, decode_plan_item)?),
+        FrameKind::Data => {
+            return Err(r.err("data frames are decoded with decode_data_fixed"));
+        }
+        FrameKind::Resend => Frame::Resend {
+            file: r.u64()?,
+            block: r.u64()?,
+        },
+        FrameKind::FileDone => Frame::FileDone {
+            file: r.u64()?,
+            error: r.option(Reader::string)?,
+        },
+        FrameKind::FileError => Frame::FileError {
+            file: r.u64()?,
+            message: r.string()?,
+        },
+        FrameKind::EndOfEntries => Frame::EndOfEntries,
+        FrameKind::Finished => Frame::Finished(Summary {
+            files: r.u64()?,
+            bytes: r.u64()?,
+            skipped: r.u64()?,
+            retried_blocks: r.u64()?,
+            failed: r.u64()?,
+        }),
+        FrameKind::StreamEnd => Frame::StreamEnd,
+    };
+    r.finish()?;
+    Ok(frame)
+}
+
+fn encode_hello(hello: &Hello, out: &mut Vec<u8>) {
+    out.put_bytes(&hello.token);
+    match &hello.role {
+        HelloRole::Control(req) => {
+            out.put_u8(ROLE_CONTROL);
+            match &req.op {
+                Op::Push { dest, sources } => {
+                    out.put_u8(OP_PUSH);
+                    out.put_bytes(dest);
+                    out.put_u32(*sources);
+                }
+                Op::Pull { sources } => {
+                    out.put_u8(OP_PULL);
+                    out.put_len(sources.len());
+                    for source in sources {
+                        out.put_bytes(source);
+                    }
+                }
+            }
+            out.put_u16(req.streams);
+            out.put_bool(req.encrypt_data);
+            out.put_u32(req.block_size);
+            match &req.congestion {
+                None => out.put_u8(0),
+                Some(c) => {
+                    out.put_u8(1);
+                    out.put_bytes(c.as_bytes());
+                }
+            }
+            out.put_u32(req.send_buffer);
+            out.put_u32(req.recv_buffer);
+            out.put_u64(req.rate_limit);
+            out.put_bool(req.no_clobber);
+            out.put_bool(req.fsync);
+        }
+        HelloRole::Data { session, index } => {
+            out.put_u8(ROLE_DATA);
+            out.extend_from_slice(session);
+            out.put_u16(*index);
+        }
+    }
+}
+
+fn decode_hello(r: &mut Reader<'_>) -> Result<Hello, ProtoError> {
+    let token = r.bytes()?;
+    let role = match r.u8()? {
+        ROLE_CONTROL => HelloRole::Control(decode_session_request(r)?),
+        ROLE_DATA => HelloRole::Data {
+            session: r.array()?,
+            index: r.u16()?,
+        },
+        _ => return Err(r.err("unknown hello role")),
+    };
+    Ok(Hello { token, role })
+}
+
+fn decode_session_request(r: &mut Reader<'_>) -> Result<SessionRequest, ProtoError> {
+    let op = match r.u8()? {
+        // The push destination may legitimately be empty or "." (the server's root), so
+        // it is not held to `validate_rel_path`: the server resolves it against its root.
+        OP_PUSH => Op::Push {
+            dest: r.bytes()?,
+            sources: r.u32()?,
+        },
+        OP_PULL => {
+            let sources = r.list(BYTES_MIN_LEN, Reader::bytes)?;
+            if let Some(why) = sources.iter().find_map(|s| rel_path_problem(s)) {
+                return Err(r.err(why));
+            }
+            Op::Pull { sources }
+        }
+        _ => return Err(r.err("unknown session op")),
+    };
+    let req = SessionRequest {
+        op,
+        streams: r.u16()?,
+        encrypt_data: r.bool()?,
+        block_size: r.u32()?,
+        congestion: r.option(Reader::string)?,
+        send_buffer: r.u32()?,
+        recv_buffer: r.u32()?,
+        rate_limit: r.u64()?,
+        no_clobber: r.bool()?,
+        fsync: r.bool()?,
+    };
+    // The engine sizes buffers from the block size, so a hostile one must not get in.
+    let bs = req.block_size;
+    if !bs.is_power_of_two() || bs < MIN_BLOCK_SIZE || bs as usize > MAX_BLOCK {
+        return Err(r.err("block size is not a power of two between 1 KiB and MAX_BLOCK"));
+    }
+    Ok(req)
+}
+
+fn decode_error_code(r: &mut Reader<'_>) -> Result<ErrorCode, ProtoError> {
+    Ok(match r.u16()? {
+        1 => ErrorCode::Auth,
+        2 => ErrorCode::Version,
+        3 => ErrorCode::Path,
+        4 => ErrorCode::Protocol,
+        5 => ErrorCode::Io,
+        6 => ErrorCode::NoSpace,
+        7 => ErrorCode::Other,
+        _ => return Err(r.err("unknown error code")),
+    })
+}
+
+fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
+    out.put_u64(entry.id);
+    out.put_bytes(&entry.path);
+    match &entry.kind {
+        EntryKind::File { size } => {
+            out.put_u8(ENTRY_FILE);
+            out.put_u64(*size);
+        }
+        EntryKind::Dir => out.put_u8(ENTRY_DIR),
+        EntryKind::Symlink { target } => {
+            out.put_u8(ENTRY_SYMLINK);
+            out.put_bytes(target);
+        }
+    }
+    out.put_u32(entry.mode);
+    out.put_i64(entry.mtime_sec);
+    out.put_u32(entry.mtime_nsec);
+}
+
+fn decode_entry(r: &mut Reader<'_>) -> Result<Entry, ProtoError> {
+    let id = r.u64()?;
+    let path = r.bytes()?;
+    if let Some(why) = rel_path_problem(&path) {
+        return Err(r.err(why));
+    }
+    let kind = match r.u8()? {
+        ENTRY_FILE => EntryKind::File { size: r.u64()? },
+        ENTRY_DIR => EntryKind::Dir,
+        ENTRY_SYMLINK => {
+            let target = r.bytes()?;
+            if let Some(why) = link_target_problem(&target) {
+                return Err(r.err(why));
+            }
+            EntryKind::Symlink { target }
+        }
+        _ => return Err(r.err("unknown entry kind")),
+    };
+    let entry = Entry {
+        id,
+        path,
+        kind,
+        mode: r.u32()?,
+        mtime_sec: r.i64()?,
+        mtime_nsec: r.u32()?,
+    };
+    // Both would only fail later, at chmod/utimensat time, far from the cause.
+    if entry.mode & !MODE_MASK != 0 {
+        return Err(r.err("mode has bits outside 0o7777"));
+    }
+    if entry.mtime_nsec >= NANOS_PER_SEC {
+        return Err(r.err("mtime nanoseconds not below one second"));
+    }
+    Ok(entry)
+}
+
+fn encode_plan_item(item: &PlanItem, out: &mut Vec<u8>) {
+    out.put_u64(item.id);
+    match &item.action {
+        PlanAction::Skip => out.put_u8(PLAN_SKIP),
+        PlanAction::Send(ranges) => {
+            out.put_u8(PLAN_SEND);
+            out.put_len(ranges.len());
+            for (start, end) in ranges {
+                out.put_u64(*start);
+                out.put_u64(*end);
+            }
+        }
+    }
+}
+
+fn decode_plan_item(r: &mut Reader<'_>) -> Result<PlanItem, ProtoError> {
+    let id = r.u64()?;
+    let action = match r.u8()? {
+        PLAN_SKIP => PlanAction::Skip,
+        PLAN_SEND => PlanAction::Send(r.list(RANGE_LEN, |r| {
+            let (start, end) = (r.u64()?, r.u64()?);
+            if start > end {
+                return Err(r.err("block range ends before it starts"));
+            }
+            Ok((start, end))
+        })?),
+        _ => return Err(r.err("unknown plan action")),
+    };
+    Ok(PlanItem { id, action })
+}

@@ -1,0 +1,563 @@
+//! Inputs that must be refused, and the error each one gets.
+
+use super::{decode_one, encoded, raw_frame};
+use crate::wire::Put;
+use crate::*;
+
+/// Asserts that `body` is refused as a malformed frame of `kind`, both by
+/// [`decode_body`] and by a [`Decoder`] given the whole frame; returns the reason.
+#[track_caller]
+fn refused(kind: FrameKind, body: &[u8]) -> &'static str {
+    let direct = decode_body(kind, body);
+    let Err(ProtoError::Malformed { what, why }) = direct else {
+        panic!("{kind:?} body {body:?} not refused as malformed: {direct:?}");
+    };
+    assert_eq!(what, kind.name());
+    assert_eq!(decode_one(&raw_frame(kind as u8, body)), direct);
+    why
+}
+
+/// A control hello whose every part can be spoilt; `Default` is valid.
+struct RawHello {
+    token: Vec<u8>,
+    role: u8,
+    op: Vec<u8>,
+    streams: u16,
+    encrypt: u8,
+    block_size: u32,
+    congestion: Vec<u8>,
+    send: u32,
+    recv: u32,
+    rate: u64,
+    no_clobber: u8,
+    fsync: u8,
+}
+
+impl Default for RawHello {
+    fn default() -> Self {
+        let mut op = vec![0]; // push
+        op.put_bytes(b"dest");
+        op.put_u32(1);
+        RawHello {
+            token: b"secret".to_vec(),
+            role: 0,
+            op,
+            streams: 4,
+            encrypt: 1,
+            block_size: 1 << 20,
+            congestion: vec![1, 3, 0, 0, 0, b'b', b'b', b'r'],
+            send: 0,
+            recv: 0,
+            rate: 0,
+            no_clobber: 0,
+            fsync: 1,
+        }
+    }
+}
+
+impl RawHello {
+    fn body(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.put_bytes(&self.token);
+        b.put_u8(self.role);
+        b.extend_from_slice(&self.op);
+        b.put_u16(self.streams);
+        b.put_u8(self.encrypt);
+        b.put_u32(self.block_size);
+        b.extend_from_slice(&self.congestion);
+        b.put_u32(self.send);
+        b.put_u32(self.recv);
+        b.put_u64(self.rate);
+        b.put_u8(self.no_clobber);
+        b.put_u8(self.fsync);
+        b
+    }
+
+    fn pull(sources: &[&[u8]]) -> Self {
+        let mut op = vec![1];
+        op.put_u32(sources.len() as u32);
+        for s in sources {
+            op.put_bytes(s);
+        }
+        RawHello {
+            op,
+            ..RawHello::default()
+        }
+    }
+}
+
+/// An entry whose every part can be spoilt; `Default` is a valid file.
+struct RawEntry {
+    path: Vec<u8>,
+    kind: Vec<u8>,
+    mode: u32,
+    nsec: u32,
+}
+
+impl Default for RawEntry {
+    fn default() -> Self {
+        RawEntry {
+            path: b"top/file".to_vec(),
+            kind: vec![0, 1, 0, 0, 0, 0, 0, 0, 0],
+            mode: 0o644,
+            nsec: 0,
+        }
+    }
+}
+
+impl RawEntry {
+    fn symlink(target: &[u8]) -> Self {
+        let mut kind = vec![2];
+        kind.put_bytes(target);
+        RawEntry {
+            kind,
+            ..RawEntry::default()
+        }
+    }
+
+    /// An `Entries` body holding just this entry.
+    fn body(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.put_u32(1);
+        b.put_u64(7);
+        b.put_bytes(&self.path);
+        b.extend_from_slice(&self.kind);
+        b.put_u32(self.mode);
+        b.put_i64(1_700_000_000);
+        b.put_u32(self.nsec);
+        b
+    }
+}
+
+fn entry_with_path(path: &[u8]) -> Vec<u8> {
+    RawEntry {
+        path: path.to_vec(),
+        ..RawEntry::default()
+    }
+    .body()
+}
+
+/// `u32 len | bytes` of invalid UTF-8.
+fn bad_utf8() -> Vec<u8> {
+    let mut b = Vec::new();
+    b.put_bytes(&[b'o', b'k', 0xc3, 0x28]);
+    b
+}
+
+// The default raw builders really are valid, so each test below spoils one thing only.
+#[test]
+fn raw_builders_are_valid() {
+    assert!(decode_body(FrameKind::Hello, &RawHello::default().body()).is_ok());
+    assert!(decode_body(FrameKind::Hello, &RawHello::pull(&[b"a", b"b/c"]).body()).is_ok());
+    assert!(decode_body(FrameKind::Entries, &RawEntry::default().body()).is_ok());
+    assert!(decode_body(FrameKind::Entries, &RawEntry::symlink(b"/x/../y").body()).is_ok());
+}
+
+const CONTROL_KINDS: [FrameKind; 11] = [
+    FrameKind::Hello,
+    FrameKind::Welcome,
+    FrameKind::Error,
+    FrameKind::Entries,
+    FrameKind::Plan,
+    FrameKind::Resend,
+    FrameKind::FileDone,
+    FrameKind::FileError,
+    FrameKind::EndOfEntries,
+    FrameKind::Finished,
+    FrameKind::StreamEnd,
+];
+
+/// One valid, non-trivial frame of each control kind.
+fn samples() -> Vec<Frame> {
+    vec![
+        decode_body(FrameKind::Hello, &RawHello::pull(&[b"src"]).body()).unwrap(),
+        Frame::Welcome(Welcome {
+            session: [3; SESSION_ID_LEN],
+            server: "hetch 0.1".into(),
+        }),
+        Frame::Error(ErrorFrame {
+            code: ErrorCode::Path,
+            message: "no such file: a/b".into(),
+        }),
+        decode_body(FrameKind::Entries, &RawEntry::symlink(b"t").body()).unwrap(),
+        Frame::Plan(vec![PlanItem {
+            id: 1,
+            action: PlanAction::Send(vec![(0, 4)]),
+        }]),
+        Frame::Resend { file: 1, block: 2 },
+        Frame::FileDone {
+            file: 1,
+            error: Some("disk full".into()),
+        },
+        Frame::FileError {
+            file: 1,
+            message: "unreadable".into(),
+        },
+        Frame::EndOfEntries,
+        Frame::Finished(Summary::default()),
+        Frame::StreamEnd,
+    ]
+}
+
+#[test]
+fn trailing_bytes_are_refused() {
+    for frame in samples() {
+        let kind = frame.kind();
+        let mut body = encoded(&frame)[HEADER_LEN..].to_vec();
+        body.push(0);
+        if body.len() > kind.max_len() {
+            // EndOfEntries / StreamEnd: the header already refuses any body.
+            assert!(matches!(
+                decode_header(raw_frame(kind as u8, &body).first_chunk().unwrap()),
+                Err(ProtoError::TooLong { max: 0, .. })
+            ));
+            assert!(decode_body(kind, &body).is_err());
+        } else {
+            assert_eq!(refused(kind, &body), "trailing bytes after the body");
+        }
+    }
+}
+
+#[test]
+fn truncated_bodies_are_refused() {
+    for frame in samples() {
+        let body = &encoded(&frame)[HEADER_LEN..];
+        for cut in 0..body.len() {
+            refused(frame.kind(), &body[..cut]);
+        }
+    }
+}
+
+#[test]
+fn samples_cover_every_control_kind() {
+    let kinds: Vec<_> = samples().iter().map(Frame::kind).collect();
+    assert_eq!(kinds, CONTROL_KINDS);
+}
+
+#[test]
+fn data_kind_is_refused_by_decode_body() {
+    let frame = Frame::Data(
+        DataHeader {
+            file: 1,
+            block: 0,
+            digest: [0; DIGEST_LEN],
+            zero: false,
+            zero_len: 0,
+        },
+        vec![1, 2, 3],
+    );
+    let bytes = encoded(&frame);
+    assert!(matches!(
+        decode_body(FrameKind::Data, &bytes[HEADER_LEN..]),
+        Err(ProtoError::Malformed { what: "data", .. })
+    ));
+    assert!(decode_body(FrameKind::Data, &[]).is_err());
+}
+
+#[test]
+fn invalid_utf8_is_refused_in_every_string() {
+    let mut welcome = vec![0; SESSION_ID_LEN];
+    welcome.extend(bad_utf8());
+    let mut error = vec![1, 0];
+    error.extend(bad_utf8());
+    let mut file_done = vec![0; 8];
+    file_done.push(1);
+    file_done.extend(bad_utf8());
+    let mut file_error = vec![0; 8];
+    file_error.extend(bad_utf8());
+    let mut congestion = vec![1];
+    congestion.extend(bad_utf8());
+    let hello = RawHello {
+        congestion,
+        ..RawHello::default()
+    }
+    .body();
+    for (kind, body) in [
+        (FrameKind::Welcome, welcome),
+        (FrameKind::Error, error),
+        (FrameKind::FileDone, file_done),
+        (FrameKind::FileError, file_error),
+        (FrameKind::Hello, hello),
+    ] {
+        assert_eq!(refused(kind, &body), "string is not valid UTF-8");
+    }
+}
+
+#[test]
+fn unknown_tags_are_refused() {
+    let hello = |h: RawHello| refused(FrameKind::Hello, &h.body());
+    assert_eq!(
+        hello(RawHello {
+            role: 2,
+            ..RawHello::default()
+        }),
+        "unknown hello role"
+    );
+    assert_eq!(
+        hello(RawHello {
+            op: vec![2],
+            ..RawHello::default()
+        }),
+        "unknown session op"
+    );
+    let mut congestion = RawHello::default().congestion;
+    congestion[0] = 2;
+    assert_eq!(
+        hello(RawHello {
+            congestion,
+            ..RawHello::default()
+        }),
+        "option tag is neither 0 nor 1"
+    );
+    for spoil in [
+        |h: &mut RawHello| h.encrypt = 2,
+        |h: &mut RawHello| h.no_clobber = 2,
+        |h: &mut RawHello| h.fsync = 0xff,
+    ] {
+        let mut h = RawHello::default();
+        spoil(&mut h);
+        assert_eq!(hello(h), "boolean is neither 0 nor 1");
+    }
+
+    for code in [0u16, 8, 0xffff] {
+        let mut body = code.to_le_bytes().to_vec();
+        body.put_bytes(b"msg");
+        assert_eq!(refused(FrameKind::Error, &body), "unknown error code");
+    }
+
+    let entry = RawEntry {
+        kind: vec![3],
+        ..RawEntry::default()
+    };
+    assert_eq!(
+        refused(FrameKind::Entries, &entry.body()),
+        "unknown entry kind"
+    );
+
+    let plan = [1, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 2];
+    assert_eq!(refused(FrameKind::Plan, &plan), "unknown plan action");
+
+    let file_done = [1, 0, 0, 0, 0, 0, 0, 0, 2];
+    assert_eq!(
+        refused(FrameKind::FileDone, &file_done),
+        "option tag is neither 0 nor 1"
+    );
+}
+
+#[test]
+fn bad_paths_are_refused() {
+    let bad: [(&[u8], &str); 10] = [
+        (b"", "path is empty"),
+        (b"/etc/passwd", "path is absolute"),
+        (b"/", "path is absolute"),
+        (b"a/", "path has an empty component"),
+        (b"a//b", "path has an empty component"),
+        (b".", "path has a '.' component"),
+        (b"a/./b", "path has a '.' component"),
+        (b"..", "path has a '..' component"),
+        (b"a/../../b", "path has a '..' component"),
+        (b"a\0b", "path contains a NUL byte"),
+    ];
+    for (path, why) in bad {
+        assert_eq!(
+            validate_rel_path(path),
+            Err(ProtoError::Malformed { what: "path", why }),
+            "{path:?}"
+        );
+        assert_eq!(refused(FrameKind::Entries, &entry_with_path(path)), why);
+        let pull = RawHello::pull(&[b"fine", path]).body();
+        assert_eq!(refused(FrameKind::Hello, &pull), why);
+    }
+}
+
+#[test]
+fn odd_but_safe_paths_are_accepted() {
+    for path in [
+        &b"a"[..],
+        b"a/b/c",
+        b".hidden",
+        b"..dots",
+        b"a/...",
+        b"a/b..",
+        b"\xff\xfe/not utf-8",
+        b"with space/and\\backslash",
+    ] {
+        assert_eq!(validate_rel_path(path), Ok(()), "{path:?}");
+        assert!(decode_body(FrameKind::Entries, &entry_with_path(path)).is_ok());
+    }
+}
+
+#[test]
+fn bad_symlink_targets_are_refused() {
+    assert_eq!(
+        refused(FrameKind::Entries, &RawEntry::symlink(b"").body()),
+        "symlink target is empty"
+    );
+    assert_eq!(
+        refused(FrameKind::Entries, &RawEntry::symlink(b"a\0b").body()),
+        "symlink target contains a NUL byte"
+    );
+    // Absolute and climbing targets are stored as-is.
+    for target in [&b"/abs"[..], b"../../up", b"."] {
+        assert!(decode_body(FrameKind::Entries, &RawEntry::symlink(target).body()).is_ok());
+    }
+}
+
+#[test]
+fn out_of_range_fields_are_refused() {
+    let entry = RawEntry {
+        mode: 0o10000,
+        ..RawEntry::default()
+    };
+    assert_eq!(
+        refused(FrameKind::Entries, &entry.body()),
+        "mode has bits outside 0o7777"
+    );
+    let entry = RawEntry {
+        nsec: 1_000_000_000,
+        ..RawEntry::default()
+    };
+    assert_eq!(
+        refused(FrameKind::Entries, &entry.body()),
+        "mtime nanoseconds not below one second"
+    );
+
+    for block_size in [0, 512, 1000, 3 << 10, (MAX_BLOCK as u32) << 1, u32::MAX] {
+        let hello = RawHello {
+            block_size,
+            ..RawHello::default()
+        };
+        assert_eq!(
+            refused(FrameKind::Hello, &hello.body()),
+            "block size is not a power of two between 1 KiB and MAX_BLOCK"
+        );
+    }
+    for block_size in [1024, MAX_BLOCK as u32] {
+        let hello = RawHello {
+            block_size,
+            ..RawHello::default()
+        };
+        assert!(decode_body(FrameKind::Hello, &hello.body()).is_ok());
+    }
+
+    let mut plan = vec![1, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0];
+    plan.put_u64(5);
+    plan.put_u64(4);
+    assert_eq!(
+        refused(FrameKind::Plan, &plan),
+        "block range ends before it starts"
+    );
+}
+
+#[test]
+fn huge_list_counts_are_refused_before_allocating() {
+    let count = |n: u32| n.to_le_bytes().to_vec();
+    for n in [u32::MAX, 1 << 28, 2] {
+        assert_eq!(
+            refused(FrameKind::Entries, &count(n)),
+            "list count exceeds the body"
+        );
+        assert_eq!(
+            refused(FrameKind::Plan, &count(n)),
+            "list count exceeds the body"
+        );
+        // (A small count of pull sources could fit in the fields after the list.)
+        if n > 2 {
+            let mut op = vec![1];
+            op.extend(count(n));
+            let hello = RawHello {
+                op,
+                ..RawHello::default()
+            };
+            assert_eq!(
+                refused(FrameKind::Hello, &hello.body()),
+                "list count exceeds the body"
+            );
+        }
+        let mut plan = vec![1, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 1];
+        plan.extend(count(n));
+        assert_eq!(
+            refused(FrameKind::Plan, &plan),
+            "list count exceeds the body"
+        );
+    }
+    // A byte string longer than the body.
+    let mut welcome = vec![0; SESSION_ID_LEN];
+    welcome.extend(count(u32::MAX));
+    assert_eq!(refused(FrameKind::Welcome, &welcome), "body ends early");
+}
+
+fn data_fixed(flags: u8, zero_len: u32) -> [u8; DATA_FIXED_LEN] {
+    let mut b = [0; DATA_FIXED_LEN];
+    b[48] = flags;
+    b[49..].copy_from_slice(&zero_len.to_le_bytes());
+    b
+}
+
+#[test]
+fn bad_data_frames_are_refused() {
+    fn malformed<T>(why: &'static str) -> Result<T, ProtoError> {
+        Err(ProtoError::Malformed { what: "data", why })
+    }
+
+    assert_eq!(
+        decode_data_fixed(&data_fixed(2, 0)),
+        malformed("unknown data flags")
+    );
+    assert_eq!(
+        decode_data_fixed(&data_fixed(0x81, 0)),
+        malformed("unknown data flags")
+    );
+    assert_eq!(
+        decode_data_fixed(&data_fixed(0, 1)),
+        malformed("zero_len set on a block that is not all zeros")
+    );
+    assert_eq!(
+        decode_data_fixed(&data_fixed(1, MAX_BLOCK as u32 + 1)),
+        malformed("zero block longer than MAX_BLOCK")
+    );
+
+    // A zero block carrying a payload.
+    let header = decode_data_fixed(&data_fixed(1, 4096)).unwrap();
+    assert!(header.zero);
+    assert_eq!(
+        check_data_payload(&header, 1),
+        malformed("zero block with a payload")
+    );
+    assert_eq!(check_data_payload(&header, 0), Ok(()));
+    let mut body = data_fixed(1, 4096).to_vec();
+    body.push(0);
+    assert_eq!(
+        decode_one(&raw_frame(FrameKind::Data as u8, &body)),
+        malformed("zero block with a payload")
+    );
+
+    // Through the decoder, the fixed-part checks apply too.
+    let body = data_fixed(0, 3);
+    assert_eq!(
+        decode_one(&raw_frame(FrameKind::Data as u8, &body)),
+        malformed("zero_len set on a block that is not all zeros")
+    );
+}
+
+#[test]
+#[should_panic(expected = "zero block with a payload")]
+fn encoding_a_zero_block_with_payload_panics() {
+    let header = DataHeader {
+        file: 0,
+        block: 0,
+        digest: [0; DIGEST_LEN],
+        zero: true,
+        zero_len: 3,
+    };
+    encoded(&Frame::Data(header, vec![1]));
+}
+
+#[test]
+#[should_panic(expected = "exceeds the")]
+fn encoding_an_oversized_control_frame_panics() {
+    encoded(&Frame::FileError {
+        file: 0,
+        message: "x".repeat(MAX_CONTROL_BODY),
+    });
+}

@@ -1,0 +1,202 @@
+//! proptest strategies producing arbitrary *valid* frames.
+
+use crate::*;
+use proptest::collection::vec;
+use proptest::prelude::*;
+
+fn bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
+    vec(any::<u8>(), 0..max)
+}
+
+fn string() -> impl Strategy<Value = String> {
+    // Any Unicode, including multi-byte characters and controls.
+    any::<String>()
+}
+
+/// One path component: no NUL, no '/', not "." or "..".
+fn component() -> impl Strategy<Value = Vec<u8>> {
+    vec(
+        any::<u8>().prop_filter("no NUL or '/'", |b| *b != 0 && *b != b'/'),
+        1..8,
+    )
+    .prop_filter("not . or ..", |c| c != b"." && c != b"..")
+}
+
+/// A path accepted by `validate_rel_path`.
+pub(super) fn rel_path() -> impl Strategy<Value = Vec<u8>> {
+    vec(component(), 1..5).prop_map(|cs| cs.join(&b'/'))
+}
+
+fn link_target() -> impl Strategy<Value = Vec<u8>> {
+    vec(any::<u8>().prop_filter("no NUL", |b| *b != 0), 1..24)
+}
+
+fn error_code() -> impl Strategy<Value = ErrorCode> {
+    prop_oneof![
+        Just(ErrorCode::Auth),
+        Just(ErrorCode::Version),
+        Just(ErrorCode::Path),
+        Just(ErrorCode::Protocol),
+        Just(ErrorCode::Io),
+        Just(ErrorCode::NoSpace),
+        Just(ErrorCode::Other),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (bytes(16), any::<u32>()).prop_map(|(dest, sources)| Op::Push { dest, sources }),
+        vec(rel_path(), 0..4).prop_map(|sources| Op::Pull { sources }),
+    ]
+}
+
+fn session_request() -> impl Strategy<Value = SessionRequest> {
+    (
+        op(),
+        any::<u16>(),
+        any::<bool>(),
+        (10u32..=28).prop_map(|shift| 1 << shift),
+        proptest::option::of(string()),
+        any::<u32>(),
+        any::<u32>(),
+        any::<u64>(),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(
+                op,
+                streams,
+                encrypt_data,
+                block_size,
+                congestion,
+                send_buffer,
+                recv_buffer,
+                rate_limit,
+                no_clobber,
+                fsync,
+            )| SessionRequest {
+                op,
+                streams,
+                encrypt_data,
+                block_size,
+                congestion,
+                send_buffer,
+                recv_buffer,
+                rate_limit,
+                no_clobber,
+                fsync,
+            },
+        )
+}
+
+pub(super) fn hello() -> impl Strategy<Value = Hello> {
+    let role = prop_oneof![
+        session_request().prop_map(HelloRole::Control),
+        (any::<SessionId>(), any::<u16>())
+            .prop_map(|(session, index)| HelloRole::Data { session, index }),
+    ];
+    (bytes(40), role).prop_map(|(token, role)| Hello { token, role })
+}
+
+pub(super) fn welcome() -> impl Strategy<Value = Welcome> {
+    (any::<SessionId>(), string()).prop_map(|(session, server)| Welcome { session, server })
+}
+
+pub(super) fn error_frame() -> impl Strategy<Value = ErrorFrame> {
+    (error_code(), string()).prop_map(|(code, message)| ErrorFrame { code, message })
+}
+
+fn entry() -> impl Strategy<Value = Entry> {
+    let kind = prop_oneof![
+        any::<u64>().prop_map(|size| EntryKind::File { size }),
+        Just(EntryKind::Dir),
+        link_target().prop_map(|target| EntryKind::Symlink { target }),
+    ];
+    (
+        any::<u64>(),
+        rel_path(),
+        kind,
+        0u32..=0o7777,
+        any::<i64>(),
+        0u32..1_000_000_000,
+    )
+        .prop_map(|(id, path, kind, mode, mtime_sec, mtime_nsec)| Entry {
+            id,
+            path,
+            kind,
+            mode,
+            mtime_sec,
+            mtime_nsec,
+        })
+}
+
+pub(super) fn entries() -> impl Strategy<Value = Vec<Entry>> {
+    vec(entry(), 0..6)
+}
+
+fn range() -> impl Strategy<Value = (u64, u64)> {
+    (any::<u64>(), any::<u64>()).prop_map(|(a, b)| (a.min(b), a.max(b)))
+}
+
+pub(super) fn plan() -> impl Strategy<Value = Vec<PlanItem>> {
+    let action = prop_oneof![
+        Just(PlanAction::Skip),
+        vec(range(), 0..5).prop_map(PlanAction::Send),
+    ];
+    vec(
+        (any::<u64>(), action).prop_map(|(id, action)| PlanItem { id, action }),
+        0..6,
+    )
+}
+
+/// A data frame: a zero block (no payload) or a block with a payload.
+pub(super) fn data() -> impl Strategy<Value = (DataHeader, Vec<u8>)> {
+    let zero_block = (0..=MAX_BLOCK as u32).prop_map(|len| (true, len, Vec::new()));
+    let payload_block = bytes(300).prop_map(|payload| (false, 0, payload));
+    (
+        any::<u64>(),
+        any::<u64>(),
+        any::<BlockDigest>(),
+        prop_oneof![zero_block, payload_block],
+    )
+        .prop_map(|(file, block, digest, (zero, zero_len, payload))| {
+            let header = DataHeader {
+                file,
+                block,
+                digest,
+                zero,
+                zero_len,
+            };
+            (header, payload)
+        })
+}
+
+pub(super) fn summary() -> impl Strategy<Value = Summary> {
+    any::<[u64; 5]>().prop_map(|[files, bytes, skipped, retried_blocks, failed]| Summary {
+        files,
+        bytes,
+        skipped,
+        retried_blocks,
+        failed,
+    })
+}
+
+/// Any valid frame.
+pub(super) fn frame() -> impl Strategy<Value = Frame> {
+    prop_oneof![
+        hello().prop_map(Frame::Hello),
+        welcome().prop_map(Frame::Welcome),
+        error_frame().prop_map(Frame::Error),
+        entries().prop_map(Frame::Entries),
+        plan().prop_map(Frame::Plan),
+        data().prop_map(|(h, p)| Frame::Data(h, p)),
+        (any::<u64>(), any::<u64>()).prop_map(|(file, block)| Frame::Resend { file, block }),
+        (any::<u64>(), proptest::option::of(string()))
+            .prop_map(|(file, error)| Frame::FileDone { file, error }),
+        (any::<u64>(), string()).prop_map(|(file, message)| Frame::FileError { file, message }),
+        Just(Frame::EndOfEntries),
+        summary().prop_map(Frame::Finished),
+        Just(Frame::StreamEnd),
+    ]
+}

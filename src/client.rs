@@ -1,0 +1,121 @@
+//! Opening a session with a server: control connection, handshake, data streams.
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Context};
+use hetch_engine::wire::{read_frame_exact, read_preamble_exact, write_frame_exact};
+use hetch_engine::{BoxStream, Transport};
+use hetch_net::{KnownHosts, NetError, SocketOptions, TlsClient, Trust};
+use hetch_proto::{ErrorCode, Frame, Hello, HelloRole, SessionRequest};
+
+/// How the client reaches and trusts a server.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// The token to present.
+    pub token: Vec<u8>,
+    /// Expected fingerprint, if given on the command line.
+    pub fingerprint: Option<hetch_net::Fingerprint>,
+    /// Known-hosts file (default location when `None`).
+    pub known_hosts: Option<PathBuf>,
+    /// Socket tuning for every connection.
+    pub socket: SocketOptions,
+}
+
+/// Finds the client's token: `HETCH_TOKEN`, else `--token-file`.
+pub fn load_token(token_file: Option<&PathBuf>) -> anyhow::Result<Vec<u8>> {
+    if let Some(p) = token_file {
+        return Ok(hetch_net::read_token_file(p)?);
+    }
+    match std::env::var("HETCH_TOKEN") {
+        Ok(t) if !t.trim().is_empty() => Ok(t.trim().as_bytes().to_vec()),
+        _ => bail!("no token: set HETCH_TOKEN or pass --token-file (the server prints where its token file is)"),
+    }
+}
+
+/// Connects to `host`, performs the handshake and opens all data streams.
+pub async fn open_session(
+    host: &str,
+    cfg: &ClientConfig,
+    req: SessionRequest,
+) -> anyhow::Result<Transport> {
+    let trust = match cfg.fingerprint {
+        Some(fp) => Trust::Pinned(fp),
+        None => Trust::KnownHosts(KnownHosts {
+            path: cfg
+                .known_hosts
+                .clone()
+                .unwrap_or_else(KnownHosts::default_path),
+        }),
+    };
+    let tls = TlsClient::new(host, trust)?;
+    let was_pinned = tls.pinned().is_some();
+    let mut control = connect(host, cfg, Some(&tls)).await?;
+    if !was_pinned {
+        if let Some(fp) = tls.pinned() {
+            eprintln!("hetch: first connection to {host}: trusting its key {fp} from now on");
+        }
+    }
+    let streams = req.streams;
+    let encrypt = req.encrypt_data;
+    let hello = Frame::Hello(Hello {
+        token: cfg.token.clone(),
+        role: HelloRole::Control(req),
+    });
+    let welcome = handshake(&mut control, host, &hello).await?;
+    let Frame::Welcome(w) = welcome else {
+        bail!("{host}: unexpected answer to hello");
+    };
+    let mut data = Vec::with_capacity(streams as usize);
+    for index in 0..streams {
+        let mut s = connect(host, cfg, encrypt.then_some(&tls)).await?;
+        let hello = Frame::Hello(Hello {
+            token: cfg.token.clone(),
+            role: HelloRole::Data {
+                session: w.session,
+                index,
+            },
+        });
+        write_frame_exact(&mut s, host, true, &hello).await?;
+        read_preamble_exact(&mut s, host)
+            .await
+            .map_err(|e| anyhow!(e))?;
+        data.push(s);
+    }
+    Ok(Transport {
+        control,
+        data,
+        peer: host.to_string(),
+    })
+}
+
+async fn connect(
+    host: &str,
+    cfg: &ClientConfig,
+    tls: Option<&TlsClient>,
+) -> anyhow::Result<BoxStream> {
+    match hetch_net::connect(host, &cfg.socket, tls).await {
+        Ok(s) => Ok(Box::new(s)),
+        Err(e @ NetError::HostKeyChanged { .. }) => Err(anyhow!(e)),
+        Err(e) => Err(anyhow!(e)),
+    }
+}
+
+/// Sends preamble and hello; returns the server's answer, turning an error frame into a
+/// one-line error naming the host.
+async fn handshake(s: &mut BoxStream, host: &str, hello: &Frame) -> anyhow::Result<Frame> {
+    write_frame_exact(s, host, true, hello).await?;
+    read_preamble_exact(s, host)
+        .await
+        .with_context(|| format!("{host} is not a hetch server (or speaks another version)"))?;
+    match read_frame_exact(s, host).await? {
+        Frame::Error(e) => {
+            let what = match e.code {
+                ErrorCode::Auth => "authentication failed (wrong token?)",
+                ErrorCode::Version => "protocol version mismatch",
+                _ => "refused",
+            };
+            bail!("{host}: {what}: {}", e.message)
+        }
+        other => Ok(other),
+    }
+}

@@ -1,0 +1,148 @@
+//! `hetch cp`: decides between local copy, push and pull, and runs it.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use hetch_engine::{DestSpec, Options, Progress, Report};
+use hetch_proto::{Op, SessionRequest};
+
+use crate::client::{open_session, ClientConfig};
+use crate::location::Location;
+use crate::ui::{print_summary, Display};
+
+/// Everything `cp` needs, after flag parsing.
+pub struct CopyJob {
+    /// Source operands.
+    pub sources: Vec<Location>,
+    /// Destination operand.
+    pub dest: Location,
+    /// Engine settings.
+    pub opts: Options,
+    /// Data streams.
+    pub streams: u16,
+    /// TLS on data streams.
+    pub encrypt: bool,
+    /// Connection settings (token, trust, sockets); only used for remote copies.
+    pub client: Option<ClientConfig>,
+    /// Print JSON at the end.
+    pub json: bool,
+    /// No progress bar.
+    pub quiet: bool,
+}
+
+/// Outcome of a copy, for the exit code.
+pub enum Outcome {
+    /// Everything copied.
+    Complete,
+    /// Some files failed (listed already).
+    Partial,
+}
+
+/// Runs a copy job.
+pub async fn run(job: CopyJob) -> anyhow::Result<Outcome> {
+    let progress = Arc::new(Progress::default());
+    let started = Instant::now();
+    let display = Display::start(progress.clone(), job.quiet || job.json);
+    let result = dispatch(&job, progress.clone()).await;
+    display.finish();
+    let report = result?;
+    print_summary(&report, &progress, started, job.json);
+    Ok(if report.summary.failed > 0 || !report.errors.is_empty() {
+        Outcome::Partial
+    } else {
+        Outcome::Complete
+    })
+}
+
+async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<Report> {
+    let remote_sources: Vec<_> = job
+        .sources
+        .iter()
+        .filter_map(|s| match s {
+            Location::Remote { host, path } => Some((host.clone(), path.clone())),
+            Location::Local(_) => None,
+        })
+        .collect();
+    let local_sources: Vec<PathBuf> = job
+        .sources
+        .iter()
+        .filter_map(|s| match s {
+            Location::Local(p) => Some(p.clone()),
+            Location::Remote { .. } => None,
+        })
+        .collect();
+    if !remote_sources.is_empty() && !local_sources.is_empty() {
+        bail!("sources must be all local or all on one server");
+    }
+    for p in &local_sources {
+        std::fs::symlink_metadata(p).with_context(|| format!("{}", p.display()))?;
+    }
+    let n = job.sources.len() as u32;
+    let req = |op: Op| SessionRequest {
+        op,
+        streams: job.streams,
+        encrypt_data: job.encrypt,
+        block_size: job.opts.block_size as u32,
+        congestion: None,
+        send_buffer: 0,
+        recv_buffer: 0,
+        rate_limit: job.opts.rate_limit,
+        no_clobber: job.opts.no_clobber,
+        fsync: job.opts.fsync,
+    };
+    match &job.dest {
+        Location::Local(dest) => {
+            let spec = DestSpec {
+                path: dest.clone(),
+                sources: n,
+                trailing_slash: dest.as_os_str().as_bytes().ends_with(b"/"),
+                confine_to: None,
+            };
+            if remote_sources.is_empty() {
+                return Ok(hetch_engine::copy_local(
+                    job.opts.clone(),
+                    local_sources,
+                    spec,
+                    job.streams as usize,
+                    progress,
+                )
+                .await?);
+            }
+            let host = &remote_sources[0].0;
+            if remote_sources.iter().any(|(h, _)| h != host) {
+                bail!("all remote sources must be on the same server");
+            }
+            let paths = remote_sources
+                .iter()
+                .map(|(_, p)| p.as_bytes().to_vec())
+                .collect();
+            let cfg = job
+                .client
+                .as_ref()
+                .expect("client config for remote copies");
+            let transport = open_session(host, cfg, req(Op::Pull { sources: paths })).await?;
+            Ok(hetch_engine::run_sink(job.opts.clone(), spec, transport, progress).await?)
+        }
+        Location::Remote { host, path } => {
+            if !remote_sources.is_empty() {
+                bail!("copying from one server to another is not supported yet; copy through a local directory");
+            }
+            let cfg = job
+                .client
+                .as_ref()
+                .expect("client config for remote copies");
+            let op = Op::Push {
+                dest: path.as_bytes().to_vec(),
+                sources: n,
+            };
+            let transport = open_session(host, cfg, req(op)).await?;
+            Ok(
+                hetch_engine::run_source(job.opts.clone(), local_sources, transport, progress)
+                    .await?,
+            )
+        }
+    }
+}

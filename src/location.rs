@@ -1,0 +1,91 @@
+//! Command-line operands: local paths or `hetch://HOST[:PORT]/path` URLs.
+
+use std::path::PathBuf;
+
+/// Port a server listens on unless told otherwise.
+pub const DEFAULT_PORT: u16 = 7878;
+
+/// One side of a copy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A path on this machine.
+    Local(PathBuf),
+    /// A path under a server's root.
+    Remote {
+        /// `host:port`, as used for connecting and in the known-hosts file.
+        host: String,
+        /// Path relative to the server's root (may be empty: the root itself).
+        path: String,
+    },
+}
+
+impl Location {
+    /// Parses an operand.
+    pub fn parse(s: &str) -> Result<Location, String> {
+        let Some(rest) = s.strip_prefix("hetch://") else {
+            return Ok(Location::Local(PathBuf::from(s)));
+        };
+        let (hostport, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None => (rest, ""),
+        };
+        if hostport.is_empty() {
+            return Err(format!(
+                "{s}: no host in URL (expected hetch://HOST[:PORT]/path)"
+            ));
+        }
+        let has_port = if hostport.starts_with('[') {
+            hostport.contains("]:")
+        } else {
+            hostport.contains(':')
+        };
+        let host = if has_port {
+            let port = hostport.rsplit(':').next().unwrap_or_default();
+            port.parse::<u16>()
+                .map_err(|_| format!("{s}: bad port '{port}'"))?;
+            hostport.to_string()
+        } else {
+            format!("{hostport}:{DEFAULT_PORT}")
+        };
+        Ok(Location::Remote {
+            host,
+            path: path.to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_urls_and_paths() {
+        assert_eq!(
+            Location::parse("a/b").unwrap(),
+            Location::Local("a/b".into())
+        );
+        assert_eq!(
+            Location::parse("hetch://h/x/y").unwrap(),
+            Location::Remote {
+                host: "h:7878".into(),
+                path: "x/y".into()
+            }
+        );
+        assert_eq!(
+            Location::parse("hetch://127.0.0.1:9000").unwrap(),
+            Location::Remote {
+                host: "127.0.0.1:9000".into(),
+                path: "".into()
+            }
+        );
+        assert_eq!(
+            Location::parse("hetch://[::1]:9/d/").unwrap(),
+            Location::Remote {
+                host: "[::1]:9".into(),
+                path: "d/".into()
+            }
+        );
+        assert!(Location::parse("hetch:///x").is_err());
+        assert!(Location::parse("hetch://h:port/x").is_err());
+    }
+}

@@ -1,0 +1,371 @@
+//! `hetch serve`: accepts sessions and runs the engine's source or sink for each.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use hetch_engine::wire::{read_frame_exact, read_preamble_exact, write_frame_exact};
+use hetch_engine::{BoxStream, DestSpec, EngineError, Options, Progress, Transport};
+use hetch_net::{Fingerprint, ServerIdentity, SocketOptions};
+use hetch_proto::{
+    ErrorCode, ErrorFrame, Frame, HelloRole, Op, SessionId, SessionRequest, Welcome,
+};
+use rand::RngCore;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+/// How long a client has to open all data streams of a session, and to say hello.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Directory served.
+    pub root: PathBuf,
+    /// Where to listen.
+    pub listen: String,
+    /// Where the key, certificate and default token live.
+    pub state_dir: PathBuf,
+    /// Token file (default: `state_dir/token`, created on first start).
+    pub token_file: Option<PathBuf>,
+    /// Socket tuning for every accepted connection.
+    pub socket: SocketOptions,
+    /// Engine settings the server does not take from clients.
+    pub engine: Options,
+}
+
+/// A running server.
+pub struct Server {
+    /// The address actually bound.
+    pub addr: SocketAddr,
+    /// The certificate fingerprint clients pin.
+    pub fingerprint: Fingerprint,
+    /// Where the token is, when the server made it.
+    pub token_path: PathBuf,
+    /// Whether the identity was created on this start.
+    pub new_identity: bool,
+    listener: TcpListener,
+    state: Arc<State>,
+}
+
+struct State {
+    root: PathBuf,
+    token: Vec<u8>,
+    tls: Arc<rustls::ServerConfig>,
+    socket: SocketOptions,
+    engine: Options,
+    /// Sessions waiting for their data streams.
+    joining: Mutex<HashMap<SessionId, (bool, mpsc::Sender<(u16, BoxStream)>)>>,
+}
+
+impl Server {
+    /// Loads (or creates) identity and token and binds the listener.
+    pub async fn bind(cfg: ServeConfig) -> anyhow::Result<Server> {
+        let root = hetch_storage::paths::canonical_root(&cfg.root)
+            .with_context(|| format!("cannot serve {}", cfg.root.display()))?;
+        let (identity, new_identity) = ServerIdentity::load_or_create(&cfg.state_dir)?;
+        let (token, token_path) = match &cfg.token_file {
+            Some(p) => (hetch_net::read_token_file(p)?, p.clone()),
+            None => hetch_net::load_or_create_token(&cfg.state_dir)?,
+        };
+        let listener = TcpListener::bind(&cfg.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", cfg.listen))?;
+        cfg.socket.apply_to_listener(&listener)?;
+        Ok(Server {
+            addr: listener.local_addr()?,
+            fingerprint: identity.fingerprint,
+            token_path,
+            new_identity,
+            listener,
+            state: Arc::new(State {
+                root,
+                token,
+                tls: identity.server_config(),
+                socket: cfg.socket,
+                engine: cfg.engine,
+                joining: Mutex::default(),
+            }),
+        })
+    }
+
+    /// Serves until the process ends.
+    pub async fn run(self) -> anyhow::Result<()> {
+        loop {
+            let (socket, peer) = match self.listener.accept().await {
+                Ok(x) => x,
+                Err(e) => {
+                    eprintln!("hetch serve: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let state = self.state.clone();
+            tokio::spawn(async move {
+                if let Err(e) = handle(state, socket).await {
+                    eprintln!("hetch serve: {peer}: {e}");
+                }
+            });
+        }
+    }
+}
+
+async fn handle(state: Arc<State>, socket: tokio::net::TcpStream) -> Result<(), EngineError> {
+    let peer = socket
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let accepted = tokio::time::timeout(
+        JOIN_TIMEOUT,
+        hetch_net::accept(socket, &state.socket, &state.tls),
+    )
+    .await
+    .map_err(|_| conn_err(&peer, "no hello in time"))?
+    .map_err(|e| conn_err(&peer, &e.to_string()))?;
+    let mut stream: BoxStream = Box::new(accepted.stream);
+    write_preamble(&mut stream, &peer).await?;
+    if let Err(e) = read_preamble_exact(&mut stream, &peer).await {
+        if let EngineError::Proto {
+            source: hetch_proto::ProtoError::Version { .. },
+            ..
+        } = &e
+        {
+            let _ = reply_error(&mut stream, &peer, ErrorCode::Version, &e.to_string()).await;
+        }
+        return Err(e);
+    }
+    let hello = match tokio::time::timeout(JOIN_TIMEOUT, read_frame_exact(&mut stream, &peer)).await
+    {
+        Ok(Ok(Frame::Hello(h))) => h,
+        Ok(Ok(_)) => {
+            return reply_error(&mut stream, &peer, ErrorCode::Protocol, "expected a hello").await
+        }
+        Ok(Err(e)) => return Err(e),
+        Err(_) => return Err(conn_err(&peer, "no hello in time")),
+    };
+    if !hetch_net::tokens_equal(&hello.token, &state.token) {
+        return reply_error(
+            &mut stream,
+            &peer,
+            ErrorCode::Auth,
+            "authentication failed: wrong token",
+        )
+        .await;
+    }
+    match hello.role {
+        HelloRole::Control(req) => {
+            if !accepted.encrypted {
+                return reply_error(
+                    &mut stream,
+                    &peer,
+                    ErrorCode::Protocol,
+                    "control connections must use TLS",
+                )
+                .await;
+            }
+            session(state, stream, peer, req).await
+        }
+        HelloRole::Data { session, index } => {
+            let joined = state
+                .joining
+                .lock()
+                .expect("joining lock")
+                .get(&session)
+                .cloned();
+            match joined {
+                Some((encrypt, tx)) if encrypt == accepted.encrypted => {
+                    let _ = tx.send((index, stream)).await;
+                    Ok(())
+                }
+                Some(_) => {
+                    reply_error(
+                        &mut stream,
+                        &peer,
+                        ErrorCode::Protocol,
+                        "data stream encryption does not match the session",
+                    )
+                    .await
+                }
+                None => {
+                    reply_error(&mut stream, &peer, ErrorCode::Protocol, "unknown session").await
+                }
+            }
+        }
+    }
+}
+
+async fn session(
+    state: Arc<State>,
+    mut control: BoxStream,
+    peer: String,
+    req: SessionRequest,
+) -> Result<(), EngineError> {
+    if req.streams == 0 || req.streams > 256 {
+        return reply_error(
+            &mut control,
+            &peer,
+            ErrorCode::Protocol,
+            "streams must be 1..=256",
+        )
+        .await;
+    }
+    if let Err(e) = hetch_integrity::check_block_size(req.block_size as u64) {
+        return reply_error(&mut control, &peer, ErrorCode::Protocol, &e.to_string()).await;
+    }
+    // Resolve paths before welcoming, so that a bad path is one clear error.
+    let root = state.root.clone();
+    let role = match &req.op {
+        Op::Push { dest, sources } => {
+            let path = match hetch_storage::paths::confine(&root, dest, true) {
+                Ok(p) => p,
+                Err(e) => {
+                    return reply_error(&mut control, &peer, ErrorCode::Path, &e.to_string()).await
+                }
+            };
+            Role::Sink(DestSpec {
+                path,
+                sources: *sources,
+                trailing_slash: dest.ends_with(b"/"),
+                confine_to: Some(root.clone()),
+            })
+        }
+        Op::Pull { sources } => {
+            let mut paths = Vec::new();
+            for s in sources {
+                let p = match hetch_storage::paths::confine(&root, s, false) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        return reply_error(&mut control, &peer, ErrorCode::Path, &e.to_string())
+                            .await
+                    }
+                };
+                if std::fs::symlink_metadata(&p).is_err() {
+                    let msg = format!(
+                        "{}: no such file or directory on the server",
+                        String::from_utf8_lossy(s)
+                    );
+                    return reply_error(&mut control, &peer, ErrorCode::Path, &msg).await;
+                }
+                paths.push(p);
+            }
+            Role::Source(paths)
+        }
+    };
+    let mut id = [0u8; 16];
+    rand::rng().fill_bytes(&mut id);
+    let (tx, mut rx) = mpsc::channel(req.streams as usize);
+    state
+        .joining
+        .lock()
+        .expect("joining lock")
+        .insert(id, (req.encrypt_data, tx));
+    let welcome = Frame::Welcome(Welcome {
+        session: id,
+        server: format!("hetch {}", env!("CARGO_PKG_VERSION")),
+    });
+    let joined = async {
+        write_frame_exact(&mut control, &peer, false, &welcome).await?;
+        let mut slots: Vec<Option<BoxStream>> = (0..req.streams).map(|_| None).collect();
+        let mut have = 0;
+        while have < slots.len() {
+            let (i, s) = tokio::time::timeout(JOIN_TIMEOUT, rx.recv())
+                .await
+                .map_err(|_| conn_err(&peer, "data streams did not arrive in time"))?
+                .ok_or_else(|| conn_err(&peer, "session closed"))?;
+            let slot = slots
+                .get_mut(i as usize)
+                .ok_or_else(|| conn_err(&peer, "bad stream index"))?;
+            if slot.replace(s).is_none() {
+                have += 1;
+            }
+        }
+        Ok::<_, EngineError>(
+            slots
+                .into_iter()
+                .map(|s| s.expect("all joined"))
+                .collect::<Vec<_>>(),
+        )
+    }
+    .await;
+    state.joining.lock().expect("joining lock").remove(&id);
+    let data = joined?;
+    let mut opts = state.engine.clone();
+    opts.block_size = req.block_size as u64;
+    opts.rate_limit = match (opts.rate_limit, req.rate_limit) {
+        (0, r) | (r, 0) => r,
+        (a, b) => a.min(b),
+    };
+    opts.no_clobber = req.no_clobber;
+    opts.fsync = req.fsync || opts.fsync;
+    let transport = Transport {
+        control,
+        data,
+        peer: peer.clone(),
+    };
+    let progress = Arc::new(Progress::default());
+    let result = match role {
+        Role::Sink(dest) => hetch_engine::run_sink(opts, dest, transport, progress).await,
+        Role::Source(paths) => hetch_engine::run_source(opts, paths, transport, progress).await,
+    };
+    result.map(|_| ())
+}
+
+enum Role {
+    Sink(DestSpec),
+    Source(Vec<PathBuf>),
+}
+
+async fn write_preamble(stream: &mut BoxStream, peer: &str) -> Result<(), EngineError> {
+    use tokio::io::AsyncWriteExt;
+    let p = hetch_proto::preamble();
+    stream
+        .write_all(&p)
+        .await
+        .map_err(|e| EngineError::Connection {
+            peer: peer.to_string(),
+            source: e,
+        })?;
+    stream.flush().await.map_err(|e| EngineError::Connection {
+        peer: peer.to_string(),
+        source: e,
+    })
+}
+
+async fn reply_error(
+    stream: &mut BoxStream,
+    peer: &str,
+    code: ErrorCode,
+    message: &str,
+) -> Result<(), EngineError> {
+    let frame = Frame::Error(ErrorFrame {
+        code,
+        message: message.to_string(),
+    });
+    let _ = write_frame_exact(stream, peer, false, &frame).await;
+    use tokio::io::AsyncWriteExt;
+    let _ = stream.shutdown().await;
+    Err(EngineError::Peer {
+        peer: peer.to_string(),
+        code,
+        message: format!("refused: {message}"),
+    })
+}
+
+fn conn_err(peer: &str, what: &str) -> EngineError {
+    EngineError::Connection {
+        peer: peer.to_string(),
+        source: std::io::Error::other(what.to_string()),
+    }
+}
+
+/// The default state directory of a server: `$HETCH_CONFIG_DIR/server`, else
+/// `$XDG_CONFIG_HOME/hetch/server`, else `~/.config/hetch/server`.
+pub fn default_state_dir() -> PathBuf {
+    hetch_net::KnownHosts::default_path()
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join("server")
+}

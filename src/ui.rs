@@ -1,0 +1,103 @@
+//! What the user sees: a progress bar on a terminal, a summary line or JSON at the end.
+
+use std::io::IsTerminal;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hetch_engine::{Progress, Report};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::units::human_bytes;
+
+/// A progress display that follows a [`Progress`] until dropped.
+pub struct Display {
+    bar: Option<ProgressBar>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Display {
+    /// Starts a bar when stderr is a terminal and `quiet` is false.
+    pub fn start(progress: Arc<Progress>, quiet: bool) -> Display {
+        if quiet || !std::io::stderr().is_terminal() {
+            return Display {
+                bar: None,
+                stop: None,
+            };
+        }
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta} {msg}",
+            )
+            .expect("valid template"),
+        );
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        let b = bar.clone();
+        tokio::spawn(async move {
+            loop {
+                let p = &progress;
+                let done = p.bytes.load(Relaxed) + p.skipped_bytes.load(Relaxed);
+                b.set_length(p.total_bytes.load(Relaxed).max(done));
+                b.set_position(done);
+                b.set_message(format!(
+                    "{}/{} files",
+                    p.files.load(Relaxed) + p.skipped.load(Relaxed),
+                    p.total_files.load(Relaxed)
+                ));
+                tokio::select! {
+                    _ = &mut rx => break,
+                    _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                }
+            }
+        });
+        Display {
+            bar: Some(bar),
+            stop: Some(tx),
+        }
+    }
+
+    /// Removes the bar.
+    pub fn finish(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// Prints the end-of-transfer summary (one line, or JSON on stdout) and the per-file errors.
+pub fn print_summary(report: &Report, progress: &Progress, started: Instant, json: bool) {
+    let secs = started.elapsed().as_secs_f64();
+    let s = &report.summary;
+    let bytes = s.bytes.max(progress.bytes.load(Relaxed));
+    let rate = if secs > 0.0 { bytes as f64 / secs } else { 0.0 };
+    for e in &report.errors {
+        eprintln!("hetch: error: {e}");
+    }
+    if json {
+        let v = serde_json::json!({
+            "files": s.files,
+            "bytes": bytes,
+            "skipped": s.skipped,
+            "failed": s.failed,
+            "retried_blocks": s.retried_blocks.max(progress.retried_blocks.load(Relaxed)),
+            "seconds": secs,
+            "bytes_per_second": rate,
+        });
+        println!("{v}");
+    } else {
+        eprintln!(
+            "hetch: {} files, {} in {:.2} s ({}/s); {} skipped, {} failed, {} blocks re-sent",
+            s.files,
+            human_bytes(bytes as f64),
+            secs,
+            human_bytes(rate),
+            s.skipped,
+            s.failed,
+            s.retried_blocks.max(progress.retried_blocks.load(Relaxed)),
+        );
+    }
+}

@@ -1,0 +1,102 @@
+//! Parsing sizes and rates given on the command line.
+
+/// Parses a size: a number with an optional binary suffix (`K`, `M`, `G`, `T`, also
+/// written `KiB`, `MiB`, ...), since block sizes and buffers are powers of two.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let digits = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, suffix) = t.split_at(digits);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (e.g. 4M, 512K, 1G)"))?;
+    let mult: u64 = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => {
+            return Err(format!(
+                "'{s}': unknown size suffix '{suffix}' (use K, M, G or T)"
+            ))
+        }
+    };
+    Ok((n * mult as f64) as u64)
+}
+
+/// Parses a rate in bytes per second with SI suffixes (`500M` = 500,000,000 B/s, `2G`),
+/// or in bits per second when it ends with `bit` (`4gbit` = 500,000,000 B/s).
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let (body, per_bit) = match t.strip_suffix("bit").or_else(|| t.strip_suffix("bps")) {
+        Some(b) => (b.to_string(), true),
+        None => (
+            t.trim_end_matches("b/s").trim_end_matches("/s").to_string(),
+            false,
+        ),
+    };
+    let digits = body
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(body.len());
+    let (num, suffix) = body.split_at(digits);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a rate (e.g. 500M, 2G, 4gbit)"))?;
+    let mult = match suffix {
+        "" => 1e0,
+        "k" => 1e3,
+        "m" => 1e6,
+        "g" => 1e9,
+        "t" => 1e12,
+        _ => {
+            return Err(format!(
+                "'{s}': unknown rate suffix '{suffix}' (use K, M, G, T, or e.g. 4gbit)"
+            ))
+        }
+    };
+    let bytes = n * mult / if per_bit { 8.0 } else { 1.0 };
+    Ok(bytes as u64)
+}
+
+/// Formats bytes for people (binary units).
+pub fn human_bytes(n: f64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = n;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{v:.0} {}", UNITS[i])
+    } else {
+        format!("{v:.2} {}", UNITS[i])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4M").unwrap(), 4 << 20);
+        assert_eq!(parse_size("512KiB").unwrap(), 512 << 10);
+        assert_eq!(parse_size("1g").unwrap(), 1 << 30);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert!(parse_size("4Q").is_err());
+        assert!(parse_size("lots").is_err());
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate("500M").unwrap(), 500_000_000);
+        assert_eq!(parse_rate("2G").unwrap(), 2_000_000_000);
+        assert_eq!(parse_rate("4gbit").unwrap(), 500_000_000);
+        assert_eq!(parse_rate("100MB/s").unwrap(), 100_000_000);
+        assert_eq!(parse_rate("1000").unwrap(), 1000);
+        assert!(parse_rate("fast").is_err());
+    }
+}

@@ -51,6 +51,10 @@ pub struct Server {
     state: Arc<State>,
 }
 
+/// A session waiting for its data streams: whether they must be TLS, and where to
+/// hand each one (with its index).
+type Joining = (bool, mpsc::Sender<(u16, BoxStream)>);
+
 struct State {
     root: PathBuf,
     token: Vec<u8>,
@@ -58,7 +62,7 @@ struct State {
     socket: SocketOptions,
     engine: Options,
     /// Sessions waiting for their data streams.
-    joining: Mutex<HashMap<SessionId, (bool, mpsc::Sender<(u16, BoxStream)>)>>,
+    joining: Mutex<HashMap<SessionId, Joining>>,
 }
 
 impl Server {

@@ -123,14 +123,12 @@ fn plan_symlink(
 ) -> Result<PlanAction, StorageError> {
     let link = std::ffi::OsStr::from_bytes(link);
     match std::fs::symlink_metadata(target) {
-        Ok(md) if md.file_type().is_symlink() => {
-            if std::fs::read_link(target)
-                .map(|t| t.as_os_str() == link)
-                .unwrap_or(false)
-            {
-                Progress::add(&sh.progress.skipped, 1);
-                return Ok(PlanAction::Skip);
-            }
+        Ok(md)
+            if md.file_type().is_symlink()
+                && std::fs::read_link(target).is_ok_and(|t| t.as_os_str() == link) =>
+        {
+            Progress::add(&sh.progress.skipped, 1);
+            return Ok(PlanAction::Skip);
         }
         Ok(md) if md.is_dir() => {
             return Err(StorageError::WrongType {

@@ -7,7 +7,7 @@
 
 use crate::codec::{FrameKind, ProtoError, MAX_BLOCK};
 use crate::frame::*;
-use crate::path::{link_target_problem, rel_path_problem};
+use crate::path::{link_target_problem, operand_path_problem, rel_path_problem};
 use crate::wire::{Put, Reader};
 
 // Enum tags on the wire. They are part of the protocol: never renumber.
@@ -225,8 +225,9 @@ fn decode_session_request(r: &mut Reader<'_>) -> Result<SessionRequest, ProtoErr
             sources: r.u32()?,
         },
         OP_PULL => {
+            // Operands, not entry paths: `dir/` and `` (the root) are legitimate here.
             let sources = r.list(BYTES_MIN_LEN, Reader::bytes)?;
-            if let Some(why) = sources.iter().find_map(|s| rel_path_problem(s)) {
+            if let Some(why) = sources.iter().find_map(|s| operand_path_problem(s)) {
                 return Err(r.err(why));
             }
             Op::Pull { sources }

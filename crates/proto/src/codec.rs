@@ -262,8 +262,9 @@ pub fn decode_header(bytes: &[u8; HEADER_LEN]) -> Result<FrameHeader, ProtoError
 ///
 /// `body` must be the whole body (exactly the header's `len` bytes). Besides the
 /// structure (lengths, UTF-8 strings, enum tags, strict 0/1 booleans and option tags, no
-/// trailing bytes) this checks what the types document: entry paths and pull sources
-/// pass [`crate::validate_rel_path`], symlink targets are non-empty without NUL, modes
+/// trailing bytes) this checks what the types document: entry paths pass
+/// [`crate::validate_rel_path`], pull sources [`crate::validate_operand_path`] (they may
+/// be empty or end in `/`), symlink targets are non-empty without NUL, modes
 /// fit in `0o7777`, `mtime_nsec` is below one second, block sizes are powers of two in
 /// `1 KiB..=MAX_BLOCK`, plan ranges do not end before they start. The push destination
 /// is *not* path-checked (it may name the root): the server must resolve it safely.

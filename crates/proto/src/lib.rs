@@ -22,4 +22,4 @@ mod tests;
 
 pub use codec::*;
 pub use frame::*;
-pub use path::validate_rel_path;
+pub use path::{validate_operand_path, validate_rel_path};

@@ -2,8 +2,7 @@
 
 use crate::codec::ProtoError;
 
-/// Checks that `p` is a safe relative path: the form of [`crate::Entry::path`] and of
-/// [`crate::Op::Pull`] sources.
+/// Checks that `p` is a safe, normalised relative path: the form of [`crate::Entry::path`].
 ///
 /// Accepted: a non-empty, `/`-separated sequence of non-empty components, none of which
 /// is `.` or `..`, with no NUL byte anywhere. So `a`, `a/b` and `a/.b..` pass, while
@@ -17,6 +16,34 @@ pub fn validate_rel_path(p: &[u8]) -> Result<(), ProtoError> {
     match rel_path_problem(p) {
         None => Ok(()),
         Some(why) => Err(ProtoError::Malformed { what: "path", why }),
+    }
+}
+
+/// Checks a path operand a client names under a server's root ([`crate::Op::Pull`]
+/// sources): looser than [`validate_rel_path`] because operands are what the user typed.
+///
+/// Refused: a NUL byte, a leading `/`, a `..` component. Accepted besides normal
+/// relative paths: the empty path and `.` (the root itself), and empty or `.`
+/// components such as the trailing slash of `dir/`, which the server's path resolution
+/// skips. Nothing accepted can leave the root lexically. The error is
+/// [`ProtoError::Malformed`] with `what = "path"`.
+pub fn validate_operand_path(p: &[u8]) -> Result<(), ProtoError> {
+    match operand_path_problem(p) {
+        None => Ok(()),
+        Some(why) => Err(ProtoError::Malformed { what: "path", why }),
+    }
+}
+
+/// What is wrong with `p` as a path operand, if anything.
+pub(crate) fn operand_path_problem(p: &[u8]) -> Option<&'static str> {
+    if p.contains(&0) {
+        Some("path contains a NUL byte")
+    } else if p.first() == Some(&b'/') {
+        Some("path is absolute")
+    } else if p.split(|&b| b == b'/').any(|c| c == b"..") {
+        Some("path has a '..' component")
+    } else {
+        None
     }
 }
 

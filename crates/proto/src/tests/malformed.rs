@@ -366,7 +366,38 @@ fn bad_paths_are_refused() {
         );
         assert_eq!(refused(FrameKind::Entries, &entry_with_path(path)), why);
         let pull = RawHello::pull(&[b"fine", path]).body();
-        assert_eq!(refused(FrameKind::Hello, &pull), why);
+        if validate_operand_path(path).is_ok() {
+            assert!(decode_body(FrameKind::Hello, &pull).is_ok(), "{path:?}");
+        } else {
+            assert_eq!(refused(FrameKind::Hello, &pull), why);
+        }
+    }
+}
+
+#[test]
+fn operand_paths() {
+    // What a user may type after `hetch://host/`: the root, trailing slashes, dots.
+    for path in [&b""[..], b".", b"d/", b"a//b", b"./a", b"a/./b/"] {
+        assert_eq!(validate_operand_path(path), Ok(()), "{path:?}");
+        assert!(decode_body(FrameKind::Hello, &RawHello::pull(&[path]).body()).is_ok());
+    }
+    let bad: [(&[u8], &str); 5] = [
+        (b"/abs", "path is absolute"),
+        (b"/", "path is absolute"),
+        (b"..", "path has a '..' component"),
+        (b"a/../b", "path has a '..' component"),
+        (b"a\0", "path contains a NUL byte"),
+    ];
+    for (path, why) in bad {
+        assert_eq!(
+            validate_operand_path(path),
+            Err(ProtoError::Malformed { what: "path", why }),
+            "{path:?}"
+        );
+        assert_eq!(
+            refused(FrameKind::Hello, &RawHello::pull(&[path]).body()),
+            why
+        );
     }
 }
 

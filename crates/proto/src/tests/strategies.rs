@@ -27,6 +27,19 @@ pub(super) fn rel_path() -> impl Strategy<Value = Vec<u8>> {
     vec(component(), 1..5).prop_map(|cs| cs.join(&b'/'))
 }
 
+/// A pull source as a user may type it: a path, maybe with a trailing slash, or the root.
+fn operand() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        4 => rel_path(),
+        1 => rel_path().prop_map(|mut p| {
+            p.push(b'/');
+            p
+        }),
+        1 => Just(Vec::new()),
+        1 => Just(b".".to_vec()),
+    ]
+}
+
 fn link_target() -> impl Strategy<Value = Vec<u8>> {
     vec(any::<u8>().prop_filter("no NUL", |b| *b != 0), 1..24)
 }
@@ -46,7 +59,7 @@ fn error_code() -> impl Strategy<Value = ErrorCode> {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         (bytes(16), any::<u32>()).prop_map(|(dest, sources)| Op::Push { dest, sources }),
-        vec(rel_path(), 0..4).prop_map(|sources| Op::Pull { sources }),
+        vec(operand(), 0..4).prop_map(|sources| Op::Pull { sources }),
     ]
 }
 

@@ -147,6 +147,11 @@ async fn handle(state: Arc<State>, socket: tokio::net::TcpStream) -> Result<(), 
         Ok(Ok(_)) => {
             return reply_error(&mut stream, &peer, ErrorCode::Protocol, "expected a hello").await
         }
+        Ok(Err(e @ EngineError::Proto { .. })) => {
+            // Say why before hanging up, so the client sees more than a reset.
+            let _ = reply_error(&mut stream, &peer, ErrorCode::Protocol, &e.to_string()).await;
+            return Err(e);
+        }
         Ok(Err(e)) => return Err(e),
         Err(_) => return Err(conn_err(&peer, "no hello in time")),
     };

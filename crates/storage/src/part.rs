@@ -59,9 +59,10 @@ pub struct PartFile {
 }
 
 impl PartFile {
-    /// Opens the part file for `final_path`, sized to `size` bytes. With `keep`, existing
-    /// contents are kept (resume); otherwise the file starts empty (a hole of `size`).
-    pub fn open(final_path: &Path, size: u64, keep: bool) -> Result<Self, StorageError> {
+    /// Opens the part file for `final_path`. With `keep`, existing contents are kept
+    /// (resume); otherwise the file starts empty. Call [`PartFile::set_len`] unless the
+    /// writes will cover the whole file.
+    pub fn open(final_path: &Path, keep: bool) -> Result<Self, StorageError> {
         let path = part_path(final_path);
         let file = OpenOptions::new()
             .read(true)
@@ -72,14 +73,16 @@ impl PartFile {
             .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .at(&path)?;
-        if file.metadata().at(&path)?.len() != size {
-            file.set_len(size).at(&path)?;
-        }
         Ok(PartFile {
             file,
             path,
             final_path: final_path.to_path_buf(),
         })
+    }
+
+    /// Sizes the file (unwritten ranges read as zeros and take no space).
+    pub fn set_len(&self, size: u64) -> Result<(), StorageError> {
+        self.file.set_len(size).at(&self.path)
     }
 
     /// The temporary path.
@@ -98,12 +101,13 @@ impl PartFile {
     }
 
     /// Applies mode and mtime, stores the digest, optionally flushes to stable storage,
-    /// renames the file over its final name and removes the journal, if any.
+    /// renames the file over its final name and, with `journaled`, removes its journal.
     pub fn finalize(
         self,
         meta_: FinalMeta,
         digest: Option<&[u8; 32]>,
         fsync: bool,
+        journaled: bool,
     ) -> Result<(), StorageError> {
         let p = &self.path;
         self.file
@@ -117,15 +121,19 @@ impl PartFile {
             self.file.sync_data().at(p)?;
         }
         drop(self.file);
-        if let Ok(md) = std::fs::symlink_metadata(&self.final_path) {
-            if md.is_dir() {
+        match std::fs::rename(p, &self.final_path) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EISDIR) => {
                 return Err(StorageError::WrongType {
                     path: self.final_path.clone(),
                     reason: "is a directory where a file is needed",
-                });
+                })
             }
+            Err(e) => return Err(StorageError::io(&self.final_path, e)),
         }
-        std::fs::rename(p, &self.final_path).at(&self.final_path)?;
+        if !journaled {
+            return Ok(());
+        }
         let j = journal_path(&self.final_path);
         match std::fs::remove_file(&j) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StorageError::io(j, e)),
@@ -158,7 +166,8 @@ mod tests {
     fn part_file_is_renamed_only_on_finalize() {
         let t = tempfile::tempdir().unwrap();
         let fin = t.path().join("data.bin");
-        let part = PartFile::open(&fin, 10, false).unwrap();
+        let part = PartFile::open(&fin, false).unwrap();
+        part.set_len(10).unwrap();
         part.write_at(5, b"world").unwrap();
         part.write_at(0, b"hello").unwrap();
         assert!(!fin.exists());
@@ -168,7 +177,7 @@ mod tests {
             mtime_sec: 1_600_000_000,
             mtime_nsec: 123,
         };
-        part.finalize(m, Some(&[7; 32]), true).unwrap();
+        part.finalize(m, Some(&[7; 32]), true, false).unwrap();
         assert_eq!(std::fs::read(&fin).unwrap(), b"helloworld");
         let md = std::fs::metadata(&fin).unwrap();
         assert_eq!(md.mode() & 0o7777, 0o640);
@@ -181,13 +190,13 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let fin = t.path().join("d");
         std::fs::create_dir(&fin).unwrap();
-        let part = PartFile::open(&fin, 0, false).unwrap();
+        let part = PartFile::open(&fin, false).unwrap();
         let m = FinalMeta {
             mode: 0o644,
             mtime_sec: 0,
             mtime_nsec: 0,
         };
-        let err = part.finalize(m, None, false).unwrap_err();
+        let err = part.finalize(m, None, false, false).unwrap_err();
         assert!(err.to_string().contains("is a directory"), "{err}");
     }
 

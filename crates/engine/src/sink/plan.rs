@@ -229,8 +229,9 @@ fn plan_file(
     if state.remaining == 0 {
         // Everything arrived before an interruption; only the rename was missing.
         let digest = state.digest.finish().ok();
-        let p = PartFile::open(target, size, true)?;
-        p.finalize(fm, digest.as_ref(), sh.opts.fsync)?;
+        let p = PartFile::open(target, true)?;
+        p.set_len(size)?;
+        p.finalize(fm, digest.as_ref(), sh.opts.fsync, true)?;
         Progress::add(&sh.progress.files, 1);
         return Ok(PlanAction::Skip);
     }

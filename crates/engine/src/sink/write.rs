@@ -125,11 +125,13 @@ fn store(
             return Ok(None); // a duplicate (e.g. a resend that crossed a good copy)
         }
         if st.part.is_none() {
-            st.part = Some(Arc::new(PartFile::open(
-                &inc.final_path,
-                inc.size,
-                inc.resumed,
-            )?));
+            let p = PartFile::open(&inc.final_path, inc.resumed)?;
+            // One write fills a one-block file; otherwise size it up front so that
+            // blocks can land in any order and zero blocks stay holes.
+            if inc.blocks > 1 || zero {
+                p.set_len(inc.size)?;
+            }
+            st.part = Some(Arc::new(p));
         }
         if inc.blocks > 1 && st.journal.is_none() {
             let header = JournalHeader {
@@ -175,7 +177,7 @@ fn store(
         path: inc.final_path.display().to_string(),
         reason: "internal error: part file still in use at finalize",
     })?;
-    part.finalize(inc.meta, whole.as_ref(), sh.opts.fsync)?;
+    part.finalize(inc.meta, whole.as_ref(), sh.opts.fsync, inc.blocks > 1)?;
     sh.files.lock().expect("files lock").remove(&h.file);
     Progress::add(&sh.progress.files, 1);
     sh.settle();

@@ -315,11 +315,29 @@ async fn session(
         peer: peer.clone(),
     };
     let progress = Arc::new(Progress::default());
-    let result = match role {
-        Role::Sink(dest) => hetch_engine::run_sink(opts, dest, transport, progress).await,
-        Role::Source(paths) => hetch_engine::run_source(opts, paths, transport, progress).await,
+    let started = std::time::Instant::now();
+    let (what, result) = match role {
+        Role::Sink(dest) => (
+            "push",
+            hetch_engine::run_sink(opts, dest, transport, progress).await,
+        ),
+        Role::Source(paths) => (
+            "pull",
+            hetch_engine::run_source(opts, paths, transport, progress).await,
+        ),
     };
-    result.map(|_| ())
+    let report = result?;
+    let s = report.summary;
+    eprintln!(
+        "hetch serve: {peer}: {what} done: {} files, {} bytes, {} skipped, {} failed, {} blocks re-sent, {:.2} s",
+        s.files,
+        s.bytes,
+        s.skipped,
+        s.failed,
+        s.retried_blocks,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 enum Role {

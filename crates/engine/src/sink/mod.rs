@@ -226,8 +226,10 @@ async fn control_reader(
                     tokio::task::spawn_blocking(move || plan::plan_batch(&sh, batch))
                         .await
                         .expect("plan task panicked")?;
-                if ctl.send(Frame::Plan(plan)).await.is_err() {
-                    return Ok(());
+                for frame in plan_frames(plan) {
+                    if ctl.send(frame).await.is_err() {
+                        return Ok(());
+                    }
                 }
                 for f in follow {
                     let _ = ctl.send(f).await;
@@ -252,6 +254,86 @@ async fn control_reader(
             }
             other => return Err(unexpected(format!("unexpected frame {other:?}"))),
         }
+    }
+}
+
+/// Most bytes of plan items per control frame: well under the frame limit.
+const PLAN_FRAME_BUDGET: usize = hetch_proto::MAX_CONTROL_BODY / 4;
+
+/// Cuts a plan into frames that fit the control frame limit. A file whose missing
+/// ranges alone would not fit (a huge, much-fragmented resume) gets several items.
+fn plan_frames(items: Vec<hetch_proto::PlanItem>) -> Vec<Frame> {
+    use hetch_proto::{PlanAction, PlanItem};
+    let mut frames = Vec::new();
+    let mut current = Vec::new();
+    let mut used = 0;
+    let mut push = |item: PlanItem, current: &mut Vec<PlanItem>, used: &mut usize| {
+        if *used + item.wire_len() > PLAN_FRAME_BUDGET && !current.is_empty() {
+            frames.push(Frame::Plan(std::mem::take(current)));
+            *used = 0;
+        }
+        *used += item.wire_len();
+        current.push(item);
+    };
+    for item in items {
+        match item.action {
+            PlanAction::Send(ranges) if ranges.len() * 16 > PLAN_FRAME_BUDGET / 2 => {
+                for part in ranges.chunks(PLAN_FRAME_BUDGET / 32) {
+                    let piece = PlanItem {
+                        id: item.id,
+                        action: PlanAction::Send(part.to_vec()),
+                    };
+                    push(piece, &mut current, &mut used);
+                }
+            }
+            action => push(
+                PlanItem {
+                    id: item.id,
+                    action,
+                },
+                &mut current,
+                &mut used,
+            ),
+        }
+    }
+    if !current.is_empty() {
+        frames.push(Frame::Plan(current));
+    }
+    frames
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hetch_proto::{PlanAction, PlanItem};
+
+    #[test]
+    fn huge_plans_are_cut_into_frames_that_encode() {
+        let ranges: Vec<(u64, u64)> = (0..600_000u64).map(|i| (2 * i, 2 * i + 1)).collect();
+        let items = vec![
+            PlanItem {
+                id: 1,
+                action: PlanAction::Skip,
+            },
+            PlanItem {
+                id: 2,
+                action: PlanAction::Send(ranges.clone()),
+            },
+        ];
+        let frames = plan_frames(items);
+        assert!(frames.len() > 1);
+        let mut got = Vec::new();
+        for f in &frames {
+            let mut buf = Vec::new();
+            hetch_proto::encode(f, &mut buf); // panics if over the limit
+            let Frame::Plan(items) = f else { panic!() };
+            for it in items {
+                if let (2, PlanAction::Send(r)) = (it.id, &it.action) {
+                    got.extend_from_slice(r);
+                }
+            }
+        }
+        assert_eq!(got, ranges);
     }
 }
 

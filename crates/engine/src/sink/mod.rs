@@ -302,41 +302,6 @@ fn plan_frames(items: Vec<hetch_proto::PlanItem>) -> Vec<Frame> {
     frames
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use hetch_proto::{PlanAction, PlanItem};
-
-    #[test]
-    fn huge_plans_are_cut_into_frames_that_encode() {
-        let ranges: Vec<(u64, u64)> = (0..600_000u64).map(|i| (2 * i, 2 * i + 1)).collect();
-        let items = vec![
-            PlanItem {
-                id: 1,
-                action: PlanAction::Skip,
-            },
-            PlanItem {
-                id: 2,
-                action: PlanAction::Send(ranges.clone()),
-            },
-        ];
-        let frames = plan_frames(items);
-        assert!(frames.len() > 1);
-        let mut got = Vec::new();
-        for f in &frames {
-            let mut buf = Vec::new();
-            hetch_proto::encode(f, &mut buf); // panics if over the limit
-            let Frame::Plan(items) = f else { panic!() };
-            for it in items {
-                if let (2, PlanAction::Send(r)) = (it.id, &it.action) {
-                    got.extend_from_slice(r);
-                }
-            }
-        }
-        assert_eq!(got, ranges);
-    }
-}
-
 /// Waits until everything is settled, applies directory metadata, makes the data
 /// durable with one `syncfs`, and sends the summary.
 async fn finisher(shared: Arc<SinkShared>, ctl: mpsc::Sender<Frame>) -> Result<(), EngineError> {
@@ -387,5 +352,40 @@ async fn data_reader(
             }
             Err(e) => return Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hetch_proto::{PlanAction, PlanItem};
+
+    #[test]
+    fn huge_plans_are_cut_into_frames_that_encode() {
+        let ranges: Vec<(u64, u64)> = (0..600_000u64).map(|i| (2 * i, 2 * i + 1)).collect();
+        let items = vec![
+            PlanItem {
+                id: 1,
+                action: PlanAction::Skip,
+            },
+            PlanItem {
+                id: 2,
+                action: PlanAction::Send(ranges.clone()),
+            },
+        ];
+        let frames = plan_frames(items);
+        assert!(frames.len() > 1);
+        let mut got = Vec::new();
+        for f in &frames {
+            let mut buf = Vec::new();
+            hetch_proto::encode(f, &mut buf); // panics if over the limit
+            let Frame::Plan(items) = f else { panic!() };
+            for it in items {
+                if let (2, PlanAction::Send(r)) = (it.id, &it.action) {
+                    got.extend_from_slice(r);
+                }
+            }
+        }
+        assert_eq!(got, ranges);
     }
 }

@@ -187,6 +187,30 @@ fn no_encrypt_push_and_pull() {
     assert_no_temp_files(t.path());
 }
 
+/// `--token-file` instead of `HETCH_TOKEN`.
+#[test]
+fn token_file_instead_of_environment() {
+    let t = tempdir();
+    let src = Tree::new(t.path().join("src"));
+    src.file("f.bin", 100_000, 91);
+    let srv = Server::start(&t.path().join("root"), &t.path().join("state"));
+    let out = hetch(
+        &args![
+            "cp",
+            "-q",
+            "--fingerprint",
+            &srv.fingerprint,
+            "--token-file",
+            &srv.token_path,
+            src.path("f.bin"),
+            srv.url("f.bin"),
+        ],
+        &[],
+    );
+    out.ok();
+    assert_same_tree(&src.path("f.bin"), &srv.root.join("f.bin"));
+}
+
 /// A source file modified (content, size or mtime) is replaced on the next run; the
 /// others are skipped.
 #[test]

@@ -42,8 +42,7 @@ macro_rules! args {
 /// that talk to servers pass `--fingerprint`, so nothing is recorded here; it only
 /// keeps the binary away from the real `~/.config`.
 fn default_config_dir() -> PathBuf {
-    let p = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("hetch-e2e-config-{}", std::process::id()));
+    let p = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hetch-e2e-config");
     std::fs::create_dir_all(&p).expect("create default config dir");
     p
 }

@@ -19,6 +19,8 @@ pub struct ClientConfig {
     pub known_hosts: Option<PathBuf>,
     /// Socket tuning for every connection.
     pub socket: SocketOptions,
+    /// How long the server may take to answer while the session is set up.
+    pub timeout: std::time::Duration,
 }
 
 /// Finds the client's token: `HETCH_TOKEN`, else `--token-file`.
@@ -32,8 +34,23 @@ pub fn load_token(token_file: Option<&PathBuf>) -> anyhow::Result<Vec<u8>> {
     }
 }
 
-/// Connects to `host`, performs the handshake and opens all data streams.
+/// Connects to `host`, performs the handshake and opens all data streams, giving up
+/// after `cfg.timeout` (a server that accepts and then says nothing must not hang us).
 pub async fn open_session(
+    host: &str,
+    cfg: &ClientConfig,
+    req: SessionRequest,
+) -> anyhow::Result<Transport> {
+    match tokio::time::timeout(cfg.timeout, open_session_now(host, cfg, req)).await {
+        Ok(r) => r,
+        Err(_) => bail!(
+            "{host}: no answer within {} s while setting up the session (is it a hetch server?)",
+            cfg.timeout.as_secs()
+        ),
+    }
+}
+
+async fn open_session_now(
     host: &str,
     cfg: &ClientConfig,
     req: SessionRequest,

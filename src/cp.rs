@@ -77,6 +77,16 @@ async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<Repo
     if !remote_sources.is_empty() && !local_sources.is_empty() {
         bail!("sources must be all local or all on one server");
     }
+    // Refuse '..' before connecting, naming the operand (the server would refuse too).
+    for loc in job.sources.iter().chain(std::iter::once(&job.dest)) {
+        if let Location::Remote { host, path } = loc {
+            if path.split('/').any(|c| c == "..") {
+                bail!(
+                    "hetch://{host}/{path}: path escapes the server's root ('..' is not allowed)"
+                );
+            }
+        }
+    }
     for p in &local_sources {
         std::fs::symlink_metadata(p).with_context(|| format!("{}", p.display()))?;
     }

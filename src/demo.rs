@@ -134,6 +134,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         fingerprint: Some(server.fingerprint),
         known_hosts: None,
         socket: SocketOptions::default(),
+        timeout: std::time::Duration::from_secs(30),
     };
     tokio::spawn(server.run());
     let job = |sources: Vec<Location>, dest: Location| CopyJob {

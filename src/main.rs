@@ -79,6 +79,9 @@ struct CpArgs {
     /// destination is always synced once at the end).
     #[arg(long)]
     fsync: bool,
+    /// Seconds to wait for a server to answer while connecting and setting up.
+    #[arg(long, default_value_t = 30)]
+    timeout: u64,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     json: bool,
@@ -91,7 +94,7 @@ struct CpArgs {
 #[derive(Args)]
 struct Tuning {
     /// Block size (a power of two, 1K..256M).
-    #[arg(long, default_value = "4M", value_parser = units::parse_size)]
+    #[arg(long, default_value = "4M", value_parser = units::parse_block_size)]
     block_size: u64,
     /// Files read concurrently (and blocks hashed in parallel).
     #[arg(long, default_value_t = 4)]
@@ -186,6 +189,12 @@ fn main() -> ExitCode {
     }
 }
 
+/// Reports bad usage found after flag parsing (exit code 2, like clap's own).
+fn usage_error(msg: &str) -> ExitCode {
+    eprintln!("hetch: error: {msg}");
+    ExitCode::from(2)
+}
+
 /// The error and its causes on one line, without repeating a cause already quoted.
 fn one_line(e: &anyhow::Error) -> String {
     let mut out = String::new();
@@ -205,12 +214,15 @@ fn one_line(e: &anyhow::Error) -> String {
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Cp(a) => {
-            let mut locs = a
+            let mut locs = match a
                 .paths
                 .iter()
                 .map(|p| Location::parse(p))
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(anyhow::Error::msg)?;
+            {
+                Ok(l) => l,
+                Err(msg) => return Ok(usage_error(&msg)),
+            };
             let dest = locs.pop().expect("clap requires two operands");
             let mut opts = a.tuning.engine()?;
             opts.rate_limit = a.rate_limit.unwrap_or(0);
@@ -224,6 +236,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     fingerprint: a.fingerprint,
                     known_hosts: a.known_hosts.clone(),
                     socket: a.tuning.socket(),
+                    timeout: std::time::Duration::from_secs(a.timeout.max(1)),
                 })
             } else {
                 None

@@ -26,6 +26,13 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok((n * mult as f64) as u64)
 }
 
+/// Parses a block size: a size that is a power of two between 1 KiB and 256 MiB.
+pub fn parse_block_size(s: &str) -> Result<u64, String> {
+    let n = parse_size(s)?;
+    hetch_integrity::check_block_size(n).map_err(|e| e.to_string())?;
+    Ok(n)
+}
+
 /// Parses a rate in bytes per second with SI suffixes (`500M` = 500,000,000 B/s, `2G`),
 /// or in bits per second when it ends with `bit` (`4gbit` = 500,000,000 B/s).
 pub fn parse_rate(s: &str) -> Result<u64, String> {
@@ -88,6 +95,9 @@ mod tests {
         assert_eq!(parse_size("4096").unwrap(), 4096);
         assert!(parse_size("4Q").is_err());
         assert!(parse_size("lots").is_err());
+        assert_eq!(parse_block_size("64K").unwrap(), 64 << 10);
+        assert!(parse_block_size("3K").is_err());
+        assert!(parse_block_size("512").is_err());
     }
 
     #[test]

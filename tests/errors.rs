@@ -193,7 +193,6 @@ fn wrong_fingerprint() {
 /// A mismatch with `--fingerprint` should not advise removing a known-hosts line "from
 /// --fingerprint".
 #[test]
-#[ignore = "bug: a wrong --fingerprint is reported as 'HOST KEY CHANGED ... remove its line from --fingerprint or pass --fingerprint'"]
 fn wrong_fingerprint_message_makes_sense() {
     let t = tempdir();
     let src = small_tree(&t.path().join("src"));
@@ -584,7 +583,6 @@ fn paths_escaping_the_root_are_refused() {
 /// A pull of `hetch://HOST/../x` should be refused with a message naming the offending
 /// path (as a push to the same URL is), not as the client breaking the protocol.
 #[test]
-#[ignore = "bug: pull of hetch://HOST/../x is reported as '<client addr> broke the protocol: malformed hello frame' without naming the path"]
 fn pull_with_dotdot_names_the_path() {
     let t = tempdir();
     let srv = Server::start(&t.path().join("root"), &t.path().join("state"));
@@ -684,7 +682,6 @@ fn peer_speaking_another_protocol_version() {
 /// should give up with one line naming the host. The bound below is only a safety net
 /// far above any sensible handshake timeout; it is not a performance assertion.
 #[test]
-#[ignore = "bug: client waits forever for a server that accepts but never answers (no TLS handshake/read timeout)"]
 fn silent_peer_does_not_hang_the_client() {
     let t = tempdir();
     let src = small_tree(&t.path().join("src"));
@@ -693,6 +690,8 @@ fn silent_peer_does_not_hang_the_client() {
         &args![
             "cp",
             "-q",
+            "--timeout",
+            "3",
             "--fingerprint",
             ZERO_FP,
             &src.root,
@@ -838,7 +837,6 @@ fn disk_full_on_the_server_during_push() {
 /// peer" instead: the data stream breaks before the server's error frame is read. Ten
 /// attempts make the race show reliably.
 #[test]
-#[ignore = "bug: push onto a full server often reports 'connection to HOST lost: Broken pipe' instead of the server's no-space error"]
 fn disk_full_on_the_server_is_reported_as_no_space() {
     let t = tempdir();
     let Some(small) = SmallFs::mount(&t.path().join("small")) else {
@@ -911,7 +909,6 @@ fn bad_usage_exits_2() {
 /// Values that clap accepts but hetch then rejects are bad usage too, yet they exit
 /// with 1 (the code for a failed transfer).
 #[test]
-#[ignore = "bug: an invalid --block-size (e.g. 3K) or a malformed hetch:// URL exits 1, not 2 (bad usage)"]
 fn invalid_block_size_or_url_exits_2() {
     let t = tempdir();
     let src = small_tree(&t.path().join("src"));

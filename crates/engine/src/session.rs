@@ -51,7 +51,21 @@ pub(crate) async fn run_tasks(
             drop(ctl_tx);
             ctl_writer.await.expect("control writer panicked")
         }
-        Some(e) => {
+        Some(mut e) => {
+            // A data stream often breaks before the control stream delivers the peer's
+            // reason (e.g. its disk is full): give the other tasks a moment to report
+            // it, and prefer the peer's own words over "connection lost".
+            if matches!(e, EngineError::Connection { .. }) {
+                let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
+                while let Ok(Some(done)) =
+                    tokio::time::timeout_at(deadline, tasks.join_next()).await
+                {
+                    if let Ok(Err(peer @ EngineError::Peer { .. })) = done {
+                        e = peer;
+                        break;
+                    }
+                }
+            }
             // A peer's own error need not be echoed back to it.
             if !matches!(e, EngineError::Peer { .. } | EngineError::Connection { .. }) {
                 let _ = ctl_tx.try_send(Frame::Error(e.to_frame()));

@@ -474,9 +474,11 @@ async fn reader(
                     break;
                 }
             };
-            if shared.corrupt_left.load(Relaxed) > 0
-                && !zero
-                && shared.corrupt_left.fetch_sub(1, Relaxed) > 0
+            if !zero
+                && shared
+                    .corrupt_left
+                    .fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1))
+                    .is_ok()
             {
                 buf[0] ^= 0x01; // test-only fault hook: damage after hashing
             }

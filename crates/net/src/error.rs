@@ -24,7 +24,7 @@ pub enum NetError {
         reason: String,
     },
     /// The server presented another certificate than the pinned one.
-    #[error("HOST KEY CHANGED for {host}: expected {expected}, server presented {actual}; if the server was re-keyed on purpose, remove its line from {known_hosts} or pass --fingerprint")]
+    #[error("{}", host_key_message(host, expected, actual, known_hosts))]
     HostKeyChanged {
         /// host:port
         host: String,
@@ -62,5 +62,21 @@ impl NetError {
             path: path.into(),
             reason: reason.to_string(),
         }
+    }
+}
+
+/// The message for a key mismatch: what to do depends on where the pin came from.
+fn host_key_message(
+    host: &str,
+    expected: &Fingerprint,
+    actual: &Fingerprint,
+    source: &str,
+) -> String {
+    if source == "--fingerprint" {
+        format!("{host} presented key {actual}, not the {expected} given with --fingerprint; refusing to connect")
+    } else {
+        format!(
+            "HOST KEY CHANGED for {host}: expected {expected}, server presented {actual}; if the server was re-keyed on purpose, remove its line from {source}"
+        )
     }
 }

@@ -96,9 +96,12 @@ async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<Repo
         streams: job.streams,
         encrypt_data: job.encrypt,
         block_size: job.opts.block_size as u32,
-        congestion: None,
-        send_buffer: 0,
-        recv_buffer: 0,
+        congestion: job
+            .client
+            .as_ref()
+            .and_then(|c| c.socket.congestion.clone()),
+        send_buffer: job.client.as_ref().map_or(0, |c| c.socket.send_buffer),
+        recv_buffer: job.client.as_ref().map_or(0, |c| c.socket.recv_buffer),
         rate_limit: job.opts.rate_limit,
         no_clobber: job.opts.no_clobber,
         fsync: job.opts.fsync,

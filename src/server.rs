@@ -53,7 +53,7 @@ pub struct Server {
 
 /// A session waiting for its data streams: whether they must be TLS, and where to
 /// hand each one (with its index).
-type Joining = (bool, mpsc::Sender<(u16, BoxStream)>);
+type Joining = (bool, SocketOptions, mpsc::Sender<(u16, BoxStream)>);
 
 struct State {
     root: PathBuf,
@@ -185,7 +185,15 @@ async fn handle(state: Arc<State>, socket: tokio::net::TcpStream) -> Result<(), 
                 .get(&session)
                 .cloned();
             match joined {
-                Some((encrypt, tx)) if encrypt == accepted.encrypted => {
+                Some((encrypt, tuning, tx)) if encrypt == accepted.encrypted => {
+                    // The client's --cc/--sndbuf/--rcvbuf apply to this side's data
+                    // sockets too, so that the sender of a pull is tuned as asked.
+                    if tuning != SocketOptions::default() {
+                        if let Err(e) = tuning.apply_fd(&accepted.socket, &peer) {
+                            let msg = e.to_string();
+                            return reply_error(&mut stream, &peer, ErrorCode::Other, &msg).await;
+                        }
+                    }
                     let _ = tx.send((index, stream)).await;
                     Ok(())
                 }
@@ -270,7 +278,7 @@ async fn session(
         .joining
         .lock()
         .expect("joining lock")
-        .insert(id, (req.encrypt_data, tx));
+        .insert(id, (req.encrypt_data, requested_tuning(&req), tx));
     let welcome = Frame::Welcome(Welcome {
         session: id,
         server: format!("hetch {}", env!("CARGO_PKG_VERSION")),
@@ -338,6 +346,15 @@ async fn session(
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// Socket tuning a client asked for its session's data sockets.
+fn requested_tuning(req: &SessionRequest) -> SocketOptions {
+    SocketOptions {
+        congestion: req.congestion.clone(),
+        send_buffer: req.send_buffer,
+        recv_buffer: req.recv_buffer,
+    }
 }
 
 enum Role {

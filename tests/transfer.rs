@@ -6,6 +6,8 @@ mod util;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
 
 use util::*;
 
@@ -560,4 +562,59 @@ fn push_file_to_server_root_without_path() {
     srv.cp(&args![src.path("alone.bin"), url]).ok();
     assert_same_tree(&src.path("alone.bin"), &srv.root.join("alone.bin"));
     assert_no_temp_files(Path::new(&srv.root));
+}
+
+/// `--cc` and socket buffers apply to this side's sockets and, through the session
+/// request, to the server's data sockets: during a slow pull, the server's sockets show
+/// the requested algorithm in `ss` (the system default here is another one).
+#[test]
+fn congestion_control_reaches_the_servers_data_sockets() {
+    let t = tempdir();
+    let src = t.path().join("cc");
+    Tree::new(&src).file("f.bin", 6 << 20, 31);
+    let srv = Server::start(&t.path().join("root"), &t.path().join("state"));
+    srv.cp(&args![
+        "--cc",
+        "reno",
+        "--sndbuf",
+        "1M",
+        "--rcvbuf",
+        "1M",
+        &src,
+        srv.url("cc")
+    ])
+    .ok();
+    assert_same_tree(&src, &srv.root.join("cc"));
+
+    let default_cc =
+        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap_or_default();
+    let ss_works = Command::new("ss")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if default_cc.trim() == "reno" || !ss_works {
+        eprintln!("SKIPPED server-side check: default algorithm is reno or `ss` is missing");
+        return;
+    }
+    let back = t.path().join("back");
+    let mut pull = srv.spawn_cp(
+        &args!["--cc", "reno", "--rate-limit", "2M", srv.url("cc"), &back],
+        &[],
+    );
+    let filter = format!("( sport = :{} )", srv.port());
+    let mut seen_reno = false;
+    while !pull.exited() && !seen_reno {
+        let out = Command::new("ss")
+            .args(["-tni", "state", "established", &filter])
+            .output()
+            .unwrap();
+        seen_reno = String::from_utf8_lossy(&out.stdout).contains("reno");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    pull.wait().ok();
+    assert!(
+        seen_reno,
+        "server's data sockets never used the requested algorithm"
+    );
+    assert_same_tree(&src, &back);
 }

@@ -83,6 +83,9 @@ pub struct Accepted {
     pub encrypted: bool,
     /// Peer address, for logs.
     pub peer: SocketAddr,
+    /// Another handle to the same TCP socket, for tuning it after the handshake (the
+    /// stream itself may be wrapped in TLS by then).
+    pub socket: socket2::Socket,
 }
 
 impl std::fmt::Debug for Accepted {
@@ -112,6 +115,12 @@ pub async fn accept(
     })?;
     let host = peer.to_string();
     opts.apply(&socket, &host)?;
+    let tune = socket2::SockRef::from(&socket)
+        .try_clone()
+        .map_err(|source| NetError::Connect {
+            host: host.clone(),
+            source,
+        })?;
     let mut first = [0u8; 1];
     // peek returns as soon as at least one byte is readable; 0 means end of stream.
     let n = socket
@@ -135,6 +144,7 @@ pub async fn accept(
             stream: Box::new(socket),
             encrypted: false,
             peer,
+            socket: tune,
         });
     }
     let stream = tokio_rustls::TlsAcceptor::from(tls.clone())
@@ -148,6 +158,7 @@ pub async fn accept(
         stream: Box::new(stream),
         encrypted: true,
         peer,
+        socket: tune,
     })
 }
 

@@ -41,8 +41,9 @@ impl SocketOptions {
         self.apply_fd(listener, "listener")
     }
 
-    /// Applies the options to any TCP socket descriptor (also unconnected ones).
-    pub(crate) fn apply_fd(&self, fd: &impl AsFd, host: &str) -> Result<(), NetError> {
+    /// Applies the options to any TCP socket descriptor (also unconnected ones), e.g.
+    /// [`crate::Accepted::socket`] once a session says how it wants its sockets tuned.
+    pub fn apply_fd(&self, fd: &impl AsFd, host: &str) -> Result<(), NetError> {
         let sock = SockRef::from(fd);
         let fail = |option: &'static str, e: std::io::Error| NetError::SocketOption {
             host: host.to_string(),

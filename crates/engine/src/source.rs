@@ -40,6 +40,8 @@ struct Announced {
     abs: PathBuf,
     size: u64,
     is_file: bool,
+    /// A read error was already reported (several readers may hit the same file).
+    failed: bool,
 }
 
 /// Blocks `start..end` of one file to read and send.
@@ -68,6 +70,23 @@ struct Shared {
 }
 
 impl Shared {
+    /// Reports a file that cannot be read, once, however many readers hit the error.
+    async fn read_failed(&self, id: u64, message: String, ctl: &mpsc::Sender<Frame>) {
+        let first = {
+            let mut ann = self.announced.lock().expect("announced lock");
+            match ann.get_mut(&id) {
+                Some(a) if !a.failed => {
+                    a.failed = true;
+                    true
+                }
+                _ => false,
+            }
+        };
+        if first {
+            let _ = ctl.send(Frame::FileError { file: id, message }).await;
+        }
+    }
+
     /// Marks an entry finished; returns whether it was still pending.
     fn complete(&self, id: u64) -> Option<Announced> {
         let a = self.announced.lock().expect("announced lock").remove(&id);
@@ -216,6 +235,7 @@ fn walker(
                     abs: se.abs,
                     size,
                     is_file: matches!(se.kind, SourceKind::File { .. }),
+                    failed: false,
                 },
             );
             if tx.blocking_send(Listed::Entry(entry)).is_err() {
@@ -435,12 +455,7 @@ async fn reader(
             Ok(f) => Arc::new(f),
             Err(e) => {
                 let message = format!("{}: {e}", abs.display());
-                let _ = ctl
-                    .send(Frame::FileError {
-                        file: job.file,
-                        message,
-                    })
-                    .await;
+                shared.read_failed(job.file, message, &ctl).await;
                 continue;
             }
         };
@@ -465,12 +480,7 @@ async fn reader(
                         e.to_string()
                     };
                     let message = format!("{}: {why}", abs.display());
-                    let _ = ctl
-                        .send(Frame::FileError {
-                            file: job.file,
-                            message,
-                        })
-                        .await;
+                    shared.read_failed(job.file, message, &ctl).await;
                     break;
                 }
             };

@@ -13,11 +13,12 @@
 #   --tmpfs DIR   tmpfs directory for the warm loopback destination (default /dev/shm)
 #   --no-build    do not run `cargo build --release --bin hetch` (use target/release/hetch)
 #   --only CASES  comma-separated subset of: net,disk,warm-big,cold-big,cold-1M,cold-16K,rss
-#   --idle-wait S before each timed run, wait up to S seconds (default 60; 0: never) for
+#   --idle-wait S before each timed run, wait up to S seconds (default 30; 0: never) for
 #                 other processes to use < 25% of the CPUs (the machine may be shared)
 #
 # Output: bench/results/<date>-core.csv (one row per run) and <date>-core.md (the
-# report, also printed on stdout); --quick writes <date>-core-quick.{csv,md}.
+# report, also printed on stdout); --quick writes <date>-core-quick.{csv,md} and --only
+# adds -partial, so smoke tests never overwrite a full run's results.
 # Needs root (drop_caches, sshd) and the peers from bench/install-peers.sh.
 set -euo pipefail
 
@@ -28,10 +29,10 @@ WORK=/var/tmp/hetch-bench
 TMPFS=/dev/shm
 BUILD=1
 ONLY=""
-IDLE_WAIT=60
+IDLE_WAIT=30
 ARGS_ORIG="$*"
 
-usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | grep '^#' | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -78,7 +79,7 @@ fi
 
 DATE=$(date +%Y-%m-%d)
 RESULTS=$ROOT/bench/results
-SUFFIX=core; [ "$QUICK" = 1 ] && SUFFIX=core-quick
+SUFFIX=core; [ "$QUICK" = 1 ] && SUFFIX=core-quick; [ -n "$ONLY" ] && SUFFIX=$SUFFIX-partial
 CSV=$RESULTS/$DATE-$SUFFIX.csv
 MD=$RESULTS/$DATE-$SUFFIX.md
 DATA=$WORK/data
@@ -155,7 +156,7 @@ drop_caches() {
 }
 
 count_tree() {   # prints "FILES BYTES" of regular files under a path (file or dir)
-    find "$1" -type f -printf '%s\n' 2>/dev/null | awk '{n++; s+=$1} END {printf "%d %d\n", n, s}'
+    find "$1" -type f -printf '%s\n' 2>/dev/null | awk '{n++; s+=$1} END {printf "%.0f %.0f\n", n, s}'
 }
 
 now() { printf '%s' "$EPOCHREALTIME"; }

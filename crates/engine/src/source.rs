@@ -447,9 +447,22 @@ async fn reader(
         };
         let opened = {
             let abs = abs.clone();
-            tokio::task::spawn_blocking(move || std::fs::File::open(&abs))
-                .await
-                .expect("open task panicked")
+            // Ask for this turn's blocks and the next turn's at once, so that the disk
+            // works ahead while blocks are hashed and sent (one big file is read by all
+            // readers, each at its own offset, which defeats ordinary readahead).
+            let ahead = (
+                job.start * bs,
+                (turn_end + BLOCKS_PER_TURN).min(job.end) * bs,
+            );
+            tokio::task::spawn_blocking(move || {
+                let f = std::fs::File::open(&abs)?;
+                if size > bs {
+                    hetch_storage::meta::advise_willneed(&f, ahead.0, ahead.1 - ahead.0);
+                }
+                Ok::<_, std::io::Error>(f)
+            })
+            .await
+            .expect("open task panicked")
         };
         let file = match opened {
             Ok(f) => Arc::new(f),

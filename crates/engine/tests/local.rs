@@ -49,6 +49,12 @@ fn make_tree(root: &Path) {
     sparse.set_len(1 << 20).unwrap();
     use std::os::unix::fs::FileExt;
     sparse.write_all_at(b"tail", (1 << 20) - 4).unwrap();
+    // Zero blocks travel without payload and become holes: the size must still be right.
+    let mut zero_tail = bytes(6, 64 << 10);
+    zero_tail.resize(200 << 10, 0);
+    std::fs::write(root.join("zero-tail"), zero_tail).unwrap();
+    std::fs::write(root.join("all-zero"), vec![0u8; 300 << 10]).unwrap();
+    std::fs::write(root.join("small-zero"), vec![0u8; 100]).unwrap();
     std::os::unix::fs::symlink("a/odd", root.join("link")).unwrap();
     std::os::unix::fs::symlink("/nonexistent/target", root.join("dangling")).unwrap();
 }

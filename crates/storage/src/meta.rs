@@ -124,3 +124,18 @@ pub fn sync_fs(path: &Path) -> Result<(), StorageError> {
     let rc = unsafe { libc::syncfs(f.as_raw_fd()) };
     check(rc, path)
 }
+
+/// Asks the kernel to start reading `len` bytes at `offset` into the page cache now
+/// (`POSIX_FADV_WILLNEED`), so that disk reads overlap with hashing and sending.
+/// Advice only: errors are ignored.
+pub fn advise_willneed(file: &File, offset: u64, len: u64) {
+    // SAFETY: valid fd for the life of `file`; the call only reads its arguments.
+    unsafe {
+        libc::posix_fadvise(
+            file.as_raw_fd(),
+            offset as libc::off_t,
+            len as libc::off_t,
+            libc::POSIX_FADV_WILLNEED,
+        );
+    }
+}

@@ -51,6 +51,8 @@ pub(crate) struct FileState {
     /// One bit per block: written and verified.
     pub done: Vec<u64>,
     pub remaining: u64,
+    /// Some all-zero block was skipped rather than written: size the file at the end.
+    pub holes: bool,
     /// Failed checks per block.
     pub retries: HashMap<u64, u32>,
 }

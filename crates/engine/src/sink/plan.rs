@@ -194,6 +194,7 @@ fn plan_file(
         digest: FileDigest::new(size, bs),
         done: vec![0; blocks.div_ceil(64) as usize],
         remaining: blocks,
+        holes: false,
         retries: Default::default(),
     };
     let mut resumed = false;

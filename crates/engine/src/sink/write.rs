@@ -125,13 +125,10 @@ fn store(
             return Ok(None); // a duplicate (e.g. a resend that crossed a good copy)
         }
         if st.part.is_none() {
-            let p = PartFile::open(&inc.final_path, inc.resumed)?;
-            // One write fills a one-block file; otherwise size it up front so that
-            // blocks can land in any order and zero blocks stay holes.
-            if inc.blocks > 1 || zero {
-                p.set_len(inc.size)?;
-            }
-            st.part = Some(Arc::new(p));
+            // Not sized up front: writes that extend the file in (mostly) ascending
+            // order are much cheaper on ext4 than filling a pre-sized sparse file. A
+            // file whose zero blocks were skipped is sized when it is finished.
+            st.part = Some(Arc::new(PartFile::open(&inc.final_path, inc.resumed)?));
         }
         if inc.blocks > 1 && st.journal.is_none() {
             let header = JournalHeader {
@@ -149,7 +146,8 @@ fn store(
     };
     // A fresh part file is a hole: zero blocks need no write. A resumed one may hold
     // stale bytes there, so they are written.
-    if !zero || inc.resumed {
+    let hole = zero && !inc.resumed;
+    if !hole {
         part.write_at(h.block * bs, data)?;
     }
     drop(part);
@@ -160,6 +158,7 @@ fn store(
         }
         let _ = st.digest.add(h.block, *digest);
         st.mark_done(h.block);
+        st.holes |= hole;
         st.remaining -= 1;
         Progress::add(&sh.progress.bytes, data.len() as u64);
         if st.remaining > 0 {
@@ -170,9 +169,12 @@ fn store(
             .finish()
             .ok();
         st.journal = None;
-        (part, whole)
+        (part, whole, st.holes)
     };
-    let (part, whole) = finished;
+    let (part, whole, holes) = finished;
+    if holes {
+        part.set_len(inc.size)?;
+    }
     let part = Arc::try_unwrap(part).map_err(|_| StorageError::Refused {
         path: inc.final_path.display().to_string(),
         reason: "internal error: part file still in use at finalize",

@@ -75,6 +75,15 @@ fn timed_out(what: &str) -> io::Error {
     )
 }
 
+/// Bytes read from the socket at once under TLS. rustls asks for one record (~16 KiB)
+/// per read; a buffer underneath turns sixteen such system calls into one.
+const TLS_READ_BUFFER: usize = 256 << 10;
+
+/// Wraps a TCP stream in a read buffer for use under TLS (writes pass straight through).
+pub(crate) fn read_buffered(tcp: TcpStream) -> tokio::io::BufReader<TcpStream> {
+    tokio::io::BufReader::with_capacity(TLS_READ_BUFFER, tcp)
+}
+
 /// Accepted connection: the stream, whether it is TLS, and the peer address.
 pub struct Accepted {
     /// The stream.
@@ -148,7 +157,7 @@ pub async fn accept(
         });
     }
     let stream = tokio_rustls::TlsAcceptor::from(tls.clone())
-        .accept(socket)
+        .accept(read_buffered(socket))
         .await
         .map_err(|e| NetError::Tls {
             host,

@@ -202,7 +202,7 @@ impl TlsClient {
         let connector = tokio_rustls::TlsConnector::from(self.config.clone());
         let name = ServerName::try_from(SERVER_NAME).expect("static name is valid");
         let stream = connector
-            .connect(name, tcp)
+            .connect(name, crate::conn::read_buffered(tcp))
             .await
             .map_err(|e| self.handshake_error(e))?;
         let (_, conn) = stream.get_ref();

@@ -41,6 +41,8 @@ pub(crate) struct IncomingFile {
     /// The part file holds verified blocks from an earlier run: keep its contents.
     pub resumed: bool,
     pub state: Mutex<FileState>,
+    /// Serialises writes into this file (see `write::store`).
+    pub write_lock: Mutex<()>,
 }
 
 /// Mutable state of a file being received.

@@ -244,6 +244,7 @@ fn plan_file(
         meta: fm,
         resumed,
         state: Mutex::new(state),
+        write_lock: Mutex::new(()),
     };
     sh.files
         .lock()

@@ -148,6 +148,9 @@ fn store(
     // stale bytes there, so they are written.
     let hole = zero && !inc.resumed;
     if !hole {
+        // One write at a time per file: concurrent writes to one file only queue on
+        // the file system's inode lock; other files still write in parallel.
+        let _one_writer = inc.write_lock.lock().expect("write lock");
         part.write_at(h.block * bs, data)?;
     }
     drop(part);

@@ -49,6 +49,23 @@ pub enum EngineError {
 }
 
 impl EngineError {
+    /// A valid frame at the wrong time from `peer`.
+    pub fn unexpected(peer: &str, what: impl Into<String>) -> Self {
+        EngineError::Unexpected {
+            peer: peer.to_string(),
+            what: what.into(),
+        }
+    }
+
+    /// The fatal error `peer` reported.
+    pub fn from_peer(peer: &str, e: hetch_proto::ErrorFrame) -> Self {
+        EngineError::Peer {
+            peer: peer.to_string(),
+            code: e.code,
+            message: e.message,
+        }
+    }
+
     /// The frame that tells the peer about this error.
     pub fn to_frame(&self) -> ErrorFrame {
         let code = match self {

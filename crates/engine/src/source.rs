@@ -24,7 +24,7 @@ use crate::pool::{BufferPool, PooledBuf};
 use crate::progress::{Progress, Report};
 use crate::rate::RateLimiter;
 use crate::session::{control_writer, is_zero, run_tasks, CONTROL_QUEUE};
-use crate::wire::{FrameReader, FrameWriter, Incoming};
+use crate::wire::{FrameReader, FrameWriter};
 use crate::{BoxStream, Options, Transport};
 
 /// Entries announced but not yet finished, at most.
@@ -319,14 +319,10 @@ async fn control_reader(
     ctl: mpsc::Sender<Frame>,
     summary: Arc<Mutex<Summary>>,
 ) -> Result<(), EngineError> {
-    let unexpected = |what: String| EngineError::Unexpected {
-        peer: shared.peer.clone(),
-        what,
-    };
+    let unexpected = |what: String| EngineError::unexpected(&shared.peer, what);
     loop {
-        let frame = match r.next(None).await? {
-            Some(Incoming::Frame(f)) => f,
-            Some(Incoming::Data(..)) => unreachable!("no pool given"),
+        let frame = match r.next_control().await? {
+            Some(f) => f,
             None => {
                 return Err(unexpected(
                     "control connection closed before the end".into(),
@@ -374,7 +370,7 @@ async fn control_reader(
                                 };
                                 let _ = shared.jobs.0.send(job).await;
                             }
-                            let skipped = (blocks - planned).min(blocks);
+                            let skipped = blocks.saturating_sub(planned);
                             Progress::add(
                                 &shared.progress.skipped_bytes,
                                 (skipped * shared.opts.block_size).min(size),
@@ -410,13 +406,7 @@ async fn control_reader(
                 drop(ctl);
                 return Ok(());
             }
-            Frame::Error(e) => {
-                return Err(EngineError::Peer {
-                    peer: shared.peer.clone(),
-                    code: e.code,
-                    message: e.message,
-                })
-            }
+            Frame::Error(e) => return Err(EngineError::from_peer(&shared.peer, e)),
             other => return Err(unexpected(format!("unexpected frame {other:?}"))),
         }
     }

@@ -119,6 +119,16 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         Ok(Some(Incoming::Frame(frame)))
     }
 
+    /// The next control frame, `Ok(None)` on a clean end of stream (for control
+    /// connections, which never carry data frames).
+    pub async fn next_control(&mut self) -> Result<Option<Frame>, EngineError> {
+        match self.next(None).await? {
+            Some(Incoming::Frame(f)) => Ok(Some(f)),
+            Some(Incoming::Data(..)) => unreachable!("no pool was given"),
+            None => Ok(None),
+        }
+    }
+
     /// The next frame, which must be a control frame; end of stream is an error.
     pub async fn next_frame(&mut self) -> Result<Frame, EngineError> {
         match self.next(None).await? {

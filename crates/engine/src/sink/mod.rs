@@ -205,14 +205,10 @@ async fn control_reader(
     mut r: FrameReader<tokio::io::ReadHalf<BoxStream>>,
     ctl: mpsc::Sender<Frame>,
 ) -> Result<(), EngineError> {
-    let unexpected = |what: String| EngineError::Unexpected {
-        peer: shared.peer.clone(),
-        what,
-    };
+    let unexpected = |what: String| EngineError::unexpected(&shared.peer, what);
     loop {
-        let frame = match r.next(None).await? {
-            Some(Incoming::Frame(f)) => f,
-            Some(Incoming::Data(..)) => unreachable!("no pool given"),
+        let frame = match r.next_control().await? {
+            Some(f) => f,
             None if shared.finished_sent.load(SeqCst) => return Ok(()),
             None => {
                 return Err(unexpected(
@@ -249,13 +245,7 @@ async fn control_reader(
                 shared.end_of_entries.store(true, SeqCst);
                 shared.changed.notify_one();
             }
-            Frame::Error(e) => {
-                return Err(EngineError::Peer {
-                    peer: shared.peer.clone(),
-                    code: e.code,
-                    message: e.message,
-                })
-            }
+            Frame::Error(e) => return Err(EngineError::from_peer(&shared.peer, e)),
             other => return Err(unexpected(format!("unexpected frame {other:?}"))),
         }
     }

@@ -1,6 +1,7 @@
 //! Per-socket tuning: buffers, Nagle, congestion control.
 
 use std::os::fd::AsFd;
+use std::time::Duration;
 
 use socket2::SockRef;
 
@@ -10,6 +11,16 @@ use crate::NetError;
 const AVAILABLE_CC: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
 /// Where Linux lists the algorithms unprivileged processes may choose.
 const ALLOWED_CC: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+
+/// Idle time before the first keepalive probe.
+pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+/// Time between keepalive probes.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// Unanswered probes before the connection is declared dead.
+pub const KEEPALIVE_PROBES: u32 = 3;
+/// How long sent data may stay unacknowledged before the connection is declared dead
+/// (long enough for any real RTT and for a slow receiver draining its buffers).
+pub const USER_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Per-socket tuning.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -54,6 +65,18 @@ impl SocketOptions {
         // messages and the tail of each frame.
         sock.set_tcp_nodelay(true)
             .map_err(|e| fail("TCP_NODELAY", e))?;
+        // A peer host that vanishes (power loss, a cut link) sends no FIN or RST:
+        // keepalive probes notice it on an idle connection, and the user timeout when
+        // sent data stays unacknowledged, so a transfer fails with an error instead of
+        // hanging forever.
+        let keepalive = socket2::TcpKeepalive::new()
+            .with_time(KEEPALIVE_IDLE)
+            .with_interval(KEEPALIVE_INTERVAL)
+            .with_retries(KEEPALIVE_PROBES);
+        sock.set_tcp_keepalive(&keepalive)
+            .map_err(|e| fail("SO_KEEPALIVE", e))?;
+        sock.set_tcp_user_timeout(Some(USER_TIMEOUT))
+            .map_err(|e| fail("TCP_USER_TIMEOUT", e))?;
         if self.send_buffer != 0 {
             sock.set_send_buffer_size(self.send_buffer as usize)
                 .map_err(|e| fail("SO_SNDBUF", e))?;
@@ -140,6 +163,18 @@ mod tests {
         with_cc("cubic").apply(&c, "test").unwrap();
         assert_eq!(congestion(&c).unwrap(), "cubic");
         assert!(c.nodelay().unwrap());
+    }
+
+    #[tokio::test]
+    async fn dead_peers_are_detected_by_keepalive_and_user_timeout() {
+        let (c, _s) = pair().await;
+        SocketOptions::default().apply(&c, "test").unwrap();
+        let sock = SockRef::from(&c);
+        assert!(sock.keepalive().unwrap());
+        assert_eq!(sock.tcp_keepalive_time().unwrap(), KEEPALIVE_IDLE);
+        assert_eq!(sock.tcp_keepalive_interval().unwrap(), KEEPALIVE_INTERVAL);
+        assert_eq!(sock.tcp_keepalive_retries().unwrap(), KEEPALIVE_PROBES);
+        assert_eq!(sock.tcp_user_timeout().unwrap(), Some(USER_TIMEOUT));
     }
 
     #[tokio::test]

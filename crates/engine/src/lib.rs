@@ -26,6 +26,7 @@ mod rate;
 mod session;
 mod sink;
 mod source;
+pub mod sum;
 pub mod wire;
 
 pub use dest::DestSpec;

@@ -1,0 +1,157 @@
+//! Whole-file digests of local trees, as a manifest that `b3sum -c` checks.
+//!
+//! Files are hashed block by block with the same block digests a transfer uses and
+//! merged into the standard BLAKE3 hash, so a manifest made here and the digests a
+//! receiver stores agree. Several files are hashed at once (`threads`), each by one
+//! thread; memory is one block buffer per thread.
+
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use hetch_integrity::{self as integrity, Digest, FileDigest};
+use hetch_storage::walk::{self, SourceKind};
+use hetch_storage::StorageError;
+
+/// Hashes one file: reads it block by block and merges the block digests.
+pub fn sum_file(path: &Path, block_size: u64, buf: &mut Vec<u8>) -> Result<Digest, StorageError> {
+    let f = std::fs::File::open(path).map_err(|e| StorageError::io(path, e))?;
+    let size = f.metadata().map_err(|e| StorageError::io(path, e))?.len();
+    let mut merged = FileDigest::new(size, block_size);
+    for index in 0..integrity::block_count(size, block_size) {
+        let len = integrity::block_len(size, block_size, index) as usize;
+        buf.resize(len, 0);
+        f.read_exact_at(&mut buf[..len], index * block_size)
+            .map_err(|e| StorageError::io(path, e))?;
+        let d = integrity::block_digest(size, block_size, index, &buf[..len]);
+        merged.add(index, d).expect("index in range");
+    }
+    Ok(merged.finish().expect("every block added"))
+}
+
+/// One manifest line in the format of `b3sum`/`sha256sum`: `HEX  PATH`, or, for a name
+/// with a backslash or newline, `\HEX  ESCAPED` (`\\` and `\n`).
+pub fn manifest_line(digest: &Digest, path: &Path) -> Vec<u8> {
+    let name = path.as_os_str().as_bytes();
+    let escape = name.iter().any(|b| *b == b'\\' || *b == b'\n');
+    let mut line = Vec::with_capacity(name.len() + 68);
+    if escape {
+        line.push(b'\\');
+    }
+    for b in digest {
+        line.extend_from_slice(format!("{b:02x}").as_bytes());
+    }
+    line.extend_from_slice(b"  ");
+    for &b in name {
+        match b {
+            b'\\' if escape => line.extend_from_slice(b"\\\\"),
+            b'\n' if escape => line.extend_from_slice(b"\\n"),
+            _ => line.push(b),
+        }
+    }
+    line.push(b'\n');
+    line
+}
+
+/// Writes a manifest of every regular file under `operands` to `out`, paths as walked
+/// from each operand. Returns the errors (one line each, naming the file); files that
+/// fail are left out of the manifest.
+pub fn write_manifest(
+    operands: &[PathBuf],
+    block_size: u64,
+    threads: usize,
+    out: &mut (dyn Write + Send),
+) -> std::io::Result<Vec<String>> {
+    let files = Mutex::new(operands.iter().flat_map(|op| list_files(op)));
+    let out = Mutex::new(out);
+    let errors = Mutex::new(Vec::new());
+    let write_failed = Mutex::new(None);
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| {
+                let mut buf = Vec::new();
+                loop {
+                    let next = files.lock().expect("files lock").next();
+                    let Some(item) = next else { break };
+                    let result =
+                        item.and_then(|p| sum_file(&p, block_size, &mut buf).map(|d| (p, d)));
+                    match result {
+                        Ok((p, d)) => {
+                            let line = manifest_line(&d, &p);
+                            if let Err(e) = out.lock().expect("out lock").write_all(&line) {
+                                *write_failed.lock().expect("lock") = Some(e);
+                                break;
+                            }
+                        }
+                        Err(e) => errors.lock().expect("errors lock").push(e.to_string()),
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = write_failed.into_inner().expect("lock") {
+        return Err(e);
+    }
+    Ok(errors.into_inner().expect("errors lock"))
+}
+
+/// Regular files under `operand`, with paths as given plus the path inside it.
+fn list_files(operand: &Path) -> Box<dyn Iterator<Item = Result<PathBuf, StorageError>> + Send> {
+    match walk::walk(operand) {
+        Err(e) => Box::new(std::iter::once(Err(e))),
+        Ok(iter) => Box::new(iter.filter_map(|item| match item {
+            Ok(e) if matches!(e.kind, SourceKind::File { .. }) => Some(Ok(e.abs)),
+            Ok(_) => None,
+            Err(e) => Some(Err(e)),
+        })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_equal_blake3_of_the_whole_file_at_block_boundaries() {
+        let t = tempfile::tempdir().unwrap();
+        let bs = 4096u64;
+        let mut buf = Vec::new();
+        for len in [
+            0usize,
+            1,
+            1023,
+            1024,
+            1025,
+            4095,
+            4096,
+            4097,
+            3 * 4096 + 5,
+            40_000,
+        ] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 7 % 253) as u8).collect();
+            let p = t.path().join(format!("f{len}"));
+            std::fs::write(&p, &data).unwrap();
+            assert_eq!(
+                sum_file(&p, bs, &mut buf).unwrap(),
+                *blake3::hash(&data).as_bytes(),
+                "len {len}"
+            );
+        }
+    }
+
+    #[test]
+    fn names_with_backslash_or_newline_are_escaped_like_b3sum() {
+        let d = [0xab; 32];
+        let plain = manifest_line(&d, Path::new("a b"));
+        assert!(plain.starts_with(b"abab") && plain.ends_with(b"  a b\n"));
+        let odd = manifest_line(&d, Path::new("x\\y\nz"));
+        assert!(odd.starts_with(b"\\abab"));
+        assert!(
+            odd.ends_with(b"  x\\\\y\\nz\n"),
+            "{}",
+            String::from_utf8_lossy(&odd)
+        );
+    }
+}

@@ -175,6 +175,10 @@ struct SumArgs {
     /// Files hashed at once.
     #[arg(long, default_value_t = 4)]
     threads: usize,
+    /// Algorithm: blake3 (b3sum -c), md5 (md5sum -c), sha256 (sha256sum -c), xxh3,
+    /// crc32c or adler32.
+    #[arg(long, default_value = "blake3")]
+    checksum: hetch_integrity::Algorithm,
 }
 
 #[derive(Args)]
@@ -295,10 +299,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Sum(a) => {
             let paths = a.paths;
-            let (bs, threads) = (a.block_size, a.threads);
+            let (bs, threads, algo) = (a.block_size, a.threads, a.checksum);
             let errors = tokio::task::spawn_blocking(move || {
                 let mut out = std::io::BufWriter::new(std::io::stdout());
-                let errors = hetch_engine::sum::write_manifest(&paths, bs, threads, &mut out)?;
+                let errors =
+                    hetch_engine::sum::write_manifest(&paths, algo, bs, threads, &mut out)?;
                 std::io::Write::flush(&mut out)?;
                 Ok::<_, std::io::Error>(errors)
             })

@@ -83,3 +83,36 @@ fn unreadable_or_missing_paths_are_named_and_exit_3() {
     out.one_line_naming(&[missing.to_str().unwrap()]);
     assert_eq!(out.stdout.lines().count(), 1);
 }
+
+#[test]
+fn md5_and_sha256_manifests_pass_coreutils_checks() {
+    let t = tempdir();
+    let root = t.path().join("tree");
+    Tree::new(&root)
+        .bytes("empty", b"")
+        .file("a/odd", (3 << 16) + 17, 4)
+        .file("big", 3 << 20, 5)
+        .bytes("back\\slash", b"escaped");
+    for (algo, tool) in [("md5", "md5sum"), ("sha256", "sha256sum")] {
+        let out = hetch(
+            &args!["sum", "--checksum", algo, "--block-size", "64K", &root],
+            &[],
+        );
+        out.ok();
+        assert_eq!(out.stdout.lines().count(), 4, "{}", out.stdout);
+        let manifest = t.path().join(format!("MANIFEST.{algo}"));
+        std::fs::write(&manifest, &out.stdout).unwrap();
+        let check = Command::new(tool)
+            .arg("-c")
+            .arg(&manifest)
+            .output()
+            .unwrap();
+        assert!(
+            check.status.success(),
+            "{tool}: {}",
+            String::from_utf8_lossy(&check.stdout)
+        );
+    }
+    let out = hetch(&args!["sum", "--checksum", "sha1", &root], &[]);
+    out.expect_code(2);
+}

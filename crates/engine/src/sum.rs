@@ -11,7 +11,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use hetch_integrity::{self as integrity, Digest, FileDigest};
+use hetch_integrity::{self as integrity, Algorithm, Digest, FileDigest};
 use hetch_storage::walk::{self, SourceKind};
 use hetch_storage::StorageError;
 
@@ -31,9 +31,33 @@ pub fn sum_file(path: &Path, block_size: u64, buf: &mut Vec<u8>) -> Result<Diges
     Ok(merged.finish().expect("every block added"))
 }
 
-/// One manifest line in the format of `b3sum`/`sha256sum`: `HEX  PATH`, or, for a name
-/// with a backslash or newline, `\HEX  ESCAPED` (`\\` and `\n`).
-pub fn manifest_line(digest: &Digest, path: &Path) -> Vec<u8> {
+/// Hashes one file with `algo`: BLAKE3 through the block digests ([`sum_file`]), the
+/// other algorithms in order, one block at a time.
+pub fn sum_file_with(
+    algo: Algorithm,
+    path: &Path,
+    block_size: u64,
+    buf: &mut Vec<u8>,
+) -> Result<Vec<u8>, StorageError> {
+    if algo == Algorithm::Blake3 {
+        return sum_file(path, block_size, buf).map(|d| d.to_vec());
+    }
+    let f = std::fs::File::open(path).map_err(|e| StorageError::io(path, e))?;
+    let size = f.metadata().map_err(|e| StorageError::io(path, e))?.len();
+    let mut h = algo.hasher();
+    for index in 0..integrity::block_count(size, block_size) {
+        let len = integrity::block_len(size, block_size, index) as usize;
+        buf.resize(len, 0);
+        f.read_exact_at(&mut buf[..len], index * block_size)
+            .map_err(|e| StorageError::io(path, e))?;
+        h.update(&buf[..len]);
+    }
+    Ok(h.finish())
+}
+
+/// One manifest line in the format of `b3sum`/`sha256sum`/`md5sum`: `HEX  PATH`, or,
+/// for a name with a backslash or newline, `\HEX  ESCAPED` (`\\` and `\n`).
+pub fn manifest_line(digest: &[u8], path: &Path) -> Vec<u8> {
     let name = path.as_os_str().as_bytes();
     let escape = name.iter().any(|b| *b == b'\\' || *b == b'\n');
     let mut line = Vec::with_capacity(name.len() + 68);
@@ -55,11 +79,12 @@ pub fn manifest_line(digest: &Digest, path: &Path) -> Vec<u8> {
     line
 }
 
-/// Writes a manifest of every regular file under `operands` to `out`, paths as walked
+/// Writes a manifest (digests by `algo`) of every regular file under `operands` to `out`, paths as walked
 /// from each operand. Returns the errors (one line each, naming the file); files that
 /// fail are left out of the manifest.
 pub fn write_manifest(
     operands: &[PathBuf],
+    algo: Algorithm,
     block_size: u64,
     threads: usize,
     out: &mut (dyn Write + Send),
@@ -75,8 +100,9 @@ pub fn write_manifest(
                 loop {
                     let next = files.lock().expect("files lock").next();
                     let Some(item) = next else { break };
-                    let result =
-                        item.and_then(|p| sum_file(&p, block_size, &mut buf).map(|d| (p, d)));
+                    let result = item.and_then(|p| {
+                        sum_file_with(algo, &p, block_size, &mut buf).map(|d| (p, d))
+                    });
                     match result {
                         Ok((p, d)) => {
                             let line = manifest_line(&d, &p);

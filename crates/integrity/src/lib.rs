@@ -26,6 +26,9 @@ use std::collections::BTreeMap;
 
 use blake3::hazmat::{merge_subtrees_non_root, merge_subtrees_root, HasherExt, Mode};
 
+mod algo;
+pub use algo::{Algorithm, Hasher};
+
 /// Smallest block size: one BLAKE3 chunk.
 pub const MIN_BLOCK_SIZE: u64 = 1024;
 /// Largest block size.

@@ -15,24 +15,43 @@ use hetch_integrity::{self as integrity, Algorithm, Digest, FileDigest};
 use hetch_storage::walk::{self, SourceKind};
 use hetch_storage::StorageError;
 
-/// Hashes one file: reads it block by block and merges the block digests.
-pub fn sum_file(path: &Path, block_size: u64, buf: &mut Vec<u8>) -> Result<Digest, StorageError> {
+/// Reads `path` block by block into `buf`, calling `each(size, index, block)`; returns
+/// the file's size.
+fn for_each_block(
+    path: &Path,
+    block_size: u64,
+    buf: &mut Vec<u8>,
+    mut each: impl FnMut(u64, u64, &[u8]),
+) -> Result<u64, StorageError> {
     let f = std::fs::File::open(path).map_err(|e| StorageError::io(path, e))?;
     let size = f.metadata().map_err(|e| StorageError::io(path, e))?.len();
-    let mut merged = FileDigest::new(size, block_size);
     for index in 0..integrity::block_count(size, block_size) {
         let len = integrity::block_len(size, block_size, index) as usize;
         buf.resize(len, 0);
         f.read_exact_at(&mut buf[..len], index * block_size)
             .map_err(|e| StorageError::io(path, e))?;
-        let d = integrity::block_digest(size, block_size, index, &buf[..len]);
-        merged.add(index, d).expect("index in range");
+        each(size, index, &buf[..len]);
     }
-    Ok(merged.finish().expect("every block added"))
+    Ok(size)
+}
+
+/// Hashes one file with BLAKE3 the way a transfer does: block digests, merged.
+pub fn sum_file(path: &Path, block_size: u64, buf: &mut Vec<u8>) -> Result<Digest, StorageError> {
+    let mut merged: Option<FileDigest> = None;
+    for_each_block(path, block_size, buf, |size, index, block| {
+        let m = merged.get_or_insert_with(|| FileDigest::new(size, block_size));
+        let d = integrity::block_digest(size, block_size, index, block);
+        m.add(index, d).expect("index in range");
+    })?;
+    // An empty file has one (empty) block, so `merged` is always set.
+    Ok(merged
+        .expect("at least one block")
+        .finish()
+        .expect("every block added"))
 }
 
 /// Hashes one file with `algo`: BLAKE3 through the block digests ([`sum_file`]), the
-/// other algorithms in order, one block at a time.
+/// other algorithms in order.
 pub fn sum_file_with(
     algo: Algorithm,
     path: &Path,
@@ -42,16 +61,8 @@ pub fn sum_file_with(
     if algo == Algorithm::Blake3 {
         return sum_file(path, block_size, buf).map(|d| d.to_vec());
     }
-    let f = std::fs::File::open(path).map_err(|e| StorageError::io(path, e))?;
-    let size = f.metadata().map_err(|e| StorageError::io(path, e))?.len();
     let mut h = algo.hasher();
-    for index in 0..integrity::block_count(size, block_size) {
-        let len = integrity::block_len(size, block_size, index) as usize;
-        buf.resize(len, 0);
-        f.read_exact_at(&mut buf[..len], index * block_size)
-            .map_err(|e| StorageError::io(path, e))?;
-        h.update(&buf[..len]);
-    }
+    for_each_block(path, block_size, buf, |_, _, block| h.update(block))?;
     Ok(h.finish())
 }
 

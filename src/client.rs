@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail, Context};
 use hetch_engine::wire::{read_frame_exact, read_preamble_exact, write_frame_exact};
 use hetch_engine::{BoxStream, Transport};
-use hetch_net::{KnownHosts, NetError, SocketOptions, TlsClient, Trust};
+use hetch_net::{KnownHosts, SocketOptions, TlsClient, Trust};
 use hetch_proto::{ErrorCode, Frame, Hello, HelloRole, SessionRequest};
 
 /// How the client reaches and trusts a server.
@@ -110,11 +110,8 @@ async fn connect(
     cfg: &ClientConfig,
     tls: Option<&TlsClient>,
 ) -> anyhow::Result<BoxStream> {
-    match hetch_net::connect(host, &cfg.socket, tls).await {
-        Ok(s) => Ok(Box::new(s)),
-        Err(e @ NetError::HostKeyChanged { .. }) => Err(anyhow!(e)),
-        Err(e) => Err(anyhow!(e)),
-    }
+    // Re-boxed: the engine's stream trait is its own (it does not depend on net).
+    Ok(Box::new(hetch_net::connect(host, &cfg.socket, tls).await?))
 }
 
 /// Sends preamble and hello; returns the server's answer, turning an error frame into a

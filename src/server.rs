@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use hetch_engine::wire::{read_frame_exact, read_preamble_exact, write_frame_exact};
+use hetch_engine::wire::{
+    read_frame_exact, read_preamble_exact, write_frame_exact, write_preamble_exact,
+};
 use hetch_engine::{BoxStream, DestSpec, EngineError, Options, Progress, Transport};
 use hetch_net::{Fingerprint, ServerIdentity, SocketOptions};
 use hetch_proto::{
@@ -130,7 +132,7 @@ async fn handle(state: Arc<State>, socket: tokio::net::TcpStream) -> Result<(), 
     .map_err(|_| conn_err(&peer, "no hello in time"))?
     .map_err(|e| conn_err(&peer, &e.to_string()))?;
     let mut stream: BoxStream = Box::new(accepted.stream);
-    write_preamble(&mut stream, &peer).await?;
+    write_preamble_exact(&mut stream, &peer).await?;
     if let Err(e) = read_preamble_exact(&mut stream, &peer).await {
         if let EngineError::Proto {
             source: hetch_proto::ProtoError::Version { .. },
@@ -360,22 +362,6 @@ fn requested_tuning(req: &SessionRequest) -> SocketOptions {
 enum Role {
     Sink(DestSpec),
     Source(Vec<PathBuf>),
-}
-
-async fn write_preamble(stream: &mut BoxStream, peer: &str) -> Result<(), EngineError> {
-    use tokio::io::AsyncWriteExt;
-    let p = hetch_proto::preamble();
-    stream
-        .write_all(&p)
-        .await
-        .map_err(|e| EngineError::Connection {
-            peer: peer.to_string(),
-            source: e,
-        })?;
-    stream.flush().await.map_err(|e| EngineError::Connection {
-        peer: peer.to_string(),
-        source: e,
-    })
 }
 
 async fn reply_error(

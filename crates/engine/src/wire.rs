@@ -51,18 +51,6 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }
     }
 
-    /// Reads and checks the peer's preamble.
-    pub async fn read_preamble(&mut self) -> Result<(), EngineError> {
-        let mut b = [0u8; proto::PREAMBLE_LEN];
-        match self.r.read_exact(&mut b).await {
-            Ok(_) => proto::check_preamble(&b).map_err(|e| self.proto(e)),
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                Err(self.proto(proto::ProtoError::BadMagic))
-            }
-            Err(e) => Err(self.conn(e)),
-        }
-    }
-
     /// The next frame; `Ok(None)` on a clean end of stream between frames. Data frames
     /// need a `pool` to read their payload into; without one they are a protocol error.
     pub async fn next(
@@ -94,13 +82,8 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 .map_err(|e| self.conn(e))?;
             let dh = proto::decode_data_fixed(&fixed).map_err(|e| self.proto(e))?;
             let len = header.len as usize - proto::DATA_FIXED_LEN;
+            proto::check_data_payload(&dh, len).map_err(|e| self.proto(e))?;
             if dh.zero {
-                if len != 0 {
-                    return Err(self.proto(proto::ProtoError::Malformed {
-                        what: "data",
-                        why: "zero block with payload",
-                    }));
-                }
                 return Ok(Some(Incoming::Data(dh, None)));
             }
             let mut buf = pool.get(len).await;
@@ -128,15 +111,6 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             None => Ok(None),
         }
     }
-
-    /// The next frame, which must be a control frame; end of stream is an error.
-    pub async fn next_frame(&mut self) -> Result<Frame, EngineError> {
-        match self.next(None).await? {
-            Some(Incoming::Frame(f)) => Ok(f),
-            Some(Incoming::Data(..)) => unreachable!("no pool was given"),
-            None => Err(self.conn(std::io::ErrorKind::UnexpectedEof.into())),
-        }
-    }
 }
 
 /// Writes frames to a stream (buffered: call [`FrameWriter::flush`]).
@@ -161,12 +135,6 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
             peer: self.peer.clone(),
             source: e,
         }
-    }
-
-    /// Writes this build's preamble.
-    pub async fn write_preamble(&mut self) -> Result<(), EngineError> {
-        let p = proto::preamble();
-        self.w.write_all(&p).await.map_err(|e| self.conn(e))
     }
 
     /// Writes a control frame.
@@ -248,6 +216,19 @@ pub async fn read_preamble_exact<R: AsyncRead + Unpin>(
         peer: peer.to_string(),
         source: e,
     })
+}
+
+/// Writes this build's preamble, unbuffered and flushed.
+pub async fn write_preamble_exact<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    peer: &str,
+) -> Result<(), EngineError> {
+    let conn = |e: std::io::Error| EngineError::Connection {
+        peer: peer.to_string(),
+        source: e,
+    };
+    w.write_all(&proto::preamble()).await.map_err(conn)?;
+    w.flush().await.map_err(conn)
 }
 
 /// Writes the preamble (if `preamble`) and one control frame, unbuffered and flushed.

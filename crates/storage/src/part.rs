@@ -95,11 +95,6 @@ impl PartFile {
         self.file.write_all_at(data, offset).at(&self.path)
     }
 
-    /// Reads exactly `buf.len()` bytes at `offset` (for read-back verification).
-    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
-        self.file.read_exact_at(buf, offset).at(&self.path)
-    }
-
     /// Applies mode and mtime, stores the digest, optionally flushes to stable storage,
     /// renames the file over its final name and, with `journaled`, removes its journal.
     pub fn finalize(

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use hetch_engine::{DestSpec, Options, Progress, Report};
-use hetch_proto::{Op, SessionRequest};
+use hetch_engine::{DestSpec, Manifest, Options, Progress, Report};
+use hetch_proto::{IntegrityRequest, Op, SessionRequest};
 
 use crate::client::{open_session, ClientConfig};
 use crate::location::Location;
-use crate::ui::{print_summary, Display};
+use crate::ui::{print_comparison, print_summary, Display};
 
 /// Everything `cp` needs, after flag parsing.
 pub struct CopyJob {
@@ -31,6 +31,8 @@ pub struct CopyJob {
     pub json: bool,
     /// No progress bar.
     pub quiet: bool,
+    /// Write whole-file digests of the copied files here.
+    pub manifest: Option<PathBuf>,
 }
 
 /// Outcome of a copy, for the exit code.
@@ -42,14 +44,38 @@ pub enum Outcome {
 }
 
 /// Runs a copy job.
-pub async fn run(job: CopyJob) -> anyhow::Result<Outcome> {
+pub async fn run(mut job: CopyJob) -> anyhow::Result<Outcome> {
     let progress = Arc::new(Progress::default());
     let started = Instant::now();
+    let manifest = match &job.manifest {
+        Some(p) => Some(Arc::new(Manifest::create(p)?)),
+        None => None,
+    };
+    if let Some(m) = &manifest {
+        job.opts.file_digests = true;
+        job.opts.manifest = Some(m.clone());
+    }
     let display = Display::start(progress.clone(), job.quiet || job.json);
     let result = dispatch(&job, progress.clone()).await;
     display.finish();
-    let report = result?;
-    print_summary(&report, &progress, started, job.json);
+    let report = match (result, &manifest) {
+        (Ok(r), Some(m)) => {
+            m.commit()?;
+            r
+        }
+        (Ok(r), None) => r,
+        (Err(e), m) => {
+            if let Some(m) = m {
+                m.abandon();
+            }
+            return Err(e);
+        }
+    };
+    if job.opts.compare_only {
+        print_comparison(&report, started, job.json);
+    } else {
+        print_summary(&report, &progress, started, job.json);
+    }
     Ok(if report.summary.failed > 0 || !report.errors.is_empty() {
         Outcome::Partial
     } else {
@@ -105,6 +131,15 @@ async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<Repo
         rate_limit: job.opts.rate_limit,
         no_clobber: job.opts.no_clobber,
         fsync: job.opts.fsync,
+        integrity: IntegrityRequest {
+            checksum: job.opts.checksum.name().to_string(),
+            verify: job.opts.verify,
+            schedule: job.opts.schedule,
+            hash_threads: job.opts.hash_threads.min(u16::MAX as usize) as u16,
+            file_digests: job.opts.file_digests,
+            checksum_skip: job.opts.checksum_skip,
+            compare_only: job.opts.compare_only,
+        },
     };
     match &job.dest {
         Location::Local(dest) => {
@@ -113,6 +148,7 @@ async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<Repo
                 sources: n,
                 trailing_slash: dest.as_os_str().as_bytes().ends_with(b"/"),
                 confine_to: None,
+                as_operand: job.opts.compare_only,
             };
             if remote_sources.is_empty() {
                 return Ok(hetch_engine::copy_local(

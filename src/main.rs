@@ -44,6 +44,13 @@ enum Command {
     /// Print whole-file BLAKE3 digests of files and trees, in the format `b3sum -c`
     /// checks (hashed block by block, as transfers do; several files at once).
     Sum(SumArgs),
+    /// Compare two trees by digest (local paths or hetch://HOST/path) and list every
+    /// difference: missing, extra, different type, size or content.
+    ///
+    /// DST is compared as the copy of SRC (like `diff -r SRC DST`): after
+    /// `hetch cp -r src dir/` compare `src` with `dir/src`. Exit code 0 when the trees are
+    /// identical, 3 when they differ (each difference on stderr), 1 on errors.
+    Verify(VerifyArgs),
     /// Run a demonstration transfer on this machine: a server on loopback, a mixed
     /// dataset pushed and pulled back over TLS, verified, with throughput.
     Demo(DemoArgs),
@@ -66,15 +73,18 @@ struct CpArgs {
     /// Do not encrypt data streams (control stays TLS). For trusted links only.
     #[arg(long)]
     no_encrypt: bool,
-    /// Expected server key fingerprint (sha256:...), instead of the known-hosts file.
+    #[command(flatten)]
+    conn: ConnArgs,
+    #[command(flatten)]
+    integrity: IntegrityArgs,
+    /// Write the whole-file digests of the copied files to FILE, paths relative to the
+    /// destination directory: `cd DST && b3sum -c FILE` (or md5sum/sha256sum) checks it.
+    #[arg(long, value_name = "FILE")]
+    manifest: Option<PathBuf>,
+    /// Skip an existing destination file only when its whole-file digest matches the
+    /// source's (both sides read their file); without it, same size and mtime skip.
     #[arg(long)]
-    fingerprint: Option<hetch_net::Fingerprint>,
-    /// Known-hosts file (default: ~/.config/hetch/known_hosts).
-    #[arg(long)]
-    known_hosts: Option<PathBuf>,
-    /// File holding the token (default: the HETCH_TOKEN environment variable).
-    #[arg(long)]
-    token_file: Option<PathBuf>,
+    checksum_skip: bool,
     /// Refuse to replace existing files that differ (they are reported as failed).
     #[arg(long)]
     no_clobber: bool,
@@ -82,15 +92,58 @@ struct CpArgs {
     /// destination is always synced once at the end).
     #[arg(long)]
     fsync: bool,
-    /// Seconds to wait for a server to answer while connecting and setting up.
-    #[arg(long, default_value_t = 30)]
-    timeout: u64,
-    /// Print a JSON summary on stdout.
+}
+
+/// How transfers check what they wrote (`cp` and `verify`).
+#[derive(Args)]
+struct IntegrityArgs {
+    /// Checksum for block and file digests: blake3 (default), xxh3, crc32c, md5,
+    /// sha256 or adler32.
+    #[arg(long, default_value = "blake3")]
+    checksum: hetch_integrity::Algorithm,
+    /// What the destination checks: `written` reads every block back from storage
+    /// after writing it (page cache dropped first) and hashes that; `received` hashes
+    /// the received bytes before writing; `none` checks nothing.
+    #[arg(long, default_value = "written", value_parser = parse_verify)]
+    verify: hetch_engine::Verify,
+    /// When `--verify written` checks: `block` (as soon as each block is written),
+    /// `file` (once a whole file is written) or `sequential` (once everything is).
+    #[arg(long, default_value = "block", value_parser = parse_schedule)]
+    verify_schedule: hetch_engine::Schedule,
+    /// Threads hashing at once on each side (default: one per CPU).
     #[arg(long)]
-    json: bool,
-    /// No progress bar.
-    #[arg(long, short)]
-    quiet: bool,
+    hash_threads: Option<usize>,
+}
+
+impl IntegrityArgs {
+    fn apply(&self, o: &mut Options) {
+        o.checksum = self.checksum;
+        o.verify = self.verify;
+        o.schedule = self.verify_schedule;
+        if let Some(n) = self.hash_threads {
+            o.hash_threads = n.max(1);
+        }
+    }
+}
+
+fn parse_verify(s: &str) -> Result<hetch_engine::Verify, String> {
+    use hetch_engine::Verify;
+    match s {
+        "written" => Ok(Verify::Written),
+        "received" => Ok(Verify::Received),
+        "none" => Ok(Verify::None),
+        _ => Err(format!("'{s}': choose written, received or none")),
+    }
+}
+
+fn parse_schedule(s: &str) -> Result<hetch_engine::Schedule, String> {
+    use hetch_engine::Schedule;
+    match s {
+        "block" => Ok(Schedule::Block),
+        "file" => Ok(Schedule::File),
+        "sequential" => Ok(Schedule::Sequential),
+        _ => Err(format!("'{s}': choose block, file or sequential")),
+    }
 }
 
 /// Settings shared by `cp` and `serve`.
@@ -126,9 +179,12 @@ impl Tuning {
             buffer_memory: self.buffer_memory as usize,
             ..Options::default()
         };
+        // Test-only fault hooks (see Options::corrupt_blocks and corrupt_written).
         if let Ok(n) = std::env::var("HETCH_FAULT_CORRUPT_BLOCKS") {
-            // Test-only fault hook (see Options::corrupt_blocks).
             o.corrupt_blocks = n.parse().unwrap_or(0);
+        }
+        if let Ok(n) = std::env::var("HETCH_FAULT_CORRUPT_WRITTEN") {
+            o.corrupt_written = n.parse().unwrap_or(0);
         }
         Ok(o)
     }
@@ -179,6 +235,56 @@ struct SumArgs {
     /// crc32c or adler32.
     #[arg(long, default_value = "blake3")]
     checksum: hetch_integrity::Algorithm,
+}
+
+#[derive(Args)]
+struct VerifyArgs {
+    /// The original tree (or file).
+    src: String,
+    /// Its copy.
+    dst: String,
+    /// Checksum to compare with.
+    #[arg(long, default_value = "blake3")]
+    checksum: hetch_integrity::Algorithm,
+    #[command(flatten)]
+    tuning: Tuning,
+    #[command(flatten)]
+    conn: ConnArgs,
+}
+
+/// How to reach and trust a server (`cp` and `verify`).
+#[derive(Args)]
+struct ConnArgs {
+    /// Expected server key fingerprint (sha256:...), instead of the known-hosts file.
+    #[arg(long)]
+    fingerprint: Option<hetch_net::Fingerprint>,
+    /// Known-hosts file (default: ~/.config/hetch/known_hosts).
+    #[arg(long)]
+    known_hosts: Option<PathBuf>,
+    /// File holding the token (default: the HETCH_TOKEN environment variable).
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Seconds to wait for a server to answer while connecting and setting up.
+    #[arg(long, default_value_t = 30)]
+    timeout: u64,
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    json: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+impl ConnArgs {
+    fn client(&self, socket: SocketOptions) -> anyhow::Result<client::ClientConfig> {
+        Ok(client::ClientConfig {
+            token: client::load_token(self.token_file.as_ref())?,
+            fingerprint: self.fingerprint.clone(),
+            known_hosts: self.known_hosts.clone(),
+            socket,
+            timeout: std::time::Duration::from_secs(self.timeout.max(1)),
+        })
+    }
 }
 
 #[derive(Args)]
@@ -248,18 +354,18 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             opts.rate_limit = a.rate_limit.unwrap_or(0);
             opts.no_clobber = a.no_clobber;
             opts.fsync = a.fsync;
+            opts.checksum_skip = a.checksum_skip;
+            a.integrity.apply(&mut opts);
+            if a.checksum_skip && a.integrity.verify == hetch_engine::Verify::None {
+                return Ok(usage_error(
+                    "--checksum-skip needs a digest: not with --verify none",
+                ));
+            }
             let remote = matches!(dest, Location::Remote { .. })
                 || locs.iter().any(|l| matches!(l, Location::Remote { .. }));
-            let client = if remote {
-                Some(client::ClientConfig {
-                    token: client::load_token(a.token_file.as_ref())?,
-                    fingerprint: a.fingerprint,
-                    known_hosts: a.known_hosts.clone(),
-                    socket: a.tuning.socket(),
-                    timeout: std::time::Duration::from_secs(a.timeout.max(1)),
-                })
-            } else {
-                None
+            let client = match remote {
+                true => Some(a.conn.client(a.tuning.socket())?),
+                false => None,
             };
             let job = cp::CopyJob {
                 sources: locs,
@@ -268,8 +374,45 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 streams: a.streams.max(1),
                 encrypt: !a.no_encrypt,
                 client,
-                json: a.json,
-                quiet: a.quiet,
+                json: a.conn.json,
+                quiet: a.conn.quiet,
+                manifest: a.manifest,
+            };
+            Ok(match cp::run(job).await? {
+                cp::Outcome::Complete => ExitCode::SUCCESS,
+                cp::Outcome::Partial => ExitCode::from(3),
+            })
+        }
+        Command::Verify(a) => {
+            let mut locs = Vec::new();
+            for p in [&a.src, &a.dst] {
+                match Location::parse(p) {
+                    Ok(l) => locs.push(l),
+                    Err(msg) => return Ok(usage_error(&msg)),
+                }
+            }
+            let dest = locs.pop().expect("two operands");
+            let mut opts = a.tuning.engine()?;
+            opts.checksum = a.checksum;
+            opts.compare_only = true;
+            let remote = locs
+                .iter()
+                .chain(std::iter::once(&dest))
+                .any(|l| matches!(l, Location::Remote { .. }));
+            let client = match remote {
+                true => Some(a.conn.client(a.tuning.socket())?),
+                false => None,
+            };
+            let job = cp::CopyJob {
+                sources: locs,
+                dest,
+                opts,
+                streams: 1,
+                encrypt: true,
+                client,
+                json: a.conn.json,
+                quiet: a.conn.quiet,
+                manifest: None,
             };
             Ok(match cp::run(job).await? {
                 cp::Outcome::Complete => ExitCode::SUCCESS,

@@ -249,6 +249,7 @@ async fn session(
                 sources: *sources,
                 trailing_slash: dest.ends_with(b"/"),
                 confine_to: Some(root.clone()),
+                as_operand: req.integrity.compare_only,
             })
         }
         Op::Pull { sources } => {
@@ -319,6 +320,21 @@ async fn session(
     };
     opts.no_clobber = req.no_clobber;
     opts.fsync = req.fsync || opts.fsync;
+    let i = &req.integrity;
+    opts.checksum = match i.checksum.parse() {
+        Ok(a) => a,
+        Err(e) => return reply_error(&mut control, &peer, ErrorCode::Other, &e).await,
+    };
+    opts.verify = i.verify;
+    opts.schedule = i.schedule;
+    if i.hash_threads > 0 {
+        // A session's own setting, within reason: each thread is a blocking thread
+        // with a block-sized buffer.
+        opts.hash_threads = (i.hash_threads as usize).min(MAX_HASH_THREADS);
+    }
+    opts.file_digests = i.file_digests;
+    opts.checksum_skip = i.checksum_skip;
+    opts.compare_only = i.compare_only;
     let transport = Transport {
         control,
         data,
@@ -351,6 +367,9 @@ async fn session(
 }
 
 /// Socket tuning a client asked for its session's data sockets.
+/// Most hashing threads a client may ask a server for.
+const MAX_HASH_THREADS: usize = 64;
+
 fn requested_tuning(req: &SessionRequest) -> SocketOptions {
     SocketOptions {
         congestion: req.congestion.clone(),

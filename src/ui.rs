@@ -68,6 +68,34 @@ impl Display {
     }
 }
 
+/// Prints the end of a comparison (`hetch verify`): every difference, then a count.
+pub fn print_comparison(report: &Report, started: Instant, json: bool) {
+    let s = &report.summary;
+    for e in &report.errors {
+        eprintln!("hetch: differs: {e}");
+    }
+    let secs = started.elapsed().as_secs_f64();
+    if json {
+        let v = serde_json::json!({
+            "identical": s.files,
+            "bytes_compared": s.bytes,
+            "differences": s.failed,
+            "seconds": secs,
+        });
+        println!("{v}");
+    } else if s.failed == 0 {
+        eprintln!(
+            "hetch: identical: {} entries compared in {secs:.2} s",
+            s.files
+        );
+    } else {
+        eprintln!(
+            "hetch: {} differences; {} entries identical ({secs:.2} s)",
+            s.failed, s.files
+        );
+    }
+}
+
 /// Prints the end-of-transfer summary (one line, or JSON on stdout) and the per-file errors.
 pub fn print_summary(report: &Report, progress: &Progress, started: Instant, json: bool) {
     let secs = started.elapsed().as_secs_f64();

@@ -32,6 +32,9 @@ pub struct DestSpec {
     /// Entries may only be written inside this directory (a server's root); `None`
     /// confines them to the resolved destination base.
     pub confine_to: Option<PathBuf>,
+    /// Take the destination as the copy of the single operand, whatever is there (as
+    /// `diff -r SRC DST` does): used when comparing trees.
+    pub as_operand: bool,
 }
 
 /// The resolved mapping from wire paths to destination paths.
@@ -50,6 +53,9 @@ impl DestMap {
     pub fn resolve(spec: &DestSpec, top: &OsStr) -> Result<DestMap, EngineError> {
         let p = &spec.path;
         let shown = p.display();
+        if spec.as_operand {
+            return Self::as_destination(p);
+        }
         match std::fs::metadata(p) {
             Ok(md) if md.is_dir() && spec.sources == 1 && Self::marked_as_copy_of(p, top) => {
                 Ok(DestMap {
@@ -144,6 +150,7 @@ mod tests {
             sources,
             trailing_slash: slash,
             confine_to: None,
+            as_operand: false,
         }
     }
 

@@ -18,7 +18,9 @@
 
 mod dest;
 mod error;
+mod gate;
 mod local;
+mod manifest;
 mod options;
 mod pool;
 mod progress;
@@ -32,7 +34,8 @@ pub mod wire;
 pub use dest::DestSpec;
 pub use error::EngineError;
 pub use local::copy_local;
-pub use options::Options;
+pub use manifest::Manifest;
+pub use options::{default_hash_threads, Algorithm, Options, Schedule, Verify};
 pub use pool::{BufferPool, PooledBuf};
 pub use progress::{Progress, Report};
 pub use rate::RateLimiter;

@@ -40,7 +40,12 @@ pub async fn copy_local(
         peer: "local sender".into(),
     };
     let sink_progress = Arc::new(Progress::default());
-    let sink = tokio::spawn(run_sink(opts.clone(), dest, dst, sink_progress));
+    // The source writes manifest lines from the sink's reports; the sink must not too.
+    let sink_opts = Options {
+        manifest: None,
+        ..opts.clone()
+    };
+    let sink = tokio::spawn(run_sink(sink_opts, dest, dst, sink_progress));
     let source = run_source(opts, operands, src, progress).await;
     let sink = sink.await.expect("sink task panicked");
     // The sink's error is the cause when both fail (the source only sees a closed pipe).

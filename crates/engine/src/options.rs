@@ -1,5 +1,12 @@
 //! Settings of a transfer that both sides must agree on or that tune one side.
 
+use std::sync::Arc;
+
+pub use hetch_integrity::Algorithm;
+pub use hetch_proto::{Schedule, Verify};
+
+use crate::manifest::Manifest;
+
 /// Transfer settings.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -7,7 +14,7 @@ pub struct Options {
     pub block_size: u64,
     /// Files read (source) concurrently; also the number of block readers.
     pub concurrency: usize,
-    /// Blocks written and verified concurrently on the sink.
+    /// Blocks written concurrently on the sink.
     pub writers: usize,
     /// Bytes of block buffers each side may hold at once.
     pub buffer_memory: usize,
@@ -19,9 +26,28 @@ pub struct Options {
     pub fsync: bool,
     /// How often one block may be re-sent after failing its check.
     pub max_retries: u32,
+    /// Algorithm of block and whole-file digests.
+    pub checksum: Algorithm,
+    /// What the sink checks before a block counts as done.
+    pub verify: Verify,
+    /// When the sink checks (for [`Verify::Written`]).
+    pub schedule: Schedule,
+    /// Threads that hash at once on this side.
+    pub hash_threads: usize,
+    /// The sink reports each finished (or skipped) file's whole-file digest.
+    pub file_digests: bool,
+    /// Skip an existing destination file only when its whole-file digest matches.
+    pub checksum_skip: bool,
+    /// Compare source and destination only; write nothing.
+    pub compare_only: bool,
+    /// Where this side writes manifest lines (the client side of a session).
+    pub manifest: Option<Arc<Manifest>>,
     /// Test-only fault hook: flip one bit in this many of the first data blocks the
     /// source sends, after hashing them (simulates corruption in flight).
     pub corrupt_blocks: u64,
+    /// Test-only fault hook: flip one bit in the destination file after writing this
+    /// many of the first blocks, before they are read back (simulates storage damage).
+    pub corrupt_written: u64,
 }
 
 impl Default for Options {
@@ -35,7 +61,16 @@ impl Default for Options {
             no_clobber: false,
             fsync: false,
             max_retries: 3,
+            checksum: Algorithm::Blake3,
+            verify: Verify::Written,
+            schedule: Schedule::Block,
+            hash_threads: default_hash_threads(),
+            file_digests: false,
+            checksum_skip: false,
+            compare_only: false,
+            manifest: None,
             corrupt_blocks: 0,
+            corrupt_written: 0,
         }
     }
 }
@@ -45,4 +80,9 @@ impl Options {
     pub fn effective_buffer_memory(&self) -> usize {
         self.buffer_memory.max(4 * self.block_size as usize)
     }
+}
+
+/// One hashing thread per CPU.
+pub fn default_hash_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
 }

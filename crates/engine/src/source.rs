@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::error::EngineError;
+use crate::gate::Gate;
 use crate::pool::{BufferPool, PooledBuf};
 use crate::progress::{Progress, Report};
 use crate::rate::RateLimiter;
@@ -67,6 +68,8 @@ struct Shared {
     jobs: (async_channel::Sender<Job>, async_channel::Receiver<Job>),
     pool: BufferPool,
     corrupt_left: AtomicU64,
+    /// Bounds the threads hashing at once.
+    gate: Gate,
 }
 
 impl Shared {
@@ -115,6 +118,7 @@ pub async fn run_source(
     let pool = BufferPool::new(opts.effective_buffer_memory());
     let shared = Arc::new(Shared {
         corrupt_left: AtomicU64::new(opts.corrupt_blocks),
+        gate: Gate::new(opts.hash_threads),
         opts,
         peer: peer.clone(),
         progress: progress.clone(),
@@ -188,6 +192,7 @@ fn walker(
 ) -> Result<(), EngineError> {
     let rt = tokio::runtime::Handle::current();
     let mut next_id = 0u64;
+    let mut digest_buf = Vec::new();
     let report = |id: &mut u64, e: hetch_storage::StorageError| {
         *id += 1;
         tx.blocking_send(Listed::Error(*id - 1, e.to_string()))
@@ -220,7 +225,30 @@ fn walker(
             }
             let id = next_id;
             next_id += 1;
-            let entry = to_entry(id, &se);
+            let mut entry = to_entry(id, &se);
+            if let (EntryKind::File { digest, .. }, true) = (
+                &mut entry.kind,
+                shared.opts.checksum_skip || shared.opts.compare_only,
+            ) {
+                // The sink skips (or, comparing, accepts) a file only on a matching
+                // whole-file digest, so it must travel with the entry.
+                let algo = shared.opts.checksum;
+                match crate::sum::sum_file_with(
+                    algo,
+                    &se.abs,
+                    shared.opts.block_size,
+                    &mut digest_buf,
+                ) {
+                    Ok(d) => *digest = Some(d),
+                    Err(e) => {
+                        shared.window.add_permits(1);
+                        if tx.blocking_send(Listed::Error(id, e.to_string())).is_err() {
+                            return Ok(());
+                        }
+                        continue;
+                    }
+                }
+            }
             let size = match se.kind {
                 SourceKind::File { size } => {
                     Progress::add(&shared.progress.total_files, 1);
@@ -251,7 +279,10 @@ fn to_entry(id: u64, se: &SourceEntry) -> Entry {
         id,
         path: se.rel.clone(),
         kind: match &se.kind {
-            SourceKind::File { size } => EntryKind::File { size: *size },
+            SourceKind::File { size } => EntryKind::File {
+                size: *size,
+                digest: None,
+            },
             SourceKind::Dir => EntryKind::Dir,
             SourceKind::Symlink { target } => EntryKind::Symlink {
                 target: target.clone(),
@@ -388,7 +419,14 @@ async fn control_reader(
                 };
                 let _ = shared.jobs.0.send(job).await;
             }
-            Frame::FileDone { file, error } => {
+            Frame::FileDone {
+                file,
+                error,
+                digest,
+            } => {
+                if let (Some(m), Some(manifest)) = (&digest, &shared.opts.manifest) {
+                    manifest.add(&m.digest, &m.path);
+                }
                 let was = shared.complete(file);
                 match error {
                     None => {
@@ -466,10 +504,12 @@ async fn reader(
             let len = integrity::block_len(size, bs, index);
             let mut buf = shared.pool.get(len as usize).await;
             let f = file.clone();
+            let sh = shared.clone();
             let read = tokio::task::spawn_blocking(move || {
                 let r = f.read_exact_at(&mut buf[..], index * bs);
                 let zero = r.is_ok() && is_zero(&buf);
-                let digest = integrity::block_digest(size, bs, index, &buf);
+                let algo = sh.opts.checksum;
+                let digest = sh.gate.run(|| algo.block_digest(size, bs, index, &buf));
                 r.map(|_| (buf, zero, digest))
             })
             .await

@@ -20,6 +20,7 @@ fn dest(p: &Path, sources: u32) -> DestSpec {
         sources,
         trailing_slash: false,
         confine_to: None,
+        as_operand: false,
     }
 }
 
@@ -161,7 +162,7 @@ async fn unrepairable_corruption_fails_the_file_and_leaves_no_final_name() {
         .await
         .unwrap();
     assert_eq!(r.summary.failed, 1);
-    assert!(r.errors[0].contains("failed its check"), "{:?}", r.errors);
+    assert!(r.errors[0].contains("failed its blake3 check"), "{:?}", r.errors);
     assert!(!out.exists());
     assert!(
         std::fs::read_dir(t.path()).unwrap().count() == 1,

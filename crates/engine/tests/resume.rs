@@ -29,6 +29,7 @@ fn interrupted_copy(src: &Path, dst: &Path, done_blocks: u64) {
         file_size: size,
         mtime_sec: md.mtime(),
         mtime_nsec: md.mtime_nsec() as u32,
+        checksum: 0,
     };
     let j = Journal::create(&journal_path(dst), &header).unwrap();
     for i in 0..done_blocks {
@@ -59,6 +60,7 @@ async fn continues_from_verified_blocks() {
         sources: 1,
         trailing_slash: false,
         confine_to: None,
+        as_operand: false,
     };
     let r = copy_local(
         opts(),
@@ -100,6 +102,7 @@ async fn a_journal_for_another_version_of_the_file_is_ignored() {
         sources: 1,
         trailing_slash: false,
         confine_to: None,
+        as_operand: false,
     };
     let r = copy_local(
         opts(),
@@ -128,6 +131,7 @@ async fn all_blocks_verified_but_not_renamed_finishes_without_sending() {
         sources: 1,
         trailing_slash: false,
         confine_to: None,
+        as_operand: false,
     };
     let r = copy_local(
         opts(),

@@ -59,6 +59,49 @@ impl Algorithm {
         }
     }
 
+    /// A small number naming the algorithm in on-disk records (journals); never
+    /// renumber. BLAKE3 is 0.
+    pub fn id(self) -> u8 {
+        match self {
+            Algorithm::Blake3 => 0,
+            Algorithm::Xxh3 => 1,
+            Algorithm::Crc32c => 2,
+            Algorithm::Md5 => 3,
+            Algorithm::Sha256 => 4,
+            Algorithm::Adler32 => 5,
+        }
+    }
+
+    /// Whether block digests merge into the whole-file digest in any order (BLAKE3);
+    /// the others need the file's bytes in order.
+    pub fn merges_blocks(self) -> bool {
+        self == Algorithm::Blake3
+    }
+
+    /// The digest of block `index` (bytes `data`) of a file of `file_len` bytes, in the
+    /// 32-byte form that travels with the block and is journaled: for BLAKE3 the block
+    /// digest of [`crate::block_digest`] (mergeable); for the others the algorithm's
+    /// digest of the block's bytes, zero-padded to 32 bytes.
+    ///
+    /// # Panics
+    ///
+    /// As [`crate::block_digest`] for BLAKE3 (wrong length or index).
+    pub fn block_digest(
+        self,
+        file_len: u64,
+        block_size: u64,
+        index: u64,
+        data: &[u8],
+    ) -> crate::Digest {
+        if self == Algorithm::Blake3 {
+            return crate::block_digest(file_len, block_size, index, data);
+        }
+        let mut out = [0u8; 32];
+        let d = self.digest(data);
+        out[..d.len()].copy_from_slice(&d);
+        out
+    }
+
     /// A hasher for data fed in order.
     pub fn hasher(self) -> Hasher {
         Hasher(match self {
@@ -188,6 +231,24 @@ mod tests {
             assert_eq!(d, a.digest(&data), "{a}");
             assert_eq!(d.len(), a.digest_len(), "{a}");
         }
+    }
+
+    #[test]
+    fn block_digests_are_padded_digests_of_the_block() {
+        let data: Vec<u8> = (0..5000u32).map(|i| (i % 253) as u8).collect();
+        for a in Algorithm::ALL {
+            let d = a.block_digest(5000 + 4096, 4096, 1, &data[..4096]);
+            if a == Algorithm::Blake3 {
+                assert_eq!(d, crate::block_digest(5000 + 4096, 4096, 1, &data[..4096]));
+            } else {
+                let n = a.digest_len();
+                assert_eq!(&d[..n], &a.digest(&data[..4096])[..], "{a}");
+                assert!(d[n..].iter().all(|b| *b == 0), "{a}");
+            }
+        }
+        let ids: std::collections::HashSet<u8> = Algorithm::ALL.iter().map(|a| a.id()).collect();
+        assert_eq!(ids.len(), Algorithm::ALL.len());
+        assert_eq!(Algorithm::Blake3.id(), 0);
     }
 
     #[test]

@@ -20,6 +20,17 @@ const ENTRY_DIR: u8 = 1;
 const ENTRY_SYMLINK: u8 = 2;
 const PLAN_SKIP: u8 = 0;
 const PLAN_SEND: u8 = 1;
+const VERIFY_WRITTEN: u8 = 0;
+const VERIFY_RECEIVED: u8 = 1;
+const VERIFY_NONE: u8 = 2;
+const SCHEDULE_BLOCK: u8 = 0;
+const SCHEDULE_FILE: u8 = 1;
+const SCHEDULE_SEQUENTIAL: u8 = 2;
+
+/// Longest whole-file digest on the wire (SHA-512 would fit).
+pub(crate) const MAX_FILE_DIGEST: usize = 64;
+/// Longest checksum algorithm name.
+const MAX_ALGORITHM_NAME: usize = 32;
 
 /// Smallest encoding of an [`Entry`]: a directory with an empty path (which is then
 /// refused, but the list count check must not depend on validation order).
@@ -44,7 +55,7 @@ impl Entry {
     /// and must stay within [`crate::MAX_CONTROL_BODY`]: the engine batches with this.
     pub fn wire_len(&self) -> usize {
         let kind = match &self.kind {
-            EntryKind::File { .. } => 8,
+            EntryKind::File { digest, .. } => 8 + 1 + digest.as_ref().map_or(0, |d| 4 + d.len()),
             EntryKind::Dir => 0,
             EntryKind::Symlink { target } => 4 + target.len(),
         };
@@ -93,13 +104,25 @@ pub(crate) fn encode_body(frame: &Frame, out: &mut Vec<u8>) {
             out.put_u64(*file);
             out.put_u64(*block);
         }
-        Frame::FileDone { file, error } => {
+        Frame::FileDone {
+            file,
+            error,
+            digest,
+        } => {
             out.put_u64(*file);
             match error {
                 None => out.put_u8(0),
                 Some(e) => {
                     out.put_u8(1);
                     out.put_bytes(e.as_bytes());
+                }
+            }
+            match digest {
+                None => out.put_u8(0),
+                Some(m) => {
+                    out.put_u8(1);
+                    out.put_bytes(&m.digest);
+                    out.put_bytes(&m.path);
                 }
             }
         }
@@ -141,6 +164,7 @@ pub(crate) fn decode_body(kind: FrameKind, body: &[u8]) -> Result<Frame, ProtoEr
         FrameKind::FileDone => Frame::FileDone {
             file: r.u64()?,
             error: r.option(Reader::string)?,
+            digest: r.option(decode_manifest_entry)?,
         },
         FrameKind::FileError => Frame::FileError {
             file: r.u64()?,
@@ -194,6 +218,7 @@ fn encode_hello(hello: &Hello, out: &mut Vec<u8>) {
             out.put_u64(req.rate_limit);
             out.put_bool(req.no_clobber);
             out.put_bool(req.fsync);
+            encode_integrity(&req.integrity, out);
         }
         HelloRole::Data { session, index } => {
             out.put_u8(ROLE_DATA);
@@ -245,6 +270,7 @@ fn decode_session_request(r: &mut Reader<'_>) -> Result<SessionRequest, ProtoErr
         rate_limit: r.u64()?,
         no_clobber: r.bool()?,
         fsync: r.bool()?,
+        integrity: decode_integrity(r)?,
     };
     // The engine sizes buffers from the block size, so a hostile one must not get in.
     let bs = req.block_size;
@@ -252,6 +278,69 @@ fn decode_session_request(r: &mut Reader<'_>) -> Result<SessionRequest, ProtoErr
         return Err(r.err("block size is not a power of two between 1 KiB and MAX_BLOCK"));
     }
     Ok(req)
+}
+
+fn encode_integrity(i: &IntegrityRequest, out: &mut Vec<u8>) {
+    out.put_bytes(i.checksum.as_bytes());
+    out.put_u8(match i.verify {
+        Verify::Written => VERIFY_WRITTEN,
+        Verify::Received => VERIFY_RECEIVED,
+        Verify::None => VERIFY_NONE,
+    });
+    out.put_u8(match i.schedule {
+        Schedule::Block => SCHEDULE_BLOCK,
+        Schedule::File => SCHEDULE_FILE,
+        Schedule::Sequential => SCHEDULE_SEQUENTIAL,
+    });
+    out.put_u16(i.hash_threads);
+    out.put_bool(i.file_digests);
+    out.put_bool(i.checksum_skip);
+    out.put_bool(i.compare_only);
+}
+
+fn decode_integrity(r: &mut Reader<'_>) -> Result<IntegrityRequest, ProtoError> {
+    let checksum = r.string()?;
+    if checksum.is_empty() || checksum.len() > MAX_ALGORITHM_NAME {
+        return Err(r.err("checksum name empty or too long"));
+    }
+    let verify = match r.u8()? {
+        VERIFY_WRITTEN => Verify::Written,
+        VERIFY_RECEIVED => Verify::Received,
+        VERIFY_NONE => Verify::None,
+        _ => return Err(r.err("unknown verify mode")),
+    };
+    let schedule = match r.u8()? {
+        SCHEDULE_BLOCK => Schedule::Block,
+        SCHEDULE_FILE => Schedule::File,
+        SCHEDULE_SEQUENTIAL => Schedule::Sequential,
+        _ => return Err(r.err("unknown verify schedule")),
+    };
+    Ok(IntegrityRequest {
+        checksum,
+        verify,
+        schedule,
+        hash_threads: r.u16()?,
+        file_digests: r.bool()?,
+        checksum_skip: r.bool()?,
+        compare_only: r.bool()?,
+    })
+}
+
+fn file_digest(r: &mut Reader<'_>) -> Result<Vec<u8>, ProtoError> {
+    let d = r.bytes()?;
+    if d.is_empty() || d.len() > MAX_FILE_DIGEST {
+        return Err(r.err("file digest empty or too long"));
+    }
+    Ok(d)
+}
+
+fn decode_manifest_entry(r: &mut Reader<'_>) -> Result<ManifestEntry, ProtoError> {
+    let digest = file_digest(r)?;
+    let path = r.bytes()?;
+    if let Some(why) = rel_path_problem(&path) {
+        return Err(r.err(why));
+    }
+    Ok(ManifestEntry { digest, path })
 }
 
 fn decode_error_code(r: &mut Reader<'_>) -> Result<ErrorCode, ProtoError> {
@@ -271,9 +360,16 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
     out.put_u64(entry.id);
     out.put_bytes(&entry.path);
     match &entry.kind {
-        EntryKind::File { size } => {
+        EntryKind::File { size, digest } => {
             out.put_u8(ENTRY_FILE);
             out.put_u64(*size);
+            match digest {
+                None => out.put_u8(0),
+                Some(d) => {
+                    out.put_u8(1);
+                    out.put_bytes(d);
+                }
+            }
         }
         EntryKind::Dir => out.put_u8(ENTRY_DIR),
         EntryKind::Symlink { target } => {
@@ -293,7 +389,10 @@ fn decode_entry(r: &mut Reader<'_>) -> Result<Entry, ProtoError> {
         return Err(r.err(why));
     }
     let kind = match r.u8()? {
-        ENTRY_FILE => EntryKind::File { size: r.u64()? },
+        ENTRY_FILE => EntryKind::File {
+            size: r.u64()?,
+            digest: r.option(file_digest)?,
+        },
         ENTRY_DIR => EntryKind::Dir,
         ENTRY_SYMLINK => {
             let target = r.bytes()?;

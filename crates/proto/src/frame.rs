@@ -44,6 +44,9 @@ pub enum Frame {
         file: u64,
         /// `None` when the file is complete and checked; otherwise why it failed.
         error: Option<String>,
+        /// The finished file's whole-file digest and manifest path, when the session
+        /// asked for them ([`IntegrityRequest::file_digests`]).
+        digest: Option<ManifestEntry>,
     },
     /// Source -> sink: a file could not be read at the source; the sink drops it.
     FileError {
@@ -106,6 +109,59 @@ pub struct SessionRequest {
     pub no_clobber: bool,
     /// fdatasync each file before it is renamed into place.
     pub fsync: bool,
+    /// How blocks are hashed and checked.
+    pub integrity: IntegrityRequest,
+}
+
+/// The integrity settings of a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntegrityRequest {
+    /// Name of the checksum algorithm for block and file digests (`blake3`, `md5`, ...).
+    pub checksum: String,
+    /// What the sink checks.
+    pub verify: Verify,
+    /// When the sink checks.
+    pub schedule: Schedule,
+    /// Threads that hash on each side (0 = the server's default).
+    pub hash_threads: u16,
+    /// The sink reports every file's whole-file digest in its `FileDone`.
+    pub file_digests: bool,
+    /// Entries carry whole-file digests; an existing destination file is skipped only
+    /// when its digest matches.
+    pub checksum_skip: bool,
+    /// Compare the trees only: nothing is written; differences come back as file errors.
+    pub compare_only: bool,
+}
+
+/// What the sink checks before a block counts as done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verify {
+    /// Read the block back from the destination storage after writing it and hash that.
+    Written,
+    /// Hash the received bytes before writing them.
+    Received,
+    /// Check nothing (the source's digests are still recorded).
+    None,
+}
+
+/// When the sink runs its checks (for [`Verify::Written`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schedule {
+    /// Each block as soon as it is written.
+    Block,
+    /// Each file once all its blocks are written.
+    File,
+    /// Every file once all files are written.
+    Sequential,
+}
+
+/// A finished file's whole-file digest, for a manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestEntry {
+    /// Digest bytes (length depends on the algorithm).
+    pub digest: Vec<u8>,
+    /// Path relative to the destination directory, `/`-separated.
+    pub path: Vec<u8>,
 }
 
 /// Direction of a session, seen from the client.
@@ -188,6 +244,8 @@ pub enum EntryKind {
     File {
         /// Size in bytes.
         size: u64,
+        /// Whole-file digest, sent only for checksum-skip and compare-only sessions.
+        digest: Option<Vec<u8>>,
     },
     /// A directory (its contents are separate entries).
     Dir,

@@ -2,8 +2,9 @@
 //!
 //! One journal per partly received multi-block file, next to its part file. It starts
 //! with a header naming what is being received (block size, the source file's size and
-//! mtime); then one fixed-size record per block that was written and whose digest
-//! matched: `index u64 | digest [32] | crc32c u32`. Records are appended with single
+//! mtime, checksum algorithm); then one fixed-size record per block that was written
+//! and whose digest matched (after the read-back, when the destination is verified as
+//! written): `index u64 | digest [32] | crc32c u32`. Records are appended with single
 //! `write` calls on an `O_APPEND` file, so concurrent writers never interleave, and a
 //! record torn by `kill -9` fails its CRC and is ignored. The same record serves the
 //! wire check (digests), resume (which blocks are done) and later read-back checks.
@@ -30,6 +31,9 @@ pub struct JournalHeader {
     pub mtime_sec: i64,
     /// Source mtime, nanoseconds.
     pub mtime_nsec: u32,
+    /// Which checksum algorithm the recorded digests are (0 = BLAKE3, so journals
+    /// written before the field existed still match).
+    pub checksum: u8,
 }
 
 impl JournalHeader {
@@ -40,6 +44,7 @@ impl JournalHeader {
         b[16..24].copy_from_slice(&self.file_size.to_le_bytes());
         b[24..32].copy_from_slice(&self.mtime_sec.to_le_bytes());
         b[32..36].copy_from_slice(&self.mtime_nsec.to_le_bytes());
+        b[36] = self.checksum;
         b
     }
 }
@@ -141,6 +146,7 @@ mod tests {
         file_size: 10_000,
         mtime_sec: 5,
         mtime_nsec: 6,
+        checksum: 0,
     };
 
     #[test]
@@ -176,6 +182,8 @@ mod tests {
             .append(0, &[0; 32])
             .unwrap();
         let other = JournalHeader { file_size: 1, ..H };
+        let other_algorithm = JournalHeader { checksum: 3, ..H };
+        assert_ne!(other_algorithm.encode(), H.encode());
         assert!(
             Journal::resume(&p, &other, |_, _| panic!("stale record used"))
                 .unwrap()

@@ -139,3 +139,27 @@ pub fn advise_willneed(file: &File, offset: u64, len: u64) {
         );
     }
 }
+
+/// Writes out the dirty pages of a range, waits for them, and drops the range from the
+/// page cache, so that the next read of it comes from the device. Advice only: errors
+/// are ignored (the read then comes from the cache, which is still a correct read).
+pub fn drop_cached_range(file: &File, offset: u64, len: u64) {
+    let fd = file.as_raw_fd();
+    // SAFETY: valid fd for the life of `file`; the calls only read their arguments.
+    unsafe {
+        libc::sync_file_range(
+            fd,
+            offset as libc::off64_t,
+            len as libc::off64_t,
+            libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                | libc::SYNC_FILE_RANGE_WRITE
+                | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+        );
+        libc::posix_fadvise(
+            fd,
+            offset as libc::off_t,
+            len as libc::off_t,
+            libc::POSIX_FADV_DONTNEED,
+        );
+    }
+}

@@ -95,6 +95,38 @@ impl PartFile {
         self.file.write_all_at(data, offset).at(&self.path)
     }
 
+    /// Reads `buf.len()` bytes at `offset` back from the storage, for verification.
+    ///
+    /// With `from_storage`, the range is first written out and waited for
+    /// (`sync_file_range`) and its pages are dropped from the page cache
+    /// (`posix_fadvise(DONTNEED)`), so the read comes from the device, not from the
+    /// cache that was just written; where a file system ignores the advice (tmpfs),
+    /// the read comes from memory. Bytes past the current end of the file read as zeros:
+    /// the file is sized when it is finished, and unwritten ranges are holes.
+    pub fn read_back(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        from_storage: bool,
+    ) -> Result<(), StorageError> {
+        if from_storage && !buf.is_empty() {
+            meta::drop_cached_range(&self.file, offset, buf.len() as u64);
+        }
+        let mut done = 0;
+        while done < buf.len() {
+            match self.file.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(0) => {
+                    buf[done..].fill(0);
+                    break;
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(StorageError::io(&self.path, e)),
+            }
+        }
+        Ok(())
+    }
+
     /// Applies mode and mtime, stores the digest, optionally flushes to stable storage,
     /// renames the file over its final name and, with `journaled`, removes its journal.
     pub fn finalize(

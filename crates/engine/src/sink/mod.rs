@@ -2,11 +2,17 @@
 //!
 //! Tasks: the control reader plans each batch of entries (skip, send all, or send what
 //! the journal lacks) on a blocking thread; one reader per data stream takes blocks off
-//! the wire into pooled buffers; writers check each block's digest, write it at its
-//! offset and journal it, and finish files whose last block arrived; a finisher sends
-//! the summary once the source has announced everything and every file is done.
+//! the wire into pooled buffers; writers write each block at its offset (checking the
+//! received bytes first with `--verify received`); verifiers read written blocks back
+//! from storage and check them (`--verify written`, per block, per file or after
+//! everything, as the schedule says); a block that passed its check is journaled and
+//! counted (`finish`), and the last one finishes its file; a finisher sends the summary
+//! once the source has announced everything and every file is done.
 
+mod compare;
+mod finish;
 mod plan;
+mod verify;
 mod write;
 
 use std::collections::HashMap;
@@ -15,8 +21,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use hetch_integrity::FileDigest;
-use hetch_proto::{DataHeader, Frame};
+use hetch_integrity::{Digest, FileDigest, Hasher};
+use hetch_proto::{DataHeader, Frame, Schedule};
 use hetch_storage::journal::Journal;
 use hetch_storage::part::{FinalMeta, PartFile};
 use hetch_storage::paths::ParentGuard;
@@ -26,6 +32,7 @@ use tokio::task::JoinSet;
 
 use crate::dest::{DestMap, DestSpec};
 use crate::error::EngineError;
+use crate::gate::Gate;
 use crate::pool::{BufferPool, PooledBuf};
 use crate::progress::{Progress, Report};
 use crate::session::{control_writer, run_tasks, CONTROL_QUEUE};
@@ -57,6 +64,18 @@ pub(crate) struct FileState {
     pub holes: bool,
     /// Failed checks per block.
     pub retries: HashMap<u64, u32>,
+    /// Blocks written but not yet read back and checked, with the source's digests
+    /// (file and sequential schedules).
+    pub written: Vec<(u64, Digest)>,
+    /// The in-order whole-file digest, for algorithms whose block digests do not merge.
+    pub ordered: Option<OrderedDigest>,
+}
+
+/// A whole-file digest fed with blocks in file order as they become done.
+pub(crate) struct OrderedDigest {
+    pub hasher: Hasher,
+    /// The next block to feed.
+    pub next: u64,
 }
 
 impl FileState {
@@ -85,7 +104,24 @@ pub(crate) struct SinkShared {
     /// Directories created or reused, with the metadata to apply at the end.
     pub dirs: Mutex<Vec<(PathBuf, FinalMeta)>>,
     zeros: OnceLock<Vec<u8>>,
+    /// Bounds the threads hashing at once.
+    pub gate: Gate,
+    /// Written blocks and files waiting to be read back and checked.
+    pub verify: (
+        async_channel::Sender<verify::Job>,
+        async_channel::Receiver<verify::Job>,
+    ),
+    /// Files written completely and held until everything is written (sequential).
+    pub deferred: Mutex<Vec<u64>>,
+    /// Test hook: written blocks still to damage (see `Options::corrupt_written`).
+    pub corrupt_left: AtomicU64,
+    /// Compare-only sessions: destination paths the source announced.
+    pub seen: Mutex<std::collections::HashSet<PathBuf>>,
 }
+
+/// Files a sequential schedule lets pile up before it checks them (a bound on memory
+/// and on the source's window of unfinished entries, which is larger).
+const SEQUENTIAL_BATCH: u64 = 8192;
 
 impl SinkShared {
     /// A buffer of zeros at least one block long (for all-zero blocks).
@@ -115,6 +151,52 @@ impl SinkShared {
     pub fn settle(&self) {
         self.pending.fetch_sub(1, SeqCst);
         self.changed.notify_one();
+        self.release_deferred();
+    }
+
+    /// Queues a completely written file for its read-back check, now (file schedule)
+    /// or once every pending file is written (sequential schedule).
+    pub fn file_written(&self, id: u64) {
+        if self.opts.schedule == Schedule::Sequential {
+            self.deferred.lock().expect("deferred lock").push(id);
+            self.release_deferred();
+        } else {
+            let _ = self.verify.0.try_send(verify::Job::File(id));
+        }
+    }
+
+    /// Sequential schedule: once every pending file is written and the source has
+    /// announced everything (or a batch has piled up), checks them all.
+    pub fn release_deferred(&self) {
+        let mut d = self.deferred.lock().expect("deferred lock");
+        let pending = self.pending.load(SeqCst);
+        let all_written = !d.is_empty() && d.len() as u64 >= pending;
+        if all_written && (self.end_of_entries.load(SeqCst) || pending >= SEQUENTIAL_BATCH) {
+            for id in d.drain(..) {
+                let _ = self.verify.0.try_send(verify::Job::File(id));
+            }
+        }
+    }
+
+    /// Path of a destination file relative to the destination directory, for
+    /// manifests: `cd DST && b3sum -c MANIFEST` checks the copy.
+    pub fn manifest_path(&self, final_path: &std::path::Path) -> Vec<u8> {
+        let rel = final_path
+            .strip_prefix(&self.dest.path)
+            .ok()
+            .filter(|r| !r.as_os_str().is_empty())
+            .or_else(|| {
+                let base = &self.map.get()?.base;
+                final_path.strip_prefix(base).ok()
+            })
+            .map(|r| r.as_os_str().as_bytes().to_vec());
+        rel.unwrap_or_else(|| {
+            final_path
+                .file_name()
+                .unwrap_or_default()
+                .as_bytes()
+                .to_vec()
+        })
     }
 
     fn all_done(&self) -> bool {
@@ -134,6 +216,7 @@ impl SinkShared {
         Frame::FileDone {
             file: id,
             error: Some(message),
+            digest: None,
         }
     }
 }
@@ -150,6 +233,8 @@ pub async fn run_sink(
     let (ctl_tx, ctl_rx) = mpsc::channel(CONTROL_QUEUE);
     let ctl_writer = tokio::spawn(control_writer(FrameWriter::new(ctl_w, &peer), ctl_rx));
 
+    let opts_hash_threads = opts.hash_threads;
+    let corrupt_written = opts.corrupt_written;
     let shared = Arc::new(SinkShared {
         opts,
         peer: peer.clone(),
@@ -164,6 +249,11 @@ pub async fn run_sink(
         changed: Notify::new(),
         dirs: Mutex::default(),
         zeros: OnceLock::new(),
+        gate: Gate::new(opts_hash_threads),
+        verify: async_channel::unbounded(),
+        deferred: Mutex::default(),
+        corrupt_left: AtomicU64::new(corrupt_written),
+        seen: Mutex::default(),
     });
     let pool = BufferPool::new(shared.opts.effective_buffer_memory());
     let (block_tx, block_rx) = async_channel::bounded(64);
@@ -192,6 +282,9 @@ pub async fn run_sink(
         ));
     }
     drop(block_rx);
+    for _ in 0..shared.opts.hash_threads.max(1) {
+        tasks.spawn(verify::verifier(shared.clone(), ctl_tx.clone()));
+    }
 
     run_tasks(tasks, ctl_tx, ctl_writer).await?;
     Ok(Report {
@@ -244,6 +337,7 @@ async fn control_reader(
             Frame::EndOfEntries => {
                 shared.end_of_entries.store(true, SeqCst);
                 shared.changed.notify_one();
+                shared.release_deferred();
             }
             Frame::Error(e) => return Err(EngineError::from_peer(&shared.peer, e)),
             other => return Err(unexpected(format!("unexpected frame {other:?}"))),
@@ -306,10 +400,18 @@ async fn finisher(shared: Arc<SinkShared>, ctl: mpsc::Sender<Frame>) -> Result<(
         }
         changed.await;
     }
+    // Nothing is left to check: let the verifiers stop.
+    shared.verify.0.close();
     let sh = shared.clone();
-    tokio::task::spawn_blocking(move || plan::finish_dirs(&sh))
-        .await
-        .expect("finish task panicked")?;
+    let extras = tokio::task::spawn_blocking(move || {
+        let extras = compare::extras(&sh);
+        plan::finish_dirs(&sh).map(|_| extras)
+    })
+    .await
+    .expect("finish task panicked")?;
+    for f in extras {
+        let _ = ctl.send(f).await;
+    }
     shared.finished_sent.store(true, SeqCst);
     let _ = ctl.send(Frame::Finished(shared.progress.summary())).await;
     Ok(())

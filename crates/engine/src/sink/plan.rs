@@ -13,7 +13,7 @@ use hetch_storage::journal::{Journal, JournalHeader};
 use hetch_storage::part::{self, FinalMeta, PartFile};
 use hetch_storage::{meta, paths, StorageError};
 
-use super::{FileState, IncomingFile, SinkShared};
+use super::{FileState, IncomingFile, OrderedDigest, SinkShared};
 use crate::error::EngineError;
 use crate::progress::Progress;
 
@@ -28,9 +28,26 @@ pub(crate) fn plan_batch(
     if let Some(first) = batch.first() {
         sh.resolve(&first.path)?;
     }
+    if sh.opts.compare_only {
+        for e in batch {
+            plan.push(PlanItem {
+                id: e.id,
+                action: PlanAction::Skip,
+            });
+            if let Err(message) = super::compare::compare_entry(sh, &e) {
+                sh.progress.fail(message.clone());
+                follow.push(Frame::FileDone {
+                    file: e.id,
+                    error: Some(message),
+                    digest: None,
+                });
+            }
+        }
+        return Ok((plan, follow));
+    }
     for e in batch {
         let top_level = !e.path.contains(&b'/');
-        match plan_entry(sh, &e) {
+        match plan_entry(sh, &e, &mut follow) {
             Ok(action) => plan.push(PlanItem { id: e.id, action }),
             Err(err) if err.is_no_space() || (top_level && is_wrong_type(&err)) => {
                 return Err(err.into())
@@ -45,6 +62,7 @@ pub(crate) fn plan_batch(
                 follow.push(Frame::FileDone {
                     file: e.id,
                     error: Some(message),
+                    digest: None,
                 });
             }
         }
@@ -56,7 +74,11 @@ fn is_wrong_type(e: &StorageError) -> bool {
     matches!(e, StorageError::WrongType { .. })
 }
 
-fn plan_entry(sh: &SinkShared, e: &Entry) -> Result<PlanAction, StorageError> {
+fn plan_entry(
+    sh: &SinkShared,
+    e: &Entry,
+    follow: &mut Vec<Frame>,
+) -> Result<PlanAction, StorageError> {
     let rel = paths::rel_from_wire(&e.path)?;
     let map = sh.map.get().expect("resolved before planning");
     let target = map.map(&rel);
@@ -85,7 +107,15 @@ fn plan_entry(sh: &SinkShared, e: &Entry) -> Result<PlanAction, StorageError> {
             Ok(action)
         }
         EntryKind::Symlink { target: link } => plan_symlink(sh, &target, link, fm),
-        EntryKind::File { size } => plan_file(sh, e.id, &target, *size, fm),
+        EntryKind::File { size, digest } => {
+            let src = FileToPlan {
+                id: e.id,
+                size: *size,
+                digest: digest.as_deref(),
+                meta: fm,
+            };
+            plan_file(sh, &src, &target, follow)
+        }
     }
 }
 
@@ -152,13 +182,53 @@ fn plan_symlink(
     Ok(PlanAction::Skip)
 }
 
-fn plan_file(
+/// A file entry as announced by the source.
+struct FileToPlan<'a> {
+    id: u64,
+    size: u64,
+    /// Whole-file digest (checksum-skip sessions).
+    digest: Option<&'a [u8]>,
+    meta: FinalMeta,
+}
+
+/// Whole-file digest of a destination file, as the session's algorithm computes it.
+fn digest_of(sh: &SinkShared, path: &Path) -> Result<Vec<u8>, StorageError> {
+    let mut buf = Vec::new();
+    crate::sum::sum_file_with(sh.opts.checksum, path, sh.opts.block_size, &mut buf)
+}
+
+/// Reports a file that needs no transfer, with its digest when the session wants them.
+fn report_present(
     sh: &SinkShared,
     id: u64,
+    path: &Path,
+    known: Option<Vec<u8>>,
+    follow: &mut Vec<Frame>,
+) -> Result<(), StorageError> {
+    if !sh.opts.file_digests {
+        return Ok(());
+    }
+    let digest = match known {
+        Some(d) => d,
+        None => digest_of(sh, path)?,
+    };
+    if let Some(m) = super::finish::manifest_entry(sh, path, Some(digest)) {
+        follow.push(Frame::FileDone {
+            file: id,
+            error: None,
+            digest: Some(m),
+        });
+    }
+    Ok(())
+}
+
+fn plan_file(
+    sh: &SinkShared,
+    src: &FileToPlan<'_>,
     target: &Path,
-    size: u64,
-    fm: FinalMeta,
+    follow: &mut Vec<Frame>,
 ) -> Result<PlanAction, StorageError> {
+    let (id, size, fm) = (src.id, src.size, src.meta);
     match std::fs::symlink_metadata(target) {
         Ok(md) if md.is_dir() => {
             return Err(StorageError::WrongType {
@@ -167,13 +237,26 @@ fn plan_file(
             })
         }
         Ok(md) => {
-            let same = md.is_file()
-                && md.len() == size
-                && md.mtime() == fm.mtime_sec
-                && md.mtime_nsec() as u32 == fm.mtime_nsec;
+            let same_size = md.is_file() && md.len() == size;
+            let mut known = None;
+            let same = if sh.opts.checksum_skip {
+                // Only a matching digest counts; size and mtime are not trusted.
+                match src.digest {
+                    Some(theirs) if same_size => {
+                        let ours = digest_of(sh, target)?;
+                        let equal = ours == theirs;
+                        known = Some(ours);
+                        equal
+                    }
+                    _ => false,
+                }
+            } else {
+                same_size && md.mtime() == fm.mtime_sec && md.mtime_nsec() as u32 == fm.mtime_nsec
+            };
             if same {
                 Progress::add(&sh.progress.skipped, 1);
                 Progress::add(&sh.progress.skipped_bytes, size);
+                report_present(sh, id, target, known, follow)?;
                 return Ok(PlanAction::Skip);
             }
             if sh.opts.no_clobber {
@@ -196,6 +279,13 @@ fn plan_file(
         remaining: blocks,
         holes: false,
         retries: Default::default(),
+        written: Vec::new(),
+        ordered: (sh.opts.file_digests && !sh.opts.checksum.merges_blocks()).then(|| {
+            OrderedDigest {
+                hasher: sh.opts.checksum.hasher(),
+                next: 0,
+            }
+        }),
     };
     let mut resumed = false;
     if blocks > 1 && part::part_path(target).exists() {
@@ -204,6 +294,7 @@ fn plan_file(
             file_size: size,
             mtime_sec: fm.mtime_sec,
             mtime_nsec: fm.mtime_nsec,
+            checksum: sh.opts.checksum.id(),
         };
         let mut verified = Vec::new();
         let journal = Journal::resume(&part::journal_path(target), &header, |i, d| {
@@ -229,11 +320,24 @@ fn plan_file(
     }
     if state.remaining == 0 {
         // Everything arrived before an interruption; only the rename was missing.
-        let digest = state.digest.finish().ok();
+        let merged = state.digest.finish().ok();
         let p = PartFile::open(target, true)?;
         p.set_len(size)?;
-        p.finalize(fm, digest.as_ref(), sh.opts.fsync, true)?;
+        let whole = match merged {
+            Some(d) if sh.opts.checksum.merges_blocks() => Some(d.to_vec()),
+            _ if sh.opts.file_digests => Some(digest_of(sh, p.path())?),
+            _ => None,
+        };
+        let xattr = merged.filter(|_| sh.opts.checksum.merges_blocks());
+        p.finalize(fm, xattr.as_ref(), sh.opts.fsync, true)?;
         Progress::add(&sh.progress.files, 1);
+        if let Some(m) = super::finish::manifest_entry(sh, target, whole) {
+            follow.push(Frame::FileDone {
+                file: id,
+                error: None,
+                digest: Some(m),
+            });
+        }
         return Ok(PlanAction::Skip);
     }
     let ranges = missing_ranges(&state, blocks);

@@ -1,14 +1,19 @@
-//! Checking, writing and journaling received blocks; finishing complete files.
+//! Writing received blocks: checking the received bytes first (`--verify received`),
+//! then handing each written block to the read-back check (`--verify written`) or
+//! straight to `finish::block_done` (`received`, `none`).
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use hetch_integrity as integrity;
-use hetch_proto::{DataHeader, Frame};
+use hetch_proto::{DataHeader, Frame, Schedule, Verify};
 use hetch_storage::journal::{Journal, JournalHeader};
 use hetch_storage::part::{self, PartFile};
 use hetch_storage::StorageError;
 use tokio::sync::mpsc;
 
+use super::finish::block_done;
+use super::verify::Job;
 use super::{IncomingFile, SinkShared};
 use crate::error::EngineError;
 use crate::pool::PooledBuf;
@@ -69,60 +74,103 @@ fn handle_block(
             data.len()
         )));
     }
-    let digest = integrity::block_digest(inc.size, bs, h.block, data);
-    if digest != h.digest {
-        return Ok(Some(mismatch(sh, h, &inc, &digest)));
+    if sh.opts.verify == Verify::Received {
+        let algo = sh.opts.checksum;
+        let digest = sh
+            .gate
+            .run(|| algo.block_digest(inc.size, bs, h.block, data));
+        if digest != h.digest {
+            return Ok(Some(mismatch(
+                sh, h.file, h.block, &inc, &h.digest, &digest,
+            )));
+        }
     }
-    match store(sh, h, &inc, data, payload.is_none(), &digest) {
+    let zero = payload.is_none();
+    let outcome = match store(sh, h, &inc, data, zero) {
+        Err(e) => Err(e),
+        Ok(false) => Ok(None),
+        Ok(true) => match (sh.opts.verify, sh.opts.schedule) {
+            (Verify::Written, Schedule::Block) => {
+                let job = Job::Block {
+                    file: h.file,
+                    block: h.block,
+                    digest: h.digest,
+                    buf: payload,
+                };
+                let _ = sh.verify.0.try_send(job);
+                Ok(None)
+            }
+            (Verify::Written, _) => {
+                let all_written = {
+                    let mut st = inc.state.lock().expect("file lock");
+                    st.written.push((h.block, h.digest));
+                    st.written.len() as u64 == st.remaining
+                };
+                if all_written {
+                    sh.file_written(h.file);
+                }
+                Ok(None)
+            }
+            _ => block_done(sh, h.file, &inc, h.block, &h.digest, data),
+        },
+    };
+    match outcome {
         Ok(reply) => Ok(reply),
         Err(e) if e.is_no_space() => Err(e.into()),
         Err(e) => Ok(Some(sh.fail_file(h.file, e.to_string()))),
     }
 }
 
-fn mismatch(sh: &SinkShared, h: &DataHeader, inc: &IncomingFile, got: &[u8; 32]) -> Frame {
+/// A block failed its check: ask for it again, or give up on the file after
+/// `max_retries` failures of the same block.
+pub(crate) fn mismatch(
+    sh: &SinkShared,
+    file: u64,
+    block: u64,
+    inc: &IncomingFile,
+    expected: &[u8; 32],
+    got: &[u8; 32],
+) -> Frame {
     let tries = {
         let mut st = inc.state.lock().expect("file lock");
-        let n = st.retries.entry(h.block).or_insert(0);
+        let n = st.retries.entry(block).or_insert(0);
         *n += 1;
         *n
     };
     if tries > sh.opts.max_retries {
-        let offset = h.block * sh.opts.block_size;
+        let offset = block * sh.opts.block_size;
+        let n = sh.opts.checksum.digest_len();
         let message = format!(
-            "{}: block {} at offset {offset} failed its check {tries} times (expected {}, got {}); file not written",
+            "{}: block {block} at offset {offset} failed its {} check {tries} times (expected {}, got {}); file not written",
             inc.final_path.display(),
-            h.block,
-            hex(&h.digest),
-            hex(got),
+            sh.opts.checksum,
+            hex(&expected[..n]),
+            hex(&got[..n]),
         );
-        return sh.fail_file(h.file, message);
+        return sh.fail_file(file, message);
     }
     Progress::add(&sh.progress.retried_blocks, 1);
-    Frame::Resend {
-        file: h.file,
-        block: h.block,
-    }
+    Frame::Resend { file, block }
 }
 
-fn hex(d: &[u8; 32]) -> String {
+fn hex(d: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Writes a verified block, journals it, and finishes the file after its last block.
+/// Writes a block into the file's part file (opening it and its journal on the first
+/// block). Returns false for a duplicate that was not written.
 fn store(
     sh: &SinkShared,
     h: &DataHeader,
     inc: &IncomingFile,
     data: &[u8],
     zero: bool,
-    digest: &[u8; 32],
-) -> Result<Option<Frame>, StorageError> {
+) -> Result<bool, StorageError> {
     let bs = sh.opts.block_size;
     let part = {
         let mut st = inc.state.lock().expect("file lock");
-        if st.is_done(h.block) {
-            return Ok(None); // a duplicate (e.g. a resend that crossed a good copy)
+        if st.is_done(h.block) || st.written.iter().any(|(b, _)| *b == h.block) {
+            return Ok(false); // a duplicate (e.g. a resend that crossed a good copy)
         }
         if st.part.is_none() {
             // Not sized up front: writes that extend the file in (mostly) ascending
@@ -136,6 +184,7 @@ fn store(
                 file_size: inc.size,
                 mtime_sec: inc.meta.mtime_sec,
                 mtime_nsec: inc.meta.mtime_nsec,
+                checksum: sh.opts.checksum.id(),
             };
             st.journal = Some(Journal::create(
                 &part::journal_path(&inc.final_path),
@@ -152,42 +201,17 @@ fn store(
         // the file system's inode lock; other files still write in parallel.
         let _one_writer = inc.write_lock.lock().expect("write lock");
         part.write_at(h.block * bs, data)?;
-    }
-    drop(part);
-    let finished = {
-        let mut st = inc.state.lock().expect("file lock");
-        if let Some(j) = &st.journal {
-            j.append(h.block, digest)?;
+        if sh.opts.verify == Verify::Written
+            && !data.is_empty()
+            && sh
+                .corrupt_left
+                .fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1))
+                .is_ok()
+        {
+            // Test-only fault hook: damage the stored block before it is read back.
+            part.write_at(h.block * bs, &[data[0] ^ 0x01])?;
         }
-        let _ = st.digest.add(h.block, *digest);
-        st.mark_done(h.block);
-        st.holes |= hole;
-        st.remaining -= 1;
-        Progress::add(&sh.progress.bytes, data.len() as u64);
-        if st.remaining > 0 {
-            return Ok(None);
-        }
-        let part = st.part.take().expect("part is open");
-        let whole = std::mem::replace(&mut st.digest, integrity::FileDigest::new(0, bs))
-            .finish()
-            .ok();
-        st.journal = None;
-        (part, whole, st.holes)
-    };
-    let (part, whole, holes) = finished;
-    if holes {
-        part.set_len(inc.size)?;
     }
-    let part = Arc::try_unwrap(part).map_err(|_| StorageError::Refused {
-        path: inc.final_path.display().to_string(),
-        reason: "internal error: part file still in use at finalize",
-    })?;
-    part.finalize(inc.meta, whole.as_ref(), sh.opts.fsync, inc.blocks > 1)?;
-    sh.files.lock().expect("files lock").remove(&h.file);
-    Progress::add(&sh.progress.files, 1);
-    sh.settle();
-    Ok(Some(Frame::FileDone {
-        file: h.file,
-        error: None,
-    }))
+    inc.state.lock().expect("file lock").holes |= hole;
+    Ok(true)
 }

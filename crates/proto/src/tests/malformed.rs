@@ -31,6 +31,18 @@ struct RawHello {
     rate: u64,
     no_clobber: u8,
     fsync: u8,
+    integrity: Vec<u8>,
+}
+
+/// A valid integrity request: blake3, written, block, default threads, no flags.
+fn raw_integrity(checksum: &[u8], verify: u8, schedule: u8) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.put_bytes(checksum);
+    b.put_u8(verify);
+    b.put_u8(schedule);
+    b.put_u16(0);
+    b.extend_from_slice(&[0, 0, 0]);
+    b
 }
 
 impl Default for RawHello {
@@ -51,6 +63,7 @@ impl Default for RawHello {
             rate: 0,
             no_clobber: 0,
             fsync: 1,
+            integrity: raw_integrity(b"blake3", 0, 0),
         }
     }
 }
@@ -70,6 +83,7 @@ impl RawHello {
         b.put_u64(self.rate);
         b.put_u8(self.no_clobber);
         b.put_u8(self.fsync);
+        b.extend_from_slice(&self.integrity);
         b
     }
 
@@ -98,7 +112,7 @@ impl Default for RawEntry {
     fn default() -> Self {
         RawEntry {
             path: b"top/file".to_vec(),
-            kind: vec![0, 1, 0, 0, 0, 0, 0, 0, 0],
+            kind: vec![0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
             mode: 0o644,
             nsec: 0,
         }
@@ -188,6 +202,7 @@ fn samples() -> Vec<Frame> {
         Frame::FileDone {
             file: 1,
             error: Some("disk full".into()),
+            digest: None,
         },
         Frame::FileError {
             file: 1,
@@ -431,6 +446,46 @@ fn bad_symlink_targets_are_refused() {
     // Absolute and climbing targets are stored as-is.
     for target in [&b"/abs"[..], b"../../up", b"."] {
         assert!(decode_body(FrameKind::Entries, &RawEntry::symlink(target).body()).is_ok());
+    }
+}
+
+#[test]
+fn bad_integrity_requests_are_refused() {
+    let hello = |integrity: Vec<u8>| {
+        refused(
+            FrameKind::Hello,
+            &RawHello {
+                integrity,
+                ..RawHello::default()
+            }
+            .body(),
+        )
+    };
+    assert_eq!(hello(raw_integrity(b"blake3", 3, 0)), "unknown verify mode");
+    assert_eq!(
+        hello(raw_integrity(b"blake3", 0, 3)),
+        "unknown verify schedule"
+    );
+    assert_eq!(
+        hello(raw_integrity(b"", 0, 0)),
+        "checksum name empty or too long"
+    );
+    assert_eq!(
+        hello(raw_integrity(&[b'x'; 33], 0, 0)),
+        "checksum name empty or too long"
+    );
+    // A file entry whose digest is empty or longer than any algorithm's.
+    for len in [0usize, 65] {
+        let mut kind = vec![0, 1, 0, 0, 0, 0, 0, 0, 0, 1];
+        kind.put_bytes(&vec![7; len]);
+        let entry = RawEntry {
+            kind,
+            ..RawEntry::default()
+        };
+        assert_eq!(
+            refused(FrameKind::Entries, &entry.body()),
+            "file digest empty or too long"
+        );
     }
 }
 

@@ -73,7 +73,7 @@ proptest! {
 
     #[test]
     fn file_done_round_trip(file: u64, error in proptest::option::of(any::<String>())) {
-        check_round_trip(&Frame::FileDone { file, error })?;
+        check_round_trip(&Frame::FileDone { file, error, digest: None })?;
     }
 
     #[test]
@@ -134,9 +134,10 @@ fn golden_encodings() {
     assert_eq!(
         encoded(&Frame::FileDone {
             file: 3,
-            error: Some("x".into())
+            error: Some("x".into()),
+            digest: None,
         }),
-        [14, 0, 0, 0, 8, 3, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, b'x']
+        [15, 0, 0, 0, 8, 3, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, b'x', 0]
     );
     assert_eq!(
         encoded(&Frame::Error(ErrorFrame {
@@ -174,7 +175,10 @@ fn entry_and_plan_wire_len_match_encoding() {
         mtime_nsec: 5,
     };
     let file = Entry {
-        kind: EntryKind::File { size: 10 },
+        kind: EntryKind::File {
+            size: 10,
+            digest: None,
+        },
         ..entry.clone()
     };
     let dir = Entry {

@@ -75,6 +75,7 @@ fn session_request() -> impl Strategy<Value = SessionRequest> {
         any::<u64>(),
         any::<bool>(),
         any::<bool>(),
+        integrity(),
     )
         .prop_map(
             |(
@@ -88,6 +89,7 @@ fn session_request() -> impl Strategy<Value = SessionRequest> {
                 rate_limit,
                 no_clobber,
                 fsync,
+                integrity,
             )| SessionRequest {
                 op,
                 streams,
@@ -99,8 +101,56 @@ fn session_request() -> impl Strategy<Value = SessionRequest> {
                 rate_limit,
                 no_clobber,
                 fsync,
+                integrity,
             },
         )
+}
+
+fn integrity() -> impl Strategy<Value = IntegrityRequest> {
+    let verify = prop_oneof![
+        Just(Verify::Written),
+        Just(Verify::Received),
+        Just(Verify::None)
+    ];
+    let schedule = prop_oneof![
+        Just(Schedule::Block),
+        Just(Schedule::File),
+        Just(Schedule::Sequential)
+    ];
+    (
+        "[a-z0-9]{1,32}",
+        verify,
+        schedule,
+        any::<u16>(),
+        any::<(bool, bool, bool)>(),
+    )
+        .prop_map(
+            |(
+                checksum,
+                verify,
+                schedule,
+                hash_threads,
+                (file_digests, checksum_skip, compare_only),
+            )| {
+                IntegrityRequest {
+                    checksum,
+                    verify,
+                    schedule,
+                    hash_threads,
+                    file_digests,
+                    checksum_skip,
+                    compare_only,
+                }
+            },
+        )
+}
+
+fn file_digest() -> impl Strategy<Value = Vec<u8>> {
+    vec(any::<u8>(), 1..=64)
+}
+
+fn manifest_entry() -> impl Strategy<Value = ManifestEntry> {
+    (file_digest(), rel_path()).prop_map(|(digest, path)| ManifestEntry { digest, path })
 }
 
 pub(super) fn hello() -> impl Strategy<Value = Hello> {
@@ -122,7 +172,8 @@ pub(super) fn error_frame() -> impl Strategy<Value = ErrorFrame> {
 
 fn entry() -> impl Strategy<Value = Entry> {
     let kind = prop_oneof![
-        any::<u64>().prop_map(|size| EntryKind::File { size }),
+        (any::<u64>(), proptest::option::of(file_digest()))
+            .prop_map(|(size, digest)| EntryKind::File { size, digest }),
         Just(EntryKind::Dir),
         link_target().prop_map(|target| EntryKind::Symlink { target }),
     ];
@@ -205,8 +256,16 @@ pub(super) fn frame() -> impl Strategy<Value = Frame> {
         plan().prop_map(Frame::Plan),
         data().prop_map(|(h, p)| Frame::Data(h, p)),
         (any::<u64>(), any::<u64>()).prop_map(|(file, block)| Frame::Resend { file, block }),
-        (any::<u64>(), proptest::option::of(string()))
-            .prop_map(|(file, error)| Frame::FileDone { file, error }),
+        (
+            any::<u64>(),
+            proptest::option::of(string()),
+            proptest::option::of(manifest_entry())
+        )
+            .prop_map(|(file, error, digest)| Frame::FileDone {
+                file,
+                error,
+                digest
+            }),
         (any::<u64>(), string()).prop_map(|(file, message)| Frame::FileError { file, message }),
         Just(Frame::EndOfEntries),
         summary().prop_map(Frame::Finished),

@@ -1,0 +1,81 @@
+//! The `--manifest FILE` of a transfer: one line per file in the format of `b3sum`,
+//! `md5sum` and `sha256sum` (see [`crate::sum::manifest_line`]), paths relative to the
+//! destination directory.
+//!
+//! Lines go to a hidden temporary file next to FILE as files finish; [`Manifest::commit`]
+//! renames it into place, so a manifest under its final name is always complete for
+//! the files it lists. Memory stays one buffered writer, whatever the number of files.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use hetch_storage::StorageError;
+
+use crate::sum::manifest_line;
+
+/// A manifest being written.
+pub struct Manifest {
+    path: PathBuf,
+    tmp: PathBuf,
+    out: Mutex<Option<BufWriter<File>>>,
+    failed: Mutex<Option<std::io::Error>>,
+}
+
+impl std::fmt::Debug for Manifest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Manifest({})", self.path.display())
+    }
+}
+
+impl Manifest {
+    /// Starts a manifest that will be named `path`.
+    pub fn create(path: &Path) -> Result<Self, StorageError> {
+        let mut name = std::ffi::OsString::from(".");
+        name.push(path.file_name().unwrap_or_default());
+        name.push(".hetch-part");
+        let tmp = path.with_file_name(name);
+        let file = File::create(&tmp).map_err(|e| StorageError::io(&tmp, e))?;
+        Ok(Manifest {
+            path: path.to_path_buf(),
+            tmp,
+            out: Mutex::new(Some(BufWriter::new(file))),
+            failed: Mutex::new(None),
+        })
+    }
+
+    /// Adds one file (`rel`: `/`-separated path relative to the destination).
+    pub fn add(&self, digest: &[u8], rel: &[u8]) {
+        use std::os::unix::ffi::OsStrExt;
+        let line = manifest_line(digest, Path::new(std::ffi::OsStr::from_bytes(rel)));
+        let mut out = self.out.lock().expect("manifest lock");
+        if let Some(w) = out.as_mut() {
+            if let Err(e) = w.write_all(&line) {
+                *self.failed.lock().expect("manifest lock") = Some(e);
+                *out = None;
+            }
+        }
+    }
+
+    /// Flushes and renames the manifest into place.
+    pub fn commit(&self) -> Result<(), StorageError> {
+        let io = |e| StorageError::io(&self.path, e);
+        if let Some(e) = self.failed.lock().expect("manifest lock").take() {
+            let _ = std::fs::remove_file(&self.tmp);
+            return Err(io(e));
+        }
+        let Some(w) = self.out.lock().expect("manifest lock").take() else {
+            return Ok(()); // committed already
+        };
+        let file = w.into_inner().map_err(|e| io(e.into_error()))?;
+        file.sync_all().map_err(io)?;
+        std::fs::rename(&self.tmp, &self.path).map_err(io)
+    }
+
+    /// Removes the unfinished manifest (after a fatal error).
+    pub fn abandon(&self) {
+        self.out.lock().expect("manifest lock").take();
+        let _ = std::fs::remove_file(&self.tmp);
+    }
+}

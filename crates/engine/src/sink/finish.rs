@@ -1,0 +1,143 @@
+//! A block that passed its check: journal it, count it, feed the whole-file digest,
+//! and finish the file after its last block (size, metadata, digest, rename, manifest).
+
+use std::sync::Arc;
+
+use hetch_integrity::{self as integrity, Digest};
+use hetch_proto::{Frame, ManifestEntry};
+use hetch_storage::part::PartFile;
+use hetch_storage::StorageError;
+
+use super::{FileState, IncomingFile, SinkShared};
+use crate::progress::Progress;
+
+/// Records block `block` of file `id` as done; `data` are its bytes (as checked).
+/// Returns the `FileDone` frame when this was the file's last block.
+pub(crate) fn block_done(
+    sh: &SinkShared,
+    id: u64,
+    inc: &IncomingFile,
+    block: u64,
+    digest: &Digest,
+    data: &[u8],
+) -> Result<Option<Frame>, StorageError> {
+    let bs = sh.opts.block_size;
+    let (part, holes, whole) = {
+        let mut st = inc.state.lock().expect("file lock");
+        if st.is_done(block) {
+            return Ok(None);
+        }
+        if let Some(j) = &st.journal {
+            j.append(block, digest)?;
+        }
+        if sh.opts.checksum.merges_blocks() {
+            let _ = st.digest.add(block, *digest);
+        }
+        st.mark_done(block);
+        st.remaining -= 1;
+        Progress::add(&sh.progress.bytes, data.len() as u64);
+        feed_ordered(&mut st, inc, bs, block, data)?;
+        if st.remaining > 0 {
+            return Ok(None);
+        }
+        let part = st.part.take().expect("part is open");
+        st.journal = None;
+        let whole = whole_digest(sh, &mut st);
+        (part, st.holes, whole)
+    };
+    finish_file(sh, id, inc, part, holes, whole).map(Some)
+}
+
+/// Feeds the in-order digest with every done block from its cursor on; blocks done
+/// before their turn are read back from the part file (usually from the page cache).
+fn feed_ordered(
+    st: &mut FileState,
+    inc: &IncomingFile,
+    bs: u64,
+    block: u64,
+    data: &[u8],
+) -> Result<(), StorageError> {
+    let Some(mut o) = st.ordered.take() else {
+        return Ok(());
+    };
+    let mut scratch = Vec::new();
+    let mut result = Ok(());
+    while o.next < inc.blocks && st.is_done(o.next) {
+        if o.next == block {
+            o.hasher.update(data);
+        } else {
+            let len = integrity::block_len(inc.size, bs, o.next) as usize;
+            scratch.resize(len, 0);
+            let part = st.part.as_ref().expect("part is open");
+            if let Err(e) = part.read_back(o.next * bs, &mut scratch, false) {
+                result = Err(e);
+                break;
+            }
+            o.hasher.update(&scratch);
+        }
+        o.next += 1;
+    }
+    st.ordered = Some(o);
+    result
+}
+
+/// The whole-file digest of a file whose blocks are all done.
+fn whole_digest(sh: &SinkShared, st: &mut FileState) -> Option<Vec<u8>> {
+    if sh.opts.checksum.merges_blocks() {
+        let d = std::mem::replace(
+            &mut st.digest,
+            integrity::FileDigest::new(0, sh.opts.block_size),
+        );
+        return d.finish().ok().map(|d| d.to_vec());
+    }
+    st.ordered.take().map(|o| o.hasher.finish())
+}
+
+/// Sizes, finalizes and renames a complete file; reports it (with its digest when asked).
+pub(crate) fn finish_file(
+    sh: &SinkShared,
+    id: u64,
+    inc: &IncomingFile,
+    part: Arc<PartFile>,
+    holes: bool,
+    whole: Option<Vec<u8>>,
+) -> Result<Frame, StorageError> {
+    if holes {
+        part.set_len(inc.size)?;
+    }
+    let part = Arc::try_unwrap(part).map_err(|_| StorageError::Refused {
+        path: inc.final_path.display().to_string(),
+        reason: "internal error: part file still in use at finalize",
+    })?;
+    let xattr: Option<[u8; 32]> = match (&whole, sh.opts.checksum.merges_blocks()) {
+        (Some(w), true) => w.as_slice().try_into().ok(),
+        _ => None,
+    };
+    part.finalize(inc.meta, xattr.as_ref(), sh.opts.fsync, inc.blocks > 1)?;
+    sh.files.lock().expect("files lock").remove(&id);
+    Progress::add(&sh.progress.files, 1);
+    sh.settle();
+    Ok(Frame::FileDone {
+        file: id,
+        error: None,
+        digest: manifest_entry(sh, &inc.final_path, whole),
+    })
+}
+
+/// The manifest entry of a finished or skipped file, when the session asked for
+/// digests; also written to this side's manifest, if it keeps one.
+pub(crate) fn manifest_entry(
+    sh: &SinkShared,
+    final_path: &std::path::Path,
+    digest: Option<Vec<u8>>,
+) -> Option<ManifestEntry> {
+    if !sh.opts.file_digests {
+        return None;
+    }
+    let digest = digest?;
+    let path = sh.manifest_path(final_path);
+    if let Some(m) = &sh.opts.manifest {
+        m.add(&digest, &path);
+    }
+    Some(ManifestEntry { digest, path })
+}

@@ -1,0 +1,151 @@
+//! The read-back check of `--verify written`: a written block is read back from the
+//! destination storage (bypassing the page cache where the file system allows, see
+//! [`PartFile::read_back`]), hashed, and compared with the source's digest. It runs on
+//! `--hash-threads` verifiers, overlapping with the transfer and writing of later
+//! blocks. The schedule decides what a verifier is handed: each block as soon as it is
+//! written (block), or a whole file once all its blocks are written (file, sequential).
+
+use std::sync::Arc;
+
+use hetch_integrity::{self as integrity, Digest};
+use hetch_proto::Frame;
+use hetch_storage::part::PartFile;
+use hetch_storage::StorageError;
+use tokio::sync::mpsc;
+
+use super::finish::block_done;
+use super::write::mismatch;
+use super::{IncomingFile, SinkShared};
+use crate::error::EngineError;
+use crate::pool::PooledBuf;
+
+/// Work for a verifier.
+pub(crate) enum Job {
+    /// One written block; `buf` is its receive buffer, reused for the read-back.
+    Block {
+        file: u64,
+        block: u64,
+        digest: Digest,
+        buf: Option<PooledBuf>,
+    },
+    /// Every written, unchecked block of a file, in order.
+    File(u64),
+}
+
+/// Runs jobs until the finisher closes the queue.
+pub(crate) async fn verifier(
+    sh: Arc<SinkShared>,
+    ctl: mpsc::Sender<Frame>,
+) -> Result<(), EngineError> {
+    while let Ok(job) = sh.verify.1.recv().await {
+        let s = sh.clone();
+        let replies = tokio::task::spawn_blocking(move || run(&s, job))
+            .await
+            .expect("verify task panicked")?;
+        for frame in replies {
+            if ctl.send(frame).await.is_err() {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn run(sh: &SinkShared, job: Job) -> Result<Vec<Frame>, EngineError> {
+    let mut replies = Vec::new();
+    let (file, blocks, mut buf) = match job {
+        Job::Block {
+            file,
+            block,
+            digest,
+            buf,
+        } => (file, vec![(block, digest)], buf),
+        Job::File(file) => {
+            let Some(inc) = lookup(sh, file) else {
+                return Ok(replies);
+            };
+            let mut blocks = std::mem::take(&mut inc.state.lock().expect("file lock").written);
+            blocks.sort_unstable_by_key(|(b, _)| *b);
+            (file, blocks, None)
+        }
+    };
+    let Some(inc) = lookup(sh, file) else {
+        return Ok(replies); // finished or failed meanwhile
+    };
+    let mut scratch = Vec::new();
+    for (block, expected) in blocks {
+        let outcome = check(sh, &inc, block, &expected, buf.as_deref_mut(), &mut scratch).and_then(
+            |checked| match checked {
+                Checked::Gone => Ok(None),
+                Checked::Good(data) => block_done(sh, file, &inc, block, &expected, data),
+                Checked::Bad(got) => Ok(Some(mismatch(sh, file, block, &inc, &expected, &got))),
+            },
+        );
+        match outcome {
+            Ok(Some(frame)) => {
+                let failed = matches!(&frame, Frame::FileDone { error: Some(_), .. });
+                replies.push(frame);
+                if failed {
+                    break;
+                }
+            }
+            Ok(None) => {}
+            Err(e) if e.is_no_space() => return Err(e.into()),
+            Err(e) => {
+                replies.push(sh.fail_file(file, e.to_string()));
+                break;
+            }
+        }
+        buf = None; // a receive buffer serves its own block only
+    }
+    Ok(replies)
+}
+
+fn lookup(sh: &SinkShared, file: u64) -> Option<Arc<IncomingFile>> {
+    sh.files.lock().expect("files lock").get(&file).cloned()
+}
+
+enum Checked<'a> {
+    /// The file was finished or dropped meanwhile.
+    Gone,
+    /// The stored bytes match; here they are.
+    Good(&'a [u8]),
+    /// The stored bytes hash to this instead.
+    Bad(Digest),
+}
+
+/// Reads block `block` back (into `buf`, or `scratch` when there is none) and hashes it.
+fn check<'a>(
+    sh: &SinkShared,
+    inc: &IncomingFile,
+    block: u64,
+    expected: &Digest,
+    buf: Option<&'a mut Vec<u8>>,
+    scratch: &'a mut Vec<u8>,
+) -> Result<Checked<'a>, StorageError> {
+    let part: Arc<PartFile> = {
+        let st = inc.state.lock().expect("file lock");
+        match &st.part {
+            Some(p) if !st.is_done(block) => p.clone(),
+            _ => return Ok(Checked::Gone),
+        }
+    };
+    let bs = sh.opts.block_size;
+    let len = integrity::block_len(inc.size, bs, block) as usize;
+    let data = match buf {
+        Some(b) if b.len() == len => b,
+        _ => {
+            scratch.resize(len, 0);
+            scratch
+        }
+    };
+    part.read_back(block * bs, data, true)?;
+    drop(part);
+    let algo = sh.opts.checksum;
+    let got = sh.gate.run(|| algo.block_digest(inc.size, bs, block, data));
+    Ok(if got == *expected {
+        Checked::Good(data)
+    } else {
+        Checked::Bad(got)
+    })
+}

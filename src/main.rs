@@ -279,7 +279,7 @@ impl ConnArgs {
     fn client(&self, socket: SocketOptions) -> anyhow::Result<client::ClientConfig> {
         Ok(client::ClientConfig {
             token: client::load_token(self.token_file.as_ref())?,
-            fingerprint: self.fingerprint.clone(),
+            fingerprint: self.fingerprint,
             known_hosts: self.known_hosts.clone(),
             socket,
             timeout: std::time::Duration::from_secs(self.timeout.max(1)),

@@ -78,7 +78,7 @@ fn run(sh: &SinkShared, job: Job) -> Result<Vec<Frame>, EngineError> {
             |checked| match checked {
                 Checked::Gone => Ok(None),
                 Checked::Good(data) => block_done(sh, file, &inc, block, &expected, data),
-                Checked::Bad(got) => Ok(Some(mismatch(sh, file, block, &inc, &expected, &got))),
+                Checked::Bad(got) => Ok(mismatch(sh, file, block, &inc, &expected, &got)),
             },
         );
         match outcome {

@@ -80,9 +80,7 @@ fn handle_block(
             .gate
             .run(|| algo.block_digest(inc.size, bs, h.block, data));
         if digest != h.digest {
-            return Ok(Some(mismatch(
-                sh, h.file, h.block, &inc, &h.digest, &digest,
-            )));
+            return Ok(mismatch(sh, h.file, h.block, &inc, &h.digest, &digest));
         }
     }
     let zero = payload.is_none();
@@ -122,7 +120,7 @@ fn handle_block(
 }
 
 /// A block failed its check: ask for it again, or give up on the file after
-/// `max_retries` failures of the same block.
+/// `max_retries` failures of the same block. `None` when the file has failed already.
 pub(crate) fn mismatch(
     sh: &SinkShared,
     file: u64,
@@ -130,13 +128,16 @@ pub(crate) fn mismatch(
     inc: &IncomingFile,
     expected: &[u8; 32],
     got: &[u8; 32],
-) -> Frame {
+) -> Option<Frame> {
     let tries = {
         let mut st = inc.state.lock().expect("file lock");
         let n = st.retries.entry(block).or_insert(0);
         *n += 1;
         *n
     };
+    if !sh.files.lock().expect("files lock").contains_key(&file) {
+        return None; // another block of it failed for good meanwhile
+    }
     if tries > sh.opts.max_retries {
         let offset = block * sh.opts.block_size;
         let n = sh.opts.checksum.digest_len();
@@ -147,10 +148,10 @@ pub(crate) fn mismatch(
             hex(&expected[..n]),
             hex(&got[..n]),
         );
-        return sh.fail_file(file, message);
+        return Some(sh.fail_file(file, message));
     }
     Progress::add(&sh.progress.retried_blocks, 1);
-    Frame::Resend { file, block }
+    Some(Frame::Resend { file, block })
 }
 
 fn hex(d: &[u8]) -> String {

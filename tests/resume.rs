@@ -278,3 +278,59 @@ fn changed_source_after_interruption_is_sent_in_full() {
     assert_same_tree(&src, &dst);
     assert_no_temp_files(&srv.root);
 }
+
+/// Resume trusts only verified blocks: with `--verify-schedule sequential` nothing is
+/// read back until everything is written, so a push killed half-way has written many
+/// blocks but journaled none, and the rerun sends the whole file again.
+#[test]
+fn written_but_unverified_blocks_are_not_trusted_on_resume() {
+    let t = tempdir();
+    let src = big_source(t.path());
+    let srv = Server::start(&t.path().join("root"), &t.path().join("state"));
+    let dst = srv.root.join("big.bin");
+    let flags = Vec::from(args![
+        "--json",
+        "--block-size",
+        BLOCK_SIZE,
+        "--verify-schedule",
+        "sequential"
+    ]);
+    let mut cmd = flags.clone();
+    cmd.extend(args!["--rate-limit", RATE, &src, srv.url("big.bin")]);
+
+    let mut first = srv.spawn_cp(&cmd, &[]);
+    let part = part_of(&dst);
+    let deadline = Instant::now() + COMMAND_LIMIT;
+    // Wait until a third of the file is written into the part file.
+    while std::fs::metadata(&part).map_or(0, |m| m.len()) < SIZE / 3 {
+        assert!(!first.exited(), "`{}` ended too early", first.cmd);
+        assert!(
+            Instant::now() < deadline,
+            "no progress on {}",
+            dst.display()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(
+        journal_records(&journal_of(&dst)),
+        0,
+        "blocks were journaled before their read-back check"
+    );
+    let log_lines = srv.log().lines().count();
+    first.kill9();
+    let _ = first.wait();
+    wait_for_server_log(&srv, log_lines);
+    assert_interrupted(&dst);
+
+    let mut cmd = flags;
+    cmd.extend(args![&src, srv.url("big.bin")]);
+    let again = srv.cp(&cmd);
+    again.ok();
+    assert_eq!(
+        again.json().bytes,
+        SIZE,
+        "unverified blocks were trusted\n{again:?}"
+    );
+    assert_same_tree(&src, &dst);
+    assert_no_temp_files(&srv.root);
+}

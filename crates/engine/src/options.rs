@@ -45,8 +45,9 @@ pub struct Options {
     /// Test-only fault hook: flip one bit in this many of the first data blocks the
     /// source sends, after hashing them (simulates corruption in flight).
     pub corrupt_blocks: u64,
-    /// Test-only fault hook: flip one bit in the destination file after writing this
-    /// many of the first blocks, before they are read back (simulates storage damage).
+    /// Test-only fault hook: flip one bit in the destination file after writing each
+    /// of this many of the first blocks (simulates storage damage, which only
+    /// `--verify written` can see).
     pub corrupt_written: u64,
 }
 

@@ -202,8 +202,7 @@ fn store(
         // the file system's inode lock; other files still write in parallel.
         let _one_writer = inc.write_lock.lock().expect("write lock");
         part.write_at(h.block * bs, data)?;
-        if sh.opts.verify == Verify::Written
-            && !data.is_empty()
+        if !data.is_empty()
             && sh
                 .corrupt_left
                 .fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1))

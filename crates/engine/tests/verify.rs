@@ -260,3 +260,53 @@ fn snapshot_names(p: &Path) -> Vec<std::path::PathBuf> {
     v.sort();
     v
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manifest_digests_are_exact_at_every_size_boundary() {
+    let t = tempfile::tempdir().unwrap();
+    let src = t.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    let bs = opts().block_size as usize;
+    let sizes = [
+        0,
+        1,
+        1023,
+        1024,
+        1025,
+        bs - 1,
+        bs,
+        bs + 1,
+        2 * bs,
+        5 * bs + 17,
+    ];
+    for (i, n) in sizes.iter().enumerate() {
+        std::fs::write(src.join(format!("f{n}")), bytes(100 + i as u64, *n)).unwrap();
+    }
+    for algo in [
+        Algorithm::Blake3,
+        Algorithm::Md5,
+        Algorithm::Sha256,
+        Algorithm::Xxh3,
+    ] {
+        for verify in [Verify::Written, Verify::Received] {
+            let out = t.path().join(format!("out-{algo}-{verify:?}"));
+            let mpath = t.path().join(format!("m-{algo}-{verify:?}"));
+            let m = Arc::new(Manifest::create(&mpath).unwrap());
+            let o = Options {
+                checksum: algo,
+                verify,
+                file_digests: true,
+                manifest: Some(m.clone()),
+                ..opts()
+            };
+            copy(o, &src, &out).await;
+            m.commit().unwrap();
+            let lines = manifest_lines(&mpath);
+            assert_eq!(lines.len(), sizes.len());
+            for (rel, digest) in lines {
+                let data = std::fs::read(src.join(&rel)).unwrap();
+                assert_eq!(digest, hex(&algo.digest(&data)), "{algo} {rel}");
+            }
+        }
+    }
+}

@@ -171,9 +171,15 @@ impl PartFile {
     /// Removes the part file (and journal): used when a file cannot be completed and
     /// must not be resumed (e.g. its data could not be repaired).
     pub fn discard(self) {
-        let _ = std::fs::remove_file(&self.path);
-        let _ = std::fs::remove_file(journal_path(&self.final_path));
+        discard(&self.final_path);
     }
+}
+
+/// Removes the part file and journal of `final_path`, whoever still has them open
+/// (their writes then go to unlinked files).
+pub fn discard(final_path: &Path) {
+    let _ = std::fs::remove_file(part_path(final_path));
+    let _ = std::fs::remove_file(journal_path(final_path));
 }
 
 /// Whether `name` (a final file name) would collide with hetch's temporary names.

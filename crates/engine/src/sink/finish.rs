@@ -24,7 +24,7 @@ pub(crate) fn block_done(
     let bs = sh.opts.block_size;
     let (part, holes, whole) = {
         let mut st = inc.state.lock().expect("file lock");
-        if st.is_done(block) {
+        if st.failed || st.is_done(block) {
             return Ok(None);
         }
         if let Some(j) = &st.journal {
@@ -116,7 +116,7 @@ pub(crate) fn finish_file(
     part.finalize(inc.meta, xattr.as_ref(), sh.opts.fsync, inc.blocks > 1)?;
     sh.files.lock().expect("files lock").remove(&id);
     Progress::add(&sh.progress.files, 1);
-    sh.settle();
+    sh.ended(id);
     Ok(Frame::FileDone {
         file: id,
         error: None,

@@ -69,6 +69,8 @@ pub(crate) struct FileState {
     pub written: Vec<(u64, Digest)>,
     /// The in-order whole-file digest, for algorithms whose block digests do not merge.
     pub ordered: Option<OrderedDigest>,
+    /// The file failed: late blocks are dropped, nothing is written for it any more.
+    pub failed: bool,
 }
 
 /// A whole-file digest fed with blocks in file order as they become done.
@@ -117,6 +119,8 @@ pub(crate) struct SinkShared {
     pub corrupt_left: AtomicU64,
     /// Compare-only sessions: destination paths the source announced.
     pub seen: Mutex<std::collections::HashSet<PathBuf>>,
+    /// Files that ended but whose `FileDone` is not queued yet.
+    ending: Mutex<std::collections::HashSet<u64>>,
 }
 
 /// Files a sequential schedule lets pile up before it checks them (a bound on memory
@@ -147,8 +151,31 @@ impl SinkShared {
         Ok(self.map.get_or_init(|| map))
     }
 
+    /// File `id` has ended (finished or failed); it stops being pending once its
+    /// `FileDone` is queued for the source (see [`SinkShared::reply`]).
+    pub fn ended(&self, id: u64) {
+        self.ending.lock().expect("ending lock").insert(id);
+    }
+
+    /// Queues a frame for the source. A file's `FileDone` settles it only after it is
+    /// queued, so the summary (sent once nothing is pending) can never overtake it.
+    /// Returns false when the control stream is gone.
+    pub async fn reply(&self, ctl: &mpsc::Sender<Frame>, frame: Frame) -> bool {
+        let ending = match &frame {
+            Frame::FileDone { file, .. } => Some(*file),
+            _ => None,
+        };
+        let sent = ctl.send(frame).await.is_ok();
+        if let Some(id) = ending {
+            if self.ending.lock().expect("ending lock").remove(&id) {
+                self.settle();
+            }
+        }
+        sent
+    }
+
     /// One pending file is settled (finished or failed).
-    pub fn settle(&self) {
+    fn settle(&self) {
         self.pending.fetch_sub(1, SeqCst);
         self.changed.notify_one();
         self.release_deferred();
@@ -204,14 +231,25 @@ impl SinkShared {
     }
 
     /// Drops a file after a per-file failure: discard its part file, tell the source.
-    pub fn fail_file(&self, id: u64, message: String) -> Frame {
-        if let Some(inc) = self.files.lock().expect("files lock").remove(&id) {
-            let part = inc.state.lock().expect("file lock").part.take();
-            if let Some(p) = part.and_then(|p| Arc::try_unwrap(p).ok()) {
-                p.discard();
-            }
-            self.settle();
+    /// `None` when the file had ended already (another block of it failed first), so
+    /// that one file is reported once.
+    pub fn fail_file(&self, id: u64, message: String) -> Option<Frame> {
+        let inc = self.files.lock().expect("files lock").remove(&id)?;
+        {
+            // Other threads may still hold the file; `failed` stops them from
+            // writing, journaling or finishing it.
+            let mut st = inc.state.lock().expect("file lock");
+            st.failed = true;
+            st.part = None;
+            st.journal = None;
         }
+        hetch_storage::part::discard(&inc.final_path);
+        self.ended(id);
+        Some(self.failure(id, message))
+    }
+
+    /// Records a per-file failure and makes its report for the source.
+    pub fn failure(&self, id: u64, message: String) -> Frame {
         self.progress.fail(message.clone());
         Frame::FileDone {
             file: id,
@@ -254,6 +292,7 @@ pub async fn run_sink(
         deferred: Mutex::default(),
         corrupt_left: AtomicU64::new(corrupt_written),
         seen: Mutex::default(),
+        ending: Mutex::default(),
     });
     let pool = BufferPool::new(shared.opts.effective_buffer_memory());
     let (block_tx, block_rx) = async_channel::bounded(64);
@@ -325,14 +364,17 @@ async fn control_reader(
                     }
                 }
                 for f in follow {
-                    let _ = ctl.send(f).await;
+                    shared.reply(&ctl, f).await;
                 }
             }
             Frame::FileError { file, message } => {
-                // Known file: drop it. Unknown id: an entry the source could not even
-                // list; record it all the same.
-                let f = shared.fail_file(file, message);
-                let _ = ctl.send(f).await;
+                // A file the source could not read; an unknown id is an entry it
+                // could not even list: recorded all the same.
+                let f = match shared.fail_file(file, message.clone()) {
+                    Some(f) => f,
+                    None => shared.failure(file, message),
+                };
+                shared.reply(&ctl, f).await;
             }
             Frame::EndOfEntries => {
                 shared.end_of_entries.store(true, SeqCst);

@@ -280,6 +280,7 @@ fn plan_file(
         holes: false,
         retries: Default::default(),
         written: Vec::new(),
+        failed: false,
         ordered: (sh.opts.file_digests && !sh.opts.checksum.merges_blocks()).then(|| {
             OrderedDigest {
                 hasher: sh.opts.checksum.hasher(),

@@ -43,7 +43,7 @@ pub(crate) async fn verifier(
             .await
             .expect("verify task panicked")?;
         for frame in replies {
-            if ctl.send(frame).await.is_err() {
+            if !sh.reply(&ctl, frame).await {
                 return Ok(());
             }
         }
@@ -92,7 +92,7 @@ fn run(sh: &SinkShared, job: Job) -> Result<Vec<Frame>, EngineError> {
             Ok(None) => {}
             Err(e) if e.is_no_space() => return Err(e.into()),
             Err(e) => {
-                replies.push(sh.fail_file(file, e.to_string()));
+                replies.extend(sh.fail_file(file, e.to_string()));
                 break;
             }
         }

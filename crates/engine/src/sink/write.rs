@@ -31,7 +31,7 @@ pub(crate) async fn writer(
             .await
             .expect("write task panicked")?;
         if let Some(frame) = reply {
-            if ctl.send(frame).await.is_err() {
+            if !sh.reply(&ctl, frame).await {
                 return Ok(());
             }
         }
@@ -115,7 +115,7 @@ fn handle_block(
     match outcome {
         Ok(reply) => Ok(reply),
         Err(e) if e.is_no_space() => Err(e.into()),
-        Err(e) => Ok(Some(sh.fail_file(h.file, e.to_string()))),
+        Err(e) => Ok(sh.fail_file(h.file, e.to_string())),
     }
 }
 
@@ -135,9 +135,6 @@ pub(crate) fn mismatch(
         *n += 1;
         *n
     };
-    if !sh.files.lock().expect("files lock").contains_key(&file) {
-        return None; // another block of it failed for good meanwhile
-    }
     if tries > sh.opts.max_retries {
         let offset = block * sh.opts.block_size;
         let n = sh.opts.checksum.digest_len();
@@ -148,7 +145,7 @@ pub(crate) fn mismatch(
             hex(&expected[..n]),
             hex(&got[..n]),
         );
-        return Some(sh.fail_file(file, message));
+        return sh.fail_file(file, message);
     }
     Progress::add(&sh.progress.retried_blocks, 1);
     Some(Frame::Resend { file, block })
@@ -170,7 +167,7 @@ fn store(
     let bs = sh.opts.block_size;
     let part = {
         let mut st = inc.state.lock().expect("file lock");
-        if st.is_done(h.block) || st.written.iter().any(|(b, _)| *b == h.block) {
+        if st.failed || st.is_done(h.block) || st.written.iter().any(|(b, _)| *b == h.block) {
             return Ok(false); // a duplicate (e.g. a resend that crossed a good copy)
         }
         if st.part.is_none() {

@@ -31,9 +31,11 @@
 # Output: bench/results/<date>-integrity.csv (one row per run) and <date>-integrity.md
 # (the report, also printed on stdout); --quick writes <date>-integrity-quick.{csv,md},
 # --only adds -partial and --full-matrix adds -fullmatrix, so smoke tests never overwrite
-# a full run's results. Needs root (drop_caches). A full run with --runs 3 takes about
-# 35 minutes on a 2-core machine with a ~1 GB/s disk, plus ~1 minute to generate the
-# datasets (8.5 GB) the first time.
+# a full run's results. Each run's hetch output and the report's metadata (meta.tsv) stay
+# in WORK/integrity/logs/<time>/. Needs root (drop_caches). A full run with --runs 3 takes about
+# 32 minutes on a 2-core machine with a ~1 GB/s disk (estimated from a quick run: 120
+# timed runs), plus 1-2 minutes to generate the datasets (8.5 GB) the first time;
+# --full-matrix roughly doubles that (about 65 minutes).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -91,7 +93,6 @@ else
     BLOCKS_MIXED="1M 4M 16M 32M"
 fi
 UNIT=$(( (BIG + 10) / 20 ))        # the paper's 500 MB: 13421773 B (full), 838861 B (quick)
-SMALL=$UNIT                        # the small file of the alternating dataset
 HT_BLOCK=${BLOCKS_MAIN%% *}        # block size of the --hash-threads sweep (hetch's default 4M)
 HASH_THREADS_SWEEP="2 4"           # 1 is the block-size sweep's own point
 RATE=100M                          # transfer-dominant case
@@ -116,7 +117,7 @@ DATA=$IWORK/data/$MODE
 DST=$IWORK/dst
 LOGS=$IWORK/logs/$(date +%Y%m%d-%H%M%S)
 RUNTMP=$(mktemp -d /tmp/hetch-integrity.XXXXXX)
-META=$RUNTMP/meta.tsv
+META=$LOGS/meta.tsv   # kept with the logs: integrity_report.py --csv CSV --meta META regenerates the report
 HETCH=$ROOT/target/release/hetch
 T_START=$SECONDS
 
@@ -170,8 +171,8 @@ drop_caches() {
     if [ "$CAN_DROP" = 1 ]; then echo 3 >/proc/sys/vm/drop_caches; fi
 }
 
-count_tree() {   # prints "FILES BYTES" of regular files under a path
-    find "$1" -type f -printf '%s\n' 2>/dev/null | awk '{n++; s+=$1} END {printf "%.0f %.0f\n", n, s}'
+count_tree() {   # prints "FILES BYTES" of regular files under a path ("0 0" if missing)
+    { find "$1" -type f -printf '%s\n' 2>/dev/null || true; } | awk '{n++; s+=$1} END {printf "%.0f %.0f\n", n, s}'
 }
 
 now() { printf '%s' "$EPOCHREALTIME"; }
@@ -350,23 +351,23 @@ point_flags() {   # point_flags CASE SCHEME BLOCK HT: sets FLAGS
     local c=$1 s=$2 bs=$3 ht=$4
     FLAGS=()
     if [ "$c" = default ]; then
-        [ "$s" = none ] && FLAGS=(--verify none)
-        return
+        if [ "$s" = none ]; then FLAGS=(--verify none); fi
+        return 0
     fi
-    FLAGS=("${PAPER_FLAGS[@]}" --hash-threads "$ht")
-    [ "$c" = td ] && FLAGS+=(--rate-limit "$RATE")
+    # every scheme gets its block size explicitly (4M, hetch's default, except in the sweeps)
+    FLAGS=("${PAPER_FLAGS[@]}" --hash-threads "$ht" --block-size "$bs")
+    if [ "$c" = td ]; then FLAGS+=(--rate-limit "$RATE"); fi
     case "$s" in
         none) FLAGS+=(--verify none) ;;
-        sequential|file) FLAGS+=(--verify written --verify-schedule "$s") ;;
-        block) FLAGS+=(--verify written --verify-schedule block --block-size "$bs") ;;
+        sequential|file|block) FLAGS+=(--verify written --verify-schedule "$s") ;;
     esac
 }
 
 point_label() {   # point_label CASE SCHEME BLOCK HT
     local c=$1 s=$2 bs=$3 ht=$4
     if [ "$c" = default ]; then
-        [ "$s" = none ] && echo "blake3-none" || echo "blake3-written"
-        return
+        if [ "$s" = none ]; then echo "blake3-none"; else echo "blake3-written"; fi
+        return 0
     fi
     case "$s" in
         block) if [ "$ht" = 1 ]; then echo "block-$bs"; else echo "block-$bs-ht$ht"; fi ;;
@@ -386,9 +387,12 @@ add_group() {   # add_group CASE DATASET: the points of one (case, dataset), if 
     fi
     blocks=$BLOCKS_MAIN
     [ "$ds" = mixed ] && blocks=$BLOCKS_MIXED
-    g+="$c $ds none $HT_BLOCK 1"$'\n'
-    g+="$c $ds sequential $HT_BLOCK 1"$'\n'
-    g+="$c $ds file $HT_BLOCK 1"$'\n'
+    # none, sequential and file run with hetch's default block size in both modes: the
+    # read-back granularity changes their verify rate a lot (quick test: file-level at
+    # 256K blocks verified at ~150 MB/s), and the schemes under test are hetch's defaults
+    g+="$c $ds none 4M 1"$'\n'
+    g+="$c $ds sequential 4M 1"$'\n'
+    g+="$c $ds file 4M 1"$'\n'
     if [ "$c" = cd ] || [ "$FULL_MATRIX" = 1 ]; then
         for bs in $blocks; do g+="$c $ds block $bs 1"$'\n'; done
         for ht in $HASH_THREADS_SWEEP; do g+="$c $ds block $HT_BLOCK $ht"$'\n'; done
@@ -401,9 +405,9 @@ add_group() {   # add_group CASE DATASET: the points of one (case, dataset), if 
 }
 for ds in $DATASETS; do add_group cd "$ds"; done
 for ds in alternating mixed; do add_group td "$ds"; done
-# cut (time budget): transfer-dominant on the uniform dataset costs ~9 min at 100 MB/s
+# cut (time budget): transfer-dominant on the uniform dataset costs ~12 min at 100 MB/s
 # and the paper expects no difference there; --full-matrix runs it
-[ "$FULL_MATRIX" = 1 ] && add_group td uniform
+if [ "$FULL_MATRIX" = 1 ]; then add_group td uniform; fi
 add_group default uniform
 [ "${#PLAN[@]}" -gt 0 ] || die "--only '$ONLY' selects no point"
 
@@ -441,7 +445,7 @@ meta ht_block "$HT_BLOCK"
 meta calib_files "$CALIB_FILES"
 meta cmd.server "hetch serve --root $DST --listen 127.0.0.1:PORT --state-dir $HETCH_STATE   (server defaults; the client's --checksum, --verify, --verify-schedule, --hash-threads, --block-size and --rate-limit apply to the session)"
 meta cmd.client "HETCH_TOKEN=\$(cat TOKEN) hetch cp -q --json FLAGS --fingerprint sha256:... $DATA/DATASET hetch://127.0.0.1:PORT/DATASET"
-meta cmd.cd "FLAGS = ${PAPER_FLAGS[*]} --hash-threads H {--verify none | --verify written --verify-schedule sequential|file | --verify written --verify-schedule block --block-size B}"
+meta cmd.cd "FLAGS = ${PAPER_FLAGS[*]} --hash-threads H --block-size B {--verify none | --verify written --verify-schedule sequential|file|block}   (B = 4M, hetch's default, except in the block-size sweep and the hash-thread sweep at $HT_BLOCK)"
 meta cmd.td "FLAGS = the same + --rate-limit $RATE"
 meta cmd.default "FLAGS = (none) | --verify none   (blake3, TLS data streams, --concurrency 4, --hash-threads = nproc, --block-size 4M)"
 meta cmd.c "sync; echo 3 > /proc/sys/vm/drop_caches; md5sum FIRST_${CALIB_FILES}_UNIFORM_FILES   (also warm: after cat; and hetch sum --checksum md5 --threads 1, cold)"
@@ -519,10 +523,18 @@ calibrate_c() {
 }
 
 log "mode $MODE, $RUNS run(s) per point, $TOTAL timed runs; logs in $LOGS"
+start_hetch "$DST"
+# One untimed push first: the first writes after the datasets were generated (or after a
+# long pause) ran up to 2x slower in testing, which would bias whichever point runs first.
+log "warm-up push (not timed)"
+point_flags cd block "$HT_BLOCK" 1
+hetch_push "${FLAGS[@]}" "$DATA/mixed" warmup >"$LOGS/warmup.out" 2>"$LOGS/warmup.err" </dev/null \
+    || log "warning: warm-up push failed: $(tail -n 2 "$LOGS/warmup.err" | tr '\n' ' ')"
+rm -rf "${DST:?}/warmup"
+
 log "== c: md5sum of the first $CALIB_FILES uniform files, caches dropped"
 calibrate_c
 
-start_hetch "$DST"
 for g in "${PLAN[@]}"; do
     read -r c ds _ <<<"$g"
     log "== $c / $ds: $(grep -c . <<<"$g") points x $RUNS runs (runs interleaved: run 1 of every point, then run 2, ...)"

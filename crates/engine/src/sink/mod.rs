@@ -121,6 +121,9 @@ pub(crate) struct SinkShared {
     pub seen: Mutex<std::collections::HashSet<PathBuf>>,
     /// Files that ended but whose `FileDone` is not queued yet.
     ending: Mutex<std::collections::HashSet<u64>>,
+    /// File schedule: files written and waiting for, or in, their check.
+    backlog: Mutex<usize>,
+    backlog_shrank: std::sync::Condvar,
 }
 
 /// Files a sequential schedule lets pile up before it checks them (a bound on memory
@@ -188,7 +191,30 @@ impl SinkShared {
             self.deferred.lock().expect("deferred lock").push(id);
             self.release_deferred();
         } else {
+            *self.backlog.lock().expect("backlog lock") += 1;
             let _ = self.verify.0.try_send(verify::Job::File(id));
+        }
+    }
+
+    /// File schedule: a file's check is over (whatever its outcome).
+    pub fn file_checked(&self) {
+        let mut n = self.backlog.lock().expect("backlog lock");
+        *n = n.saturating_sub(1);
+        self.backlog_shrank.notify_all();
+    }
+
+    /// File schedule: waits (on a blocking thread) until at most `hash_threads` files
+    /// wait for their check. So file X is checked while file X+1 transfers and X+2
+    /// waits for the check, as in a file-level pipeline; without the wait, checks of a
+    /// slow algorithm would fall ever further behind the transfer.
+    pub fn wait_for_backlog(&self) {
+        if self.opts.schedule != Schedule::File || self.opts.verify != hetch_proto::Verify::Written
+        {
+            return;
+        }
+        let mut n = self.backlog.lock().expect("backlog lock");
+        while *n > self.opts.hash_threads.max(1) {
+            n = self.backlog_shrank.wait(n).expect("backlog lock");
         }
     }
 
@@ -293,6 +319,8 @@ pub async fn run_sink(
         corrupt_left: AtomicU64::new(corrupt_written),
         seen: Mutex::default(),
         ending: Mutex::default(),
+        backlog: Mutex::new(0),
+        backlog_shrank: std::sync::Condvar::new(),
     });
     let pool = BufferPool::new(shared.opts.effective_buffer_memory());
     let (block_tx, block_rx) = async_channel::bounded(64);

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use hetch_integrity::{self as integrity, Digest};
-use hetch_proto::Frame;
+use hetch_proto::{Frame, Schedule};
 use hetch_storage::part::PartFile;
 use hetch_storage::StorageError;
 use tokio::sync::mpsc;
@@ -39,9 +39,14 @@ pub(crate) async fn verifier(
 ) -> Result<(), EngineError> {
     while let Ok(job) = sh.verify.1.recv().await {
         let s = sh.clone();
+        let counted = matches!(job, Job::File(_)) && sh.opts.schedule == Schedule::File;
         let replies = tokio::task::spawn_blocking(move || run(&s, job))
             .await
-            .expect("verify task panicked")?;
+            .expect("verify task panicked");
+        if counted {
+            sh.file_checked();
+        }
+        let replies = replies?;
         for frame in replies {
             if !sh.reply(&ctl, frame).await {
                 return Ok(());

@@ -83,6 +83,7 @@ fn handle_block(
             return Ok(mismatch(sh, h.file, h.block, &inc, &h.digest, &digest));
         }
     }
+    sh.wait_for_backlog();
     let zero = payload.is_none();
     let outcome = match store(sh, h, &inc, data, zero) {
         Err(e) => Err(e),

@@ -163,3 +163,16 @@ pub fn drop_cached_range(file: &File, offset: u64, len: u64) {
         );
     }
 }
+
+/// Starts writeback of a range without waiting for it. Advice only: errors are ignored.
+pub fn start_writeback(file: &File, offset: u64, len: u64) {
+    // SAFETY: valid fd for the life of `file`; the call only reads its arguments.
+    unsafe {
+        libc::sync_file_range(
+            file.as_raw_fd(),
+            offset as libc::off64_t,
+            len as libc::off64_t,
+            libc::SYNC_FILE_RANGE_WRITE,
+        );
+    }
+}

@@ -95,23 +95,33 @@ impl PartFile {
         self.file.write_all_at(data, offset).at(&self.path)
     }
 
-    /// Reads `buf.len()` bytes at `offset` back from the storage, for verification.
-    ///
-    /// With `from_storage`, the range is first written out and waited for
-    /// (`sync_file_range`) and its pages are dropped from the page cache
-    /// (`posix_fadvise(DONTNEED)`), so the read comes from the device, not from the
-    /// cache that was just written; where a file system ignores the advice (tmpfs),
-    /// the read comes from memory. Bytes past the current end of the file read as zeros:
-    /// the file is sized when it is finished, and unwritten ranges are holes.
-    pub fn read_back(
-        &self,
-        offset: u64,
-        buf: &mut [u8],
-        from_storage: bool,
-    ) -> Result<(), StorageError> {
-        if from_storage && !buf.is_empty() {
-            meta::drop_cached_range(&self.file, offset, buf.len() as u64);
+    /// Starts writing `len` bytes at `offset` out to the device without waiting
+    /// (`sync_file_range(WRITE)`), so that a later [`PartFile::prepare_read_back`] finds
+    /// them on their way and the disk writes steadily instead of in one burst at the end.
+    pub fn start_writeback(&self, offset: u64, len: u64) {
+        if len > 0 {
+            meta::start_writeback(&self.file, offset, len);
         }
+    }
+
+    /// Makes the next [`PartFile::read_back`] of `len` bytes at `offset` come from the
+    /// device rather than from the page cache that the write just filled: the range is
+    /// written out and waited for (`sync_file_range`), its pages are dropped from the
+    /// cache (`posix_fadvise(DONTNEED)`), and reading it back is started at once, in one
+    /// large request (`WILLNEED`), so that a verifier can prepare the next block while
+    /// it hashes this one. Where a file system ignores the advice (tmpfs), the read
+    /// comes from memory. Advice only: errors are ignored.
+    pub fn prepare_read_back(&self, offset: u64, len: u64) {
+        if len > 0 {
+            meta::drop_cached_range(&self.file, offset, len);
+            meta::advise_willneed(&self.file, offset, len);
+        }
+    }
+
+    /// Reads `buf.len()` bytes at `offset`, for verification (see
+    /// [`PartFile::prepare_read_back`]). Bytes past the current end of the file read as
+    /// zeros: the file is sized when it is finished, and unwritten ranges are holes.
+    pub fn read_back(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
         let mut done = 0;
         while done < buf.len() {
             match self.file.read_at(&mut buf[done..], offset + done as u64) {

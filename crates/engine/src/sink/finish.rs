@@ -69,7 +69,7 @@ fn feed_ordered(
             let len = integrity::block_len(inc.size, bs, o.next) as usize;
             scratch.resize(len, 0);
             let part = st.part.as_ref().expect("part is open");
-            if let Err(e) = part.read_back(o.next * bs, &mut scratch, false) {
+            if let Err(e) = part.read_back(o.next * bs, &mut scratch) {
                 result = Err(e);
                 break;
             }

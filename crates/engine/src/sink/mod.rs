@@ -349,7 +349,9 @@ pub async fn run_sink(
         ));
     }
     drop(block_rx);
-    for _ in 0..shared.opts.hash_threads.max(1) {
+    // Twice as many verifiers as hashing threads: while some wait for the device,
+    // others hash (the gate keeps hashing itself to `hash_threads`).
+    for _ in 0..2 * shared.opts.hash_threads.max(1) {
         tasks.spawn(verify::verifier(shared.clone(), ctl_tx.clone()));
     }
 

@@ -1,6 +1,6 @@
 //! The read-back check of `--verify written`: a written block is read back from the
 //! destination storage (bypassing the page cache where the file system allows, see
-//! [`PartFile::read_back`]), hashed, and compared with the source's digest. It runs on
+//! [`PartFile::prepare_read_back`]), hashed, and compared with the source's digest. It runs on
 //! `--hash-threads` verifiers, overlapping with the transfer and writing of later
 //! blocks. The schedule decides what a verifier is handed: each block as soon as it is
 //! written (block), or a whole file once all its blocks are written (file, sequential).
@@ -78,7 +78,16 @@ fn run(sh: &SinkShared, job: Job) -> Result<Vec<Frame>, EngineError> {
         return Ok(replies); // finished or failed meanwhile
     };
     let mut scratch = Vec::new();
-    for (block, expected) in blocks {
+    let bs = sh.opts.block_size;
+    let prepare = |i: usize| {
+        if let (Some(&(block, _)), Some(part)) = (blocks.get(i), part_of(&inc)) {
+            part.prepare_read_back(block * bs, integrity::block_len(inc.size, bs, block));
+        }
+    };
+    prepare(0);
+    for (i, &(block, expected)) in blocks.iter().enumerate() {
+        // The device reads the next block while this one is hashed.
+        prepare(i + 1);
         let outcome = check(sh, &inc, block, &expected, buf.as_deref_mut(), &mut scratch).and_then(
             |checked| match checked {
                 Checked::Gone => Ok(None),
@@ -104,6 +113,11 @@ fn run(sh: &SinkShared, job: Job) -> Result<Vec<Frame>, EngineError> {
         buf = None; // a receive buffer serves its own block only
     }
     Ok(replies)
+}
+
+/// The file's open part file, unless it was finished or dropped.
+fn part_of(inc: &IncomingFile) -> Option<Arc<PartFile>> {
+    inc.state.lock().expect("file lock").part.clone()
 }
 
 fn lookup(sh: &SinkShared, file: u64) -> Option<Arc<IncomingFile>> {
@@ -144,7 +158,7 @@ fn check<'a>(
             scratch
         }
     };
-    part.read_back(block * bs, data, true)?;
+    part.read_back(block * bs, data)?;
     drop(part);
     let algo = sh.opts.checksum;
     let got = sh.gate.run(|| algo.block_digest(inc.size, bs, block, data));

@@ -200,6 +200,9 @@ fn store(
         // the file system's inode lock; other files still write in parallel.
         let _one_writer = inc.write_lock.lock().expect("write lock");
         part.write_at(h.block * bs, data)?;
+        if sh.opts.verify == Verify::Written {
+            part.start_writeback(h.block * bs, data.len() as u64);
+        }
         if !data.is_empty()
             && sh
                 .corrupt_left

@@ -11,5 +11,8 @@
 #![deny(missing_docs)]
 
 mod delay;
+pub mod forward;
+pub mod netns;
+pub mod tun;
 
 pub use delay::{DelayLine, Dropped, LinkConfig};

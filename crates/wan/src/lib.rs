@@ -13,6 +13,7 @@
 mod delay;
 pub mod forward;
 pub mod netns;
+pub mod testbed;
 pub mod tun;
 
 pub use delay::{DelayLine, Dropped, LinkConfig};

@@ -1,0 +1,113 @@
+//! The two emulated hosts: network namespaces `hetch-a` and `hetch-b`, each with a TUN
+//! device `wan0`, joined by the forwarder's delay lines.
+
+use std::time::Duration;
+
+use crate::delay::LinkConfig;
+use crate::netns::{in_namespace, ip};
+use crate::tun::Tun;
+
+/// A host of the testbed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Host {
+    /// Short name used on the command line (`a` or `b`).
+    pub name: &'static str,
+    /// Its network namespace.
+    pub netns: &'static str,
+    /// Its address on the emulated link.
+    pub addr: &'static str,
+}
+
+/// Host `a`.
+pub const A: Host = Host {
+    name: "a",
+    netns: "hetch-a",
+    addr: "10.77.0.1",
+};
+/// Host `b`.
+pub const B: Host = Host {
+    name: "b",
+    netns: "hetch-b",
+    addr: "10.77.0.2",
+};
+/// Both hosts.
+pub const HOSTS: [Host; 2] = [A, B];
+/// The TUN device inside each namespace.
+pub const DEVICE: &str = "wan0";
+
+/// The link as the user asked for it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Link {
+    /// Round-trip time (each direction gets half).
+    pub rtt: Duration,
+    /// Bytes per second in each direction (0 = unlimited).
+    pub rate: u64,
+    /// Loss probability per packet in each direction.
+    pub loss: f64,
+    /// MTU of the link.
+    pub mtu: u32,
+}
+
+impl Link {
+    /// One direction's delay-line settings. The queue holds one RTT's worth of bytes
+    /// at the link rate (a bandwidth-delay product, as a well-sized router buffer),
+    /// and at least 1 MiB.
+    pub fn direction(&self) -> LinkConfig {
+        let bdp = (self.rate as u128 * self.rtt.as_nanos() / 1_000_000_000) as u64;
+        LinkConfig {
+            rate: self.rate,
+            delay: self.rtt / 2,
+            loss: self.loss,
+            queue_bytes: bdp.max(1 << 20),
+        }
+    }
+}
+
+/// Removes the namespaces (and with them anything left inside); missing ones are fine.
+pub fn remove_namespaces() {
+    for h in HOSTS {
+        let _ = ip(&["netns", "del", h.netns]);
+    }
+}
+
+/// Creates both namespaces with a TUN device each, addressed point to point, and
+/// returns the devices (a's, then b's) for the forwarder.
+pub fn create(link: &Link) -> std::io::Result<(Tun, Tun)> {
+    remove_namespaces();
+    let mut tuns = Vec::new();
+    for (me, peer) in [(A, B), (B, A)] {
+        ip(&["netns", "add", me.netns])?;
+        let tun = in_namespace(me.netns, || Tun::open(DEVICE))?;
+        let mtu = link.mtu.to_string();
+        ip(&[
+            "-n", me.netns, "addr", "add", me.addr, "peer", peer.addr, "dev", DEVICE,
+        ])?;
+        ip(&["-n", me.netns, "link", "set", DEVICE, "mtu", &mtu, "up"])?;
+        ip(&["-n", me.netns, "link", "set", "lo", "up"])?;
+        tuns.push(tun);
+    }
+    let b = tuns.pop().expect("two devices");
+    let a = tuns.pop().expect("two devices");
+    Ok((a, b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_direction_gets_half_the_rtt_and_a_bdp_queue() {
+        let l = Link {
+            rtt: Duration::from_millis(100),
+            rate: 250_000_000,
+            loss: 0.001,
+            mtu: 9000,
+        };
+        let d = l.direction();
+        assert_eq!(d.delay, Duration::from_millis(50));
+        assert_eq!(d.queue_bytes, 25_000_000);
+        assert_eq!((d.rate, d.loss), (250_000_000, 0.001));
+        let unlimited = Link { rate: 0, ..l }.direction();
+        assert_eq!(unlimited.queue_bytes, 1 << 20);
+    }
+}

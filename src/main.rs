@@ -11,6 +11,7 @@ mod location;
 mod server;
 mod ui;
 mod units;
+mod wan;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -51,6 +52,10 @@ enum Command {
     /// `hetch cp -r src dir/` compare `src` with `dir/src`. Exit code 0 when the trees are
     /// identical, 3 when they differ (each difference on stderr), 1 on errors.
     Verify(VerifyArgs),
+    /// WAN testbed on this machine: two hosts (network namespaces) joined by an emulated
+    /// link with the given RTT, rate and loss (root only).
+    #[command(subcommand)]
+    Wan(WanCommand),
     /// Run a demonstration transfer on this machine: a server on loopback, a mixed
     /// dataset pushed and pulled back over TLS, verified, with throughput.
     Demo(DemoArgs),
@@ -287,6 +292,52 @@ impl ConnArgs {
     }
 }
 
+#[derive(Subcommand)]
+enum WanCommand {
+    /// Create hosts a (10.77.0.1) and b (10.77.0.2) and the link between them.
+    Up(WanLinkArgs),
+    /// Run a command on host a or b: `hetch wan exec a -- CMD...`.
+    Exec {
+        /// a or b.
+        host: String,
+        /// The command and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        cmd: Vec<String>,
+    },
+    /// Stop the link and remove the hosts (also what a crash left behind).
+    Down,
+    /// The link's forwarder (started by `up`).
+    #[command(hide = true)]
+    Forward(WanLinkArgs),
+}
+
+#[derive(Args)]
+struct WanLinkArgs {
+    /// Round-trip time (50ms, 0.1s).
+    #[arg(long, default_value = "0ms", value_parser = wan::parse_duration)]
+    rtt: std::time::Duration,
+    /// Rate of each direction: bytes/s with SI suffixes (250M) or bits (2gbit); 0 = unlimited.
+    #[arg(long, default_value = "0", value_parser = units::parse_rate)]
+    rate: u64,
+    /// Packet loss in each direction (0.1% or 0.001).
+    #[arg(long, default_value = "0", value_parser = wan::parse_loss)]
+    loss: f64,
+    /// MTU of the link.
+    #[arg(long, default_value_t = 9000)]
+    mtu: u32,
+}
+
+impl WanLinkArgs {
+    fn link(&self) -> hetch_wan::testbed::Link {
+        hetch_wan::testbed::Link {
+            rtt: self.rtt,
+            rate: self.rate,
+            loss: self.loss,
+            mtu: self.mtu,
+        }
+    }
+}
+
 #[derive(Args)]
 struct DemoArgs {
     /// Work in this directory instead of a temporary one.
@@ -460,6 +511,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::from(3)
             })
         }
+        Command::Wan(w) => match w {
+            WanCommand::Up(l) => wan::up(l.link()).map(|_| ExitCode::SUCCESS),
+            WanCommand::Down => wan::down().map(|_| ExitCode::SUCCESS),
+            WanCommand::Exec { host, cmd } => wan::exec(&host, &cmd),
+            WanCommand::Forward(l) => wan::forward(l.link()).map(|_| ExitCode::SUCCESS),
+        },
         Command::Demo(a) => {
             demo::run(a.dir, a.large_mib, a.keep).await?;
             Ok(ExitCode::SUCCESS)

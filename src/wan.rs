@@ -1,0 +1,204 @@
+//! `hetch wan`: the WAN testbed on this machine (two network namespaces joined by an
+//! emulated link). `up` starts a background forwarder (`hetch wan forward`, hidden)
+//! and waits until the link works; `down` stops it and removes the namespaces, also
+//! after a crash; `exec` runs a command on one host.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use hetch_wan::testbed::{self, Link, A, B, HOSTS};
+
+/// Where the running forwarder leaves its pid, its log and its "ready" mark.
+const STATE_DIR: &str = "/run/hetch-wan";
+
+fn state(name: &str) -> PathBuf {
+    Path::new(STATE_DIR).join(name)
+}
+
+/// Parses a duration: `50ms`, `0.5s`, `100us`, or a bare number of milliseconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        (t, 1e-3)
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(Duration::from_secs_f64(v * scale)),
+        _ => Err(format!("'{s}': expected a duration like 50ms or 0.1s")),
+    }
+}
+
+/// Parses a loss rate: `0.01%` or a fraction like `0.0001`.
+pub fn parse_loss(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    };
+    match v {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("'{s}': expected a loss like 0.1% or 0.001")),
+    }
+}
+
+/// Starts the testbed.
+pub fn up(link: Link) -> anyhow::Result<()> {
+    if forwarder_pid().is_some() {
+        bail!("the WAN testbed is already up; run `hetch wan down` first");
+    }
+    down_quietly();
+    std::fs::create_dir_all(STATE_DIR).with_context(|| STATE_DIR.to_string())?;
+    let log = std::fs::File::create(state("forwarder.log"))?;
+    let exe = std::env::current_exe()?;
+    let mut cmd = Command::new(exe);
+    cmd.args(["wan", "forward"])
+        .arg(format!("--rtt={}us", link.rtt.as_micros()))
+        .arg(format!("--rate={}", link.rate))
+        .arg(format!("--loss={}", link.loss))
+        .arg(format!("--mtu={}", link.mtu))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    // Its own session: the forwarder outlives this command and its terminal.
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().context("starting the forwarder")?;
+    std::fs::write(state("pid"), child.id().to_string())?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !state("ready").exists() {
+        if let Some(status) = child.try_wait()? {
+            let log = std::fs::read_to_string(state("forwarder.log")).unwrap_or_default();
+            down_quietly();
+            bail!(
+                "the WAN forwarder stopped ({status}): {}",
+                log.trim().lines().last().unwrap_or("no message")
+            );
+        }
+        if Instant::now() > deadline {
+            down_quietly();
+            bail!("the WAN forwarder did not come up within 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    println!(
+        "hetch wan: up: a = {} (netns {}), b = {} (netns {}); RTT {:?}, rate {}, loss {}%, MTU {}; link: userspace TUN delay line (pid {})",
+        A.addr,
+        A.netns,
+        B.addr,
+        B.netns,
+        link.rtt,
+        if link.rate == 0 {
+            "unlimited".to_string()
+        } else {
+            format!("{} bit/s", link.rate * 8)
+        },
+        link.loss * 100.0,
+        link.mtu,
+        child.id()
+    );
+    Ok(())
+}
+
+/// The forwarder itself (runs in the background until killed).
+pub fn forward(link: Link) -> anyhow::Result<()> {
+    let (a, b) = testbed::create(&link).context("creating the emulated hosts")?;
+    let _counters = hetch_wan::forward::start(a, b, link.direction(), 0x5eed);
+    std::fs::write(state("ready"), b"")?;
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+/// Stops the testbed and removes everything it made.
+pub fn down() -> anyhow::Result<()> {
+    let was_up = forwarder_pid().is_some() || HOSTS.iter().any(|h| netns_exists(h.netns));
+    down_quietly();
+    eprintln!(
+        "hetch wan: {}",
+        if was_up {
+            "down"
+        } else {
+            "was not up (nothing to remove)"
+        }
+    );
+    Ok(())
+}
+
+fn down_quietly() {
+    if let Some(pid) = forwarder_pid() {
+        // SAFETY: plain kill(2) on a pid we started.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+    testbed::remove_namespaces();
+    let _ = std::fs::remove_dir_all(STATE_DIR);
+}
+
+/// The forwarder's pid, if it is running.
+fn forwarder_pid() -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(state("pid"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    // A pid may be reused: check that it is one of ours.
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let is_ours = cmdline.windows(7).any(|w| w == b"forward");
+    is_ours.then_some(pid)
+}
+
+fn netns_exists(name: &str) -> bool {
+    Path::new("/run/netns").join(name).exists()
+}
+
+/// Runs `cmd` on host `host` (`a` or `b`); returns its exit code.
+pub fn exec(host: &str, cmd: &[String]) -> anyhow::Result<ExitCode> {
+    let Some(h) = HOSTS.iter().find(|h| h.name == host) else {
+        bail!("unknown host '{host}': the testbed's hosts are a and b");
+    };
+    if !netns_exists(h.netns) {
+        bail!(
+            "the WAN testbed is not up (no netns {}); run `hetch wan up`",
+            h.netns
+        );
+    }
+    let status = Command::new("ip")
+        .args(["netns", "exec", h.netns])
+        .args(cmd)
+        .status()
+        .context("running ip netns exec")?;
+    Ok(ExitCode::from(
+        status.code().unwrap_or(1).clamp(0, 255) as u8
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_losses_parse() {
+        assert_eq!(parse_duration("50ms").unwrap(), Duration::from_millis(50));
+        assert_eq!(parse_duration("0.1s").unwrap(), Duration::from_millis(100));
+        assert_eq!(parse_duration("100").unwrap(), Duration::from_millis(100));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert!(parse_duration("-1ms").is_err() && parse_duration("fast").is_err());
+        assert_eq!(parse_loss("0.1%").unwrap(), 0.001);
+        assert_eq!(parse_loss("0.01").unwrap(), 0.01);
+        assert!(parse_loss("150%").is_err() && parse_loss("x").is_err());
+    }
+}

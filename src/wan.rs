@@ -165,7 +165,7 @@ fn netns_exists(name: &str) -> bool {
     Path::new("/run/netns").join(name).exists()
 }
 
-/// Runs `cmd` on host `host` (`a` or `b`); returns its exit code.
+/// Runs `cmd` on host `host` (`a` or `b`) in place of this process.
 pub fn exec(host: &str, cmd: &[String]) -> anyhow::Result<ExitCode> {
     let Some(h) = HOSTS.iter().find(|h| h.name == host) else {
         bail!("unknown host '{host}': the testbed's hosts are a and b");
@@ -176,14 +176,14 @@ pub fn exec(host: &str, cmd: &[String]) -> anyhow::Result<ExitCode> {
             h.netns
         );
     }
-    let status = Command::new("ip")
+    // Replace this process (rather than wait for a child), so that signals sent to
+    // `hetch wan exec` reach the command itself.
+    use std::os::unix::process::CommandExt;
+    let err = Command::new("ip")
         .args(["netns", "exec", h.netns])
         .args(cmd)
-        .status()
-        .context("running ip netns exec")?;
-    Ok(ExitCode::from(
-        status.code().unwrap_or(1).clamp(0, 255) as u8
-    ))
+        .exec();
+    Err(err).context("running ip netns exec")
 }
 
 #[cfg(test)]

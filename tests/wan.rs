@@ -1,0 +1,127 @@
+//! `hetch wan` end to end (root only): bring the testbed up with a 20 ms link, run a
+//! real `hetch serve` on host b, push a tree to it from host a, check the copy, bring
+//! the testbed down and check that nothing is left. Skipped, with a message, where it
+//! cannot run (not root, no /dev/net/tun, no `ip`).
+
+mod util;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use util::*;
+
+/// Brings the testbed down when the test ends, however it ends.
+struct Down;
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = hetch(&args!["wan", "down"], &[]);
+    }
+}
+
+fn can_run() -> Result<(), &'static str> {
+    if !is_root() {
+        return Err("not root");
+    }
+    if !Path::new("/dev/net/tun").exists() {
+        return Err("no /dev/net/tun");
+    }
+    let ip = Command::new("ip").arg("-V").output();
+    if !ip.is_ok_and(|o| o.status.success()) {
+        return Err("no `ip` command");
+    }
+    Ok(())
+}
+
+#[test]
+fn push_across_the_emulated_wan_then_down_leaves_nothing() {
+    if let Err(why) = can_run() {
+        eprintln!("SKIPPED hetch wan test: {why}");
+        return;
+    }
+    let t = tempdir();
+    let src = t.path().join("data");
+    Tree::new(&src)
+        .file("big.bin", 6 << 20, 91)
+        .file("a/small", 5000, 92)
+        .bytes("a/empty", b"");
+    let _down = Down;
+    hetch(&args!["wan", "up", "--rtt", "20ms", "--rate", "1gbit"], &[]).ok();
+    // Both hosts exist and see each other's addresses only through the link.
+    for ns in ["hetch-a", "hetch-b"] {
+        assert!(Path::new("/run/netns").join(ns).exists(), "{ns} missing");
+    }
+
+    let root = t.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let state = t.path().join("state");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_hetch"))
+        .args([
+            "wan",
+            "exec",
+            "b",
+            "--",
+            env!("CARGO_BIN_EXE_hetch"),
+            "serve",
+            "--listen",
+            "10.77.0.2:7878",
+        ])
+        .arg("--root")
+        .arg(&root)
+        .arg("--state-dir")
+        .arg(&state)
+        .env("HETCH_CONFIG_DIR", t.path().join("config"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let token_path = state.join("token");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !token_path.exists()
+        || std::fs::read_to_string(&token_path)
+            .unwrap_or_default()
+            .is_empty()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the server on host b did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200)); // let it reach listen()
+    let token = std::fs::read_to_string(&token_path).unwrap();
+    let known = t.path().join("known_hosts");
+    let out = hetch(
+        &args![
+            "wan",
+            "exec",
+            "a",
+            "--",
+            env!("CARGO_BIN_EXE_hetch"),
+            "cp",
+            "-q",
+            "--json",
+            "--known-hosts",
+            &known,
+            &src,
+            "hetch://10.77.0.2:7878/data"
+        ],
+        &[("HETCH_TOKEN", token.trim())],
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    out.ok();
+    assert_eq!(out.json().files, 3, "{out:?}");
+    assert_same_tree(&src, &root.join("data"));
+
+    hetch(&args!["wan", "down"], &[]).ok();
+    for ns in ["hetch-a", "hetch-b"] {
+        assert!(
+            !Path::new("/run/netns").join(ns).exists(),
+            "{ns} left behind"
+        );
+    }
+    assert!(!Path::new("/run/hetch-wan").exists(), "state left behind");
+    // Down again is harmless.
+    hetch(&args!["wan", "down"], &[]).ok();
+}

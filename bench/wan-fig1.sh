@@ -45,7 +45,7 @@ r.sort(); print("%.2f %.2f %.2f"%(r[0],r[len(r)//2],r[-1]))'
 echo "rtt_ms,buffers,run,gbit_per_s,retransmits,ping_min_ms,ping_median_ms,ping_max_ms" > "$CSV"
 for rtt in $RTTS; do
     "$H" wan down >/dev/null 2>&1 || true
-    "$H" wan up --rtt "${rtt}ms" --rate "$RATE" >&2
+    "$H" wan up --untuned --rtt "${rtt}ms" --rate "$RATE" >&2
     ip netns exec hetch-b python3 -c "$ECHO" server udp-echo-hetch & 
     sleep 0.3
     read -r pmin pmed pmax < <(ip netns exec hetch-a python3 -c "$ECHO" client)

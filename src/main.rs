@@ -325,6 +325,10 @@ struct WanLinkArgs {
     /// MTU of the link.
     #[arg(long, default_value_t = 9000)]
     mtu: u32,
+    /// Keep the hosts' TCP buffer limits as the namespaces start (by default both hosts
+    /// are tuned like data transfer nodes: tcp_rmem/tcp_wmem maximum 64 MiB).
+    #[arg(long)]
+    untuned: bool,
 }
 
 impl WanLinkArgs {
@@ -334,6 +338,7 @@ impl WanLinkArgs {
             rate: self.rate,
             loss: self.loss,
             mtu: self.mtu,
+            tuned: !self.untuned,
         }
     }
 }

@@ -63,6 +63,7 @@ pub fn up(link: Link) -> anyhow::Result<()> {
         .arg(format!("--rate={}", link.rate))
         .arg(format!("--loss={}", link.loss))
         .arg(format!("--mtu={}", link.mtu))
+        .args((!link.tuned).then_some("--untuned"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log);
@@ -94,7 +95,7 @@ pub fn up(link: Link) -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(20));
     }
     println!(
-        "hetch wan: up: a = {} (netns {}), b = {} (netns {}); RTT {:?}, rate {}, loss {}%, MTU {}; link: userspace TUN delay line (pid {})",
+        "hetch wan: up: a = {} (netns {}), b = {} (netns {}); RTT {:?}, rate {}, loss {}%, MTU {}, TCP buffers {}; link: userspace TUN delay line (pid {})",
         A.addr,
         A.netns,
         B.addr,
@@ -107,6 +108,7 @@ pub fn up(link: Link) -> anyhow::Result<()> {
         },
         link.loss * 100.0,
         link.mtu,
+        if link.tuned { "tuned (64 MiB)" } else { "as the namespaces start" },
         child.id()
     );
     Ok(())

@@ -15,6 +15,7 @@ fn main() -> std::io::Result<()> {
         rate: 0,
         loss: 0.0,
         mtu: 9000,
+        tuned: true,
     };
     let (a, b) = testbed::create(&link)?;
     let _counters = forward::start(a, b, link.direction(), 1);

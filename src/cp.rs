@@ -43,6 +43,16 @@ pub enum Outcome {
     Partial,
 }
 
+impl Outcome {
+    /// 0 when complete, 3 when some files failed (or, comparing, differ).
+    pub fn exit_code(self) -> std::process::ExitCode {
+        match self {
+            Outcome::Complete => std::process::ExitCode::SUCCESS,
+            Outcome::Partial => std::process::ExitCode::from(3),
+        }
+    }
+}
+
 /// Runs a copy job.
 pub async fn run(mut job: CopyJob) -> anyhow::Result<Outcome> {
     let progress = Arc::new(Progress::default());

@@ -281,15 +281,33 @@ struct ConnArgs {
 }
 
 impl ConnArgs {
-    fn client(&self, socket: SocketOptions) -> anyhow::Result<client::ClientConfig> {
-        Ok(client::ClientConfig {
+    /// The connection settings, when any operand is on a server.
+    fn client_for(
+        &self,
+        sources: &[Location],
+        dest: &Location,
+        socket: SocketOptions,
+    ) -> anyhow::Result<Option<client::ClientConfig>> {
+        let remote = sources
+            .iter()
+            .chain(std::iter::once(dest))
+            .any(|l| matches!(l, Location::Remote { .. }));
+        if !remote {
+            return Ok(None);
+        }
+        Ok(Some(client::ClientConfig {
             token: client::load_token(self.token_file.as_ref())?,
             fingerprint: self.fingerprint,
             known_hosts: self.known_hosts.clone(),
             socket,
             timeout: std::time::Duration::from_secs(self.timeout.max(1)),
-        })
+        }))
     }
+}
+
+/// Parses operands; `Err` is the usage error.
+fn parse_locations(paths: &[String]) -> Result<Vec<Location>, String> {
+    paths.iter().map(|p| Location::parse(p)).collect()
 }
 
 #[derive(Subcommand)]
@@ -396,12 +414,7 @@ fn one_line(e: &anyhow::Error) -> String {
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Cp(a) => {
-            let mut locs = match a
-                .paths
-                .iter()
-                .map(|p| Location::parse(p))
-                .collect::<Result<Vec<_>, _>>()
-            {
+            let mut locs = match parse_locations(&a.paths) {
                 Ok(l) => l,
                 Err(msg) => return Ok(usage_error(&msg)),
             };
@@ -417,12 +430,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     "--checksum-skip needs a digest: not with --verify none",
                 ));
             }
-            let remote = matches!(dest, Location::Remote { .. })
-                || locs.iter().any(|l| matches!(l, Location::Remote { .. }));
-            let client = match remote {
-                true => Some(a.conn.client(a.tuning.socket())?),
-                false => None,
-            };
+            let client = a.conn.client_for(&locs, &dest, a.tuning.socket())?;
             let job = cp::CopyJob {
                 sources: locs,
                 dest,
@@ -434,31 +442,18 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 quiet: a.conn.quiet,
                 manifest: a.manifest,
             };
-            Ok(match cp::run(job).await? {
-                cp::Outcome::Complete => ExitCode::SUCCESS,
-                cp::Outcome::Partial => ExitCode::from(3),
-            })
+            Ok(cp::run(job).await?.exit_code())
         }
         Command::Verify(a) => {
-            let mut locs = Vec::new();
-            for p in [&a.src, &a.dst] {
-                match Location::parse(p) {
-                    Ok(l) => locs.push(l),
-                    Err(msg) => return Ok(usage_error(&msg)),
-                }
-            }
+            let mut locs = match parse_locations(&[a.src, a.dst]) {
+                Ok(l) => l,
+                Err(msg) => return Ok(usage_error(&msg)),
+            };
             let dest = locs.pop().expect("two operands");
             let mut opts = a.tuning.engine()?;
             opts.checksum = a.checksum;
             opts.compare_only = true;
-            let remote = locs
-                .iter()
-                .chain(std::iter::once(&dest))
-                .any(|l| matches!(l, Location::Remote { .. }));
-            let client = match remote {
-                true => Some(a.conn.client(a.tuning.socket())?),
-                false => None,
-            };
+            let client = a.conn.client_for(&locs, &dest, a.tuning.socket())?;
             let job = cp::CopyJob {
                 sources: locs,
                 dest,
@@ -470,10 +465,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 quiet: a.conn.quiet,
                 manifest: None,
             };
-            Ok(match cp::run(job).await? {
-                cp::Outcome::Complete => ExitCode::SUCCESS,
-                cp::Outcome::Partial => ExitCode::from(3),
-            })
+            Ok(cp::run(job).await?.exit_code())
         }
         Command::Serve(a) => {
             let mut engine = a.tuning.engine()?;

@@ -75,9 +75,7 @@ pub fn manifest_line(digest: &[u8], path: &Path) -> Vec<u8> {
     if escape {
         line.push(b'\\');
     }
-    for b in digest {
-        line.extend_from_slice(format!("{b:02x}").as_bytes());
-    }
+    line.extend_from_slice(integrity::to_hex(digest).as_bytes());
     line.extend_from_slice(b"  ");
     for &b in name {
         match b {

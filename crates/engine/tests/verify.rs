@@ -12,6 +12,7 @@ use common::*;
 use hetch_engine::{
     copy_local, Algorithm, DestSpec, Manifest, Options, Progress, Schedule, Verify,
 };
+use hetch_integrity::to_hex;
 
 async fn copy(o: Options, src: &Path, out: &Path) -> hetch_engine::Report {
     copy_local(o, vec![src.to_path_buf()], dest(out, 1), 2, Arc::default())
@@ -107,10 +108,6 @@ fn manifest_lines(p: &Path) -> Vec<(String, String)> {
     v
 }
 
-fn hex(d: &[u8]) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manifests_hold_whole_file_digests_relative_to_the_destination() {
     let t = tempfile::tempdir().unwrap();
@@ -144,7 +141,7 @@ async fn manifests_hold_whole_file_digests_relative_to_the_destination() {
             assert_eq!(lines.len(), 10, "{algo}: {lines:?}");
             for (rel, digest) in lines {
                 let data = std::fs::read(out.join(&rel)).unwrap();
-                assert_eq!(digest, hex(&algo.digest(&data)), "{algo} {rel}");
+                assert_eq!(digest, to_hex(&algo.digest(&data)), "{algo} {rel}");
             }
         }
     }
@@ -305,7 +302,7 @@ async fn manifest_digests_are_exact_at_every_size_boundary() {
             assert_eq!(lines.len(), sizes.len());
             for (rel, digest) in lines {
                 let data = std::fs::read(src.join(&rel)).unwrap();
-                assert_eq!(digest, hex(&algo.digest(&data)), "{algo} {rel}");
+                assert_eq!(digest, to_hex(&algo.digest(&data)), "{algo} {rel}");
             }
         }
     }

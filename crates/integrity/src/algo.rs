@@ -191,10 +191,7 @@ impl Hasher {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hex(d: &[u8]) -> String {
-        d.iter().map(|b| format!("{b:02x}")).collect()
-    }
+    use crate::to_hex as hex;
 
     #[test]
     fn known_answers() {

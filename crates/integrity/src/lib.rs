@@ -64,6 +64,16 @@ pub enum IntegrityError {
     },
 }
 
+/// Lowercase hex of a digest, as checksum tools print it.
+pub fn to_hex(digest: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(digest.len() * 2);
+    for b in digest {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
 /// Checks that `block_size` is a power of two in `MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE`.
 pub fn check_block_size(block_size: u64) -> Result<(), IntegrityError> {
     if block_size.is_power_of_two() && (MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&block_size) {

@@ -10,6 +10,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
+use hetch_integrity::to_hex;
 use hetch_proto::{Entry, EntryKind, Frame};
 use hetch_storage::paths;
 use hetch_storage::walk;
@@ -92,17 +93,13 @@ pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
                 }
                 Some(theirs) => Err(format!(
                     "{shown}: content differs ({algo} source {}, destination {})",
-                    hex(theirs),
-                    hex(&ours)
+                    to_hex(theirs),
+                    to_hex(&ours)
                 )),
                 None => Err(format!("{shown}: the source sent no digest to compare")),
             }
         }
     }
-}
-
-fn hex(d: &[u8]) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Compare-only sessions: destination entries under the compared tree that the source

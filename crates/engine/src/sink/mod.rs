@@ -65,8 +65,8 @@ pub(crate) struct FileState {
     /// Failed checks per block.
     pub retries: HashMap<u64, u32>,
     /// Blocks written but not yet read back and checked, with the source's digests
-    /// (file and sequential schedules).
-    pub written: Vec<(u64, Digest)>,
+    /// (file and sequential schedules), in block order.
+    pub written: std::collections::BTreeMap<u64, Digest>,
     /// The in-order whole-file digest, for algorithms whose block digests do not merge.
     pub ordered: Option<OrderedDigest>,
     /// The file failed: late blocks are dropped, nothing is written for it any more.

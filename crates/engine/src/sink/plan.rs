@@ -279,7 +279,7 @@ fn plan_file(
         remaining: blocks,
         holes: false,
         retries: Default::default(),
-        written: Vec::new(),
+        written: Default::default(),
         failed: false,
         ordered: (sh.opts.file_digests && !sh.opts.checksum.merges_blocks()).then(|| {
             OrderedDigest {

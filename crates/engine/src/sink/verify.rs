@@ -69,9 +69,8 @@ fn run(sh: &SinkShared, job: Job) -> Result<Vec<Frame>, EngineError> {
             let Some(inc) = lookup(sh, file) else {
                 return Ok(replies);
             };
-            let mut blocks = std::mem::take(&mut inc.state.lock().expect("file lock").written);
-            blocks.sort_unstable_by_key(|(b, _)| *b);
-            (file, blocks, None)
+            let written = std::mem::take(&mut inc.state.lock().expect("file lock").written);
+            (file, written.into_iter().collect(), None)
         }
     };
     let Some(inc) = lookup(sh, file) else {
@@ -80,7 +79,10 @@ fn run(sh: &SinkShared, job: Job) -> Result<Vec<Frame>, EngineError> {
     let mut scratch = Vec::new();
     let bs = sh.opts.block_size;
     let prepare = |i: usize| {
-        if let (Some(&(block, _)), Some(part)) = (blocks.get(i), part_of(&inc)) {
+        let Some(&(block, _)) = blocks.get(i) else {
+            return;
+        };
+        if let Some(part) = part_of(&inc) {
             part.prepare_read_back(block * bs, integrity::block_len(inc.size, bs, block));
         }
     };

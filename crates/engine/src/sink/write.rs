@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use hetch_integrity as integrity;
+use hetch_integrity::{self as integrity, to_hex};
 use hetch_proto::{DataHeader, Frame, Schedule, Verify};
 use hetch_storage::journal::{Journal, JournalHeader};
 use hetch_storage::part::{self, PartFile};
@@ -102,7 +102,7 @@ fn handle_block(
             (Verify::Written, _) => {
                 let all_written = {
                     let mut st = inc.state.lock().expect("file lock");
-                    st.written.push((h.block, h.digest));
+                    st.written.insert(h.block, h.digest);
                     st.written.len() as u64 == st.remaining
                 };
                 if all_written {
@@ -143,17 +143,13 @@ pub(crate) fn mismatch(
             "{}: block {block} at offset {offset} failed its {} check {tries} times (expected {}, got {}); file not written",
             inc.final_path.display(),
             sh.opts.checksum,
-            hex(&expected[..n]),
-            hex(&got[..n]),
+            to_hex(&expected[..n]),
+            to_hex(&got[..n]),
         );
         return sh.fail_file(file, message);
     }
     Progress::add(&sh.progress.retried_blocks, 1);
     Some(Frame::Resend { file, block })
-}
-
-fn hex(d: &[u8]) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Writes a block into the file's part file (opening it and its journal on the first
@@ -168,7 +164,7 @@ fn store(
     let bs = sh.opts.block_size;
     let part = {
         let mut st = inc.state.lock().expect("file lock");
-        if st.failed || st.is_done(h.block) || st.written.iter().any(|(b, _)| *b == h.block) {
+        if st.failed || st.is_done(h.block) || st.written.contains_key(&h.block) {
             return Ok(false); // a duplicate (e.g. a resend that crossed a good copy)
         }
         if st.part.is_none() {

@@ -39,6 +39,9 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH=integrity
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
 RUNS=3
 QUICK=0
 WORK=/var/tmp/hetch-bench
@@ -48,7 +51,6 @@ FULL_MATRIX=0
 IDLE_WAIT=30
 ARGS_ORIG="$*"
 
-usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | grep '^#' | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -123,8 +125,6 @@ T_START=$SECONDS
 
 mkdir -p "$RESULTS" "$DATA" "$DST" "$LOGS"
 
-log() { printf '[integrity %s] %s\n' "$(date +%T)" "$*" >&2; }
-die() { log "error: $*"; exit 1; }
 
 # want CASE DATASET: is this point selected by --only?
 want() {
@@ -152,59 +152,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-
-# ---------------------------------------------------------------- helpers (as core.sh)
-meta() {   # meta KEY VALUE: one line of metadata for the report (newlines escaped)
-    local k=$1 v=$2
-    v=${v//\\/\\\\}; v=${v//$'\t'/\\t}; v=${v//$'\n'/\\n}
-    printf '%s\t%s\n' "$k" "$v" >>"$META"
-}
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-CAN_DROP=1
-[ -w /proc/sys/vm/drop_caches ] || CAN_DROP=0
-drop_caches() {
-    sync
-    if [ "$CAN_DROP" = 1 ]; then echo 3 >/proc/sys/vm/drop_caches; fi
-}
-
-count_tree() {   # prints "FILES BYTES" of regular files under a path ("0 0" if missing)
-    { find "$1" -type f -printf '%s\n' 2>/dev/null || true; } | awk '{n++; s+=$1} END {printf "%.0f %.0f\n", n, s}'
-}
-
-now() { printf '%s' "$EPOCHREALTIME"; }
-
-cpu_busy() {   # percent of all CPUs busy (not idle, not iowait) over the next 0.5 s
-    local a b
-    a=$(head -n 1 /proc/stat)
-    sleep 0.5
-    b=$(head -n 1 /proc/stat)
-    printf '%s\n%s\n' "$a" "$b" | awk '{ t = 0; for (i = 2; i <= NF; i++) t += $i; idle = $5 + $6;
-        if (NR == 1) { t1 = t; i1 = idle } else { dt = t - t1; printf "%d\n", (dt > 0 ? 100 * (dt - (idle - i1)) / dt : 0) } }'
-}
-
-BUSY_RUNS=0
-IDLE_WAITED=0
-LAST_BUSY=""
-wait_idle() {   # let other users' bursts (builds) pass before a timed run
-    local start=$SECONDS busy
-    while :; do
-        busy=$(cpu_busy)
-        LAST_BUSY=$busy
-        [ "$IDLE_WAIT" -gt 0 ] || break
-        [ "$busy" -lt 25 ] && break
-        if [ $((SECONDS - start)) -ge "$IDLE_WAIT" ]; then
-            log "machine still busy (${busy}% CPU) after ${IDLE_WAIT}s: running anyway"
-            BUSY_RUNS=$((BUSY_RUNS + 1))
-            break
-        fi
-        sleep 1.5
-    done
-    IDLE_WAITED=$((IDLE_WAITED + SECONDS - start))
-}
 
 CSV_HEADER="case,dataset,point,scheme,block_size,hash_threads,run,seconds,hetch_seconds,bytes,MB/s,ok,busy_before_pct"
 csv_row() {   # case dataset point scheme bs ht run seconds hetch_seconds bytes ok

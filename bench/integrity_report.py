@@ -19,7 +19,7 @@ import sys
 from collections import OrderedDict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from stats import fmt, num, read_meta, read_rows  # noqa: E402
+from stats import commands_block, fmt, num, read_meta, read_rows, summary  # noqa: E402
 
 CASES = OrderedDict([
     ("cd", "checksum-dominant setup (unthrottled loopback)"),
@@ -37,19 +37,6 @@ def size_bytes(s):
     mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     s = s.strip()
     return int(s[:-1]) * mult[s[-1].upper()] if s and s[-1].upper() in mult else int(s)
-
-
-def summary(vals):
-    if not vals:
-        return None
-    return {
-        "n": len(vals),
-        "mean": statistics.mean(vals),
-        "median": statistics.median(vals),
-        "stddev": statistics.stdev(vals) if len(vals) > 1 else 0.0,
-        "min": min(vals),
-        "max": max(vals),
-    }
 
 
 class Point:
@@ -625,15 +612,7 @@ def main():
       "timed: the push followed by `sync`; destination on the real disk under the work dir. Runs "
       "of one (case, dataset) are interleaved: run 1 of every point, then run 2, ...")
     w("")
-    w("```")
-    for k, v in meta.items():
-        if k.startswith("cmd."):
-            w(f"{k[4:]:<8} {v}")
-    w("```")
-    w("")
-    if a.csv_link:
-        w(f"Raw results, one row per run: [{a.csv_link}]({a.csv_link})")
-        w("")
+    commands_block(w, meta, 8, a.csv_link)
     sys.stdout.write("\n".join(out))
 
 

@@ -68,17 +68,34 @@ class Point:
         return [num(r["bytes"]) / num(r["seconds"]) / 1e6 for r in self.ok_rows()]
 
     def summary(self, vals=None):
-        vals = self.mbs() if vals is None else vals
-        if not vals:
-            return None
-        return {
-            "n": len(vals),
-            "mean": statistics.mean(vals),
-            "median": statistics.median(vals),
-            "stddev": statistics.stdev(vals) if len(vals) > 1 else 0.0,
-            "min": min(vals),
-            "max": max(vals),
-        }
+        return summary(self.mbs() if vals is None else vals)
+
+
+def summary(vals):
+    """n, mean, median, stddev, min and max of a list of numbers (None when empty)."""
+    if not vals:
+        return None
+    return {
+        "n": len(vals),
+        "mean": statistics.mean(vals),
+        "median": statistics.median(vals),
+        "stddev": statistics.stdev(vals) if len(vals) > 1 else 0.0,
+        "min": min(vals),
+        "max": max(vals),
+    }
+
+
+def commands_block(w, meta, width, csv_link):
+    """The report's closing lines: the `cmd.*` metadata, then the link to the raw rows."""
+    w("```")
+    for k, v in meta.items():
+        if k.startswith("cmd."):
+            w(f"{k[4:]:<{width}} {v}")
+    w("```")
+    w("")
+    if csv_link:
+        w(f"Raw results, one row per run: [{csv_link}]({csv_link})")
+        w("")
 
 
 def fmt(x, digits=1):
@@ -324,15 +341,7 @@ def main():
       "timed: the command followed by `sync`. Warm runs: the source is read with `cat` first; "
       "no sync. Runs of different tools are interleaved (run 1 of every tool, then run 2, ...).")
     w("")
-    w("```")
-    for k, v in meta.items():
-        if k.startswith("cmd."):
-            w(f"{k[4:]:<13} {v}")
-    w("```")
-    w("")
-    if a.csv_link:
-        w(f"Raw results, one row per run: [{a.csv_link}]({a.csv_link})")
-        w("")
+    commands_block(w, meta, 13, a.csv_link)
     sys.stdout.write("\n".join(out))
 
 

@@ -36,7 +36,8 @@ impl Manifest {
         name.push(path.file_name().unwrap_or_default());
         name.push(".hetch-part");
         let tmp = path.with_file_name(name);
-        let file = File::create(&tmp).map_err(|e| StorageError::io(&tmp, e))?;
+        // Named by the path the user gave: the temporary name would only puzzle.
+        let file = File::create(&tmp).map_err(|e| StorageError::io(path, e))?;
         Ok(Manifest {
             path: path.to_path_buf(),
             tmp,

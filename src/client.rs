@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context};
+use futures_util::future::try_join_all;
 use hetch_engine::wire::{read_frame_exact, read_preamble_exact, write_frame_exact};
 use hetch_engine::{BoxStream, Transport};
 use hetch_net::{KnownHosts, SocketOptions, TlsClient, Trust};
@@ -78,13 +79,18 @@ async fn open_session_now(
         token: cfg.token.clone(),
         role: HelloRole::Control(req),
     });
-    let welcome = handshake(&mut control, host, &hello).await?;
+    // Round trips dominate set-up on long links, so the data connections are made
+    // (TCP and TLS) while the control hello is answered, and all of them at once: five
+    // round trips in all, whatever the number of streams. They start only after the
+    // control handshake, so a first-use key is learned once, from one connection.
+    let (welcome, mut data) = tokio::try_join!(
+        handshake(&mut control, host, &hello),
+        try_join_all((0..streams).map(|_| connect(host, cfg, encrypt.then_some(&tls))))
+    )?;
     let Frame::Welcome(w) = welcome else {
         bail!("{host}: unexpected answer to hello");
     };
-    let mut data = Vec::with_capacity(streams as usize);
-    for index in 0..streams {
-        let mut s = connect(host, cfg, encrypt.then_some(&tls)).await?;
+    try_join_all(data.iter_mut().zip(0..streams).map(|(s, index)| {
         let hello = Frame::Hello(Hello {
             token: cfg.token.clone(),
             role: HelloRole::Data {
@@ -92,12 +98,12 @@ async fn open_session_now(
                 index,
             },
         });
-        write_frame_exact(&mut s, host, true, &hello).await?;
-        read_preamble_exact(&mut s, host)
-            .await
-            .map_err(|e| anyhow!(e))?;
-        data.push(s);
-    }
+        async move {
+            write_frame_exact(s, host, true, &hello).await?;
+            read_preamble_exact(s, host).await.map_err(|e| anyhow!(e))
+        }
+    }))
+    .await?;
     Ok(Transport {
         control,
         data,

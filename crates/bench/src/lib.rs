@@ -1,0 +1,22 @@
+//! hetch's benchmark harness (`hetch bench`): it makes datasets, starts the peers'
+//! servers, runs each tool over loopback or the `hetch wan` testbed, appends every run
+//! to a resumable results file, and turns the results into statistics, a Markdown
+//! report and SVG plots, normalised to the best tool as paper 003 does.
+
+#![deny(missing_docs)]
+
+pub mod dataset;
+pub mod peers;
+pub mod place;
+pub mod plot;
+pub mod record;
+pub mod report;
+pub mod results;
+pub mod run;
+pub mod stats;
+pub mod tool;
+pub mod tools;
+
+pub use place::Place;
+pub use record::{Meta, Point, Record, ToolInfo};
+pub use tool::{Tool, ToolContext};

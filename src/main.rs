@@ -4,6 +4,7 @@
 //! the file or host); 2 bad usage; 3 the transfer finished but some files failed (each
 //! listed on stderr).
 
+mod bench;
 mod client;
 mod cp;
 mod demo;
@@ -56,6 +57,10 @@ enum Command {
     /// link with the given RTT, rate and loss (root only).
     #[command(subcommand)]
     Wan(WanCommand),
+    /// Benchmark harness: sweeps over file sizes and links, the datasets of paper 003,
+    /// hetch beside its peers and iperf3; results, a report and plots.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
     /// Run a demonstration transfer on this machine: a server on loopback, a mixed
     /// dataset pushed and pulled back over TLS, verified, with throughput.
     Demo(DemoArgs),
@@ -514,6 +519,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             WanCommand::Exec { host, cmd } => wan::exec(&host, &cmd),
             WanCommand::Forward(l) => wan::forward(l.link()).map(|_| ExitCode::SUCCESS),
         },
+        Command::Bench(b) => {
+            let argv: Vec<String> = std::env::args().skip(1).collect();
+            bench::main(b, &argv)
+        }
         Command::Demo(a) => {
             demo::run(a.dir, a.large_mib, a.keep).await?;
             Ok(ExitCode::SUCCESS)

@@ -6,6 +6,7 @@
 #![deny(missing_docs)]
 
 pub mod dataset;
+mod net;
 pub mod peers;
 pub mod place;
 pub mod plot;
@@ -13,6 +14,7 @@ pub mod record;
 pub mod report;
 pub mod results;
 pub mod run;
+mod server;
 pub mod stats;
 pub mod tool;
 pub mod tools;

@@ -1,1 +1,732 @@
-//! (being written)
+//! Turns the runs into the files a person reads: `STEM.csv` (every run, raw),
+//! `STEM.json` (per point and tool: statistics and normalisation), `STEM.md` (the
+//! report) and `STEM-<suite>[-<link>].svg` (its plots).
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::plot;
+use crate::record::{Meta, Record};
+use crate::stats::{aggregate, dataset_order, size_label, tool_order, Cell, Link};
+
+/// The suites in report order; any other suite follows, by name.
+const SUITES: [&str; 3] = ["sweep-bulk", "sweep-streaming", "datasets"];
+
+/// The throughput ratio the zx paper claims at 100 ms over its low-RTT throughput;
+/// the latency sensitivity table shows ratios at least this high in bold.
+const LATENCY_CLAIM: f64 = 0.9;
+
+/// Longest error text a table cell shows: the CSV has the whole of it.
+const MAX_ERROR_CHARS: usize = 80;
+
+/// Writes the report of `records` into `dir` (created if missing): `STEM.csv`,
+/// `STEM.json`, one SVG plot per suite and link, and `STEM.md`, which refers to the
+/// plots by relative path. Returns the paths written.
+pub fn write(records: &[Record], meta: &Meta, dir: &Path, stem: &str) -> Result<Vec<PathBuf>> {
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let cells = aggregate(records, meta);
+    let names: Vec<String> = meta.tools.iter().map(|t| t.name.clone()).collect();
+    let tools = tool_order(&cells, &names);
+    let mut written = vec![
+        write_file(dir, &format!("{stem}.csv"), &csv(records))?,
+        write_file(dir, &format!("{stem}.json"), &json(meta, &cells)?)?,
+    ];
+    let sections = sections(&cells);
+    let plots = write_plots(&sections, &tools, dir, stem)?;
+    written.extend(plots.iter().map(|p| dir.join(&p.file)));
+    let md = markdown(meta, &tools, &sections, &plots);
+    written.push(write_file(dir, &format!("{stem}.md"), &md)?);
+    Ok(written)
+}
+
+/// Writes `text` to `dir/name`.
+fn write_file(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
+    let path = dir.join(name);
+    fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
+
+// ---- CSV ----------------------------------------------------------------------
+
+/// Columns of the CSV, one row per run.
+const CSV_HEADER: &str = "suite,dataset,file_size,files,bytes,rtt_ms,loss,rate_bps,cc,\
+                          tool,iteration,started_unix,seconds,gbit_per_s,ok,error";
+
+/// Every run as CSV (RFC 4180), in the order given; an empty `rtt_ms` is loopback.
+fn csv(records: &[Record]) -> String {
+    let mut out = format!("{CSV_HEADER}\n");
+    for r in records {
+        let p = &r.point;
+        let fields = [
+            p.suite.clone(),
+            p.dataset.clone(),
+            p.file_size.to_string(),
+            p.files.to_string(),
+            p.bytes.to_string(),
+            p.rtt_ms.map(|v| v.to_string()).unwrap_or_default(),
+            p.loss.to_string(),
+            p.rate_bps.to_string(),
+            p.cc.clone(),
+            r.tool.clone(),
+            r.iteration.to_string(),
+            r.started_unix.to_string(),
+            r.seconds.to_string(),
+            r.gbit_per_s().to_string(),
+            r.ok.to_string(),
+            r.error.clone().unwrap_or_default(),
+        ];
+        let row: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+        out.push_str(&row.join(","));
+        out.push('\n');
+    }
+    out
+}
+
+/// A CSV field, quoted when it holds a comma, a quote or a line break.
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}
+
+// ---- JSON ---------------------------------------------------------------------
+
+/// The aggregated results file: how the benchmark ran, and a [`Cell`] per (point, tool).
+#[derive(Serialize)]
+struct Aggregated<'a> {
+    meta: &'a Meta,
+    results: &'a [Cell],
+}
+
+/// The aggregated results as pretty JSON.
+fn json(meta: &Meta, cells: &[Cell]) -> Result<String> {
+    let mut text = serde_json::to_string_pretty(&Aggregated {
+        meta,
+        results: cells,
+    })?;
+    text.push('\n');
+    Ok(text)
+}
+
+// ---- grouping -----------------------------------------------------------------
+
+/// The cells of one suite, by link: a section of the report.
+struct Section {
+    suite: String,
+    groups: Vec<Group>,
+}
+
+/// The cells of one suite at one link: a table and a plot.
+struct Group {
+    link: Link,
+    cells: Vec<Cell>,
+}
+
+/// The sections of `cells`: suites in [`SUITES`] order, links easiest first.
+fn sections(cells: &[Cell]) -> Vec<Section> {
+    let mut suites: Vec<&str> = Vec::new();
+    for c in cells {
+        if !suites.contains(&c.point.suite.as_str()) {
+            suites.push(&c.point.suite);
+        }
+    }
+    suites.sort_by_key(|s| {
+        (
+            SUITES.iter().position(|k| k == s).unwrap_or(SUITES.len()),
+            *s,
+        )
+    });
+    suites
+        .into_iter()
+        .map(|suite| Section {
+            suite: suite.to_string(),
+            groups: groups(cells.iter().filter(|c| c.point.suite == suite)),
+        })
+        .collect()
+}
+
+/// `cells` grouped by link, easiest link first.
+fn groups<'a>(cells: impl Iterator<Item = &'a Cell>) -> Vec<Group> {
+    let mut groups: Vec<Group> = Vec::new();
+    for c in cells {
+        let link = Link::of(&c.point);
+        match groups.iter_mut().find(|g| g.link == link) {
+            Some(g) => g.cells.push(c.clone()),
+            None => groups.push(Group {
+                link,
+                cells: vec![c.clone()],
+            }),
+        }
+    }
+    groups.sort_by(|a, b| a.link.order(&b.link));
+    groups
+}
+
+// ---- plots --------------------------------------------------------------------
+
+/// A plot written for the report.
+struct Plot {
+    suite: String,
+    link: Link,
+    /// Its file name, relative to the report.
+    file: String,
+}
+
+impl Plot {
+    /// Its caption: suite and link.
+    fn caption(&self) -> String {
+        format!("{}, {}", self.suite, self.link.label())
+    }
+}
+
+/// Writes a plot per group that has a successful run: a line chart for a sweep suite
+/// (`sweep-*`), a bar chart for any other. Named after the suite, and the link when
+/// the suite has several.
+fn write_plots(
+    sections: &[Section],
+    tools: &[String],
+    dir: &Path,
+    stem: &str,
+) -> Result<Vec<Plot>> {
+    let mut plots = Vec::new();
+    for s in sections {
+        for g in &s.groups {
+            if !g.cells.iter().any(|c| c.median().is_some()) {
+                continue;
+            }
+            let file = plot_file(stem, &s.suite, &g.link, s.groups.len() > 1);
+            let p = Plot {
+                suite: s.suite.clone(),
+                link: g.link.clone(),
+                file,
+            };
+            let path = dir.join(&p.file);
+            let draw = if s.suite.starts_with("sweep") {
+                plot::sweep_chart
+            } else {
+                plot::datasets_chart
+            };
+            draw(&g.cells, tools, &p.caption(), &path)
+                .with_context(|| format!("plotting {}", path.display()))?;
+            plots.push(p);
+        }
+    }
+    Ok(plots)
+}
+
+/// The file name of a plot: `STEM-SUITE.svg`, or `STEM-SUITE-LINK.svg` when the suite
+/// ran over several links.
+fn plot_file(stem: &str, suite: &str, link: &Link, several_links: bool) -> String {
+    if several_links {
+        format!("{stem}-{suite}-{}.svg", link.slug())
+    } else {
+        format!("{stem}-{suite}.svg")
+    }
+}
+
+// ---- Markdown -----------------------------------------------------------------
+
+/// The whole Markdown report.
+fn markdown(meta: &Meta, tools: &[String], sections: &[Section], plots: &[Plot]) -> String {
+    let mut md = header(meta);
+    md.push_str(&tools_table(meta, tools));
+    for s in sections {
+        md.push_str(&section(s, tools, plots));
+    }
+    if !plots.is_empty() {
+        md.push_str("## Plots\n\n");
+        for p in plots {
+            let _ = writeln!(md, "- [{}]({})", p.caption(), link_target(&p.file));
+        }
+        md.push('\n');
+    }
+    md
+}
+
+/// Title, command, date, storage and notes.
+fn header(meta: &Meta) -> String {
+    let mut md = String::from("# hetch bench report\n\n");
+    let fence = fence_for(&meta.command);
+    let _ = write!(md, "Command:\n\n{fence}sh\n{}\n{fence}\n\n", meta.command);
+    // 0 is Meta's default: the time was never recorded, not 1970.
+    let date = match meta.started_unix {
+        0 => "unknown".to_string(),
+        t => fmt_date(t),
+    };
+    let _ = writeln!(md, "- Date: {date}");
+    let storage = if meta.storage.is_empty() {
+        "unknown"
+    } else {
+        &meta.storage
+    };
+    let _ = writeln!(md, "- Storage: {storage}");
+    if !meta.notes.is_empty() {
+        md.push_str("- Notes:\n");
+        for n in &meta.notes {
+            let _ = writeln!(md, "  - {n}");
+        }
+    }
+    md.push('\n');
+    md
+}
+
+/// A code fence longer than any run of backticks in `text`, so the text cannot end it.
+fn fence_for(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    "`".repeat(longest.max(2) + 1)
+}
+
+/// The tools table: every tool in `meta`, then any that ran but `meta` does not list.
+fn tools_table(meta: &Meta, tools: &[String]) -> String {
+    let mut rows: Vec<Vec<String>> = meta
+        .tools
+        .iter()
+        .map(|t| {
+            let name = if t.is_limit {
+                format!("{} (limit)", t.name)
+            } else {
+                t.name.clone()
+            };
+            vec![name, t.version.clone(), t.flags.clone()]
+        })
+        .collect();
+    for t in tools
+        .iter()
+        .filter(|t| !meta.tools.iter().any(|i| &i.name == *t))
+    {
+        rows.push(vec![t.clone(), "?".into(), "?".into()]);
+    }
+    let headers = ["tool", "version", "flags"].map(String::from);
+    format!("## Tools\n\n{}\n", table(&headers, &rows))
+}
+
+/// A suite's section: per link its plot and table, then the latency sensitivity.
+fn section(s: &Section, tools: &[String], plots: &[Plot]) -> String {
+    let mut md = format!("## {}\n\n", s.suite);
+    for g in &s.groups {
+        let _ = write!(md, "### {}\n\n", g.link.label());
+        if let Some(p) = plots
+            .iter()
+            .find(|p| p.suite == s.suite && p.link == g.link)
+        {
+            let _ = write!(md, "![{}]({})\n\n", p.caption(), link_target(&p.file));
+        }
+        md.push_str(&group_table(g, tools));
+        md.push('\n');
+    }
+    md.push_str(&latency_sensitivity(s, tools));
+    md
+}
+
+/// A group's table: a row per dataset; per data mover its median (sd) and its
+/// normalised median; per limit its median and the best mover's fraction of it.
+fn group_table(g: &Group, tools: &[String]) -> String {
+    let order = tool_order(&g.cells, tools);
+    let is_limit = |t: &String| g.cells.iter().any(|c| &c.tool == t && c.is_limit);
+    let (limits, movers): (Vec<String>, Vec<String>) = order.into_iter().partition(is_limit);
+    let mut headers = vec!["dataset".to_string(), "files × size".to_string()];
+    for t in &movers {
+        headers.push(format!("{t} median Gbit/s (sd)"));
+        headers.push(format!("{t} norm."));
+    }
+    for t in &limits {
+        headers.push(format!("{t} (limit) Gbit/s (best's fraction)"));
+    }
+    let rows: Vec<Vec<String>> = dataset_order(&g.cells)
+        .iter()
+        .map(|d| dataset_row(g, d, &movers, &limits))
+        .collect();
+    table(&headers, &rows)
+}
+
+/// A group table's row for dataset `d`.
+fn dataset_row(g: &Group, d: &str, movers: &[String], limits: &[String]) -> Vec<String> {
+    let find = |t: &str| g.cells.iter().find(|c| c.point.dataset == d && c.tool == t);
+    let point = &g
+        .cells
+        .iter()
+        .find(|c| c.point.dataset == d)
+        .expect("a cell of d")
+        .point;
+    let mut row = vec![
+        d.to_string(),
+        format!("{} × {}", point.files, size_label(point.file_size)),
+    ];
+    for t in movers {
+        row.push(throughput_cell(find(t)));
+        row.push(norm_cell(find(t)));
+    }
+    let best_of_limit = movers
+        .iter()
+        .filter_map(|t| find(t).and_then(|c| c.of_limit))
+        .fold(None, |acc: Option<f64>, v| {
+            Some(acc.map_or(v, |a| a.max(v)))
+        });
+    for t in limits {
+        row.push(limit_cell(find(t), best_of_limit));
+    }
+    row
+}
+
+/// A tool's median and sd, and its failures if any: `1.23 (0.05)`,
+/// `FAILED (3/3): error` or `1.23 (0.05); FAILED (1/3): error`; `–` if it did not run.
+fn throughput_cell(cell: Option<&Cell>) -> String {
+    let Some(c) = cell else { return "–".into() };
+    let stats = c
+        .gbit_per_s
+        .map(|s| format!("{} ({})", fmt_gbit(s.median), fmt_gbit(s.sd)));
+    let failed = (c.failed > 0).then(|| {
+        let error = c.first_error.as_deref().unwrap_or("failed");
+        format!(
+            "FAILED ({}/{}): {}",
+            c.failed,
+            c.runs,
+            truncate(error, MAX_ERROR_CHARS)
+        )
+    });
+    match (stats, failed) {
+        (Some(s), Some(f)) => format!("{s}; {f}"),
+        (Some(s), None) => s,
+        (None, Some(f)) => f,
+        (None, None) => "–".into(),
+    }
+}
+
+/// A mover's normalised median, the best's in bold; `–` without one.
+fn norm_cell(cell: Option<&Cell>) -> String {
+    match cell.and_then(|c| c.normalised) {
+        // The best mover's ratio is its median over itself: exactly 1.
+        Some(n) if n >= 1.0 => format!("**{}**", fmt_ratio(n)),
+        Some(n) => fmt_ratio(n),
+        None => "–".into(),
+    }
+}
+
+/// A limit's median and the best mover's fraction of it: `9.41 (best 0.87)`.
+fn limit_cell(cell: Option<&Cell>, best_of_limit: Option<f64>) -> String {
+    match (cell.and_then(Cell::median), best_of_limit) {
+        (Some(m), Some(b)) => format!("{} (best {})", fmt_gbit(m), fmt_ratio(b)),
+        (Some(m), None) => fmt_gbit(m),
+        (None, _) => throughput_cell(cell),
+    }
+}
+
+/// The latency sensitivity tables of a section: for every family of links that differ
+/// only in RTT and has several RTTs, each tool's throughput at each RTT over its
+/// throughput at the lowest. Empty when there is no such family.
+fn latency_sensitivity(s: &Section, tools: &[String]) -> String {
+    let mut md = String::new();
+    for family in rtt_families(&s.groups) {
+        let rest = family[0].link.label_without_rtt();
+        let title = if rest.is_empty() {
+            String::new()
+        } else {
+            format!(": {rest}")
+        };
+        let rtts: Vec<f64> = family.iter().filter_map(|g| g.link.rtt_ms).collect();
+        let _ = write!(
+            md,
+            "### latency sensitivity{title}\n\nMedian throughput at each RTT over the \
+             median at {} ms. The zx paper claims at least {} at 100 ms; ratios that \
+             reach it are in bold.\n\n",
+            rtts[0],
+            fmt_ratio(LATENCY_CLAIM)
+        );
+        md.push_str(&latency_table(&family, &rtts, tools));
+        md.push('\n');
+    }
+    md
+}
+
+/// Groups with an RTT, in families that differ only in RTT (RTT ascending within each);
+/// only families with at least two RTTs.
+fn rtt_families(groups: &[Group]) -> Vec<Vec<&Group>> {
+    let mut families: Vec<Vec<&Group>> = Vec::new();
+    for g in groups.iter().filter(|g| g.link.rtt_ms.is_some()) {
+        match families
+            .iter_mut()
+            .find(|f| f[0].link.same_but_rtt(&g.link))
+        {
+            Some(f) => f.push(g),
+            None => families.push(vec![g]),
+        }
+    }
+    families.retain(|f| f.len() > 1);
+    for f in &mut families {
+        f.sort_by(|a, b| a.link.order(&b.link));
+    }
+    families
+}
+
+/// The latency table of one family: a row per (dataset, tool), the lowest RTT's median
+/// in Gbit/s, then the ratio at each higher RTT.
+fn latency_table(family: &[&Group], rtts: &[f64], tools: &[String]) -> String {
+    let all: Vec<Cell> = family
+        .iter()
+        .flat_map(|g| g.cells.iter().cloned())
+        .collect();
+    let mut headers = vec![
+        "dataset".to_string(),
+        "tool".to_string(),
+        format!("Gbit/s at {} ms", rtts[0]),
+    ];
+    headers.extend(rtts[1..].iter().map(|r| format!("{r} ms")));
+    let mut rows = Vec::new();
+    for d in dataset_order(&all) {
+        for t in tool_order(&all, tools) {
+            let median_at = |g: &&Group| {
+                let cell = g.cells.iter().find(|c| c.point.dataset == d && c.tool == t);
+                cell.and_then(Cell::median)
+            };
+            let medians: Vec<Option<f64>> = family.iter().map(median_at).collect();
+            if medians.iter().all(Option::is_none) {
+                continue;
+            }
+            rows.push(latency_row(&d, &t, &medians));
+        }
+    }
+    table(&headers, &rows)
+}
+
+/// A latency table row: the first median as Gbit/s, the others as its ratio.
+fn latency_row(dataset: &str, tool: &str, medians: &[Option<f64>]) -> Vec<String> {
+    let base = medians[0];
+    let mut row = vec![
+        dataset.to_string(),
+        tool.to_string(),
+        base.map_or("–".into(), fmt_gbit),
+    ];
+    for m in &medians[1..] {
+        row.push(match (m, base) {
+            (Some(m), Some(b)) if b > 0.0 => ratio_bold_from(m / b, LATENCY_CLAIM),
+            _ => "–".into(),
+        });
+    }
+    row
+}
+
+/// A ratio, in bold when it reaches `bold_from`.
+fn ratio_bold_from(ratio: f64, bold_from: f64) -> String {
+    if ratio >= bold_from {
+        format!("**{}**", fmt_ratio(ratio))
+    } else {
+        fmt_ratio(ratio)
+    }
+}
+
+/// A Markdown table; cells are escaped.
+fn table(headers: &[String], rows: &[Vec<String>]) -> String {
+    let line = |cells: &[String]| {
+        let escaped: Vec<String> = cells.iter().map(|c| md_cell(c)).collect();
+        format!("| {} |\n", escaped.join(" | "))
+    };
+    let mut md = line(headers);
+    md.push_str(&line(&vec!["---".to_string(); headers.len()]));
+    for r in rows {
+        md.push_str(&line(r));
+    }
+    md
+}
+
+/// Table cell text: a `|` would end the cell and a line break the row.
+fn md_cell(text: &str) -> String {
+    text.replace('|', "\\|").replace(['\n', '\r'], " ")
+}
+
+/// A link destination: in angle brackets when it holds a space or parenthesis, which
+/// would end a plain one.
+fn link_target(file: &str) -> String {
+    if file.contains([' ', '(', ')']) {
+        format!("<{file}>")
+    } else {
+        file.to_string()
+    }
+}
+
+/// At most `max` characters of `text`, with `…` when cut.
+fn truncate(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    format!("{cut}…")
+}
+
+// ---- numbers and dates -------------------------------------------------------------
+
+/// Gbit/s with 2 decimals, or 3 significant digits below 0.1 (where 2 decimals would
+/// round slow tools to 0.00 or 0.01 and hide how far apart they are).
+fn fmt_gbit(v: f64) -> String {
+    if v == 0.0 || v.abs() >= 0.1 || !v.is_finite() {
+        return format!("{v:.2}");
+    }
+    let decimals = (2 - v.abs().log10().floor() as i32).max(0) as usize;
+    format!("{v:.decimals$}")
+}
+
+/// A ratio with 2 decimals.
+fn fmt_ratio(v: f64) -> String {
+    format!("{v:.2}")
+}
+
+/// A Unix time as `YYYY-MM-DD HH:MM:SS UTC`.
+fn fmt_date(unix: u64) -> String {
+    let days = (unix / 86_400) as i64;
+    let secs = unix % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+/// The proleptic Gregorian (year, month, day) of `days` since 1970-01-01: Howard
+/// Hinnant's `civil_from_days`, which counts in 400-year eras of 146097 days from
+/// 0000-03-01 so that leap days fall at the end of each year.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097); // day of era, [0, 146096]
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // day of year from March 1st
+    let mp = (5 * doy + 2) / 153; // month from March, [0, 11]
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Summary;
+    use crate::Point;
+
+    #[test]
+    fn gbit_has_two_decimals_or_three_significant_digits() {
+        assert_eq!(fmt_gbit(9.4149), "9.41");
+        assert_eq!(fmt_gbit(0.1), "0.10");
+        assert_eq!(fmt_gbit(0.0), "0.00");
+        assert_eq!(fmt_gbit(0.0123456), "0.0123");
+        assert_eq!(fmt_gbit(0.05), "0.0500");
+        assert_eq!(fmt_gbit(0.00123), "0.00123");
+    }
+
+    #[test]
+    fn ratio_has_two_decimals() {
+        assert_eq!(fmt_ratio(1.0), "1.00");
+        assert_eq!(fmt_ratio(0.8765), "0.88");
+        assert_eq!(ratio_bold_from(0.95, 0.9), "**0.95**");
+        assert_eq!(ratio_bold_from(0.5, 0.9), "0.50");
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(fmt_date(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(fmt_date(951_782_400), "2000-02-29 00:00:00 UTC");
+        assert_eq!(fmt_date(1_700_000_000), "2023-11-14 22:13:20 UTC");
+        assert_eq!(fmt_date(4_107_542_399), "2100-02-28 23:59:59 UTC");
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+    }
+
+    #[test]
+    fn csv_fields_are_quoted_when_needed() {
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("two\nlines"), "\"two\nlines\"");
+    }
+
+    #[test]
+    fn markdown_text_is_escaped() {
+        assert_eq!(md_cell("a|b\nc"), "a\\|b c");
+        assert_eq!(link_target("r.svg"), "r.svg");
+        assert_eq!(link_target("my r.svg"), "<my r.svg>");
+        assert_eq!(fence_for("hetch bench"), "```");
+        assert_eq!(fence_for("echo ```x```"), "````");
+        assert_eq!(truncate("abcdef", 4), "abc…");
+        assert_eq!(truncate("abc", 4), "abc");
+    }
+
+    #[test]
+    fn tables() {
+        let headers = ["a", "b"].map(String::from);
+        let rows = vec![vec!["1".to_string(), "x|y".to_string()]];
+        assert_eq!(
+            table(&headers, &rows),
+            "| a | b |\n| --- | --- |\n| 1 | x\\|y |\n"
+        );
+    }
+
+    fn cell(median: Option<f64>, runs: usize, failed: usize) -> Cell {
+        Cell {
+            point: Point {
+                suite: "datasets".into(),
+                dataset: "d".into(),
+                file_size: 1,
+                files: 1,
+                bytes: 1,
+                rtt_ms: None,
+                loss: 0.0,
+                rate_bps: 0,
+                cc: "default".into(),
+            },
+            tool: "t".into(),
+            is_limit: false,
+            runs,
+            failed,
+            first_error: (failed > 0).then(|| "timed out".to_string()),
+            gbit_per_s: median.map(|m| Summary {
+                n: runs - failed,
+                mean: m,
+                median: m,
+                sd: 0.25,
+                min: m,
+                max: m,
+            }),
+            normalised: median.map(|m| m / 2.0),
+            of_limit: None,
+        }
+    }
+
+    #[test]
+    fn throughput_cells() {
+        assert_eq!(throughput_cell(None), "–");
+        assert_eq!(throughput_cell(Some(&cell(Some(1.5), 3, 0))), "1.50 (0.25)");
+        assert_eq!(
+            throughput_cell(Some(&cell(Some(1.5), 3, 1))),
+            "1.50 (0.25); FAILED (1/3): timed out"
+        );
+        assert_eq!(
+            throughput_cell(Some(&cell(None, 2, 2))),
+            "FAILED (2/2): timed out"
+        );
+    }
+
+    #[test]
+    fn norm_and_limit_cells() {
+        assert_eq!(norm_cell(Some(&cell(Some(2.0), 1, 0))), "**1.00**");
+        assert_eq!(norm_cell(Some(&cell(Some(1.0), 1, 0))), "0.50");
+        assert_eq!(norm_cell(None), "–");
+        assert_eq!(
+            limit_cell(Some(&cell(Some(9.0), 1, 0)), Some(0.5)),
+            "9.00 (best 0.50)"
+        );
+        assert_eq!(limit_cell(Some(&cell(Some(9.0), 1, 0)), None), "9.00");
+    }
+
+    #[test]
+    fn plot_files() {
+        let link = Link::of(&cell(None, 1, 1).point);
+        assert_eq!(plot_file("r", "datasets", &link, false), "r-datasets.svg");
+        assert_eq!(plot_file("r", "datasets", &link, true), "r-datasets-lo.svg");
+    }
+}

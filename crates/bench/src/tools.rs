@@ -1,1 +1,141 @@
-//! (being written)
+//! The tools by name: hetch itself, iperf3 (the memory-to-memory limit) and the peers
+//! ([`crate::peers`]).
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::net;
+use crate::server::{not_started, program, version_line, Server};
+use crate::tool::{Tool, ToolContext};
+
+/// Makes the tool called `name`.
+pub fn make(name: &str) -> anyhow::Result<Box<dyn Tool>> {
+    match name {
+        "hetch" => Ok(Box::new(Hetch::default())),
+        "iperf3" => Ok(Box::new(Iperf3::default())),
+        _ => crate::peers::make(name).ok_or_else(|| {
+            anyhow::anyhow!(
+                "unknown tool '{name}': choose from hetch, iperf3, {}",
+                crate::peers::NAMES.join(", ")
+            )
+        }),
+    }
+}
+
+/// hetch with its defaults: TLS on every stream, blocks read back from the destination
+/// and checked (`--verify written`), BLAKE3; only the stream count is set.
+#[derive(Default)]
+pub struct Hetch {
+    server: Option<(Server, u16)>,
+}
+
+impl Tool for Hetch {
+    fn name(&self) -> &'static str {
+        "hetch"
+    }
+
+    fn version(&self) -> String {
+        format!("hetch {}", env!("CARGO_PKG_VERSION"))
+    }
+
+    fn flags(&self) -> String {
+        "defaults (TLS on all streams, --verify written: each block read back from the destination and checked, BLAKE3) and --streams N".to_string()
+    }
+
+    fn start(&mut self, ctx: &ToolContext) -> anyhow::Result<()> {
+        self.stop();
+        let state = ctx.scratch.join("hetch-server");
+        std::fs::create_dir_all(&state)?;
+        let port = net::free_port(&ctx.server)?;
+        let mut cmd = ctx.server.command(&ctx.hetch.to_string_lossy());
+        cmd.args(["serve", "--root", "/", "--listen"])
+            .arg(format!("{}:{port}", ctx.server.addr))
+            .arg("--state-dir")
+            .arg(&state);
+        let mut s = Server::spawn("hetch", cmd, &ctx.scratch.join("hetch-serve.log"))?;
+        s.wait_ready(&ctx.client, &ctx.server.addr, port)?;
+        self.server = Some((s, port));
+        Ok(())
+    }
+
+    fn copy(&self, ctx: &ToolContext, src: &Path, dst: &Path, _bytes: u64) -> Command {
+        let Some((_, port)) = &self.server else {
+            return not_started("hetch");
+        };
+        let token =
+            std::fs::read_to_string(ctx.scratch.join("hetch-server/token")).unwrap_or_default();
+        // hetch copies a directory *as* a destination that does not exist yet (cp -r
+        // semantics), so the empty destination is removed first.
+        let mut c = ctx.client.command("sh");
+        c.arg("-c")
+            .arg(r#"rmdir -- "$1" && exec "$0" cp -q --known-hosts "$3" --streams "$4" -- "$2" "hetch://$5$1""#)
+            .arg(&ctx.hetch)
+            .arg(dst)
+            .arg(src)
+            .arg(ctx.scratch.join("hetch-known-hosts"))
+            .arg(ctx.streams.to_string())
+            .arg(format!("{}:{port}", ctx.server.addr))
+            .env("HETCH_TOKEN", token.trim());
+        c
+    }
+
+    fn stop(&mut self) {
+        self.server = None;
+    }
+}
+
+/// iperf3, memory to memory: the most the network gives TCP with the same number of
+/// streams; it sends as many bytes as the dataset holds.
+#[derive(Default)]
+pub struct Iperf3 {
+    server: Option<(Server, u16)>,
+}
+
+impl Tool for Iperf3 {
+    fn name(&self) -> &'static str {
+        "iperf3"
+    }
+
+    fn version(&self) -> String {
+        version_line("iperf3", &["--version"])
+    }
+
+    fn flags(&self) -> String {
+        "-n BYTES -P N: the dataset's byte count over N TCP streams, memory to memory (the limit)"
+            .to_string()
+    }
+
+    fn is_limit(&self) -> bool {
+        true
+    }
+
+    fn start(&mut self, ctx: &ToolContext) -> anyhow::Result<()> {
+        self.stop();
+        let port = net::free_port(&ctx.server)?;
+        let mut cmd = ctx.server.command(&program("iperf3"));
+        cmd.args(["-s", "-p", &port.to_string(), "-B", &ctx.server.addr]);
+        let mut s = Server::spawn("iperf3", cmd, &ctx.scratch.join("iperf3-server.log"))?;
+        s.wait_ready(&ctx.client, &ctx.server.addr, port)?;
+        self.server = Some((s, port));
+        Ok(())
+    }
+
+    fn copy(&self, ctx: &ToolContext, _src: &Path, _dst: &Path, bytes: u64) -> Command {
+        let Some((_, port)) = &self.server else {
+            return not_started("iperf3");
+        };
+        let mut c = ctx.client.command(&program("iperf3"));
+        c.args(["-c", &ctx.server.addr, "-p", &port.to_string()])
+            .args([
+                "-n",
+                &bytes.max(1).to_string(),
+                "-P",
+                &ctx.streams.to_string(),
+            ]);
+        c
+    }
+
+    fn stop(&mut self) {
+        self.server = None;
+    }
+}

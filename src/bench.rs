@@ -1,0 +1,344 @@
+//! `hetch bench`: the benchmark harness's command line. The work is in `hetch-bench`;
+//! this module turns flags into a plan, shows progress, and writes the report.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use hetch_bench::dataset::{self, Dataset};
+use hetch_bench::results::{self, Results};
+use hetch_bench::run::{self, LinkSpec, Plan, Progress};
+use hetch_bench::{Meta, ToolInfo};
+
+use crate::{units, wan};
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Throughput against file size: datasets of one file size each, in powers of two
+    /// (the zx paper's sweeps), for each link condition.
+    Sweep(SweepArgs),
+    /// The six datasets of paper 003: equal total size, 1 file to 100,000 files.
+    Datasets(DatasetsArgs),
+    /// Write the report (Markdown, CSV, JSON, SVG plots) of a results file again.
+    Report {
+        /// The results file (`.jsonl`).
+        results: PathBuf,
+    },
+}
+
+#[derive(Args)]
+pub struct SweepArgs {
+    /// bulk: files exist before the transfer; streaming: files grow while they move.
+    #[arg(long, default_value = "bulk")]
+    mode: String,
+    /// Smallest file size.
+    #[arg(long, default_value = "1K", value_parser = units::parse_size)]
+    min: u64,
+    /// Largest file size.
+    #[arg(long, default_value = "256M", value_parser = units::parse_size)]
+    max: u64,
+    /// Step between sizes (2: every power of two).
+    #[arg(long, default_value_t = 2)]
+    factor: u64,
+    /// Bytes per dataset ("hyperscale" scaled down: as many files as fit)...
+    #[arg(long, default_value = "1G", value_parser = units::parse_size)]
+    aggregate: u64,
+    /// ...but no more files than this.
+    #[arg(long, default_value_t = 4096)]
+    max_files: u64,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Args)]
+pub struct DatasetsArgs {
+    /// Size of each dataset (paper 003: 10 GB; 1/10 of that by default).
+    #[arg(long, default_value = "1000M", value_parser = units::parse_size)]
+    total: u64,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Args)]
+struct CommonArgs {
+    /// Tools, comma-separated: hetch, iperf3 (the memory-to-memory limit), rsync, scp,
+    /// rclone, gridftp, xrootd. Peers come from `bench/install-peers.sh`.
+    #[arg(long, default_value = "hetch,iperf3", value_delimiter = ',')]
+    tools: Vec<String>,
+    /// Round-trip times through the `hetch wan` testbed (root); without --rtt, --loss,
+    /// --rate or --cc the tools run on loopback.
+    #[arg(long, value_delimiter = ',', value_parser = wan::parse_duration)]
+    rtt: Vec<Duration>,
+    /// Packet losses of the emulated link (0.1% or 0.001), comma-separated.
+    #[arg(long, value_delimiter = ',', value_parser = wan::parse_loss)]
+    loss: Vec<f64>,
+    /// Rates of the emulated link (2gbit, 250M bytes/s), comma-separated; 0 = unlimited.
+    #[arg(long, value_delimiter = ',', value_parser = units::parse_rate)]
+    rate: Vec<u64>,
+    /// TCP congestion control of both hosts, comma-separated (cubic, bbr, reno).
+    #[arg(long, value_delimiter = ',')]
+    cc: Vec<String>,
+    /// Runs per tool and point.
+    #[arg(long, default_value_t = 3)]
+    iterations: u32,
+    /// Parallel streams (or transfers) each tool is asked for.
+    #[arg(long, default_value_t = 4)]
+    streams: u32,
+    /// Where datasets are made and copies land (source and destination on one file
+    /// system; a tmpfs such as /dev/shm makes it memory to memory).
+    #[arg(long, default_value = "/var/tmp/hetch-bench")]
+    data: PathBuf,
+    /// The results file; an existing one is resumed (recorded runs are skipped).
+    /// Default: hetch-bench-SUITE.jsonl in the current directory.
+    #[arg(long)]
+    results: Option<PathBuf>,
+    /// Do not drop the page cache before each disk-to-disk run.
+    #[arg(long)]
+    no_drop_caches: bool,
+    /// Kill a run that takes longer than this and record it as failed.
+    #[arg(long, default_value = "900s", value_parser = wan::parse_duration)]
+    run_timeout: Duration,
+}
+
+/// Runs `hetch bench ...`.
+pub fn main(cmd: BenchCommand, argv: &[String]) -> anyhow::Result<ExitCode> {
+    match cmd {
+        BenchCommand::Sweep(a) => {
+            let suite = match a.mode.as_str() {
+                "bulk" => "sweep-bulk",
+                "streaming" => bail!(
+                    "--mode streaming: streaming transfers (hetch cp --follow) are not built yet; the sweep will run them once they are"
+                ),
+                m => bail!("--mode {m}: choose bulk or streaming"),
+            };
+            if a.min == 0 || a.min > a.max {
+                bail!("--min must be at least 1 byte and at most --max");
+            }
+            let sets = dataset::sweep(a.min, a.max, a.factor, a.aggregate, a.max_files);
+            bench(suite, sets, a.common, argv)
+        }
+        BenchCommand::Datasets(a) => {
+            if a.total < 100_000 {
+                bail!("--total must be at least 100000 bytes (100,000 files of at least 1 byte)");
+            }
+            bench("datasets", dataset::paper003(a.total), a.common, argv)
+        }
+        BenchCommand::Report { results } => {
+            let r = Results::open(&results)?;
+            let meta = results::read_meta(&results)?;
+            let written = report(&results, r.records(), &meta)?;
+            println!("{}", written.join("\n"));
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn bench(
+    suite: &str,
+    datasets: Vec<Dataset>,
+    c: CommonArgs,
+    argv: &[String],
+) -> anyhow::Result<ExitCode> {
+    let links = link_specs(&c);
+    if links.iter().any(|l| l.rtt_ms.is_some()) && unsafe { libc::geteuid() } != 0 {
+        bail!("--rtt/--loss/--rate/--cc use the `hetch wan` testbed, which needs root");
+    }
+    std::fs::create_dir_all(&c.data).with_context(|| c.data.display().to_string())?;
+    let memory = is_tmpfs(&c.data);
+    let results_path = c
+        .results
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("hetch-bench-{suite}.jsonl")));
+    let plan = Plan {
+        suite: suite.to_string(),
+        datasets,
+        links,
+        tools: c.tools.clone(),
+        iterations: c.iterations.max(1),
+        streams: c.streams.max(1),
+        data_dir: c.data.clone(),
+        drop_caches: !memory && !c.no_drop_caches,
+        hetch: std::env::current_exe()?,
+        run_timeout: c.run_timeout,
+    };
+    let mut meta = results::read_meta(&results_path)?;
+    if meta.started_unix == 0 {
+        meta.started_unix = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+    }
+    meta.command = format!("hetch {}", argv.join(" "));
+    meta.storage = if memory {
+        "memory".into()
+    } else {
+        "disk".into()
+    };
+    meta.tools = tool_infos(&plan.tools)?;
+    meta.notes = notes(&plan);
+    results::write_meta(&results_path, &meta)?;
+    let mut res = Results::open(&results_path)?;
+    eprintln!(
+        "hetch bench: {} runs ({} datasets x {} links x {} tools x {}), results in {}",
+        plan.total_runs(),
+        plan.datasets.len(),
+        plan.links.len(),
+        plan.tools.len(),
+        plan.iterations,
+        results_path.display()
+    );
+    run::run(&plan, &mut res, show_progress)?;
+    let written = report(&results_path, res.records(), &meta)?;
+    eprintln!("hetch bench: report: {}", written.join(", "));
+    let failed = res.records().iter().filter(|r| !r.ok).count();
+    if failed > 0 {
+        eprintln!("hetch bench: {failed} runs failed (see the report)");
+        return Ok(ExitCode::from(3));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Every combination of the link flags; loopback when none is given.
+fn link_specs(c: &CommonArgs) -> Vec<LinkSpec> {
+    if c.rtt.is_empty() && c.loss.is_empty() && c.rate.is_empty() && c.cc.is_empty() {
+        return vec![LinkSpec {
+            rtt_ms: None,
+            loss: 0.0,
+            rate_bps: 0,
+            cc: "default".into(),
+        }];
+    }
+    let rtts = or_default(&c.rtt, Duration::ZERO);
+    let mut out = Vec::new();
+    for cc in or_default(&c.cc, "default".to_string()) {
+        for &rate in &or_default(&c.rate, 0) {
+            for &loss in &or_default(&c.loss, 0.0) {
+                for rtt in &rtts {
+                    out.push(LinkSpec {
+                        rtt_ms: Some(rtt.as_secs_f64() * 1000.0),
+                        loss,
+                        rate_bps: rate * 8,
+                        cc: cc.clone(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The values given, or the one default when none are.
+fn or_default<T: Clone>(v: &[T], default: T) -> Vec<T> {
+    if v.is_empty() {
+        vec![default]
+    } else {
+        v.to_vec()
+    }
+}
+
+fn tool_infos(names: &[String]) -> anyhow::Result<Vec<ToolInfo>> {
+    names
+        .iter()
+        .map(|n| {
+            let t = hetch_bench::tools::make(n)?;
+            Ok(ToolInfo {
+                name: n.clone(),
+                version: t.version(),
+                flags: t.flags(),
+                is_limit: t.is_limit(),
+            })
+        })
+        .collect()
+}
+
+fn notes(plan: &Plan) -> Vec<String> {
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    vec![
+        format!(
+            "machine: {} CPUs, Linux {}",
+            std::thread::available_parallelism().map_or(0, |n| n.get()),
+            kernel.trim()
+        ),
+        format!("streams per tool: {}; iterations: {}", plan.streams, plan.iterations),
+        format!(
+            "data: {} ({}); page cache dropped before each run: {}",
+            plan.data_dir.display(),
+            if plan.drop_caches { "disk" } else { "as is" },
+            if plan.drop_caches { "yes" } else { "no" }
+        ),
+        "time: wall clock of the whole command, connection set-up included; throughput = dataset bytes / time".into(),
+    ]
+}
+
+fn show_progress(p: &Progress) {
+    let Some(r) = p.record else {
+        return;
+    };
+    let remaining = if p.executed > 0 {
+        let per = p.elapsed / p.executed as f64;
+        format!(
+            ", about {} left",
+            human_duration(per * (p.total - p.done) as f64)
+        )
+    } else {
+        String::new()
+    };
+    let link = match r.point.rtt_ms {
+        None => "loopback".to_string(),
+        Some(rtt) => format!(
+            "rtt {rtt}ms loss {} rate {} cc {}",
+            r.point.loss, r.point.rate_bps, r.point.cc
+        ),
+    };
+    let result = if r.ok {
+        format!("{:.2} Gbit/s in {:.2} s", r.gbit_per_s(), r.seconds)
+    } else {
+        format!("FAILED: {}", r.error.as_deref().unwrap_or(""))
+    };
+    eprintln!(
+        "[{}/{} {:.0}%{remaining}] {link} | {} | {} #{}: {result}",
+        p.done,
+        p.total,
+        100.0 * p.done as f64 / p.total.max(1) as f64,
+        r.point.dataset,
+        r.tool,
+        r.iteration
+    );
+}
+
+fn human_duration(s: f64) -> String {
+    let s = s as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
+    } else {
+        format!("{}m{:02}s", s / 60, s % 60)
+    }
+}
+
+fn report(
+    results_path: &Path,
+    records: &[hetch_bench::Record],
+    meta: &Meta,
+) -> anyhow::Result<Vec<String>> {
+    let dir = results_path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let stem = results_path
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| "bench".into());
+    let files = hetch_bench::report::write(records, meta, dir, &stem)?;
+    Ok(files.iter().map(|p| p.display().to_string()).collect())
+}
+
+fn is_tmpfs(p: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: statfs fills the zeroed struct we own from a valid C string.
+    unsafe {
+        let mut s: libc::statfs = std::mem::zeroed();
+        libc::statfs(c.as_ptr(), &mut s) == 0 && s.f_type == libc::TMPFS_MAGIC
+    }
+}

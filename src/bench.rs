@@ -204,12 +204,12 @@ fn link_specs(c: &CommonArgs) -> Vec<LinkSpec> {
             rtt_ms: None,
             loss: 0.0,
             rate_bps: 0,
-            cc: "default".into(),
+            cc: run::default_congestion_control(),
         }];
     }
     let rtts = or_default(&c.rtt, Duration::ZERO);
     let mut out = Vec::new();
-    for cc in or_default(&c.cc, "default".to_string()) {
+    for cc in or_default(&c.cc, run::default_congestion_control()) {
         for &rate in &or_default(&c.rate, 0) {
             for &loss in &or_default(&c.loss, 0.0) {
                 for rtt in &rtts {
@@ -282,13 +282,7 @@ fn show_progress(p: &Progress) {
     } else {
         String::new()
     };
-    let link = match r.point.rtt_ms {
-        None => "loopback".to_string(),
-        Some(rtt) => format!(
-            "rtt {rtt}ms loss {} rate {} cc {}",
-            r.point.loss, r.point.rate_bps, r.point.cc
-        ),
-    };
+    let link = hetch_bench::stats::Link::of(&r.point).label();
     let result = if r.ok {
         format!("{:.2} Gbit/s in {:.2} s", r.gbit_per_s(), r.seconds)
     } else {

@@ -352,6 +352,10 @@ struct WanLinkArgs {
     /// are tuned like data transfer nodes: tcp_rmem/tcp_wmem maximum 64 MiB).
     #[arg(long)]
     untuned: bool,
+    /// What makes the link: the kernel's netem where it exists (auto), or always
+    /// hetch's userspace delay line.
+    #[arg(long, value_enum, default_value = "auto")]
+    link: wan::LinkKind,
 }
 
 impl WanLinkArgs {
@@ -514,7 +518,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             })
         }
         Command::Wan(w) => match w {
-            WanCommand::Up(l) => wan::up(l.link()).map(|_| ExitCode::SUCCESS),
+            WanCommand::Up(l) => wan::up(l.link(), l.link).map(|_| ExitCode::SUCCESS),
             WanCommand::Down => wan::down().map(|_| ExitCode::SUCCESS),
             WanCommand::Exec { host, cmd } => wan::exec(&host, &cmd),
             WanCommand::Forward(l) => wan::forward(l.link()).map(|_| ExitCode::SUCCESS),

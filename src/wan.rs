@@ -48,13 +48,43 @@ pub fn parse_loss(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Which emulation makes the link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LinkKind {
+    /// The kernel's netem where it exists, else the userspace delay line.
+    Auto,
+    /// A veth pair shaped by `tc netem` (needs the kernel's sch_netem).
+    Netem,
+    /// hetch's userspace TUN delay line (works on any kernel with /dev/net/tun).
+    DelayLine,
+}
+
 /// Starts the testbed.
-pub fn up(link: Link) -> anyhow::Result<()> {
-    if forwarder_pid().is_some() {
+pub fn up(link: Link, kind: LinkKind) -> anyhow::Result<()> {
+    if forwarder_pid().is_some()
+        || state("netem").exists() && HOSTS.iter().all(|h| netns_exists(h.netns))
+    {
         bail!("the WAN testbed is already up; run `hetch wan down` first");
     }
     down_quietly();
+    let netem = match kind {
+        LinkKind::DelayLine => false,
+        LinkKind::Auto => hetch_wan::netem::available(),
+        LinkKind::Netem if hetch_wan::netem::available() => true,
+        LinkKind::Netem => bail!(
+            "this kernel has no netem qdisc (sch_netem): use --link delay-line, or --link auto to pick one"
+        ),
+    };
     std::fs::create_dir_all(STATE_DIR).with_context(|| STATE_DIR.to_string())?;
+    if netem {
+        std::fs::write(state("netem"), b"")?;
+        if let Err(e) = hetch_wan::netem::create(&link) {
+            down_quietly();
+            return Err(e).context("creating the emulated hosts with netem");
+        }
+        print_up(&link, "tc netem on a veth pair".to_string());
+        return Ok(());
+    }
     let log = std::fs::File::create(state("forwarder.log"))?;
     let exe = std::env::current_exe()?;
     let mut cmd = Command::new(exe);
@@ -94,8 +124,16 @@ pub fn up(link: Link) -> anyhow::Result<()> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    print_up(
+        &link,
+        format!("userspace TUN delay line (pid {})", child.id()),
+    );
+    Ok(())
+}
+
+fn print_up(link: &Link, how: String) {
     println!(
-        "hetch wan: up: a = {} (netns {}), b = {} (netns {}); RTT {:?}, rate {}, loss {}%, MTU {}, TCP buffers {}; link: userspace TUN delay line (pid {})",
+        "hetch wan: up: a = {} (netns {}), b = {} (netns {}); RTT {:?}, rate {}, loss {}%, MTU {}, TCP buffers {}; link: {how}",
         A.addr,
         A.netns,
         B.addr,
@@ -109,9 +147,7 @@ pub fn up(link: Link) -> anyhow::Result<()> {
         link.loss * 100.0,
         link.mtu,
         if link.tuned { "tuned (64 MiB)" } else { "as the namespaces start" },
-        child.id()
     );
-    Ok(())
 }
 
 /// The forwarder itself (runs in the background until killed).

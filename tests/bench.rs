@@ -158,12 +158,23 @@ fn sweep_through_the_wan_testbed_records_the_link_and_takes_it_down() {
         eprintln!("SKIPPED hetch bench through the testbed: needs root and /dev/net/tun");
         return;
     }
+    // A congestion control outside the host's allowed list (cubic here) makes the
+    // harness widen the list for the run, and put it back afterwards.
+    let allowed = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+    let before = std::fs::read_to_string(allowed).unwrap();
+    let available =
+        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").unwrap();
+    let cc = if available.split_whitespace().any(|c| c == "cubic") {
+        "cubic"
+    } else {
+        "reno"
+    };
     let t = tempdir();
     let out = hetch(
         &sweep_args(
             t.path(),
             &[
-                "--tools", "hetch", "--rtt", "5ms", "--rate", "1gbit", "--cc", "reno",
+                "--tools", "hetch", "--rtt", "5ms", "--rate", "1gbit", "--cc", cc,
             ],
         ),
         &[],
@@ -176,10 +187,15 @@ fn sweep_through_the_wan_testbed_records_the_link_and_takes_it_down() {
         assert_eq!(r["ok"], true, "{r}");
         assert_eq!(r["point"]["rtt_ms"].as_f64(), Some(5.0));
         assert_eq!(r["point"]["rate_bps"].as_u64(), Some(1_000_000_000));
-        assert_eq!(r["point"]["cc"], "reno");
+        assert_eq!(r["point"]["cc"], cc);
     }
     assert!(
         !Path::new("/run/netns/hetch-a").exists(),
         "the testbed is taken down"
+    );
+    assert_eq!(
+        std::fs::read_to_string(allowed).unwrap(),
+        before,
+        "allowed list restored"
     );
 }

@@ -33,12 +33,16 @@ fn can_run() -> Result<(), &'static str> {
     Ok(())
 }
 
+/// The tests share one testbed (fixed namespace names), so they take turns.
+static TESTBED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn push_across_the_emulated_wan_then_down_leaves_nothing() {
     if let Err(why) = can_run() {
         eprintln!("SKIPPED hetch wan test: {why}");
         return;
     }
+    let _turn = TESTBED.lock().unwrap_or_else(|e| e.into_inner());
     let t = tempdir();
     let src = t.path().join("data");
     Tree::new(&src)
@@ -124,4 +128,36 @@ fn push_across_the_emulated_wan_then_down_leaves_nothing() {
     assert!(!Path::new("/run/hetch-wan").exists(), "state left behind");
     // Down again is harmless.
     hetch(&args!["wan", "down"], &[]).ok();
+}
+
+#[test]
+fn auto_picks_netem_exactly_when_the_kernel_has_it_and_refuses_it_clearly_otherwise() {
+    if let Err(why) = can_run() {
+        eprintln!("SKIPPED hetch wan link-choice test: {why}");
+        return;
+    }
+    let _turn = TESTBED.lock().unwrap_or_else(|e| e.into_inner());
+    let _down = Down;
+    let netem = hetch(&args!["wan", "up", "--link", "netem", "--rtt", "2ms"], &[]);
+    let has_netem = netem.code() == Some(0);
+    if has_netem {
+        assert!(netem.stdout.contains("tc netem"), "{netem:?}");
+    } else {
+        netem.one_line_naming(&["netem", "delay-line"]);
+        assert!(
+            !Path::new("/run/netns/hetch-a").exists(),
+            "a refused netem link leaves no host behind"
+        );
+    }
+    hetch(&args!["wan", "down"], &[]).ok();
+    let auto = hetch(&args!["wan", "up", "--link", "auto", "--rtt", "2ms"], &[]);
+    auto.ok();
+    let used = if has_netem {
+        "tc netem"
+    } else {
+        "userspace TUN delay line"
+    };
+    assert!(auto.stdout.contains(used), "expected {used}: {auto:?}");
+    hetch(&args!["wan", "down"], &[]).ok();
+    assert!(!Path::new("/run/netns/hetch-a").exists());
 }

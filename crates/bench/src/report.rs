@@ -20,6 +20,10 @@ const SUITES: [&str; 3] = ["sweep-bulk", "sweep-streaming", "datasets"];
 /// the latency sensitivity table shows ratios at least this high in bold.
 const LATENCY_CLAIM: f64 = 0.9;
 
+/// The throughput ratio kept under 0.1 % loss that issue 4 asks for (paper 002's loss
+/// case); the loss sensitivity table shows ratios at least this high in bold.
+const LOSS_CLAIM: f64 = 0.8;
+
 /// Longest error text a table cell shows: the CSV has the whole of it.
 const MAX_ERROR_CHARS: usize = 80;
 
@@ -306,7 +310,8 @@ fn tools_table(meta: &Meta, tools: &[String]) -> String {
     format!("## Tools\n\n{}\n", table(&headers, &rows))
 }
 
-/// A suite's section: per link its plot and table, then the latency sensitivity.
+/// A suite's section: per link its plot and table, then the latency and loss
+/// sensitivity.
 fn section(s: &Section, tools: &[String], plots: &[Plot]) -> String {
     let mut md = format!("## {}\n\n", s.suite);
     for g in &s.groups {
@@ -320,7 +325,8 @@ fn section(s: &Section, tools: &[String], plots: &[Plot]) -> String {
         md.push_str(&group_table(g, tools));
         md.push('\n');
     }
-    md.push_str(&latency_sensitivity(s, tools));
+    md.push_str(&sensitivity(s, tools, Axis::Rtt));
+    md.push_str(&sensitivity(s, tools, Axis::Loss));
     md
 }
 
@@ -417,41 +423,107 @@ fn limit_cell(cell: Option<&Cell>, best_of_limit: Option<f64>) -> String {
     }
 }
 
-/// The latency sensitivity tables of a section: for every family of links that differ
-/// only in RTT and has several RTTs, each tool's throughput at each RTT over its
-/// throughput at the lowest. Empty when there is no such family.
-fn latency_sensitivity(s: &Section, tools: &[String]) -> String {
+/// What a sensitivity table varies: links that differ only along it form a family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Axis {
+    /// Round-trip time (the zx paper's latency insensitivity).
+    Rtt,
+    /// Packet loss (paper 002's loss case).
+    Loss,
+}
+
+impl Axis {
+    /// This link's value along the axis; `None` for loopback (no link to vary).
+    fn value(self, l: &Link) -> Option<f64> {
+        match self {
+            Axis::Rtt => l.rtt_ms,
+            Axis::Loss => l.rtt_ms.map(|_| l.loss),
+        }
+    }
+
+    /// Whether two links differ at most along this axis.
+    fn same_but(self, a: &Link, b: &Link) -> bool {
+        match self {
+            Axis::Rtt => a.same_but_rtt(b),
+            Axis::Loss => a.rtt_ms == b.rtt_ms && a.rate_bps == b.rate_bps && a.cc == b.cc,
+        }
+    }
+
+    /// What the family has in common, for its title.
+    fn rest_label(self, l: &Link) -> String {
+        match self {
+            Axis::Rtt => l.label_without_rtt(),
+            Axis::Loss => Link {
+                loss: 0.0,
+                ..l.clone()
+            }
+            .label(),
+        }
+    }
+
+    fn column(self, v: f64) -> String {
+        match self {
+            Axis::Rtt => format!("{v} ms"),
+            Axis::Loss => format!("loss {} %", v * 100.0),
+        }
+    }
+
+    /// The ratio a claim asks for, and the sentence that says whose claim it is.
+    fn claim(self) -> (f64, &'static str) {
+        match self {
+            Axis::Rtt => (LATENCY_CLAIM, "The zx paper claims at least 0.90 at 100 ms"),
+            Axis::Loss => (
+                LOSS_CLAIM,
+                "Paper 002's loss case asks for at least 0.80 at 0.1 % loss",
+            ),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Axis::Rtt => "latency",
+            Axis::Loss => "loss",
+        }
+    }
+}
+
+/// The sensitivity tables of a section, along `axis`: for every family of links that
+/// differ only along it and has several values, each tool's throughput at each value
+/// over its throughput at the lowest. Empty when there is no such family.
+fn sensitivity(s: &Section, tools: &[String], axis: Axis) -> String {
     let mut md = String::new();
-    for family in rtt_families(&s.groups) {
-        let rest = family[0].link.label_without_rtt();
+    for family in families(&s.groups, axis) {
+        let rest = axis.rest_label(&family[0].link);
         let title = if rest.is_empty() {
             String::new()
         } else {
             format!(": {rest}")
         };
-        let rtts: Vec<f64> = family.iter().filter_map(|g| g.link.rtt_ms).collect();
+        let values: Vec<f64> = family.iter().filter_map(|g| axis.value(&g.link)).collect();
+        let (claim, whose) = axis.claim();
         let _ = write!(
             md,
-            "### latency sensitivity{title}\n\nMedian throughput at each RTT over the \
-             median at {} ms. The zx paper claims at least {} at 100 ms; ratios that \
-             reach it are in bold.\n\n",
-            rtts[0],
-            fmt_ratio(LATENCY_CLAIM)
+            "### {} sensitivity{title}\n\nMedian throughput at each {} over the median at \
+             {}. {whose}; ratios that reach {} are in bold.\n\n",
+            axis.name(),
+            if axis == Axis::Rtt { "RTT" } else { "loss" },
+            axis.column(values[0]),
+            fmt_ratio(claim)
         );
-        md.push_str(&latency_table(&family, &rtts, tools));
+        md.push_str(&sensitivity_table(&family, &values, tools, axis));
         md.push('\n');
     }
     md
 }
 
-/// Groups with an RTT, in families that differ only in RTT (RTT ascending within each);
-/// only families with at least two RTTs.
-fn rtt_families(groups: &[Group]) -> Vec<Vec<&Group>> {
+/// Groups with a value along `axis`, in families that differ only along it (ascending
+/// within each); only families with at least two values.
+fn families(groups: &[Group], axis: Axis) -> Vec<Vec<&Group>> {
     let mut families: Vec<Vec<&Group>> = Vec::new();
-    for g in groups.iter().filter(|g| g.link.rtt_ms.is_some()) {
+    for g in groups.iter().filter(|g| axis.value(&g.link).is_some()) {
         match families
             .iter_mut()
-            .find(|f| f[0].link.same_but_rtt(&g.link))
+            .find(|f| axis.same_but(&f[0].link, &g.link))
         {
             Some(f) => f.push(g),
             None => families.push(vec![g]),
@@ -459,14 +531,17 @@ fn rtt_families(groups: &[Group]) -> Vec<Vec<&Group>> {
     }
     families.retain(|f| f.len() > 1);
     for f in &mut families {
-        f.sort_by(|a, b| a.link.order(&b.link));
+        f.sort_by(|a, b| {
+            let v = |g: &Group| axis.value(&g.link).unwrap_or(0.0);
+            v(a).total_cmp(&v(b))
+        });
     }
     families
 }
 
-/// The latency table of one family: a row per (dataset, tool), the lowest RTT's median
-/// in Gbit/s, then the ratio at each higher RTT.
-fn latency_table(family: &[&Group], rtts: &[f64], tools: &[String]) -> String {
+/// The table of one family: a row per (dataset, tool), the lowest value's median in
+/// Gbit/s, then the ratio at each higher value.
+fn sensitivity_table(family: &[&Group], values: &[f64], tools: &[String], axis: Axis) -> String {
     let all: Vec<Cell> = family
         .iter()
         .flat_map(|g| g.cells.iter().cloned())
@@ -474,9 +549,9 @@ fn latency_table(family: &[&Group], rtts: &[f64], tools: &[String]) -> String {
     let mut headers = vec![
         "dataset".to_string(),
         "tool".to_string(),
-        format!("Gbit/s at {} ms", rtts[0]),
+        format!("Gbit/s at {}", axis.column(values[0])),
     ];
-    headers.extend(rtts[1..].iter().map(|r| format!("{r} ms")));
+    headers.extend(values[1..].iter().map(|v| axis.column(*v)));
     let mut rows = Vec::new();
     for d in dataset_order(&all) {
         for t in tool_order(&all, tools) {
@@ -488,14 +563,14 @@ fn latency_table(family: &[&Group], rtts: &[f64], tools: &[String]) -> String {
             if medians.iter().all(Option::is_none) {
                 continue;
             }
-            rows.push(latency_row(&d, &t, &medians));
+            rows.push(ratio_row(&d, &t, &medians, axis.claim().0));
         }
     }
     table(&headers, &rows)
 }
 
-/// A latency table row: the first median as Gbit/s, the others as its ratio.
-fn latency_row(dataset: &str, tool: &str, medians: &[Option<f64>]) -> Vec<String> {
+/// A sensitivity row: the first median as Gbit/s, the others as its ratio.
+fn ratio_row(dataset: &str, tool: &str, medians: &[Option<f64>], claim: f64) -> Vec<String> {
     let base = medians[0];
     let mut row = vec![
         dataset.to_string(),
@@ -504,7 +579,7 @@ fn latency_row(dataset: &str, tool: &str, medians: &[Option<f64>]) -> Vec<String
     ];
     for m in &medians[1..] {
         row.push(match (m, base) {
-            (Some(m), Some(b)) if b > 0.0 => ratio_bold_from(m / b, LATENCY_CLAIM),
+            (Some(m), Some(b)) if b > 0.0 => ratio_bold_from(m / b, claim),
             _ => "–".into(),
         });
     }

@@ -292,6 +292,8 @@ struct Testbed {
     client: Place,
     server: Place,
     hetch: Option<PathBuf>,
+    /// The host's allowed congestion controls before this link widened them.
+    allowed_before: Option<String>,
 }
 
 impl Testbed {
@@ -301,6 +303,7 @@ impl Testbed {
                 client: Place::loopback(),
                 server: Place::loopback(),
                 hetch: None,
+                allowed_before: None,
             });
         };
         let hetch = plan.hetch.clone();
@@ -323,7 +326,7 @@ impl Testbed {
                 String::from_utf8_lossy(&out.stderr).trim()
             );
         }
-        let bed = Testbed {
+        let mut bed = Testbed {
             client: Place {
                 netns: Some("hetch-a".into()),
                 addr: "10.77.0.1".into(),
@@ -333,8 +336,10 @@ impl Testbed {
                 addr: "10.77.0.2".into(),
             },
             hetch: Some(hetch),
+            allowed_before: None,
         };
         if link.cc != "default" {
+            bed.allowed_before = allow_congestion_control(&link.cc)?;
             for p in [&bed.client, &bed.server] {
                 let out = p
                     .command("sysctl")
@@ -359,8 +364,35 @@ impl Testbed {
 
 impl Drop for Testbed {
     fn drop(&mut self) {
+        if let Some(before) = &self.allowed_before {
+            let _ = std::fs::write(ALLOWED_CC, before);
+        }
         if let Some(h) = &self.hetch {
             let _ = Command::new(h).args(["wan", "down"]).output();
         }
     }
+}
+
+/// The congestion controls that namespaces other than the initial one may choose.
+const ALLOWED_CC: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+
+/// Lets the testbed's namespaces use `cc` as their default: Linux refuses a namespace
+/// any algorithm outside the initial namespace's allowed list (EPERM), so `cc` is added
+/// to it; returns the list as it was, to restore, or `None` when nothing changed.
+fn allow_congestion_control(cc: &str) -> anyhow::Result<Option<String>> {
+    let before = std::fs::read_to_string(ALLOWED_CC).with_context(|| ALLOWED_CC.to_string())?;
+    if before.split_whitespace().any(|a| a == cc) {
+        return Ok(None);
+    }
+    std::fs::write(ALLOWED_CC, format!("{} {cc}", before.trim()))
+        .with_context(|| format!("allowing congestion control '{cc}' in {ALLOWED_CC}"))?;
+    Ok(Some(before.trim().to_string()))
+}
+
+/// The congestion control new network namespaces (and loopback runs) get: the initial
+/// namespace's default, which the report names instead of "default".
+pub fn default_congestion_control() -> String {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "default".to_string())
 }

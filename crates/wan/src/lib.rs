@@ -1,17 +1,20 @@
-//! hetch's WAN testbed (issue 4, in progress): two emulated hosts joined by a link with a
+//! hetch's WAN testbed: two emulated hosts joined by a link with a
 //! chosen round-trip time, rate and loss.
 //!
 //! The kernel's `netem` is the usual tool, but many kernels (this project's CI machine
 //! among them) lack it; so hetch carries its own *delay line*: a TUN device in each
 //! network namespace and a forwarder that queues each packet, serialises it at the
 //! link's rate, drops it with the link's loss probability, and releases it after the
-//! one-way delay. This crate starts with that delay line's logic, without I/O
+//! one-way delay ([`forward`], [`tun`]). The delay line's logic is kept free of I/O
 //! ([`DelayLine`]), so that its timing and loss are unit-tested with virtual time.
+//! Where the kernel does have `netem`, [`netem`] builds the same two hosts on a veth
+//! pair shaped by it instead.
 
 #![deny(missing_docs)]
 
 mod delay;
 pub mod forward;
+pub mod netem;
 pub mod netns;
 pub mod testbed;
 pub mod tun;

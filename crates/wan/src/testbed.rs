@@ -84,21 +84,28 @@ pub fn create(link: &Link) -> std::io::Result<(Tun, Tun)> {
     let mut tuns = Vec::new();
     for (me, peer) in [(A, B), (B, A)] {
         ip(&["netns", "add", me.netns])?;
-        let tun = in_namespace(me.netns, || Tun::open(DEVICE))?;
-        let mtu = link.mtu.to_string();
-        ip(&[
-            "-n", me.netns, "addr", "add", me.addr, "peer", peer.addr, "dev", DEVICE,
-        ])?;
-        ip(&["-n", me.netns, "link", "set", DEVICE, "mtu", &mtu, "up"])?;
-        ip(&["-n", me.netns, "link", "set", "lo", "up"])?;
-        if link.tuned {
-            tune(me.netns)?;
-        }
-        tuns.push(tun);
+        tuns.push(in_namespace(me.netns, || Tun::open(DEVICE))?);
+        add_host(me, peer, link)?;
     }
     let b = tuns.pop().expect("two devices");
     let a = tuns.pop().expect("two devices");
     Ok((a, b))
+}
+
+/// Addresses host `me`'s end of the link ([`DEVICE`], already in its namespace) point
+/// to point towards `peer`, brings it and loopback up, and tunes the host if asked:
+/// the same whether the link is a TUN delay line or a netem-shaped veth pair.
+pub(crate) fn add_host(me: Host, peer: Host, link: &Link) -> std::io::Result<()> {
+    let mtu = link.mtu.to_string();
+    ip(&[
+        "-n", me.netns, "addr", "add", me.addr, "peer", peer.addr, "dev", DEVICE,
+    ])?;
+    ip(&["-n", me.netns, "link", "set", DEVICE, "mtu", &mtu, "up"])?;
+    ip(&["-n", me.netns, "link", "set", "lo", "up"])?;
+    if link.tuned {
+        tune(me.netns)?;
+    }
+    Ok(())
 }
 
 /// Raises the TCP buffer limits inside namespace `ns` (these sysctls are per namespace;

@@ -3,7 +3,8 @@
 # (issue 4), each one `hetch bench` command. Needs root (the `hetch wan` testbed and
 # cache drops) and the peers (bench/install-peers.sh).
 #
-# Usage: bench/wan-issue4.sh [STEP...]   steps: acceptance loss sweep cc datasets
+# Usage: bench/wan-issue4.sh [STEP...]
+#        steps: acceptance acceptance-large loss loss-cubic sweep cc datasets
 #        (default: all, in that order). Results: bench/results/DATE-<step>.{jsonl,md,...}
 # Each step resumes its results file, so rerunning after an interruption continues.
 set -euo pipefail
@@ -15,7 +16,7 @@ DATE=${DATE:-$(date -u +%Y-%m-%d)}
 OUT=$ROOT/bench/results
 PEERS=hetch,iperf3,rsync,scp,rclone,gridftp,xrootd
 STEPS=("$@")
-[ ${#STEPS[@]} -gt 0 ] || STEPS=(acceptance loss sweep cc datasets)
+[ ${#STEPS[@]} -gt 0 ] || STEPS=(acceptance acceptance-large loss loss-cubic sweep cc datasets)
 trap '"$H" wan down >/dev/null 2>&1 || true' EXIT
 
 for step in "${STEPS[@]}"; do
@@ -26,6 +27,16 @@ for step in "${STEPS[@]}"; do
             --tools hetch,iperf3 --rtt 0,100 --rate 2gbit --iterations 3 \
             --data /dev/shm/hetch-bench-acceptance --results "$OUT/$DATE-wan-acceptance.jsonl" || true
         rm -rf /dev/shm/hetch-bench-acceptance ;;
+    acceptance-large) # the same claim where slow start and set-up weigh less: 6 GiB
+        "$H" bench sweep --min 6G --max 6G --aggregate 6G \
+            --tools hetch,iperf3 --rtt 0,100 --rate 2gbit --iterations 2 \
+            --data /dev/shm/hetch-bench-acceptance --results "$OUT/$DATE-wan-acceptance-large.jsonl" || true
+        rm -rf /dev/shm/hetch-bench-acceptance ;;
+    loss-cubic) # the loss case under cubic (the host default here is bbr)
+        "$H" bench sweep --min 1G --max 1G --aggregate 1G \
+            --tools hetch,iperf3,gridftp,xrootd --rtt 50 --loss 0,0.1% --rate 2gbit --cc cubic \
+            --iterations 2 --data /dev/shm/hetch-bench-loss --results "$OUT/$DATE-wan-loss-cubic.jsonl" || true
+        rm -rf /dev/shm/hetch-bench-loss ;;
     loss) # paper 002's loss case: 50 ms, 0.1% loss against none; every peer
         "$H" bench sweep --min 1G --max 1G --aggregate 1G \
             --tools "$PEERS" --rtt 50 --loss 0,0.1% --rate 2gbit --iterations 2 \
@@ -42,7 +53,7 @@ for step in "${STEPS[@]}"; do
             --data /dev/shm/hetch-bench-cc --results "$OUT/$DATE-wan-cc.jsonl" || true
         rm -rf /dev/shm/hetch-bench-cc ;;
     datasets) # paper 003's six datasets, disk to disk with cold caches, on loopback
-        "$H" bench datasets --total 1000M --tools "$PEERS" --iterations 2 --run-timeout 600s \
+        "$H" bench datasets --total 1000000000 --tools "$PEERS" --iterations 2 --run-timeout 600s \
             --data /var/tmp/hetch-bench-datasets --results "$OUT/$DATE-datasets.jsonl" || true ;;
     *) echo "wan-issue4.sh: unknown step $step" >&2; exit 2 ;;
     esac

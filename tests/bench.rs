@@ -199,3 +199,78 @@ fn sweep_through_the_wan_testbed_records_the_link_and_takes_it_down() {
         "allowed list restored"
     );
 }
+
+#[test]
+fn an_interrupted_sweep_stops_its_servers_and_the_same_command_finishes_it() {
+    let t = tempdir();
+    let data = t.path().join("data");
+    let results = t.path().join("i.jsonl");
+    let run = || {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_hetch"));
+        c.args([
+            "bench",
+            "sweep",
+            "--min",
+            "64K",
+            "--max",
+            "64K",
+            "--aggregate",
+            "256K",
+        ])
+        .args([
+            "--iterations",
+            "200",
+            "--tools",
+            "hetch",
+            "--no-drop-caches",
+        ])
+        .arg("--data")
+        .arg(&data)
+        .arg("--results")
+        .arg(&results)
+        .env("HETCH_CONFIG_DIR", t.path().join("config"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+        c
+    };
+    let mut child = run().spawn().unwrap();
+    // Interrupt once the first run is recorded (Ctrl-C sends SIGINT).
+    while !results.exists() || records(&results).is_empty() {
+        assert!(child.try_wait().unwrap().is_none(), "the sweep ended early");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let done = records(&results).len();
+    if out.status.success() {
+        // It finished before the signal landed (a very fast machine): only the count.
+        assert_eq!(done, 200);
+        return;
+    }
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(done < 200, "{stderr}");
+    // No server of this sweep is left running.
+    let ours = data.to_string_lossy().to_string();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        assert!(
+            !(cmdline.contains("serve") && cmdline.contains(&ours)),
+            "left running: {cmdline}"
+        );
+    }
+    let out = run().output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut its: Vec<u64> = records(&results)
+        .iter()
+        .map(|r| r["iteration"].as_u64().unwrap())
+        .collect();
+    its.sort();
+    assert_eq!(its, (1..=200).collect::<Vec<u64>>(), "each run once");
+}

@@ -177,7 +177,8 @@ fn groups<'a>(cells: impl Iterator<Item = &'a Cell>) -> Vec<Group> {
 /// A plot written for the report.
 struct Plot {
     suite: String,
-    link: Link,
+    /// The link it shows; `None` for the chart of every link of a sweep together.
+    link: Option<Link>,
     /// Its file name, relative to the report.
     file: String,
 }
@@ -185,7 +186,10 @@ struct Plot {
 impl Plot {
     /// Its caption: suite and link.
     fn caption(&self) -> String {
-        format!("{}, {}", self.suite, self.link.label())
+        match &self.link {
+            Some(l) => format!("{}, {}", self.suite, l.label()),
+            None => format!("{}, every link", self.suite),
+        }
     }
 }
 
@@ -207,7 +211,7 @@ fn write_plots(
             let file = plot_file(stem, &s.suite, &g.link, s.groups.len() > 1);
             let p = Plot {
                 suite: s.suite.clone(),
-                link: g.link.clone(),
+                link: Some(g.link.clone()),
                 file,
             };
             let path = dir.join(&p.file);
@@ -217,6 +221,24 @@ fn write_plots(
                 plot::datasets_chart
             };
             draw(&g.cells, tools, &p.caption(), &path)
+                .with_context(|| format!("plotting {}", path.display()))?;
+            plots.push(p);
+        }
+        // A sweep over several links also gets one chart of them all (a line per tool
+        // and link), as the zx paper draws its RTT and congestion-control sweeps.
+        if s.suite.starts_with("sweep") && s.groups.len() > 1 {
+            let p = Plot {
+                suite: s.suite.clone(),
+                link: None,
+                file: format!("{stem}-{}-all.svg", s.suite),
+            };
+            let cells: Vec<Cell> = s
+                .groups
+                .iter()
+                .flat_map(|g| g.cells.iter().cloned())
+                .collect();
+            let path = dir.join(&p.file);
+            plot::sweep_chart(&cells, tools, &p.caption(), &path)
                 .with_context(|| format!("plotting {}", path.display()))?;
             plots.push(p);
         }
@@ -318,12 +340,23 @@ fn section(s: &Section, tools: &[String], plots: &[Plot]) -> String {
         let _ = write!(md, "### {}\n\n", g.link.label());
         if let Some(p) = plots
             .iter()
-            .find(|p| p.suite == s.suite && p.link == g.link)
+            .find(|p| p.suite == s.suite && p.link.as_ref() == Some(&g.link))
         {
             let _ = write!(md, "![{}]({})\n\n", p.caption(), link_target(&p.file));
         }
         md.push_str(&group_table(g, tools));
         md.push('\n');
+    }
+    if let Some(p) = plots
+        .iter()
+        .find(|p| p.suite == s.suite && p.link.is_none())
+    {
+        let _ = write!(
+            md,
+            "### every link\n\n![{}]({})\n\n",
+            p.caption(),
+            link_target(&p.file)
+        );
     }
     md.push_str(&sensitivity(s, tools, Axis::Rtt));
     md.push_str(&sensitivity(s, tools, Axis::Loss));

@@ -6,6 +6,7 @@
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
@@ -80,6 +81,7 @@ pub fn run(
     results: &mut Results,
     mut progress: impl FnMut(&Progress),
 ) -> anyhow::Result<()> {
+    catch_interrupts();
     let scratch = tempdir_in(&plan.data_dir, "scratch")?;
     let mut tools: Vec<Box<dyn Tool>> = plan
         .tools
@@ -124,6 +126,9 @@ pub fn run(
                 })?;
             for iteration in 1..=plan.iterations {
                 for t in tools.iter() {
+                    if INTERRUPTED.load(Ordering::SeqCst) {
+                        bail!("interrupted; the same command resumes");
+                    }
                     done += 1;
                     if results.has(&key(plan, ds, link, t.name(), iteration)) {
                         progress(&Progress {
@@ -212,9 +217,14 @@ fn run_one(
     let outcome = run_with_timeout(cmd, &log, plan.run_timeout);
     let seconds = t0.elapsed().as_secs_f64();
     let error = match outcome {
-        Err(e) => Some(e),
-        Ok(()) if tool.is_limit() => None,
-        Ok(()) => ds
+        Outcome::Interrupted => bail!(
+            "interrupted: the run in progress ({} on {}) was stopped and not recorded; the same command resumes",
+            tool.name(),
+            ds.name
+        ),
+        Outcome::Failed(e) => Some(e),
+        Outcome::Succeeded if tool.is_limit() => None,
+        Outcome::Succeeded => ds
             .check_copy(&dst)
             .err()
             .map(|e| format!("incomplete copy: {e}")),
@@ -230,34 +240,74 @@ fn run_one(
     })
 }
 
+/// How a timed command ended.
+enum Outcome {
+    Succeeded,
+    /// Failed, with the reason in one line.
+    Failed(String),
+    /// The harness was asked to stop (Ctrl-C, SIGTERM) while it ran.
+    Interrupted,
+}
+
+/// Set by SIGINT or SIGTERM. The runs' commands live in process groups of their own
+/// (so a timeout can kill a tool with every helper it started), which also keeps a
+/// terminal's Ctrl-C from reaching them: the harness stops them itself.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Routes SIGINT and SIGTERM to [`INTERRUPTED`].
+fn catch_interrupts() {
+    let handler = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGTERM, handler);
+    }
+}
+
 /// Runs `cmd` in its own process group with output to `log`; kills the whole group
-/// after `limit`. The error is the command's last line of output.
-fn run_with_timeout(mut cmd: Command, log: &Path, limit: Duration) -> Result<(), String> {
-    let out = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
-    let err = out.try_clone().map_err(|e| e.to_string())?;
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .process_group(0)
-        .spawn()
-        .map_err(|e| format!("cannot start {:?}: {e}", cmd.get_program()))?;
+/// after `limit`, or at once when the harness is interrupted. A failure's reason is the
+/// command's last line of output.
+fn run_with_timeout(mut cmd: Command, log: &Path, limit: Duration) -> Outcome {
+    let spawned = std::fs::File::create(log)
+        .and_then(|out| Ok((out.try_clone()?, out)))
+        .and_then(|(err, out)| {
+            cmd.stdin(Stdio::null())
+                .stdout(out)
+                .stderr(err)
+                .process_group(0)
+                .spawn()
+        });
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => return Outcome::Failed(format!("cannot start {:?}: {e}", cmd.get_program())),
+    };
+    let kill = |child: &mut std::process::Child| {
+        // SAFETY: kill(2) on the group we made; no memory is touched.
+        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+        let _ = child.wait();
+    };
     let deadline = Instant::now() + limit;
     let status = loop {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            kill(&mut child);
+            return Outcome::Interrupted;
+        }
         match child.try_wait() {
             Ok(Some(s)) => break s,
             Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
             Ok(None) => {
-                // SAFETY: kill(2) on the group we made; no memory is touched.
-                unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-                let _ = child.wait();
-                return Err(format!("killed after {} s", limit.as_secs()));
+                kill(&mut child);
+                return Outcome::Failed(format!("killed after {} s", limit.as_secs()));
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Outcome::Failed(e.to_string()),
         }
     };
     if status.success() {
-        return Ok(());
+        return Outcome::Succeeded;
     }
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let last = text
@@ -266,7 +316,7 @@ fn run_with_timeout(mut cmd: Command, log: &Path, limit: Duration) -> Result<(),
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
         .trim();
-    Err(format!(
+    Outcome::Failed(format!(
         "{status}: {}",
         last.chars().take(300).collect::<String>()
     ))

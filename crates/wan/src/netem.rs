@@ -3,9 +3,7 @@
 //! kernels (this project's CI machine among them) lack `sch_netem`; [`available`]
 //! probes for it so that `hetch wan up` can fall back to the userspace delay line.
 
-use std::process::Command;
-
-use crate::netns::ip;
+use crate::netns::{ip, run};
 use crate::testbed::{add_host, Link, A, B, DEVICE};
 
 /// The namespace the probe uses (removed again at once).
@@ -76,15 +74,9 @@ pub fn qdisc_args(link: &Link) -> Vec<String> {
 }
 
 fn tc(ns: &str, args: &[&str]) -> std::io::Result<()> {
-    let out = Command::new("tc").arg("-n").arg(ns).args(args).output()?;
-    if out.status.success() {
-        return Ok(());
-    }
-    Err(std::io::Error::other(format!(
-        "`tc -n {ns} {}` failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr).trim()
-    )))
+    let mut all = vec!["-n", ns];
+    all.extend_from_slice(args);
+    run("tc", &all)
 }
 
 #[cfg(test)]

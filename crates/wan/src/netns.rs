@@ -6,12 +6,18 @@ use std::process::Command;
 
 /// Runs `ip ARGS`, turning a failure into an error that quotes the command.
 pub fn ip(args: &[&str]) -> std::io::Result<()> {
-    let out = Command::new("ip").args(args).output()?;
+    run("ip", args)
+}
+
+/// Runs `PROGRAM ARGS`, turning a failure into an error that quotes the command and
+/// what it printed on stderr.
+pub fn run(program: &str, args: &[&str]) -> std::io::Result<()> {
+    let out = Command::new(program).args(args).output()?;
     if out.status.success() {
         return Ok(());
     }
     Err(std::io::Error::other(format!(
-        "`ip {}` failed: {}",
+        "`{program} {}` failed: {}",
         args.join(" "),
         String::from_utf8_lossy(&out.stderr).trim()
     )))

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::delay::LinkConfig;
-use crate::netns::{in_namespace, ip};
+use crate::netns::{in_namespace, ip, run};
 use crate::tun::Tun;
 
 /// A host of the testbed.
@@ -112,17 +112,8 @@ pub(crate) fn add_host(me: Host, peer: Host, link: &Link) -> std::io::Result<()>
 /// `net.core.rmem_max` is not, and is left alone).
 fn tune(ns: &str) -> std::io::Result<()> {
     for key in ["net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"] {
-        let value = format!("4096 131072 {TUNED_TCP_MEM_MAX}");
-        let out = std::process::Command::new("ip")
-            .args(["netns", "exec", ns, "sysctl", "-q", "-w"])
-            .arg(format!("{key}={value}"))
-            .output()?;
-        if !out.status.success() {
-            return Err(std::io::Error::other(format!(
-                "setting {key} in {ns}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
+        let setting = format!("{key}=4096 131072 {TUNED_TCP_MEM_MAX}");
+        run("ip", &["netns", "exec", ns, "sysctl", "-q", "-w", &setting])?;
     }
     Ok(())
 }

@@ -53,7 +53,7 @@ for step in "${STEPS[@]}"; do
             --data /dev/shm/hetch-bench-cc --results "$OUT/$DATE-wan-cc.jsonl" || true
         rm -rf /dev/shm/hetch-bench-cc ;;
     datasets) # paper 003's six datasets, disk to disk with cold caches, on loopback
-        "$H" bench datasets --total 1000000000 --tools "$PEERS" --iterations 2 --run-timeout 600s \
+        "$H" bench datasets --total 1000000000 --tools "$PEERS" --iterations "${DATASETS_ITERATIONS:-2}" --run-timeout 600s \
             --data /var/tmp/hetch-bench-datasets --results "$OUT/$DATE-datasets.jsonl" || true ;;
     *) echo "wan-issue4.sh: unknown step $step" >&2; exit 2 ;;
     esac

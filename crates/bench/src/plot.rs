@@ -136,14 +136,29 @@ fn series_colours(series: &[Series], tools: &[String]) -> Vec<RGBColor> {
         .iter()
         .enumerate()
         .all(|(i, s)| series[..i].iter().all(|o| o.tool != s.tool));
+    let mut limits_seen = 0;
     series
         .iter()
         .enumerate()
         .map(|(i, s)| match (one_per_tool, s.is_limit) {
-            (true, _) | (false, true) => tool_colour(&s.tool, s.is_limit, tools),
+            (true, _) => tool_colour(&s.tool, s.is_limit, tools),
+            // Several limit lines: shades of the limit's grey, darkest first.
+            (false, true) => {
+                limits_seen += 1;
+                let shade = (LIMIT_COLOUR.0 as usize + 45 * (limits_seen - 1)).min(200) as u8;
+                RGBColor(shade, shade, shade)
+            }
             (false, false) => PALETTE[i % PALETTE.len()],
         })
         .collect()
+}
+
+/// How wide the legend must be for `labels` (plotters estimates text width itself;
+/// about 7 px per character at the legend's font size), and never narrower than the
+/// default.
+fn legend_width<'a>(labels: impl Iterator<Item = &'a String>) -> u32 {
+    let longest = labels.map(|l| l.chars().count()).max().unwrap_or(0) as u32;
+    (longest * 7 + 40).max(LEGEND_WIDTH)
 }
 
 /// Writes to `path` a line chart of median throughput (linear y, Gbit/s) against file
@@ -152,9 +167,11 @@ fn series_colours(series: &[Series], tools: &[String]) -> Vec<RGBColor> {
 pub fn sweep_chart(cells: &[Cell], tools: &[String], title: &str, path: &Path) -> Result<()> {
     let series = sweep_series(cells, tools);
     let colours = series_colours(&series, tools);
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    let legend_w = legend_width(series.iter().map(|s| &s.label));
+    let size = (SIZE.0 - LEGEND_WIDTH + legend_w, SIZE.1);
+    let root = SVGBackend::new(path, size).into_drawing_area();
     root.fill(&WHITE).map_err(draw_error)?;
-    let (plot, legend) = root.split_horizontally(SIZE.0 - LEGEND_WIDTH);
+    let (plot, legend) = root.split_horizontally(size.0 - legend_w);
     draw_lines(&plot, &series, &colours, title)?;
     let entries: Vec<(String, RGBColor)> = series
         .iter()

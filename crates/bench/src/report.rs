@@ -417,9 +417,11 @@ fn dataset_row(g: &Group, d: &str, movers: &[String], limits: &[String]) -> Vec<
 /// `FAILED (3/3): error` or `1.23 (0.05); FAILED (1/3): error`; `–` if it did not run.
 fn throughput_cell(cell: Option<&Cell>) -> String {
     let Some(c) = cell else { return "–".into() };
-    let stats = c
-        .gbit_per_s
-        .map(|s| format!("{} ({})", fmt_gbit(s.median), fmt_gbit(s.sd)));
+    // One run has no spread to show: say so rather than print a zero.
+    let stats = c.gbit_per_s.map(|s| match s.n {
+        0 | 1 => format!("{} (n=1)", fmt_gbit(s.median)),
+        _ => format!("{} ({})", fmt_gbit(s.median), fmt_gbit(s.sd)),
+    });
     let failed = (c.failed > 0).then(|| {
         let error = c.first_error.as_deref().unwrap_or("failed");
         format!(
@@ -817,6 +819,7 @@ mod tests {
             throughput_cell(Some(&cell(None, 2, 2))),
             "FAILED (2/2): timed out"
         );
+        assert_eq!(throughput_cell(Some(&cell(Some(1.5), 1, 0))), "1.50 (n=1)");
     }
 
     #[test]

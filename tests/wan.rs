@@ -55,6 +55,16 @@ fn push_across_the_emulated_wan_then_down_leaves_nothing() {
     for ns in ["hetch-a", "hetch-b"] {
         assert!(Path::new("/run/netns").join(ns).exists(), "{ns} missing");
     }
+    // Each host resolves the other by name (servers that look up their own address,
+    // as GridFTP does, need it: the namespaces have no DNS).
+    let lookup = Command::new("ip")
+        .args(["netns", "exec", "hetch-a", "getent", "hosts", "hetch-b"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&lookup.stdout).contains("10.77.0.2"),
+        "{lookup:?}"
+    );
 
     let root = t.path().join("root");
     std::fs::create_dir(&root).unwrap();
@@ -126,6 +136,10 @@ fn push_across_the_emulated_wan_then_down_leaves_nothing() {
         );
     }
     assert!(!Path::new("/run/hetch-wan").exists(), "state left behind");
+    assert!(
+        !Path::new("/etc/netns/hetch-a").exists(),
+        "hosts file left behind"
+    );
     // Down again is harmless.
     hetch(&args!["wan", "down"], &[]).ok();
 }

@@ -73,7 +73,12 @@ impl Record {
 
     /// The key that makes a run unique within a results file (resuming skips it).
     pub fn key(&self) -> String {
-        format!("{}|{}|{}", self.point.key(), self.tool, self.iteration)
+        Record::key_of(&self.point, &self.tool, self.iteration)
+    }
+
+    /// The key of the run of `tool` at `point` in `iteration`, before it exists.
+    pub fn key_of(point: &Point, tool: &str, iteration: u32) -> String {
+        format!("{}|{tool}|{iteration}", point.key())
     }
 }
 

@@ -177,16 +177,7 @@ fn point(plan: &Plan, ds: &Dataset, link: &LinkSpec) -> Point {
 }
 
 fn key(plan: &Plan, ds: &Dataset, link: &LinkSpec, tool: &str, iteration: u32) -> String {
-    Record {
-        point: point(plan, ds, link),
-        tool: tool.to_string(),
-        iteration,
-        seconds: 0.0,
-        ok: false,
-        error: None,
-        started_unix: 0,
-    }
-    .key()
+    Record::key_of(&point(plan, ds, link), tool, iteration)
 }
 
 /// One timed run: a fresh empty destination, caches dropped, the tool's command, then

@@ -15,6 +15,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::net;
 use crate::place::Place;
+use crate::tool::ToolContext;
 
 /// How long a server may take to accept connections before `start` gives up.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -34,7 +35,7 @@ impl Server {
     /// Spawns `cmd` for peer `tool`, its stdout and stderr appended to `log`. The
     /// command gets a process group of its own so that `stop` also ends the processes
     /// it forks per connection (GridFTP) and the `ip netns exec` wrapper.
-    pub(crate) fn spawn(tool: &'static str, mut cmd: Command, log: &Path) -> Result<Server> {
+    fn spawn(tool: &'static str, mut cmd: Command, log: &Path) -> Result<Server> {
         let out = OpenOptions::new()
             .create(true)
             .append(true)
@@ -55,10 +56,25 @@ impl Server {
         })
     }
 
+    /// Spawns `cmd` for `tool` (output to `log`) on the server of `ctx` and waits until
+    /// it accepts connections on `port`, as seen from the client: a server is only
+    /// handed out once it can be used.
+    pub(crate) fn start(
+        tool: &'static str,
+        cmd: Command,
+        log: &Path,
+        ctx: &ToolContext,
+        port: u16,
+    ) -> Result<Server> {
+        let mut server = Server::spawn(tool, cmd, log)?;
+        server.wait_ready(&ctx.client, &ctx.server.addr, port)?;
+        Ok(server)
+    }
+
     /// Waits until the server accepts TCP connections on `addr:port`, as seen from
     /// `from` (the client's place, so the check also covers the route between them).
     /// Fails, stopping the server, if it exits first or is not ready within 20 s.
-    pub(crate) fn wait_ready(&mut self, from: &Place, addr: &str, port: u16) -> Result<()> {
+    fn wait_ready(&mut self, from: &Place, addr: &str, port: u16) -> Result<()> {
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             if let Some(child) = self.child.as_mut() {

@@ -52,8 +52,13 @@ impl Tool for Hetch {
             .arg(format!("{}:{port}", ctx.server.addr))
             .arg("--state-dir")
             .arg(&state);
-        let mut s = Server::spawn("hetch", cmd, &ctx.scratch.join("hetch-serve.log"))?;
-        s.wait_ready(&ctx.client, &ctx.server.addr, port)?;
+        let s = Server::start(
+            "hetch",
+            cmd,
+            &ctx.scratch.join("hetch-serve.log"),
+            ctx,
+            port,
+        )?;
         self.server = Some((s, port));
         Ok(())
     }
@@ -114,8 +119,13 @@ impl Tool for Iperf3 {
         let port = net::free_port(&ctx.server)?;
         let mut cmd = ctx.server.command(&program("iperf3"));
         cmd.args(["-s", "-p", &port.to_string(), "-B", &ctx.server.addr]);
-        let mut s = Server::spawn("iperf3", cmd, &ctx.scratch.join("iperf3-server.log"))?;
-        s.wait_ready(&ctx.client, &ctx.server.addr, port)?;
+        let s = Server::start(
+            "iperf3",
+            cmd,
+            &ctx.scratch.join("iperf3-server.log"),
+            ctx,
+            port,
+        )?;
         self.server = Some((s, port));
         Ok(())
     }

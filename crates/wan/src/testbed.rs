@@ -74,7 +74,32 @@ impl Link {
 pub fn remove_namespaces() {
     for h in HOSTS {
         let _ = ip(&["netns", "del", h.netns]);
+        let _ = std::fs::remove_dir_all(netns_etc(h));
     }
+    // Only if empty: other namespaces' configuration may live there too.
+    let _ = std::fs::remove_dir("/etc/netns");
+}
+
+/// `ip netns exec` bind-mounts the files of `/etc/netns/NAME/` over `/etc` for what it
+/// runs: the hosts' own configuration lives there.
+fn netns_etc(h: Host) -> std::path::PathBuf {
+    std::path::Path::new("/etc/netns").join(h.netns)
+}
+
+/// Gives host `me` a hosts file naming both hosts (`hetch-a`, `hetch-b`), on top of the
+/// machine's own: servers that look up a name for their own address (GridFTP does,
+/// and exits when that needs DNS, which the namespaces cannot reach) find it there.
+fn write_hosts_file(me: Host) -> std::io::Result<()> {
+    let mut text = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    for h in HOSTS {
+        text.push_str(&format!("{} {}\n", h.addr, h.netns));
+    }
+    let dir = netns_etc(me);
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("hosts"), text)
 }
 
 /// Creates both namespaces with a TUN device each, addressed point to point, and
@@ -102,6 +127,7 @@ pub(crate) fn add_host(me: Host, peer: Host, link: &Link) -> std::io::Result<()>
     ])?;
     ip(&["-n", me.netns, "link", "set", DEVICE, "mtu", &mtu, "up"])?;
     ip(&["-n", me.netns, "link", "set", "lo", "up"])?;
+    write_hosts_file(me)?;
     if link.tuned {
         tune(me.netns)?;
     }

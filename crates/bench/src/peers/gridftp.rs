@@ -54,7 +54,9 @@ impl Tool for Gridftp {
         fs::write(&config, "")?;
         let port = net::free_port(&ctx.server)?;
         let addr = &ctx.server.addr;
-        let mut cmd = launcher(ctx, &dir)?;
+        // On a testbed host the server resolves its own address through the hosts file
+        // `hetch wan` gives each namespace (it exits when that needs DNS).
+        let mut cmd = ctx.server.command(&program("setpriv"));
         // As root the server setuids anonymous sessions to -anonymous-user and refuses
         // root itself; running it as nobody (keeping CAP_DAC_OVERRIDE, see `as_user`)
         // serves anonymous sessions as nobody with no setuid, able to write anywhere.
@@ -65,8 +67,7 @@ impl Tool for Gridftp {
         cmd.args(["-control-interface", addr, "-data-interface", addr]);
         // Errors and warnings only, to stderr (the log): INFO writes lines per file.
         cmd.args(["-d", "ERROR,WARN"]);
-        let mut server = Server::spawn("gridftp", cmd, &dir.join("gridftp.log"))?;
-        server.wait_ready(&ctx.client, addr, port)?;
+        let server = Server::start("gridftp", cmd, &dir.join("gridftp.log"), ctx, port)?;
         self.server = Some(server);
         self.port = port;
         self.streams = Some(ctx.streams);
@@ -98,33 +99,6 @@ impl Tool for Gridftp {
             server.stop();
         }
     }
-}
-
-/// The command that runs setpriv (its arguments follow) on the server. On a testbed
-/// host it first bind-mounts a hosts file naming the server's and client's addresses
-/// over /etc/hosts: the server looks up a name for its own address at start and
-/// exits with "Temporary failure in name resolution" when that needs DNS, which a
-/// testbed namespace cannot reach. `ip netns exec` runs in a mount namespace of its
-/// own, so the bind mount is seen by this server only.
-fn launcher(ctx: &ToolContext, dir: &Path) -> Result<Command> {
-    if ctx.server.netns.is_none() {
-        return Ok(ctx.server.command(&program("setpriv")));
-    }
-    let hosts = dir.join("hosts");
-    let mut text = fs::read_to_string("/etc/hosts").unwrap_or_default();
-    text.push_str(&format!(
-        "\n{} hetch-bench-server\n{} hetch-bench-client\n",
-        ctx.server.addr, ctx.client.addr
-    ));
-    fs::write(&hosts, text)?;
-    let mut cmd = ctx.server.command("sh");
-    cmd.args([
-        "-c",
-        "mount --bind \"$1\" /etc/hosts && shift && exec \"$@\"",
-        "sh",
-    ]);
-    cmd.arg(&hosts).arg(program("setpriv"));
-    Ok(cmd)
 }
 
 impl Drop for Gridftp {

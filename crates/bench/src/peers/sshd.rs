@@ -57,8 +57,7 @@ impl Sshd {
         let mut cmd = ctx.server.command(&program("sshd"));
         cmd.arg("-D").arg("-e").arg("-f").arg(&config);
         cmd.args(["-p", &port.to_string()]);
-        let mut server = Server::spawn(tool, cmd, &dir.join("sshd.log"))?;
-        server.wait_ready(&ctx.client, &ctx.server.addr, port)?;
+        let server = Server::start(tool, cmd, &dir.join("sshd.log"), ctx, port)?;
         Ok(Sshd { server, port, key })
     }
 

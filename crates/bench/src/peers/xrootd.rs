@@ -58,8 +58,7 @@ impl Tool for Xrootd {
         let mut cmd = ctx.server.command(&program("setpriv"));
         cmd.args(as_user(USER, USER, "xrootd"));
         cmd.arg("-c").arg(&config);
-        let mut server = Server::spawn("xrootd", cmd, &dir.join("xrootd.log"))?;
-        server.wait_ready(&ctx.client, &ctx.server.addr, port)?;
+        let server = Server::start("xrootd", cmd, &dir.join("xrootd.log"), ctx, port)?;
         self.server = Some(server);
         self.port = port;
         self.links = dir.join("links");

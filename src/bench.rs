@@ -126,6 +126,9 @@ pub fn main(cmd: BenchCommand, argv: &[String]) -> anyhow::Result<ExitCode> {
             bench("datasets", dataset::paper003(a.total), a.common, argv)
         }
         BenchCommand::Report { results } => {
+            if !results.is_file() {
+                bail!("{}: no such results file", results.display());
+            }
             let r = Results::open(&results)?;
             let meta = results::read_meta(&results)?;
             let written = report(&results, r.records(), &meta)?;
@@ -142,6 +145,7 @@ fn bench(
     argv: &[String],
 ) -> anyhow::Result<ExitCode> {
     let links = link_specs(&c);
+    check_congestion_controls(&c.cc)?;
     if links.iter().any(|l| l.rtt_ms.is_some()) && unsafe { libc::geteuid() } != 0 {
         bail!("--rtt/--loss/--rate/--cc use the `hetch wan` testbed, which needs root");
     }
@@ -224,6 +228,21 @@ fn link_specs(c: &CommonArgs) -> Vec<LinkSpec> {
         }
     }
     out
+}
+
+/// Refuses, before anything runs, a congestion control this kernel does not have.
+fn check_congestion_controls(wanted: &[String]) -> anyhow::Result<()> {
+    let path = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+    let available = std::fs::read_to_string(path).unwrap_or_default();
+    for cc in wanted {
+        if !available.split_whitespace().any(|a| a == cc) {
+            bail!(
+                "--cc {cc}: not available in this kernel (available: {})",
+                available.trim()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The values given, or the one default when none are.

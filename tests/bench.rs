@@ -149,6 +149,19 @@ fn bad_bench_arguments_fail_with_one_line() {
     );
     out.failed();
     out.one_line_naming(&["--min"]);
+    let out = hetch(&sweep_args(t.path(), &["--cc", "nosuchcc"]), &[]);
+    out.failed();
+    out.one_line_naming(&["nosuchcc", "available"]);
+    let out = hetch(
+        &args!["bench", "report", t.path().join("missing.jsonl")],
+        &[],
+    );
+    out.failed();
+    out.one_line_naming(&["missing.jsonl"]);
+    assert!(
+        !t.path().join("missing.md").exists(),
+        "no report of nothing"
+    );
     assert!(!t.path().join("r.jsonl").exists(), "nothing ran");
 }
 

@@ -35,6 +35,10 @@ const MAX_ALGORITHM_NAME: usize = 32;
 /// Smallest encoding of an [`Entry`]: a directory with an empty path (which is then
 /// refused, but the list count check must not depend on validation order).
 const ENTRY_MIN_LEN: usize = 8 + 4 + 1 + 4 + 8 + 4;
+/// Largest payload of a [`Piece`]: pieces travel on the control stream.
+pub const MAX_PIECE: usize = crate::MAX_CONTROL_BODY / 2;
+/// Most rewritten blocks one [`Seal`] may name.
+pub const MAX_REWRITTEN: usize = 64 * 1024;
 /// Smallest encoding of a [`PlanItem`] (a skip).
 const PLAN_ITEM_MIN_LEN: usize = 8 + 1;
 /// Encoding of one block range.
@@ -55,7 +59,9 @@ impl Entry {
     /// and must stay within [`crate::MAX_CONTROL_BODY`]: the engine batches with this.
     pub fn wire_len(&self) -> usize {
         let kind = match &self.kind {
-            EntryKind::File { digest, .. } => 8 + 1 + digest.as_ref().map_or(0, |d| 4 + d.len()),
+            EntryKind::File { digest, .. } => {
+                8 + 1 + digest.as_ref().map_or(0, |d| 4 + d.len()) + 1
+            }
             EntryKind::Dir => 0,
             EntryKind::Symlink { target } => 4 + target.len(),
         };
@@ -131,6 +137,26 @@ pub(crate) fn encode_body(frame: &Frame, out: &mut Vec<u8>) {
             out.put_bytes(message.as_bytes());
         }
         Frame::EndOfEntries | Frame::StreamEnd => {}
+        Frame::Seal(seal) => {
+            out.put_u64(seal.file);
+            out.put_u64(seal.size);
+            out.put_bytes(&seal.digest);
+            out.put_len(seal.rewritten.len());
+            for b in &seal.rewritten {
+                out.put_u64(*b);
+            }
+        }
+        Frame::Abandon { file } => out.put_u64(*file),
+        Frame::Durable { file, offset } => {
+            out.put_u64(*file);
+            out.put_u64(*offset);
+        }
+        Frame::Piece(p) => {
+            out.put_u64(p.file);
+            out.put_u64(p.offset);
+            out.extend_from_slice(&p.digest);
+            out.put_bytes(&p.data);
+        }
         Frame::Finished(s) => {
             for v in [s.files, s.bytes, s.skipped, s.retried_blocks, s.failed] {
                 out.put_u64(v);
@@ -179,9 +205,51 @@ pub(crate) fn decode_body(kind: FrameKind, body: &[u8]) -> Result<Frame, ProtoEr
             failed: r.u64()?,
         }),
         FrameKind::StreamEnd => Frame::StreamEnd,
+        FrameKind::Seal => Frame::Seal(decode_seal(&mut r)?),
+        FrameKind::Abandon => Frame::Abandon { file: r.u64()? },
+        FrameKind::Durable => Frame::Durable {
+            file: r.u64()?,
+            offset: r.u64()?,
+        },
+        FrameKind::Piece => Frame::Piece(decode_piece(&mut r)?),
     };
     r.finish()?;
     Ok(frame)
+}
+
+fn decode_seal(r: &mut Reader<'_>) -> Result<Seal, ProtoError> {
+    let file = r.u64()?;
+    let size = r.u64()?;
+    let digest = r.bytes()?;
+    if digest.len() > MAX_FILE_DIGEST {
+        return Err(r.err("file digest too long"));
+    }
+    let rewritten = r.list(8, Reader::u64)?;
+    if rewritten.len() > MAX_REWRITTEN {
+        return Err(r.err("too many rewritten blocks"));
+    }
+    Ok(Seal {
+        file,
+        size,
+        digest,
+        rewritten,
+    })
+}
+
+fn decode_piece(r: &mut Reader<'_>) -> Result<Piece, ProtoError> {
+    let piece = Piece {
+        file: r.u64()?,
+        offset: r.u64()?,
+        digest: r.array()?,
+        data: r.bytes()?,
+    };
+    if piece.data.is_empty() || piece.data.len() > MAX_PIECE {
+        return Err(r.err("piece empty or longer than allowed"));
+    }
+    if piece.offset.checked_add(piece.data.len() as u64).is_none() {
+        return Err(r.err("piece ends past the largest offset"));
+    }
+    Ok(piece)
 }
 
 fn encode_hello(hello: &Hello, out: &mut Vec<u8>) {
@@ -360,7 +428,11 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
     out.put_u64(entry.id);
     out.put_bytes(&entry.path);
     match &entry.kind {
-        EntryKind::File { size, digest } => {
+        EntryKind::File {
+            size,
+            digest,
+            growing,
+        } => {
             out.put_u8(ENTRY_FILE);
             out.put_u64(*size);
             match digest {
@@ -370,6 +442,7 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
                     out.put_bytes(d);
                 }
             }
+            out.put_bool(*growing);
         }
         EntryKind::Dir => out.put_u8(ENTRY_DIR),
         EntryKind::Symlink { target } => {
@@ -392,6 +465,7 @@ fn decode_entry(r: &mut Reader<'_>) -> Result<Entry, ProtoError> {
         ENTRY_FILE => EntryKind::File {
             size: r.u64()?,
             digest: r.option(file_digest)?,
+            growing: r.bool()?,
         },
         ENTRY_DIR => EntryKind::Dir,
         ENTRY_SYMLINK => {

@@ -11,7 +11,7 @@ use crate::frame::*;
 /// First bytes on every connection, from both sides: magic then version.
 pub const MAGIC: [u8; 6] = *b"HETCH\0";
 /// Protocol version spoken by this build.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 /// Length of the preamble: `MAGIC | VERSION (u16 LE)`.
 pub const PREAMBLE_LEN: usize = 8;
 /// Length of a frame header: `len: u32 LE | kind: u8`.
@@ -88,6 +88,14 @@ pub enum FrameKind {
     Finished = 11,
     /// [`Frame::StreamEnd`]
     StreamEnd = 12,
+    /// [`Frame::Seal`]
+    Seal = 13,
+    /// [`Frame::Abandon`]
+    Abandon = 14,
+    /// [`Frame::Durable`]
+    Durable = 15,
+    /// [`Frame::Piece`]
+    Piece = 16,
 }
 
 /// A decoded frame header.
@@ -101,7 +109,7 @@ pub struct FrameHeader {
 
 impl FrameKind {
     /// Every kind, in kind-byte order.
-    pub const ALL: [FrameKind; 12] = [
+    pub const ALL: [FrameKind; 16] = [
         FrameKind::Hello,
         FrameKind::Welcome,
         FrameKind::Error,
@@ -114,11 +122,15 @@ impl FrameKind {
         FrameKind::EndOfEntries,
         FrameKind::Finished,
         FrameKind::StreamEnd,
+        FrameKind::Seal,
+        FrameKind::Abandon,
+        FrameKind::Durable,
+        FrameKind::Piece,
     ];
 
     /// The kind with this kind byte, if any.
     pub fn from_u8(byte: u8) -> Option<FrameKind> {
-        // Kind bytes are 1..=12 in `ALL`'s order.
+        // Kind bytes are 1..=16 in `ALL`'s order.
         let index = usize::from(byte).checked_sub(1)?;
         FrameKind::ALL.get(index).copied()
     }
@@ -138,6 +150,10 @@ impl FrameKind {
             FrameKind::EndOfEntries => "end-of-entries",
             FrameKind::Finished => "finished",
             FrameKind::StreamEnd => "stream-end",
+            FrameKind::Seal => "seal",
+            FrameKind::Abandon => "abandon",
+            FrameKind::Durable => "durable",
+            FrameKind::Piece => "piece",
         }
     }
 
@@ -167,6 +183,10 @@ impl Frame {
             Frame::EndOfEntries => FrameKind::EndOfEntries,
             Frame::Finished(_) => FrameKind::Finished,
             Frame::StreamEnd => FrameKind::StreamEnd,
+            Frame::Seal(_) => FrameKind::Seal,
+            Frame::Abandon { .. } => FrameKind::Abandon,
+            Frame::Durable { .. } => FrameKind::Durable,
+            Frame::Piece(_) => FrameKind::Piece,
         }
     }
 }

@@ -61,6 +61,55 @@ pub enum Frame {
     Finished(Summary),
     /// On a data stream: the sender will send no more frames on it.
     StreamEnd,
+    /// Source -> sink: a growing file is complete at `size` bytes. The sink answers
+    /// with a [`Frame::Plan`] item for the file naming the blocks it still needs (the
+    /// tail, and any block in `rewritten`).
+    Seal(Seal),
+    /// Source -> sink: drop this file without reporting a failure (it was truncated
+    /// or replaced at the source and is announced again under a new id). The sink
+    /// answers with a `FileDone` without error.
+    Abandon {
+        /// Entry id of the file.
+        file: u64,
+    },
+    /// Sink -> source: bytes `0..offset` of a growing file are written, checked and
+    /// durable at the destination.
+    Durable {
+        /// Entry id of the file.
+        file: u64,
+        /// End of the durable prefix.
+        offset: u64,
+    },
+    /// Source -> sink on the control connection: bytes of a growing file's block that
+    /// is not full yet, sent so that they need not wait for the block to fill.
+    Piece(Piece),
+}
+
+/// The end of a growing file (see [`Frame::Seal`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seal {
+    /// Entry id of the file.
+    pub file: u64,
+    /// Final size in bytes.
+    pub size: u64,
+    /// Whole-file digest of the final contents as the source read them last.
+    pub digest: Vec<u8>,
+    /// Blocks sent earlier whose contents changed at the source afterwards: the sink
+    /// must take them again.
+    pub rewritten: Vec<u64>,
+}
+
+/// Bytes of a block that is not full yet (see [`Frame::Piece`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Piece {
+    /// Entry id of the file.
+    pub file: u64,
+    /// Offset of the first byte in the file; the piece stays within one block.
+    pub offset: u64,
+    /// Digest of the bytes (the session's algorithm over just these bytes).
+    pub digest: BlockDigest,
+    /// The bytes.
+    pub data: Vec<u8>,
 }
 
 /// The first frame of every connection.
@@ -242,10 +291,13 @@ pub struct Entry {
 pub enum EntryKind {
     /// A regular file of this many bytes.
     File {
-        /// Size in bytes.
+        /// Size in bytes (for a growing file: its size when it was announced).
         size: u64,
         /// Whole-file digest, sent only for checksum-skip and compare-only sessions.
         digest: Option<Vec<u8>>,
+        /// The file is still being written: its blocks arrive as they fill, and a
+        /// [`Frame::Seal`] gives its final size.
+        growing: bool,
     },
     /// A directory (its contents are separate entries).
     Dir,

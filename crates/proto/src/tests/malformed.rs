@@ -112,7 +112,8 @@ impl Default for RawEntry {
     fn default() -> Self {
         RawEntry {
             path: b"top/file".to_vec(),
-            kind: vec![0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
+            // A file of 1 byte, no digest, not growing.
+            kind: vec![0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0],
             mode: 0o644,
             nsec: 0,
         }
@@ -646,4 +647,51 @@ fn encoding_an_oversized_control_frame_panics() {
         file: 0,
         message: "x".repeat(MAX_CONTROL_BODY),
     });
+}
+
+/// A piece body: file 1 at `offset`, a zero digest, `data`.
+fn raw_piece(offset: u64, data: &[u8]) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.put_u64(1);
+    b.put_u64(offset);
+    b.extend_from_slice(&[0; DIGEST_LEN]);
+    b.put_bytes(data);
+    b
+}
+
+#[test]
+fn bad_pieces_are_refused() {
+    assert!(decode_body(FrameKind::Piece, &raw_piece(0, b"x")).is_ok());
+    assert_eq!(
+        refused(FrameKind::Piece, &raw_piece(0, b"")),
+        "piece empty or longer than allowed"
+    );
+    assert_eq!(
+        refused(FrameKind::Piece, &raw_piece(u64::MAX, b"x")),
+        "piece ends past the largest offset"
+    );
+}
+
+#[test]
+fn bad_seals_are_refused() {
+    let seal = |digest: &[u8], rewritten: usize| {
+        let mut b = Vec::new();
+        b.put_u64(1);
+        b.put_u64(10);
+        b.put_bytes(digest);
+        b.put_u32(rewritten as u32);
+        for i in 0..rewritten {
+            b.put_u64(i as u64);
+        }
+        b
+    };
+    assert!(decode_body(FrameKind::Seal, &seal(&[1; 32], 2)).is_ok());
+    assert_eq!(
+        refused(FrameKind::Seal, &seal(&[1; 65], 0)),
+        "file digest too long"
+    );
+    assert_eq!(
+        refused(FrameKind::Seal, &seal(&[1; 32], MAX_REWRITTEN + 1)),
+        "too many rewritten blocks"
+    );
 }

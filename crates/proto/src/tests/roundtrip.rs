@@ -178,6 +178,7 @@ fn entry_and_plan_wire_len_match_encoding() {
         kind: EntryKind::File {
             size: 10,
             digest: None,
+            growing: true,
         },
         ..entry.clone()
     };
@@ -210,6 +211,6 @@ fn frame_kind_bytes() {
         assert_eq!(FrameKind::from_u8(*kind as u8), Some(*kind));
     }
     assert_eq!(FrameKind::from_u8(0), None);
-    assert_eq!(FrameKind::from_u8(13), None);
+    assert_eq!(FrameKind::from_u8(17), None);
     assert_eq!(FrameKind::from_u8(255), None);
 }

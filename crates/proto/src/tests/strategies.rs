@@ -172,8 +172,16 @@ pub(super) fn error_frame() -> impl Strategy<Value = ErrorFrame> {
 
 fn entry() -> impl Strategy<Value = Entry> {
     let kind = prop_oneof![
-        (any::<u64>(), proptest::option::of(file_digest()))
-            .prop_map(|(size, digest)| EntryKind::File { size, digest }),
+        (
+            any::<u64>(),
+            proptest::option::of(file_digest()),
+            any::<bool>()
+        )
+            .prop_map(|(size, digest, growing)| EntryKind::File {
+                size,
+                digest,
+                growing
+            }),
         Just(EntryKind::Dir),
         link_target().prop_map(|target| EntryKind::Symlink { target }),
     ];
@@ -270,5 +278,30 @@ pub(super) fn frame() -> impl Strategy<Value = Frame> {
         Just(Frame::EndOfEntries),
         summary().prop_map(Frame::Finished),
         Just(Frame::StreamEnd),
+        (
+            any::<[u64; 2]>(),
+            proptest::collection::vec(any::<u8>(), 0..=64),
+            proptest::collection::vec(any::<u64>(), 0..8)
+        )
+            .prop_map(|([file, size], digest, rewritten)| Frame::Seal(Seal {
+                file,
+                size,
+                digest,
+                rewritten
+            })),
+        any::<u64>().prop_map(|file| Frame::Abandon { file }),
+        any::<[u64; 2]>().prop_map(|[file, offset]| Frame::Durable { file, offset }),
+        (
+            any::<u64>(),
+            0..u64::MAX / 2,
+            any::<[u8; 32]>(),
+            proptest::collection::vec(any::<u8>(), 1..300)
+        )
+            .prop_map(|(file, offset, digest, data)| Frame::Piece(Piece {
+                file,
+                offset,
+                digest,
+                data
+            })),
     ]
 }

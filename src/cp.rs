@@ -65,6 +65,12 @@ pub async fn run(mut job: CopyJob) -> anyhow::Result<Outcome> {
         job.opts.file_digests = true;
         job.opts.manifest = Some(m.clone());
     }
+    // Warnings (a followed file truncated, rewritten, still open) go out as they happen.
+    progress.set_log(Box::new(|line: &str| {
+        if let Some(w) = line.strip_prefix("warning: ") {
+            eprintln!("hetch: warning: {w}");
+        }
+    }));
     let display = Display::start(progress.clone(), job.quiet || job.json);
     let result = dispatch(&job, progress.clone()).await;
     display.finish();

@@ -8,6 +8,7 @@ mod bench;
 mod client;
 mod cp;
 mod demo;
+mod follow;
 mod location;
 mod server;
 mod ui;
@@ -102,6 +103,14 @@ struct CpArgs {
     /// destination is always synced once at the end).
     #[arg(long)]
     fsync: bool,
+    /// Copy files that are still being written: new data go as they appear, and each
+    /// file is renamed into place once complete (see --idle, --done-suffix); new files
+    /// under source directories are picked up too. Ends once every file is complete
+    /// and nothing new has appeared for --idle. Sources must be local.
+    #[arg(long)]
+    follow: bool,
+    #[command(flatten)]
+    follow_args: follow::FollowArgs,
 }
 
 /// How transfers check what they wrote (`cp` and `verify`).
@@ -438,6 +447,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 return Ok(usage_error(
                     "--checksum-skip needs a digest: not with --verify none",
                 ));
+            }
+            if a.follow {
+                if locs.iter().any(|l| matches!(l, Location::Remote { .. })) {
+                    return Ok(usage_error(
+                        "--follow needs local sources: run hetch where the files are written",
+                    ));
+                }
+                if let Err(msg) = a.follow_args.apply(&mut opts, false) {
+                    return Ok(usage_error(&msg));
+                }
             }
             let client = a.conn.client_for(&locs, &dest, a.tuning.socket())?;
             let job = cp::CopyJob {

@@ -105,16 +105,21 @@ pub fn print_summary(report: &Report, progress: &Progress, started: Instant, jso
     for e in &report.errors {
         eprintln!("hetch: error: {e}");
     }
+    let lag = progress.lag.lock().expect("lag lock").summary();
     if json {
-        let v = serde_json::json!({
+        let mut v = serde_json::json!({
             "files": s.files,
             "bytes": bytes,
             "skipped": s.skipped,
             "failed": s.failed,
             "retried_blocks": s.retried_blocks.max(progress.retried_blocks.load(Relaxed)),
+            "warnings": progress.warnings.load(Relaxed),
             "seconds": secs,
             "bytes_per_second": rate,
         });
+        if let Some(l) = lag {
+            v["lag"] = lag_json(&l);
+        }
         println!("{v}");
     } else {
         eprintln!(
@@ -127,5 +132,22 @@ pub fn print_summary(report: &Report, progress: &Progress, started: Instant, jso
             s.failed,
             s.retried_blocks.max(progress.retried_blocks.load(Relaxed)),
         );
+        if let Some(l) = lag {
+            eprintln!(
+                "hetch: lag (appended -> durable and verified): p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms over {} samples",
+                l.p50_ms, l.p99_ms, l.max_ms, l.samples
+            );
+        }
     }
+}
+
+/// Lag figures for JSON output.
+pub fn lag_json(l: &hetch_engine::LagSummary) -> serde_json::Value {
+    serde_json::json!({
+        "samples": l.samples,
+        "p50_ms": l.p50_ms,
+        "p99_ms": l.p99_ms,
+        "max_ms": l.max_ms,
+        "mean_ms": l.mean_ms,
+    })
 }

@@ -18,7 +18,9 @@
 
 mod dest;
 mod error;
+mod follow;
 mod gate;
+mod lag;
 mod local;
 mod manifest;
 mod options;
@@ -33,9 +35,10 @@ pub mod wire;
 
 pub use dest::DestSpec;
 pub use error::EngineError;
+pub use lag::{LagHistogram, LagSummary};
 pub use local::copy_local;
 pub use manifest::Manifest;
-pub use options::{default_hash_threads, Algorithm, Options, Schedule, Verify};
+pub use options::{default_hash_threads, Algorithm, Follow, Options, Schedule, Verify};
 pub use pool::{BufferPool, PooledBuf};
 pub use progress::{Progress, Report};
 pub use rate::RateLimiter;

@@ -42,6 +42,9 @@ pub struct Options {
     pub compare_only: bool,
     /// Where this side writes manifest lines (the client side of a session).
     pub manifest: Option<Arc<Manifest>>,
+    /// Follow growing files (and, for directory operands, new entries) until they are
+    /// complete; `None` copies what is there when it is listed.
+    pub follow: Option<Follow>,
     /// Test-only fault hook: flip one bit in this many of the first data blocks the
     /// source sends, after hashing them (simulates corruption in flight).
     pub corrupt_blocks: u64,
@@ -70,8 +73,43 @@ impl Default for Options {
             checksum_skip: false,
             compare_only: false,
             manifest: None,
+            follow: None,
             corrupt_blocks: 0,
             corrupt_written: 0,
+        }
+    }
+}
+
+/// How growing files are followed (`hetch cp --follow`, `hetch watch`).
+#[derive(Debug, Clone)]
+pub struct Follow {
+    /// A file that has not changed for this long is complete (whether or not its
+    /// writer still has it open: a warning says so when it does).
+    pub idle: std::time::Duration,
+    /// How often followed files are checked for growth.
+    pub poll: std::time::Duration,
+    /// How often directory operands are scanned for new entries.
+    pub rescan: std::time::Duration,
+    /// Bytes of a block that is not full yet are sent as a piece once they have waited
+    /// this long, so a slow writer's data need not wait for the block to fill.
+    pub flush: std::time::Duration,
+    /// `NAME` + this suffix appearing next to `NAME` marks `NAME` complete at once; the
+    /// marker itself is sent after `NAME` is finished at the destination.
+    pub done_suffix: Option<String>,
+    /// Never end (watch); otherwise the session ends once every file is complete and
+    /// nothing new has appeared for `idle`.
+    pub forever: bool,
+}
+
+impl Default for Follow {
+    fn default() -> Self {
+        Follow {
+            idle: std::time::Duration::from_secs(5),
+            poll: std::time::Duration::from_millis(50),
+            rescan: std::time::Duration::from_secs(1),
+            flush: std::time::Duration::from_millis(100),
+            done_suffix: Some(".done".into()),
+            forever: false,
         }
     }
 }

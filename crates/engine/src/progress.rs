@@ -5,8 +5,10 @@ use std::sync::Mutex;
 
 use hetch_proto::Summary;
 
+use crate::lag::LagHistogram;
+
 /// Live counters, updated by the engine and read by progress displays.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Progress {
     /// Payload bytes sent (source) or written (sink).
     pub bytes: AtomicU64,
@@ -24,7 +26,22 @@ pub struct Progress {
     pub retried_blocks: AtomicU64,
     /// Files that failed.
     pub failed: AtomicU64,
+    /// Warnings given (a file truncated or rewritten while followed, ...).
+    pub warnings: AtomicU64,
     errors: Mutex<Vec<String>>,
+    /// Lag of followed files: from bytes appearing at the source to durable and
+    /// verified at the destination.
+    pub lag: Mutex<LagHistogram>,
+    /// Where warnings and per-file lines go as they happen (the command line's stderr).
+    log: std::sync::OnceLock<Box<dyn Fn(&str) + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Progress")
+            .field("summary", &self.summary())
+            .finish_non_exhaustive()
+    }
 }
 
 /// How many error lines a report keeps (the count is always exact).
@@ -43,6 +60,30 @@ impl Progress {
         if e.len() < MAX_ERRORS_KEPT {
             e.push(message);
         }
+    }
+
+    /// Sends lines (warnings, finished files of a watch) to `log` as they happen.
+    /// Only the first call takes effect.
+    pub fn set_log(&self, log: Box<dyn Fn(&str) + Send + Sync>) {
+        let _ = self.log.set(log);
+    }
+
+    /// A line for the log, if one is set.
+    pub fn note(&self, line: &str) {
+        if let Some(log) = self.log.get() {
+            log(line);
+        }
+    }
+
+    /// A warning: counted, and logged as it happens.
+    pub fn warn(&self, message: &str) {
+        self.warnings.fetch_add(1, Relaxed);
+        self.note(&format!("warning: {message}"));
+    }
+
+    /// Records one lag sample.
+    pub fn record_lag(&self, lag: std::time::Duration) {
+        self.lag.lock().expect("lag lock").record(lag);
     }
 
     /// A snapshot of the counters as a [`Summary`].

@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::error::EngineError;
+use crate::follow::Followed;
 use crate::gate::Gate;
 use crate::pool::{BufferPool, PooledBuf};
 use crate::progress::{Progress, Report};
@@ -37,19 +38,22 @@ const ENTRY_BATCH: usize = 1024;
 const BLOCKS_PER_TURN: u64 = 4;
 
 /// An entry the sink has not finished yet.
-struct Announced {
-    abs: PathBuf,
-    size: u64,
-    is_file: bool,
+pub(crate) struct Announced {
+    pub abs: PathBuf,
+    /// Size to read blocks by: `GROWING` until a followed file is sealed.
+    pub size: u64,
+    pub is_file: bool,
     /// A read error was already reported (several readers may hit the same file).
-    failed: bool,
+    pub failed: bool,
+    /// A growing file being followed.
+    pub follow: Option<Box<Followed>>,
 }
 
 /// Blocks `start..end` of one file to read and send.
-struct Job {
-    file: u64,
-    start: u64,
-    end: u64,
+pub(crate) struct Job {
+    pub file: u64,
+    pub start: u64,
+    pub end: u64,
 }
 
 /// A block ready for a data stream.
@@ -59,22 +63,29 @@ struct OutBlock {
     payload: Option<PooledBuf>,
 }
 
-struct Shared {
-    opts: Options,
-    peer: String,
-    progress: Arc<Progress>,
-    announced: Mutex<HashMap<u64, Announced>>,
-    window: Semaphore,
-    jobs: (async_channel::Sender<Job>, async_channel::Receiver<Job>),
+pub(crate) struct Shared {
+    pub opts: Options,
+    pub peer: String,
+    pub progress: Arc<Progress>,
+    pub announced: Mutex<HashMap<u64, Announced>>,
+    pub window: Semaphore,
+    pub jobs: (async_channel::Sender<Job>, async_channel::Receiver<Job>),
     pool: BufferPool,
     corrupt_left: AtomicU64,
     /// Bounds the threads hashing at once.
     gate: Gate,
+    /// The next entry id.
+    pub next_id: AtomicU64,
+    /// Where followed trees announce entries after the first listing (`None` once the
+    /// follower is done).
+    pub entries: Mutex<Option<mpsc::Sender<Listed>>>,
+    /// Durable acks arrived (sealing waits for them).
+    pub acks: tokio::sync::Notify,
 }
 
 impl Shared {
     /// Reports a file that cannot be read, once, however many readers hit the error.
-    async fn read_failed(&self, id: u64, message: String, ctl: &mpsc::Sender<Frame>) {
+    pub(crate) async fn read_failed(&self, id: u64, message: String, ctl: &mpsc::Sender<Frame>) {
         let first = {
             let mut ann = self.announced.lock().expect("announced lock");
             match ann.get_mut(&id) {
@@ -91,7 +102,7 @@ impl Shared {
     }
 
     /// Marks an entry finished; returns whether it was still pending.
-    fn complete(&self, id: u64) -> Option<Announced> {
+    pub(crate) fn complete(&self, id: u64) -> Option<Announced> {
         let a = self.announced.lock().expect("announced lock").remove(&id);
         if a.is_some() {
             self.window.add_permits(1);
@@ -126,6 +137,9 @@ pub async fn run_source(
         window: Semaphore::new(ENTRY_WINDOW),
         jobs: async_channel::unbounded(),
         pool,
+        next_id: AtomicU64::new(0),
+        entries: Mutex::new(None),
+        acks: tokio::sync::Notify::new(),
     });
     let (data_tx, data_rx) = async_channel::bounded::<OutBlock>(64);
     let limiter = RateLimiter::new(shared.opts.rate_limit).map(Arc::new);
@@ -133,9 +147,28 @@ pub async fn run_source(
 
     let mut tasks = JoinSet::new();
     let (entry_tx, entry_rx) = mpsc::channel(ENTRY_BATCH * 4);
+    if shared.opts.follow.is_some() {
+        *shared.entries.lock().expect("entries lock") = Some(entry_tx.clone());
+    }
+    // Set once the first listing is done: followed trees are scanned again after it.
+    let listed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     {
         let shared = shared.clone();
-        tasks.spawn_blocking(move || walker(&shared, operands, entry_tx));
+        let listed = listed.clone();
+        let ops = operands.clone();
+        tasks.spawn_blocking(move || {
+            let r = walker(&shared, ops, entry_tx);
+            listed.store(true, std::sync::atomic::Ordering::SeqCst);
+            r
+        });
+    }
+    if shared.opts.follow.is_some() {
+        tasks.spawn(crate::follow::follower(
+            shared.clone(),
+            operands,
+            listed,
+            ctl_tx.clone(),
+        ));
     }
     tasks.spawn(announcer(entry_rx, ctl_tx.clone()));
     tasks.spawn(control_reader(
@@ -178,7 +211,7 @@ pub async fn run_source(
 }
 
 /// What the walker hands the announcer.
-enum Listed {
+pub(crate) enum Listed {
     Entry(Entry),
     /// An entry that could not be listed: reported through the sink like a failed file
     /// (under an id of its own), so that the client side reports it in push and pull.
@@ -190,83 +223,26 @@ fn walker(
     operands: Vec<PathBuf>,
     tx: mpsc::Sender<Listed>,
 ) -> Result<(), EngineError> {
-    let rt = tokio::runtime::Handle::current();
-    let mut next_id = 0u64;
-    let mut digest_buf = Vec::new();
-    let report = |id: &mut u64, e: hetch_storage::StorageError| {
-        *id += 1;
-        tx.blocking_send(Listed::Error(*id - 1, e.to_string()))
-            .is_ok()
+    let report = |e: hetch_storage::StorageError| {
+        let id = shared.next_id.fetch_add(1, Relaxed);
+        tx.blocking_send(Listed::Error(id, e.to_string())).is_ok()
     };
     for op in operands {
         let iter = match walk::walk(&op) {
             Ok(it) => it,
             Err(e) => {
-                if !report(&mut next_id, e) {
+                if !report(e) {
                     return Ok(());
                 }
                 continue;
             }
         };
         for item in iter {
-            let se = match item {
-                Ok(se) => se,
-                Err(e) => {
-                    if !report(&mut next_id, e) {
-                        return Ok(());
-                    }
-                    continue;
-                }
+            let keep_going = match item {
+                Ok(se) => announce(shared, se, &tx),
+                Err(e) => report(e),
             };
-            // Wait for room in the window; a closed window means the session ended.
-            match rt.block_on(shared.window.acquire()) {
-                Ok(p) => p.forget(),
-                Err(_) => return Ok(()),
-            }
-            let id = next_id;
-            next_id += 1;
-            let mut entry = to_entry(id, &se);
-            if let (EntryKind::File { digest, .. }, true) = (
-                &mut entry.kind,
-                shared.opts.checksum_skip || shared.opts.compare_only,
-            ) {
-                // The sink skips (or, comparing, accepts) a file only on a matching
-                // whole-file digest, so it must travel with the entry.
-                let algo = shared.opts.checksum;
-                match crate::sum::sum_file_with(
-                    algo,
-                    &se.abs,
-                    shared.opts.block_size,
-                    &mut digest_buf,
-                ) {
-                    Ok(d) => *digest = Some(d),
-                    Err(e) => {
-                        shared.window.add_permits(1);
-                        if tx.blocking_send(Listed::Error(id, e.to_string())).is_err() {
-                            return Ok(());
-                        }
-                        continue;
-                    }
-                }
-            }
-            let size = match se.kind {
-                SourceKind::File { size } => {
-                    Progress::add(&shared.progress.total_files, 1);
-                    Progress::add(&shared.progress.total_bytes, size);
-                    size
-                }
-                _ => 0,
-            };
-            shared.announced.lock().expect("announced lock").insert(
-                id,
-                Announced {
-                    abs: se.abs,
-                    size,
-                    is_file: matches!(se.kind, SourceKind::File { .. }),
-                    failed: false,
-                },
-            );
-            if tx.blocking_send(Listed::Entry(entry)).is_err() {
+            if !keep_going {
                 return Ok(());
             }
         }
@@ -274,7 +250,66 @@ fn walker(
     Ok(())
 }
 
-fn to_entry(id: u64, se: &SourceEntry) -> Entry {
+/// Announces one listed entry (on a blocking thread): waits for room in the window,
+/// registers it, and queues it for the announcer. False when the session is over.
+pub(crate) fn announce(shared: &Shared, se: SourceEntry, tx: &mpsc::Sender<Listed>) -> bool {
+    let rt = tokio::runtime::Handle::current();
+    let mut digest_buf = Vec::new();
+    let follow = crate::follow::on_listing(shared, &se);
+    if follow == crate::follow::Listing::Held {
+        return true; // a done-marker, sent after its file
+    }
+    // Wait for room in the window; a closed window means the session ended.
+    match rt.block_on(shared.window.acquire()) {
+        Ok(p) => p.forget(),
+        Err(_) => return false,
+    }
+    let id = shared.next_id.fetch_add(1, Relaxed);
+    let growing = follow == crate::follow::Listing::Growing;
+    let mut entry = to_entry(id, &se, growing);
+    if let (EntryKind::File { digest, .. }, true, false) = (
+        &mut entry.kind,
+        shared.opts.checksum_skip || shared.opts.compare_only,
+        growing,
+    ) {
+        // The sink skips (or, comparing, accepts) a file only on a matching
+        // whole-file digest, so it must travel with the entry.
+        let algo = shared.opts.checksum;
+        match crate::sum::sum_file_with(algo, &se.abs, shared.opts.block_size, &mut digest_buf) {
+            Ok(d) => *digest = Some(d),
+            Err(e) => {
+                shared.window.add_permits(1);
+                return tx.blocking_send(Listed::Error(id, e.to_string())).is_ok();
+            }
+        }
+    }
+    let size = match se.kind {
+        SourceKind::File { size } => {
+            Progress::add(&shared.progress.total_files, 1);
+            Progress::add(&shared.progress.total_bytes, size);
+            size
+        }
+        _ => 0,
+    };
+    let followed = growing.then(|| Box::new(crate::follow::Followed::new(&se, size)));
+    shared.announced.lock().expect("announced lock").insert(
+        id,
+        Announced {
+            abs: se.abs,
+            size: if growing {
+                crate::follow::GROWING
+            } else {
+                size
+            },
+            is_file: matches!(se.kind, SourceKind::File { .. }),
+            failed: false,
+            follow: followed,
+        },
+    );
+    tx.blocking_send(Listed::Entry(entry)).is_ok()
+}
+
+fn to_entry(id: u64, se: &SourceEntry, growing: bool) -> Entry {
     Entry {
         id,
         path: se.rel.clone(),
@@ -282,6 +317,7 @@ fn to_entry(id: u64, se: &SourceEntry) -> Entry {
             SourceKind::File { size } => EntryKind::File {
                 size: *size,
                 digest: None,
+                growing,
             },
             SourceKind::Dir => EntryKind::Dir,
             SourceKind::Symlink { target } => EntryKind::Symlink {
@@ -373,6 +409,9 @@ async fn control_reader(
                             }
                         }
                         PlanAction::Send(ranges) => {
+                            if crate::follow::first_plan(&shared, item.id, &ranges).await {
+                                continue;
+                            }
                             let (size, known) = {
                                 let ann = shared.announced.lock().expect("announced lock");
                                 ann.get(&item.id)
@@ -428,6 +467,9 @@ async fn control_reader(
                     manifest.add(&m.digest, &m.path);
                 }
                 let was = shared.complete(file);
+                if let Some(f) = was.as_ref().and_then(|a| a.follow.as_deref()) {
+                    crate::follow::finished(&shared, f, error.is_none()).await;
+                }
                 match error {
                     None => {
                         if was.is_some() {
@@ -437,6 +479,7 @@ async fn control_reader(
                     Some(message) => shared.progress.fail(message),
                 }
             }
+            Frame::Durable { file, offset } => crate::follow::durable(&shared, file, offset),
             Frame::Finished(s) => {
                 *summary.lock().expect("summary lock") = s;
                 // No more jobs will come: let readers drain and stop.
@@ -527,6 +570,9 @@ async fn reader(
                     break;
                 }
             };
+            if size == crate::follow::GROWING {
+                crate::follow::sent(&shared, job.file, index, &digest);
+            }
             if !zero
                 && shared
                     .corrupt_left

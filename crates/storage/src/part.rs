@@ -85,6 +85,11 @@ impl PartFile {
         self.file.set_len(size).at(&self.path)
     }
 
+    /// Flushes the data written so far to stable storage (`fdatasync`).
+    pub fn sync_data(&self) -> Result<(), StorageError> {
+        self.file.sync_data().at(&self.path)
+    }
+
     /// The temporary path.
     pub fn path(&self) -> &Path {
         &self.path

@@ -39,6 +39,11 @@ pub struct SourceEntry {
     pub mtime_sec: i64,
     /// Modification time, nanoseconds.
     pub mtime_nsec: u32,
+    /// Status-change time, seconds: also changes when an entry is renamed into place,
+    /// which is how a followed tree finds new entries.
+    pub ctime_sec: i64,
+    /// Device and inode: a followed file replaced under its name gets another.
+    pub id: (u64, u64),
 }
 
 /// The name a source operand gets at the destination (`cp -r` uses its last component;
@@ -116,6 +121,8 @@ pub fn entry(path: &Path, rel: Vec<u8>) -> Result<SourceEntry, StorageError> {
         mode: md.mode() & 0o7777,
         mtime_sec: md.mtime(),
         mtime_nsec: md.mtime_nsec() as u32,
+        ctime_sec: md.ctime(),
+        id: (md.dev(), md.ino()),
     })
 }
 

@@ -68,7 +68,7 @@ pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
             Progress::add(&sh.progress.files, 1);
             Ok(())
         }
-        EntryKind::File { size, digest } => {
+        EntryKind::File { size, digest, .. } => {
             if !md.is_file() {
                 return Err(format!(
                     "{shown}: is {} where the source has a file",

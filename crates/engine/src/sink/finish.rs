@@ -30,21 +30,35 @@ pub(crate) fn block_done(
         if let Some(j) = &st.journal {
             j.append(block, digest)?;
         }
-        if sh.opts.checksum.merges_blocks() {
-            let _ = st.digest.add(block, *digest);
+        let growing = inc.growing();
+        match &mut st.streamed {
+            // The final size, and so the shape of the digest tree, is not known yet.
+            Some(s) if growing => super::growing::keep_digest(s, block, *digest),
+            _ if sh.opts.checksum.merges_blocks() => {
+                let _ = st.digest.add(block, *digest);
+            }
+            _ => {}
         }
         st.mark_done(block);
         st.remaining -= 1;
         Progress::add(&sh.progress.bytes, data.len() as u64);
         feed_ordered(&mut st, inc, bs, block, data)?;
+        if growing {
+            super::growing::made_durable(sh, id);
+        }
         if st.remaining > 0 {
             return Ok(None);
         }
         let part = st.part.take().expect("part is open");
         st.journal = None;
         let whole = whole_digest(sh, &mut st);
-        (part, st.holes, whole)
+        let expected = st.streamed.as_mut().and_then(|s| s.expected.take());
+        (part, st.holes, (whole, expected))
     };
+    let (whole, expected) = whole;
+    if let Some(expected) = expected {
+        return finish_streamed(sh, id, inc, part, holes, whole, expected).map(Some);
+    }
     finish_file(sh, id, inc, part, holes, whole).map(Some)
 }
 
@@ -62,11 +76,11 @@ fn feed_ordered(
     };
     let mut scratch = Vec::new();
     let mut result = Ok(());
-    while o.next < inc.blocks && st.is_done(o.next) {
+    while o.next < inc.blocks() && st.is_done(o.next) {
         if o.next == block {
             o.hasher.update(data);
         } else {
-            let len = integrity::block_len(inc.size, bs, o.next) as usize;
+            let len = integrity::block_len(inc.size(), bs, o.next) as usize;
             scratch.resize(len, 0);
             let part = st.part.as_ref().expect("part is open");
             if let Err(e) = part.read_back(o.next * bs, &mut scratch) {
@@ -103,7 +117,7 @@ pub(crate) fn finish_file(
     whole: Option<Vec<u8>>,
 ) -> Result<Frame, StorageError> {
     if holes {
-        part.set_len(inc.size)?;
+        part.set_len(inc.size())?;
     }
     let part = Arc::try_unwrap(part).map_err(|_| StorageError::Refused {
         path: inc.final_path.display().to_string(),
@@ -113,7 +127,10 @@ pub(crate) fn finish_file(
         (Some(w), true) => w.as_slice().try_into().ok(),
         _ => None,
     };
-    part.finalize(inc.meta, xattr.as_ref(), sh.opts.fsync, inc.blocks > 1)?;
+    // A streamed file's data are durable before it counts as done, like every block
+    // of it before (its lag is measured up to durable).
+    let fsync = sh.opts.fsync || inc.streamed;
+    part.finalize(inc.meta, xattr.as_ref(), fsync, inc.blocks() > 1)?;
     sh.files.lock().expect("files lock").remove(&id);
     Progress::add(&sh.progress.files, 1);
     sh.ended(id);
@@ -122,6 +139,47 @@ pub(crate) fn finish_file(
         error: None,
         digest: manifest_entry(sh, &inc.final_path, whole),
     })
+}
+
+/// Finishes a streamed (once growing) file: its whole-file digest must equal the one
+/// the source computed from the final contents when it sealed the file. A difference
+/// means the data changed at the source in a way the block checks could not see (for
+/// example a part file resumed from another version of it): the file is dropped, not
+/// renamed into place.
+pub(crate) fn finish_streamed(
+    sh: &SinkShared,
+    id: u64,
+    inc: &IncomingFile,
+    part: Arc<PartFile>,
+    holes: bool,
+    whole: Option<Vec<u8>>,
+    expected: Vec<u8>,
+) -> Result<Frame, StorageError> {
+    if holes {
+        part.set_len(inc.size())?;
+    }
+    let holes = false; // sized above
+    let whole = match whole {
+        Some(w) => w,
+        None => {
+            let mut buf = Vec::new();
+            crate::sum::sum_file_with(sh.opts.checksum, part.path(), sh.opts.block_size, &mut buf)?
+        }
+    };
+    if !expected.is_empty() && whole != expected {
+        let message = format!(
+            "{}: the copy's {} digest {} differs from the source's final digest {}; the file changed at the source in a way hetch could not follow; not written",
+            inc.final_path.display(),
+            sh.opts.checksum,
+            integrity::to_hex(&whole),
+            integrity::to_hex(&expected),
+        );
+        drop(part);
+        return Ok(sh
+            .fail_file(id, message.clone())
+            .unwrap_or_else(|| sh.failure(id, message)));
+    }
+    finish_file(sh, id, inc, part, holes, Some(whole))
 }
 
 /// The manifest entry of a finished or skipped file, when the session asked for

@@ -11,9 +11,12 @@
 
 mod compare;
 mod finish;
+mod growing;
 mod plan;
 mod verify;
 mod write;
+
+pub(crate) use growing::piece_digest;
 
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
@@ -42,14 +45,78 @@ use crate::{BoxStream, Options, Transport};
 /// A file being received.
 pub(crate) struct IncomingFile {
     pub final_path: PathBuf,
-    pub size: u64,
-    pub blocks: u64,
+    /// Final size; [`GROWING`] until a growing file is sealed.
+    size: AtomicU64,
+    /// Blocks in the final file (very many while the file grows).
+    blocks: AtomicU64,
+    /// The file is still growing at the source: no `Seal` yet.
+    growing: AtomicBool,
+    /// The file was announced as growing: it acknowledges durable data and is checked
+    /// against the source's final digest.
+    pub streamed: bool,
     pub meta: FinalMeta,
     /// The part file holds verified blocks from an earlier run: keep its contents.
     pub resumed: bool,
     pub state: Mutex<FileState>,
     /// Serialises writes into this file (see `write::store`).
     pub write_lock: Mutex<()>,
+}
+
+/// The size a growing file has until it is sealed: every block is full-length, and
+/// every block digest is a non-root chaining value, as it will be in the final file
+/// (see `hetch_integrity`), so blocks can be checked and stored before the end is known.
+pub(crate) const GROWING: u64 = u64::MAX;
+
+impl IncomingFile {
+    pub fn new(final_path: PathBuf, size: u64, growing: bool, bs: u64, meta: FinalMeta) -> Self {
+        let size = if growing { GROWING } else { size };
+        IncomingFile {
+            final_path,
+            size: AtomicU64::new(size),
+            blocks: AtomicU64::new(hetch_integrity::block_count(size, bs)),
+            growing: AtomicBool::new(growing),
+            streamed: growing,
+            meta,
+            resumed: false,
+            state: Mutex::new(FileState::default()),
+            write_lock: Mutex::new(()),
+        }
+    }
+    /// Size of the file ([`GROWING`] until sealed).
+    pub fn size(&self) -> u64 {
+        self.size.load(SeqCst)
+    }
+    /// Blocks in the file.
+    pub fn blocks(&self) -> u64 {
+        self.blocks.load(SeqCst)
+    }
+    /// Whether the file still grows (not sealed yet).
+    pub fn growing(&self) -> bool {
+        self.growing.load(SeqCst)
+    }
+    /// Sets the final size of a growing file.
+    fn seal(&self, size: u64, bs: u64) {
+        self.size.store(size, SeqCst);
+        self.blocks
+            .store(hetch_integrity::block_count(size, bs), SeqCst);
+        self.growing.store(false, SeqCst);
+    }
+}
+
+/// What a growing file keeps besides the ordinary state.
+#[derive(Default)]
+pub(crate) struct Streamed {
+    /// Digest of every done block, by index, to merge the whole-file digest once the
+    /// final size is known (and to drop rewritten blocks).
+    pub digests: Vec<Digest>,
+    /// One bit per block: a full block was written (pieces must not touch it again).
+    pub stored: Vec<u64>,
+    /// Blocks `0..durable_blocks` are done (the durable prefix, in blocks).
+    pub durable_blocks: u64,
+    /// Pieces cover bytes `durable_blocks * bs .. tail_end` (0 when none).
+    pub tail_end: u64,
+    /// The source's whole-file digest, from its `Seal`.
+    pub expected: Option<Vec<u8>>,
 }
 
 /// Mutable state of a file being received.
@@ -71,6 +138,8 @@ pub(crate) struct FileState {
     pub ordered: Option<OrderedDigest>,
     /// The file failed: late blocks are dropped, nothing is written for it any more.
     pub failed: bool,
+    /// Set for files announced as growing.
+    pub streamed: Option<Streamed>,
 }
 
 /// A whole-file digest fed with blocks in file order as they become done.
@@ -80,12 +149,52 @@ pub(crate) struct OrderedDigest {
     pub next: u64,
 }
 
+impl Default for FileState {
+    fn default() -> Self {
+        FileState {
+            part: None,
+            journal: None,
+            digest: FileDigest::new(0, hetch_integrity::MIN_BLOCK_SIZE),
+            done: Vec::new(),
+            remaining: 0,
+            holes: false,
+            retries: HashMap::new(),
+            written: Default::default(),
+            ordered: None,
+            failed: false,
+            streamed: None,
+        }
+    }
+}
+
 impl FileState {
     pub fn is_done(&self, block: u64) -> bool {
-        self.done[(block / 64) as usize] & (1 << (block % 64)) != 0
+        bit(&self.done, block)
     }
     pub fn mark_done(&mut self, block: u64) {
-        self.done[(block / 64) as usize] |= 1 << (block % 64);
+        set_bit(&mut self.done, block, true);
+    }
+}
+
+/// Bit `i` of a bitset (false beyond its end: growing files' bitsets grow on demand).
+pub(crate) fn bit(bits: &[u64], i: u64) -> bool {
+    bits.get((i / 64) as usize)
+        .is_some_and(|w| w & (1 << (i % 64)) != 0)
+}
+
+/// Sets or clears bit `i`, growing the bitset as needed.
+pub(crate) fn set_bit(bits: &mut Vec<u64>, i: u64, on: bool) {
+    let w = (i / 64) as usize;
+    if w >= bits.len() {
+        if !on {
+            return;
+        }
+        bits.resize(w + 1, 0);
+    }
+    if on {
+        bits[w] |= 1 << (i % 64);
+    } else {
+        bits[w] &= !(1 << (i % 64));
     }
 }
 
@@ -121,6 +230,11 @@ pub(crate) struct SinkShared {
     pub seen: Mutex<std::collections::HashSet<PathBuf>>,
     /// Files that ended but whose `FileDone` is not queued yet.
     ending: Mutex<std::collections::HashSet<u64>>,
+    /// Growing files with newly done data, for the durability task (`None` once the
+    /// session is finishing).
+    pub durable: Mutex<Option<mpsc::UnboundedSender<u64>>>,
+    /// Directories already listed in `dirs` (a followed tree announces them again).
+    dirs_seen: Mutex<std::collections::HashSet<PathBuf>>,
     /// File schedule: files written and waiting for, or in, their check.
     backlog: Mutex<usize>,
     backlog_shrank: std::sync::Condvar,
@@ -319,11 +433,15 @@ pub async fn run_sink(
         corrupt_left: AtomicU64::new(corrupt_written),
         seen: Mutex::default(),
         ending: Mutex::default(),
+        durable: Mutex::new(None),
+        dirs_seen: Mutex::default(),
         backlog: Mutex::new(0),
         backlog_shrank: std::sync::Condvar::new(),
     });
     let pool = BufferPool::new(shared.opts.effective_buffer_memory());
     let (block_tx, block_rx) = async_channel::bounded(64);
+    let (durable_tx, durable_rx) = mpsc::unbounded_channel();
+    *shared.durable.lock().expect("durable lock") = Some(durable_tx);
 
     let mut tasks = JoinSet::new();
     tasks.spawn(control_reader(
@@ -332,6 +450,11 @@ pub async fn run_sink(
         ctl_tx.clone(),
     ));
     tasks.spawn(finisher(shared.clone(), ctl_tx.clone()));
+    tasks.spawn(growing::durability(
+        shared.clone(),
+        durable_rx,
+        ctl_tx.clone(),
+    ));
     for stream in transport.data {
         tasks.spawn(data_reader(
             shared.clone(),
@@ -406,6 +529,29 @@ async fn control_reader(
                 };
                 shared.reply(&ctl, f).await;
             }
+            Frame::Seal(seal) => {
+                let sh = shared.clone();
+                let reply = tokio::task::spawn_blocking(move || growing::seal(&sh, seal))
+                    .await
+                    .expect("seal task panicked")?;
+                for f in reply {
+                    shared.reply(&ctl, f).await;
+                }
+            }
+            Frame::Abandon { file } => {
+                if let Some(f) = growing::abandon(&shared, file) {
+                    shared.reply(&ctl, f).await;
+                }
+            }
+            Frame::Piece(piece) => {
+                let sh = shared.clone();
+                let reply = tokio::task::spawn_blocking(move || growing::piece(&sh, piece))
+                    .await
+                    .expect("piece task panicked")?;
+                if let Some(f) = reply {
+                    shared.reply(&ctl, f).await;
+                }
+            }
             Frame::EndOfEntries => {
                 shared.end_of_entries.store(true, SeqCst);
                 shared.changed.notify_one();
@@ -472,8 +618,9 @@ async fn finisher(shared: Arc<SinkShared>, ctl: mpsc::Sender<Frame>) -> Result<(
         }
         changed.await;
     }
-    // Nothing is left to check: let the verifiers stop.
+    // Nothing is left to check: let the verifiers and the durability task stop.
     shared.verify.0.close();
+    shared.durable.lock().expect("durable lock").take();
     let sh = shared.clone();
     let extras = tokio::task::spawn_blocking(move || {
         let extras = compare::extras(&sh);

@@ -5,7 +5,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::Ordering::SeqCst;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use hetch_integrity::{self as integrity, FileDigest};
 use hetch_proto::{Entry, EntryKind, Frame, PlanAction, PlanItem};
@@ -13,7 +13,7 @@ use hetch_storage::journal::{Journal, JournalHeader};
 use hetch_storage::part::{self, FinalMeta, PartFile};
 use hetch_storage::{meta, paths, StorageError};
 
-use super::{FileState, IncomingFile, OrderedDigest, SinkShared};
+use super::{FileState, IncomingFile, OrderedDigest, SinkShared, Streamed};
 use crate::error::EngineError;
 use crate::progress::Progress;
 
@@ -107,11 +107,16 @@ fn plan_entry(
             Ok(action)
         }
         EntryKind::Symlink { target: link } => plan_symlink(sh, &target, link, fm),
-        EntryKind::File { size, digest } => {
+        EntryKind::File {
+            size,
+            digest,
+            growing,
+        } => {
             let src = FileToPlan {
                 id: e.id,
                 size: *size,
                 digest: digest.as_deref(),
+                growing: *growing,
                 meta: fm,
             };
             plan_file(sh, &src, &target, follow)
@@ -138,10 +143,19 @@ fn plan_dir(sh: &SinkShared, target: &Path, fm: FinalMeta) -> Result<PlanAction,
         }
         Err(e) => return Err(StorageError::io(target, e)),
     }
-    sh.dirs
+    // A followed tree announces a directory again whenever something appears in it:
+    // its metadata is applied once, at the end.
+    if sh
+        .dirs_seen
         .lock()
         .expect("dirs lock")
-        .push((target.to_path_buf(), fm));
+        .insert(target.to_path_buf())
+    {
+        sh.dirs
+            .lock()
+            .expect("dirs lock")
+            .push((target.to_path_buf(), fm));
+    }
     Ok(PlanAction::Skip)
 }
 
@@ -188,6 +202,8 @@ struct FileToPlan<'a> {
     size: u64,
     /// Whole-file digest (checksum-skip sessions).
     digest: Option<&'a [u8]>,
+    /// Still being written at the source.
+    growing: bool,
     meta: FinalMeta,
 }
 
@@ -270,33 +286,31 @@ fn plan_file(
         Err(e) => return Err(StorageError::io(target, e)),
     }
     let bs = sh.opts.block_size;
-    let blocks = integrity::block_count(size, bs);
+    let mut inc = IncomingFile::new(target.to_path_buf(), size, src.growing, bs, fm);
+    let blocks = inc.blocks();
     let mut state = FileState {
-        part: None,
-        journal: None,
-        digest: FileDigest::new(size, bs),
-        done: vec![0; blocks.div_ceil(64) as usize],
+        digest: FileDigest::new(inc.size(), bs),
+        done: vec![
+            0;
+            if src.growing {
+                0
+            } else {
+                blocks.div_ceil(64) as usize
+            }
+        ],
         remaining: blocks,
-        holes: false,
-        retries: Default::default(),
-        written: Default::default(),
-        failed: false,
-        ordered: (sh.opts.file_digests && !sh.opts.checksum.merges_blocks()).then(|| {
-            OrderedDigest {
+        ordered: (sh.opts.file_digests && !sh.opts.checksum.merges_blocks() && !src.growing).then(
+            || OrderedDigest {
                 hasher: sh.opts.checksum.hasher(),
                 next: 0,
-            }
-        }),
+            },
+        ),
+        streamed: src.growing.then(Streamed::default),
+        ..FileState::default()
     };
     let mut resumed = false;
     if blocks > 1 && part::part_path(target).exists() {
-        let header = JournalHeader {
-            block_size: bs,
-            file_size: size,
-            mtime_sec: fm.mtime_sec,
-            mtime_nsec: fm.mtime_nsec,
-            checksum: sh.opts.checksum.id(),
-        };
+        let header = journal_header(sh, &inc, src.growing);
         let mut verified = Vec::new();
         let journal = Journal::resume(&part::journal_path(target), &header, |i, d| {
             if i < blocks {
@@ -308,10 +322,15 @@ fn plan_file(
                 if !state.is_done(i) {
                     state.mark_done(i);
                     state.remaining -= 1;
-                    let _ = state.digest.add(i, d);
+                    match &mut state.streamed {
+                        Some(s) => super::growing::keep_digest(s, i, d),
+                        None => {
+                            let _ = state.digest.add(i, d);
+                        }
+                    }
                     Progress::add(
                         &sh.progress.skipped_bytes,
-                        integrity::block_len(size, bs, i),
+                        integrity::block_len(inc.size(), bs, i),
                     );
                 }
             }
@@ -341,16 +360,16 @@ fn plan_file(
         }
         return Ok(PlanAction::Skip);
     }
-    let ranges = missing_ranges(&state, blocks);
-    let inc = IncomingFile {
-        final_path: target.to_path_buf(),
-        size,
-        blocks,
-        meta: fm,
-        resumed,
-        state: Mutex::new(state),
-        write_lock: Mutex::new(()),
+    // A growing file's plan covers the blocks that were full when it was announced;
+    // the source sends later ones as they fill.
+    let planned = if src.growing {
+        super::growing::full_blocks(size, bs)
+    } else {
+        blocks
     };
+    let ranges = missing_ranges(&state, planned);
+    inc.resumed = resumed;
+    *inc.state.get_mut().expect("file lock") = state;
     sh.files
         .lock()
         .expect("files lock")
@@ -359,7 +378,19 @@ fn plan_file(
     Ok(PlanAction::Send(ranges))
 }
 
-fn missing_ranges(state: &FileState, blocks: u64) -> Vec<(u64, u64)> {
+/// The journal header for a file: a growing file's journal names no size or mtime
+/// (both change while it grows), so a restarted follower resumes it.
+pub(crate) fn journal_header(sh: &SinkShared, inc: &IncomingFile, growing: bool) -> JournalHeader {
+    JournalHeader {
+        block_size: sh.opts.block_size,
+        file_size: if growing { super::GROWING } else { inc.size() },
+        mtime_sec: if growing { 0 } else { inc.meta.mtime_sec },
+        mtime_nsec: if growing { 0 } else { inc.meta.mtime_nsec },
+        checksum: sh.opts.checksum.id(),
+    }
+}
+
+pub(crate) fn missing_ranges(state: &FileState, blocks: u64) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
     let mut start = None;
     for i in 0..blocks {

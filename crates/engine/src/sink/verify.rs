@@ -83,7 +83,7 @@ fn run(sh: &SinkShared, job: Job) -> Result<Vec<Frame>, EngineError> {
             return;
         };
         if let Some(part) = part_of(&inc) {
-            part.prepare_read_back(block * bs, integrity::block_len(inc.size, bs, block));
+            part.prepare_read_back(block * bs, integrity::block_len(inc.size(), bs, block));
         }
     };
     prepare(0);
@@ -152,7 +152,7 @@ fn check<'a>(
         }
     };
     let bs = sh.opts.block_size;
-    let len = integrity::block_len(inc.size, bs, block) as usize;
+    let len = integrity::block_len(inc.size(), bs, block) as usize;
     let data = match buf {
         Some(b) if b.len() == len => b,
         _ => {
@@ -163,7 +163,9 @@ fn check<'a>(
     part.read_back(block * bs, data)?;
     drop(part);
     let algo = sh.opts.checksum;
-    let got = sh.gate.run(|| algo.block_digest(inc.size, bs, block, data));
+    let got = sh
+        .gate
+        .run(|| algo.block_digest(inc.size(), bs, block, data));
     Ok(if got == *expected {
         Checked::Good(data)
     } else {

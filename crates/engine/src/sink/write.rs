@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use hetch_integrity::{self as integrity, to_hex};
 use hetch_proto::{DataHeader, Frame, Schedule, Verify};
-use hetch_storage::journal::{Journal, JournalHeader};
+use hetch_storage::journal::Journal;
 use hetch_storage::part::{self, PartFile};
 use hetch_storage::StorageError;
 use tokio::sync::mpsc;
@@ -53,14 +53,14 @@ fn handle_block(
         peer: sh.peer.clone(),
         what,
     };
-    if h.block >= inc.blocks {
+    if h.block >= inc.blocks() {
         return Err(protocol(format!(
             "block {} beyond the end of {}",
             h.block,
             inc.final_path.display()
         )));
     }
-    let want = integrity::block_len(inc.size, bs, h.block) as usize;
+    let want = integrity::block_len(inc.size(), bs, h.block) as usize;
     let data: &[u8] = match &payload {
         Some(b) => &b[..],
         None if (h.zero_len as usize) <= sh.zeros().len() => &sh.zeros()[..h.zero_len as usize],
@@ -78,7 +78,7 @@ fn handle_block(
         let algo = sh.opts.checksum;
         let digest = sh
             .gate
-            .run(|| algo.block_digest(inc.size, bs, h.block, data));
+            .run(|| algo.block_digest(inc.size(), bs, h.block, data));
         if digest != h.digest {
             return Ok(mismatch(sh, h.file, h.block, &inc, &h.digest, &digest));
         }
@@ -167,20 +167,18 @@ fn store(
         if st.failed || st.is_done(h.block) || st.written.contains_key(&h.block) {
             return Ok(false); // a duplicate (e.g. a resend that crossed a good copy)
         }
+        if let Some(s) = &mut st.streamed {
+            // From now on pieces leave this block alone (see `growing::piece`).
+            super::set_bit(&mut s.stored, h.block, true);
+        }
         if st.part.is_none() {
             // Not sized up front: writes that extend the file in (mostly) ascending
             // order are much cheaper on ext4 than filling a pre-sized sparse file. A
             // file whose zero blocks were skipped is sized when it is finished.
             st.part = Some(Arc::new(PartFile::open(&inc.final_path, inc.resumed)?));
         }
-        if inc.blocks > 1 && st.journal.is_none() {
-            let header = JournalHeader {
-                block_size: bs,
-                file_size: inc.size,
-                mtime_sec: inc.meta.mtime_sec,
-                mtime_nsec: inc.meta.mtime_nsec,
-                checksum: sh.opts.checksum.id(),
-            };
+        if inc.blocks() > 1 && st.journal.is_none() {
+            let header = super::plan::journal_header(sh, inc, st.streamed.is_some());
             st.journal = Some(Journal::create(
                 &part::journal_path(&inc.final_path),
                 &header,

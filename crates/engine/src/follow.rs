@@ -1,0 +1,790 @@
+//! Following growing files at the source (`hetch cp --follow`, `hetch watch`).
+//!
+//! A file modified less than `idle` ago when it is listed is announced as *growing*.
+//! The follower then checks it every `poll`: new full blocks go to the readers as they
+//! appear; bytes of a block that is not full yet go as a piece once they have waited
+//! `flush`; a file that shrank or was replaced is dropped at the sink and announced
+//! again; and a file that has not changed for `idle` (or whose `NAME.done` marker
+//! appeared) is *sealed*: once the sink has acknowledged everything sent, the source
+//! reads the whole file once more, compares each block with the digest it was sent
+//! with (a block rewritten in place is sent again), and sends the final size and
+//! whole-file digest. The sink then asks for the tail and any rewritten block, checks
+//! the whole file against that digest, and only then renames it into place.
+//!
+//! Lag is measured here: every observed growth is stamped with the file's mtime (when
+//! the writer wrote it), and the sink's durable acknowledgements close the samples.
+//!
+//! Directory operands are scanned again every `rescan`; entries whose status-change
+//! time is new are announced (renames into the tree count), so memory stays bounded
+//! by the entries in flight rather than by the size of the tree.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hetch_integrity::{self as integrity, Algorithm, Digest, FileDigest};
+use hetch_proto::{Frame, Piece, Seal, MAX_PIECE, MAX_REWRITTEN};
+use hetch_storage::walk::{self, SourceEntry, SourceKind};
+use tokio::sync::mpsc;
+
+use crate::error::EngineError;
+use crate::progress::Progress;
+use crate::source::{announce, Job, Shared};
+use crate::Follow;
+
+/// The block-reading size of a growing file until it is sealed (see the sink's
+/// `GROWING`: every block full, every digest a chaining value).
+pub(crate) const GROWING: u64 = u64::MAX;
+
+/// Growth records kept per file before new ones are merged into the newest.
+const MAX_GROWTH_RECORDS: usize = 4096;
+/// Status-change times have one-second resolution here, and clocks of network file
+/// systems drift: a rescan looks this far before the previous one started.
+const RESCAN_SLACK: Duration = Duration::from_secs(2);
+
+/// A growing file being followed.
+pub(crate) struct Followed {
+    rel: Vec<u8>,
+    /// Device and inode when listed: another one under the name means a new file.
+    file_id: (u64, u64),
+    /// The sink's first plan arrived.
+    planned: bool,
+    /// Blocks `0..next_block` are queued (or were already at the sink).
+    next_block: u64,
+    /// Bytes up to here went as pieces.
+    piece_end: u64,
+    /// The sink acknowledged bytes `0..acked` as durable.
+    acked: u64,
+    last_size: u64,
+    last_change: Instant,
+    /// When bytes beyond what was sent first appeared.
+    tail_since: Option<Instant>,
+    /// Digests of the blocks this session sent, by index (zero: not sent).
+    sent: Vec<Digest>,
+    /// Observed sizes and when they were written, oldest first.
+    growth: VecDeque<(u64, SystemTime)>,
+    sealing: bool,
+    /// The done-marker seen next to the file; sent once the file is finished.
+    marker: Option<PathBuf>,
+}
+
+impl Followed {
+    pub(crate) fn new(se: &SourceEntry, size: u64) -> Self {
+        let mtime = UNIX_EPOCH + Duration::new(se.mtime_sec.max(0) as u64, se.mtime_nsec);
+        let age = SystemTime::now().duration_since(mtime).unwrap_or_default();
+        let now = Instant::now();
+        Followed {
+            rel: se.rel.clone(),
+            file_id: se.id,
+            planned: false,
+            next_block: 0,
+            piece_end: 0,
+            acked: 0,
+            last_size: size,
+            last_change: now.checked_sub(age).unwrap_or(now),
+            tail_since: None,
+            sent: Vec::new(),
+            growth: VecDeque::from([(size, mtime.min(SystemTime::now()))]),
+            sealing: false,
+            marker: None,
+        }
+    }
+
+    fn record_growth(&mut self, size: u64, written: SystemTime) {
+        if self.growth.len() >= MAX_GROWTH_RECORDS {
+            // Keep the older stamp: merged records overstate lag, never understate it.
+            if let Some(last) = self.growth.back_mut() {
+                last.0 = size;
+                return;
+            }
+        }
+        self.growth.push_back((size, written));
+    }
+}
+
+/// Blocks of a growing file of `size` bytes that may be sent before its end is known
+/// (mirrors the sink's rule): the full ones, except a lone first block.
+fn full_blocks(size: u64, bs: u64) -> u64 {
+    if size > bs {
+        size / bs
+    } else {
+        0
+    }
+}
+
+/// How a listed entry is announced.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Listing {
+    /// As it is now.
+    Plain,
+    /// As a growing file, to be followed.
+    Growing,
+    /// Not now: a done-marker of a file being followed, sent after that file.
+    Held,
+}
+
+/// Decides how a listed entry is announced (on the walker's thread).
+pub(crate) fn on_listing(shared: &Shared, se: &SourceEntry) -> Listing {
+    let Some(f) = &shared.opts.follow else {
+        return Listing::Plain;
+    };
+    let SourceKind::File { .. } = se.kind else {
+        return Listing::Plain;
+    };
+    if let Some(suffix) = &f.done_suffix {
+        if let Some(base) = strip_suffix(&se.abs, suffix) {
+            let mut ann = shared.announced.lock().expect("announced lock");
+            if let Some(fl) = ann
+                .values_mut()
+                .filter(|a| a.abs == base)
+                .find_map(|a| a.follow.as_mut())
+            {
+                fl.marker = Some(se.abs.clone());
+                return Listing::Held;
+            }
+            return Listing::Plain;
+        }
+        if marker_of(&se.abs, suffix).exists() {
+            return Listing::Plain; // marked complete already
+        }
+    }
+    let mtime = UNIX_EPOCH + Duration::new(se.mtime_sec.max(0) as u64, se.mtime_nsec);
+    let age = SystemTime::now().duration_since(mtime).unwrap_or_default();
+    if age < f.idle {
+        Listing::Growing
+    } else {
+        Listing::Plain
+    }
+}
+
+fn marker_of(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_os_string();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+fn strip_suffix(path: &Path, suffix: &str) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    let base = bytes.strip_suffix(suffix.as_bytes())?;
+    (!base.is_empty() && !base.ends_with(b"/"))
+        .then(|| PathBuf::from(std::ffi::OsStr::from_bytes(base)))
+}
+
+/// The sink's first plan for a growing file: queue the blocks it lacks among those
+/// full when the file was announced; later ones follow as they fill. False when the
+/// plan is not such a first plan (the ordinary path handles it).
+pub(crate) async fn first_plan(shared: &Shared, id: u64, ranges: &[(u64, u64)]) -> bool {
+    let bs = shared.opts.block_size;
+    let jobs: Vec<Job> = {
+        let mut ann = shared.announced.lock().expect("announced lock");
+        let Some(fl) = ann.get_mut(&id).and_then(|a| a.follow.as_mut()) else {
+            return false;
+        };
+        if fl.planned {
+            return false;
+        }
+        fl.planned = true;
+        fl.next_block = full_blocks(fl.last_size, bs);
+        let limit = fl.next_block;
+        ranges
+            .iter()
+            .map(|&(s, e)| (s.min(limit), e.min(limit)))
+            .filter(|(s, e)| s < e)
+            .map(|(start, end)| Job {
+                file: id,
+                start,
+                end,
+            })
+            .collect()
+    };
+    for job in jobs {
+        let _ = shared.jobs.0.send(job).await;
+    }
+    true
+}
+
+/// A reader sent block `index` of growing file `file` with `digest`.
+pub(crate) fn sent(shared: &Shared, file: u64, index: u64, digest: &Digest) {
+    let mut ann = shared.announced.lock().expect("announced lock");
+    if let Some(fl) = ann.get_mut(&file).and_then(|a| a.follow.as_mut()) {
+        let i = index as usize;
+        if fl.sent.len() <= i {
+            fl.sent.resize(i + 1, [0; 32]);
+        }
+        fl.sent[i] = *digest;
+    }
+}
+
+/// The sink acknowledged bytes `0..offset` of `file` as durable.
+pub(crate) fn durable(shared: &Shared, file: u64, offset: u64) {
+    let now = SystemTime::now();
+    {
+        let mut ann = shared.announced.lock().expect("announced lock");
+        if let Some(fl) = ann.get_mut(&file).and_then(|a| a.follow.as_mut()) {
+            fl.acked = fl.acked.max(offset);
+            while fl.growth.front().is_some_and(|(end, _)| *end <= offset) {
+                let (_, written) = fl.growth.pop_front().expect("checked above");
+                shared
+                    .progress
+                    .record_lag(now.duration_since(written).unwrap_or_default());
+            }
+        }
+    }
+    shared.acks.notify_waiters();
+}
+
+/// A followed file is finished at the sink: what it still had in flight is durable
+/// now; its done-marker, if any, goes next.
+pub(crate) async fn finished(shared: &Arc<Shared>, fl: &Followed, ok: bool) {
+    if ok {
+        let now = SystemTime::now();
+        for (_, written) in &fl.growth {
+            shared
+                .progress
+                .record_lag(now.duration_since(*written).unwrap_or_default());
+        }
+        let f = shared.opts.follow.as_ref().expect("following");
+        shared
+            .progress
+            .note(&format!("done {}", String::from_utf8_lossy(&fl.rel)));
+        if let (Some(marker), Some(suffix)) = (&fl.marker, &f.done_suffix) {
+            let mut rel = fl.rel.clone();
+            rel.extend_from_slice(suffix.as_bytes());
+            announce_path(shared, marker.clone(), rel).await;
+        }
+    }
+}
+
+/// Lists one path again and announces it (a marker, or a file started over).
+async fn announce_path(shared: &Arc<Shared>, abs: PathBuf, rel: Vec<u8>) {
+    let Some(tx) = shared.entries.lock().expect("entries lock").clone() else {
+        return;
+    };
+    let sh = shared.clone();
+    let _ = tokio::task::spawn_blocking(move || match walk::entry(&abs, rel) {
+        Ok(se) => {
+            announce(&sh, se, &tx);
+        }
+        Err(e) => sh.progress.fail(e.to_string()),
+    })
+    .await;
+}
+
+/// What a poll found for one followed file.
+struct Probe {
+    size: u64,
+    file_id: (u64, u64),
+    mtime: SystemTime,
+    marker: Option<PathBuf>,
+}
+
+fn probe(abs: &Path, suffix: Option<&str>) -> std::io::Result<Option<Probe>> {
+    let md = match std::fs::metadata(abs) {
+        Ok(md) => md,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let marker = suffix.map(|s| marker_of(abs, s)).filter(|m| m.exists());
+    Ok(Some(Probe {
+        size: md.len(),
+        file_id: (md.dev(), md.ino()),
+        mtime: md.modified().unwrap_or_else(|_| SystemTime::now()),
+        marker,
+    }))
+}
+
+/// What to do about one followed file after a poll.
+enum Action {
+    Nothing,
+    Gone,
+    Restart(String),
+    Seal,
+    Piece { offset: u64, len: u64 },
+}
+
+/// Follows growing files until the session ends (watch) or until every file is
+/// complete and nothing new has appeared for `idle` (cp --follow).
+pub(crate) async fn follower(
+    shared: Arc<Shared>,
+    operands: Vec<PathBuf>,
+    listed: Arc<AtomicBool>,
+    ctl: mpsc::Sender<Frame>,
+) -> Result<(), EngineError> {
+    let f = shared.opts.follow.clone().expect("following");
+    let mut last_scan = SystemTime::now();
+    let mut next_rescan = Instant::now() + f.rescan;
+    let mut last_new = Instant::now();
+    let mut recent: HashMap<PathBuf, Instant> = HashMap::new();
+    loop {
+        tokio::time::sleep(f.poll).await;
+        if shared.window.is_closed() {
+            return Ok(());
+        }
+        poll_files(&shared, &f, &ctl).await;
+        let walked = listed.load(SeqCst);
+        if walked && Instant::now() >= next_rescan {
+            let started = SystemTime::now();
+            let since = last_scan.checked_sub(RESCAN_SLACK).unwrap_or(UNIX_EPOCH);
+            let found = rescan(&shared, &operands, since, &mut recent).await;
+            if found > 0 {
+                last_new = Instant::now();
+            }
+            last_scan = started;
+            next_rescan = Instant::now() + f.rescan;
+            let keep = f.rescan + 2 * RESCAN_SLACK;
+            recent.retain(|_, at| at.elapsed() < keep);
+        }
+        let following = {
+            let ann = shared.announced.lock().expect("announced lock");
+            ann.values().any(|a| a.follow.is_some())
+        };
+        if !f.forever && walked && !following && last_new.elapsed() >= f.idle {
+            break;
+        }
+    }
+    // No more entries from here: the announcer ends the list once the walker is done.
+    shared.entries.lock().expect("entries lock").take();
+    Ok(())
+}
+
+/// Checks every followed file once and acts on what changed.
+async fn poll_files(shared: &Arc<Shared>, f: &Follow, ctl: &mpsc::Sender<Frame>) {
+    let targets: Vec<(u64, PathBuf)> = {
+        let ann = shared.announced.lock().expect("announced lock");
+        ann.iter()
+            .filter(|(_, a)| !a.failed)
+            .filter(|(_, a)| {
+                a.follow
+                    .as_ref()
+                    .is_some_and(|fl| fl.planned && !fl.sealing)
+            })
+            .map(|(id, a)| (*id, a.abs.clone()))
+            .collect()
+    };
+    if targets.is_empty() {
+        return;
+    }
+    let suffix = f.done_suffix.clone();
+    let probes = tokio::task::spawn_blocking(move || {
+        targets
+            .into_iter()
+            .map(|(id, abs)| {
+                let p = probe(&abs, suffix.as_deref());
+                (id, abs, p)
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .expect("probe task panicked");
+    for (id, abs, p) in probes {
+        let action = match p {
+            Err(e) => {
+                let message = format!("{}: {e}", abs.display());
+                shared.read_failed(id, message, ctl).await;
+                continue;
+            }
+            Ok(None) => Action::Gone,
+            Ok(Some(p)) => observe(shared, f, id, p),
+        };
+        match action {
+            Action::Nothing => {}
+            Action::Gone => {
+                shared.progress.warn(&format!(
+                    "{}: removed at the source before it was complete; dropped",
+                    abs.display()
+                ));
+                if shared.complete(id).is_some() {
+                    let _ = ctl.send(Frame::Abandon { file: id }).await;
+                }
+            }
+            Action::Restart(why) => {
+                shared.progress.warn(&format!(
+                    "{}: {why} while being followed; sending it again from the start",
+                    abs.display()
+                ));
+                restart(shared, id, ctl).await;
+            }
+            Action::Seal => {
+                tokio::spawn(seal(shared.clone(), id, ctl.clone()));
+            }
+            Action::Piece { offset, len } => send_piece(shared, id, &abs, offset, len, ctl).await,
+        }
+    }
+}
+
+/// Updates a followed file from a probe; queues its new full blocks.
+fn observe(shared: &Shared, f: &Follow, id: u64, p: Probe) -> Action {
+    let bs = shared.opts.block_size;
+    let mut ann = shared.announced.lock().expect("announced lock");
+    let Some(fl) = ann.get_mut(&id).and_then(|a| a.follow.as_mut()) else {
+        return Action::Nothing;
+    };
+    if p.file_id != fl.file_id {
+        return Action::Restart("replaced by another file".into());
+    }
+    if p.size < fl.last_size {
+        return Action::Restart(format!(
+            "truncated from {} to {} bytes",
+            fl.last_size, p.size
+        ));
+    }
+    if p.marker.is_some() {
+        fl.marker = p.marker;
+    }
+    let now = Instant::now();
+    if p.size > fl.last_size {
+        Progress::add(&shared.progress.total_bytes, p.size - fl.last_size);
+        fl.record_growth(p.size, p.mtime.min(SystemTime::now()));
+        fl.last_size = p.size;
+        fl.last_change = now;
+    }
+    let full = full_blocks(fl.last_size, bs);
+    if full > fl.next_block {
+        let job = Job {
+            file: id,
+            start: fl.next_block,
+            end: full,
+        };
+        fl.next_block = full;
+        // Unbounded channel: never blocks under the lock.
+        let _ = shared.jobs.0.try_send(job);
+    }
+    let unsent = fl.piece_end.max(fl.next_block * bs);
+    if fl.last_size > unsent {
+        let since = *fl.tail_since.get_or_insert(now);
+        if since.elapsed() >= f.flush && unsent / bs == fl.next_block {
+            let end = fl
+                .last_size
+                .min((fl.next_block + 1) * bs)
+                .min(unsent + MAX_PIECE as u64);
+            fl.piece_end = end;
+            fl.tail_since = None;
+            return Action::Piece {
+                offset: unsent,
+                len: end - unsent,
+            };
+        }
+    } else {
+        fl.tail_since = None;
+    }
+    if fl.marker.is_some() || fl.last_change.elapsed() >= f.idle {
+        fl.sealing = true;
+        return Action::Seal;
+    }
+    Action::Nothing
+}
+
+/// Reads and sends a piece of a block that is not full yet.
+async fn send_piece(
+    shared: &Arc<Shared>,
+    id: u64,
+    abs: &Path,
+    offset: u64,
+    len: u64,
+    ctl: &mpsc::Sender<Frame>,
+) {
+    let path = abs.to_path_buf();
+    let read = tokio::task::spawn_blocking(move || {
+        let f = std::fs::File::open(&path)?;
+        let mut data = vec![0; len as usize];
+        f.read_exact_at(&mut data, offset)?;
+        Ok::<_, std::io::Error>(data)
+    })
+    .await
+    .expect("piece task panicked");
+    match read {
+        Ok(data) => {
+            let piece = Piece {
+                file: id,
+                offset,
+                digest: crate::sink::piece_digest(&data),
+                data,
+            };
+            let _ = ctl.send(Frame::Piece(piece)).await;
+        }
+        // Shrunk meanwhile: the next poll sees it and starts the file over.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+        Err(e) => {
+            let message = format!("{}: {e}", abs.display());
+            shared.read_failed(id, message, ctl).await;
+        }
+    }
+}
+
+/// Drops a file at the sink and announces it again under a new id.
+async fn restart(shared: &Arc<Shared>, id: u64, ctl: &mpsc::Sender<Frame>) {
+    let Some(a) = shared.complete(id) else {
+        return;
+    };
+    let _ = ctl.send(Frame::Abandon { file: id }).await;
+    if let Some(fl) = a.follow {
+        announce_path(shared, a.abs, fl.rel).await;
+    }
+}
+
+/// What the last read of a file before its seal found.
+struct Rechecked {
+    digest: Vec<u8>,
+    rewritten: Vec<u64>,
+    still_open: bool,
+}
+
+/// Seals a file that stopped changing: waits until the sink acknowledged everything
+/// sent, reads the file once more, and sends its final size and digest.
+async fn seal(shared: Arc<Shared>, id: u64, ctl: mpsc::Sender<Frame>) {
+    let bs = shared.opts.block_size;
+    loop {
+        let acked = shared.acks.notified();
+        {
+            let ann = shared.announced.lock().expect("announced lock");
+            let Some(fl) = ann.get(&id).and_then(|a| a.follow.as_ref()) else {
+                return;
+            };
+            if fl.acked >= (fl.next_block * bs).max(fl.piece_end) {
+                break;
+            }
+        }
+        acked.await;
+    }
+    let (abs, sent, size, file_id) = {
+        let ann = shared.announced.lock().expect("announced lock");
+        let Some(a) = ann.get(&id) else { return };
+        let fl = a.follow.as_ref().expect("followed");
+        (a.abs.clone(), fl.sent.clone(), fl.last_size, fl.file_id)
+    };
+    let algo = shared.opts.checksum;
+    let path = abs.clone();
+    let r = tokio::task::spawn_blocking(move || recheck(&path, bs, algo, &sent, size, file_id))
+        .await
+        .expect("recheck task panicked");
+    let r = match r {
+        Ok(r) => r,
+        Err(e) => {
+            let message = format!("{}: {e}", abs.display());
+            shared.read_failed(id, message, &ctl).await;
+            return;
+        }
+    };
+    let Some(r) = r else {
+        // It changed while being read: keep following.
+        let mut ann = shared.announced.lock().expect("announced lock");
+        if let Some(fl) = ann.get_mut(&id).and_then(|a| a.follow.as_mut()) {
+            fl.sealing = false;
+        }
+        return;
+    };
+    if r.rewritten.len() > MAX_REWRITTEN {
+        shared.progress.warn(&format!(
+            "{}: {} blocks changed after they were sent; sending it again from the start",
+            abs.display(),
+            r.rewritten.len()
+        ));
+        restart(&shared, id, &ctl).await;
+        return;
+    }
+    if !r.rewritten.is_empty() {
+        shared.progress.warn(&format!(
+            "{}: {} block(s) changed after they were sent (rewritten in place at the source); sending them again",
+            abs.display(),
+            r.rewritten.len()
+        ));
+    }
+    if r.still_open {
+        shared.progress.warn(&format!(
+            "{}: still open for writing, but unchanged for {:?}; finished at {size} bytes",
+            abs.display(),
+            shared
+                .opts
+                .follow
+                .as_ref()
+                .map(|f| f.idle)
+                .unwrap_or_default()
+        ));
+    }
+    {
+        let mut ann = shared.announced.lock().expect("announced lock");
+        let Some(a) = ann.get_mut(&id) else { return };
+        a.size = size;
+    }
+    let seal = Seal {
+        file: id,
+        size,
+        digest: r.digest,
+        rewritten: r.rewritten,
+    };
+    let _ = ctl.send(Frame::Seal(seal)).await;
+}
+
+/// Reads a file whose size should be `size` once more: the whole-file digest, and the
+/// blocks whose digest differs from the one they were sent with. `None` when the file
+/// changed meanwhile.
+fn recheck(
+    abs: &Path,
+    bs: u64,
+    algo: Algorithm,
+    sent: &[Digest],
+    size: u64,
+    file_id: (u64, u64),
+) -> std::io::Result<Option<Rechecked>> {
+    let f = std::fs::File::open(abs)?;
+    let before = f.metadata()?;
+    if before.len() != size || (before.dev(), before.ino()) != file_id {
+        return Ok(None);
+    }
+    let blocks = integrity::block_count(size, bs);
+    let mut merged = FileDigest::new(size, bs);
+    let mut ordered = (!algo.merges_blocks()).then(|| algo.hasher());
+    let mut rewritten = Vec::new();
+    let mut buf = Vec::new();
+    for i in 0..blocks {
+        buf.resize(integrity::block_len(size, bs, i) as usize, 0);
+        f.read_exact_at(&mut buf, i * bs)?;
+        let d = algo.block_digest(size, bs, i, &buf);
+        if sent
+            .get(i as usize)
+            .is_some_and(|s| *s != [0; 32] && *s != d)
+        {
+            rewritten.push(i);
+        }
+        match &mut ordered {
+            Some(h) => h.update(&buf),
+            None => {
+                let _ = merged.add(i, d);
+            }
+        }
+    }
+    let after = f.metadata()?;
+    if after.len() != size || after.modified().ok() != before.modified().ok() {
+        return Ok(None);
+    }
+    let digest = match ordered {
+        Some(h) => h.finish(),
+        None => merged.finish().map(|d| d.to_vec()).unwrap_or_default(),
+    };
+    Ok(Some(Rechecked {
+        digest,
+        rewritten,
+        still_open: open_for_writing(&f),
+    }))
+}
+
+/// Whether some process has the file open for writing: a read lease is refused then.
+/// Unknown (false) where leases are not allowed (not the owner, or a network file
+/// system).
+fn open_for_writing(f: &std::fs::File) -> bool {
+    use std::os::fd::AsRawFd;
+    let fd = f.as_raw_fd();
+    // SAFETY: fcntl on a file descriptor we own, with integer arguments only.
+    let r = unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_RDLCK) };
+    if r == 0 {
+        // SAFETY: as above; releases the lease just taken.
+        unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK) };
+        return false;
+    }
+    std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN)
+}
+
+/// Scans the operands for entries that appeared (or changed) since `since` and
+/// announces those not in flight. Returns how many were announced.
+async fn rescan(
+    shared: &Arc<Shared>,
+    operands: &[PathBuf],
+    since: SystemTime,
+    recent: &mut HashMap<PathBuf, Instant>,
+) -> usize {
+    let Some(tx) = shared.entries.lock().expect("entries lock").clone() else {
+        return 0;
+    };
+    let mut skip: HashSet<PathBuf> = {
+        let ann = shared.announced.lock().expect("announced lock");
+        ann.values().map(|a| a.abs.clone()).collect()
+    };
+    skip.extend(recent.keys().cloned());
+    let since = since
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let sh = shared.clone();
+    let ops = operands.to_vec();
+    let announced = tokio::task::spawn_blocking(move || {
+        let mut announced = Vec::new();
+        for op in ops {
+            let Ok(iter) = walk::walk(&op) else { continue };
+            for se in iter.flatten() {
+                if se.ctime_sec < since || skip.contains(&se.abs) {
+                    continue;
+                }
+                let abs = se.abs.clone();
+                if !announce(&sh, se, &tx) {
+                    return announced;
+                }
+                announced.push(abs);
+            }
+        }
+        announced
+    })
+    .await
+    .expect("rescan task panicked");
+    let now = Instant::now();
+    let n = announced.len();
+    for p in announced {
+        recent.insert(p, now);
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_strip_to_their_file() {
+        let p = Path::new("/data/run1.h5.done");
+        assert_eq!(
+            strip_suffix(p, ".done"),
+            Some(PathBuf::from("/data/run1.h5"))
+        );
+        assert_eq!(strip_suffix(Path::new("/data/.done"), ".done"), None);
+        assert_eq!(strip_suffix(Path::new("/data/run1.h5"), ".done"), None);
+        assert_eq!(
+            marker_of(Path::new("/data/run1.h5"), ".done"),
+            PathBuf::from("/data/run1.h5.done")
+        );
+    }
+
+    #[test]
+    fn growth_records_merge_into_the_newest_when_full() {
+        let se = SourceEntry {
+            rel: b"f".to_vec(),
+            abs: PathBuf::from("/f"),
+            kind: SourceKind::File { size: 0 },
+            mode: 0o644,
+            mtime_sec: 0,
+            mtime_nsec: 0,
+            ctime_sec: 0,
+            id: (1, 2),
+        };
+        let mut fl = Followed::new(&se, 0);
+        let t = SystemTime::now();
+        for i in 0..(2 * MAX_GROWTH_RECORDS as u64) {
+            fl.record_growth(i + 1, t);
+        }
+        assert_eq!(fl.growth.len(), MAX_GROWTH_RECORDS);
+        assert_eq!(fl.growth.back().unwrap().0, 2 * MAX_GROWTH_RECORDS as u64);
+    }
+
+    #[test]
+    fn a_file_with_writers_is_seen_open_and_one_without_is_not() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("f");
+        let w = std::fs::File::create(&p).unwrap();
+        let r = std::fs::File::open(&p).unwrap();
+        assert!(open_for_writing(&r));
+        drop(w);
+        assert!(!open_for_writing(&r));
+    }
+}

@@ -1,0 +1,363 @@
+//! Growing files at the sink: blocks that arrive before the file's size is known,
+//! pieces of blocks that are not full yet, durable-prefix acknowledgements (what the
+//! source measures lag with), and the seal that fixes the final size.
+//!
+//! Until its `Seal`, a growing file has the size [`GROWING`]: every block is full and
+//! every block digest is a non-root BLAKE3 chaining value. The source only sends block
+//! `i` once the file has grown past it (see [`full_blocks`]), so both stay true in the
+//! final file, and the digests kept here merge into its whole-file hash at the end.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use hetch_integrity::{self as integrity, Digest, FileDigest};
+use hetch_proto::{Frame, PlanAction, PlanItem, Seal};
+use hetch_storage::part::PartFile;
+use hetch_storage::StorageError;
+use tokio::sync::mpsc;
+
+use super::{bit, set_bit, IncomingFile, SinkShared, Streamed};
+use crate::error::EngineError;
+
+/// Blocks of a growing file of `size` bytes that may be sent before its end is known:
+/// the full blocks, except a lone first block (a file of exactly one block has its
+/// root hash, not a chaining value, as block digest).
+pub(crate) fn full_blocks(size: u64, bs: u64) -> u64 {
+    if size > bs {
+        size / bs
+    } else {
+        0
+    }
+}
+
+/// Remembers the digest of a done block of a growing file.
+pub(crate) fn keep_digest(s: &mut Streamed, block: u64, digest: Digest) {
+    let i = block as usize;
+    if s.digests.len() <= i {
+        s.digests.resize(i + 1, [0; 32]);
+    }
+    s.digests[i] = digest;
+}
+
+/// Blocks or pieces of growing file `id` became done: queue it for a durable ack.
+pub(crate) fn made_durable(sh: &SinkShared, id: u64) {
+    if let Some(tx) = sh.durable.lock().expect("durable lock").as_ref() {
+        let _ = tx.send(id);
+    }
+}
+
+/// Makes newly done data of growing files durable (one `fdatasync` per file for all
+/// that arrived meanwhile) and tells the source how far each file is durable.
+pub(crate) async fn durability(
+    sh: Arc<SinkShared>,
+    mut rx: mpsc::UnboundedReceiver<u64>,
+    ctl: mpsc::Sender<Frame>,
+) -> Result<(), EngineError> {
+    while let Some(first) = rx.recv().await {
+        let mut ids = BTreeSet::from([first]);
+        while let Ok(more) = rx.try_recv() {
+            ids.insert(more);
+        }
+        let s = sh.clone();
+        let frames = tokio::task::spawn_blocking(move || {
+            ids.into_iter()
+                .filter_map(|id| durable_frame(&s, id))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .expect("durability task panicked");
+        for f in frames {
+            if !sh.reply(&ctl, f).await {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Syncs file `id` and returns its durable prefix as a `Durable` frame (or the failure
+/// of the sync).
+fn durable_frame(sh: &SinkShared, id: u64) -> Option<Frame> {
+    let inc = sh.files.lock().expect("files lock").get(&id).cloned()?;
+    let bs = sh.opts.block_size;
+    let part = {
+        let mut st = inc.state.lock().expect("file lock");
+        let part = st.part.clone()?;
+        let mut cursor = st.streamed.as_ref()?.durable_blocks;
+        while st.is_done(cursor) && cursor < inc.blocks() {
+            cursor += 1;
+        }
+        let s = st.streamed.as_mut()?;
+        if cursor != s.durable_blocks {
+            s.durable_blocks = cursor;
+            s.tail_end = 0; // pieces of a block now done no longer count
+        }
+        part
+    };
+    // Offsets are read again after the sync: whatever was done before it is durable.
+    if let Err(e) = part.sync_data() {
+        return sh.fail_file(id, e.to_string());
+    }
+    let st = inc.state.lock().expect("file lock");
+    let s = st.streamed.as_ref()?;
+    let offset = (s.durable_blocks * bs).max(s.tail_end).min(inc.size());
+    Some(Frame::Durable { file: id, offset })
+}
+
+/// The source sealed a growing file: fix its size, take back rewritten blocks, and
+/// answer with the blocks still needed (or finish it when none are).
+pub(crate) fn seal(sh: &SinkShared, seal: Seal) -> Result<Vec<Frame>, EngineError> {
+    let Some(inc) = sh
+        .files
+        .lock()
+        .expect("files lock")
+        .get(&seal.file)
+        .cloned()
+    else {
+        return Ok(Vec::new()); // failed or abandoned meanwhile
+    };
+    let bs = sh.opts.block_size;
+    let protocol = |what: String| EngineError::Unexpected {
+        peer: sh.peer.clone(),
+        what,
+    };
+    if !inc.growing() {
+        return Err(protocol(format!(
+            "seal of {}, which is not growing",
+            inc.final_path.display()
+        )));
+    }
+    let blocks = integrity::block_count(seal.size, bs);
+    let ranges = {
+        let mut st = inc.state.lock().expect("file lock");
+        if st.failed {
+            return Ok(Vec::new());
+        }
+        let mut s = st.streamed.take().expect("a growing file is streamed");
+        for &b in &seal.rewritten {
+            if st.is_done(b) {
+                set_bit(&mut st.done, b, false);
+            }
+            set_bit(&mut s.stored, b, false);
+            if let Some(d) = s.digests.get_mut(b as usize) {
+                *d = [0; 32];
+            }
+        }
+        // Blocks beyond the end (from a part file of a longer version) do not count.
+        st.done.truncate(blocks.div_ceil(64) as usize);
+        if blocks % 64 != 0 {
+            if let Some(last) = st.done.last_mut() {
+                *last &= (1u64 << (blocks % 64)) - 1;
+            }
+        }
+        st.done.resize(blocks.div_ceil(64) as usize, 0);
+        let mut digest = FileDigest::new(seal.size, bs);
+        let mut remaining = blocks;
+        for i in 0..blocks {
+            if st.is_done(i) {
+                remaining -= 1;
+                if let Some(d) = s.digests.get(i as usize) {
+                    let _ = digest.add(i, *d);
+                }
+            }
+        }
+        st.digest = digest;
+        st.remaining = remaining;
+        s.expected = Some(seal.digest);
+        s.digests = Vec::new();
+        st.streamed = Some(s);
+        inc.seal(seal.size, bs);
+        super::plan::missing_ranges(&st, blocks)
+    };
+    if ranges.is_empty() {
+        // Every block arrived already (a resumed file): finish it now.
+        return finish_now(sh, seal.file, &inc).map(|f| f.into_iter().collect());
+    }
+    Ok(vec![Frame::Plan(vec![PlanItem {
+        id: seal.file,
+        action: PlanAction::Send(ranges),
+    }])])
+}
+
+/// Finishes a sealed file whose blocks are all done.
+fn finish_now(sh: &SinkShared, id: u64, inc: &IncomingFile) -> Result<Option<Frame>, EngineError> {
+    let (part, holes) = {
+        let mut st = inc.state.lock().expect("file lock");
+        st.journal = None;
+        (st.part.take(), st.holes)
+    };
+    let part = match part {
+        Some(p) => p,
+        // Nothing was written in this session (all of it was in a resumed part file).
+        None => Arc::new(PartFile::open(&inc.final_path, true)?),
+    };
+    finish_part(sh, id, inc, part, holes || !inc.resumed)
+}
+
+fn finish_part(
+    sh: &SinkShared,
+    id: u64,
+    inc: &IncomingFile,
+    part: Arc<PartFile>,
+    holes: bool,
+) -> Result<Option<Frame>, EngineError> {
+    let (whole, expected) = {
+        let mut st = inc.state.lock().expect("file lock");
+        let whole = if sh.opts.checksum.merges_blocks() {
+            let d = std::mem::replace(&mut st.digest, FileDigest::new(0, sh.opts.block_size));
+            d.finish().ok().map(|d| d.to_vec())
+        } else {
+            None
+        };
+        let expected = st.streamed.as_mut().and_then(|s| s.expected.take());
+        (whole, expected)
+    };
+    let r = super::finish::finish_streamed(
+        sh,
+        id,
+        inc,
+        part,
+        holes,
+        whole,
+        expected.unwrap_or_default(),
+    );
+    match r {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.is_no_space() => Err(e.into()),
+        Err(e) => Ok(sh.fail_file(id, e.to_string())),
+    }
+}
+
+/// The source dropped a file (truncated or replaced there; it comes again under a new
+/// id): discard what arrived, without counting a failure.
+pub(crate) fn abandon(sh: &SinkShared, id: u64) -> Option<Frame> {
+    let inc = sh.files.lock().expect("files lock").remove(&id)?;
+    {
+        let mut st = inc.state.lock().expect("file lock");
+        st.failed = true;
+        st.part = None;
+        st.journal = None;
+    }
+    hetch_storage::part::discard(&inc.final_path);
+    sh.ended(id);
+    Some(Frame::FileDone {
+        file: id,
+        error: None,
+        digest: None,
+    })
+}
+
+/// Writes a piece of a block that is not full yet, checks it, and queues the file for
+/// a durable ack. Pieces never touch a block once its full copy was written: the full
+/// block is what counts, and a late piece must not overwrite it.
+pub(crate) fn piece(sh: &SinkShared, p: hetch_proto::Piece) -> Result<Option<Frame>, EngineError> {
+    let Some(inc) = sh.files.lock().expect("files lock").get(&p.file).cloned() else {
+        return Ok(None);
+    };
+    let bs = sh.opts.block_size;
+    let block = p.offset / bs;
+    let end = p.offset + p.data.len() as u64;
+    if !inc.growing() || end > (block + 1) * bs {
+        return Err(EngineError::Unexpected {
+            peer: sh.peer.clone(),
+            what: format!(
+                "piece at {}..{end} of {} crosses a block or the file is not growing",
+                p.offset,
+                inc.final_path.display()
+            ),
+        });
+    }
+    if piece_digest(&p.data) != p.digest {
+        // Pieces travel on the TLS control stream; a bad one is a broken peer.
+        return Err(EngineError::Unexpected {
+            peer: sh.peer.clone(),
+            what: format!(
+                "piece at {} of {} does not match its digest",
+                p.offset,
+                inc.final_path.display()
+            ),
+        });
+    }
+    let r = write_piece(sh, &inc, block, p.offset, &p.data);
+    match r {
+        Ok(true) => {
+            made_durable(sh, p.file);
+            Ok(None)
+        }
+        Ok(false) => Ok(None),
+        Err(e) if e.is_no_space() => Err(e.into()),
+        Err(e) => Ok(sh.fail_file(p.file, e.to_string())),
+    }
+}
+
+/// Writes and reads back a piece; false when it was not needed.
+fn write_piece(
+    sh: &SinkShared,
+    inc: &IncomingFile,
+    block: u64,
+    offset: u64,
+    data: &[u8],
+) -> Result<bool, StorageError> {
+    let _one_writer = inc.write_lock.lock().expect("write lock");
+    let part = {
+        let mut st = inc.state.lock().expect("file lock");
+        if st.failed || st.is_done(block) {
+            return Ok(false);
+        }
+        let stored = st.streamed.as_ref().is_some_and(|s| bit(&s.stored, block));
+        if stored {
+            return Ok(false);
+        }
+        if st.part.is_none() {
+            st.part = Some(Arc::new(PartFile::open(&inc.final_path, inc.resumed)?));
+        }
+        st.part.clone().expect("opened above")
+    };
+    part.write_at(offset, data)?;
+    let mut back = vec![0; data.len()];
+    part.read_back(offset, &mut back)?;
+    if back != data {
+        return Err(StorageError::Refused {
+            path: inc.final_path.display().to_string(),
+            reason: "a piece read back differs from what was written",
+        });
+    }
+    let bs = sh.opts.block_size;
+    let mut st = inc.state.lock().expect("file lock");
+    if let Some(s) = &mut st.streamed {
+        // Pieces come in order on the control stream, each continuing the last one or
+        // starting the block after the durable prefix.
+        let start = s.durable_blocks * bs;
+        if block == s.durable_blocks && (offset == start || offset == s.tail_end) {
+            s.tail_end = s.tail_end.max(offset + data.len() as u64);
+        }
+    }
+    Ok(true)
+}
+
+/// The check value of a piece: BLAKE3 of its bytes, whatever the session's algorithm
+/// (pieces are temporary; the full block's digest is what is recorded).
+pub fn piece_digest(data: &[u8]) -> Digest {
+    *blake3::hash(data).as_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_blocks_leave_a_lone_first_block_and_the_tail() {
+        let bs = 1024;
+        assert_eq!(full_blocks(0, bs), 0);
+        assert_eq!(full_blocks(1024, bs), 0, "could stay a one-block file");
+        assert_eq!(full_blocks(1025, bs), 1);
+        assert_eq!(full_blocks(2048, bs), 2, "a full last block is final");
+        assert_eq!(full_blocks(3000, bs), 2);
+    }
+
+    #[test]
+    fn growing_size_makes_every_block_full() {
+        let bs = 4096;
+        assert_eq!(integrity::block_len(super::super::GROWING, bs, 12345), bs);
+    }
+}

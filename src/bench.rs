@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 use hetch_bench::dataset::{self, Dataset};
 use hetch_bench::results::{self, Results};
 use hetch_bench::run::{self, LinkSpec, Plan, Progress};
+use hetch_bench::writer::{self, WriterSpec};
 use hetch_bench::{Meta, ToolInfo};
 
 use crate::{units, wan};
@@ -26,6 +27,9 @@ pub enum BenchCommand {
         /// The results file (`.jsonl`).
         results: PathBuf,
     },
+    /// Write growing files at a steady rate, round-robin like a detector writing several
+    /// streams: the writer used by the streaming tests and the streaming sweep.
+    Write(WriteArgs),
 }
 
 #[derive(Args)]
@@ -60,6 +64,35 @@ pub struct DatasetsArgs {
     #[command(flatten)]
     common: CommonArgs,
 }
+
+#[derive(Args)]
+pub struct WriteArgs {
+    /// Final size of each file.
+    #[arg(long, value_parser = units::parse_size)]
+    size: u64,
+    /// Bytes per write; the last write to a file is shorter if --size is not a multiple.
+    #[arg(long, default_value = "1M", value_parser = units::parse_size)]
+    write_size: u64,
+    /// Aggregate rate over all files (100M bytes/s, 1gbit); 0 = as fast as possible.
+    #[arg(long, default_value = "0", value_parser = units::parse_rate)]
+    rate: u64,
+    /// Keep every file open this long after the last write before closing it, so a
+    /// follower sees an open, idle writer (10s, 500ms).
+    #[arg(long, value_parser = wan::parse_duration)]
+    hold: Option<Duration>,
+    /// After closing FILE, create the empty file FILE+SUFFIX (e.g. .done).
+    #[arg(long, value_name = "SUFFIX")]
+    done_suffix: Option<String>,
+    /// Seed of the pseudo-random, incompressible data (same seed, same bytes).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// The files, written round-robin; each is created or truncated, with its directory.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+}
+
+/// The largest --write-size: the writer holds one write plus 1 MiB in memory.
+const MAX_WRITE_SIZE: u64 = 1 << 30;
 
 #[derive(Args)]
 struct CommonArgs {
@@ -135,7 +168,37 @@ pub fn main(cmd: BenchCommand, argv: &[String]) -> anyhow::Result<ExitCode> {
             println!("{}", written.join("\n"));
             Ok(ExitCode::SUCCESS)
         }
+        BenchCommand::Write(a) => write(a),
     }
+}
+
+/// `hetch bench write`: writes, then prints one line of what was written.
+fn write(a: WriteArgs) -> anyhow::Result<ExitCode> {
+    if a.write_size == 0 || a.write_size > MAX_WRITE_SIZE {
+        bail!("--write-size must be between 1 byte and 1G");
+    }
+    let spec = WriterSpec {
+        files: a.files,
+        size: a.size,
+        write_size: a.write_size as usize,
+        rate: a.rate,
+        hold: a.hold,
+        done_suffix: a.done_suffix,
+        seed: a.seed,
+    };
+    let stats = writer::write(&spec)?;
+    let rate = stats.rate();
+    println!(
+        "hetch bench write: {} bytes ({}) in {} writes to {} files, {:.3} s, {}/s ({:.1} Mbit/s)",
+        stats.bytes,
+        units::human_bytes(stats.bytes as f64),
+        stats.writes,
+        spec.files.len(),
+        stats.elapsed.as_secs_f64(),
+        units::human_bytes(rate),
+        rate * 8.0 / 1e6
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn bench(

@@ -18,6 +18,7 @@ mod server;
 pub mod stats;
 pub mod tool;
 pub mod tools;
+pub mod writer;
 
 pub use place::Place;
 pub use record::{Meta, Point, Record, ToolInfo};

@@ -529,6 +529,7 @@ async fn restart(shared: &Arc<Shared>, id: u64, ctl: &mpsc::Sender<Frame>) {
 /// What the last read of a file before its seal found.
 struct Rechecked {
     digest: Vec<u8>,
+    mtime: (i64, u32),
     rewritten: Vec<u64>,
     still_open: bool,
 }
@@ -613,6 +614,8 @@ async fn seal(shared: Arc<Shared>, id: u64, ctl: mpsc::Sender<Frame>) {
     let seal = Seal {
         file: id,
         size,
+        mtime_sec: r.mtime.0,
+        mtime_nsec: r.mtime.1,
         digest: r.digest,
         rewritten: r.rewritten,
     };
@@ -667,6 +670,7 @@ fn recheck(
     };
     Ok(Some(Rechecked {
         digest,
+        mtime: (after.mtime(), after.mtime_nsec() as u32),
         rewritten,
         still_open: open_for_writing(&f),
     }))

@@ -33,8 +33,11 @@ pub struct Progress {
     /// verified at the destination.
     pub lag: Mutex<LagHistogram>,
     /// Where warnings and per-file lines go as they happen (the command line's stderr).
-    log: std::sync::OnceLock<Box<dyn Fn(&str) + Send + Sync>>,
+    log: std::sync::OnceLock<LogFn>,
 }
+
+/// Where [`Progress::note`] lines go.
+pub type LogFn = Box<dyn Fn(&str) + Send + Sync>;
 
 impl std::fmt::Debug for Progress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -64,7 +67,7 @@ impl Progress {
 
     /// Sends lines (warnings, finished files of a watch) to `log` as they happen.
     /// Only the first call takes effect.
-    pub fn set_log(&self, log: Box<dyn Fn(&str) + Send + Sync>) {
+    pub fn set_log(&self, log: LogFn) {
         let _ = self.log.set(log);
     }
 

@@ -140,6 +140,8 @@ pub(crate) fn encode_body(frame: &Frame, out: &mut Vec<u8>) {
         Frame::Seal(seal) => {
             out.put_u64(seal.file);
             out.put_u64(seal.size);
+            out.put_i64(seal.mtime_sec);
+            out.put_u32(seal.mtime_nsec);
             out.put_bytes(&seal.digest);
             out.put_len(seal.rewritten.len());
             for b in &seal.rewritten {
@@ -220,6 +222,11 @@ pub(crate) fn decode_body(kind: FrameKind, body: &[u8]) -> Result<Frame, ProtoEr
 fn decode_seal(r: &mut Reader<'_>) -> Result<Seal, ProtoError> {
     let file = r.u64()?;
     let size = r.u64()?;
+    let mtime_sec = r.i64()?;
+    let mtime_nsec = r.u32()?;
+    if mtime_nsec >= NANOS_PER_SEC {
+        return Err(r.err("mtime nanoseconds not below one second"));
+    }
     let digest = r.bytes()?;
     if digest.len() > MAX_FILE_DIGEST {
         return Err(r.err("file digest too long"));
@@ -231,6 +238,8 @@ fn decode_seal(r: &mut Reader<'_>) -> Result<Seal, ProtoError> {
     Ok(Seal {
         file,
         size,
+        mtime_sec,
+        mtime_nsec,
         digest,
         rewritten,
     })

@@ -92,6 +92,10 @@ pub struct Seal {
     pub file: u64,
     /// Final size in bytes.
     pub size: u64,
+    /// Final modification time, seconds since the epoch.
+    pub mtime_sec: i64,
+    /// Final modification time, nanoseconds part.
+    pub mtime_nsec: u32,
     /// Whole-file digest of the final contents as the source read them last.
     pub digest: Vec<u8>,
     /// Blocks sent earlier whose contents changed at the source afterwards: the sink

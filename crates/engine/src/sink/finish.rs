@@ -130,7 +130,15 @@ pub(crate) fn finish_file(
     // A streamed file's data are durable before it counts as done, like every block
     // of it before (its lag is measured up to durable).
     let fsync = sh.opts.fsync || inc.streamed;
-    part.finalize(inc.meta, xattr.as_ref(), fsync, inc.blocks() > 1)?;
+    let meta = inc
+        .state
+        .lock()
+        .expect("file lock")
+        .streamed
+        .as_ref()
+        .and_then(|s| s.final_meta)
+        .unwrap_or(inc.meta);
+    part.finalize(meta, xattr.as_ref(), fsync, inc.blocks() > 1)?;
     sh.files.lock().expect("files lock").remove(&id);
     Progress::add(&sh.progress.files, 1);
     sh.ended(id);

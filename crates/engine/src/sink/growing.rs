@@ -164,6 +164,11 @@ pub(crate) fn seal(sh: &SinkShared, seal: Seal) -> Result<Vec<Frame>, EngineErro
         st.digest = digest;
         st.remaining = remaining;
         s.expected = Some(seal.digest);
+        s.final_meta = Some(hetch_storage::part::FinalMeta {
+            mtime_sec: seal.mtime_sec,
+            mtime_nsec: seal.mtime_nsec,
+            ..inc.meta
+        });
         s.digests = Vec::new();
         st.streamed = Some(s);
         inc.seal(seal.size, bs);

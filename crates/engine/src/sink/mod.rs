@@ -117,6 +117,9 @@ pub(crate) struct Streamed {
     pub tail_end: u64,
     /// The source's whole-file digest, from its `Seal`.
     pub expected: Option<Vec<u8>>,
+    /// Mode and mtime from the `Seal` (the entry's were those of the file when it
+    /// started growing).
+    pub final_meta: Option<FinalMeta>,
 }
 
 /// Mutable state of a file being received.

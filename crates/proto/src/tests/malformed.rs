@@ -678,6 +678,8 @@ fn bad_seals_are_refused() {
         let mut b = Vec::new();
         b.put_u64(1);
         b.put_u64(10);
+        b.put_i64(1_700_000_000);
+        b.put_u32(0);
         b.put_bytes(digest);
         b.put_u32(rewritten as u32);
         for i in 0..rewritten {

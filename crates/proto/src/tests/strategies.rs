@@ -280,15 +280,20 @@ pub(super) fn frame() -> impl Strategy<Value = Frame> {
         Just(Frame::StreamEnd),
         (
             any::<[u64; 2]>(),
+            (any::<i64>(), 0..1_000_000_000u32),
             proptest::collection::vec(any::<u8>(), 0..=64),
             proptest::collection::vec(any::<u64>(), 0..8)
         )
-            .prop_map(|([file, size], digest, rewritten)| Frame::Seal(Seal {
-                file,
-                size,
-                digest,
-                rewritten
-            })),
+            .prop_map(
+                |([file, size], (mtime_sec, mtime_nsec), digest, rewritten)| Frame::Seal(Seal {
+                    file,
+                    size,
+                    mtime_sec,
+                    mtime_nsec,
+                    digest,
+                    rewritten
+                })
+            ),
         any::<u64>().prop_map(|file| Frame::Abandon { file }),
         any::<[u64; 2]>().prop_map(|[file, offset]| Frame::Durable { file, offset }),
         (

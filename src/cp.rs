@@ -99,7 +99,8 @@ pub async fn run(mut job: CopyJob) -> anyhow::Result<Outcome> {
     })
 }
 
-async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<Report> {
+/// Runs one session of `job` (local copy, push or pull).
+pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<Report> {
     let remote_sources: Vec<_> = job
         .sources
         .iter()

@@ -14,6 +14,7 @@ mod server;
 mod ui;
 mod units;
 mod wan;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,6 +43,11 @@ enum Command {
     /// Running the same command again resumes: finished files are skipped, partly
     /// written ones continue from their verified blocks.
     Cp(CpArgs),
+    /// Ship everything that appears or grows under DIR to DST, for as long as it runs
+    /// (an instrument host's mover): files go block by block as they are written and
+    /// are renamed into place once complete (see --idle, --done-suffix). Survives a
+    /// restart of itself or of the server without sending verified data again.
+    Watch(WatchArgs),
     /// Serve a directory to hetch clients (reading and writing).
     Serve(ServeArgs),
     /// Print whole-file BLAKE3 digests of files and trees, in the format `b3sum -c`
@@ -111,6 +117,45 @@ struct CpArgs {
     follow: bool,
     #[command(flatten)]
     follow_args: follow::FollowArgs,
+}
+
+#[derive(Args)]
+struct WatchArgs {
+    /// The directory to watch (local).
+    dir: PathBuf,
+    /// Where to ship it: a local directory or hetch://HOST[:PORT]/path.
+    dst: String,
+    /// Ship only files whose path below DIR matches one of these globs (`*.h5`,
+    /// `run*/**`); a pattern without '/' matches the file name.
+    #[arg(long, value_name = "GLOB")]
+    include: Vec<String>,
+    /// Never ship what matches these globs (a matching directory is not entered).
+    #[arg(long, value_name = "GLOB")]
+    exclude: Vec<String>,
+    /// Delete each source file once its copy is verified at the destination (skipped
+    /// files are compared by digest first). Off by default; not with --verify none.
+    #[arg(long)]
+    remove_source: bool,
+    /// How often the counters are printed.
+    #[arg(long, default_value = "60s", value_parser = wan::parse_duration)]
+    stats_interval: std::time::Duration,
+    #[command(flatten)]
+    follow_args: follow::FollowArgs,
+    #[command(flatten)]
+    tuning: Tuning,
+    /// Number of parallel data streams.
+    #[arg(long, default_value_t = 4)]
+    streams: u16,
+    /// Cap on the transfer rate (500M, 4gbit).
+    #[arg(long, value_parser = units::parse_rate)]
+    rate_limit: Option<u64>,
+    /// Do not encrypt data streams (control stays TLS). For trusted links only.
+    #[arg(long)]
+    no_encrypt: bool,
+    #[command(flatten)]
+    conn: ConnArgs,
+    #[command(flatten)]
+    integrity: IntegrityArgs,
 }
 
 /// How transfers check what they wrote (`cp` and `verify`).
@@ -471,6 +516,54 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 manifest: a.manifest,
             };
             Ok(cp::run(job).await?.exit_code())
+        }
+        Command::Watch(a) => {
+            let dest = match Location::parse(&a.dst) {
+                Ok(d) => d,
+                Err(msg) => return Ok(usage_error(&msg)),
+            };
+            std::fs::metadata(&a.dir).map_err(|e| anyhow::anyhow!("{}: {e}", a.dir.display()))?;
+            if !a.dir.is_dir() {
+                return Ok(usage_error(&format!(
+                    "{}: not a directory; hetch watch ships what appears under a directory",
+                    a.dir.display()
+                )));
+            }
+            let mut opts = a.tuning.engine()?;
+            opts.rate_limit = a.rate_limit.unwrap_or(0);
+            a.integrity.apply(&mut opts);
+            if let Err(msg) = a.follow_args.apply(&mut opts, true) {
+                return Ok(usage_error(&msg));
+            }
+            if a.remove_source {
+                if opts.verify == hetch_engine::Verify::None {
+                    return Ok(usage_error(
+                        "--remove-source deletes only what was verified: not with --verify none",
+                    ));
+                }
+                opts.remove_source = true;
+                // A file already at the destination is deleted only on a matching digest.
+                opts.checksum_skip = true;
+                opts.file_digests = true;
+            }
+            match follow::glob_filter(&a.include, &a.exclude) {
+                Ok(f) => opts.filter = f,
+                Err(msg) => return Ok(usage_error(&msg)),
+            }
+            let sources = vec![Location::Local(a.dir.clone())];
+            let client = a.conn.client_for(&sources, &dest, a.tuning.socket())?;
+            let job = cp::CopyJob {
+                sources,
+                dest,
+                opts,
+                streams: a.streams.max(1),
+                encrypt: !a.no_encrypt,
+                client,
+                json: a.conn.json,
+                quiet: true,
+                manifest: None,
+            };
+            watch::run(job, a.stats_interval).await
         }
         Command::Verify(a) => {
             let mut locs = match parse_locations(&[a.src, a.dst]) {

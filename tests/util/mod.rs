@@ -368,8 +368,14 @@ impl Server {
         cmd.arg("serve")
             .arg("--root")
             .arg(root)
-            .args(["--listen", "127.0.0.1:0", "--state-dir"])
+            .args(["--state-dir"])
             .arg(state_dir)
+            // A test that restarts a server on its old address passes its own --listen.
+            .args(if extra.contains(&"--listen") {
+                &[][..]
+            } else {
+                &["--listen", "127.0.0.1:0"][..]
+            })
             .args(extra)
             .env_remove("HETCH_TOKEN")
             .env_remove("HETCH_FAULT_CORRUPT_BLOCKS")
@@ -463,6 +469,13 @@ impl Server {
     /// Like [`Server::cp`] with extra environment.
     pub fn cp_env(&self, args: &[OsString], env: &[(&str, &str)]) -> Out {
         self.spawn_cp(args, env).wait()
+    }
+
+    /// Starts `hetch watch --fingerprint FP ARGS` with the server's token.
+    pub fn spawn_watch(&self, args: &[OsString]) -> Running {
+        let mut full = Vec::from(args!["watch", "--fingerprint", &self.fingerprint]);
+        full.extend(args.iter().cloned());
+        spawn(&full, &[("HETCH_TOKEN", self.token.as_str())])
     }
 
     /// Starts `hetch cp --fingerprint FP -q ARGS` with the server's token.

@@ -248,9 +248,6 @@ pub(crate) async fn finished(shared: &Arc<Shared>, fl: &Followed, ok: bool) {
                 .record_lag(now.duration_since(*written).unwrap_or_default());
         }
         let f = shared.opts.follow.as_ref().expect("following");
-        shared
-            .progress
-            .note(&format!("done {}", String::from_utf8_lossy(&fl.rel)));
         if let (Some(marker), Some(suffix)) = (&fl.marker, &f.done_suffix) {
             let mut rel = fl.rel.clone();
             rel.extend_from_slice(suffix.as_bytes());

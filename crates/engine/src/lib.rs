@@ -38,7 +38,9 @@ pub use error::EngineError;
 pub use lag::{LagHistogram, LagSummary};
 pub use local::copy_local;
 pub use manifest::Manifest;
-pub use options::{default_hash_threads, Algorithm, Follow, Options, Schedule, Verify};
+pub use options::{
+    default_hash_threads, Algorithm, EntryFilter, Follow, Options, Schedule, Verify,
+};
 pub use pool::{BufferPool, PooledBuf};
 pub use progress::{Progress, Report};
 pub use rate::RateLimiter;

@@ -45,6 +45,11 @@ pub struct Options {
     /// Follow growing files (and, for directory operands, new entries) until they are
     /// complete; `None` copies what is there when it is listed.
     pub follow: Option<Follow>,
+    /// Which source entries to send (all when `None`).
+    pub filter: Option<EntryFilter>,
+    /// Delete each source file once the sink reports its copy verified and in place
+    /// (needs `file_digests`, so that skipped files are confirmed by digest too).
+    pub remove_source: bool,
     /// Test-only fault hook: flip one bit in this many of the first data blocks the
     /// source sends, after hashing them (simulates corruption in flight).
     pub corrupt_blocks: u64,
@@ -74,8 +79,33 @@ impl Default for Options {
             compare_only: false,
             manifest: None,
             follow: None,
+            filter: None,
+            remove_source: false,
             corrupt_blocks: 0,
             corrupt_written: 0,
+        }
+    }
+}
+
+/// Decides which source entries are sent: called with the entry's path below its
+/// operand (`/`-separated) and whether it is a directory. A directory refused is not
+/// entered.
+#[derive(Clone)]
+pub struct EntryFilter(pub Arc<dyn Fn(&[u8], bool) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for EntryFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EntryFilter")
+    }
+}
+
+impl EntryFilter {
+    /// Whether the entry at wire path `rel` (operand name first) is sent. The operand
+    /// itself always is.
+    pub fn accepts(&self, rel: &[u8], is_dir: bool) -> bool {
+        match rel.iter().position(|b| *b == b'/') {
+            None => true,
+            Some(i) => (self.0)(&rel[i + 1..], is_dir),
         }
     }
 }

@@ -47,6 +47,9 @@ pub(crate) struct Announced {
     pub failed: bool,
     /// A growing file being followed.
     pub follow: Option<Box<Followed>>,
+    /// The sink skipped it (already there); it stays until the sink's `FileDone`
+    /// confirms it, so that `remove_source` only deletes what is verified there.
+    pub skipped: bool,
 }
 
 /// Blocks `start..end` of one file to read and send.
@@ -255,6 +258,11 @@ fn walker(
 pub(crate) fn announce(shared: &Shared, se: SourceEntry, tx: &mpsc::Sender<Listed>) -> bool {
     let rt = tokio::runtime::Handle::current();
     let mut digest_buf = Vec::new();
+    if let Some(f) = &shared.opts.filter {
+        if !f.accepts(&se.rel, matches!(se.kind, SourceKind::Dir)) {
+            return true;
+        }
+    }
     let follow = crate::follow::on_listing(shared, &se);
     if follow == crate::follow::Listing::Held {
         return true; // a done-marker, sent after its file
@@ -304,6 +312,7 @@ pub(crate) fn announce(shared: &Shared, se: SourceEntry, tx: &mpsc::Sender<Liste
             is_file: matches!(se.kind, SourceKind::File { .. }),
             failed: false,
             follow: followed,
+            skipped: false,
         },
     );
     tx.blocking_send(Listed::Entry(entry)).is_ok()
@@ -401,11 +410,27 @@ async fn control_reader(
                 for item in items {
                     match item.action {
                         PlanAction::Skip => {
-                            if let Some(a) = shared.complete(item.id) {
-                                if a.is_file {
-                                    Progress::add(&shared.progress.skipped, 1);
-                                    Progress::add(&shared.progress.skipped_bytes, a.size);
+                            let held = {
+                                let mut ann = shared.announced.lock().expect("announced lock");
+                                match ann.get_mut(&item.id) {
+                                    // Its `FileDone` says whether it is verified there.
+                                    Some(a) if shared.opts.remove_source && a.is_file => {
+                                        a.skipped = true;
+                                        Some(a.size)
+                                    }
+                                    _ => None,
                                 }
+                            };
+                            let skipped = match held {
+                                Some(size) => Some(size),
+                                None => shared
+                                    .complete(item.id)
+                                    .filter(|a| a.is_file)
+                                    .map(|a| a.size),
+                            };
+                            if let Some(size) = skipped {
+                                Progress::add(&shared.progress.skipped, 1);
+                                Progress::add(&shared.progress.skipped_bytes, size);
                             }
                         }
                         PlanAction::Send(ranges) => {
@@ -470,13 +495,20 @@ async fn control_reader(
                 if let Some(f) = was.as_ref().and_then(|a| a.follow.as_deref()) {
                     crate::follow::finished(&shared, f, error.is_none()).await;
                 }
-                match error {
-                    None => {
-                        if was.is_some() {
+                match (error, was) {
+                    (None, Some(a)) => {
+                        if !a.skipped {
                             Progress::add(&shared.progress.files, 1);
                         }
+                        if a.is_file {
+                            shared.progress.note(&format!("done {}", a.abs.display()));
+                            if shared.opts.remove_source {
+                                remove_source(&shared, a.abs).await;
+                            }
+                        }
                     }
-                    Some(message) => shared.progress.fail(message),
+                    (None, None) => {}
+                    (Some(message), _) => shared.progress.fail(message),
                 }
             }
             Frame::Durable { file, offset } => crate::follow::durable(&shared, file, offset),
@@ -490,6 +522,22 @@ async fn control_reader(
             Frame::Error(e) => return Err(EngineError::from_peer(&shared.peer, e)),
             other => return Err(unexpected(format!("unexpected frame {other:?}"))),
         }
+    }
+}
+
+/// Deletes a source file whose copy the sink verified.
+async fn remove_source(shared: &Shared, abs: PathBuf) {
+    let path = abs.clone();
+    let r = tokio::task::spawn_blocking(move || std::fs::remove_file(&path))
+        .await
+        .expect("remove task panicked");
+    match r {
+        Ok(()) => shared.progress.note(&format!("removed {}", abs.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => shared.progress.warn(&format!(
+            "{}: copied and verified, but not removed: {e}",
+            abs.display()
+        )),
     }
 }
 

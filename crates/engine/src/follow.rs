@@ -147,17 +147,23 @@ pub(crate) fn on_listing(shared: &Shared, se: &SourceEntry) -> Listing {
             }
             return Listing::Plain;
         }
-        if marker_of(&se.abs, suffix).exists() {
-            return Listing::Plain; // marked complete already
-        }
     }
+    // Every file is followed, old ones too: it is sealed at the first look when it
+    // has been idle long enough, and its seal re-reads it. That costs a second read of
+    // files complete when listed, but a file that was growing when an earlier session
+    // stopped resumes from the blocks the destination journaled for it, whatever its
+    // age now, and every file gets the whole-file check against its final contents.
+    Listing::Growing
+}
+
+/// Whether a listed file has not changed for `idle` (its digest may be computed up
+/// front for a checksum skip).
+pub(crate) fn is_idle(shared: &Shared, se: &SourceEntry) -> bool {
+    let Some(f) = &shared.opts.follow else {
+        return true;
+    };
     let mtime = UNIX_EPOCH + Duration::new(se.mtime_sec.max(0) as u64, se.mtime_nsec);
-    let age = SystemTime::now().duration_since(mtime).unwrap_or_default();
-    if age < f.idle {
-        Listing::Growing
-    } else {
-        Listing::Plain
-    }
+    SystemTime::now().duration_since(mtime).unwrap_or_default() >= f.idle
 }
 
 fn marker_of(path: &Path, suffix: &str) -> PathBuf {
@@ -190,6 +196,10 @@ pub(crate) async fn first_plan(shared: &Shared, id: u64, ranges: &[(u64, u64)]) 
         fl.planned = true;
         fl.next_block = full_blocks(fl.last_size, bs);
         let limit = fl.next_block;
+        // Blocks before the first one planned are durable at the sink already (a
+        // resumed file): the seal must not wait for acknowledgements of them.
+        let first = ranges.iter().map(|r| r.0).min().unwrap_or(limit).min(limit);
+        fl.acked = fl.acked.max(first * bs);
         ranges
             .iter()
             .map(|&(s, e)| (s.min(limit), e.min(limit)))

@@ -275,10 +275,10 @@ pub(crate) fn announce(shared: &Shared, se: SourceEntry, tx: &mpsc::Sender<Liste
     let id = shared.next_id.fetch_add(1, Relaxed);
     let growing = follow == crate::follow::Listing::Growing;
     let mut entry = to_entry(id, &se, growing);
-    if let (EntryKind::File { digest, .. }, true, false) = (
+    if let (EntryKind::File { digest, .. }, true, true) = (
         &mut entry.kind,
         shared.opts.checksum_skip || shared.opts.compare_only,
-        growing,
+        !growing || crate::follow::is_idle(shared, &se),
     ) {
         // The sink skips (or, comparing, accepts) a file only on a matching
         // whole-file digest, so it must travel with the entry.

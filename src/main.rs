@@ -80,16 +80,8 @@ struct CpArgs {
     paths: Vec<String>,
     #[command(flatten)]
     tuning: Tuning,
-    /// Number of parallel data streams.
-    #[arg(long, default_value_t = 4)]
-    streams: u16,
-    /// Cap on the transfer rate: bytes per second with SI suffixes (500M, 2G) or bits
-    /// (4gbit).
-    #[arg(long, value_parser = units::parse_rate)]
-    rate_limit: Option<u64>,
-    /// Do not encrypt data streams (control stays TLS). For trusted links only.
-    #[arg(long)]
-    no_encrypt: bool,
+    #[command(flatten)]
+    streams: StreamArgs,
     #[command(flatten)]
     conn: ConnArgs,
     #[command(flatten)]
@@ -143,19 +135,27 @@ struct WatchArgs {
     follow_args: follow::FollowArgs,
     #[command(flatten)]
     tuning: Tuning,
+    #[command(flatten)]
+    streams: StreamArgs,
+    #[command(flatten)]
+    conn: ConnArgs,
+    #[command(flatten)]
+    integrity: IntegrityArgs,
+}
+
+/// The data streams of a transfer (`cp` and `watch`).
+#[derive(Args)]
+struct StreamArgs {
     /// Number of parallel data streams.
     #[arg(long, default_value_t = 4)]
     streams: u16,
-    /// Cap on the transfer rate (500M, 4gbit).
+    /// Cap on the transfer rate: bytes per second with SI suffixes (500M, 2G) or bits
+    /// (4gbit).
     #[arg(long, value_parser = units::parse_rate)]
     rate_limit: Option<u64>,
     /// Do not encrypt data streams (control stays TLS). For trusted links only.
     #[arg(long)]
     no_encrypt: bool,
-    #[command(flatten)]
-    conn: ConnArgs,
-    #[command(flatten)]
-    integrity: IntegrityArgs,
 }
 
 /// How transfers check what they wrote (`cp` and `verify`).
@@ -483,7 +483,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let dest = locs.pop().expect("clap requires two operands");
             let mut opts = a.tuning.engine()?;
-            opts.rate_limit = a.rate_limit.unwrap_or(0);
+            opts.rate_limit = a.streams.rate_limit.unwrap_or(0);
             opts.no_clobber = a.no_clobber;
             opts.fsync = a.fsync;
             opts.checksum_skip = a.checksum_skip;
@@ -508,8 +508,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 sources: locs,
                 dest,
                 opts,
-                streams: a.streams.max(1),
-                encrypt: !a.no_encrypt,
+                streams: a.streams.streams.max(1),
+                encrypt: !a.streams.no_encrypt,
                 client,
                 json: a.conn.json,
                 quiet: a.conn.quiet,
@@ -530,7 +530,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 )));
             }
             let mut opts = a.tuning.engine()?;
-            opts.rate_limit = a.rate_limit.unwrap_or(0);
+            opts.rate_limit = a.streams.rate_limit.unwrap_or(0);
             a.integrity.apply(&mut opts);
             if let Err(msg) = a.follow_args.apply(&mut opts, true) {
                 return Ok(usage_error(&msg));
@@ -556,8 +556,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 sources,
                 dest,
                 opts,
-                streams: a.streams.max(1),
-                encrypt: !a.no_encrypt,
+                streams: a.streams.streams.max(1),
+                encrypt: !a.streams.no_encrypt,
                 client,
                 json: a.conn.json,
                 quiet: true,

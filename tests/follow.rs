@@ -11,7 +11,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use util::*;
 
@@ -28,16 +28,6 @@ fn journal_records(final_path: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// Waits until `cond` holds (at most [`COMMAND_LIMIT`]).
-#[track_caller]
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + COMMAND_LIMIT;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Starts `hetch bench write` on `files`.
 fn writer(files: &[PathBuf], size: &str, rate: &str, extra: &[&str]) -> Running {
     let mut a: Vec<OsString> = args!["bench", "write", "--size", size, "--write-size", "1M"].into();
@@ -45,6 +35,14 @@ fn writer(files: &[PathBuf], size: &str, rate: &str, extra: &[&str]) -> Running 
     a.extend(extra.iter().map(OsString::from));
     a.extend(files.iter().map(OsString::from));
     spawn(&a, &[])
+}
+
+/// `cp --follow --idle 1s --json EXTRA SRC DST/`.
+fn follow_local(src: &Path, dst: &Path, extra: &[&str]) -> Vec<OsString> {
+    let mut a: Vec<OsString> = args!["cp", "--follow", "--idle", "1s", "--json"].into();
+    a.extend(extra.iter().map(OsString::from));
+    a.extend(args![src, with_slash(dst)]);
+    a
 }
 
 /// The `lag` object of a `--json` summary.
@@ -67,18 +65,7 @@ fn follow_copies_files_while_they_are_written() {
     let mut w = writer(&files, "12M", "12M", &[]);
     wait_for("the writer to start", || files.iter().all(|f| f.exists()));
     let dst = t.path().join("dst");
-    let out = hetch(
-        &args![
-            "cp",
-            "--follow",
-            "--idle",
-            "1s",
-            "--json",
-            &src,
-            with_slash(&dst)
-        ],
-        &[],
-    );
+    let out = hetch(&follow_local(&src, &dst, &[]), &[]);
     out.ok();
     assert!(w.exited(), "the copy ended before the writer");
     w.wait().ok();
@@ -139,20 +126,7 @@ fn a_truncated_file_is_detected_and_sent_again() {
     let file = src.join("run.dat");
     std::fs::File::create(&file).unwrap();
     let dst = t.path().join("dst");
-    let cp = spawn(
-        &args![
-            "cp",
-            "--follow",
-            "--idle",
-            "1s",
-            "--block-size",
-            "1M",
-            "--json",
-            &src,
-            with_slash(&dst)
-        ],
-        &[],
-    );
+    let cp = spawn(&follow_local(&src, &dst, &["--block-size", "1M"]), &[]);
     let copy = dst.join("src/run.dat");
     append(&file, 10 << 20, 1, |_| {
         std::thread::sleep(Duration::from_millis(20))
@@ -188,20 +162,7 @@ fn a_block_rewritten_after_it_was_sent_is_sent_again() {
     std::fs::File::create(&file).unwrap();
     let dst = t.path().join("dst");
     let copy = dst.join("src/scan.h5");
-    let cp = spawn(
-        &args![
-            "cp",
-            "--follow",
-            "--idle",
-            "1s",
-            "--block-size",
-            "1M",
-            "--json",
-            &src,
-            with_slash(&dst)
-        ],
-        &[],
-    );
+    let cp = spawn(&follow_local(&src, &dst, &["--block-size", "1M"]), &[]);
     let mut rewrote = false;
     append(&file, 8 << 20, 3, |written| {
         std::thread::sleep(Duration::from_millis(20));
@@ -235,18 +196,7 @@ fn a_file_that_never_closes_is_finished_once_idle() {
     );
     wait_for("the writer to start", || file.exists());
     let dst = t.path().join("dst");
-    let out = hetch(
-        &args![
-            "cp",
-            "--follow",
-            "--idle",
-            "1s",
-            "--json",
-            &src,
-            with_slash(&dst)
-        ],
-        &[],
-    );
+    let out = hetch(&follow_local(&src, &dst, &[]), &[]);
     out.ok();
     assert!(!w.exited(), "the writer was meant to hold the file open");
     assert!(out.stderr.contains("still open for writing"), "{out:?}");

@@ -9,19 +9,8 @@ mod util;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use util::*;
-
-/// Waits until `cond` holds (at most [`COMMAND_LIMIT`]).
-#[track_caller]
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + COMMAND_LIMIT;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 fn writer(files: &[PathBuf], size: &str, rate: &str) -> Running {
     let mut a: Vec<OsString> = args!["bench", "write", "--size", size, "--rate", rate].into();

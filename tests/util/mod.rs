@@ -322,6 +322,16 @@ pub fn hetch(args: &[OsString], env: &[(&str, &str)]) -> Out {
     spawn(args, env).wait()
 }
 
+/// Waits until `cond` holds (at most [`COMMAND_LIMIT`]), checking every 20 ms.
+#[track_caller]
+pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + COMMAND_LIMIT;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Whether the tests run as root (then permissions do not stop reads).
 pub fn is_root() -> bool {
     let out = Command::new("id").arg("-u").output().expect("run id -u");

@@ -91,7 +91,10 @@ impl Default for Options {
 /// operand (`/`-separated) and whether it is a directory. A directory refused is not
 /// entered.
 #[derive(Clone)]
-pub struct EntryFilter(pub Arc<dyn Fn(&[u8], bool) -> bool + Send + Sync>);
+pub struct EntryFilter(pub Arc<FilterFn>);
+
+/// The test of an [`EntryFilter`]: (path below the operand, is a directory) -> send it.
+pub type FilterFn = dyn Fn(&[u8], bool) -> bool + Send + Sync;
 
 impl std::fmt::Debug for EntryFilter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

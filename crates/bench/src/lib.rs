@@ -16,10 +16,11 @@ pub mod results;
 pub mod run;
 mod server;
 pub mod stats;
+pub mod streaming;
 pub mod tool;
 pub mod tools;
 pub mod writer;
 
 pub use place::Place;
-pub use record::{Meta, Point, Record, ToolInfo};
+pub use record::{Lag, Meta, Mode, Point, Record, ToolInfo};
 pub use tool::{Tool, ToolContext};

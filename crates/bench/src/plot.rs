@@ -69,7 +69,7 @@ pub fn sweep_series(cells: &[Cell], tools: &[String]) -> Vec<Series> {
         for link in &links {
             let mine: Vec<&Cell> = cells
                 .iter()
-                .filter(|c| c.tool == tool && Link::of(&c.point) == *link)
+                .filter(|c| c.name() == tool && Link::of(&c.point) == *link)
                 .collect();
             if let Some(s) = series_of(&mine, &tool, link, links.len() > 1) {
                 series.push(s);
@@ -269,7 +269,7 @@ pub fn datasets_chart(cells: &[Cell], tools: &[String], title: &str, path: &Path
     let datasets = dataset_order(cells);
     let movers: Vec<String> = tool_order(cells, tools)
         .into_iter()
-        .filter(|t| cells.iter().any(|c| &c.tool == t && !c.is_limit))
+        .filter(|t| cells.iter().any(|c| &c.name() == t && !c.is_limit))
         .collect();
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(draw_error)?;
@@ -291,7 +291,9 @@ fn bars(cells: &[Cell], datasets: &[String], movers: &[String]) -> Vec<Bar> {
     let mut bars = Vec::new();
     for (i, d) in datasets.iter().enumerate() {
         for (j, t) in movers.iter().enumerate() {
-            let found = cells.iter().find(|c| &c.point.dataset == d && &c.tool == t);
+            let found = cells
+                .iter()
+                .find(|c| &c.point.dataset == d && &c.name() == t);
             if let Some(v) = found.and_then(|c| c.normalised) {
                 bars.push((i, j, v));
             }
@@ -378,7 +380,7 @@ fn draw_error<E: std::fmt::Display>(e: E) -> anyhow::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Meta, Point, Record, ToolInfo};
+    use crate::record::{Meta, Mode, Point, Record, ToolInfo};
     use crate::stats::aggregate;
 
     fn record(tool: &str, file_size: u64, rtt_ms: Option<f64>, seconds: f64) -> Record {
@@ -393,6 +395,7 @@ mod tests {
                 loss: 0.0,
                 rate_bps: 0,
                 cc: "default".into(),
+                write_rate_bps: None,
             },
             tool: tool.into(),
             iteration: 1,
@@ -400,6 +403,10 @@ mod tests {
             ok: true,
             error: None,
             started_unix: 0,
+            mode: Mode::Bulk,
+            lag: None,
+            writer_seconds: None,
+            complete_seconds: None,
         }
     }
 
@@ -446,6 +453,21 @@ mod tests {
         let labels: Vec<&str> = series.iter().map(|s| s.label.as_str()).collect();
         assert_eq!(labels, ["a, RTT 1 ms", "a, RTT 100 ms"]);
         let colours = series_colours(&series, &names(&meta()));
+        assert_ne!(colours[0], colours[1]);
+    }
+
+    #[test]
+    fn streaming_runs_are_a_series_of_their_own() {
+        let mut streaming = record("a", 4096, None, 4.0);
+        streaming.mode = Mode::Streaming;
+        let records = [record("a", 4096, None, 2.0), streaming];
+        let cells = aggregate(&records, &meta());
+        let tools = crate::stats::tool_order(&cells, &names(&meta()));
+        let series = sweep_series(&cells, &tools);
+        let labels: Vec<&str> = series.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["a", "a (streaming)"]);
+        assert_eq!(series[1].points, [(4096, 2.0)]);
+        let colours = series_colours(&series, &tools);
         assert_ne!(colours[0], colours[1]);
     }
 

@@ -1,6 +1,7 @@
 //! Turns the runs into the files a person reads: `STEM.csv` (every run, raw),
-//! `STEM.json` (per point and tool: statistics and normalisation), `STEM.md` (the
-//! report) and `STEM-<suite>[-<link>].svg` (its plots).
+//! `STEM.json` (per point and tool: statistics and normalisation; for streaming sweeps
+//! also streaming against bulk), `STEM.md` (the report) and
+//! `STEM-<suite>[-<link>].svg` (its plots).
 
 use std::fmt::Write as _;
 use std::fs;
@@ -10,8 +11,9 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::plot;
-use crate::record::{Meta, Record};
-use crate::stats::{aggregate, dataset_order, size_label, tool_order, Cell, Link};
+use crate::record::{Meta, Mode, Record};
+use crate::stats::{aggregate, dataset_order, series_name, size_label, tool_order, Cell, Link};
+use crate::streaming::{self, Comparison};
 
 /// The suites in report order; any other suite follows, by name.
 const SUITES: [&str; 3] = ["sweep-bulk", "sweep-streaming", "datasets"];
@@ -35,11 +37,20 @@ pub fn write(records: &[Record], meta: &Meta, dir: &Path, stem: &str) -> Result<
     let cells = aggregate(records, meta);
     let names: Vec<String> = meta.tools.iter().map(|t| t.name.clone()).collect();
     let tools = tool_order(&cells, &names);
+    let sections = sections(&cells);
+    let compared: Vec<Comparison> = sections
+        .iter()
+        .flat_map(|s| s.groups.iter())
+        .flat_map(|g| streaming::comparisons(&g.cells))
+        .collect();
     let mut written = vec![
         write_file(dir, &format!("{stem}.csv"), &csv(records))?,
-        write_file(dir, &format!("{stem}.json"), &json(meta, &cells)?)?,
+        write_file(
+            dir,
+            &format!("{stem}.json"),
+            &json(meta, &cells, &compared)?,
+        )?,
     ];
-    let sections = sections(&cells);
     let plots = write_plots(&sections, &tools, dir, stem)?;
     written.extend(plots.iter().map(|p| dir.join(&p.file)));
     let md = markdown(meta, &tools, &sections, &plots);
@@ -56,12 +67,17 @@ fn write_file(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
 
 // ---- CSV ----------------------------------------------------------------------
 
-/// Columns of the CSV, one row per run.
+/// Columns of the CSV, one row per run. The streaming columns come last, so that the
+/// columns of bulk results keep their places.
 const CSV_HEADER: &str = "suite,dataset,file_size,files,bytes,rtt_ms,loss,rate_bps,cc,\
-                          tool,iteration,started_unix,seconds,gbit_per_s,ok,error";
+                          tool,iteration,started_unix,seconds,gbit_per_s,ok,error,\
+                          mode,write_rate_bps,writer_seconds,complete_seconds,\
+                          lag_samples,lag_p50_ms,lag_p99_ms,lag_max_ms,lag_mean_ms";
 
-/// Every run as CSV (RFC 4180), in the order given; an empty `rtt_ms` is loopback.
+/// Every run as CSV (RFC 4180), in the order given; an empty `rtt_ms` is loopback,
+/// empty streaming columns a run without a writer or without lag.
 fn csv(records: &[Record]) -> String {
+    let opt = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
     let mut out = format!("{CSV_HEADER}\n");
     for r in records {
         let p = &r.point;
@@ -82,6 +98,15 @@ fn csv(records: &[Record]) -> String {
             r.gbit_per_s().to_string(),
             r.ok.to_string(),
             r.error.clone().unwrap_or_default(),
+            r.mode.as_str().to_string(),
+            p.write_rate_bps.map(|v| v.to_string()).unwrap_or_default(),
+            opt(r.writer_seconds),
+            opt(r.complete_seconds),
+            r.lag.map(|l| l.samples.to_string()).unwrap_or_default(),
+            opt(r.lag.map(|l| l.p50_ms)),
+            opt(r.lag.map(|l| l.p99_ms)),
+            opt(r.lag.map(|l| l.max_ms)),
+            opt(r.lag.map(|l| l.mean_ms)),
         ];
         let row: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
         out.push_str(&row.join(","));
@@ -101,18 +126,22 @@ fn csv_field(text: &str) -> String {
 
 // ---- JSON ---------------------------------------------------------------------
 
-/// The aggregated results file: how the benchmark ran, and a [`Cell`] per (point, tool).
+/// The aggregated results file: how the benchmark ran, a [`Cell`] per (point, tool,
+/// mode), and for streaming sweeps a [`Comparison`] per point.
 #[derive(Serialize)]
 struct Aggregated<'a> {
     meta: &'a Meta,
     results: &'a [Cell],
+    #[serde(skip_serializing_if = "<[Comparison]>::is_empty")]
+    streaming: &'a [Comparison],
 }
 
 /// The aggregated results as pretty JSON.
-fn json(meta: &Meta, cells: &[Cell]) -> Result<String> {
+fn json(meta: &Meta, cells: &[Cell], streaming: &[Comparison]) -> Result<String> {
     let mut text = serde_json::to_string_pretty(&Aggregated {
         meta,
         results: cells,
+        streaming,
     })?;
     text.push('\n');
     Ok(text)
@@ -322,10 +351,13 @@ fn tools_table(meta: &Meta, tools: &[String]) -> String {
             vec![name, t.version.clone(), t.flags.clone()]
         })
         .collect();
-    for t in tools
-        .iter()
-        .filter(|t| !meta.tools.iter().any(|i| &i.name == *t))
-    {
+    // A tool's streaming runs are the same tool: no row of their own.
+    let listed = |t: &String| {
+        meta.tools
+            .iter()
+            .any(|i| &i.name == t || series_name(&i.name, Mode::Streaming) == *t)
+    };
+    for t in tools.iter().filter(|t| !listed(t)) {
         rows.push(vec![t.clone(), "?".into(), "?".into()]);
     }
     let headers = ["tool", "version", "flags"].map(String::from);
@@ -333,9 +365,17 @@ fn tools_table(meta: &Meta, tools: &[String]) -> String {
 }
 
 /// A suite's section: per link its plot and table, then the latency and loss
-/// sensitivity.
+/// sensitivity. A link with streaming runs gets the streaming table (streaming beside
+/// bulk, lag and targets) instead of the per-tool table.
 fn section(s: &Section, tools: &[String], plots: &[Plot]) -> String {
     let mut md = format!("## {}\n\n", s.suite);
+    let streaming = s
+        .groups
+        .iter()
+        .any(|g| g.cells.iter().any(|c| c.mode == Mode::Streaming));
+    if streaming {
+        md.push_str(STREAMING_NOTE);
+    }
     for g in &s.groups {
         let _ = write!(md, "### {}\n\n", g.link.label());
         if let Some(p) = plots
@@ -344,7 +384,12 @@ fn section(s: &Section, tools: &[String], plots: &[Plot]) -> String {
         {
             let _ = write!(md, "![{}]({})\n\n", p.caption(), link_target(&p.file));
         }
-        md.push_str(&group_table(g, tools));
+        let rows = streaming::comparisons(&g.cells);
+        if rows.is_empty() {
+            md.push_str(&group_table(g, tools));
+        } else {
+            md.push_str(&streaming_table(&g.link, &rows));
+        }
         md.push('\n');
     }
     if let Some(p) = plots
@@ -363,11 +408,138 @@ fn section(s: &Section, tools: &[String], plots: &[Plot]) -> String {
     md
 }
 
+/// What the streaming tables measure and which targets apply where.
+const STREAMING_NOTE: &str = "Streaming: `hetch bench write` appends fixed-size writes \
+round-robin to the dataset's files (at the writer rate of the table's title) in an empty \
+directory while `hetch cp --follow` copies them; each file's `.done` marker is made when \
+it is complete. *Streaming Gbit/s* is the dataset's bytes over the time from the writer's \
+start to the copy's exit (which waits until nothing new has appeared for its `--idle`); \
+*to last file* stops the clock when every file and its marker were in place at the \
+destination. *Bulk* is `hetch cp` of the same final files in the same iteration. Lag is \
+the copy's own figure (appended at the source to durable and verified at the \
+destination); p99 is the median of the runs' p99s, with the worst run's in brackets. \
+Targets (issue 5): streaming/bulk at least 0.90 with an unlimited writer (a paced writer \
+caps streaming at its rate, so the ratio is shown but not judged); the worst run's p99 \
+below RTT + 250 ms with a writer under the link rate (an unlimited writer queues data \
+at the source, so its lag is shown but not judged).\n\n";
+
+/// A streaming group's table: per dataset, the writer's achieved rate, bulk and
+/// streaming throughput, their ratio, lag, the targets, and the limit where it ran.
+fn streaming_table(link: &Link, rows: &[Comparison]) -> String {
+    let several_tools = rows.iter().any(|r| r.tool != rows[0].tool);
+    let target = rows.first().map_or(0.0, |r| r.lag_target_ms);
+    let mut headers = vec!["dataset".to_string(), "files × size".to_string()];
+    if several_tools {
+        headers.push("tool".to_string());
+    }
+    headers.extend([
+        "writer Gbit/s".to_string(),
+        "bulk Gbit/s (sd)".to_string(),
+        "streaming Gbit/s (sd)".to_string(),
+        format!("streaming/bulk (≥ {})", fmt_ratio(streaming::RATIO_TARGET)),
+        "to last file Gbit/s (/bulk)".to_string(),
+        "lag p50 ms".to_string(),
+        "lag p99 ms (worst)".to_string(),
+        format!("p99 < {} ms", fmt_ms(target)),
+    ]);
+    let has_limit = rows.iter().any(|r| r.limit_gbit_per_s.is_some());
+    if has_limit {
+        headers.push("limit Gbit/s (streaming's fraction)".to_string());
+    }
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| streaming_row(r, link, several_tools, has_limit))
+        .collect();
+    table(&headers, &body)
+}
+
+/// One row of a streaming table.
+fn streaming_row(r: &Comparison, link: &Link, tool: bool, limit: bool) -> Vec<String> {
+    let mut row = vec![
+        r.dataset.clone(),
+        format!("{} × {}", r.files, size_label(r.file_size)),
+    ];
+    if tool {
+        row.push(r.tool.clone());
+    }
+    let summary = |s: Option<crate::stats::Summary>| match s {
+        None => "–".to_string(),
+        Some(s) if s.n <= 1 => format!("{} (n=1)", fmt_gbit(s.median)),
+        Some(s) => format!("{} ({})", fmt_gbit(s.median), fmt_gbit(s.sd)),
+    };
+    row.push(
+        r.writer_gbit_per_s
+            .map_or("–".into(), |s| fmt_gbit(s.median)),
+    );
+    row.push(summary(r.bulk_gbit_per_s));
+    row.push(summary(r.streaming_gbit_per_s));
+    row.push(match (r.ratio, r.ratio_pass) {
+        (None, _) => "–".into(),
+        (Some(v), Some(pass)) => format!("{} {}", fmt_ratio(v), verdict(pass)),
+        (Some(v), None) => match streaming::ratio_not_applicable(r.write_rate_bps) {
+            Some(why) => format!("{} ({why})", fmt_ratio(v)),
+            None => fmt_ratio(v),
+        },
+    });
+    row.push(match (r.complete_gbit_per_s, r.complete_ratio) {
+        (Some(c), Some(v)) => format!("{} ({})", fmt_gbit(c.median), fmt_ratio(v)),
+        (Some(c), None) => fmt_gbit(c.median),
+        (None, _) => "–".into(),
+    });
+    match r.lag {
+        Some(l) => {
+            row.push(fmt_ms(l.p50_ms.median));
+            row.push(format!(
+                "{} ({})",
+                fmt_ms(l.p99_ms.median),
+                fmt_ms(l.p99_ms.max)
+            ));
+        }
+        None => row.extend(["–".to_string(), "–".to_string()]),
+    }
+    row.push(match r.lag_pass {
+        Some(pass) => verdict(pass).to_string(),
+        None => match streaming::lag_not_applicable(r.write_rate_bps, link.rate_bps) {
+            Some(why) => format!("n/a ({why})"),
+            None => "– (no lag reported)".to_string(),
+        },
+    });
+    if limit {
+        let frac = match (r.streaming_gbit_per_s, r.limit_gbit_per_s) {
+            (Some(s), Some(l)) if l > 0.0 => format!(" ({})", fmt_ratio(s.median / l)),
+            _ => String::new(),
+        };
+        row.push(
+            r.limit_gbit_per_s
+                .map_or("–".into(), |l| format!("{}{frac}", fmt_gbit(l))),
+        );
+    }
+    row
+}
+
+/// `PASS` or `MISS`.
+fn verdict(pass: bool) -> &'static str {
+    if pass {
+        "PASS"
+    } else {
+        "MISS"
+    }
+}
+
+/// Milliseconds: whole above 10, one decimal below.
+fn fmt_ms(v: f64) -> String {
+    if v.abs() >= 10.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
 /// A group's table: a row per dataset; per data mover its median (sd) and its
 /// normalised median; per limit its median and the best mover's fraction of it.
 fn group_table(g: &Group, tools: &[String]) -> String {
     let order = tool_order(&g.cells, tools);
-    let is_limit = |t: &String| g.cells.iter().any(|c| &c.tool == t && c.is_limit);
+    let is_limit = |t: &String| g.cells.iter().any(|c| &c.name() == t && c.is_limit);
     let (limits, movers): (Vec<String>, Vec<String>) = order.into_iter().partition(is_limit);
     let mut headers = vec!["dataset".to_string(), "files × size".to_string()];
     for t in &movers {
@@ -386,7 +558,11 @@ fn group_table(g: &Group, tools: &[String]) -> String {
 
 /// A group table's row for dataset `d`.
 fn dataset_row(g: &Group, d: &str, movers: &[String], limits: &[String]) -> Vec<String> {
-    let find = |t: &str| g.cells.iter().find(|c| c.point.dataset == d && c.tool == t);
+    let find = |t: &str| {
+        g.cells
+            .iter()
+            .find(|c| c.point.dataset == d && c.name() == t)
+    };
     let point = &g
         .cells
         .iter()
@@ -480,7 +656,12 @@ impl Axis {
     fn same_but(self, a: &Link, b: &Link) -> bool {
         match self {
             Axis::Rtt => a.same_but_rtt(b),
-            Axis::Loss => a.rtt_ms == b.rtt_ms && a.rate_bps == b.rate_bps && a.cc == b.cc,
+            Axis::Loss => {
+                a.rtt_ms == b.rtt_ms
+                    && a.rate_bps == b.rate_bps
+                    && a.cc == b.cc
+                    && a.write_rate_bps == b.write_rate_bps
+            }
         }
     }
 
@@ -591,7 +772,10 @@ fn sensitivity_table(family: &[&Group], values: &[f64], tools: &[String], axis: 
     for d in dataset_order(&all) {
         for t in tool_order(&all, tools) {
             let median_at = |g: &&Group| {
-                let cell = g.cells.iter().find(|c| c.point.dataset == d && c.tool == t);
+                let cell = g
+                    .cells
+                    .iter()
+                    .find(|c| c.point.dataset == d && c.name() == t);
                 cell.and_then(Cell::median)
             };
             let medians: Vec<Option<f64>> = family.iter().map(median_at).collect();
@@ -788,6 +972,7 @@ mod tests {
                 loss: 0.0,
                 rate_bps: 0,
                 cc: "default".into(),
+                write_rate_bps: None,
             },
             tool: "t".into(),
             is_limit: false,
@@ -804,6 +989,10 @@ mod tests {
             }),
             normalised: median.map(|m| m / 2.0),
             of_limit: None,
+            mode: Mode::Bulk,
+            lag: None,
+            complete_gbit_per_s: None,
+            writer_gbit_per_s: None,
         }
     }
 

@@ -107,7 +107,7 @@ pub fn write_meta(path: &Path, meta: &Meta) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Point;
+    use crate::record::{Mode, Point};
 
     fn rec(tool: &str, it: u32) -> Record {
         Record {
@@ -121,6 +121,7 @@ mod tests {
                 loss: 0.0,
                 rate_bps: 0,
                 cc: "default".into(),
+                write_rate_bps: None,
             },
             tool: tool.into(),
             iteration: it,
@@ -128,6 +129,10 @@ mod tests {
             ok: true,
             error: None,
             started_unix: 0,
+            mode: Mode::Bulk,
+            lag: None,
+            writer_seconds: None,
+            complete_seconds: None,
         }
     }
 

@@ -13,7 +13,7 @@ use anyhow::{bail, Context};
 
 use crate::dataset::Dataset;
 use crate::place::Place;
-use crate::record::{Point, Record};
+use crate::record::{Mode, Point, Record};
 use crate::results::Results;
 use crate::tool::{Tool, ToolContext};
 
@@ -173,11 +173,12 @@ fn point(plan: &Plan, ds: &Dataset, link: &LinkSpec) -> Point {
         loss: link.loss,
         rate_bps: link.rate_bps,
         cc: link.cc.clone(),
+        write_rate_bps: None,
     }
 }
 
 fn key(plan: &Plan, ds: &Dataset, link: &LinkSpec, tool: &str, iteration: u32) -> String {
-    Record::key_of(&point(plan, ds, link), tool, iteration)
+    Record::key_of(&point(plan, ds, link), tool, Mode::Bulk, iteration)
 }
 
 /// One timed run: a fresh empty destination, caches dropped, the tool's command, then
@@ -228,6 +229,10 @@ fn run_one(
         ok: error.is_none(),
         error,
         started_unix,
+        mode: Mode::Bulk,
+        lag: None,
+        writer_seconds: None,
+        complete_seconds: None,
     })
 }
 

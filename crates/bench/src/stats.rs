@@ -1,13 +1,14 @@
 //! Statistics over the runs: a [`Summary`] of a set of values, and the aggregation of
-//! the runs into one [`Cell`] per (point, tool), normalised to the best data mover at
-//! that point (as paper 003 does) and to the memory-to-memory limit where it ran.
+//! the runs into one [`Cell`] per (point, tool, mode), normalised to the best data
+//! mover at that point (as paper 003 does) and to the memory-to-memory limit where it
+//! ran.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::record::{Meta, Point, Record};
+use crate::record::{Meta, Mode, Point, Record};
 
 /// Descriptive statistics of a set of values.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -60,8 +61,8 @@ fn sample_sd(values: &[f64], mean: f64) -> f64 {
     (squares / (values.len() - 1) as f64).sqrt()
 }
 
-/// The link part of a [`Point`] (everything but the dataset): runs under equal links
-/// share a table and a plot.
+/// The link part of a [`Point`] (everything but the dataset), with the writer's rate
+/// of a streaming sweep: runs under equal links share a table and a plot.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Link {
     /// Emulated round-trip time in milliseconds; `None` on plain loopback.
@@ -72,6 +73,9 @@ pub struct Link {
     pub rate_bps: u64,
     /// TCP congestion control.
     pub cc: String,
+    /// Streaming sweeps: the writer's rate in bits per second (0: unlimited).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_rate_bps: Option<u64>,
 }
 
 impl Link {
@@ -82,24 +86,35 @@ impl Link {
             loss: point.loss,
             rate_bps: point.rate_bps,
             cc: point.cc.clone(),
+            write_rate_bps: point.write_rate_bps,
         }
     }
 
-    /// Orders links for reports: loopback first, then by RTT, loss, rate and cc, so
-    /// tables read from the easiest link to the hardest.
+    /// Orders links for reports: loopback first, then by RTT, loss, rate, cc and
+    /// writer rate (an unlimited writer last), so tables read from the easiest link to
+    /// the hardest.
     pub fn order(&self, other: &Link) -> Ordering {
         let rtt = |l: &Link| l.rtt_ms.unwrap_or(-1.0);
+        let writer = |l: &Link| match l.write_rate_bps {
+            None => 0,
+            Some(0) => u64::MAX,
+            Some(w) => w,
+        };
         rtt(self)
             .total_cmp(&rtt(other))
             .then(self.loss.total_cmp(&other.loss))
             .then(self.rate_bps.cmp(&other.rate_bps))
             .then_with(|| self.cc.cmp(&other.cc))
+            .then(writer(self).cmp(&writer(other)))
     }
 
     /// Whether `other` differs from this link only in its RTT: the latency
     /// sensitivity table compares such links.
     pub fn same_but_rtt(&self, other: &Link) -> bool {
-        self.loss == other.loss && self.rate_bps == other.rate_bps && self.cc == other.cc
+        self.loss == other.loss
+            && self.rate_bps == other.rate_bps
+            && self.cc == other.cc
+            && self.write_rate_bps == other.write_rate_bps
     }
 
     /// A human label: `loopback`, or e.g. `RTT 50 ms, loss 0.1 %, 1 Gbit/s, cc bbr`
@@ -130,6 +145,11 @@ impl Link {
         if self.cc != "default" && !self.cc.is_empty() {
             parts.push(format!("cc {}", self.cc));
         }
+        match self.write_rate_bps {
+            None => {}
+            Some(0) => parts.push("writer unlimited".to_string()),
+            Some(w) => parts.push(format!("writer {}", rate_label(w))),
+        }
         parts.join(", ")
     }
 
@@ -152,6 +172,14 @@ impl Link {
         }
         if self.cc != "default" && !self.cc.is_empty() {
             parts.push(self.cc.clone());
+        }
+        match self.write_rate_bps {
+            None => {}
+            Some(0) => parts.push("writer-max".to_string()),
+            Some(w) => parts.push(format!(
+                "writer-{}",
+                rate_label(w).replace([' ', '/'], "").to_lowercase()
+            )),
         }
         parts
             .join("-")
@@ -208,13 +236,15 @@ pub fn size_label(bytes: u64) -> String {
     format!("{bytes}B")
 }
 
-/// The aggregate of every run of one tool at one point.
+/// The aggregate of every run of one tool in one mode at one point.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Cell {
     /// Where the runs happened.
     pub point: Point,
     /// The tool.
     pub tool: String,
+    /// Bulk or streaming.
+    pub mode: Mode,
     /// Whether the tool is a limit (iperf3), not a data mover.
     pub is_limit: bool,
     /// Number of runs.
@@ -232,12 +262,53 @@ pub struct Cell {
     /// This tool's median over the limit's median at this point, where a limit ran;
     /// `None` for limits themselves.
     pub of_limit: Option<f64>,
+    /// Streaming cells: the lag of the successful runs that reported one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lag: Option<LagStats>,
+    /// Streaming cells: throughput up to the moment every file was in place at the
+    /// destination, over the successful runs that saw it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub complete_gbit_per_s: Option<Summary>,
+    /// Streaming cells: the rate the writer achieved, over every run that timed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writer_gbit_per_s: Option<Summary>,
+}
+
+/// The lag of a cell's streaming runs: each run's percentiles summarised over the runs
+/// (a run's own p99 is over all of its samples; percentiles of different runs cannot
+/// be pooled from their summaries, so the worst run's is kept too).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LagStats {
+    /// Runs that reported lag.
+    pub runs: usize,
+    /// Samples over those runs.
+    pub samples: u64,
+    /// The runs' medians (ms).
+    pub p50_ms: Summary,
+    /// The runs' 99th percentiles (ms); `max` is the worst run's.
+    pub p99_ms: Summary,
+    /// The largest lag of any run (ms).
+    pub max_ms: f64,
 }
 
 impl Cell {
     /// The median throughput in Gbit/s, if any run succeeded.
     pub fn median(&self) -> Option<f64> {
         self.gbit_per_s.map(|s| s.median)
+    }
+
+    /// The name the report and plots show: the tool, with ` (streaming)` for
+    /// streaming runs, so both modes of one tool are told apart everywhere.
+    pub fn name(&self) -> String {
+        series_name(&self.tool, self.mode)
+    }
+}
+
+/// The name of `tool`'s runs in `mode`: `hetch` or `hetch (streaming)`.
+pub fn series_name(tool: &str, mode: Mode) -> String {
+    match mode {
+        Mode::Bulk => tool.to_string(),
+        Mode::Streaming => format!("{tool} (streaming)"),
     }
 }
 
@@ -252,10 +323,10 @@ pub fn aggregate(records: &[Record], meta: &Meta) -> Vec<Cell> {
 
 /// Groups the runs into cells (no normalisation yet).
 fn group(records: &[Record], meta: &Meta) -> Vec<Cell> {
-    let mut index: HashMap<(String, String), usize> = HashMap::new();
+    let mut index: HashMap<(String, String, Mode), usize> = HashMap::new();
     let mut runs: Vec<Vec<&Record>> = Vec::new();
     for r in records {
-        let key = (r.point.key(), r.tool.clone());
+        let key = (r.point.key(), r.tool.clone(), r.mode);
         let i = *index.entry(key).or_insert_with(|| {
             runs.push(Vec::new());
             runs.len() - 1
@@ -265,7 +336,7 @@ fn group(records: &[Record], meta: &Meta) -> Vec<Cell> {
     runs.iter().map(|rs| cell_of(rs, meta)).collect()
 }
 
-/// The cell of the runs `rs` (non-empty, all of one tool at one point).
+/// The cell of the runs `rs` (non-empty, all of one tool in one mode at one point).
 fn cell_of(rs: &[&Record], meta: &Meta) -> Cell {
     let first = rs[0];
     let ok: Vec<f64> = rs.iter().filter(|r| r.ok).map(|r| r.gbit_per_s()).collect();
@@ -273,9 +344,12 @@ fn cell_of(rs: &[&Record], meta: &Meta) -> Cell {
         .iter()
         .find(|r| !r.ok)
         .map(|r| r.error.clone().unwrap_or_else(|| "failed".to_string()));
+    let complete: Vec<f64> = rs.iter().filter_map(|r| r.complete_gbit_per_s()).collect();
+    let writer: Vec<f64> = rs.iter().filter_map(|r| r.writer_gbit_per_s()).collect();
     Cell {
         point: first.point.clone(),
         tool: first.tool.clone(),
+        mode: first.mode,
         is_limit: meta
             .tools
             .iter()
@@ -286,7 +360,24 @@ fn cell_of(rs: &[&Record], meta: &Meta) -> Cell {
         gbit_per_s: summarize(&ok),
         normalised: None,
         of_limit: None,
+        lag: lag_stats(rs),
+        complete_gbit_per_s: summarize(&complete),
+        writer_gbit_per_s: summarize(&writer),
     }
+}
+
+/// The lag of the successful runs among `rs` that reported one.
+fn lag_stats(rs: &[&Record]) -> Option<LagStats> {
+    let lags: Vec<_> = rs.iter().filter(|r| r.ok).filter_map(|r| r.lag).collect();
+    let p50: Vec<f64> = lags.iter().map(|l| l.p50_ms).collect();
+    let p99: Vec<f64> = lags.iter().map(|l| l.p99_ms).collect();
+    Some(LagStats {
+        runs: lags.len(),
+        samples: lags.iter().map(|l| l.samples).sum(),
+        p50_ms: summarize(&p50)?,
+        p99_ms: summarize(&p99)?,
+        max_ms: lags.iter().map(|l| l.max_ms).fold(0.0, f64::max),
+    })
 }
 
 /// The datasets of `cells`, each once, by file size and then name: small files first,
@@ -304,15 +395,25 @@ pub fn dataset_order(cells: &[Cell]) -> Vec<String> {
     seen.into_iter().map(|(_, d)| d.to_string()).collect()
 }
 
-/// The tools of `cells`, each once: those named in `preferred` in its order (the
-/// order the benchmark listed them), then any others by name.
+/// The names ([`Cell::name`]) of `cells`, each once: those of the tools named in
+/// `preferred` in its order (the order the benchmark listed them), each tool's bulk
+/// runs before its streaming runs, then any others by name.
 pub fn tool_order(cells: &[Cell], preferred: &[String]) -> Vec<String> {
-    let present = |t: &String| cells.iter().any(|c| &c.tool == t);
-    let mut tools: Vec<String> = preferred.iter().filter(|t| present(t)).cloned().collect();
+    let present = |t: &String| cells.iter().any(|c| &c.name() == t);
+    // `preferred` may hold names already (the report passes an order back in).
+    let mut wanted: Vec<String> = Vec::new();
+    for t in preferred {
+        for name in [t.clone(), series_name(t, Mode::Streaming)] {
+            if !wanted.contains(&name) {
+                wanted.push(name);
+            }
+        }
+    }
+    let mut tools: Vec<String> = wanted.iter().filter(|t| present(t)).cloned().collect();
     let mut rest: Vec<String> = cells
         .iter()
-        .map(|c| c.tool.clone())
-        .filter(|t| !preferred.contains(t))
+        .map(Cell::name)
+        .filter(|t| !wanted.contains(t))
         .collect();
     rest.sort();
     rest.dedup();
@@ -399,6 +500,7 @@ mod tests {
             loss: 0.0,
             rate_bps: 0,
             cc: "default".into(),
+            write_rate_bps: None,
         }
     }
 
@@ -411,6 +513,10 @@ mod tests {
             ok,
             error: (!ok).then(|| format!("{tool} broke")),
             started_unix: 0,
+            mode: Mode::Bulk,
+            lag: None,
+            writer_seconds: None,
+            complete_seconds: None,
         }
     }
 
@@ -490,6 +596,32 @@ mod tests {
     }
 
     #[test]
+    fn streaming_cells_are_apart_and_follow_their_tool() {
+        let p = point("d", None);
+        let mut streaming = run(&p, "hetch", 1, 2.0, true);
+        streaming.mode = Mode::Streaming;
+        let records = [
+            run(&p, "iperf3", 1, 1.0, true),
+            streaming,
+            run(&p, "hetch", 1, 1.0, true),
+        ];
+        let cells = aggregate(&records, &meta());
+        assert_eq!(
+            cells.len(),
+            3,
+            "bulk and streaming runs of one tool: two cells"
+        );
+        let preferred = ["hetch".to_string(), "iperf3".to_string()];
+        let order = tool_order(&cells, &preferred);
+        assert_eq!(order, ["hetch", "hetch (streaming)", "iperf3"]);
+        // An order passed back in (as the report does with its plots) stays the same.
+        assert_eq!(tool_order(&cells, &order), order);
+        let s = cells.iter().find(|c| c.mode == Mode::Streaming).unwrap();
+        assert_eq!(s.name(), "hetch (streaming)");
+        assert!(close(s.normalised.unwrap(), 0.5));
+    }
+
+    #[test]
     fn link_labels_and_order() {
         let lo = Link::of(&point("d", None));
         let mut far = Link::of(&point("d", Some(100.0)));
@@ -504,6 +636,17 @@ mod tests {
         assert!(!lo.same_but_rtt(&far));
         far.loss = 0.0003;
         assert_eq!(far.label_without_rtt(), "loss 0.03 %, 1 Gbit/s, cc bbr");
+        // Streaming sweeps name the writer; an unlimited writer comes after paced ones.
+        let mut paced = lo.clone();
+        paced.write_rate_bps = Some(1_000_000_000);
+        let mut unlimited = lo.clone();
+        unlimited.write_rate_bps = Some(0);
+        assert_eq!(paced.label(), "loopback, writer 1 Gbit/s");
+        assert_eq!(paced.slug(), "lo-writer-1gbits");
+        assert_eq!(unlimited.label(), "loopback, writer unlimited");
+        assert_eq!(unlimited.slug(), "lo-writer-max");
+        assert_eq!(paced.order(&unlimited), Ordering::Less);
+        assert!(!paced.same_but_rtt(&unlimited));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use hetch_bench::report;
-use hetch_bench::{Meta, Point, Record, ToolInfo};
+use hetch_bench::{Meta, Mode, Point, Record, ToolInfo};
 use serde_json::Value;
 
 const TOOLS: [&str; 3] = ["hetch", "rsync", "iperf3"];
@@ -30,6 +30,7 @@ fn point(suite: &str, dataset: (&str, u64, u64), rtt_ms: f64) -> Point {
         loss: 0.0,
         rate_bps: 0,
         cc: "default".into(),
+        write_rate_bps: None,
     }
 }
 
@@ -68,6 +69,10 @@ fn records() -> Vec<Record> {
                         ok: true,
                         error: None,
                         started_unix: 1_700_000_000,
+                        mode: Mode::Bulk,
+                        lag: None,
+                        writer_seconds: None,
+                        complete_seconds: None,
                     };
                     if is_failure(&r) {
                         r.ok = false;
@@ -376,4 +381,146 @@ fn datasets_plot_has_a_bar_per_mover_and_dataset() {
     for (dataset, _, _) in DATASETS {
         assert!(texts.contains(&dataset), "no label {dataset}: {texts:?}");
     }
+}
+
+/// A synthetic streaming sweep at RTT 50 ms on a 2 Gbit/s link: a writer at 1 Gbit/s
+/// (under the link: the lag target applies) and an unlimited one (the throughput target
+/// applies), each point with hetch streaming, hetch bulk and iperf3.
+fn streaming_records() -> Vec<Record> {
+    let (files, size) = (250u64, 4u64 << 20);
+    let mut out = Vec::new();
+    // (writer bits/s, streaming seconds, to-last-file seconds, p99 ms per iteration)
+    for (write_rate, streaming_s, complete_s, p99) in [
+        (1_000_000_000u64, 9.0, 8.5, [120.0, 280.0]),
+        (0, 5.5, 5.2, [900.0, 950.0]),
+    ] {
+        let p = Point {
+            suite: "sweep-streaming".into(),
+            dataset: "4MiB-x250".into(),
+            file_size: size,
+            files,
+            bytes: size * files,
+            rtt_ms: Some(50.0),
+            loss: 0.0,
+            rate_bps: 2_000_000_000,
+            cc: "bbr".into(),
+            write_rate_bps: Some(write_rate),
+        };
+        for iteration in 1..=2u32 {
+            let base = Record {
+                point: p.clone(),
+                tool: "hetch".into(),
+                iteration,
+                seconds: 5.0,
+                ok: true,
+                error: None,
+                started_unix: 1_700_000_000,
+                mode: Mode::Bulk,
+                lag: None,
+                writer_seconds: None,
+                complete_seconds: None,
+            };
+            out.push(Record {
+                mode: Mode::Streaming,
+                seconds: streaming_s,
+                complete_seconds: Some(complete_s),
+                writer_seconds: Some(if write_rate == 0 { 0.5 } else { 8.4 }),
+                lag: Some(hetch_bench::Lag {
+                    samples: 1000,
+                    p50_ms: 60.0,
+                    p99_ms: p99[iteration as usize - 1],
+                    max_ms: 1000.0,
+                    mean_ms: 70.0,
+                }),
+                ..base.clone()
+            });
+            out.push(base.clone());
+            out.push(Record {
+                tool: "iperf3".into(),
+                seconds: 4.5,
+                ..base
+            });
+        }
+    }
+    out
+}
+
+#[test]
+fn streaming_table_shows_bulk_streaming_ratio_lag_and_verdicts() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = streaming_records();
+    let mut m = meta();
+    m.tools.retain(|t| t.name != "rsync");
+    report::write(&records, &m, dir.path(), "s").unwrap();
+    let md = read(&dir.path().join("s.md"));
+    let bytes = (4u64 << 20) as f64 * 250.0;
+    let gbit = |s: f64| bytes * 8.0 / s / 1e9;
+    let g = |s: f64| format!("{:.2}", gbit(s));
+    // Paced writer: ratio shown, not judged; p99s 120 and 280 ms, median 200, worst 280
+    // < 300 ms: PASS.
+    let paced = format!(
+        "| 4MiB-x250 | 250 × 4M | {} | {} (0.00) | {} (0.00) | {:.2} (writer-paced) | {} ({:.2}) | 60 | 200 (280) | PASS | {} ({:.2}) |",
+        g(8.4),
+        g(5.0),
+        g(9.0),
+        5.0 / 9.0,
+        g(8.5),
+        5.0 / 8.5,
+        g(4.5),
+        4.5 / 9.0
+    );
+    // Unlimited writer: 5.0 / 5.5 = 0.91 >= 0.90: PASS; lag shown, not judged.
+    let unlimited = format!(
+        "| 4MiB-x250 | 250 × 4M | {} | {} (0.00) | {} (0.00) | {:.2} PASS | {} ({:.2}) | 60 | 925 (950) | n/a (writer unlimited) | {} ({:.2}) |",
+        g(0.5),
+        g(5.0),
+        g(5.5),
+        5.0 / 5.5,
+        g(5.2),
+        5.0 / 5.2,
+        g(4.5),
+        4.5 / 5.5
+    );
+    for row in [&paced, &unlimited] {
+        assert!(md.contains(row.as_str()), "no row {row:?} in:\n{md}");
+    }
+    for needle in [
+        "### RTT 50 ms, 2 Gbit/s, cc bbr, writer 1 Gbit/s",
+        "### RTT 50 ms, 2 Gbit/s, cc bbr, writer unlimited",
+        "| p99 < 300 ms |",
+        "limit Gbit/s (streaming's fraction)",
+    ] {
+        assert!(md.contains(needle), "report lacks {needle:?}:\n{md}");
+    }
+    // The tools table lists hetch once: its streaming runs are no tool of their own.
+    assert_eq!(md.matches("| hetch | hetch 1.0 |").count(), 1, "{md}");
+    assert!(!md.contains("| hetch (streaming) | ? |"), "{md}");
+
+    let json: Value = serde_json::from_str(&read(&dir.path().join("s.json"))).unwrap();
+    let rows = json["streaming"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    let paced = rows
+        .iter()
+        .find(|r| r["write_rate_bps"] == 1_000_000_000u64)
+        .unwrap();
+    assert_eq!(paced["lag_pass"], true);
+    assert!(paced["ratio_pass"].is_null());
+    assert_eq!(paced["lag_target_ms"].as_f64(), Some(300.0));
+    let unlimited = rows.iter().find(|r| r["write_rate_bps"] == 0).unwrap();
+    assert_eq!(unlimited["ratio_pass"], true);
+    assert!(unlimited["lag_pass"].is_null());
+    assert!(close(unlimited["ratio"].as_f64().unwrap(), 5.0 / 5.5));
+
+    let csv = read(&dir.path().join("s.csv"));
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let streaming_row: Vec<&str> = csv
+        .lines()
+        .find(|l| l.contains(",streaming,"))
+        .unwrap()
+        .split(',')
+        .collect();
+    assert_eq!(streaming_row[col("lag_p99_ms")], "120");
+    assert_eq!(streaming_row[col("complete_seconds")], "8.5");
+    assert_eq!(streaming_row[col("write_rate_bps")], "1000000000");
 }

@@ -9,9 +9,10 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use hetch_bench::dataset::{self, Dataset};
 use hetch_bench::results::{self, Results};
-use hetch_bench::run::{self, LinkSpec, Plan, Progress};
+use hetch_bench::run::{self, LinkSpec, Plan, Progress, StreamingSpec};
+use hetch_bench::tool::FollowSettings;
 use hetch_bench::writer::{self, WriterSpec};
-use hetch_bench::{Meta, ToolInfo};
+use hetch_bench::{Meta, Mode, ToolInfo};
 
 use crate::{units, wan};
 
@@ -34,12 +35,15 @@ pub enum BenchCommand {
 
 #[derive(Args)]
 pub struct SweepArgs {
-    /// bulk: files exist before the transfer; streaming: files grow while they move.
+    /// bulk: files exist before the transfer; streaming: a writer makes the files while
+    /// `hetch cp --follow` moves them, and a bulk copy of the same final files runs
+    /// beside it (tools: hetch, and iperf3 as the limit).
     #[arg(long, default_value = "bulk")]
     mode: String,
-    /// Smallest file size.
-    #[arg(long, default_value = "1K", value_parser = units::parse_size)]
-    min: u64,
+    /// Smallest file size (default 1K; 4M in streaming mode, as the zx paper's
+    /// streaming sweep).
+    #[arg(long, value_parser = units::parse_size)]
+    min: Option<u64>,
     /// Largest file size.
     #[arg(long, default_value = "256M", value_parser = units::parse_size)]
     max: u64,
@@ -52,6 +56,17 @@ pub struct SweepArgs {
     /// ...but no more files than this.
     #[arg(long, default_value_t = 4096)]
     max_files: u64,
+    /// Streaming: the writer's aggregate rates, comma-separated (1gbit, 100M bytes/s);
+    /// each is a point of its own. 0 = as fast as it can (the default).
+    #[arg(long, value_delimiter = ',', value_parser = units::parse_rate)]
+    write_rate: Vec<u64>,
+    /// Streaming: bytes per write (default 1M).
+    #[arg(long, value_parser = units::parse_size)]
+    write_size: Option<u64>,
+    /// Streaming: the copy's --idle (default 2s): it ends once every file is complete
+    /// and nothing new has appeared for this long.
+    #[arg(long, value_parser = wan::parse_duration)]
+    follow_idle: Option<Duration>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -139,24 +154,36 @@ struct CommonArgs {
 pub fn main(cmd: BenchCommand, argv: &[String]) -> anyhow::Result<ExitCode> {
     match cmd {
         BenchCommand::Sweep(a) => {
-            let suite = match a.mode.as_str() {
-                "bulk" => "sweep-bulk",
-                "streaming" => bail!(
-                    "--mode streaming: streaming transfers (hetch cp --follow) are not built yet; the sweep will run them once they are"
-                ),
+            let (suite, streaming) = match a.mode.as_str() {
+                "bulk" => {
+                    if !a.write_rate.is_empty() || a.write_size.is_some() || a.follow_idle.is_some()
+                    {
+                        bail!("--write-rate, --write-size and --follow-idle apply to --mode streaming");
+                    }
+                    ("sweep-bulk", None)
+                }
+                "streaming" => ("sweep-streaming", Some(streaming_spec(&a)?)),
                 m => bail!("--mode {m}: choose bulk or streaming"),
             };
-            if a.min == 0 || a.min > a.max {
+            let min = a.min.unwrap_or(if streaming.is_some() {
+                4 << 20
+            } else {
+                1 << 10
+            });
+            if min == 0 || min > a.max {
                 bail!("--min must be at least 1 byte and at most --max");
             }
-            let sets = dataset::sweep(a.min, a.max, a.factor, a.aggregate, a.max_files);
-            bench(suite, sets, a.common, argv)
+            if streaming.is_some() {
+                check_streaming_tools(&a.common.tools)?;
+            }
+            let sets = dataset::sweep(min, a.max, a.factor, a.aggregate, a.max_files);
+            bench(suite, sets, a.common, streaming, argv)
         }
         BenchCommand::Datasets(a) => {
             if a.total < 100_000 {
                 bail!("--total must be at least 100000 bytes (100,000 files of at least 1 byte)");
             }
-            bench("datasets", dataset::paper003(a.total), a.common, argv)
+            bench("datasets", dataset::paper003(a.total), a.common, None, argv)
         }
         BenchCommand::Report { results } => {
             if !results.is_file() {
@@ -170,6 +197,47 @@ pub fn main(cmd: BenchCommand, argv: &[String]) -> anyhow::Result<ExitCode> {
         }
         BenchCommand::Write(a) => write(a),
     }
+}
+
+/// The writer and follow settings of a streaming sweep, from its flags.
+fn streaming_spec(a: &SweepArgs) -> anyhow::Result<StreamingSpec> {
+    let write_size = a.write_size.unwrap_or(1 << 20);
+    if write_size == 0 || write_size > MAX_WRITE_SIZE {
+        bail!("--write-size must be between 1 byte and 1G");
+    }
+    let idle = a.follow_idle.unwrap_or(Duration::from_secs(2));
+    if idle.is_zero() {
+        bail!("--follow-idle must be longer than 0");
+    }
+    let mut write_rates = if a.write_rate.is_empty() {
+        vec![0]
+    } else {
+        a.write_rate.clone()
+    };
+    write_rates.dedup();
+    Ok(StreamingSpec {
+        write_rates,
+        write_size,
+        follow: FollowSettings {
+            idle,
+            done_suffix: ".done".to_string(),
+        },
+    })
+}
+
+/// A streaming sweep compares hetch following growing files with hetch copying them
+/// complete; only iperf3 (the limit) may join it: the peers cannot follow files.
+fn check_streaming_tools(tools: &[String]) -> anyhow::Result<()> {
+    if let Some(t) = tools
+        .iter()
+        .find(|t| !["hetch", "iperf3"].contains(&t.as_str()))
+    {
+        bail!("--mode streaming: tool '{t}' cannot follow growing files; use --tools hetch or hetch,iperf3");
+    }
+    if !tools.iter().any(|t| t == "hetch") {
+        bail!("--mode streaming needs hetch in --tools (it is the tool that streams)");
+    }
+    Ok(())
 }
 
 /// `hetch bench write`: writes, then prints one line of what was written.
@@ -205,6 +273,7 @@ fn bench(
     suite: &str,
     datasets: Vec<Dataset>,
     c: CommonArgs,
+    streaming: Option<StreamingSpec>,
     argv: &[String],
 ) -> anyhow::Result<ExitCode> {
     let links = link_specs(&c);
@@ -229,6 +298,7 @@ fn bench(
         drop_caches: !memory && !c.no_drop_caches,
         hetch: std::env::current_exe()?,
         run_timeout: c.run_timeout,
+        streaming,
     };
     let mut meta = results::read_meta(&results_path)?;
     if meta.started_unix == 0 {
@@ -244,12 +314,21 @@ fn bench(
     meta.notes = notes(&plan);
     results::write_meta(&results_path, &meta)?;
     let mut res = Results::open(&results_path)?;
+    let writers = match &plan.streaming {
+        Some(s) => format!(" x {} writer rates", s.write_rates.len()),
+        None => String::new(),
+    };
     eprintln!(
-        "hetch bench: {} runs ({} datasets x {} links x {} tools x {}), results in {}",
+        "hetch bench: {} runs ({} datasets x {} links{writers} x {} tools{} x {}), results in {}",
         plan.total_runs(),
         plan.datasets.len(),
         plan.links.len(),
         plan.tools.len(),
+        if plan.streaming.is_some() {
+            " (hetch streaming and bulk)"
+        } else {
+            ""
+        },
         plan.iterations,
         results_path.display()
     );
@@ -334,7 +413,7 @@ fn tool_infos(names: &[String]) -> anyhow::Result<Vec<ToolInfo>> {
 
 fn notes(plan: &Plan) -> Vec<String> {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    vec![
+    let mut notes = vec![
         format!(
             "machine: {} CPUs, Linux {}",
             std::thread::available_parallelism().map_or(0, |n| n.get()),
@@ -348,7 +427,31 @@ fn notes(plan: &Plan) -> Vec<String> {
             if plan.drop_caches { "yes" } else { "no" }
         ),
         "time: wall clock of the whole command, connection set-up included; throughput = dataset bytes / time".into(),
-    ]
+    ];
+    if let Some(s) = &plan.streaming {
+        let rates: Vec<String> = s
+            .write_rates
+            .iter()
+            .map(|&r| match r {
+                0 => "unlimited".to_string(),
+                r => format!(
+                    "{}/s ({:.3} Gbit/s)",
+                    units::human_bytes(r as f64),
+                    r as f64 * 8e-9
+                ),
+            })
+            .collect();
+        notes.push(format!(
+            "streaming: `hetch bench write --write-size {} --rate R --done-suffix {}` (R: {}) makes the files in an empty directory while `hetch cp --follow --idle {}ms --json` copies them, both started together on the client; time from the writer's start to the copy's exit; 'to last file' stops when every file and its marker were in place at the destination (looked at every {} ms once the writer was done); lag from the copy's JSON summary",
+            s.write_size,
+            s.follow.done_suffix,
+            rates.join(", "),
+            s.follow.idle.as_millis(),
+            10
+        ));
+        notes.push("bulk: `hetch cp` of the same final files (the writer's, markers included) right after each streaming run; markers count no bytes but every copy is checked for them".into());
+    }
+    notes
 }
 
 fn show_progress(p: &Progress) {
@@ -365,13 +468,29 @@ fn show_progress(p: &Progress) {
         String::new()
     };
     let link = hetch_bench::stats::Link::of(&r.point).label();
-    let result = if r.ok {
+    let mut result = if r.ok {
         format!("{:.2} Gbit/s in {:.2} s", r.gbit_per_s(), r.seconds)
     } else {
         format!("FAILED: {}", r.error.as_deref().unwrap_or(""))
     };
+    if r.ok {
+        if let Some(c) = r.complete_gbit_per_s() {
+            result.push_str(&format!(" ({c:.2} Gbit/s to the last file)"));
+        }
+        if let Some(l) = r.lag {
+            result.push_str(&format!(
+                ", lag p50 {:.0} ms p99 {:.0} ms max {:.0} ms ({} samples)",
+                l.p50_ms, l.p99_ms, l.max_ms, l.samples
+            ));
+        }
+    }
+    let mode = if r.mode == Mode::Streaming {
+        " streaming"
+    } else {
+        ""
+    };
     eprintln!(
-        "[{}/{} {:.0}%{remaining}] {link} | {} | {} #{}: {result}",
+        "[{}/{} {:.0}%{remaining}] {link} | {} | {}{mode} #{}: {result}",
         p.done,
         p.total,
         100.0 * p.done as f64 / p.total.max(1) as f64,

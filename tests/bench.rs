@@ -1,6 +1,7 @@
 //! `hetch bench` end to end on tiny datasets: a loopback sweep with hetch and iperf3
-//! (the limit), resuming a results file, the report it writes; and, as root, a sweep
-//! through the `hetch wan` testbed.
+//! (the limit), resuming a results file, the report it writes; a loopback streaming
+//! sweep (hetch following a writer, beside a bulk copy of the same files); and, as
+//! root, a sweep through the `hetch wan` testbed.
 
 mod util;
 
@@ -131,9 +132,37 @@ fn bad_bench_arguments_fail_with_one_line() {
     let out = hetch(&sweep_args(t.path(), &["--tools", "hetch,nosuchtool"]), &[]);
     out.failed();
     out.one_line_naming(&["nosuchtool"]);
-    let out = hetch(&sweep_args(t.path(), &["--mode", "streaming"]), &[]);
+    let out = hetch(
+        &sweep_args(t.path(), &["--mode", "streaming", "--tools", "hetch,rsync"]),
+        &[],
+    );
     out.failed();
-    out.one_line_naming(&["streaming"]);
+    out.one_line_naming(&["streaming", "rsync"]);
+    let out = hetch(
+        &sweep_args(t.path(), &["--mode", "streaming", "--tools", "iperf3"]),
+        &[],
+    );
+    out.failed();
+    out.one_line_naming(&["streaming", "hetch"]);
+    let out = hetch(&sweep_args(t.path(), &["--write-rate", "1gbit"]), &[]);
+    out.failed();
+    out.one_line_naming(&["--write-rate", "streaming"]);
+    let out = hetch(
+        &sweep_args(
+            t.path(),
+            &[
+                "--mode",
+                "streaming",
+                "--tools",
+                "hetch",
+                "--write-size",
+                "0",
+            ],
+        ),
+        &[],
+    );
+    out.failed();
+    out.one_line_naming(&["--write-size"]);
     let out = hetch(
         &args![
             "bench",
@@ -163,6 +192,134 @@ fn bad_bench_arguments_fail_with_one_line() {
         "no report of nothing"
     );
     assert!(!t.path().join("r.jsonl").exists(), "nothing ran");
+}
+
+#[test]
+fn loopback_streaming_sweep_records_both_modes_with_lag_and_reports_them() {
+    let tools = if have("iperf3") {
+        "hetch,iperf3"
+    } else {
+        eprintln!("(iperf3 not installed: the limit is left out of this test)");
+        "hetch"
+    };
+    let t = tempdir();
+    let results = t.path().join("s.jsonl");
+    // The writer is paced (8 MB/s: 2 s per 16 MiB dataset) so that the copy certainly
+    // sees the files grow and reports lag.
+    let args = args![
+        "bench",
+        "sweep",
+        "--mode",
+        "streaming",
+        "--min",
+        "4M",
+        "--max",
+        "8M",
+        "--aggregate",
+        "16M",
+        "--iterations",
+        "1",
+        "--write-rate",
+        "8M",
+        "--tools",
+        tools,
+        "--no-drop-caches",
+        "--data",
+        t.path().join("data"),
+        "--results",
+        &results
+    ];
+    let out = hetch(&args, &[]);
+    out.ok();
+    let recs = records(&results);
+    // 4M x 4 and 8M x 2; per dataset: hetch streaming, hetch bulk (and iperf3).
+    let per_dataset = if tools.contains("iperf3") { 3 } else { 2 };
+    assert_eq!(recs.len(), 2 * per_dataset, "{out:?}");
+    for r in &recs {
+        assert_eq!(r["ok"], true, "{r}");
+        assert_eq!(r["point"]["suite"], "sweep-streaming");
+        assert_eq!(r["point"]["write_rate_bps"].as_u64(), Some(64_000_000));
+    }
+    let of = |tool: &str, mode: &str| -> Vec<&Value> {
+        recs.iter()
+            .filter(|r| r["tool"] == tool && r["mode"] == mode)
+            .collect()
+    };
+    let (streaming, bulk) = (of("hetch", "streaming"), of("hetch", "bulk"));
+    assert_eq!((streaming.len(), bulk.len()), (2, 2), "{out:?}");
+    let sizes = |rs: &[&Value]| -> Vec<u64> {
+        let mut v: Vec<u64> = rs
+            .iter()
+            .map(|r| r["point"]["file_size"].as_u64().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(sizes(&streaming), [4 << 20, 8 << 20]);
+    assert_eq!(
+        sizes(&bulk),
+        sizes(&streaming),
+        "a bulk run beside each streaming run"
+    );
+    for r in &streaming {
+        let lag = &r["lag"];
+        assert!(lag["samples"].as_u64().unwrap() > 0, "{r}");
+        let (p50, p99, max) = (
+            lag["p50_ms"].as_f64().unwrap(),
+            lag["p99_ms"].as_f64().unwrap(),
+            lag["max_ms"].as_f64().unwrap(),
+        );
+        assert!(0.0 <= p50 && p50 <= p99 && p99 <= max, "{r}");
+        // The clock runs from the writer's start: the writer and the last file land
+        // before the copy exits.
+        let secs = r["seconds"].as_f64().unwrap();
+        assert!(r["writer_seconds"].as_f64().unwrap() <= secs, "{r}");
+        assert!(r["complete_seconds"].as_f64().unwrap() <= secs, "{r}");
+    }
+    for r in &bulk {
+        assert!(r["lag"].is_null() && r["writer_seconds"].is_null(), "{r}");
+    }
+    // The copies were checked: the last one (bulk, 8M x 2) holds the writer's final
+    // files and their done markers.
+    let src = t.path().join("data/stream/8MiB-x2");
+    assert!(src.join("f000001.done").exists());
+    assert_same_tree(&src, &t.path().join("data/dst/hetch"));
+
+    let md = std::fs::read_to_string(t.path().join("s.md")).unwrap();
+    for needle in [
+        "## sweep-streaming",
+        "### loopback",
+        "writer 64 Mbit/s",
+        "| bulk Gbit/s (sd) | streaming Gbit/s (sd) | streaming/bulk (≥ 0.90) |",
+        "| lag p50 ms | lag p99 ms (worst) | p99 < 250 ms |",
+        "| 4MiB-x4 | 4 × 4M |",
+        "| 8MiB-x2 | 2 × 8M |",
+        "(writer-paced)",
+    ] {
+        assert!(md.contains(needle), "report lacks {needle}:\n{md}");
+    }
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(t.path().join("s.json")).unwrap()).unwrap();
+    assert_eq!(json["streaming"].as_array().unwrap().len(), 2);
+    let csv = std::fs::read_to_string(t.path().join("s.csv")).unwrap();
+    assert!(csv
+        .lines()
+        .next()
+        .unwrap()
+        .contains(",mode,write_rate_bps,"));
+    // The plot draws streaming and bulk against file size: one legend entry each.
+    let svg = std::fs::read_to_string(t.path().join("s-sweep-streaming.svg")).unwrap();
+    let legend = |label: &str| svg.lines().filter(|l| l.trim() == label).count();
+    assert_eq!(
+        (legend("hetch"), legend("hetch (streaming)")),
+        (1, 1),
+        "{svg}"
+    );
+
+    // Running the same command again runs nothing new.
+    let again = hetch(&args, &[]);
+    again.ok();
+    assert_eq!(records(&results).len(), recs.len(), "{again:?}");
 }
 
 #[test]

@@ -108,6 +108,23 @@ impl Dataset {
         }
         Ok(())
     }
+
+    /// Checks that `dst` holds the empty done marker (`REL` + `suffix`) of every file
+    /// of the dataset, as a streaming copy must deliver them; returns the first one
+    /// missing as one line. Markers count no bytes: [`Dataset::bytes`] is the files'.
+    pub fn check_markers(&self, dst: &Path, suffix: &str) -> Result<(), String> {
+        for i in 0..self.files {
+            let mut rel = self.rel_path(i).into_os_string();
+            rel.push(suffix);
+            let rel = PathBuf::from(rel);
+            match std::fs::metadata(dst.join(&rel)) {
+                Ok(m) if m.is_file() && m.len() == 0 => {}
+                Ok(m) => return Err(format!("{}: {} bytes, expected 0", rel.display(), m.len())),
+                Err(e) => return Err(format!("{}: {e}", rel.display())),
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The sweep datasets: sizes `min, min*factor, ...` up to `max`, each with
@@ -233,6 +250,24 @@ mod tests {
         std::fs::remove_file(dir.join("d000/f000007")).unwrap();
         std::fs::write(dir.join("d000/f000005"), vec![0; 3000]).unwrap();
         assert!(ds.check_copy(&dir).unwrap_err().contains("f000007"));
+    }
+
+    #[test]
+    fn check_markers_wants_an_empty_marker_per_file() {
+        let t = tempfile::tempdir().unwrap();
+        let ds = Dataset::uniform(10, 2);
+        let err = ds.check_markers(t.path(), ".done").unwrap_err();
+        assert!(err.starts_with("f000000.done: "), "{err}");
+        std::fs::write(t.path().join("f000000.done"), b"").unwrap();
+        std::fs::write(t.path().join("f000001.done"), b"x").unwrap();
+        let err = ds.check_markers(t.path(), ".done").unwrap_err();
+        assert_eq!(err, "f000001.done: 1 bytes, expected 0");
+        std::fs::write(t.path().join("f000001.done"), b"").unwrap();
+        ds.check_markers(t.path(), ".done").unwrap();
+        // Nested layouts put each marker beside its file.
+        let big = Dataset::uniform(1, 1001);
+        let err = big.check_markers(t.path(), ".done").unwrap_err();
+        assert!(err.starts_with("d000/f000000.done"), "{err}");
     }
 
     #[test]

@@ -2,10 +2,16 @@
 //! tool's server, then for each dataset (smallest files first) and iteration, run each
 //! tool in turn (interleaved, so slow drifts of a shared machine touch all tools alike)
 //! and append the timed result, skipping runs the results file already holds.
+//!
+//! A streaming plan (`sweep --mode streaming`) goes iteration by iteration through
+//! every dataset, smallest first, as the zx paper's sweeps do, and at each point runs
+//! a tool that can follow growing files twice: first *streaming* (a writer makes the
+//! dataset's files in an empty directory while the tool copies them), then *bulk*
+//! (the same final files, complete); a limit (iperf3) runs after them.
 
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -13,9 +19,9 @@ use anyhow::{bail, Context};
 
 use crate::dataset::Dataset;
 use crate::place::Place;
-use crate::record::{Mode, Point, Record};
+use crate::record::{Lag, Mode, Point, Record};
 use crate::results::Results;
-use crate::tool::{Tool, ToolContext};
+use crate::tool::{FollowSettings, Tool, ToolContext};
 
 /// One link condition of a plan.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,9 +36,21 @@ pub struct LinkSpec {
     pub cc: String,
 }
 
+/// What a streaming plan adds: the writer and how the copy follows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamingSpec {
+    /// The writer's aggregate rates to run, in bytes per second (0: as fast as it
+    /// can); each is a point of its own.
+    pub write_rates: Vec<u64>,
+    /// Bytes per write.
+    pub write_size: u64,
+    /// How the copy follows the growing files.
+    pub follow: FollowSettings,
+}
+
 /// What to run.
 pub struct Plan {
-    /// Suite name recorded with each run (`sweep-bulk`, `datasets`).
+    /// Suite name recorded with each run (`sweep-bulk`, `sweep-streaming`, `datasets`).
     pub suite: String,
     /// Datasets; run in order of file size.
     pub datasets: Vec<Dataset>,
@@ -44,21 +62,88 @@ pub struct Plan {
     pub iterations: u32,
     /// Streams each tool is asked to use.
     pub streams: u32,
-    /// Where datasets are made and copies land (`DATA/src`, `DATA/dst`).
+    /// Where datasets are made and copies land (`DATA/src`, `DATA/dst`; streaming
+    /// sources in `DATA/stream`).
     pub data_dir: PathBuf,
     /// Drop the page cache before each run (disk-to-disk runs).
     pub drop_caches: bool,
-    /// The hetch binary (for `hetch wan` and hetch itself).
+    /// The hetch binary (for `hetch wan`, `hetch bench write` and hetch itself).
     pub hetch: PathBuf,
     /// A run taking longer than this is killed and recorded as failed.
     pub run_timeout: Duration,
+    /// Streaming runs; `None` for a bulk plan.
+    pub streaming: Option<StreamingSpec>,
 }
 
 impl Plan {
     /// Number of runs the plan has in all.
     pub fn total_runs(&self) -> usize {
-        self.datasets.len() * self.links.len() * self.tools.len() * self.iterations as usize
+        let tools: Vec<Box<dyn Tool>> = self
+            .tools
+            .iter()
+            .filter_map(|t| crate::tools::make(t).ok())
+            .collect();
+        self.slots().len() * self.links.len() * self.entries(&tools).len()
     }
+
+    /// The writer rates of the plan: one `None` for a bulk plan.
+    fn write_rates(&self) -> Vec<Option<u64>> {
+        match &self.streaming {
+            None => vec![None],
+            Some(s) => s.write_rates.iter().map(|&r| Some(r)).collect(),
+        }
+    }
+
+    /// Every (dataset, writer rate, iteration) of one link, in the order they run:
+    /// dataset by dataset for a bulk plan (each dataset is made once, then every
+    /// iteration copies it), iteration by iteration through every dataset for a
+    /// streaming plan (the zx paper's sweep: a sweep is one pass over the datasets,
+    /// smallest first, repeated).
+    fn slots(&self) -> Vec<Slot> {
+        let mut datasets = self.datasets.clone();
+        datasets.sort_by_key(|d| (d.file_size, d.files));
+        let mut slots = Vec::new();
+        for (d, ds) in datasets.iter().enumerate() {
+            for &write_rate in &self.write_rates() {
+                for iteration in 1..=self.iterations {
+                    slots.push(Slot {
+                        dataset: ds.clone(),
+                        write_rate,
+                        iteration,
+                        order: d,
+                    });
+                }
+            }
+        }
+        if self.streaming.is_some() {
+            slots.sort_by_key(|s| (s.iteration, s.order));
+        }
+        slots
+    }
+
+    /// The runs at each slot, in turn: every tool in bulk; in a streaming plan, a tool
+    /// that can follow growing files runs streaming first (its writer makes the final
+    /// files that its bulk run then copies).
+    fn entries(&self, tools: &[Box<dyn Tool>]) -> Vec<(usize, Mode)> {
+        let mut out = Vec::new();
+        for (i, t) in tools.iter().enumerate() {
+            if self.streaming.is_some() && t.can_follow() {
+                out.push((i, Mode::Streaming));
+            }
+            out.push((i, Mode::Bulk));
+        }
+        out
+    }
+}
+
+/// One (dataset, writer rate, iteration) of a link.
+struct Slot {
+    dataset: Dataset,
+    /// The writer's rate in bytes per second (streaming plans).
+    write_rate: Option<u64>,
+    iteration: u32,
+    /// The dataset's place in size order.
+    order: usize,
 }
 
 /// What the progress display is told after each run (or skip).
@@ -88,22 +173,23 @@ pub fn run(
         .iter()
         .map(|t| crate::tools::make(t))
         .collect::<anyhow::Result<_>>()?;
-    let mut datasets = plan.datasets.clone();
-    datasets.sort_by_key(|d| (d.file_size, d.files));
-    let total = plan.total_runs();
+    let slots = plan.slots();
+    let entries = plan.entries(&tools);
+    let names: Vec<&'static str> = tools.iter().map(|t| t.name()).collect();
+    let total = slots.len() * plan.links.len() * entries.len();
     let (mut done, mut executed) = (0usize, 0usize);
     let started = Instant::now();
     for link in &plan.links {
+        let key_at = |s: &Slot, &(t, mode): &(usize, Mode)| {
+            let p = point(plan, &s.dataset, link, s.write_rate);
+            Record::key_of(&p, names[t], mode, s.iteration)
+        };
         // Links whose runs are all recorded are not even brought up.
-        let pending = datasets.iter().any(|d| {
-            (1..=plan.iterations).any(|i| {
-                tools
-                    .iter()
-                    .any(|t| !results.has(&key(plan, d, link, t.name(), i)))
-            })
-        });
+        let pending = slots
+            .iter()
+            .any(|s| entries.iter().any(|e| !results.has(&key_at(s, e))));
         if !pending {
-            done += datasets.len() * tools.len() * plan.iterations as usize;
+            done += slots.len() * entries.len();
             continue;
         }
         let testbed = Testbed::up(plan, link)?;
@@ -118,39 +204,73 @@ pub fn run(
             t.start(&ctx)
                 .with_context(|| format!("{}: starting its server", t.name()))?;
         }
-        for ds in &datasets {
-            let src = ds
-                .materialise(&plan.data_dir.join("src"))
-                .with_context(|| {
-                    format!("making dataset {} in {}", ds.name, plan.data_dir.display())
-                })?;
-            for iteration in 1..=plan.iterations {
-                for t in tools.iter() {
-                    if INTERRUPTED.load(Ordering::SeqCst) {
-                        bail!("interrupted; the same command resumes");
-                    }
-                    done += 1;
-                    if results.has(&key(plan, ds, link, t.name(), iteration)) {
-                        progress(&Progress {
-                            done,
-                            total,
-                            record: None,
-                            elapsed: started.elapsed().as_secs_f64(),
-                            executed,
-                        });
-                        continue;
-                    }
-                    let r = run_one(plan, &ctx, t.as_ref(), ds, &src, link, iteration)?;
-                    executed += 1;
-                    results.append(r.clone())?;
+        for slot in &slots {
+            let ds = &slot.dataset;
+            // Bulk plans copy a dataset made once; streaming plans make their files
+            // with the writer.
+            let src = match plan.streaming {
+                None if entries.iter().any(|e| !results.has(&key_at(slot, e))) => Some(
+                    ds.materialise(&plan.data_dir.join("src"))
+                        .with_context(|| {
+                            format!("making dataset {} in {}", ds.name, plan.data_dir.display())
+                        })?,
+                ),
+                _ => None,
+            };
+            for e in &entries {
+                if INTERRUPTED.load(Ordering::SeqCst) {
+                    bail!("interrupted; the same command resumes");
+                }
+                done += 1;
+                if results.has(&key_at(slot, e)) {
                     progress(&Progress {
                         done,
                         total,
-                        record: Some(&r),
+                        record: None,
                         elapsed: started.elapsed().as_secs_f64(),
                         executed,
                     });
+                    continue;
                 }
+                let tool = tools[e.0].as_ref();
+                let at = At {
+                    plan,
+                    ctx: &ctx,
+                    ds,
+                    link,
+                    write_rate: slot.write_rate,
+                    iteration: slot.iteration,
+                };
+                let r = match (&plan.streaming, e.1) {
+                    (Some(spec), Mode::Streaming) => run_streaming(&at, tool, spec)?,
+                    (Some(spec), Mode::Bulk) => {
+                        let final_files = if tool.is_limit() {
+                            // A limit sends bytes, not files.
+                            Ok(stream_dir(plan, ds))
+                        } else {
+                            final_files(&at, spec)?
+                        };
+                        match final_files {
+                            Ok(src) => run_one(&at, tool, &src, Some(&spec.follow.done_suffix))?,
+                            Err(e) => {
+                                at.failed(tool, Mode::Bulk, format!("making the final files: {e}"))
+                            }
+                        }
+                    }
+                    (None, _) => {
+                        let src = src.as_deref().expect("materialised above");
+                        run_one(&at, tool, src, None)?
+                    }
+                };
+                executed += 1;
+                results.append(r.clone())?;
+                progress(&Progress {
+                    done,
+                    total,
+                    record: Some(&r),
+                    elapsed: started.elapsed().as_secs_f64(),
+                    executed,
+                });
             }
         }
         for t in tools.iter_mut() {
@@ -162,7 +282,7 @@ pub fn run(
     Ok(())
 }
 
-fn point(plan: &Plan, ds: &Dataset, link: &LinkSpec) -> Point {
+fn point(plan: &Plan, ds: &Dataset, link: &LinkSpec, write_rate: Option<u64>) -> Point {
     Point {
         suite: plan.suite.clone(),
         dataset: ds.name.clone(),
@@ -173,67 +293,390 @@ fn point(plan: &Plan, ds: &Dataset, link: &LinkSpec) -> Point {
         loss: link.loss,
         rate_bps: link.rate_bps,
         cc: link.cc.clone(),
-        write_rate_bps: None,
+        write_rate_bps: write_rate.map(|r| r.saturating_mul(8)),
     }
 }
 
-fn key(plan: &Plan, ds: &Dataset, link: &LinkSpec, tool: &str, iteration: u32) -> String {
-    Record::key_of(&point(plan, ds, link), tool, Mode::Bulk, iteration)
+/// Where one run happens: the plan, the hosts, the dataset, the link, the writer's
+/// rate and the iteration.
+struct At<'a> {
+    plan: &'a Plan,
+    ctx: &'a ToolContext,
+    ds: &'a Dataset,
+    link: &'a LinkSpec,
+    write_rate: Option<u64>,
+    iteration: u32,
+}
+
+impl At<'_> {
+    /// A record of `tool`'s run here, started now, with nothing measured yet.
+    fn record(&self, tool: &dyn Tool, mode: Mode) -> Record {
+        Record {
+            point: point(self.plan, self.ds, self.link, self.write_rate),
+            tool: tool.name().to_string(),
+            iteration: self.iteration,
+            seconds: 0.0,
+            ok: false,
+            error: None,
+            started_unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            mode,
+            lag: None,
+            writer_seconds: None,
+            complete_seconds: None,
+        }
+    }
+
+    /// A failed run that never started its copy.
+    fn failed(&self, tool: &dyn Tool, mode: Mode, error: String) -> Record {
+        Record {
+            error: Some(error),
+            ..self.record(tool, mode)
+        }
+    }
+
+    /// A fresh, empty destination for `tool`.
+    fn fresh_dst(&self, tool: &dyn Tool) -> anyhow::Result<PathBuf> {
+        let dst = self.plan.data_dir.join("dst").join(tool.name());
+        fresh_dir(&dst)?;
+        Ok(dst)
+    }
+}
+
+/// Removes `dir` if it exists and makes it again, empty.
+fn fresh_dir(dir: &Path) -> anyhow::Result<()> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).with_context(|| dir.display().to_string())?;
+    }
+    std::fs::create_dir_all(dir).with_context(|| dir.display().to_string())
 }
 
 /// One timed run: a fresh empty destination, caches dropped, the tool's command, then
-/// a check that every file arrived whole.
-fn run_one(
-    plan: &Plan,
-    ctx: &ToolContext,
-    tool: &dyn Tool,
-    ds: &Dataset,
-    src: &Path,
-    link: &LinkSpec,
-    iteration: u32,
-) -> anyhow::Result<Record> {
-    let dst = plan.data_dir.join("dst").join(tool.name());
-    if dst.exists() {
-        std::fs::remove_dir_all(&dst).with_context(|| dst.display().to_string())?;
-    }
-    std::fs::create_dir_all(&dst).with_context(|| dst.display().to_string())?;
-    if plan.drop_caches {
+/// a check that every file arrived whole (and, given a done suffix, every marker).
+fn run_one(at: &At, tool: &dyn Tool, src: &Path, markers: Option<&str>) -> anyhow::Result<Record> {
+    let dst = at.fresh_dst(tool)?;
+    if at.plan.drop_caches {
         drop_caches()?;
     }
-    let log = ctx.scratch.join("run.log");
-    let cmd = tool.copy(ctx, src, &dst, ds.bytes());
-    let started_unix = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let log = at.ctx.scratch.join("run.log");
+    let cmd = tool.copy(at.ctx, src, &dst, at.ds.bytes());
+    let mut record = at.record(tool, Mode::Bulk);
     let t0 = Instant::now();
-    let outcome = run_with_timeout(cmd, &log, plan.run_timeout);
-    let seconds = t0.elapsed().as_secs_f64();
-    let error = match outcome {
+    let outcome = run_with_timeout(cmd, &log, at.plan.run_timeout);
+    record.seconds = t0.elapsed().as_secs_f64();
+    record.error = match outcome {
         Outcome::Interrupted => bail!(
             "interrupted: the run in progress ({} on {}) was stopped and not recorded; the same command resumes",
             tool.name(),
-            ds.name
+            at.ds.name
         ),
         Outcome::Failed(e) => Some(e),
         Outcome::Succeeded if tool.is_limit() => None,
-        Outcome::Succeeded => ds
-            .check_copy(&dst)
-            .err()
-            .map(|e| format!("incomplete copy: {e}")),
+        Outcome::Succeeded => check(at.ds, &dst, markers).err(),
     };
-    Ok(Record {
-        point: point(plan, ds, link),
-        tool: tool.name().to_string(),
-        iteration,
-        seconds,
-        ok: error.is_none(),
-        error,
-        started_unix,
-        mode: Mode::Bulk,
-        lag: None,
-        writer_seconds: None,
-        complete_seconds: None,
-    })
+    record.ok = record.error.is_none();
+    Ok(record)
+}
+
+/// Checks a copy in `dst`: every file whole and, given a done suffix, every marker.
+fn check(ds: &Dataset, dst: &Path, markers: Option<&str>) -> Result<(), String> {
+    ds.check_copy(dst)
+        .and_then(|()| markers.map_or(Ok(()), |m| ds.check_markers(dst, m)))
+        .map_err(|e| format!("incomplete copy: {e}"))
+}
+
+/// Where a streaming plan's writer makes the files of `ds` (its streaming source,
+/// and, once the writer is done, the bulk run's final files).
+fn stream_dir(plan: &Plan, ds: &Dataset) -> PathBuf {
+    plan.data_dir.join("stream").join(&ds.name)
+}
+
+/// The mark beside [`stream_dir`] that says a writer finished it (written last), and
+/// what it holds: the files' shape and the writer's settings.
+fn stream_ready(plan: &Plan, ds: &Dataset, spec: &StreamingSpec) -> (PathBuf, String) {
+    let mark = plan
+        .data_dir
+        .join("stream")
+        .join(format!("{}.ready", ds.name));
+    let want = format!(
+        "{} {} {} {} {}\n",
+        ds.file_size,
+        ds.files,
+        spec.write_size,
+        writer_seed(ds),
+        spec.follow.done_suffix
+    );
+    (mark, want)
+}
+
+/// The writer's seed for `ds`: the same bytes in every iteration and at every rate.
+fn writer_seed(ds: &Dataset) -> u64 {
+    ds.file_size
+}
+
+/// `hetch bench write` of the files of `ds` into `dir` at `rate` bytes per second,
+/// with a done marker after each file, on the client host.
+fn writer_command(at: &At, spec: &StreamingSpec, dir: &Path, rate: u64) -> Command {
+    let mut c = at.ctx.client.command(&at.plan.hetch.to_string_lossy());
+    c.args(["bench", "write", "--size"])
+        .arg(at.ds.file_size.to_string())
+        .arg("--write-size")
+        .arg(spec.write_size.to_string())
+        .arg("--rate")
+        .arg(rate.to_string())
+        .arg("--done-suffix")
+        .arg(&spec.follow.done_suffix)
+        .arg("--seed")
+        .arg(writer_seed(at.ds).to_string())
+        .arg("--");
+    for i in 0..at.ds.files {
+        c.arg(dir.join(at.ds.rel_path(i)));
+    }
+    c
+}
+
+/// The final files of the streaming runs at `at`, for its bulk runs: those its last
+/// streaming run's writer finished, or, when there are none (that run was recorded
+/// in an earlier session, or its writer failed), made now by the writer at full
+/// speed, untimed. The inner error (one line) is the bulk run's failure; the outer
+/// one stops the benchmark (interrupted).
+fn final_files(at: &At, spec: &StreamingSpec) -> anyhow::Result<Result<PathBuf, String>> {
+    let dir = stream_dir(at.plan, at.ds);
+    let (mark, want) = stream_ready(at.plan, at.ds, spec);
+    if std::fs::read_to_string(&mark).is_ok_and(|m| m == want) {
+        return Ok(Ok(dir));
+    }
+    let _ = std::fs::remove_file(&mark);
+    if let Err(e) = fresh_dir(&dir) {
+        return Ok(Err(format!("{e:#}")));
+    }
+    let log = at.ctx.scratch.join("writer.log");
+    match run_with_timeout(writer_command(at, spec, &dir, 0), &log, at.plan.run_timeout) {
+        Outcome::Succeeded => {}
+        Outcome::Failed(e) => return Ok(Err(format!("writer: {e}"))),
+        Outcome::Interrupted => bail!(
+            "interrupted while making the final files of {}; the same command resumes",
+            at.ds.name
+        ),
+    }
+    Ok(std::fs::write(&mark, want)
+        .map(|()| dir)
+        .map_err(|e| format!("{}: {e}", mark.display())))
+}
+
+/// How often the destination is looked at for the last done markers, once the writer
+/// has finished (not before: it writes every file's marker only at the end).
+const MARKER_POLL: Duration = Duration::from_millis(10);
+
+/// One streaming run: an empty source directory; the writer (`hetch bench write`,
+/// paced at the slot's rate, done markers on) and the tool's following copy started
+/// together on the client; timed from the writer's start to the copy's exit. Also
+/// times the writer, and when every file and its marker were in place at the
+/// destination; reads the lag from the copy's JSON summary; then checks the copy
+/// (every file whole, every marker there).
+fn run_streaming(at: &At, tool: &dyn Tool, spec: &StreamingSpec) -> anyhow::Result<Record> {
+    let mut record = at.record(tool, Mode::Streaming);
+    let src = stream_dir(at.plan, at.ds);
+    let (mark, _) = stream_ready(at.plan, at.ds, spec);
+    let _ = std::fs::remove_file(&mark);
+    fresh_dir(&src)?;
+    let dst = at.fresh_dst(tool)?;
+    if at.plan.drop_caches {
+        drop_caches()?;
+    }
+    let Some(copy) = tool.follow(at.ctx, &src, &dst, &spec.follow) else {
+        return Ok(at.failed(
+            tool,
+            Mode::Streaming,
+            format!("{} cannot follow growing files", tool.name()),
+        ));
+    };
+    let writer = writer_command(at, spec, &src, at.write_rate.unwrap_or(0));
+    let scratch = &at.ctx.scratch;
+    let (writer_log, copy_out, copy_log) = (
+        scratch.join("writer.log"),
+        scratch.join("follow.json"),
+        scratch.join("follow.log"),
+    );
+    let t0 = Instant::now();
+    let mut w = match Proc::spawn(writer, &writer_log, &writer_log) {
+        Ok(p) => p,
+        Err(e) => return Ok(at.failed(tool, Mode::Streaming, format!("writer: {e}"))),
+    };
+    let mut c = match Proc::spawn(copy, &copy_out, &copy_log) {
+        Ok(p) => p,
+        Err(e) => {
+            w.kill();
+            return Ok(at.failed(tool, Mode::Streaming, e));
+        }
+    };
+    let deadline = t0 + at.plan.run_timeout;
+    let mut markers = MarkerWatch::default();
+    let mut next_look = t0;
+    let mut writer_status: Option<ExitStatus> = None;
+    let error = loop {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            w.kill();
+            c.kill();
+            bail!(
+                "interrupted: the run in progress ({} streaming on {}) was stopped and not recorded; the same command resumes",
+                tool.name(),
+                at.ds.name
+            );
+        }
+        if writer_status.is_none() {
+            if let Some(status) = w.try_wait() {
+                record.writer_seconds = Some(t0.elapsed().as_secs_f64());
+                writer_status = Some(status);
+                if !status.success() {
+                    c.kill();
+                    break Some(format!("writer: {}", failure(status, &writer_log)));
+                }
+            }
+        }
+        if writer_status.is_some()
+            && record.complete_seconds.is_none()
+            && Instant::now() >= next_look
+        {
+            if markers.all_in(at.ds, &dst, &spec.follow.done_suffix) {
+                record.complete_seconds = Some(t0.elapsed().as_secs_f64());
+            }
+            next_look = Instant::now() + MARKER_POLL;
+        }
+        if let Some(status) = c.try_wait() {
+            record.seconds = t0.elapsed().as_secs_f64();
+            if writer_status.is_none() {
+                w.kill();
+                break Some(if status.success() {
+                    "the copy ended before the writer finished".to_string()
+                } else {
+                    failure(status, &copy_log)
+                });
+            }
+            if !status.success() {
+                break Some(failure(status, &copy_log));
+            }
+            // Everything may have landed since the last look.
+            if record.complete_seconds.is_none()
+                && markers.all_in(at.ds, &dst, &spec.follow.done_suffix)
+            {
+                record.complete_seconds = Some(record.seconds);
+            }
+            break check(at.ds, &dst, Some(&spec.follow.done_suffix)).err();
+        }
+        if Instant::now() >= deadline {
+            w.kill();
+            c.kill();
+            break Some(format!("killed after {} s", at.plan.run_timeout.as_secs()));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    if record.seconds == 0.0 {
+        record.seconds = t0.elapsed().as_secs_f64();
+    }
+    if writer_status.is_some_and(|s| s.success()) {
+        // The writer's files are whole: the bulk run copies them.
+        let (mark, want) = stream_ready(at.plan, at.ds, spec);
+        std::fs::write(&mark, want).with_context(|| mark.display().to_string())?;
+    }
+    record.lag = read_lag(&copy_out);
+    record.ok = error.is_none();
+    record.error = error;
+    Ok(record)
+}
+
+/// Watches a destination for the done markers of a dataset's files, in file order,
+/// remembering how far it got so that each look costs a stat per new marker.
+#[derive(Default)]
+struct MarkerWatch {
+    /// Markers `0..next` are in place.
+    next: u64,
+}
+
+impl MarkerWatch {
+    /// Whether every marker of `ds` is in `dst` now.
+    fn all_in(&mut self, ds: &Dataset, dst: &Path, suffix: &str) -> bool {
+        while self.next < ds.files {
+            let mut m = dst.join(ds.rel_path(self.next)).into_os_string();
+            m.push(suffix);
+            if !Path::new(&m).is_file() {
+                return false;
+            }
+            self.next += 1;
+        }
+        true
+    }
+}
+
+/// The lag in the JSON summary a following copy printed to `out` (its last line that
+/// is a JSON object); `None` without one, or when the copy saw no file grow.
+fn read_lag(out: &Path) -> Option<Lag> {
+    let text = std::fs::read_to_string(out).ok()?;
+    let summary: serde_json::Value = text.lines().rev().find_map(|l| {
+        serde_json::from_str(l.trim())
+            .ok()
+            .filter(|v: &serde_json::Value| v.is_object())
+    })?;
+    serde_json::from_value(summary.get("lag")?.clone()).ok()
+}
+
+/// A command running in a process group of its own, its output in files.
+struct Proc {
+    child: Child,
+}
+
+impl Proc {
+    /// Spawns `cmd` with stdout to `out` and stderr to `err` (the same file for both
+    /// when equal); an error is one line naming the program.
+    fn spawn(mut cmd: Command, out: &Path, err: &Path) -> Result<Proc, String> {
+        let files = std::fs::File::create(out).and_then(|o| {
+            let e = if out == err {
+                o.try_clone()?
+            } else {
+                std::fs::File::create(err)?
+            };
+            Ok((o, e))
+        });
+        let spawned = files.and_then(|(o, e)| {
+            cmd.stdin(Stdio::null())
+                .stdout(o)
+                .stderr(e)
+                .process_group(0)
+                .spawn()
+        });
+        match spawned {
+            Ok(child) => Ok(Proc { child }),
+            Err(e) => Err(format!("cannot start {:?}: {e}", cmd.get_program())),
+        }
+    }
+
+    /// Its exit status once it has exited (an error to wait counts as a failure).
+    fn try_wait(&mut self) -> Option<ExitStatus> {
+        match self.child.try_wait() {
+            Ok(s) => s,
+            Err(_) => Some(ExitStatus::from_raw(1 << 8)),
+        }
+    }
+
+    /// Kills its whole process group and reaps it.
+    fn kill(&mut self) {
+        // SAFETY: kill(2) on the group we made; no memory is touched.
+        unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
+/// Why a command failed: its status and its last line of output in `log`.
+fn failure(status: ExitStatus, log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    format!("{status}: {}", last.chars().take(300).collect::<String>())
 }
 
 /// How a timed command ended.
@@ -267,55 +710,31 @@ fn catch_interrupts() {
 /// Runs `cmd` in its own process group with output to `log`; kills the whole group
 /// after `limit`, or at once when the harness is interrupted. A failure's reason is the
 /// command's last line of output.
-fn run_with_timeout(mut cmd: Command, log: &Path, limit: Duration) -> Outcome {
-    let spawned = std::fs::File::create(log)
-        .and_then(|out| Ok((out.try_clone()?, out)))
-        .and_then(|(err, out)| {
-            cmd.stdin(Stdio::null())
-                .stdout(out)
-                .stderr(err)
-                .process_group(0)
-                .spawn()
-        });
-    let mut child = match spawned {
+fn run_with_timeout(cmd: Command, log: &Path, limit: Duration) -> Outcome {
+    let mut child = match Proc::spawn(cmd, log, log) {
         Ok(c) => c,
-        Err(e) => return Outcome::Failed(format!("cannot start {:?}: {e}", cmd.get_program())),
-    };
-    let kill = |child: &mut std::process::Child| {
-        // SAFETY: kill(2) on the group we made; no memory is touched.
-        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-        let _ = child.wait();
+        Err(e) => return Outcome::Failed(e),
     };
     let deadline = Instant::now() + limit;
     let status = loop {
         if INTERRUPTED.load(Ordering::SeqCst) {
-            kill(&mut child);
+            child.kill();
             return Outcome::Interrupted;
         }
         match child.try_wait() {
-            Ok(Some(s)) => break s,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
-            Ok(None) => {
-                kill(&mut child);
+            Some(s) => break s,
+            None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            None => {
+                child.kill();
                 return Outcome::Failed(format!("killed after {} s", limit.as_secs()));
             }
-            Err(e) => return Outcome::Failed(e.to_string()),
         }
     };
     if status.success() {
-        return Outcome::Succeeded;
+        Outcome::Succeeded
+    } else {
+        Outcome::Failed(failure(status, log))
     }
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let last = text
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim();
-    Outcome::Failed(format!(
-        "{status}: {}",
-        last.chars().take(300).collect::<String>()
-    ))
 }
 
 /// Empties the page cache so that every disk-to-disk run reads from the device.

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use crate::place::Place;
 
@@ -20,6 +21,17 @@ pub struct ToolContext {
     /// Parallel streams (or transfers) each tool is asked to use, where it has such a
     /// setting.
     pub streams: u32,
+}
+
+/// How a streaming copy decides that a growing file is complete, and when it ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FollowSettings {
+    /// A file unchanged this long is complete; the copy ends once every file is
+    /// complete and nothing new has appeared for this long.
+    pub idle: Duration,
+    /// A file `NAME` is complete as soon as `NAME` + this suffix appears next to it
+    /// (the writer makes it after closing the file); the marker is copied too.
+    pub done_suffix: String,
 }
 
 /// A data mover under test (or the memory-to-memory limit).
@@ -48,6 +60,26 @@ pub trait Tool {
     /// `dst/REL` is a copy of `src/REL` for every file. `bytes` is the dataset's size
     /// (a limit tool sends that many bytes instead).
     fn copy(&self, ctx: &ToolContext, src: &Path, dst: &Path, bytes: u64) -> Command;
+
+    /// Whether the tool can copy files that are still being written ([`Tool::follow`]).
+    fn can_follow(&self) -> bool {
+        false
+    }
+
+    /// The command that copies directory `src` as [`Tool::copy`] does, but while a
+    /// writer is still creating and appending to its files, following them until each
+    /// is complete (`follow`), and then exits; it prints a JSON summary on stdout, with
+    /// a `lag` object when it saw files grow. `None` for a tool that cannot follow
+    /// growing files (every peer: they copy what is there when they look).
+    fn follow(
+        &self,
+        _ctx: &ToolContext,
+        _src: &Path,
+        _dst: &Path,
+        _follow: &FollowSettings,
+    ) -> Option<Command> {
+        None
+    }
 
     /// Stops its server (also called on drop by the runner); idempotent.
     fn stop(&mut self);

@@ -1,12 +1,13 @@
 //! The tools by name: hetch itself, iperf3 (the memory-to-memory limit) and the peers
 //! ([`crate::peers`]).
 
+use std::ffi::OsString;
 use std::path::Path;
 use std::process::Command;
 
 use crate::net;
 use crate::server::{not_started, program, version_line, Server};
-use crate::tool::{Tool, ToolContext};
+use crate::tool::{FollowSettings, Tool, ToolContext};
 
 /// Makes the tool called `name`.
 pub fn make(name: &str) -> anyhow::Result<Box<dyn Tool>> {
@@ -23,10 +24,39 @@ pub fn make(name: &str) -> anyhow::Result<Box<dyn Tool>> {
 }
 
 /// hetch with its defaults: TLS on every stream, blocks read back from the destination
-/// and checked (`--verify written`), BLAKE3; only the stream count is set.
+/// and checked (`--verify written`), BLAKE3; only the stream count is set. Streaming
+/// runs add `--follow --json --idle D --done-suffix S`.
 #[derive(Default)]
 pub struct Hetch {
     server: Option<(Server, u16)>,
+}
+
+impl Hetch {
+    /// `hetch cp` of directory `src` *as* the server's `dst` with `extra` flags.
+    fn cp(&self, ctx: &ToolContext, src: &Path, dst: &Path, extra: &[OsString]) -> Command {
+        let Some((_, port)) = &self.server else {
+            return not_started("hetch");
+        };
+        let token =
+            std::fs::read_to_string(ctx.scratch.join("hetch-server/token")).unwrap_or_default();
+        // hetch copies a directory *as* a destination that does not exist yet (cp -r
+        // semantics), so the empty destination is removed first.
+        let mut c = ctx.client.command("sh");
+        c.arg("-c")
+            .arg(concat!(
+                r#"rmdir -- "$1" && d=$1 s=$2 k=$3 n=$4 h=$5 && shift 5 && "#,
+                r#"exec "$0" cp -q --known-hosts "$k" --streams "$n" "$@" -- "$s" "hetch://$h$d""#
+            ))
+            .arg(&ctx.hetch)
+            .arg(dst)
+            .arg(src)
+            .arg(ctx.scratch.join("hetch-known-hosts"))
+            .arg(ctx.streams.to_string())
+            .arg(format!("{}:{port}", ctx.server.addr))
+            .args(extra)
+            .env("HETCH_TOKEN", token.trim());
+        c
+    }
 }
 
 impl Tool for Hetch {
@@ -39,7 +69,7 @@ impl Tool for Hetch {
     }
 
     fn flags(&self) -> String {
-        "defaults (TLS on all streams, --verify written: each block read back from the destination and checked, BLAKE3) and --streams N".to_string()
+        "defaults (TLS on all streams, --verify written: each block read back from the destination and checked, BLAKE3) and --streams N; streaming: also --follow --json --idle D --done-suffix S".to_string()
     }
 
     fn start(&mut self, ctx: &ToolContext) -> anyhow::Result<()> {
@@ -64,24 +94,30 @@ impl Tool for Hetch {
     }
 
     fn copy(&self, ctx: &ToolContext, src: &Path, dst: &Path, _bytes: u64) -> Command {
-        let Some((_, port)) = &self.server else {
-            return not_started("hetch");
-        };
-        let token =
-            std::fs::read_to_string(ctx.scratch.join("hetch-server/token")).unwrap_or_default();
-        // hetch copies a directory *as* a destination that does not exist yet (cp -r
-        // semantics), so the empty destination is removed first.
-        let mut c = ctx.client.command("sh");
-        c.arg("-c")
-            .arg(r#"rmdir -- "$1" && exec "$0" cp -q --known-hosts "$3" --streams "$4" -- "$2" "hetch://$5$1""#)
-            .arg(&ctx.hetch)
-            .arg(dst)
-            .arg(src)
-            .arg(ctx.scratch.join("hetch-known-hosts"))
-            .arg(ctx.streams.to_string())
-            .arg(format!("{}:{port}", ctx.server.addr))
-            .env("HETCH_TOKEN", token.trim());
-        c
+        self.cp(ctx, src, dst, &[])
+    }
+
+    fn can_follow(&self) -> bool {
+        true
+    }
+
+    fn follow(
+        &self,
+        ctx: &ToolContext,
+        src: &Path,
+        dst: &Path,
+        follow: &FollowSettings,
+    ) -> Option<Command> {
+        let extra = [
+            "--follow".to_string(),
+            "--json".to_string(),
+            "--idle".to_string(),
+            format!("{}ms", follow.idle.as_millis()),
+            "--done-suffix".to_string(),
+            follow.done_suffix.clone(),
+        ]
+        .map(OsString::from);
+        Some(self.cp(ctx, src, dst, &extra))
     }
 
     fn stop(&mut self) {

@@ -31,6 +31,7 @@ use hetch_storage::walk::{self, SourceEntry, SourceKind};
 use tokio::sync::mpsc;
 
 use crate::error::EngineError;
+use crate::notify::Wakeups;
 use crate::progress::Progress;
 use crate::source::{announce, Job, Shared};
 use crate::Follow;
@@ -38,6 +39,21 @@ use crate::Follow;
 /// The block-reading size of a growing file until it is sealed (see the sink's
 /// `GROWING`: every block full, every digest a chaining value).
 pub(crate) const GROWING: u64 = u64::MAX;
+
+/// Pause after an inotify wake-up before looking, so that a burst of events (a writer
+/// making many small writes) costs one look.
+const WAKE_GAP: Duration = Duration::from_millis(2);
+/// Scans for new entries triggered by inotify come at most this often.
+const MIN_RESCAN_GAP: Duration = Duration::from_millis(50);
+
+/// Aborts a task when dropped (the inotify watcher ends with the follower).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// Growth records kept per file before new ones are merged into the newest.
 const MAX_GROWTH_RECORDS: usize = 4096;
@@ -322,18 +338,29 @@ pub(crate) async fn follower(
     ctl: mpsc::Sender<Frame>,
 ) -> Result<(), EngineError> {
     let f = shared.opts.follow.clone().expect("following");
+    let wake = Arc::new(Wakeups::default());
+    let inotify = tokio::spawn(crate::notify::watch(operands.clone(), wake.clone()));
+    let _stop_inotify = AbortOnDrop(inotify);
     let mut last_scan = SystemTime::now();
     let mut next_rescan = Instant::now() + f.rescan;
     let mut last_new = Instant::now();
     let mut recent: HashMap<PathBuf, Instant> = HashMap::new();
     loop {
-        tokio::time::sleep(f.poll).await;
+        tokio::select! {
+            _ = tokio::time::sleep(f.poll) => {}
+            _ = wake.changed.notified() => {
+                // Let a burst of events settle into one look.
+                tokio::time::sleep(WAKE_GAP).await;
+            }
+        }
         if shared.window.is_closed() {
             return Ok(());
         }
         poll_files(&shared, &f, &ctl).await;
         let walked = listed.load(SeqCst);
-        if walked && Instant::now() >= next_rescan {
+        let appeared = Instant::now() + f.rescan >= next_rescan + MIN_RESCAN_GAP
+            && wake.appeared.swap(false, SeqCst);
+        if walked && (appeared || Instant::now() >= next_rescan) {
             let started = SystemTime::now();
             let since = last_scan.checked_sub(RESCAN_SLACK).unwrap_or(UNIX_EPOCH);
             let found = rescan(&shared, &operands, since, &mut recent).await;

@@ -23,6 +23,7 @@ mod gate;
 mod lag;
 mod local;
 mod manifest;
+mod notify;
 mod options;
 mod pool;
 mod progress;

@@ -18,7 +18,7 @@
 //! time is new are announced (renames into the tree count), so memory stays bounded
 //! by the entries in flight rather than by the size of the tree.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
@@ -344,7 +344,6 @@ pub(crate) async fn follower(
     let mut last_scan = SystemTime::now();
     let mut next_rescan = Instant::now() + f.rescan;
     let mut last_new = Instant::now();
-    let mut recent: HashMap<PathBuf, Instant> = HashMap::new();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(f.poll) => {}
@@ -363,14 +362,12 @@ pub(crate) async fn follower(
         if walked && (appeared || Instant::now() >= next_rescan) {
             let started = SystemTime::now();
             let since = last_scan.checked_sub(RESCAN_SLACK).unwrap_or(UNIX_EPOCH);
-            let found = rescan(&shared, &operands, since, &mut recent).await;
+            let found = rescan(&shared, &operands, since).await;
             if found > 0 {
                 last_new = Instant::now();
             }
             last_scan = started;
             next_rescan = Instant::now() + f.rescan;
-            let keep = f.rescan + 2 * RESCAN_SLACK;
-            recent.retain(|_, at| at.elapsed() < keep);
         }
         let following = {
             let ann = shared.announced.lock().expect("announced lock");
@@ -564,6 +561,7 @@ async fn restart(shared: &Arc<Shared>, id: u64, ctl: &mpsc::Sender<Frame>) {
 struct Rechecked {
     digest: Vec<u8>,
     mtime: (i64, u32),
+    ctime: (i64, u32),
     rewritten: Vec<u64>,
     still_open: bool,
 }
@@ -645,6 +643,8 @@ async fn seal(shared: Arc<Shared>, id: u64, ctl: mpsc::Sender<Frame>) {
         let Some(a) = ann.get_mut(&id) else { return };
         a.size = size;
     }
+    // Scans announce it again only if it changes after this.
+    remember(&shared, abs.clone(), r.ctime);
     let seal = Seal {
         file: id,
         size,
@@ -705,6 +705,7 @@ fn recheck(
     Ok(Some(Rechecked {
         digest,
         mtime: (after.mtime(), after.mtime_nsec() as u32),
+        ctime: (after.ctime(), after.ctime_nsec() as u32),
         rewritten,
         still_open: open_for_writing(&f),
     }))
@@ -726,53 +727,67 @@ fn open_for_writing(f: &std::fs::File) -> bool {
     std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN)
 }
 
-/// Scans the operands for entries that appeared (or changed) since `since` and
-/// announces those not in flight. Returns how many were announced.
-async fn rescan(
-    shared: &Arc<Shared>,
-    operands: &[PathBuf],
-    since: SystemTime,
-    recent: &mut HashMap<PathBuf, Instant>,
-) -> usize {
+/// How far back [`Shared::seen`] remembers entries: further than any scan looks.
+const SEEN_HORIZON: Duration = Duration::from_secs(60);
+
+fn secs(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// Remembers the status-change time an entry had when it was listed (recent ones
+/// only: a scan looks a few seconds back at most).
+pub(crate) fn listed(shared: &Shared, se: &SourceEntry) {
+    if shared.opts.follow.is_some() && se.ctime_sec >= secs(SystemTime::now() - SEEN_HORIZON) {
+        remember(shared, se.abs.clone(), (se.ctime_sec, se.ctime_nsec));
+    }
+}
+
+fn remember(shared: &Shared, abs: PathBuf, ctime: (i64, u32)) {
+    shared.seen.lock().expect("seen lock").insert(abs, ctime);
+}
+
+/// Scans the operands for entries that changed since `since` and announces those that
+/// are not in flight and changed since they were last listed or sealed. Returns how
+/// many were announced.
+async fn rescan(shared: &Arc<Shared>, operands: &[PathBuf], since: SystemTime) -> usize {
     let Some(tx) = shared.entries.lock().expect("entries lock").clone() else {
         return 0;
     };
-    let mut skip: HashSet<PathBuf> = {
+    let in_flight: HashSet<PathBuf> = {
         let ann = shared.announced.lock().expect("announced lock");
         ann.values().map(|a| a.abs.clone()).collect()
     };
-    skip.extend(recent.keys().cloned());
-    let since = since
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
+    let since = secs(since);
+    // What changed before `since` is never looked at again: forget it.
+    shared
+        .seen
+        .lock()
+        .expect("seen lock")
+        .retain(|_, (s, _)| *s + 1 >= since);
     let sh = shared.clone();
     let ops = operands.to_vec();
-    let announced = tokio::task::spawn_blocking(move || {
-        let mut announced = Vec::new();
+    tokio::task::spawn_blocking(move || {
+        let mut announced = 0;
         for op in ops {
             let Ok(iter) = walk::walk(&op) else { continue };
             for se in iter.flatten() {
-                if se.ctime_sec < since || skip.contains(&se.abs) {
+                let ctime = (se.ctime_sec, se.ctime_nsec);
+                let unchanged = sh.seen.lock().expect("seen lock").get(&se.abs) == Some(&ctime);
+                if se.ctime_sec < since || unchanged || in_flight.contains(&se.abs) {
                     continue;
                 }
-                let abs = se.abs.clone();
                 if !announce(&sh, se, &tx) {
                     return announced;
                 }
-                announced.push(abs);
+                announced += 1;
             }
         }
         announced
     })
     .await
-    .expect("rescan task panicked");
-    let now = Instant::now();
-    let n = announced.len();
-    for p in announced {
-        recent.insert(p, now);
-    }
-    n
+    .expect("rescan task panicked")
 }
 
 #[cfg(test)]
@@ -804,6 +819,7 @@ mod tests {
             mtime_sec: 0,
             mtime_nsec: 0,
             ctime_sec: 0,
+            ctime_nsec: 0,
             id: (1, 2),
         };
         let mut fl = Followed::new(&se, 0);

@@ -84,6 +84,9 @@ pub(crate) struct Shared {
     pub entries: Mutex<Option<mpsc::Sender<Listed>>>,
     /// Durable acks arrived (sealing waits for them).
     pub acks: tokio::sync::Notify,
+    /// Followed trees: the status-change time of recently changed entries when they
+    /// were last listed or sealed, so that a scan announces only what changed since.
+    pub seen: Mutex<HashMap<PathBuf, (i64, u32)>>,
 }
 
 impl Shared {
@@ -143,6 +146,7 @@ pub async fn run_source(
         next_id: AtomicU64::new(0),
         entries: Mutex::new(None),
         acks: tokio::sync::Notify::new(),
+        seen: Mutex::default(),
     });
     let (data_tx, data_rx) = async_channel::bounded::<OutBlock>(64);
     let limiter = RateLimiter::new(shared.opts.rate_limit).map(Arc::new);
@@ -264,6 +268,7 @@ pub(crate) fn announce(shared: &Shared, se: SourceEntry, tx: &mpsc::Sender<Liste
         }
     }
     let follow = crate::follow::on_listing(shared, &se);
+    crate::follow::listed(shared, &se);
     if follow == crate::follow::Listing::Held {
         return true; // a done-marker, sent after its file
     }

@@ -42,6 +42,8 @@ pub struct SourceEntry {
     /// Status-change time, seconds: also changes when an entry is renamed into place,
     /// which is how a followed tree finds new entries.
     pub ctime_sec: i64,
+    /// Status-change time, nanoseconds part.
+    pub ctime_nsec: u32,
     /// Device and inode: a followed file replaced under its name gets another.
     pub id: (u64, u64),
 }
@@ -122,6 +124,7 @@ pub fn entry(path: &Path, rel: Vec<u8>) -> Result<SourceEntry, StorageError> {
         mtime_sec: md.mtime(),
         mtime_nsec: md.mtime_nsec() as u32,
         ctime_sec: md.ctime(),
+        ctime_nsec: md.ctime_nsec() as u32,
         id: (md.dev(), md.ino()),
     })
 }

@@ -64,7 +64,9 @@ pub struct SweepArgs {
     #[arg(long, value_parser = units::parse_size)]
     write_size: Option<u64>,
     /// Streaming: the copy's --idle (default 2s): it ends once every file is complete
-    /// and nothing new has appeared for this long.
+    /// and nothing new has appeared for this long. Raised, where longer, to twice the
+    /// writer's gap between writes to one file (files x write size / rate), so that
+    /// no file is taken for complete between two of its writes.
     #[arg(long, value_parser = wan::parse_duration)]
     follow_idle: Option<Duration>,
     #[command(flatten)]
@@ -442,7 +444,7 @@ fn notes(plan: &Plan) -> Vec<String> {
             })
             .collect();
         notes.push(format!(
-            "streaming: `hetch bench write --write-size {} --rate R --done-suffix {}` (R: {}) makes the files in an empty directory while `hetch cp --follow --idle {}ms --json` copies them, both started together on the client; time from the writer's start to the copy's exit; 'to last file' stops when every file and its marker were in place at the destination (looked at every {} ms once the writer was done); lag from the copy's JSON summary",
+            "streaming: `hetch bench write --write-size {} --rate R --done-suffix {}` (R: {}) makes the files in an empty directory while `hetch cp --follow --idle D --json` copies them (D: {} ms, or twice the writer's gap between writes to one file where that is longer), both started together on the client; time from the writer's start to the copy's exit; 'to last file' stops when every file and its marker were in place at the destination (looked at every {} ms once the writer was done); lag from the copy's JSON summary",
             s.write_size,
             s.follow.done_suffix,
             rates.join(", "),

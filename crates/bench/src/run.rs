@@ -44,8 +44,26 @@ pub struct StreamingSpec {
     pub write_rates: Vec<u64>,
     /// Bytes per write.
     pub write_size: u64,
-    /// How the copy follows the growing files.
+    /// How the copy follows the growing files; its idle time is the least one used
+    /// (see [`StreamingSpec::follow_for`]).
     pub follow: FollowSettings,
+}
+
+impl StreamingSpec {
+    /// How the copy follows the files of `ds` written at `rate` bytes per second: the
+    /// spec's settings, with the idle time raised to twice the writer's gap between
+    /// two writes to one file (files x write size / rate) where that is longer. A
+    /// shorter idle would have the copy finish files the writer has not finished
+    /// (they look idle between its writes): runs measuring nothing but that.
+    pub fn follow_for(&self, ds: &Dataset, rate: u64) -> FollowSettings {
+        let mut f = self.follow.clone();
+        if rate > 0 {
+            let round = ds.files as f64 * self.write_size.min(ds.file_size) as f64;
+            let gap = Duration::from_secs_f64(round / rate as f64);
+            f.idle = f.idle.max(gap * 2);
+        }
+        f
+    }
 }
 
 /// What to run.
@@ -262,6 +280,14 @@ pub fn run(
                         run_one(&at, tool, src, None)?
                     }
                 };
+                if !r.ok && !tools[e.0].is_limit() {
+                    // A failed copy may leave its session writing at the server (the
+                    // client killed, say): a fresh server ends it before the next run.
+                    let t = &mut tools[e.0];
+                    t.stop();
+                    t.start(&ctx)
+                        .with_context(|| format!("{}: restarting its server", t.name()))?;
+                }
                 executed += 1;
                 results.append(r.clone())?;
                 progress(&Progress {
@@ -344,10 +370,20 @@ impl At<'_> {
     }
 }
 
-/// Removes `dir` if it exists and makes it again, empty.
+/// Removes `dir` if it exists and makes it again, empty. A removal that fails is
+/// tried again a few times: a process that has not quite stopped may still be adding
+/// files to it.
 fn fresh_dir(dir: &Path) -> anyhow::Result<()> {
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).with_context(|| dir.display().to_string())?;
+    let mut tries = 0;
+    while dir.exists() {
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => {}
+            Err(_) if tries < 5 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(e) => return Err(e).with_context(|| dir.display().to_string()),
+        }
     }
     std::fs::create_dir_all(dir).with_context(|| dir.display().to_string())
 }
@@ -485,14 +521,16 @@ fn run_streaming(at: &At, tool: &dyn Tool, spec: &StreamingSpec) -> anyhow::Resu
     if at.plan.drop_caches {
         drop_caches()?;
     }
-    let Some(copy) = tool.follow(at.ctx, &src, &dst, &spec.follow) else {
+    let rate = at.write_rate.unwrap_or(0);
+    let follow = spec.follow_for(at.ds, rate);
+    let Some(copy) = tool.follow(at.ctx, &src, &dst, &follow) else {
         return Ok(at.failed(
             tool,
             Mode::Streaming,
             format!("{} cannot follow growing files", tool.name()),
         ));
     };
-    let writer = writer_command(at, spec, &src, at.write_rate.unwrap_or(0));
+    let writer = writer_command(at, spec, &src, rate);
     let scratch = &at.ctx.scratch;
     let (writer_log, copy_out, copy_log) = (
         scratch.join("writer.log"),
@@ -860,4 +898,109 @@ pub fn default_congestion_control() -> String {
     std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "default".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(write_size: u64) -> StreamingSpec {
+        StreamingSpec {
+            write_rates: vec![0],
+            write_size,
+            follow: FollowSettings {
+                idle: Duration::from_secs(2),
+                done_suffix: ".done".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn idle_outlasts_the_writers_gap_between_writes_to_one_file() {
+        let s = spec(1 << 20);
+        // 256 files, 1 MiB each turn, at 1 Gbit/s: 268 MB per round, 2.15 s.
+        let many = Dataset::uniform(4 << 20, 256);
+        let idle = s.follow_for(&many, 125_000_000).idle;
+        let gap = 256.0 * 1048576.0 / 125e6;
+        assert!((idle.as_secs_f64() - 2.0 * gap).abs() < 1e-6, "{idle:?}");
+        // A short round keeps the given idle; so does an unlimited writer.
+        let few = Dataset::uniform(256 << 20, 4);
+        assert_eq!(s.follow_for(&few, 125_000_000).idle, Duration::from_secs(2));
+        assert_eq!(s.follow_for(&many, 0).idle, Duration::from_secs(2));
+        // Files smaller than a write take one (short) write each.
+        let tiny = Dataset::uniform(1000, 1000);
+        let idle = spec(1 << 30).follow_for(&tiny, 1000).idle;
+        assert_eq!(idle, Duration::from_secs(2000));
+        assert_eq!(s.follow_for(&many, 125_000_000).done_suffix, ".done");
+    }
+
+    #[test]
+    fn streaming_plans_sweep_iteration_by_iteration_and_stream_before_bulk() {
+        let plan = Plan {
+            suite: "sweep-streaming".into(),
+            datasets: vec![Dataset::uniform(8, 1), Dataset::uniform(4, 2)],
+            links: vec![],
+            tools: vec!["hetch".into(), "iperf3".into()],
+            iterations: 2,
+            streams: 1,
+            data_dir: PathBuf::new(),
+            drop_caches: false,
+            hetch: PathBuf::new(),
+            run_timeout: Duration::from_secs(1),
+            streaming: Some(StreamingSpec {
+                write_rates: vec![100, 0],
+                ..spec(1)
+            }),
+        };
+        let order: Vec<(u32, u64, Option<u64>)> = plan
+            .slots()
+            .iter()
+            .map(|s| (s.iteration, s.dataset.file_size, s.write_rate))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (1, 4, Some(100)),
+                (1, 4, Some(0)),
+                (1, 8, Some(100)),
+                (1, 8, Some(0)),
+                (2, 4, Some(100)),
+                (2, 4, Some(0)),
+                (2, 8, Some(100)),
+                (2, 8, Some(0)),
+            ]
+        );
+        let tools: Vec<Box<dyn Tool>> = ["hetch", "iperf3"]
+            .iter()
+            .map(|t| crate::tools::make(t).unwrap())
+            .collect();
+        assert_eq!(
+            plan.entries(&tools),
+            [(0, Mode::Streaming), (0, Mode::Bulk), (1, Mode::Bulk)]
+        );
+        // No links, no runs; with one link, 8 slots x 3 runs.
+        assert_eq!(plan.total_runs(), 0);
+        let plan = Plan {
+            links: vec![LinkSpec {
+                rtt_ms: None,
+                loss: 0.0,
+                rate_bps: 0,
+                cc: "bbr".into(),
+            }],
+            ..plan
+        };
+        assert_eq!(plan.total_runs(), 24);
+        // A bulk plan keeps its order: dataset by dataset, every iteration of each.
+        let bulk = Plan {
+            streaming: None,
+            ..plan
+        };
+        let order: Vec<(u64, u32)> = bulk
+            .slots()
+            .iter()
+            .map(|s| (s.dataset.file_size, s.iteration))
+            .collect();
+        assert_eq!(order, [(4, 1), (4, 2), (8, 1), (8, 2)]);
+        assert_eq!(bulk.entries(&tools), [(0, Mode::Bulk), (1, Mode::Bulk)]);
+    }
 }

@@ -88,10 +88,9 @@ fn durable_frame(sh: &SinkShared, id: u64) -> Option<Frame> {
             cursor += 1;
         }
         let s = st.streamed.as_mut()?;
-        if cursor != s.durable_blocks {
-            s.durable_blocks = cursor;
-            s.tail_end = 0; // pieces of a block now done no longer count
-        }
+        s.durable_blocks = cursor;
+        // Pieces of blocks now done no longer count.
+        s.pieces = s.pieces.split_off(&cursor);
         part
     };
     // Offsets are read again after the sync: whatever was done before it is durable.
@@ -100,7 +99,8 @@ fn durable_frame(sh: &SinkShared, id: u64) -> Option<Frame> {
     }
     let st = inc.state.lock().expect("file lock");
     let s = st.streamed.as_ref()?;
-    let offset = (s.durable_blocks * bs).max(s.tail_end).min(inc.size());
+    let pieces = s.pieces.get(&s.durable_blocks).copied().unwrap_or(0);
+    let offset = (s.durable_blocks * bs).max(pieces).min(inc.size());
     Some(Frame::Durable { file: id, offset })
 }
 
@@ -330,11 +330,12 @@ fn write_piece(
     let bs = sh.opts.block_size;
     let mut st = inc.state.lock().expect("file lock");
     if let Some(s) = &mut st.streamed {
-        // Pieces come in order on the control stream, each continuing the last one or
-        // starting the block after the durable prefix.
-        let start = s.durable_blocks * bs;
-        if block == s.durable_blocks && (offset == start || offset == s.tail_end) {
-            s.tail_end = s.tail_end.max(offset + data.len() as u64);
+        // Pieces of a block come in order on the control stream, the first one at
+        // the block's start, each next one where the last ended.
+        let start = block * bs;
+        let end = s.pieces.get(&block).copied().unwrap_or(start);
+        if offset == start || offset == end {
+            s.pieces.insert(block, end.max(offset + data.len() as u64));
         }
     }
     Ok(true)

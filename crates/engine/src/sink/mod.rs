@@ -113,8 +113,10 @@ pub(crate) struct Streamed {
     pub stored: Vec<u64>,
     /// Blocks `0..durable_blocks` are done (the durable prefix, in blocks).
     pub durable_blocks: u64,
-    /// Pieces cover bytes `durable_blocks * bs .. tail_end` (0 when none).
-    pub tail_end: u64,
+    /// Blocks not done yet whose first bytes pieces cover: block -> end of the
+    /// contiguous pieces from its start. Counted in the durable prefix once the blocks
+    /// before them are done.
+    pub pieces: std::collections::BTreeMap<u64, u64>,
     /// The source's whole-file digest, from its `Seal`.
     pub expected: Option<Vec<u8>>,
     /// Mode and mtime from the `Seal` (the entry's were those of the file when it

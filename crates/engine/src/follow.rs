@@ -33,6 +33,7 @@ use tokio::sync::mpsc;
 use crate::error::EngineError;
 use crate::notify::Wakeups;
 use crate::progress::Progress;
+use crate::sink::full_blocks;
 use crate::source::{announce, Job, Shared};
 use crate::Follow;
 
@@ -118,16 +119,6 @@ impl Followed {
             }
         }
         self.growth.push_back((size, written));
-    }
-}
-
-/// Blocks of a growing file of `size` bytes that may be sent before its end is known
-/// (mirrors the sink's rule): the full ones, except a lone first block.
-fn full_blocks(size: u64, bs: u64) -> u64 {
-    if size > bs {
-        size / bs
-    } else {
-        0
     }
 }
 

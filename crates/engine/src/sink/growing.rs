@@ -99,8 +99,7 @@ fn durable_frame(sh: &SinkShared, id: u64) -> Option<Frame> {
     }
     let st = inc.state.lock().expect("file lock");
     let s = st.streamed.as_ref()?;
-    let pieces = s.pieces.get(&s.durable_blocks).copied().unwrap_or(0);
-    let offset = (s.durable_blocks * bs).max(pieces).min(inc.size());
+    let offset = durable_offset(s, bs).min(inc.size());
     Some(Frame::Durable { file: id, offset })
 }
 
@@ -332,13 +331,25 @@ fn write_piece(
     if let Some(s) = &mut st.streamed {
         // Pieces of a block come in order on the control stream, the first one at
         // the block's start, each next one where the last ended.
-        let start = block * bs;
-        let end = s.pieces.get(&block).copied().unwrap_or(start);
-        if offset == start || offset == end {
-            s.pieces.insert(block, end.max(offset + data.len() as u64));
-        }
+        cover(s, bs, offset, data.len() as u64);
     }
     Ok(true)
+}
+
+/// The durable prefix: the done blocks, then what pieces cover of the next block.
+fn durable_offset(s: &Streamed, bs: u64) -> u64 {
+    let pieces = s.pieces.get(&s.durable_blocks).copied().unwrap_or(0);
+    (s.durable_blocks * bs).max(pieces)
+}
+
+/// Records a piece `offset..offset+len` (within one block) as written.
+fn cover(s: &mut Streamed, bs: u64, offset: u64, len: u64) {
+    let block = offset / bs;
+    let start = block * bs;
+    let end = s.pieces.get(&block).copied().unwrap_or(start);
+    if offset == start || offset == end {
+        s.pieces.insert(block, end.max(offset + len));
+    }
 }
 
 /// The check value of a piece: BLAKE3 of its bytes, whatever the session's algorithm
@@ -359,6 +370,23 @@ mod tests {
         assert_eq!(full_blocks(1025, bs), 1);
         assert_eq!(full_blocks(2048, bs), 2, "a full last block is final");
         assert_eq!(full_blocks(3000, bs), 2);
+    }
+
+    #[test]
+    fn pieces_count_once_the_blocks_before_them_are_done() {
+        let bs = 1024;
+        let mut s = Streamed::default();
+        // Pieces of block 3 arrive while blocks 0..2 are done and block 2 is not.
+        s.durable_blocks = 2;
+        cover(&mut s, bs, 3 * bs, 100);
+        cover(&mut s, bs, 3 * bs + 100, 50);
+        cover(&mut s, bs, 3 * bs + 500, 10); // not contiguous: ignored
+        assert_eq!(durable_offset(&s, bs), 2 * bs);
+        // Block 2 is done: the prefix runs on through the pieces of block 3.
+        s.durable_blocks = 3;
+        assert_eq!(durable_offset(&s, bs), 3 * bs + 150);
+        s.durable_blocks = 4;
+        assert_eq!(durable_offset(&s, bs), 4 * bs);
     }
 
     #[test]

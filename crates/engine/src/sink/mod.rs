@@ -16,7 +16,7 @@ mod plan;
 mod verify;
 mod write;
 
-pub(crate) use growing::piece_digest;
+pub(crate) use growing::{full_blocks, piece_digest};
 
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;

@@ -375,9 +375,11 @@ mod tests {
     #[test]
     fn pieces_count_once_the_blocks_before_them_are_done() {
         let bs = 1024;
-        let mut s = Streamed::default();
         // Pieces of block 3 arrive while blocks 0..2 are done and block 2 is not.
-        s.durable_blocks = 2;
+        let mut s = Streamed {
+            durable_blocks: 2,
+            ..Streamed::default()
+        };
         cover(&mut s, bs, 3 * bs, 100);
         cover(&mut s, bs, 3 * bs + 100, 50);
         cover(&mut s, bs, 3 * bs + 500, 10); // not contiguous: ignored

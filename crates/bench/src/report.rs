@@ -462,17 +462,34 @@ fn streaming_row(r: &Comparison, link: &Link, tool: bool, limit: bool) -> Vec<St
     if tool {
         row.push(r.tool.clone());
     }
-    let summary = |s: Option<crate::stats::Summary>| match s {
-        None => "–".to_string(),
-        Some(s) if s.n <= 1 => format!("{} (n=1)", fmt_gbit(s.median)),
-        Some(s) => format!("{} ({})", fmt_gbit(s.median), fmt_gbit(s.sd)),
+    // Medians as the per-tool table shows them, failures included.
+    let summary = |s: Option<crate::stats::Summary>, runs: Option<&streaming::Runs>| {
+        let stats = s.map(|s| match s.n {
+            0 | 1 => format!("{} (n=1)", fmt_gbit(s.median)),
+            _ => format!("{} ({})", fmt_gbit(s.median), fmt_gbit(s.sd)),
+        });
+        let failed = runs.filter(|r| r.failed > 0).map(|r| {
+            let error = r.first_error.as_deref().unwrap_or("failed");
+            format!(
+                "FAILED ({}/{}): {}",
+                r.failed,
+                r.runs,
+                truncate(error, MAX_ERROR_CHARS)
+            )
+        });
+        match (stats, failed) {
+            (Some(s), Some(f)) => format!("{s}; {f}"),
+            (Some(s), None) => s,
+            (None, Some(f)) => f,
+            (None, None) => "–".into(),
+        }
     };
     row.push(
         r.writer_gbit_per_s
             .map_or("–".into(), |s| fmt_gbit(s.median)),
     );
-    row.push(summary(r.bulk_gbit_per_s));
-    row.push(summary(r.streaming_gbit_per_s));
+    row.push(summary(r.bulk_gbit_per_s, r.bulk_runs.as_ref()));
+    row.push(summary(r.streaming_gbit_per_s, Some(&r.streaming_runs)));
     row.push(match (r.ratio, r.ratio_pass) {
         (None, _) => "–".into(),
         (Some(v), Some(pass)) => format!("{} {}", fmt_ratio(v), verdict(pass)),

@@ -20,6 +20,29 @@ pub const RATIO_TARGET: f64 = 0.9;
 /// The lag target is the link's RTT plus this many milliseconds.
 pub const LAG_MARGIN_MS: f64 = 250.0;
 
+/// How many runs a cell had and how many failed (the first failure's error with them),
+/// so that a table of medians still shows what did not work.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Runs {
+    /// Runs in all.
+    pub runs: usize,
+    /// Runs that failed.
+    pub failed: usize,
+    /// The first failed run's error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
+}
+
+impl Runs {
+    fn of(c: &Cell) -> Runs {
+        Runs {
+            runs: c.runs,
+            failed: c.failed,
+            first_error: c.first_error.clone(),
+        }
+    }
+}
+
 /// One row of the streaming table: a data mover at one point, both modes side by side.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
@@ -36,6 +59,11 @@ pub struct Comparison {
     /// Rate the writer achieved, Gbit/s.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub writer_gbit_per_s: Option<Summary>,
+    /// The streaming runs.
+    pub streaming_runs: Runs,
+    /// The bulk runs, if any ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bulk_runs: Option<Runs>,
     /// Bulk throughput of the same final files, Gbit/s.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bulk_gbit_per_s: Option<Summary>,
@@ -121,6 +149,8 @@ pub fn comparisons(cells: &[Cell]) -> Vec<Comparison> {
                 tool: s.tool.clone(),
                 write_rate_bps: write_rate,
                 writer_gbit_per_s: s.writer_gbit_per_s,
+                streaming_runs: Runs::of(s),
+                bulk_runs: bulk.map(Runs::of),
                 bulk_gbit_per_s: bulk.and_then(|b| b.gbit_per_s),
                 streaming_gbit_per_s: s.gbit_per_s,
                 ratio,
@@ -298,6 +328,16 @@ mod tests {
         let r = &comparisons(&aggregate(&records, &meta()))[0];
         assert_eq!((r.streaming_gbit_per_s, r.ratio, r.lag), (None, None, None));
         assert_eq!(r.lag_pass, None);
+        assert_eq!((r.streaming_runs.runs, r.streaming_runs.failed), (1, 1));
+        assert_eq!(
+            r.streaming_runs.first_error.as_deref(),
+            Some("copy ended before the writer finished")
+        );
+        let bulk = r.bulk_runs.as_ref().unwrap();
+        assert_eq!(
+            (bulk.runs, bulk.failed, bulk.first_error.as_deref()),
+            (1, 0, None)
+        );
         let bulk_only = [run(&p, "hetch", Mode::Bulk, 1, 5.0, None)];
         assert!(comparisons(&aggregate(&bulk_only, &meta())).is_empty());
     }

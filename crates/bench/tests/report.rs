@@ -448,7 +448,13 @@ fn streaming_records() -> Vec<Record> {
 #[test]
 fn streaming_table_shows_bulk_streaming_ratio_lag_and_verdicts() {
     let dir = tempfile::tempdir().unwrap();
-    let records = streaming_records();
+    let mut records = streaming_records();
+    // A third, failed streaming run at the paced point: shown, not in the medians.
+    let mut failed = records[0].clone();
+    failed.iteration = 3;
+    failed.ok = false;
+    failed.error = Some("exit status: 3: hetch: error: f000148.done: No such file".into());
+    records.push(failed);
     let mut m = meta();
     m.tools.retain(|t| t.name != "rsync");
     report::write(&records, &m, dir.path(), "s").unwrap();
@@ -459,7 +465,7 @@ fn streaming_table_shows_bulk_streaming_ratio_lag_and_verdicts() {
     // Paced writer: ratio shown, not judged; p99s 120 and 280 ms, median 200, worst 280
     // < 300 ms: PASS.
     let paced = format!(
-        "| 4MiB-x250 | 250 × 4M | {} | {} (0.00) | {} (0.00) | {:.2} (writer-paced) | {} ({:.2}) | 60 | 200 (280) | PASS | {} ({:.2}) |",
+        "| 4MiB-x250 | 250 × 4M | {} | {} (0.00) | {} (0.00); FAILED (1/3): exit status: 3: hetch: error: f000148.done: No such file | {:.2} (writer-paced) | {} ({:.2}) | 60 | 200 (280) | PASS | {} ({:.2}) |",
         g(8.4),
         g(5.0),
         g(9.0),

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hetch_integrity::{self as integrity, Algorithm, Digest, FileDigest};
-use hetch_proto::{Frame, Piece, Seal, MAX_PIECE, MAX_REWRITTEN};
+use hetch_proto::{Frame, Piece, Seal, MAX_PIECE, MAX_REWRITTEN, MAX_TAIL_BLOCKS};
 use hetch_storage::walk::{self, SourceEntry, SourceKind};
 use tokio::sync::mpsc;
 
@@ -551,6 +551,8 @@ async fn restart(shared: &Arc<Shared>, id: u64, ctl: &mpsc::Sender<Frame>) {
 /// What the last read of a file before its seal found.
 struct Rechecked {
     digest: Vec<u8>,
+    /// Digests of the blocks from `first_unsent` on (at most `MAX_TAIL_BLOCKS`).
+    tail: Vec<(u64, Digest)>,
     mtime: (i64, u32),
     ctime: (i64, u32),
     rewritten: Vec<u64>,
@@ -574,17 +576,26 @@ async fn seal(shared: Arc<Shared>, id: u64, ctl: mpsc::Sender<Frame>) {
         }
         acked.await;
     }
-    let (abs, sent, size, file_id) = {
+    let (abs, sent, size, file_id, first_unsent) = {
         let ann = shared.announced.lock().expect("announced lock");
         let Some(a) = ann.get(&id) else { return };
         let fl = a.follow.as_ref().expect("followed");
-        (a.abs.clone(), fl.sent.clone(), fl.last_size, fl.file_id)
+        let fields = (a.abs.clone(), fl.sent.clone(), fl.last_size, fl.file_id);
+        (fields.0, fields.1, fields.2, fields.3, fl.next_block)
     };
     let algo = shared.opts.checksum;
     let path = abs.clone();
-    let r = tokio::task::spawn_blocking(move || recheck(&path, bs, algo, &sent, size, file_id))
-        .await
-        .expect("recheck task panicked");
+    let r = tokio::task::spawn_blocking(move || {
+        let file = Reread {
+            abs: &path,
+            size,
+            file_id,
+            first_unsent,
+        };
+        recheck(&file, bs, algo, &sent)
+    })
+    .await
+    .expect("recheck task panicked");
     let r = match r {
         Ok(r) => r,
         Err(e) => {
@@ -643,6 +654,7 @@ async fn seal(shared: Arc<Shared>, id: u64, ctl: mpsc::Sender<Frame>) {
         mtime_nsec: r.mtime.1,
         digest: r.digest,
         rewritten: r.rewritten,
+        tail: r.tail,
     };
     let _ = ctl.send(Frame::Seal(seal)).await;
 }
@@ -650,15 +662,23 @@ async fn seal(shared: Arc<Shared>, id: u64, ctl: mpsc::Sender<Frame>) {
 /// Reads a file whose size should be `size` once more: the whole-file digest, and the
 /// blocks whose digest differs from the one they were sent with. `None` when the file
 /// changed meanwhile.
+/// The file a seal reads again, as the follower last saw it.
+struct Reread<'a> {
+    abs: &'a Path,
+    size: u64,
+    file_id: (u64, u64),
+    /// Blocks from here on were never sent whole.
+    first_unsent: u64,
+}
+
 fn recheck(
-    abs: &Path,
+    file: &Reread<'_>,
     bs: u64,
     algo: Algorithm,
     sent: &[Digest],
-    size: u64,
-    file_id: (u64, u64),
 ) -> std::io::Result<Option<Rechecked>> {
-    let f = std::fs::File::open(abs)?;
+    let (size, file_id) = (file.size, file.file_id);
+    let f = std::fs::File::open(file.abs)?;
     let before = f.metadata()?;
     if before.len() != size || (before.dev(), before.ino()) != file_id {
         return Ok(None);
@@ -667,6 +687,7 @@ fn recheck(
     let mut merged = FileDigest::new(size, bs);
     let mut ordered = (!algo.merges_blocks()).then(|| algo.hasher());
     let mut rewritten = Vec::new();
+    let mut tail = Vec::new();
     let mut buf = Vec::new();
     for i in 0..blocks {
         buf.resize(integrity::block_len(size, bs, i) as usize, 0);
@@ -677,6 +698,9 @@ fn recheck(
             .is_some_and(|s| *s != [0; 32] && *s != d)
         {
             rewritten.push(i);
+        }
+        if i >= file.first_unsent && tail.len() < MAX_TAIL_BLOCKS {
+            tail.push((i, d));
         }
         match &mut ordered {
             Some(h) => h.update(&buf),
@@ -695,6 +719,7 @@ fn recheck(
     };
     Ok(Some(Rechecked {
         digest,
+        tail,
         mtime: (after.mtime(), after.mtime_nsec() as u32),
         ctime: (after.ctime(), after.ctime_nsec() as u32),
         rewritten,

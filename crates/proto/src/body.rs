@@ -39,6 +39,8 @@ const ENTRY_MIN_LEN: usize = 8 + 4 + 1 + 4 + 8 + 4;
 pub const MAX_PIECE: usize = crate::MAX_CONTROL_BODY / 2;
 /// Most rewritten blocks one [`Seal`] may name.
 pub const MAX_REWRITTEN: usize = 64 * 1024;
+/// Most tail blocks one [`Seal`] may carry digests of.
+pub const MAX_TAIL_BLOCKS: usize = 64;
 /// Smallest encoding of a [`PlanItem`] (a skip).
 const PLAN_ITEM_MIN_LEN: usize = 8 + 1;
 /// Encoding of one block range.
@@ -147,6 +149,11 @@ pub(crate) fn encode_body(frame: &Frame, out: &mut Vec<u8>) {
             for b in &seal.rewritten {
                 out.put_u64(*b);
             }
+            out.put_len(seal.tail.len());
+            for (b, d) in &seal.tail {
+                out.put_u64(*b);
+                out.extend_from_slice(d);
+            }
         }
         Frame::Abandon { file } => out.put_u64(*file),
         Frame::Durable { file, offset } => {
@@ -235,6 +242,10 @@ fn decode_seal(r: &mut Reader<'_>) -> Result<Seal, ProtoError> {
     if rewritten.len() > MAX_REWRITTEN {
         return Err(r.err("too many rewritten blocks"));
     }
+    let tail = r.list(8 + DIGEST_LEN, |r| Ok((r.u64()?, r.array()?)))?;
+    if tail.len() > MAX_TAIL_BLOCKS {
+        return Err(r.err("too many tail blocks"));
+    }
     Ok(Seal {
         file,
         size,
@@ -242,6 +253,7 @@ fn decode_seal(r: &mut Reader<'_>) -> Result<Seal, ProtoError> {
         mtime_nsec,
         digest,
         rewritten,
+        tail,
     })
 }
 

@@ -101,6 +101,10 @@ pub struct Seal {
     /// Blocks sent earlier whose contents changed at the source afterwards: the sink
     /// must take them again.
     pub rewritten: Vec<u64>,
+    /// Digests (for the final size) of the blocks never sent whole, from the first one
+    /// on: a block that pieces already cover completely at the sink is checked against
+    /// its digest there instead of being sent again.
+    pub tail: Vec<(u64, BlockDigest)>,
 }
 
 /// Bytes of a block that is not full yet (see [`Frame::Piece`]).

@@ -20,7 +20,7 @@ pub mod fuzzing;
 #[cfg(test)]
 mod tests;
 
-pub use body::{MAX_PIECE, MAX_REWRITTEN};
+pub use body::{MAX_PIECE, MAX_REWRITTEN, MAX_TAIL_BLOCKS};
 pub use codec::*;
 pub use frame::*;
 pub use path::{validate_operand_path, validate_rel_path};

@@ -168,9 +168,24 @@ pub(crate) fn seal(sh: &SinkShared, seal: Seal) -> Result<Vec<Frame>, EngineErro
             mtime_nsec: seal.mtime_nsec,
             ..inc.meta
         });
+        let pieces = std::mem::take(&mut s.pieces);
         s.digests = Vec::new();
         st.streamed = Some(s);
         inc.seal(seal.size, bs);
+        for &(b, d) in &seal.tail {
+            let covered = pieces.get(&b).copied().unwrap_or(0);
+            let end = b * bs + integrity::block_len(seal.size, bs, b);
+            if b < blocks && !st.is_done(b) && covered >= end {
+                match tail_from_pieces(sh, &inc, &mut st, b, &d) {
+                    Ok(()) => {}
+                    Err(e) if e.is_no_space() => return Err(e.into()),
+                    Err(e) => {
+                        drop(st);
+                        return Ok(sh.fail_file(seal.file, e.to_string()).into_iter().collect());
+                    }
+                }
+            }
+        }
         super::plan::missing_ranges(&st, blocks)
     };
     if ranges.is_empty() {
@@ -181,6 +196,41 @@ pub(crate) fn seal(sh: &SinkShared, seal: Seal) -> Result<Vec<Frame>, EngineErro
         id: seal.file,
         action: PlanAction::Send(ranges),
     }])])
+}
+
+/// A tail block that pieces already hold completely: read it back and, when it has the
+/// digest the source sealed it with, count it done without sending it again (a file
+/// of one block, written by a slow writer, would otherwise cross the link twice).
+fn tail_from_pieces(
+    sh: &SinkShared,
+    inc: &IncomingFile,
+    st: &mut super::FileState,
+    block: u64,
+    expected: &Digest,
+) -> Result<(), StorageError> {
+    let bs = sh.opts.block_size;
+    let Some(part) = st.part.clone() else {
+        return Ok(());
+    };
+    let mut data = vec![0; integrity::block_len(inc.size(), bs, block) as usize];
+    part.read_back(block * bs, &mut data)?;
+    let algo = sh.opts.checksum;
+    let got = sh
+        .gate
+        .run(|| algo.block_digest(inc.size(), bs, block, &data));
+    if got != *expected {
+        return Ok(()); // it changed since: ask for it
+    }
+    if let Some(j) = &st.journal {
+        j.append(block, expected)?;
+    }
+    if algo.merges_blocks() {
+        let _ = st.digest.add(block, *expected);
+    }
+    st.mark_done(block);
+    st.remaining -= 1;
+    crate::progress::Progress::add(&sh.progress.bytes, data.len() as u64);
+    Ok(())
 }
 
 /// Finishes a sealed file whose blocks are all done.

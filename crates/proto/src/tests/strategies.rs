@@ -282,17 +282,21 @@ pub(super) fn frame() -> impl Strategy<Value = Frame> {
             any::<[u64; 2]>(),
             (any::<i64>(), 0..1_000_000_000u32),
             proptest::collection::vec(any::<u8>(), 0..=64),
-            proptest::collection::vec(any::<u64>(), 0..8)
+            proptest::collection::vec(any::<u64>(), 0..8),
+            proptest::collection::vec(any::<(u64, [u8; 32])>(), 0..3)
         )
             .prop_map(
-                |([file, size], (mtime_sec, mtime_nsec), digest, rewritten)| Frame::Seal(Seal {
-                    file,
-                    size,
-                    mtime_sec,
-                    mtime_nsec,
-                    digest,
-                    rewritten
-                })
+                |([file, size], (mtime_sec, mtime_nsec), digest, rewritten, tail)| {
+                    Frame::Seal(Seal {
+                        file,
+                        size,
+                        mtime_sec,
+                        mtime_nsec,
+                        digest,
+                        rewritten,
+                        tail,
+                    })
+                }
             ),
         any::<u64>().prop_map(|file| Frame::Abandon { file }),
         any::<[u64; 2]>().prop_map(|[file, offset]| Frame::Durable { file, offset }),

@@ -104,7 +104,8 @@ struct CpArgs {
     /// Copy files that are still being written: new data go as they appear, and each
     /// file is renamed into place once complete (see --idle, --done-suffix); new files
     /// under source directories are picked up too. Ends once every file is complete
-    /// and nothing new has appeared for --idle. Sources must be local.
+    /// and nothing new has appeared for --idle, or once every file is complete after
+    /// SRC.done (a run marker) appears beside a source directory. Sources must be local.
     #[arg(long)]
     follow: bool,
     #[command(flatten)]

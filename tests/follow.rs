@@ -350,3 +350,39 @@ fn follow_refuses_what_it_cannot_do() {
     out.expect_code(2);
     out.one_line_naming(&["local sources"]);
 }
+
+/// `SRC.done` beside a source directory says the whole run is written: every file in
+/// it is complete, and the copy ends once they are in place, without an idle wait.
+#[test]
+fn a_run_marker_completes_everything_and_ends_the_copy() {
+    let t = tempdir();
+    let src = t.path().join("run7");
+    std::fs::create_dir(&src).unwrap();
+    let files: Vec<PathBuf> = ["a", "b"].iter().map(|n| src.join(n)).collect();
+    let w = writer(&files, "3M", "30M", &["--hold", "600s"]);
+    wait_for("the writer to finish writing", || {
+        files
+            .iter()
+            .all(|f| std::fs::metadata(f).is_ok_and(|m| m.len() == 3 << 20))
+    });
+    let dst = t.path().join("dst");
+    // An idle time no test run reaches: only the run marker can end the copy.
+    let cp = spawn(
+        &args![
+            "cp",
+            "--follow",
+            "--idle",
+            "3600s",
+            "--json",
+            &src,
+            with_slash(&dst)
+        ],
+        &[],
+    );
+    std::fs::File::create(t.path().join("run7.done")).unwrap();
+    let out = cp.wait();
+    out.ok();
+    assert_same_tree(&src, &dst.join("run7"));
+    assert_eq!(out.json().files, 2);
+    drop(w);
+}

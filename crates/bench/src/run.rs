@@ -516,6 +516,11 @@ fn run_streaming(at: &At, tool: &dyn Tool, spec: &StreamingSpec) -> anyhow::Resu
     let src = stream_dir(at.plan, at.ds);
     let (mark, _) = stream_ready(at.plan, at.ds, spec);
     let _ = std::fs::remove_file(&mark);
+    // `SRC.done` beside the source directory tells the copy the whole run is written
+    // (the writer's per-file markers only say each file is); it is made once the
+    // writer exits, as an instrument marks the end of a run.
+    let run_marker = run_marker(&src, &spec.follow.done_suffix);
+    let _ = std::fs::remove_file(&run_marker);
     fresh_dir(&src)?;
     let dst = at.fresh_dst(tool)?;
     if at.plan.drop_caches {
@@ -571,6 +576,10 @@ fn run_streaming(at: &At, tool: &dyn Tool, spec: &StreamingSpec) -> anyhow::Resu
                     c.kill();
                     break Some(format!("writer: {}", failure(status, &writer_log)));
                 }
+                if let Err(e) = std::fs::write(&run_marker, b"") {
+                    c.kill();
+                    break Some(format!("{}: {e}", run_marker.display()));
+                }
             }
         }
         if writer_status.is_some()
@@ -622,6 +631,13 @@ fn run_streaming(at: &At, tool: &dyn Tool, spec: &StreamingSpec) -> anyhow::Resu
     record.ok = error.is_none();
     record.error = error;
     Ok(record)
+}
+
+/// The marker that says the whole source directory `src` is written: `SRC` + suffix.
+fn run_marker(src: &Path, suffix: &str) -> PathBuf {
+    let mut m = src.as_os_str().to_os_string();
+    m.push(suffix);
+    PathBuf::from(m)
 }
 
 /// Watches a destination for the done markers of a dataset's files, in file order,

@@ -280,12 +280,25 @@ async fn announce_path(shared: &Arc<Shared>, abs: PathBuf, rel: Vec<u8>) {
     };
     let sh = shared.clone();
     let _ = tokio::task::spawn_blocking(move || match walk::entry(&abs, rel) {
-        Ok(se) => {
+        // A scan may have announced it meanwhile: never two entries for one path.
+        Ok(se) if !already_announced(&sh, &se) => {
             announce(&sh, se, &tx);
         }
+        Ok(_) => {}
         Err(e) => sh.progress.fail(e.to_string()),
     })
     .await;
+}
+
+/// Whether `se` is in flight, or was listed with the same status-change time.
+fn already_announced(shared: &Shared, se: &SourceEntry) -> bool {
+    let in_flight = {
+        let ann = shared.announced.lock().expect("announced lock");
+        ann.values().any(|a| a.abs == se.abs)
+    };
+    in_flight
+        || shared.seen.lock().expect("seen lock").get(&se.abs)
+            == Some(&(se.ctime_sec, se.ctime_nsec))
 }
 
 /// What a poll found for one followed file.
@@ -335,6 +348,7 @@ pub(crate) async fn follower(
     let mut last_scan = SystemTime::now();
     let mut next_rescan = Instant::now() + f.rescan;
     let mut last_new = Instant::now();
+    let (mut final_scan, mut scanned_after_marker) = (false, false);
     loop {
         tokio::select! {
             _ = tokio::time::sleep(f.poll) => {}
@@ -346,7 +360,19 @@ pub(crate) async fn follower(
         if shared.window.is_closed() {
             return Ok(());
         }
-        poll_files(&shared, &f, &ctl).await;
+        // `OPERAND.done` beside every operand: the whole run is written. Every file
+        // is complete now, and the copy ends as soon as they are all in place.
+        let run_done = !f.forever
+            && f.done_suffix
+                .as_deref()
+                .is_some_and(|suffix| operands.iter().all(|op| marker_of(op, suffix).exists()));
+        if run_done && !final_scan {
+            // What appeared just before the marker is found by one last scan.
+            final_scan = true;
+            wake.appeared.store(true, SeqCst);
+            next_rescan = Instant::now();
+        }
+        poll_files(&shared, &f, &ctl, run_done).await;
         let walked = listed.load(SeqCst);
         let appeared = Instant::now() + f.rescan >= next_rescan + MIN_RESCAN_GAP
             && wake.appeared.swap(false, SeqCst);
@@ -359,12 +385,14 @@ pub(crate) async fn follower(
             }
             last_scan = started;
             next_rescan = Instant::now() + f.rescan;
+            scanned_after_marker = final_scan;
         }
         let following = {
             let ann = shared.announced.lock().expect("announced lock");
             ann.values().any(|a| a.follow.is_some())
         };
-        if !f.forever && walked && !following && last_new.elapsed() >= f.idle {
+        let quiet = last_new.elapsed() >= f.idle || (run_done && scanned_after_marker);
+        if !f.forever && walked && !following && quiet {
             break;
         }
     }
@@ -374,7 +402,7 @@ pub(crate) async fn follower(
 }
 
 /// Checks every followed file once and acts on what changed.
-async fn poll_files(shared: &Arc<Shared>, f: &Follow, ctl: &mpsc::Sender<Frame>) {
+async fn poll_files(shared: &Arc<Shared>, f: &Follow, ctl: &mpsc::Sender<Frame>, run_done: bool) {
     let targets: Vec<(u64, PathBuf)> = {
         let ann = shared.announced.lock().expect("announced lock");
         ann.iter()
@@ -410,7 +438,7 @@ async fn poll_files(shared: &Arc<Shared>, f: &Follow, ctl: &mpsc::Sender<Frame>)
                 continue;
             }
             Ok(None) => Action::Gone,
-            Ok(Some(p)) => observe(shared, f, id, p),
+            Ok(Some(p)) => observe(shared, f, id, p, run_done),
         };
         match action {
             Action::Nothing => {}
@@ -439,7 +467,7 @@ async fn poll_files(shared: &Arc<Shared>, f: &Follow, ctl: &mpsc::Sender<Frame>)
 }
 
 /// Updates a followed file from a probe; queues its new full blocks.
-fn observe(shared: &Shared, f: &Follow, id: u64, p: Probe) -> Action {
+fn observe(shared: &Shared, f: &Follow, id: u64, p: Probe, run_done: bool) -> Action {
     let bs = shared.opts.block_size;
     let mut ann = shared.announced.lock().expect("announced lock");
     let Some(fl) = ann.get_mut(&id).and_then(|a| a.follow.as_mut()) else {
@@ -493,7 +521,8 @@ fn observe(shared: &Shared, f: &Follow, id: u64, p: Probe) -> Action {
     } else {
         fl.tail_since = None;
     }
-    if fl.marker.is_some() || fl.last_change.elapsed() >= f.idle {
+    let complete = fl.marker.is_some() || run_done || fl.last_change.elapsed() >= f.idle;
+    if complete && p.size == fl.last_size {
         fl.sealing = true;
         return Action::Seal;
     }

@@ -268,10 +268,10 @@ pub(crate) fn announce(shared: &Shared, se: SourceEntry, tx: &mpsc::Sender<Liste
         }
     }
     let follow = crate::follow::on_listing(shared, &se);
-    crate::follow::listed(shared, &se);
     if follow == crate::follow::Listing::Held {
         return true; // a done-marker, sent after its file
     }
+    crate::follow::listed(shared, &se);
     // Wait for room in the window; a closed window means the session ended.
     match rt.block_on(shared.window.acquire()) {
         Ok(p) => p.forget(),

@@ -215,6 +215,7 @@ pub(crate) async fn first_plan(shared: &Shared, id: u64, ranges: &[(u64, u64)]) 
                 file: id,
                 start,
                 end,
+                cover: false,
             })
             .collect()
     };
@@ -330,7 +331,16 @@ enum Action {
     Gone,
     Restart(String),
     Seal,
-    Piece { offset: u64, len: u64 },
+    Piece {
+        offset: u64,
+        len: u64,
+    },
+    /// Send the rest of a block pieces began as a piece, then the block's digest.
+    Cover {
+        block: u64,
+        offset: u64,
+        len: u64,
+    },
 }
 
 /// Follows growing files until the session ends (watch) or until every file is
@@ -461,7 +471,20 @@ async fn poll_files(shared: &Arc<Shared>, f: &Follow, ctl: &mpsc::Sender<Frame>,
             Action::Seal => {
                 tokio::spawn(seal(shared.clone(), id, ctl.clone()));
             }
-            Action::Piece { offset, len } => send_piece(shared, id, &abs, offset, len, ctl).await,
+            Action::Piece { offset, len } => {
+                send_piece(shared, id, &abs, offset, len, ctl).await;
+            }
+            Action::Cover { block, offset, len } => {
+                if len == 0 || send_piece(shared, id, &abs, offset, len, ctl).await {
+                    let job = Job {
+                        file: id,
+                        start: block,
+                        end: block + 1,
+                        cover: true,
+                    };
+                    let _ = shared.jobs.0.send(job).await;
+                }
+            }
         }
     }
 }
@@ -493,15 +516,31 @@ fn observe(shared: &Shared, f: &Follow, id: u64, p: Probe, run_done: bool) -> Ac
         fl.last_change = now;
     }
     let full = full_blocks(fl.last_size, bs);
+    let mut cover = None;
     if full > fl.next_block {
-        let job = Job {
-            file: id,
-            start: fl.next_block,
-            end: full,
-        };
+        let mut start = fl.next_block;
+        let rest = ((start + 1) * bs).saturating_sub(fl.piece_end);
+        if fl.piece_end > start * bs && rest <= MAX_PIECE as u64 {
+            // Pieces carried the start of this block: send the rest as a piece and
+            // only the block's digest, rather than the whole block again.
+            cover = Some((start, fl.piece_end, rest));
+            fl.piece_end = (start + 1) * bs;
+            start += 1;
+        }
+        if full > start {
+            let job = Job {
+                file: id,
+                start,
+                end: full,
+                cover: false,
+            };
+            // Unbounded channel: never blocks under the lock.
+            let _ = shared.jobs.0.try_send(job);
+        }
         fl.next_block = full;
-        // Unbounded channel: never blocks under the lock.
-        let _ = shared.jobs.0.try_send(job);
+    }
+    if let Some((block, offset, len)) = cover {
+        return Action::Cover { block, offset, len };
     }
     let unsent = fl.piece_end.max(fl.next_block * bs);
     if fl.last_size > unsent {
@@ -529,7 +568,8 @@ fn observe(shared: &Shared, f: &Follow, id: u64, p: Probe, run_done: bool) -> Ac
     Action::Nothing
 }
 
-/// Reads and sends a piece of a block that is not full yet.
+/// Reads and sends a piece of a block that is not full yet; false when it could not
+/// be read.
 async fn send_piece(
     shared: &Arc<Shared>,
     id: u64,
@@ -537,7 +577,7 @@ async fn send_piece(
     offset: u64,
     len: u64,
     ctl: &mpsc::Sender<Frame>,
-) {
+) -> bool {
     let path = abs.to_path_buf();
     let read = tokio::task::spawn_blocking(move || {
         let f = std::fs::File::open(&path)?;
@@ -555,13 +595,14 @@ async fn send_piece(
                 digest: crate::sink::piece_digest(&data),
                 data,
             };
-            let _ = ctl.send(Frame::Piece(piece)).await;
+            ctl.send(Frame::Piece(piece)).await.is_ok()
         }
         // Shrunk meanwhile: the next poll sees it and starts the file over.
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => false,
         Err(e) => {
             let message = format!("{}: {e}", abs.display());
             shared.read_failed(id, message, ctl).await;
+            false
         }
     }
 }

@@ -57,6 +57,9 @@ pub(crate) struct Job {
     pub file: u64,
     pub start: u64,
     pub end: u64,
+    /// Pieces already carried these blocks' bytes: send each block's digest (a
+    /// `Cover`) instead of its bytes.
+    pub cover: bool,
 }
 
 /// A block ready for a data stream.
@@ -467,6 +470,7 @@ async fn control_reader(
                                     file: item.id,
                                     start,
                                     end,
+                                    cover: false,
                                 };
                                 let _ = shared.jobs.0.send(job).await;
                             }
@@ -485,6 +489,7 @@ async fn control_reader(
                     file,
                     start: block,
                     end: block + 1,
+                    cover: false,
                 };
                 let _ = shared.jobs.0.send(job).await;
             }
@@ -559,6 +564,7 @@ async fn reader(
                 file: job.file,
                 start: turn_end,
                 end: job.end,
+                cover: job.cover,
             };
             let _ = shared.jobs.0.send(rest).await;
         }
@@ -625,6 +631,17 @@ async fn reader(
             };
             if size == crate::follow::GROWING {
                 crate::follow::sent(&shared, job.file, index, &digest);
+            }
+            if job.cover {
+                let cover = Frame::Cover {
+                    file: job.file,
+                    block: index,
+                    digest,
+                };
+                if ctl.send(cover).await.is_err() {
+                    return Ok(());
+                }
+                continue;
             }
             if !zero
                 && shared

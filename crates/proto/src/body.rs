@@ -160,6 +160,15 @@ pub(crate) fn encode_body(frame: &Frame, out: &mut Vec<u8>) {
             out.put_u64(*file);
             out.put_u64(*offset);
         }
+        Frame::Cover {
+            file,
+            block,
+            digest,
+        } => {
+            out.put_u64(*file);
+            out.put_u64(*block);
+            out.extend_from_slice(digest);
+        }
         Frame::Piece(p) => {
             out.put_u64(p.file);
             out.put_u64(p.offset);
@@ -221,6 +230,11 @@ pub(crate) fn decode_body(kind: FrameKind, body: &[u8]) -> Result<Frame, ProtoEr
             offset: r.u64()?,
         },
         FrameKind::Piece => Frame::Piece(decode_piece(&mut r)?),
+        FrameKind::Cover => Frame::Cover {
+            file: r.u64()?,
+            block: r.u64()?,
+            digest: r.array()?,
+        },
     };
     r.finish()?;
     Ok(frame)

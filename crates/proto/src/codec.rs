@@ -96,6 +96,8 @@ pub enum FrameKind {
     Durable = 15,
     /// [`Frame::Piece`]
     Piece = 16,
+    /// [`Frame::Cover`]
+    Cover = 17,
 }
 
 /// A decoded frame header.
@@ -109,7 +111,7 @@ pub struct FrameHeader {
 
 impl FrameKind {
     /// Every kind, in kind-byte order.
-    pub const ALL: [FrameKind; 16] = [
+    pub const ALL: [FrameKind; 17] = [
         FrameKind::Hello,
         FrameKind::Welcome,
         FrameKind::Error,
@@ -126,11 +128,12 @@ impl FrameKind {
         FrameKind::Abandon,
         FrameKind::Durable,
         FrameKind::Piece,
+        FrameKind::Cover,
     ];
 
     /// The kind with this kind byte, if any.
     pub fn from_u8(byte: u8) -> Option<FrameKind> {
-        // Kind bytes are 1..=16 in `ALL`'s order.
+        // Kind bytes are 1..=17 in `ALL`'s order.
         let index = usize::from(byte).checked_sub(1)?;
         FrameKind::ALL.get(index).copied()
     }
@@ -154,6 +157,7 @@ impl FrameKind {
             FrameKind::Abandon => "abandon",
             FrameKind::Durable => "durable",
             FrameKind::Piece => "piece",
+            FrameKind::Cover => "cover",
         }
     }
 
@@ -187,6 +191,7 @@ impl Frame {
             Frame::Abandon { .. } => FrameKind::Abandon,
             Frame::Durable { .. } => FrameKind::Durable,
             Frame::Piece(_) => FrameKind::Piece,
+            Frame::Cover { .. } => FrameKind::Cover,
         }
     }
 }

@@ -83,6 +83,17 @@ pub enum Frame {
     /// Source -> sink on the control connection: bytes of a growing file's block that
     /// is not full yet, sent so that they need not wait for the block to fill.
     Piece(Piece),
+    /// Source -> sink: pieces cover block `block` of a growing file completely, and
+    /// this is its digest; the sink checks what it holds instead of taking the block
+    /// again, and answers `Resend` when that fails.
+    Cover {
+        /// Entry id of the file.
+        file: u64,
+        /// Block index.
+        block: u64,
+        /// The block's digest.
+        digest: BlockDigest,
+    },
 }
 
 /// The end of a growing file (see [`Frame::Seal`]).

@@ -381,9 +381,70 @@ fn write_piece(
     if let Some(s) = &mut st.streamed {
         // Pieces of a block come in order on the control stream, the first one at
         // the block's start, each next one where the last ended.
-        cover(s, bs, offset, data.len() as u64);
+        add_piece(s, bs, offset, data.len() as u64);
     }
     Ok(true)
+}
+
+/// The source says pieces cover block `block` of growing file `id` completely, and
+/// its digest is `digest`: read the block back and count it done, or ask for it.
+pub(crate) fn cover(
+    sh: &SinkShared,
+    id: u64,
+    block: u64,
+    digest: Digest,
+) -> Result<Option<Frame>, EngineError> {
+    let Some(inc) = sh.files.lock().expect("files lock").get(&id).cloned() else {
+        return Ok(None);
+    };
+    let bs = sh.opts.block_size;
+    let len = integrity::block_len(inc.size(), bs, block);
+    let resend = Some(Frame::Resend { file: id, block });
+    // No piece may land in the block while it is read back and counted.
+    let _one_writer = inc.write_lock.lock().expect("write lock");
+    let part = {
+        let mut st = inc.state.lock().expect("file lock");
+        if st.failed || st.is_done(block) || !inc.growing() {
+            return Ok(None);
+        }
+        let Some(s) = &mut st.streamed else {
+            return Ok(None);
+        };
+        let covered = s.pieces.get(&block).copied().unwrap_or(0) >= block * bs + len;
+        if !covered || bit(&s.stored, block) {
+            return Ok(resend);
+        }
+        // Like a full copy written: pieces leave it alone from now on.
+        set_bit(&mut s.stored, block, true);
+        match st.part.clone() {
+            Some(p) => p,
+            None => return Ok(resend),
+        }
+    };
+    let mut data = vec![0; len as usize];
+    let checked = part.read_back(block * bs, &mut data).map(|_| {
+        let algo = sh.opts.checksum;
+        sh.gate
+            .run(|| algo.block_digest(inc.size(), bs, block, &data))
+            == digest
+    });
+    let outcome = match checked {
+        Ok(true) => super::finish::block_done(sh, id, &inc, block, &digest, &data),
+        Ok(false) => {
+            let mut st = inc.state.lock().expect("file lock");
+            if let Some(s) = &mut st.streamed {
+                set_bit(&mut s.stored, block, false);
+            }
+            crate::progress::Progress::add(&sh.progress.retried_blocks, 1);
+            return Ok(resend);
+        }
+        Err(e) => Err(e),
+    };
+    match outcome {
+        Ok(reply) => Ok(reply),
+        Err(e) if e.is_no_space() => Err(e.into()),
+        Err(e) => Ok(sh.fail_file(id, e.to_string())),
+    }
 }
 
 /// The durable prefix: the done blocks, then what pieces cover of the next block.
@@ -393,7 +454,7 @@ fn durable_offset(s: &Streamed, bs: u64) -> u64 {
 }
 
 /// Records a piece `offset..offset+len` (within one block) as written.
-fn cover(s: &mut Streamed, bs: u64, offset: u64, len: u64) {
+fn add_piece(s: &mut Streamed, bs: u64, offset: u64, len: u64) {
     let block = offset / bs;
     let start = block * bs;
     let end = s.pieces.get(&block).copied().unwrap_or(start);
@@ -430,9 +491,9 @@ mod tests {
             durable_blocks: 2,
             ..Streamed::default()
         };
-        cover(&mut s, bs, 3 * bs, 100);
-        cover(&mut s, bs, 3 * bs + 100, 50);
-        cover(&mut s, bs, 3 * bs + 500, 10); // not contiguous: ignored
+        add_piece(&mut s, bs, 3 * bs, 100);
+        add_piece(&mut s, bs, 3 * bs + 100, 50);
+        add_piece(&mut s, bs, 3 * bs + 500, 10); // not contiguous: ignored
         assert_eq!(durable_offset(&s, bs), 2 * bs);
         // Block 2 is done: the prefix runs on through the pieces of block 3.
         s.durable_blocks = 3;

@@ -543,6 +543,20 @@ async fn control_reader(
                     shared.reply(&ctl, f).await;
                 }
             }
+            Frame::Cover {
+                file,
+                block,
+                digest,
+            } => {
+                let sh = shared.clone();
+                let reply =
+                    tokio::task::spawn_blocking(move || growing::cover(&sh, file, block, digest))
+                        .await
+                        .expect("cover task panicked")?;
+                if let Some(f) = reply {
+                    shared.reply(&ctl, f).await;
+                }
+            }
             Frame::Abandon { file } => {
                 if let Some(f) = growing::abandon(&shared, file) {
                     shared.reply(&ctl, f).await;

@@ -299,6 +299,11 @@ pub(super) fn frame() -> impl Strategy<Value = Frame> {
                 }
             ),
         any::<u64>().prop_map(|file| Frame::Abandon { file }),
+        (any::<[u64; 2]>(), any::<[u8; 32]>()).prop_map(|([file, block], digest)| Frame::Cover {
+            file,
+            block,
+            digest
+        }),
         any::<[u64; 2]>().prop_map(|[file, offset]| Frame::Durable { file, offset }),
         (
             any::<u64>(),

@@ -440,6 +440,10 @@ async fn poll_files(shared: &Arc<Shared>, f: &Follow, ctl: &mpsc::Sender<Frame>,
     })
     .await
     .expect("probe task panicked");
+    // Pieces of different files are read and sent concurrently: with many slow
+    // files, pieces carry most of the data, and one file's read must not wait for
+    // another's.
+    let mut sends = Vec::new();
     for (id, abs, p) in probes {
         let action = match p {
             Err(e) => {
@@ -472,20 +476,36 @@ async fn poll_files(shared: &Arc<Shared>, f: &Follow, ctl: &mpsc::Sender<Frame>,
                 tokio::spawn(seal(shared.clone(), id, ctl.clone()));
             }
             Action::Piece { offset, len } => {
-                send_piece(shared, id, &abs, offset, len, ctl).await;
+                sends.push(piece_then(shared, id, abs, offset, len, None, ctl));
             }
             Action::Cover { block, offset, len } => {
-                if len == 0 || send_piece(shared, id, &abs, offset, len, ctl).await {
-                    let job = Job {
-                        file: id,
-                        start: block,
-                        end: block + 1,
-                        cover: true,
-                    };
-                    let _ = shared.jobs.0.send(job).await;
-                }
+                sends.push(piece_then(shared, id, abs, offset, len, Some(block), ctl));
             }
         }
+    }
+    futures_util::future::join_all(sends).await;
+}
+
+/// Sends a piece (none when `len` is 0) and then, with `cover`, queues that block's
+/// digest in place of its bytes.
+async fn piece_then(
+    shared: &Arc<Shared>,
+    id: u64,
+    abs: PathBuf,
+    offset: u64,
+    len: u64,
+    cover: Option<u64>,
+    ctl: &mpsc::Sender<Frame>,
+) {
+    let sent = len == 0 || send_piece(shared, id, &abs, offset, len, ctl).await;
+    if let (true, Some(block)) = (sent, cover) {
+        let job = Job {
+            file: id,
+            start: block,
+            end: block + 1,
+            cover: true,
+        };
+        let _ = shared.jobs.0.send(job).await;
     }
 }
 

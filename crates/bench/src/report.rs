@@ -413,7 +413,8 @@ const STREAMING_NOTE: &str = "Streaming: `hetch bench write` appends fixed-size 
 round-robin to the dataset's files (at the writer rate of the table's title) in an empty \
 directory while `hetch cp --follow` copies them; each file's `.done` marker is made when \
 it is complete. *Streaming Gbit/s* is the dataset's bytes over the time from the writer's \
-start to the copy's exit (which waits until nothing new has appeared for its `--idle`); \
+start to the copy's exit (the run marker `SRC.done`, made when the writer exits, ends \
+the copy once every file is in place); \
 *to last file* stops the clock when every file and its marker were in place at the \
 destination. *Bulk* is `hetch cp` of the same final files in the same iteration. Lag is \
 the copy's own figure (appended at the source to durable and verified at the \

@@ -103,9 +103,21 @@ fn durable_frame(sh: &SinkShared, id: u64) -> Option<Frame> {
     Some(Frame::Durable { file: id, offset })
 }
 
+/// What a seal leaves to do after the control reader's quick part.
+pub(crate) struct SealRest {
+    file: u64,
+    inc: Arc<IncomingFile>,
+    /// Tail blocks the pieces cover, with the source's digests: to read back.
+    tail: Vec<(u64, Digest)>,
+}
+
 /// The source sealed a growing file: fix its size, take back rewritten blocks, and
-/// answer with the blocks still needed (or finish it when none are).
-pub(crate) fn seal(sh: &SinkShared, seal: Seal) -> Result<Vec<Frame>, EngineError> {
+/// answer with the blocks still needed. Reading back the tail blocks that pieces hold,
+/// and finishing the file, are left to [`seal_rest`], off the control reader.
+pub(crate) fn seal(
+    sh: &SinkShared,
+    seal: Seal,
+) -> Result<(Vec<Frame>, Option<SealRest>), EngineError> {
     let Some(inc) = sh
         .files
         .lock()
@@ -113,7 +125,7 @@ pub(crate) fn seal(sh: &SinkShared, seal: Seal) -> Result<Vec<Frame>, EngineErro
         .get(&seal.file)
         .cloned()
     else {
-        return Ok(Vec::new()); // failed or abandoned meanwhile
+        return Ok((Vec::new(), None)); // failed or abandoned meanwhile
     };
     let bs = sh.opts.block_size;
     let protocol = |what: String| EngineError::Unexpected {
@@ -127,10 +139,10 @@ pub(crate) fn seal(sh: &SinkShared, seal: Seal) -> Result<Vec<Frame>, EngineErro
         )));
     }
     let blocks = integrity::block_count(seal.size, bs);
-    let ranges = {
+    let (ranges, tail) = {
         let mut st = inc.state.lock().expect("file lock");
         if st.failed {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), None));
         }
         let mut s = st.streamed.take().expect("a growing file is streamed");
         for &b in &seal.rewritten {
@@ -172,30 +184,75 @@ pub(crate) fn seal(sh: &SinkShared, seal: Seal) -> Result<Vec<Frame>, EngineErro
         s.digests = Vec::new();
         st.streamed = Some(s);
         inc.seal(seal.size, bs);
-        for &(b, d) in &seal.tail {
-            let covered = pieces.get(&b).copied().unwrap_or(0);
-            let end = b * bs + integrity::block_len(seal.size, bs, b);
-            if b < blocks && !st.is_done(b) && covered >= end {
-                match tail_from_pieces(sh, &inc, &mut st, b, &d) {
-                    Ok(()) => {}
-                    Err(e) if e.is_no_space() => return Err(e.into()),
-                    Err(e) => {
-                        drop(st);
-                        return Ok(sh.fail_file(seal.file, e.to_string()).into_iter().collect());
-                    }
-                }
+        let tail: Vec<(u64, Digest)> = seal
+            .tail
+            .iter()
+            .filter(|&&(b, _)| {
+                let covered = pieces.get(&b).copied().unwrap_or(0);
+                b < blocks
+                    && !st.is_done(b)
+                    && covered >= b * bs + integrity::block_len(seal.size, bs, b)
+            })
+            .copied()
+            .collect();
+        let ranges: Vec<(u64, u64)> = super::plan::missing_ranges(&st, blocks)
+            .into_iter()
+            .flat_map(|(a, b)| a..b)
+            .filter(|i| !tail.iter().any(|(t, _)| t == i))
+            .map(|i| (i, i + 1))
+            .collect();
+        (ranges, tail)
+    };
+    let frames = if ranges.is_empty() {
+        Vec::new()
+    } else {
+        vec![Frame::Plan(vec![PlanItem {
+            id: seal.file,
+            action: PlanAction::Send(ranges),
+        }])]
+    };
+    // Nothing to send: the tail (if any) is read back, then the file finished, there.
+    let rest = SealRest {
+        file: seal.file,
+        inc,
+        tail,
+    };
+    let rest = (frames.is_empty() || !rest.tail.is_empty()).then_some(rest);
+    Ok((frames, rest))
+}
+
+/// The slow part of a seal: reads back the tail blocks pieces hold and counts those
+/// that match; asks for the others; finishes the file when nothing is missing.
+pub(crate) fn seal_rest(sh: &SinkShared, rest: SealRest) -> Result<Vec<Frame>, EngineError> {
+    let SealRest { file, inc, tail } = rest;
+    let mut ask = Vec::new();
+    let mut complete = false;
+    for (b, d) in tail {
+        let mut st = inc.state.lock().expect("file lock");
+        if st.failed {
+            return Ok(Vec::new());
+        }
+        match tail_from_pieces(sh, &inc, &mut st, b, &d) {
+            Ok(true) => complete = st.remaining == 0,
+            Ok(false) => ask.push((b, b + 1)),
+            Err(e) if e.is_no_space() => return Err(e.into()),
+            Err(e) => {
+                drop(st);
+                return Ok(sh.fail_file(file, e.to_string()).into_iter().collect());
             }
         }
-        super::plan::missing_ranges(&st, blocks)
-    };
-    if ranges.is_empty() {
-        // Every block arrived already (a resumed file): finish it now.
-        return finish_now(sh, seal.file, &inc).map(|f| f.into_iter().collect());
     }
-    Ok(vec![Frame::Plan(vec![PlanItem {
-        id: seal.file,
-        action: PlanAction::Send(ranges),
-    }])])
+    if !ask.is_empty() {
+        return Ok(vec![Frame::Plan(vec![PlanItem {
+            id: file,
+            action: PlanAction::Send(ask),
+        }])]);
+    }
+    let nothing_sent = inc.state.lock().expect("file lock").remaining == 0;
+    if complete || nothing_sent {
+        return finish_now(sh, file, &inc).map(|f| f.into_iter().collect());
+    }
+    Ok(Vec::new())
 }
 
 /// A tail block that pieces already hold completely: read it back and, when it has the
@@ -207,10 +264,10 @@ fn tail_from_pieces(
     st: &mut super::FileState,
     block: u64,
     expected: &Digest,
-) -> Result<(), StorageError> {
+) -> Result<bool, StorageError> {
     let bs = sh.opts.block_size;
     let Some(part) = st.part.clone() else {
-        return Ok(());
+        return Ok(false);
     };
     let mut data = vec![0; integrity::block_len(inc.size(), bs, block) as usize];
     part.read_back(block * bs, &mut data)?;
@@ -219,7 +276,10 @@ fn tail_from_pieces(
         .gate
         .run(|| algo.block_digest(inc.size(), bs, block, &data));
     if got != *expected {
-        return Ok(()); // it changed since: ask for it
+        return Ok(false); // it changed since: ask for it
+    }
+    if st.is_done(block) {
+        return Ok(false);
     }
     if let Some(j) = &st.journal {
         j.append(block, expected)?;
@@ -230,7 +290,7 @@ fn tail_from_pieces(
     st.mark_done(block);
     st.remaining -= 1;
     crate::progress::Progress::add(&sh.progress.bytes, data.len() as u64);
-    Ok(())
+    Ok(true)
 }
 
 /// Finishes a sealed file whose blocks are all done.

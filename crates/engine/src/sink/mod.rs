@@ -536,11 +536,31 @@ async fn control_reader(
             }
             Frame::Seal(seal) => {
                 let sh = shared.clone();
-                let reply = tokio::task::spawn_blocking(move || growing::seal(&sh, seal))
+                let (reply, rest) = tokio::task::spawn_blocking(move || growing::seal(&sh, seal))
                     .await
                     .expect("seal task panicked")?;
                 for f in reply {
                     shared.reply(&ctl, f).await;
+                }
+                if let Some(rest) = rest {
+                    // Reading back and finishing do not hold up the frames behind.
+                    let (sh, ctl) = (shared.clone(), ctl.clone());
+                    tokio::spawn(async move {
+                        let s = sh.clone();
+                        let r = tokio::task::spawn_blocking(move || growing::seal_rest(&s, rest))
+                            .await
+                            .expect("seal task panicked");
+                        match r {
+                            Ok(frames) => {
+                                for f in frames {
+                                    sh.reply(&ctl, f).await;
+                                }
+                            }
+                            Err(e) => {
+                                let _ = ctl.send(Frame::Error(e.to_frame())).await;
+                            }
+                        }
+                    });
                 }
             }
             Frame::Cover {

@@ -542,16 +542,26 @@ fn run_streaming(at: &At, tool: &dyn Tool, spec: &StreamingSpec) -> anyhow::Resu
         scratch.join("follow.json"),
         scratch.join("follow.log"),
     );
+    // The copy starts first and the writer once the copy's session is up (the source
+    // directory's copy appears at the destination), as with a `hetch watch` already
+    // running: lag then measures streaming, not connection set-up. The clock starts
+    // with the copy, so set-up counts in the throughput as it does for bulk runs.
+    let before = dir_id(&dst);
     let t0 = Instant::now();
-    let mut w = match Proc::spawn(writer, &writer_log, &writer_log) {
-        Ok(p) => p,
-        Err(e) => return Ok(at.failed(tool, Mode::Streaming, format!("writer: {e}"))),
-    };
     let mut c = match Proc::spawn(copy, &copy_out, &copy_log) {
         Ok(p) => p,
+        Err(e) => return Ok(at.failed(tool, Mode::Streaming, e)),
+    };
+    let up = t0 + SESSION_UP_LIMIT;
+    while !session_up(&dst, before) && Instant::now() < up && c.try_wait().is_none() {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let w0 = Instant::now();
+    let mut w = match Proc::spawn(writer, &writer_log, &writer_log) {
+        Ok(p) => p,
         Err(e) => {
-            w.kill();
-            return Ok(at.failed(tool, Mode::Streaming, e));
+            c.kill();
+            return Ok(at.failed(tool, Mode::Streaming, format!("writer: {e}")));
         }
     };
     let deadline = t0 + at.plan.run_timeout;
@@ -570,7 +580,7 @@ fn run_streaming(at: &At, tool: &dyn Tool, spec: &StreamingSpec) -> anyhow::Resu
         }
         if writer_status.is_none() {
             if let Some(status) = w.try_wait() {
-                record.writer_seconds = Some(t0.elapsed().as_secs_f64());
+                record.writer_seconds = Some(w0.elapsed().as_secs_f64());
                 writer_status = Some(status);
                 if !status.success() {
                     c.kill();
@@ -631,6 +641,26 @@ fn run_streaming(at: &At, tool: &dyn Tool, spec: &StreamingSpec) -> anyhow::Resu
     record.ok = error.is_none();
     record.error = error;
     Ok(record)
+}
+
+/// Longest wait for a following copy's session before the writer starts anyway.
+const SESSION_UP_LIMIT: Duration = Duration::from_secs(30);
+
+/// Inode and status-change time of a directory, if it exists (a directory removed and
+/// made again may get the same inode, never the same change time).
+fn dir_id(dir: &Path) -> Option<(u64, i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(dir)
+        .ok()
+        .map(|m| (m.ino(), m.ctime(), m.ctime_nsec()))
+}
+
+/// Whether a following copy into `dst` (an empty directory with id `before` when the
+/// copy started) has its session up: the copy made `dst` anew (a tool that copies the
+/// source directory *as* `dst`) or put something in it.
+fn session_up(dst: &Path, before: Option<(u64, i64, i64)>) -> bool {
+    let now = dir_id(dst);
+    (now.is_some() && now != before) || std::fs::read_dir(dst).is_ok_and(|mut d| d.next().is_some())
 }
 
 /// The marker that says the whole source directory `src` is written: `SRC` + suffix.

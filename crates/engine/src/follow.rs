@@ -104,7 +104,13 @@ impl Followed {
             last_change: now.checked_sub(age).unwrap_or(now),
             tail_since: None,
             sent: Vec::new(),
-            growth: VecDeque::from([(size, mtime.min(SystemTime::now()))]),
+            // Bytes already there when it was listed; an empty file has none, and a
+            // sample for it would only measure how long its writer took to start.
+            growth: if size > 0 {
+                VecDeque::from([(size, mtime.min(SystemTime::now()))])
+            } else {
+                VecDeque::new()
+            },
             sealing: false,
             marker: None,
         }

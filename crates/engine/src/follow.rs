@@ -568,10 +568,13 @@ fn observe(shared: &Shared, f: &Follow, id: u64, p: Probe, run_done: bool) -> Ac
     if let Some((block, offset, len)) = cover {
         return Action::Cover { block, offset, len };
     }
+    let complete = fl.marker.is_some() || run_done || fl.last_change.elapsed() >= f.idle;
     let unsent = fl.piece_end.max(fl.next_block * bs);
     if fl.last_size > unsent {
         let since = *fl.tail_since.get_or_insert(now);
-        if since.elapsed() >= f.flush && unsent / bs == fl.next_block {
+        // A complete file's tail goes as a piece at once: the seal then finds it at
+        // the sink and need not have the whole last block sent again.
+        if (complete || since.elapsed() >= f.flush) && unsent / bs == fl.next_block {
             let end = fl
                 .last_size
                 .min((fl.next_block + 1) * bs)
@@ -586,7 +589,6 @@ fn observe(shared: &Shared, f: &Follow, id: u64, p: Probe, run_done: bool) -> Ac
     } else {
         fl.tail_since = None;
     }
-    let complete = fl.marker.is_some() || run_done || fl.last_change.elapsed() >= f.idle;
     if complete && p.size == fl.last_size {
         fl.sealing = true;
         return Action::Seal;

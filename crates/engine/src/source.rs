@@ -510,11 +510,14 @@ async fn control_reader(
                         if !a.skipped {
                             Progress::add(&shared.progress.files, 1);
                         }
-                        if a.is_file {
+                        // Only a watch logs finished files: a copy of many small files
+                        // need not format a line per file that nobody reads.
+                        let watching = shared.opts.follow.as_ref().is_some_and(|f| f.forever);
+                        if a.is_file && watching {
                             shared.progress.note(&format!("done {}", a.abs.display()));
-                            if shared.opts.remove_source {
-                                remove_source(&shared, a.abs).await;
-                            }
+                        }
+                        if a.is_file && shared.opts.remove_source {
+                            remove_source(&shared, a.abs).await;
                         }
                     }
                     (None, None) => {}

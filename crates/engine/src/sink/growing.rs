@@ -195,13 +195,11 @@ pub(crate) fn seal(
             })
             .copied()
             .collect();
-        let ranges: Vec<(u64, u64)> = super::plan::missing_ranges(&st, blocks)
-            .into_iter()
-            .flat_map(|(a, b)| a..b)
-            .filter(|i| !tail.iter().any(|(t, _)| t == i))
-            .map(|i| (i, i + 1))
-            .collect();
-        (ranges, tail)
+        let held: Vec<u64> = tail.iter().map(|(b, _)| *b).collect();
+        (
+            without(super::plan::missing_ranges(&st, blocks), &held),
+            tail,
+        )
     };
     let frames = if ranges.is_empty() {
         Vec::new()
@@ -221,53 +219,75 @@ pub(crate) fn seal(
     Ok((frames, rest))
 }
 
+/// Block ranges minus the blocks in `skip` (split where needed).
+fn without(ranges: Vec<(u64, u64)>, skip: &[u64]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    for (mut start, end) in ranges {
+        let mut cuts: Vec<u64> = skip
+            .iter()
+            .copied()
+            .filter(|b| (start..end).contains(b))
+            .collect();
+        cuts.sort_unstable();
+        for c in cuts {
+            if c > start {
+                out.push((start, c));
+            }
+            start = c + 1;
+        }
+        if start < end {
+            out.push((start, end));
+        }
+    }
+    out
+}
+
 /// The slow part of a seal: reads back the tail blocks pieces hold and counts those
-/// that match; asks for the others; finishes the file when nothing is missing.
+/// that match like any received block (the last one finishes the file); asks for the
+/// others; finishes a file that needed nothing at all.
 pub(crate) fn seal_rest(sh: &SinkShared, rest: SealRest) -> Result<Vec<Frame>, EngineError> {
     let SealRest { file, inc, tail } = rest;
+    if tail.is_empty() {
+        // Every block arrived already (a resumed file): finish it now.
+        return finish_now(sh, file, &inc).map(|f| f.into_iter().collect());
+    }
     let mut ask = Vec::new();
-    let mut complete = false;
+    let mut replies = Vec::new();
     for (b, d) in tail {
-        let mut st = inc.state.lock().expect("file lock");
-        if st.failed {
-            return Ok(Vec::new());
-        }
-        match tail_from_pieces(sh, &inc, &mut st, b, &d) {
-            Ok(true) => complete = st.remaining == 0,
-            Ok(false) => ask.push((b, b + 1)),
-            Err(e) if e.is_no_space() => return Err(e.into()),
-            Err(e) => {
-                drop(st);
-                return Ok(sh.fail_file(file, e.to_string()).into_iter().collect());
+        let outcome = held_block(sh, &inc, b, &d).and_then(|held| match held {
+            Some(data) => super::finish::block_done(sh, file, &inc, b, &d, &data),
+            None => {
+                ask.push((b, b + 1));
+                Ok(None)
             }
+        });
+        match outcome {
+            Ok(reply) => replies.extend(reply),
+            Err(e) if e.is_no_space() => return Err(e.into()),
+            Err(e) => return Ok(sh.fail_file(file, e.to_string()).into_iter().collect()),
         }
     }
     if !ask.is_empty() {
-        return Ok(vec![Frame::Plan(vec![PlanItem {
+        replies.push(Frame::Plan(vec![PlanItem {
             id: file,
             action: PlanAction::Send(ask),
-        }])]);
+        }]));
     }
-    let nothing_sent = inc.state.lock().expect("file lock").remaining == 0;
-    if complete || nothing_sent {
-        return finish_now(sh, file, &inc).map(|f| f.into_iter().collect());
-    }
-    Ok(Vec::new())
+    Ok(replies)
 }
 
-/// A tail block that pieces already hold completely: read it back and, when it has the
-/// digest the source sealed it with, count it done without sending it again (a file
-/// of one block, written by a slow writer, would otherwise cross the link twice).
-fn tail_from_pieces(
+/// Reads block `block` back from the part file; its bytes when they have digest
+/// `expected` (the pieces that wrote it hold the block the source sealed or covered),
+/// `None` when they differ or nothing was written.
+fn held_block(
     sh: &SinkShared,
     inc: &IncomingFile,
-    st: &mut super::FileState,
     block: u64,
     expected: &Digest,
-) -> Result<bool, StorageError> {
+) -> Result<Option<Vec<u8>>, StorageError> {
     let bs = sh.opts.block_size;
-    let Some(part) = st.part.clone() else {
-        return Ok(false);
+    let Some(part) = inc.state.lock().expect("file lock").part.clone() else {
+        return Ok(None);
     };
     let mut data = vec![0; integrity::block_len(inc.size(), bs, block) as usize];
     part.read_back(block * bs, &mut data)?;
@@ -275,22 +295,7 @@ fn tail_from_pieces(
     let got = sh
         .gate
         .run(|| algo.block_digest(inc.size(), bs, block, &data));
-    if got != *expected {
-        return Ok(false); // it changed since: ask for it
-    }
-    if st.is_done(block) {
-        return Ok(false);
-    }
-    if let Some(j) = &st.journal {
-        j.append(block, expected)?;
-    }
-    if algo.merges_blocks() {
-        let _ = st.digest.add(block, *expected);
-    }
-    st.mark_done(block);
-    st.remaining -= 1;
-    crate::progress::Progress::add(&sh.progress.bytes, data.len() as u64);
-    Ok(true)
+    Ok((got == *expected).then_some(data))
 }
 
 /// Finishes a sealed file whose blocks are all done.
@@ -462,7 +467,7 @@ pub(crate) fn cover(
     let resend = Some(Frame::Resend { file: id, block });
     // No piece may land in the block while it is read back and counted.
     let _one_writer = inc.write_lock.lock().expect("write lock");
-    let part = {
+    {
         let mut st = inc.state.lock().expect("file lock");
         if st.failed || st.is_done(block) || !inc.growing() {
             return Ok(None);
@@ -476,21 +481,10 @@ pub(crate) fn cover(
         }
         // Like a full copy written: pieces leave it alone from now on.
         set_bit(&mut s.stored, block, true);
-        match st.part.clone() {
-            Some(p) => p,
-            None => return Ok(resend),
-        }
-    };
-    let mut data = vec![0; len as usize];
-    let checked = part.read_back(block * bs, &mut data).map(|_| {
-        let algo = sh.opts.checksum;
-        sh.gate
-            .run(|| algo.block_digest(inc.size(), bs, block, &data))
-            == digest
-    });
-    let outcome = match checked {
-        Ok(true) => super::finish::block_done(sh, id, &inc, block, &digest, &data),
-        Ok(false) => {
+    }
+    let outcome = match held_block(sh, &inc, block, &digest) {
+        Ok(Some(data)) => super::finish::block_done(sh, id, &inc, block, &digest, &data),
+        Ok(None) => {
             let mut st = inc.state.lock().expect("file lock");
             if let Some(s) = &mut st.streamed {
                 set_bit(&mut s.stored, block, false);
@@ -560,6 +554,14 @@ mod tests {
         assert_eq!(durable_offset(&s, bs), 3 * bs + 150);
         s.durable_blocks = 4;
         assert_eq!(durable_offset(&s, bs), 4 * bs);
+    }
+
+    #[test]
+    fn ranges_without_held_blocks_stay_merged() {
+        assert_eq!(without(vec![(0, 10)], &[]), vec![(0, 10)]);
+        assert_eq!(without(vec![(0, 10)], &[9]), vec![(0, 9)]);
+        assert_eq!(without(vec![(0, 10)], &[0, 4]), vec![(1, 4), (5, 10)]);
+        assert_eq!(without(vec![(3, 4), (7, 9)], &[3, 8]), vec![(7, 8)]);
     }
 
     #[test]

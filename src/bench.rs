@@ -444,7 +444,7 @@ fn notes(plan: &Plan) -> Vec<String> {
             })
             .collect();
         notes.push(format!(
-            "streaming: `hetch bench write --write-size {} --rate R --done-suffix {}` (R: {}) makes the files in an empty directory while `hetch cp --follow --idle D --json` copies them (D: {} ms, or twice the writer's gap between writes to one file where that is longer), both started together on the client; once the writer exits the run marker SRC{} is made, which ends the copy as soon as every file is in place; time from the writer's start to the copy's exit; 'to last file' stops when every file and its marker were in place at the destination (looked at every {} ms once the writer was done); lag from the copy's JSON summary",
+            "streaming: `hetch bench write --write-size {} --rate R --done-suffix {}` (R: {}) makes the files in an empty directory while `hetch cp --follow --idle D --json` copies them (D: {} ms, or twice the writer's gap between writes to one file where that is longer), the writer starting on the client once the copy's session is up; once the writer exits the run marker SRC{} is made, which ends the copy as soon as every file is in place; time from the copy's start to its exit; 'to last file' stops when every file and its marker were in place at the destination (looked at every {} ms once the writer was done); lag from the copy's JSON summary",
             s.write_size,
             s.follow.done_suffix,
             rates.join(", "),

@@ -103,7 +103,8 @@ pub struct Record {
     /// Iteration number, from 1.
     pub iteration: u32,
     /// Wall-clock seconds of the whole command (connection set-up included); for a
-    /// streaming run, from the writer's start to the copy's exit.
+    /// streaming run, from the copy's start (the writer starts once the copy's session
+    /// is up) to its exit.
     pub seconds: f64,
     /// Whether the command succeeded and the destination holds every byte.
     pub ok: bool,
@@ -122,9 +123,9 @@ pub struct Record {
     /// Streaming runs: wall-clock seconds of the writer, from its start to its exit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writer_seconds: Option<f64>,
-    /// Streaming runs: seconds from the writer's start until every file and its done
-    /// marker were in place at the destination (the copy exits later: it waits until
-    /// nothing new has appeared for its idle time).
+    /// Streaming runs: seconds from the copy's start until every file and its done
+    /// marker were in place at the destination (the copy exits a little later, after
+    /// its last scan).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub complete_seconds: Option<f64>,
 }

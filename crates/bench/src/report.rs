@@ -412,8 +412,8 @@ fn section(s: &Section, tools: &[String], plots: &[Plot]) -> String {
 const STREAMING_NOTE: &str = "Streaming: `hetch bench write` appends fixed-size writes \
 round-robin to the dataset's files (at the writer rate of the table's title) in an empty \
 directory while `hetch cp --follow` copies them; each file's `.done` marker is made when \
-it is complete. *Streaming Gbit/s* is the dataset's bytes over the time from the writer's \
-start to the copy's exit (the run marker `SRC.done`, made when the writer exits, ends \
+it is complete. *Streaming Gbit/s* is the dataset's bytes over the time from the copy's \
+start (the writer starts once its session is up) to its exit (the run marker `SRC.done`, made when the writer exits, ends \
 the copy once every file is in place); \
 *to last file* stops the clock when every file and its marker were in place at the \
 destination. *Bulk* is `hetch cp` of the same final files in the same iteration. Lag is \
@@ -465,25 +465,10 @@ fn streaming_row(r: &Comparison, link: &Link, tool: bool, limit: bool) -> Vec<St
     }
     // Medians as the per-tool table shows them, failures included.
     let summary = |s: Option<crate::stats::Summary>, runs: Option<&streaming::Runs>| {
-        let stats = s.map(|s| match s.n {
-            0 | 1 => format!("{} (n=1)", fmt_gbit(s.median)),
-            _ => format!("{} ({})", fmt_gbit(s.median), fmt_gbit(s.sd)),
+        let failed = runs.map_or((0, 0, None), |r| {
+            (r.failed, r.runs, r.first_error.as_deref())
         });
-        let failed = runs.filter(|r| r.failed > 0).map(|r| {
-            let error = r.first_error.as_deref().unwrap_or("failed");
-            format!(
-                "FAILED ({}/{}): {}",
-                r.failed,
-                r.runs,
-                truncate(error, MAX_ERROR_CHARS)
-            )
-        });
-        match (stats, failed) {
-            (Some(s), Some(f)) => format!("{s}; {f}"),
-            (Some(s), None) => s,
-            (None, Some(f)) => f,
-            (None, None) => "–".into(),
-        }
+        median_and_failures(s, failed.0, failed.1, failed.2)
     };
     row.push(
         r.writer_gbit_per_s
@@ -611,17 +596,25 @@ fn dataset_row(g: &Group, d: &str, movers: &[String], limits: &[String]) -> Vec<
 /// `FAILED (3/3): error` or `1.23 (0.05); FAILED (1/3): error`; `–` if it did not run.
 fn throughput_cell(cell: Option<&Cell>) -> String {
     let Some(c) = cell else { return "–".into() };
-    // One run has no spread to show: say so rather than print a zero.
-    let stats = c.gbit_per_s.map(|s| match s.n {
+    median_and_failures(c.gbit_per_s, c.failed, c.runs, c.first_error.as_deref())
+}
+
+/// `median (sd)` (`(n=1)` for one run: no spread to show rather than a zero), then
+/// `FAILED (failed/runs): first error` when runs failed; `–` when there is neither.
+fn median_and_failures(
+    s: Option<crate::stats::Summary>,
+    failed: usize,
+    runs: usize,
+    first_error: Option<&str>,
+) -> String {
+    let stats = s.map(|s| match s.n {
         0 | 1 => format!("{} (n=1)", fmt_gbit(s.median)),
         _ => format!("{} ({})", fmt_gbit(s.median), fmt_gbit(s.sd)),
     });
-    let failed = (c.failed > 0).then(|| {
-        let error = c.first_error.as_deref().unwrap_or("failed");
+    let failed = (failed > 0).then(|| {
+        let error = first_error.unwrap_or("failed");
         format!(
-            "FAILED ({}/{}): {}",
-            c.failed,
-            c.runs,
+            "FAILED ({failed}/{runs}): {}",
             truncate(error, MAX_ERROR_CHARS)
         )
     });

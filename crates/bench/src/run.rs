@@ -506,8 +506,8 @@ fn final_files(at: &At, spec: &StreamingSpec) -> anyhow::Result<Result<PathBuf, 
 const MARKER_POLL: Duration = Duration::from_millis(10);
 
 /// One streaming run: an empty source directory; the writer (`hetch bench write`,
-/// paced at the slot's rate, done markers on) and the tool's following copy started
-/// together on the client; timed from the writer's start to the copy's exit. Also
+/// paced at the slot's rate, done markers on) started on the client once the tool's
+/// following copy has its session up; timed from the copy's start to its exit. Also
 /// times the writer, and when every file and its marker were in place at the
 /// destination; reads the lag from the copy's JSON summary; then checks the copy
 /// (every file whole, every marker there).

@@ -67,7 +67,7 @@ pub struct Comparison {
     /// Bulk throughput of the same final files, Gbit/s.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bulk_gbit_per_s: Option<Summary>,
-    /// Streaming throughput (writer's start to the copy's exit), Gbit/s.
+    /// Streaming throughput (the copy's start to its exit), Gbit/s.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub streaming_gbit_per_s: Option<Summary>,
     /// Median streaming over median bulk.

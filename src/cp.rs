@@ -6,7 +6,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use hetch_engine::{DestSpec, Manifest, Options, Progress, Report};
+use std::collections::HashMap;
+
+use hetch_engine::{
+    copy_between, run_object_sink, run_source_from, DestSpec, Destination, Manifest, ObjectDest,
+    ObjectLocation, Operand, Options, Progress, Report,
+};
+use hetch_object::{Bucket, S3Config, S3Options, S3Url};
 use hetch_proto::{IntegrityRequest, Op, SessionRequest};
 
 use crate::client::{open_session, ClientConfig};
@@ -33,6 +39,8 @@ pub struct CopyJob {
     pub quiet: bool,
     /// Write whole-file digests of the copied files here.
     pub manifest: Option<PathBuf>,
+    /// Object store settings from the command line.
+    pub s3: S3Options,
 }
 
 /// Outcome of a copy, for the exit code.
@@ -99,26 +107,20 @@ pub async fn run(mut job: CopyJob) -> anyhow::Result<Outcome> {
     })
 }
 
-/// Runs one session of `job` (local copy, push or pull).
+/// Runs one session of `job` (local copy, push or pull; either end may be an object
+/// store).
 pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<Report> {
     let remote_sources: Vec<_> = job
         .sources
         .iter()
         .filter_map(|s| match s {
             Location::Remote { host, path } => Some((host.clone(), path.clone())),
-            Location::Local(_) => None,
+            _ => None,
         })
         .collect();
-    let local_sources: Vec<PathBuf> = job
-        .sources
-        .iter()
-        .filter_map(|s| match s {
-            Location::Local(p) => Some(p.clone()),
-            Location::Remote { .. } => None,
-        })
-        .collect();
-    if !remote_sources.is_empty() && !local_sources.is_empty() {
-        bail!("sources must be all local or all on one server");
+    let here = job.sources.len() - remote_sources.len();
+    if !remote_sources.is_empty() && here > 0 {
+        bail!("sources must be all local (or in object stores) or all on one server");
     }
     // Refuse '..' before connecting, naming the operand (the server would refuse too).
     for loc in job.sources.iter().chain(std::iter::once(&job.dest)) {
@@ -130,8 +132,17 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
             }
         }
     }
-    for p in &local_sources {
-        std::fs::symlink_metadata(p).with_context(|| format!("{}", p.display()))?;
+    let mut buckets = Buckets::new(&job.s3);
+    let mut operands = Vec::new();
+    for s in &job.sources {
+        match s {
+            Location::Local(p) => {
+                std::fs::symlink_metadata(p).with_context(|| format!("{}", p.display()))?;
+                operands.push(Operand::Local(p.clone()));
+            }
+            Location::S3(url) => operands.push(Operand::Object(buckets.location(url)?)),
+            Location::Remote { .. } => {}
+        }
     }
     let n = job.sources.len() as u32;
     let req = |op: Op| SessionRequest {
@@ -158,6 +169,22 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
             compare_only: job.opts.compare_only,
         },
     };
+    let pull = |host: &String| -> anyhow::Result<Op> {
+        if remote_sources.iter().any(|(h, _)| h != host) {
+            bail!("all remote sources must be on the same server");
+        }
+        let paths = remote_sources
+            .iter()
+            .map(|(_, p)| p.as_bytes().to_vec())
+            .collect();
+        Ok(Op::Pull { sources: paths })
+    };
+    let cfg = || {
+        job.client
+            .as_ref()
+            .expect("client config for remote copies")
+    };
+    let streams = job.streams as usize;
     match &job.dest {
         Location::Local(dest) => {
             let spec = DestSpec {
@@ -167,48 +194,77 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
                 confine_to: None,
                 as_operand: job.opts.compare_only,
             };
-            if remote_sources.is_empty() {
-                return Ok(hetch_engine::copy_local(
-                    job.opts.clone(),
-                    local_sources,
-                    spec,
-                    job.streams as usize,
-                    progress,
-                )
-                .await?);
+            if let Some((host, _)) = remote_sources.first() {
+                let transport = open_session(host, cfg(), req(pull(host)?)).await?;
+                return Ok(
+                    hetch_engine::run_sink(job.opts.clone(), spec, transport, progress).await?,
+                );
             }
-            let host = &remote_sources[0].0;
-            if remote_sources.iter().any(|(h, _)| h != host) {
-                bail!("all remote sources must be on the same server");
+            let dest = Destination::Local(spec);
+            Ok(copy_between(job.opts.clone(), operands, dest, streams, progress).await?)
+        }
+        Location::S3(url) => {
+            let dest = ObjectDest {
+                location: buckets.location(url)?,
+                sources: n,
+                as_operand: job.opts.compare_only,
+                state_dir: hetch_object::journal::default_state_dir(),
+            };
+            if let Some((host, _)) = remote_sources.first() {
+                let transport = open_session(host, cfg(), req(pull(host)?)).await?;
+                return Ok(run_object_sink(job.opts.clone(), dest, transport, progress).await?);
             }
-            let paths = remote_sources
-                .iter()
-                .map(|(_, p)| p.as_bytes().to_vec())
-                .collect();
-            let cfg = job
-                .client
-                .as_ref()
-                .expect("client config for remote copies");
-            let transport = open_session(host, cfg, req(Op::Pull { sources: paths })).await?;
-            Ok(hetch_engine::run_sink(job.opts.clone(), spec, transport, progress).await?)
+            let dest = Destination::Object(dest);
+            Ok(copy_between(job.opts.clone(), operands, dest, streams, progress).await?)
         }
         Location::Remote { host, path } => {
             if !remote_sources.is_empty() {
                 bail!("copying from one server to another is not supported yet; copy through a local directory");
             }
-            let cfg = job
-                .client
-                .as_ref()
-                .expect("client config for remote copies");
             let op = Op::Push {
                 dest: path.as_bytes().to_vec(),
                 sources: n,
             };
-            let transport = open_session(host, cfg, req(op)).await?;
-            Ok(
-                hetch_engine::run_source(job.opts.clone(), local_sources, transport, progress)
-                    .await?,
-            )
+            let transport = open_session(host, cfg(), req(op)).await?;
+            Ok(run_source_from(job.opts.clone(), operands, transport, progress).await?)
         }
+    }
+}
+
+/// Bucket clients, one per bucket, from one resolved configuration.
+pub struct Buckets<'a> {
+    opts: &'a S3Options,
+    config: Option<S3Config>,
+    open: HashMap<String, Arc<Bucket>>,
+}
+
+impl<'a> Buckets<'a> {
+    /// No configuration is resolved until an s3:// operand needs it.
+    pub fn new(opts: &'a S3Options) -> Self {
+        Buckets {
+            opts,
+            config: None,
+            open: HashMap::new(),
+        }
+    }
+
+    /// The client and location of `url`.
+    pub fn location(&mut self, url: &S3Url) -> anyhow::Result<ObjectLocation> {
+        if self.config.is_none() {
+            self.config = Some(S3Config::resolve(self.opts)?);
+        }
+        let cfg = self.config.as_ref().expect("resolved above");
+        let bucket = match self.open.get(&url.bucket) {
+            Some(b) => b.clone(),
+            None => {
+                let b = Arc::new(Bucket::open(cfg, &url.bucket)?);
+                self.open.insert(url.bucket.clone(), b.clone());
+                b
+            }
+        };
+        Ok(ObjectLocation {
+            bucket,
+            url: url.clone(),
+        })
     }
 }

@@ -139,6 +139,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
     tokio::spawn(server.run());
     let job = |sources: Vec<Location>, dest: Location| CopyJob {
         manifest: None,
+        s3: Default::default(),
         sources,
         dest,
         opts: Options::default(),

@@ -1,4 +1,5 @@
-//! Command-line operands: local paths or `hetch://HOST[:PORT]/path` URLs.
+//! Command-line operands: local paths, `hetch://HOST[:PORT]/path` URLs or
+//! `s3://BUCKET/KEY` object store locations.
 
 use std::path::PathBuf;
 
@@ -17,11 +18,16 @@ pub enum Location {
         /// Path relative to the server's root (may be empty: the root itself).
         path: String,
     },
+    /// An object or prefix in an object store.
+    S3(hetch_object::S3Url),
 }
 
 impl Location {
     /// Parses an operand.
     pub fn parse(s: &str) -> Result<Location, String> {
+        if hetch_object::S3Url::is_s3(s) {
+            return hetch_object::S3Url::parse(s).map(Location::S3);
+        }
         let Some(rest) = s.strip_prefix("hetch://") else {
             return Ok(Location::Local(PathBuf::from(s)));
         };
@@ -85,6 +91,11 @@ mod tests {
                 path: "d/".into()
             }
         );
+        assert!(matches!(
+            Location::parse("s3://bucket/a/b"),
+            Ok(Location::S3(u)) if u.bucket == "bucket" && u.key == "a/b"
+        ));
+        assert!(Location::parse("s3:///a").is_err());
         assert!(Location::parse("hetch:///x").is_err());
         assert!(Location::parse("hetch://h:port/x").is_err());
     }

@@ -31,6 +31,11 @@ use crate::location::Location;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Endpoint of an S3-compatible store (MinIO, Ceph: http[s]://HOST:PORT) for
+    /// s3:// operands; overrides AWS_ENDPOINT_URL. Credentials and region come from the
+    /// AWS environment variables or ~/.aws/{credentials,config} (AWS_PROFILE).
+    #[arg(long, global = true, value_name = "URL")]
+    s3_endpoint: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -476,6 +481,9 @@ fn one_line(e: &anyhow::Error) -> String {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let s3 = hetch_object::S3Options {
+        endpoint: cli.s3_endpoint.clone(),
+    };
     match cli.command {
         Command::Cp(a) => {
             let mut locs = match parse_locations(&a.paths) {
@@ -515,6 +523,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 json: a.conn.json,
                 quiet: a.conn.quiet,
                 manifest: a.manifest,
+                s3: s3.clone(),
             };
             Ok(cp::run(job).await?.exit_code())
         }
@@ -563,6 +572,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 json: a.conn.json,
                 quiet: true,
                 manifest: None,
+                s3: s3.clone(),
             };
             watch::run(job, a.stats_interval).await
         }
@@ -586,6 +596,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 json: a.conn.json,
                 quiet: a.conn.quiet,
                 manifest: None,
+                s3: s3.clone(),
             };
             Ok(cp::run(job).await?.exit_code())
         }

@@ -6,6 +6,7 @@
 #![deny(missing_docs)]
 
 pub mod dataset;
+pub mod minio;
 mod net;
 pub mod peers;
 pub mod place;

@@ -59,8 +59,10 @@ impl DestMap {
         match std::fs::metadata(p) {
             Ok(md) if md.is_dir() && spec.sources == 1 && Self::marked_as_copy_of(p, top) => {
                 Ok(DestMap {
+                    // "out" has parent "": that is ".".
                     base: p
                         .parent()
+                        .filter(|x| !x.as_os_str().is_empty())
                         .map(Path::to_path_buf)
                         .unwrap_or_else(|| ".".into()),
                     rename_top: Some(p.file_name().unwrap_or_default().to_os_string()),

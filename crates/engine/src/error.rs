@@ -46,6 +46,9 @@ pub enum EngineError {
     /// The destination cannot take the operands (cp semantics).
     #[error("{0}")]
     Destination(String),
+    /// An object store refused the whole transfer (credentials, missing bucket).
+    #[error(transparent)]
+    Object(#[from] hetch_object::ObjectError),
 }
 
 impl EngineError {
@@ -77,6 +80,7 @@ impl EngineError {
             EngineError::Proto { .. } | EngineError::Unexpected { .. } => ErrorCode::Protocol,
             EngineError::Peer { code, .. } => *code,
             EngineError::Connection { .. } => ErrorCode::Other,
+            EngineError::Object(_) => ErrorCode::Io,
         };
         ErrorFrame {
             code,

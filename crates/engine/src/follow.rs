@@ -289,7 +289,7 @@ async fn announce_path(shared: &Arc<Shared>, abs: PathBuf, rel: Vec<u8>) {
     let _ = tokio::task::spawn_blocking(move || match walk::entry(&abs, rel) {
         // A scan may have announced it meanwhile: never two entries for one path.
         Ok(se) if !already_announced(&sh, &se) => {
-            announce(&sh, se, &tx);
+            announce(&sh, se, None, &tx);
         }
         Ok(_) => {}
         Err(e) => sh.progress.fail(e.to_string()),
@@ -892,7 +892,7 @@ async fn rescan(shared: &Arc<Shared>, operands: &[PathBuf], since: SystemTime) -
                 if se.ctime_sec < since || unchanged || in_flight.contains(&se.abs) {
                     continue;
                 }
-                if !announce(&sh, se, &tx) {
+                if !announce(&sh, se, None, &tx) {
                     return announced;
                 }
                 announced += 1;

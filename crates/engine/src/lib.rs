@@ -24,6 +24,8 @@ mod lag;
 mod local;
 mod manifest;
 mod notify;
+mod object_sink;
+mod operand;
 mod options;
 mod pool;
 mod progress;
@@ -31,14 +33,17 @@ mod rate;
 mod session;
 mod sink;
 mod source;
+mod source_object;
 pub mod sum;
 pub mod wire;
 
 pub use dest::DestSpec;
 pub use error::EngineError;
 pub use lag::{LagHistogram, LagSummary};
-pub use local::copy_local;
+pub use local::{copy_between, copy_local};
 pub use manifest::Manifest;
+pub use object_sink::run_object_sink;
+pub use operand::{Destination, ObjectDest, ObjectLocation, Operand};
 pub use options::{
     default_hash_threads, Algorithm, EntryFilter, Follow, Options, Schedule, Verify,
 };
@@ -46,7 +51,7 @@ pub use pool::{BufferPool, PooledBuf};
 pub use progress::{Progress, Report};
 pub use rate::RateLimiter;
 pub use sink::run_sink;
-pub use source::run_source;
+pub use source::{run_source, run_source_from};
 
 /// A byte stream the engine can read frames from and write frames to.
 pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static {}

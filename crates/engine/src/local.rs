@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use crate::dest::DestSpec;
 use crate::error::EngineError;
+use crate::operand::{Destination, Operand};
 use crate::progress::{Progress, Report};
-use crate::{run_sink, run_source, BoxStream, Options, Transport};
+use crate::{run_sink, run_source_from, BoxStream, Options, Transport};
 
 /// Bytes buffered in each in-memory pipe.
 const PIPE: usize = 4 << 20;
@@ -18,6 +19,19 @@ pub async fn copy_local(
     opts: Options,
     operands: Vec<PathBuf>,
     dest: DestSpec,
+    streams: usize,
+    progress: Arc<Progress>,
+) -> Result<Report, EngineError> {
+    let operands = operands.into_iter().map(Operand::Local).collect();
+    copy_between(opts, operands, Destination::Local(dest), streams, progress).await
+}
+
+/// Copies `operands` (local paths or objects) to `dest` (a local path or an object
+/// store prefix) in this process, through the same engine as [`copy_local`].
+pub async fn copy_between(
+    opts: Options,
+    operands: Vec<Operand>,
+    dest: Destination,
     streams: usize,
     progress: Arc<Progress>,
 ) -> Result<Report, EngineError> {
@@ -45,8 +59,13 @@ pub async fn copy_local(
         manifest: None,
         ..opts.clone()
     };
-    let sink = tokio::spawn(run_sink(sink_opts, dest, dst, sink_progress));
-    let source = run_source(opts, operands, src, progress).await;
+    let sink = match dest {
+        Destination::Local(d) => tokio::spawn(run_sink(sink_opts, d, dst, sink_progress)),
+        Destination::Object(d) => {
+            tokio::spawn(crate::run_object_sink(sink_opts, d, dst, sink_progress))
+        }
+    };
+    let source = run_source_from(opts, operands, src, progress).await;
     let sink = sink.await.expect("sink task panicked");
     // The sink's error is the cause when both fail (the source only sees a closed pipe).
     match (source, sink) {

@@ -22,10 +22,12 @@ use tokio::task::JoinSet;
 use crate::error::EngineError;
 use crate::follow::Followed;
 use crate::gate::Gate;
+use crate::operand::Operand;
 use crate::pool::{BufferPool, PooledBuf};
 use crate::progress::{Progress, Report};
 use crate::rate::RateLimiter;
 use crate::session::{control_writer, is_zero, run_tasks, CONTROL_QUEUE};
+use crate::source_object::ObjectRef;
 use crate::wire::{FrameReader, FrameWriter};
 use crate::{BoxStream, Options, Transport};
 
@@ -36,10 +38,14 @@ const ENTRY_BATCH: usize = 1024;
 /// Blocks a reader takes from one job before putting the rest back, so that the blocks
 /// of one big file are read by all readers at once.
 const BLOCKS_PER_TURN: u64 = 4;
+/// Readers (so ranged GETs in flight) for object store sources, at least.
+const OBJECT_READERS: usize = 16;
 
 /// An entry the sink has not finished yet.
 pub(crate) struct Announced {
     pub abs: PathBuf,
+    /// The object to read instead of `abs`, for object store operands.
+    pub object: Option<ObjectRef>,
     /// Size to read blocks by: `GROWING` until a followed file is sealed.
     pub size: u64,
     pub is_file: bool,
@@ -131,6 +137,18 @@ pub async fn run_source(
     transport: Transport,
     progress: Arc<Progress>,
 ) -> Result<Report, EngineError> {
+    let operands = operands.into_iter().map(Operand::Local).collect();
+    run_source_from(opts, operands, transport, progress).await
+}
+
+/// Sends `operands` (local paths or object store locations) to the sink at the other
+/// end of `transport`; see [`run_source`].
+pub async fn run_source_from(
+    opts: Options,
+    operands: Vec<Operand>,
+    transport: Transport,
+    progress: Arc<Progress>,
+) -> Result<Report, EngineError> {
     let peer = transport.peer.clone();
     let (ctl_r, ctl_w) = split(transport.control);
     let (ctl_tx, ctl_rx) = mpsc::channel(CONTROL_QUEUE);
@@ -173,9 +191,16 @@ pub async fn run_source(
         });
     }
     if shared.opts.follow.is_some() {
+        let local = operands
+            .iter()
+            .filter_map(|o| match o {
+                Operand::Local(p) => Some(p.clone()),
+                Operand::Object(_) => None,
+            })
+            .collect();
         tasks.spawn(crate::follow::follower(
             shared.clone(),
-            operands,
+            local,
             listed,
             ctl_tx.clone(),
         ));
@@ -190,7 +215,14 @@ pub async fn run_source(
     // Readers and stream writers run in a nested set so that the data channel closes
     // exactly when the last reader is done.
     let mut readers = JoinSet::new();
-    for _ in 0..shared.opts.concurrency.max(1) {
+    // Object reads are requests that wait a round trip each: more of them in flight.
+    let objects = operands.iter().any(|o| matches!(o, Operand::Object(_)));
+    let n_readers = if objects {
+        shared.opts.concurrency.max(OBJECT_READERS)
+    } else {
+        shared.opts.concurrency.max(1)
+    };
+    for _ in 0..n_readers {
         readers.spawn(reader(shared.clone(), data_tx.clone(), ctl_tx.clone()));
     }
     drop(data_tx);
@@ -230,7 +262,7 @@ pub(crate) enum Listed {
 
 fn walker(
     shared: &Shared,
-    operands: Vec<PathBuf>,
+    operands: Vec<Operand>,
     tx: mpsc::Sender<Listed>,
 ) -> Result<(), EngineError> {
     let report = |e: hetch_storage::StorageError| {
@@ -238,6 +270,15 @@ fn walker(
         tx.blocking_send(Listed::Error(id, e.to_string())).is_ok()
     };
     for op in operands {
+        let op = match op {
+            Operand::Local(p) => p,
+            Operand::Object(o) => {
+                if !crate::source_object::walk_object(shared, &o, &tx)? {
+                    return Ok(());
+                }
+                continue;
+            }
+        };
         let iter = match walk::walk(&op) {
             Ok(it) => it,
             Err(e) => {
@@ -249,7 +290,7 @@ fn walker(
         };
         for item in iter {
             let keep_going = match item {
-                Ok(se) => announce(shared, se, &tx),
+                Ok(se) => announce(shared, se, None, &tx),
                 Err(e) => report(e),
             };
             if !keep_going {
@@ -261,8 +302,14 @@ fn walker(
 }
 
 /// Announces one listed entry (on a blocking thread): waits for room in the window,
-/// registers it, and queues it for the announcer. False when the session is over.
-pub(crate) fn announce(shared: &Shared, se: SourceEntry, tx: &mpsc::Sender<Listed>) -> bool {
+/// registers it, and queues it for the announcer. `object` says where an object store
+/// entry's bytes are. False when the session is over.
+pub(crate) fn announce(
+    shared: &Shared,
+    se: SourceEntry,
+    object: Option<ObjectRef>,
+    tx: &mpsc::Sender<Listed>,
+) -> bool {
     let rt = tokio::runtime::Handle::current();
     let mut digest_buf = Vec::new();
     if let Some(f) = &shared.opts.filter {
@@ -291,11 +338,19 @@ pub(crate) fn announce(shared: &Shared, se: SourceEntry, tx: &mpsc::Sender<Liste
         // The sink skips (or, comparing, accepts) a file only on a matching
         // whole-file digest, so it must travel with the entry.
         let algo = shared.opts.checksum;
-        match crate::sum::sum_file_with(algo, &se.abs, shared.opts.block_size, &mut digest_buf) {
+        let bs = shared.opts.block_size;
+        let sum = match (&object, &se.kind) {
+            (Some(o), SourceKind::File { size }) => rt
+                .block_on(crate::source_object::object_digest(o, *size, algo, bs))
+                .map_err(|e| e.to_string()),
+            _ => crate::sum::sum_file_with(algo, &se.abs, bs, &mut digest_buf)
+                .map_err(|e| e.to_string()),
+        };
+        match sum {
             Ok(d) => *digest = Some(d),
             Err(e) => {
                 shared.window.add_permits(1);
-                return tx.blocking_send(Listed::Error(id, e.to_string())).is_ok();
+                return tx.blocking_send(Listed::Error(id, e)).is_ok();
             }
         }
     }
@@ -312,6 +367,7 @@ pub(crate) fn announce(shared: &Shared, se: SourceEntry, tx: &mpsc::Sender<Liste
         id,
         Announced {
             abs: se.abs,
+            object,
             size: if growing {
                 crate::follow::GROWING
             } else {
@@ -571,13 +627,19 @@ async fn reader(
             };
             let _ = shared.jobs.0.send(rest).await;
         }
-        let (abs, size) = {
+        let (abs, size, object) = {
             let ann = shared.announced.lock().expect("announced lock");
             match ann.get(&job.file) {
-                Some(a) => (a.abs.clone(), a.size),
+                Some(a) => (a.abs.clone(), a.size, a.object.clone()),
                 None => continue, // finished or failed meanwhile
             }
         };
+        if let Some(o) = object {
+            if !read_object(&shared, &job, turn_end, size, &o, &data, &ctl).await {
+                return Ok(());
+            }
+            continue;
+        }
         let opened = {
             let abs = abs.clone();
             // Ask for this turn's blocks and the next turn's at once, so that the disk
@@ -619,7 +681,7 @@ async fn reader(
             })
             .await
             .expect("read task panicked");
-            let (mut buf, zero, digest) = match read {
+            let (buf, zero, digest) = match read {
                 Ok(x) => x,
                 Err(e) => {
                     let why = if e.kind() == std::io::ErrorKind::UnexpectedEof {
@@ -632,50 +694,132 @@ async fn reader(
                     break;
                 }
             };
-            if size == crate::follow::GROWING {
-                crate::follow::sent(&shared, job.file, index, &digest);
-            }
-            if job.cover {
-                let cover = Frame::Cover {
-                    file: job.file,
-                    block: index,
-                    digest,
-                };
-                if ctl.send(cover).await.is_err() {
-                    return Ok(());
-                }
-                continue;
-            }
-            if !zero
-                && shared
-                    .corrupt_left
-                    .fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1))
-                    .is_ok()
-            {
-                buf[0] ^= 0x01; // test-only fault hook: damage after hashing
-            }
-            let header = DataHeader {
-                file: job.file,
-                block: index,
-                digest,
+            let block = ReadBlock {
+                index,
+                len,
+                buf,
                 zero,
-                zero_len: if zero { len as u32 } else { 0 },
+                digest,
             };
-            let payload = (!zero).then_some(buf);
-            if data
-                .send(OutBlock {
-                    header,
-                    len,
-                    payload,
-                })
-                .await
-                .is_err()
-            {
+            if !queue_block(&shared, &job, size, block, &data, &ctl).await {
                 return Ok(());
             }
         }
     }
     Ok(())
+}
+
+/// A block read and hashed.
+struct ReadBlock {
+    index: u64,
+    len: u64,
+    buf: PooledBuf,
+    zero: bool,
+    digest: integrity::Digest,
+}
+
+/// Hands a read block on: to the data streams, or as a `Cover` when pieces carried its
+/// bytes already. False when the session is over.
+async fn queue_block(
+    shared: &Shared,
+    job: &Job,
+    size: u64,
+    block: ReadBlock,
+    data: &async_channel::Sender<OutBlock>,
+    ctl: &mpsc::Sender<Frame>,
+) -> bool {
+    let ReadBlock {
+        index,
+        len,
+        mut buf,
+        zero,
+        digest,
+    } = block;
+    if size == crate::follow::GROWING {
+        crate::follow::sent(shared, job.file, index, &digest);
+    }
+    if job.cover {
+        let cover = Frame::Cover {
+            file: job.file,
+            block: index,
+            digest,
+        };
+        return ctl.send(cover).await.is_ok();
+    }
+    if !zero
+        && shared
+            .corrupt_left
+            .fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+    {
+        buf[0] ^= 0x01; // test-only fault hook: damage after hashing
+    }
+    let header = DataHeader {
+        file: job.file,
+        block: index,
+        digest,
+        zero,
+        zero_len: if zero { len as u32 } else { 0 },
+    };
+    let payload = (!zero).then_some(buf);
+    data.send(OutBlock {
+        header,
+        len,
+        payload,
+    })
+    .await
+    .is_ok()
+}
+
+/// Reads blocks `job.start..end` of an object with ranged GETs (checking its ETag),
+/// hashes and queues them. False when the session is over.
+async fn read_object(
+    shared: &Arc<Shared>,
+    job: &Job,
+    end: u64,
+    size: u64,
+    o: &ObjectRef,
+    data: &async_channel::Sender<OutBlock>,
+    ctl: &mpsc::Sender<Frame>,
+) -> bool {
+    let bs = shared.opts.block_size;
+    for index in job.start..end {
+        let len = integrity::block_len(size, bs, index);
+        let start = index * bs;
+        let got = o
+            .bucket
+            .get_range(&o.key, start..start + len, o.etag.as_deref())
+            .await;
+        let bytes = match got {
+            Ok(b) => b,
+            Err(e) => {
+                shared.read_failed(job.file, e.to_string(), ctl).await;
+                return true;
+            }
+        };
+        let mut buf = shared.pool.get(len as usize).await;
+        let sh = shared.clone();
+        let (buf, zero, digest) = tokio::task::spawn_blocking(move || {
+            buf[..].copy_from_slice(&bytes);
+            let zero = is_zero(&buf);
+            let algo = sh.opts.checksum;
+            let digest = sh.gate.run(|| algo.block_digest(size, bs, index, &buf));
+            (buf, zero, digest)
+        })
+        .await
+        .expect("hash task panicked");
+        let block = ReadBlock {
+            index,
+            len,
+            buf,
+            zero,
+            digest,
+        };
+        if !queue_block(shared, job, size, block, data, ctl).await {
+            return false;
+        }
+    }
+    true
 }
 
 async fn stream_writer(

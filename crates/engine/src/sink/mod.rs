@@ -461,8 +461,10 @@ pub async fn run_sink(
         ctl_tx.clone(),
     ));
     for stream in transport.data {
+        let sh = shared.clone();
         tasks.spawn(data_reader(
-            shared.clone(),
+            peer.clone(),
+            move || sh.finished_sent.load(SeqCst),
             FrameReader::new(stream, &peer),
             pool.clone(),
             block_tx.clone(),
@@ -607,7 +609,7 @@ const PLAN_FRAME_BUDGET: usize = hetch_proto::MAX_CONTROL_BODY / 4;
 
 /// Cuts a plan into frames that fit the control frame limit. A file whose missing
 /// ranges alone would not fit (a huge, much-fragmented resume) gets several items.
-fn plan_frames(items: Vec<hetch_proto::PlanItem>) -> Vec<Frame> {
+pub(crate) fn plan_frames(items: Vec<hetch_proto::PlanItem>) -> Vec<Frame> {
     use hetch_proto::{PlanAction, PlanItem};
     let mut frames = Vec::new();
     let mut current = Vec::new();
@@ -675,8 +677,11 @@ async fn finisher(shared: Arc<SinkShared>, ctl: mpsc::Sender<Frame>) -> Result<(
     Ok(())
 }
 
-async fn data_reader(
-    shared: Arc<SinkShared>,
+/// Takes blocks off one data stream into pooled buffers and queues them for the
+/// writers; `finished` says whether the summary went out (a closed stream is then fine).
+pub(crate) async fn data_reader(
+    peer: String,
+    finished: impl Fn() -> bool + Send + 'static,
     mut r: FrameReader<BoxStream>,
     pool: BufferPool,
     tx: async_channel::Sender<(DataHeader, Option<PooledBuf>)>,
@@ -691,16 +696,14 @@ async fn data_reader(
             Ok(Some(Incoming::Frame(Frame::StreamEnd))) => return Ok(()),
             Ok(Some(Incoming::Frame(other))) => {
                 return Err(EngineError::Unexpected {
-                    peer: shared.peer.clone(),
+                    peer,
                     what: format!("unexpected frame on a data stream: {other:?}"),
                 })
             }
-            Ok(None) | Err(EngineError::Connection { .. }) if shared.finished_sent.load(SeqCst) => {
-                return Ok(())
-            }
+            Ok(None) | Err(EngineError::Connection { .. }) if finished() => return Ok(()),
             Ok(None) => {
                 return Err(EngineError::Connection {
-                    peer: shared.peer.clone(),
+                    peer,
                     source: std::io::ErrorKind::UnexpectedEof.into(),
                 })
             }

@@ -1,0 +1,237 @@
+//! The receiving side when the destination is an object store.
+//!
+//! The wire protocol is the same as for files; what differs is where blocks go. Each
+//! block's digest is checked on arrival (there is nothing to read back cheaply), then
+//! the block is copied into its part: objects of one part go up in a single PUT with
+//! their metadata, larger ones as multipart uploads whose parts upload in parallel as
+//! soon as their blocks are in. Every request carries an `x-amz-checksum-sha256`
+//! header, so the store checks what it stores too. A local journal records each
+//! uploaded part, so an interrupted transfer resumes its uploads; a file that fails
+//! has its upload aborted, so no parts are left behind. Nothing appears under the
+//! final key until the object is complete (S3 makes an object visible only when its
+//! PUT or its multipart completion succeeds).
+
+mod plan;
+mod upload;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+
+use hetch_proto::{Frame, ManifestEntry};
+use tokio::io::split;
+use tokio::sync::{mpsc, Notify};
+use tokio::task::JoinSet;
+
+use crate::error::EngineError;
+use crate::gate::Gate;
+use crate::operand::ObjectDest;
+use crate::pool::BufferPool;
+use crate::progress::{Progress, Report};
+use crate::session::{control_writer, run_tasks, CONTROL_QUEUE};
+use crate::wire::{FrameReader, FrameWriter};
+use crate::{Options, Transport};
+
+use upload::Upload;
+
+/// Writers (so part uploads in flight), at least.
+const OBJECT_WRITERS: usize = 16;
+
+pub(crate) struct ObjectShared {
+    pub opts: Options,
+    pub peer: String,
+    pub progress: Arc<Progress>,
+    pub dest: ObjectDest,
+    /// Files being uploaded, by entry id.
+    pub files: Mutex<HashMap<u64, Arc<Upload>>>,
+    /// Files planned for sending and not finished yet.
+    pub pending: AtomicU64,
+    pub end_of_entries: AtomicBool,
+    pub finished_sent: AtomicBool,
+    pub changed: Notify,
+    /// Bounds the threads hashing at once.
+    pub gate: Gate,
+    /// Keys written in this session: two entries mapping to one key (`a` and `a/`)
+    /// would overwrite each other.
+    pub keys: Mutex<HashSet<String>>,
+}
+
+impl ObjectShared {
+    /// `s3://bucket/key`, for messages.
+    pub fn url(&self, key: &str) -> String {
+        self.dest.location.bucket.url(key)
+    }
+
+    /// A file ended (done or failed): its `FileDone` is queued before it stops being
+    /// pending, so the summary never overtakes it.
+    pub async fn settle(&self, ctl: &mpsc::Sender<Frame>, frame: Frame) {
+        let _ = ctl.send(frame).await;
+        self.pending.fetch_sub(1, SeqCst);
+        self.changed.notify_one();
+    }
+
+    /// Records a per-file failure and makes its report.
+    pub fn failure(&self, id: u64, message: String) -> Frame {
+        self.progress.fail(message.clone());
+        Frame::FileDone {
+            file: id,
+            error: Some(message),
+            digest: None,
+        }
+    }
+
+    /// The manifest entry of a key, relative to the destination prefix (when the
+    /// session asked for digests).
+    pub fn manifest_entry(&self, key: &str, digest: Option<Vec<u8>>) -> Option<ManifestEntry> {
+        if !self.opts.file_digests {
+            return None;
+        }
+        let digest = digest?;
+        let base = self.dest.location.url.trimmed();
+        let rel = key
+            .strip_prefix(base)
+            .map(|r| r.trim_start_matches('/'))
+            .filter(|r| !r.is_empty() && !base.is_empty())
+            .unwrap_or(key);
+        let path = rel.as_bytes().to_vec();
+        if let Some(m) = &self.opts.manifest {
+            m.add(&digest, &path);
+        }
+        Some(ManifestEntry { digest, path })
+    }
+}
+
+/// Receives into the object store location `dest` whatever the source at the other
+/// end of `transport` sends.
+pub async fn run_object_sink(
+    opts: Options,
+    dest: ObjectDest,
+    transport: Transport,
+    progress: Arc<Progress>,
+) -> Result<Report, EngineError> {
+    let peer = transport.peer.clone();
+    // One request before anything else: bad credentials or a missing bucket end the
+    // session with one clear error instead of failing every file.
+    dest.location
+        .bucket
+        .probe(dest.location.url.trimmed())
+        .await?;
+    let (ctl_r, ctl_w) = split(transport.control);
+    let (ctl_tx, ctl_rx) = mpsc::channel(CONTROL_QUEUE);
+    let ctl_writer = tokio::spawn(control_writer(FrameWriter::new(ctl_w, &peer), ctl_rx));
+    let shared = Arc::new(ObjectShared {
+        gate: Gate::new(opts.hash_threads),
+        opts,
+        peer: peer.clone(),
+        progress: progress.clone(),
+        dest,
+        files: Mutex::default(),
+        pending: AtomicU64::new(0),
+        end_of_entries: AtomicBool::new(false),
+        finished_sent: AtomicBool::new(false),
+        changed: Notify::new(),
+        keys: Mutex::default(),
+    });
+    let pool = BufferPool::new(shared.opts.effective_buffer_memory());
+    let (block_tx, block_rx) = async_channel::bounded(64);
+    let mut tasks = JoinSet::new();
+    tasks.spawn(control_reader(
+        shared.clone(),
+        FrameReader::new(ctl_r, &peer),
+        ctl_tx.clone(),
+    ));
+    tasks.spawn(finisher(shared.clone(), ctl_tx.clone()));
+    for stream in transport.data {
+        let sh = shared.clone();
+        tasks.spawn(crate::sink::data_reader(
+            peer.clone(),
+            move || sh.finished_sent.load(SeqCst),
+            FrameReader::new(stream, &peer),
+            pool.clone(),
+            block_tx.clone(),
+        ));
+    }
+    drop(block_tx);
+    for _ in 0..shared.opts.writers.max(OBJECT_WRITERS) {
+        tasks.spawn(upload::writer(
+            shared.clone(),
+            block_rx.clone(),
+            ctl_tx.clone(),
+        ));
+    }
+    drop(block_rx);
+    run_tasks(tasks, ctl_tx, ctl_writer).await?;
+    Ok(Report {
+        summary: progress.summary(),
+        errors: progress.take_errors(),
+    })
+}
+
+async fn control_reader(
+    shared: Arc<ObjectShared>,
+    mut r: FrameReader<tokio::io::ReadHalf<crate::BoxStream>>,
+    ctl: mpsc::Sender<Frame>,
+) -> Result<(), EngineError> {
+    let unexpected = |what: String| EngineError::unexpected(&shared.peer, what);
+    loop {
+        let frame = match r.next_control().await? {
+            Some(f) => f,
+            None if shared.finished_sent.load(SeqCst) => return Ok(()),
+            None => {
+                return Err(unexpected(
+                    "control connection closed before the end".into(),
+                ))
+            }
+        };
+        match frame {
+            Frame::Entries(batch) => {
+                if shared.end_of_entries.load(SeqCst) {
+                    return Err(unexpected("entries after the end of entries".into()));
+                }
+                let (items, follow) = plan::plan_batch(&shared, batch, &ctl).await?;
+                for frame in crate::sink::plan_frames(items) {
+                    if ctl.send(frame).await.is_err() {
+                        return Ok(());
+                    }
+                }
+                for f in follow {
+                    let _ = ctl.send(f).await;
+                }
+                shared.changed.notify_one();
+            }
+            Frame::FileError { file, message } => {
+                let up = shared.files.lock().expect("files lock").remove(&file);
+                let frame = shared.failure(file, message);
+                match up {
+                    Some(up) => {
+                        up.abandon(&shared).await;
+                        shared.settle(&ctl, frame).await;
+                    }
+                    None => {
+                        let _ = ctl.send(frame).await;
+                    }
+                }
+            }
+            Frame::EndOfEntries => {
+                shared.end_of_entries.store(true, SeqCst);
+                shared.changed.notify_one();
+            }
+            Frame::Error(e) => return Err(EngineError::from_peer(&shared.peer, e)),
+            other => return Err(unexpected(format!("unexpected frame {other:?}"))),
+        }
+    }
+}
+
+/// Waits until every file is settled, then sends the summary.
+async fn finisher(shared: Arc<ObjectShared>, ctl: mpsc::Sender<Frame>) -> Result<(), EngineError> {
+    loop {
+        let changed = shared.changed.notified();
+        if shared.end_of_entries.load(SeqCst) && shared.pending.load(SeqCst) == 0 {
+            break;
+        }
+        changed.await;
+    }
+    shared.finished_sent.store(true, SeqCst);
+    let _ = ctl.send(Frame::Finished(shared.progress.summary())).await;
+    Ok(())
+}

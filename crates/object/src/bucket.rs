@@ -1,0 +1,385 @@
+//! One bucket of an S3 store: listing, ranged reads, single and multipart writes.
+//!
+//! The S3 protocol (signing, retries with backoff on throttling and server errors,
+//! pagination, checksum headers) is `object_store`'s; this wraps it in the operations
+//! the engine needs and turns its errors into [`ObjectError`]s that name the object.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::stream::{BoxStream, StreamExt};
+use object_store::aws::{AmazonS3, AmazonS3Builder, Checksum};
+use object_store::multipart::{MultipartStore, PartId};
+use object_store::path::Path;
+use object_store::{
+    Attribute, Attributes, BackoffConfig, ClientOptions, GetOptions, GetRange, ObjectStore,
+    ObjectStoreExt, PutOptions, PutPayload, RetryConfig,
+};
+
+use crate::config::S3Config;
+use crate::error::ObjectError;
+
+/// Metadata key for the source file's modification time (`SECONDS.NANOS`).
+pub const MTIME_META: &str = "hetch-mtime";
+/// Metadata key for the object's whole-file BLAKE3 digest (hex), where it is known
+/// before the object is written (single-request uploads).
+pub const BLAKE3_META: &str = "hetch-blake3";
+
+/// An object as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectInfo {
+    /// Key.
+    pub key: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Last-modified time (seconds, nanoseconds).
+    pub modified: (i64, u32),
+    /// Entity tag: reads check it, so that an object replaced mid-read is noticed.
+    pub etag: Option<String>,
+}
+
+/// An object with its metadata.
+#[derive(Debug, Clone)]
+pub struct ObjectHead {
+    /// What a listing says.
+    pub info: ObjectInfo,
+    /// The source file's modification time, if hetch wrote the object.
+    pub source_mtime: Option<(i64, u32)>,
+    /// The whole-object BLAKE3 digest, if hetch wrote the object in one request.
+    pub blake3: Option<[u8; 32]>,
+}
+
+/// Metadata stored with an object.
+#[derive(Debug, Clone, Default)]
+pub struct PutMeta {
+    /// The source file's modification time.
+    pub mtime: Option<(i64, u32)>,
+    /// The whole-object BLAKE3 digest.
+    pub blake3: Option<[u8; 32]>,
+}
+
+/// A bucket to read and write.
+#[derive(Clone)]
+pub struct Bucket {
+    store: Arc<AmazonS3>,
+    name: String,
+    endpoint: String,
+}
+
+impl std::fmt::Debug for Bucket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Bucket(s3://{} at {})", self.name, self.endpoint)
+    }
+}
+
+/// Requests are retried with exponential backoff on throttling (429, 503 SlowDown),
+/// server errors and timeouts, for up to this long.
+const RETRY_TIMEOUT: Duration = Duration::from_secs(180);
+
+impl Bucket {
+    /// A client for `bucket` (nothing is sent until the first request).
+    pub fn open(cfg: &S3Config, bucket: &str) -> Result<Bucket, ObjectError> {
+        let mut client = ClientOptions::new()
+            .with_timeout(Duration::from_secs(300))
+            .with_connect_timeout(Duration::from_secs(10));
+        if let Some(ca) = &cfg.ca_bundle {
+            let pem = std::fs::read(ca)
+                .map_err(|e| ObjectError::Config(format!("{}: {e}", ca.display())))?;
+            let certs = object_store::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| ObjectError::Config(format!("{}: {e}", ca.display())))?;
+            for c in certs {
+                client = client.with_root_certificate(c);
+            }
+        }
+        let mut b = AmazonS3Builder::new()
+            .with_bucket_name(bucket)
+            .with_region(&cfg.region)
+            .with_checksum_algorithm(Checksum::SHA256)
+            .with_retry(RetryConfig {
+                backoff: BackoffConfig {
+                    init_backoff: Duration::from_millis(100),
+                    max_backoff: Duration::from_secs(15),
+                    base: 2.0,
+                },
+                max_retries: 10,
+                retry_timeout: RETRY_TIMEOUT,
+            });
+        match (&cfg.access_key, &cfg.secret_key) {
+            (Some(a), Some(s)) => {
+                b = b.with_access_key_id(a).with_secret_access_key(s);
+                if let Some(t) = &cfg.session_token {
+                    b = b.with_token(t);
+                }
+            }
+            _ => b = b.with_skip_signature(true),
+        }
+        if let Some(e) = &cfg.endpoint {
+            // On-premises stores (MinIO, Ceph) are addressed path-style.
+            b = b.with_endpoint(e).with_virtual_hosted_style_request(false);
+            client = client.with_allow_http(e.starts_with("http://"));
+        }
+        let store = b
+            .with_client_options(client)
+            .build()
+            .map_err(|e| ObjectError::Config(format!("s3://{bucket}: {e}")))?;
+        Ok(Bucket {
+            store: Arc::new(store),
+            name: bucket.to_string(),
+            endpoint: cfg.endpoint_name(),
+        })
+    }
+
+    /// The bucket's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The endpoint, for messages and for keying resume state.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// `s3://BUCKET/KEY`, for messages.
+    pub fn url(&self, key: &str) -> String {
+        format!("s3://{}/{key}", self.name)
+    }
+
+    fn err(&self, key: &str, e: object_store::Error) -> ObjectError {
+        ObjectError::from_store(e, &self.name, &self.url(key), &self.endpoint)
+    }
+
+    fn path(&self, key: &str) -> Result<Path, ObjectError> {
+        Path::parse(key).map_err(|e| ObjectError::Other {
+            url: self.url(key),
+            what: format!("not a usable object key: {e}"),
+        })
+    }
+
+    /// Checks that the bucket exists and the credentials may list it (one request), so
+    /// that bad credentials or a missing bucket stop a transfer with one clear error.
+    pub async fn probe(&self, prefix: &str) -> Result<(), ObjectError> {
+        let mut s = self.list(prefix);
+        match s.next().await {
+            Some(Err(e)) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Lists the objects under `prefix` (a "directory": `prefix/...`; empty for the
+    /// whole bucket), in key order, page by page as the stream is read.
+    pub fn list(&self, prefix: &str) -> BoxStream<'_, Result<ObjectInfo, ObjectError>> {
+        let prefix = prefix.trim_end_matches('/');
+        let p = match (prefix.is_empty(), self.path(prefix)) {
+            (true, _) => None,
+            (false, Ok(p)) => Some(p),
+            (false, Err(e)) => return futures_util::stream::once(async { Err(e) }).boxed(),
+        };
+        let url_prefix = prefix.to_string();
+        self.store
+            .list(p.as_ref())
+            .map(move |r| match r {
+                Ok(m) => Ok(ObjectInfo {
+                    key: m.location.to_string(),
+                    size: m.size,
+                    modified: whole_seconds(&m.last_modified),
+                    etag: m.e_tag,
+                }),
+                Err(e) => Err(self.err(&url_prefix, e)),
+            })
+            .boxed()
+    }
+
+    /// The object at `key` with its metadata; `None` when there is none.
+    pub async fn head(&self, key: &str) -> Result<Option<ObjectHead>, ObjectError> {
+        let opts = GetOptions {
+            head: true,
+            ..Default::default()
+        };
+        let r = match self.store.get_opts(&self.path(key)?, opts).await {
+            Ok(r) => r,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => {
+                return match self.err(key, e) {
+                    ObjectError::NotFound { .. } => Ok(None),
+                    other => Err(other),
+                }
+            }
+        };
+        let mut source_mtime = None;
+        let mut blake3 = None;
+        for (k, v) in r.attributes.iter() {
+            if let Attribute::Metadata(name) = k {
+                match name.as_ref() {
+                    MTIME_META => source_mtime = parse_mtime(v.as_ref()),
+                    BLAKE3_META => {
+                        blake3 = hex::decode(v.as_ref()).ok().and_then(|d| d.try_into().ok())
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let m = r.meta;
+        Ok(Some(ObjectHead {
+            info: ObjectInfo {
+                key: key.to_string(),
+                size: m.size,
+                modified: whole_seconds(&m.last_modified),
+                etag: m.e_tag,
+            },
+            source_mtime,
+            blake3,
+        }))
+    }
+
+    /// Reads `range` of `key`. With `etag`, the read fails with
+    /// [`ObjectError::Changed`] if the object is no longer that version.
+    pub async fn get_range(
+        &self,
+        key: &str,
+        range: Range<u64>,
+        etag: Option<&str>,
+    ) -> Result<Bytes, ObjectError> {
+        if range.is_empty() {
+            return Ok(Bytes::new());
+        }
+        let want = range.end - range.start;
+        let opts = GetOptions {
+            range: Some(GetRange::Bounded(range)),
+            if_match: etag.map(str::to_string),
+            ..Default::default()
+        };
+        let r = self
+            .store
+            .get_opts(&self.path(key)?, opts)
+            .await
+            .map_err(|e| self.err(key, e))?;
+        let data = r.bytes().await.map_err(|e| self.err(key, e))?;
+        if data.len() as u64 != want {
+            // The object is shorter than listed: it was replaced.
+            return Err(ObjectError::Changed { url: self.url(key) });
+        }
+        Ok(data)
+    }
+
+    /// Writes `data` as `key` in one request (the store checks its SHA-256).
+    pub async fn put(&self, key: &str, data: Bytes, meta: &PutMeta) -> Result<(), ObjectError> {
+        let opts = PutOptions {
+            attributes: attributes(meta),
+            ..Default::default()
+        };
+        self.store
+            .put_opts(&self.path(key)?, PutPayload::from_bytes(data), opts)
+            .await
+            .map_err(|e| self.err(key, e))?;
+        Ok(())
+    }
+
+    /// Starts a multipart upload of `key`; returns its upload id.
+    pub async fn create_multipart(&self, key: &str) -> Result<String, ObjectError> {
+        self.store
+            .create_multipart(&self.path(key)?)
+            .await
+            .map_err(|e| self.err(key, e))
+    }
+
+    /// Uploads part `index` (from 0) of an upload; returns what completing needs.
+    pub async fn put_part(
+        &self,
+        key: &str,
+        upload: &str,
+        index: usize,
+        data: Bytes,
+    ) -> Result<String, ObjectError> {
+        let id = upload.to_string();
+        self.store
+            .put_part(&self.path(key)?, &id, index, PutPayload::from_bytes(data))
+            .await
+            .map(|p| p.content_id)
+            .map_err(|e| self.err(key, e))
+    }
+
+    /// Completes an upload from its parts, in order.
+    pub async fn complete_multipart(
+        &self,
+        key: &str,
+        upload: &str,
+        parts: Vec<String>,
+    ) -> Result<(), ObjectError> {
+        let id = upload.to_string();
+        let parts = parts
+            .into_iter()
+            .map(|content_id| PartId { content_id })
+            .collect();
+        self.store
+            .complete_multipart(&self.path(key)?, &id, parts)
+            .await
+            .map_err(|e| self.err(key, e))?;
+        Ok(())
+    }
+
+    /// Aborts an upload: the store drops its parts.
+    pub async fn abort_multipart(&self, key: &str, upload: &str) -> Result<(), ObjectError> {
+        let id = upload.to_string();
+        match self.store.abort_multipart(&self.path(key)?, &id).await {
+            Ok(()) => Ok(()),
+            // Already gone (completed or aborted before): nothing is left behind.
+            Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.err(key, e)),
+        }
+    }
+
+    /// Deletes `key` (no error if it does not exist).
+    pub async fn delete(&self, key: &str) -> Result<(), ObjectError> {
+        match self.store.delete(&self.path(key)?).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.err(key, e)),
+        }
+    }
+}
+
+/// A last-modified time in whole seconds: listings give milliseconds but HEAD only
+/// seconds, and an object's time must not depend on how it was found.
+fn whole_seconds(t: &chrono::DateTime<chrono::Utc>) -> (i64, u32) {
+    (t.timestamp(), 0)
+}
+
+fn attributes(meta: &PutMeta) -> Attributes {
+    let mut a = Attributes::new();
+    if let Some((s, ns)) = meta.mtime {
+        a.insert(
+            Attribute::Metadata(MTIME_META.into()),
+            format!("{s}.{ns:09}").into(),
+        );
+    }
+    if let Some(d) = meta.blake3 {
+        a.insert(
+            Attribute::Metadata(BLAKE3_META.into()),
+            hex::encode(d).into(),
+        );
+    }
+    a
+}
+
+fn parse_mtime(v: &str) -> Option<(i64, u32)> {
+    let (s, ns) = v.split_once('.')?;
+    Some((s.parse().ok()?, ns.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mtimes_round_trip_through_metadata() {
+        let a = attributes(&PutMeta {
+            mtime: Some((1_700_000_000, 5)),
+            blake3: None,
+        });
+        let v = a.get(&Attribute::Metadata(MTIME_META.into())).unwrap();
+        assert_eq!(v.as_ref(), "1700000000.000000005");
+        assert_eq!(parse_mtime(v.as_ref()), Some((1_700_000_000, 5)));
+        assert_eq!(parse_mtime("garbage"), None);
+    }
+}

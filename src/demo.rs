@@ -119,7 +119,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
     );
     let bytes = make_dataset(&data, large_mib)?;
     let server = Server::bind(ServeConfig {
-        root: root.clone(),
+        root: crate::server::ServeRoot::Local(root.clone()),
         listen: "127.0.0.1:0".into(),
         state_dir: base.join("server-state"),
         token_file: None,

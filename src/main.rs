@@ -270,9 +270,10 @@ impl Tuning {
 
 #[derive(Args)]
 struct ServeArgs {
-    /// Directory to serve; clients cannot reach outside it.
+    /// Directory to serve, or s3://BUCKET[/PREFIX] to be an agent next to an object
+    /// store; clients cannot reach outside it.
     #[arg(long)]
-    root: PathBuf,
+    root: String,
     /// Address to listen on.
     #[arg(long, default_value = "0.0.0.0:7878")]
     listen: String,
@@ -292,9 +293,9 @@ struct ServeArgs {
 
 #[derive(Args)]
 struct SumArgs {
-    /// Files and directories to hash.
+    /// Files and directories to hash (or s3://BUCKET/KEY objects and prefixes).
     #[arg(required = true)]
-    paths: Vec<PathBuf>,
+    paths: Vec<String>,
     /// Block size (a power of two; the digest does not depend on it).
     #[arg(long, default_value = "4M", value_parser = units::parse_block_size)]
     block_size: u64,
@@ -603,8 +604,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(a) => {
             let mut engine = a.tuning.engine()?;
             engine.rate_limit = a.rate_limit.unwrap_or(0);
+            let root = match Location::parse(&a.root) {
+                Ok(Location::S3(url)) => {
+                    let mut b = cp::Buckets::new(&s3);
+                    server::ServeRoot::Object(b.location(&url)?)
+                }
+                Ok(Location::Local(p)) => server::ServeRoot::Local(p),
+                Ok(Location::Remote { .. }) => {
+                    return Ok(usage_error("--root: a local directory or s3://BUCKET/PREFIX"))
+                }
+                Err(msg) => return Ok(usage_error(&msg)),
+            };
             let cfg = server::ServeConfig {
-                root: a.root,
+                root,
                 listen: a.listen,
                 state_dir: a.state_dir.unwrap_or_else(server::default_state_dir),
                 token_file: a.token_file,
@@ -622,9 +634,31 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Sum(a) => {
-            let paths = a.paths;
             let (bs, threads, algo) = (a.block_size, a.threads, a.checksum);
-            let errors = tokio::task::spawn_blocking(move || {
+            let locs = match parse_locations(&a.paths) {
+                Ok(l) => l,
+                Err(msg) => return Ok(usage_error(&msg)),
+            };
+            let mut paths = Vec::new();
+            let mut errors = Vec::new();
+            let mut buckets = cp::Buckets::new(&s3);
+            for l in locs {
+                match l {
+                    Location::Local(p) => paths.push(p),
+                    Location::S3(url) => {
+                        let loc = buckets.location(&url)?;
+                        let mut out = std::io::stdout();
+                        errors.extend(
+                            hetch_engine::sum_objects(&loc, algo, bs, threads * 4, &mut out)
+                                .await?,
+                        );
+                    }
+                    Location::Remote { .. } => {
+                        return Ok(usage_error("hetch sum reads local files and s3:// objects"))
+                    }
+                }
+            }
+            let more = tokio::task::spawn_blocking(move || {
                 let mut out = std::io::BufWriter::new(std::io::stdout());
                 let errors =
                     hetch_engine::sum::write_manifest(&paths, algo, bs, threads, &mut out)?;
@@ -632,6 +666,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Ok::<_, std::io::Error>(errors)
             })
             .await??;
+            errors.extend(more);
             for e in &errors {
                 eprintln!("hetch: error: {e}");
             }

@@ -10,7 +10,7 @@ use anyhow::Context;
 use hetch_engine::wire::{
     read_frame_exact, read_preamble_exact, write_frame_exact, write_preamble_exact,
 };
-use hetch_engine::{BoxStream, DestSpec, EngineError, Options, Progress, Transport};
+use hetch_engine::{BoxStream, DestSpec, EngineError, Operand, Options, Progress, Transport};
 use hetch_net::{Fingerprint, ServerIdentity, SocketOptions};
 use hetch_proto::{
     ErrorCode, ErrorFrame, Frame, HelloRole, Op, SessionId, SessionRequest, Welcome,
@@ -22,11 +22,21 @@ use tokio::sync::mpsc;
 /// How long a client has to open all data streams of a session, and to say hello.
 const JOIN_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// What a server serves.
+#[derive(Debug, Clone)]
+pub enum ServeRoot {
+    /// A local directory.
+    Local(PathBuf),
+    /// A bucket, or a prefix in one: the server is an agent next to the store, so
+    /// that clients far away reach it over hetch's streams rather than S3's requests.
+    Object(hetch_engine::ObjectLocation),
+}
+
 /// Server settings.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
-    /// Directory served.
-    pub root: PathBuf,
+    /// Directory (or object store prefix) served.
+    pub root: ServeRoot,
     /// Where to listen.
     pub listen: String,
     /// Where the key, certificate and default token live.
@@ -58,7 +68,9 @@ pub struct Server {
 type Joining = (bool, SocketOptions, mpsc::Sender<(u16, BoxStream)>);
 
 struct State {
-    root: PathBuf,
+    root: ServeRoot,
+    /// Where journals of multipart uploads in progress live (object store roots).
+    state_dir: PathBuf,
     token: Vec<u8>,
     tls: Arc<rustls::ServerConfig>,
     socket: SocketOptions,
@@ -70,8 +82,17 @@ struct State {
 impl Server {
     /// Loads (or creates) identity and token and binds the listener.
     pub async fn bind(cfg: ServeConfig) -> anyhow::Result<Server> {
-        let root = hetch_storage::paths::canonical_root(&cfg.root)
-            .with_context(|| format!("cannot serve {}", cfg.root.display()))?;
+        let root = match &cfg.root {
+            ServeRoot::Local(dir) => ServeRoot::Local(
+                hetch_storage::paths::canonical_root(dir)
+                    .with_context(|| format!("cannot serve {}", dir.display()))?,
+            ),
+            ServeRoot::Object(loc) => {
+                // Bad credentials or a missing bucket stop the server at once.
+                loc.bucket.probe(loc.url.trimmed()).await?;
+                cfg.root.clone()
+            }
+        };
         let (identity, new_identity) = ServerIdentity::load_or_create(&cfg.state_dir)?;
         let (token, token_path) = match &cfg.token_file {
             Some(p) => (hetch_net::read_token_file(p)?, p.clone()),
@@ -89,6 +110,7 @@ impl Server {
             listener,
             state: Arc::new(State {
                 root,
+                state_dir: cfg.state_dir.clone(),
                 token,
                 tls: identity.server_config(),
                 socket: cfg.socket,
@@ -235,44 +257,9 @@ async fn session(
         return reply_error(&mut control, &peer, ErrorCode::Protocol, &e.to_string()).await;
     }
     // Resolve paths before welcoming, so that a bad path is one clear error.
-    let root = state.root.clone();
-    let role = match &req.op {
-        Op::Push { dest, sources } => {
-            let path = match hetch_storage::paths::confine(&root, dest, true) {
-                Ok(p) => p,
-                Err(e) => {
-                    return reply_error(&mut control, &peer, ErrorCode::Path, &e.to_string()).await
-                }
-            };
-            Role::Sink(DestSpec {
-                path,
-                sources: *sources,
-                trailing_slash: dest.ends_with(b"/"),
-                confine_to: Some(root.clone()),
-                as_operand: req.integrity.compare_only,
-            })
-        }
-        Op::Pull { sources } => {
-            let mut paths = Vec::new();
-            for s in sources {
-                let p = match hetch_storage::paths::confine(&root, s, false) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        return reply_error(&mut control, &peer, ErrorCode::Path, &e.to_string())
-                            .await
-                    }
-                };
-                if std::fs::symlink_metadata(&p).is_err() {
-                    let msg = format!(
-                        "{}: no such file or directory on the server",
-                        String::from_utf8_lossy(s)
-                    );
-                    return reply_error(&mut control, &peer, ErrorCode::Path, &msg).await;
-                }
-                paths.push(p);
-            }
-            Role::Source(paths)
-        }
+    let role = match resolve_role(&state, &req).await {
+        Ok(r) => r,
+        Err(msg) => return reply_error(&mut control, &peer, ErrorCode::Path, &msg).await,
     };
     let mut id = [0u8; 16];
     rand::rng().fill_bytes(&mut id);
@@ -347,9 +334,13 @@ async fn session(
             "push",
             hetch_engine::run_sink(opts, dest, transport, progress).await,
         ),
-        Role::Source(paths) => (
+        Role::ObjectSink(dest) => (
+            "push",
+            hetch_engine::run_object_sink(opts, dest, transport, progress).await,
+        ),
+        Role::Source(operands) => (
             "pull",
-            hetch_engine::run_source(opts, paths, transport, progress).await,
+            hetch_engine::run_source_from(opts, operands, transport, progress).await,
         ),
     };
     let report = result?;
@@ -380,7 +371,74 @@ fn requested_tuning(req: &SessionRequest) -> SocketOptions {
 
 enum Role {
     Sink(DestSpec),
-    Source(Vec<PathBuf>),
+    ObjectSink(hetch_engine::ObjectDest),
+    Source(Vec<Operand>),
+}
+
+/// What a session does, with its paths resolved under the root; `Err` is the message
+/// for the client (a path outside the root, a source that does not exist).
+async fn resolve_role(state: &State, req: &SessionRequest) -> Result<Role, String> {
+    match (&state.root, &req.op) {
+        (ServeRoot::Local(root), Op::Push { dest, sources }) => {
+            let path = hetch_storage::paths::confine(root, dest, true).map_err(|e| e.to_string())?;
+            Ok(Role::Sink(DestSpec {
+                path,
+                sources: *sources,
+                trailing_slash: dest.ends_with(b"/"),
+                confine_to: Some(root.clone()),
+                as_operand: req.integrity.compare_only,
+            }))
+        }
+        (ServeRoot::Local(root), Op::Pull { sources }) => {
+            let mut operands = Vec::new();
+            for s in sources {
+                let p = hetch_storage::paths::confine(root, s, false).map_err(|e| e.to_string())?;
+                if std::fs::symlink_metadata(&p).is_err() {
+                    return Err(format!(
+                        "{}: no such file or directory on the server",
+                        String::from_utf8_lossy(s)
+                    ));
+                }
+                operands.push(Operand::Local(p));
+            }
+            Ok(Role::Source(operands))
+        }
+        (ServeRoot::Object(root), Op::Push { dest, sources }) => {
+            Ok(Role::ObjectSink(hetch_engine::ObjectDest {
+                location: object_under(root, dest)?,
+                sources: *sources,
+                as_operand: req.integrity.compare_only,
+                state_dir: state.state_dir.clone(),
+            }))
+        }
+        (ServeRoot::Object(root), Op::Pull { sources }) => {
+            let mut operands = Vec::new();
+            for s in sources {
+                operands.push(Operand::Object(object_under(root, s)?));
+            }
+            Ok(Role::Source(operands))
+        }
+    }
+}
+
+/// The object store location of wire path `wire` under an object store root (the
+/// root itself for an empty path, taken as a prefix to copy into).
+fn object_under(
+    root: &hetch_engine::ObjectLocation,
+    wire: &[u8],
+) -> Result<hetch_engine::ObjectLocation, String> {
+    let rel = hetch_storage::paths::rel_from_wire(wire).map_err(|e| e.to_string())?;
+    let rel = rel
+        .to_str()
+        .ok_or_else(|| format!("{}: not UTF-8, which S3 keys must be", rel.display()))?;
+    let mut key = hetch_object::url::join_key(root.url.trimmed(), rel);
+    if (rel.is_empty() || wire.ends_with(b"/")) && !key.is_empty() {
+        key.push('/');
+    }
+    Ok(hetch_engine::ObjectLocation {
+        bucket: root.bucket.clone(),
+        url: root.url.with_key(&key),
+    })
 }
 
 async fn reply_error(

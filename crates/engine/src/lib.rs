@@ -52,6 +52,7 @@ pub use progress::{Progress, Report};
 pub use rate::RateLimiter;
 pub use sink::run_sink;
 pub use source::{run_source, run_source_from};
+pub use source_object::sum_objects;
 
 /// A byte stream the engine can read frames from and write frames to.
 pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static {}

@@ -234,3 +234,55 @@ pub(crate) async fn object_digest(
         None => merged.finish().map(|d| d.to_vec()).unwrap_or_default(),
     })
 }
+
+/// `hetch sum` for object store operands: writes a manifest line (`DIGEST  s3://...`)
+/// for every object of `loc` (one object, or all under a prefix), `threads` objects at
+/// a time. Returns the per-object errors; errors about the whole store end it.
+pub async fn sum_objects(
+    loc: &crate::ObjectLocation,
+    algo: Algorithm,
+    block_size: u64,
+    threads: usize,
+    out: &mut (dyn std::io::Write + Send),
+) -> Result<Vec<String>, EngineError> {
+    let bucket = &loc.bucket;
+    let key = loc.url.trimmed();
+    let listing: futures_util::stream::BoxStream<'_, Result<ObjectInfo, ObjectError>> =
+        match (!loc.url.is_dir_like()).then_some(key) {
+            Some(k) => match bucket.head(k).await? {
+                Some(h) => futures_util::stream::once(async { Ok(h.info) }).boxed(),
+                None => bucket.list(key),
+            },
+            None => bucket.list(key),
+        };
+    let mut any = false;
+    let mut errors = Vec::new();
+    let mut digests = listing
+        .map(|r| async move {
+            let info = r?;
+            let o = ObjectRef {
+                bucket: bucket.clone(),
+                key: info.key.clone(),
+                etag: info.etag.clone(),
+            };
+            let d = object_digest(&o, info.size, algo, block_size).await?;
+            Ok::<_, ObjectError>((bucket.url(&info.key), d))
+        })
+        .buffered(threads.max(1));
+    while let Some(r) = digests.next().await {
+        any = true;
+        match r {
+            Ok((url, d)) => {
+                let line = crate::sum::manifest_line(&d, std::path::Path::new(&url));
+                out.write_all(&line)
+                    .map_err(|e| hetch_storage::StorageError::io("standard output", e))?;
+            }
+            Err(e) if e.is_fatal() => return Err(e.into()),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    if !any {
+        errors.push(format!("{}: no such object (nor objects under it)", loc.url));
+    }
+    Ok(errors)
+}

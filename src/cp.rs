@@ -140,7 +140,15 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
                 std::fs::symlink_metadata(p).with_context(|| format!("{}", p.display()))?;
                 operands.push(Operand::Local(p.clone()));
             }
-            Location::S3(url) => operands.push(Operand::Object(buckets.location(url)?)),
+            Location::S3(url) => {
+                let loc = buckets.location(url)?;
+                // Like a missing local operand: one clear error before anything starts
+                // (this also finds bad credentials and missing buckets).
+                if !loc.bucket.exists(&url.key).await? {
+                    bail!("{url}: no such object (nor objects under it)");
+                }
+                operands.push(Operand::Object(loc));
+            }
             Location::Remote { .. } => {}
         }
     }

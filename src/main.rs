@@ -611,7 +611,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
                 Ok(Location::Local(p)) => server::ServeRoot::Local(p),
                 Ok(Location::Remote { .. }) => {
-                    return Ok(usage_error("--root: a local directory or s3://BUCKET/PREFIX"))
+                    return Ok(usage_error(
+                        "--root: a local directory or s3://BUCKET/PREFIX",
+                    ))
                 }
                 Err(msg) => return Ok(usage_error(&msg)),
             };

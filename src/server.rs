@@ -380,7 +380,8 @@ enum Role {
 async fn resolve_role(state: &State, req: &SessionRequest) -> Result<Role, String> {
     match (&state.root, &req.op) {
         (ServeRoot::Local(root), Op::Push { dest, sources }) => {
-            let path = hetch_storage::paths::confine(root, dest, true).map_err(|e| e.to_string())?;
+            let path =
+                hetch_storage::paths::confine(root, dest, true).map_err(|e| e.to_string())?;
             Ok(Role::Sink(DestSpec {
                 path,
                 sources: *sources,

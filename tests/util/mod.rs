@@ -373,7 +373,9 @@ impl Server {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Server {
-        std::fs::create_dir_all(root).expect("create server root");
+        if !root.to_string_lossy().starts_with("s3://") {
+            std::fs::create_dir_all(root).expect("create server root");
+        }
         let mut cmd = Command::new(BIN);
         cmd.arg("serve")
             .arg("--root")

@@ -282,7 +282,10 @@ pub async fn sum_objects(
         }
     }
     if !any {
-        errors.push(format!("{}: no such object (nor objects under it)", loc.url));
+        errors.push(format!(
+            "{}: no such object (nor objects under it)",
+            loc.url
+        ));
     }
     Ok(errors)
 }

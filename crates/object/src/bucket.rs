@@ -66,6 +66,11 @@ pub struct Bucket {
     store: Arc<AmazonS3>,
     name: String,
     endpoint: String,
+    /// Path-style URL of the bucket (`ENDPOINT/BUCKET`), for the requests made here.
+    base_url: String,
+    region: String,
+    http: reqwest::Client,
+    signed: bool,
 }
 
 impl std::fmt::Debug for Bucket {
@@ -124,10 +129,28 @@ impl Bucket {
             .with_client_options(client)
             .build()
             .map_err(|e| ObjectError::Config(format!("s3://{bucket}: {e}")))?;
+        let mut http = reqwest::Client::builder().timeout(Duration::from_secs(60));
+        if let Some(ca) = &cfg.ca_bundle {
+            let pem = std::fs::read(ca)
+                .map_err(|e| ObjectError::Config(format!("{}: {e}", ca.display())))?;
+            for c in reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| ObjectError::Config(format!("{}: {e}", ca.display())))?
+            {
+                http = http.add_root_certificate(c);
+            }
+        }
+        let http = http
+            .build()
+            .map_err(|e| ObjectError::Config(format!("s3://{bucket}: {e}")))?;
+        let endpoint = cfg.endpoint_name();
         Ok(Bucket {
             store: Arc::new(store),
             name: bucket.to_string(),
-            endpoint: cfg.endpoint_name(),
+            base_url: format!("{endpoint}/{bucket}"),
+            endpoint,
+            region: cfg.region.clone(),
+            http,
+            signed: cfg.access_key.is_some(),
         })
     }
 
@@ -164,6 +187,19 @@ impl Bucket {
         match s.next().await {
             Some(Err(e)) => Err(e),
             _ => Ok(()),
+        }
+    }
+
+    /// Whether `key` names an object, or a prefix with objects under it (`key/...`).
+    pub async fn exists(&self, key: &str) -> Result<bool, ObjectError> {
+        let trimmed = key.trim_end_matches('/');
+        if !trimmed.is_empty() && !key.ends_with('/') && self.head(trimmed).await?.is_some() {
+            return Ok(true);
+        }
+        match self.list(trimmed).next().await {
+            Some(Ok(_)) => Ok(true),
+            Some(Err(e)) => Err(e),
+            None => Ok(false),
         }
     }
 
@@ -276,12 +312,83 @@ impl Bucket {
         Ok(())
     }
 
-    /// Starts a multipart upload of `key`; returns its upload id.
-    pub async fn create_multipart(&self, key: &str) -> Result<String, ObjectError> {
-        self.store
-            .create_multipart(&self.path(key)?)
-            .await
-            .map_err(|e| self.err(key, e))
+    /// Starts a multipart upload of `key` whose object will carry `meta`; returns its
+    /// upload id. (object_store's resumable multipart API takes no metadata, so this
+    /// one request is made here, signed with object_store's SigV4 signer; the parts and
+    /// the completion go through object_store.)
+    pub async fn create_multipart(&self, key: &str, meta: &PutMeta) -> Result<String, ObjectError> {
+        let url = format!("{}/{}?uploads", self.base_url, encode_key(key));
+        let mut backoff = Duration::from_millis(200);
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let mut req = http::Request::builder()
+                .method("POST")
+                .uri(&url)
+                .header("x-amz-checksum-algorithm", "SHA256")
+                .header("content-length", "0");
+            for (k, v) in attributes(meta).iter() {
+                if let Attribute::Metadata(name) = k {
+                    req = req.header(format!("x-amz-meta-{name}"), v.as_ref());
+                }
+            }
+            let mut req = req
+                .body(object_store::client::HttpRequestBody::empty())
+                .map_err(|e| self.other(key, e.to_string()))?;
+            if self.signed {
+                let cred = self
+                    .store
+                    .credentials()
+                    .get_credential()
+                    .await
+                    .map_err(|e| self.err(key, e))?;
+                object_store::aws::AwsAuthorizer::new(&cred, "s3", &self.region)
+                    .authorize(&mut req, None);
+            }
+            let mut rb = self.http.post(&url);
+            for (k, v) in req.headers() {
+                rb = rb.header(k.as_str(), v.as_bytes());
+            }
+            let resp = rb.send().await;
+            let (status, body) = match resp {
+                Ok(r) => {
+                    let st = r.status();
+                    (Some(st), r.text().await.unwrap_or_default())
+                }
+                Err(e) => (None, e.to_string()),
+            };
+            match status {
+                Some(st) if st.is_success() => {
+                    return xml_field(&body, "UploadId")
+                        .map(str::to_string)
+                        .ok_or_else(|| self.other(key, format!("no UploadId in: {body}")));
+                }
+                // Throttling, server errors and lost connections are tried again.
+                Some(st) if !(st.is_server_error() || st.as_u16() == 429) => {
+                    return Err(ObjectError::from_status(
+                        st.as_u16(),
+                        &body,
+                        &self.name,
+                        &self.url(key),
+                        &self.endpoint,
+                    ));
+                }
+                _ if tries >= 8 => {
+                    return Err(self.other(key, format!("creating an upload failed: {body}")))
+                }
+                _ => {
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(15));
+                }
+            }
+        }
+    }
+
+    fn other(&self, key: &str, what: String) -> ObjectError {
+        ObjectError::Other {
+            url: self.url(key),
+            what,
+        }
     }
 
     /// Uploads part `index` (from 0) of an upload; returns what completing needs.
@@ -362,6 +469,29 @@ fn attributes(meta: &PutMeta) -> Attributes {
     a
 }
 
+/// A key as it goes in a URL path: every byte but unreserved ones and `/`
+/// percent-encoded (as object_store encodes paths, so both sign the same bytes).
+fn encode_key(key: &str) -> String {
+    use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+    const KEEP: &AsciiSet = &NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'_')
+        .remove(b'~');
+    key.split('/')
+        .map(|seg| utf8_percent_encode(seg, KEEP).to_string())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The text of `<name>...</name>` in an XML body.
+fn xml_field<'a>(body: &'a str, name: &str) -> Option<&'a str> {
+    let open = format!("<{name}>");
+    let start = body.find(&open)? + open.len();
+    let len = body[start..].find(&format!("</{name}>"))?;
+    Some(&body[start..start + len])
+}
+
 fn parse_mtime(v: &str) -> Option<(i64, u32)> {
     let (s, ns) = v.split_once('.')?;
     Some((s.parse().ok()?, ns.parse().ok()?))
@@ -381,5 +511,15 @@ mod tests {
         assert_eq!(v.as_ref(), "1700000000.000000005");
         assert_eq!(parse_mtime(v.as_ref()), Some((1_700_000_000, 5)));
         assert_eq!(parse_mtime("garbage"), None);
+    }
+
+    #[test]
+    fn keys_are_encoded_per_segment() {
+        assert_eq!(
+            encode_key("a b/ünï/x~y.z"),
+            "a%20b/%C3%BC%C3%B1%C3%AF/x~y.z"
+        );
+        let body = "<InitiateMultipartUploadResult><UploadId>abc-1</UploadId></InitiateMultipartUploadResult>";
+        assert_eq!(xml_field(body, "UploadId"), Some("abc-1"));
     }
 }

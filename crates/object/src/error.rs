@@ -93,6 +93,39 @@ impl ObjectError {
     }
 }
 
+impl ObjectError {
+    /// Sorts an HTTP error response (`status`, `body`) about `url`.
+    pub(crate) fn from_status(
+        status: u16,
+        body: &str,
+        bucket: &str,
+        url: &str,
+        endpoint: &str,
+    ) -> ObjectError {
+        let code = s3_code(body);
+        match (status, code) {
+            (_, Some("NoSuchBucket")) => ObjectError::NoSuchBucket {
+                bucket: bucket.to_string(),
+                at: format!(" at {endpoint}"),
+            },
+            (401 | 403, c) => ObjectError::Denied {
+                url: url.to_string(),
+                why: c.unwrap_or("permission denied").to_string(),
+            },
+            (404, _) => ObjectError::NotFound {
+                url: url.to_string(),
+            },
+            (s, c) => ObjectError::Other {
+                url: url.to_string(),
+                what: format!(
+                    "HTTP {s}: {}",
+                    c.map_or_else(|| one_line(body), str::to_string)
+                ),
+            },
+        }
+    }
+}
+
 /// The error and all its sources, as one string.
 fn full_text(e: &(dyn std::error::Error + 'static)) -> String {
     let mut s = e.to_string();

@@ -89,6 +89,11 @@ impl Upload {
         self.header.size
     }
 
+    /// Whether the file is still being received (not failed, not finished).
+    fn alive(&self, sh: &ObjectShared) -> bool {
+        sh.files.lock().expect("files lock").contains_key(&self.id)
+    }
+
     /// Takes up the upload an earlier run left in the journal, if it is for this very
     /// file (same size, mtime, block and part sizes, algorithm); otherwise aborts it.
     /// Returns whether parts were taken over.
@@ -226,7 +231,12 @@ impl Upload {
         let upload = self
             .upload_id
             .get_or_try_init(|| async {
-                let id = bucket.create_multipart(&self.key).await?;
+                let meta = PutMeta {
+                    mtime: Some(self.header.mtime),
+                    // Known only at the end, unless the source sent it (checksum skip).
+                    blake3: self.expected_blake3(sh),
+                };
+                let id = bucket.create_multipart(&self.key, &meta).await?;
                 let header = UploadHeader {
                     upload: id.clone(),
                     ..self.header.clone()
@@ -246,6 +256,12 @@ impl Upload {
                 Bytes::from(part.data),
             )
             .await?;
+        if !self.alive(sh) {
+            // The file failed while this part was on its way (its upload may have been
+            // aborted before this one started it): abort again, leave nothing behind.
+            self.abandon(sh).await;
+            return Ok(None);
+        }
         let complete = {
             let mut st = self.st.lock().expect("upload lock");
             let range = self.plan.blocks_of(part.index, self.blocks);
@@ -307,6 +323,15 @@ impl Upload {
         };
         if let Some(f) = frame {
             sh.settle(ctl, f).await;
+        }
+    }
+
+    /// The source's BLAKE3 digest, when the session sent whole-file BLAKE3 digests
+    /// (checked against the received blocks before the object is completed).
+    fn expected_blake3(&self, sh: &ObjectShared) -> Option<[u8; 32]> {
+        match (&self.expected, sh.opts.checksum) {
+            (Some(d), integrity::Algorithm::Blake3) => d.as_slice().try_into().ok(),
+            _ => None,
         }
     }
 

@@ -353,8 +353,11 @@ impl SinkShared {
     /// Path of a destination file relative to the destination directory, for
     /// manifests: `cd DST && b3sum -c MANIFEST` checks the copy.
     pub fn manifest_path(&self, final_path: &std::path::Path) -> Vec<u8> {
+        // A bare relative destination ("out") has its entries under "./out".
+        let final_path = final_path.strip_prefix(".").unwrap_or(final_path);
+        let dest = self.dest.path.strip_prefix(".").unwrap_or(&self.dest.path);
         let rel = final_path
-            .strip_prefix(&self.dest.path)
+            .strip_prefix(dest)
             .ok()
             .filter(|r| !r.as_os_str().is_empty())
             .or_else(|| {

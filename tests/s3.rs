@@ -1,0 +1,449 @@
+//! Object stores through the `hetch` binary, against a real MinIO server started on
+//! 127.0.0.1 with a data directory of its own (built once with
+//! `bench/install-minio.sh`, `go install` at a pinned version, if it is not there).
+//!
+//! Round trips file -> S3 -> file with identical contents, empty objects, objects of
+//! several parts, 5,000 small objects, unicode keys, an interrupted upload that resumes,
+//! a failed upload that leaves no parts behind, an object replaced while being read,
+//! wrong credentials and a missing bucket, and `hetch serve` as an agent in front of
+//! the bucket. Interruptions wait for conditions (a journal holding parts, a part file
+//! existing), never for fixed times.
+
+mod util;
+
+use std::path::{Path, PathBuf};
+
+use hetch_bench::minio::{minio_binary, Minio};
+use util::*;
+
+/// A MinIO server and the environment that points hetch at it.
+struct Store {
+    minio: Minio,
+    /// Journals of multipart uploads in progress.
+    state: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+impl Store {
+    fn start(dir: &Path) -> Store {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let bin = minio_binary(repo, true).unwrap_or_else(|e| panic!("{e:#}"));
+        let minio = Minio::start(&bin, &dir.join("minio")).unwrap_or_else(|e| panic!("{e:#}"));
+        minio.create_bucket("data").unwrap();
+        let state = dir.join("state");
+        let mut env: Vec<(String, String)> = minio
+            .env()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        env.push(("HETCH_STATE_DIR".into(), state.display().to_string()));
+        // Nothing from the machine's own AWS setup may leak in.
+        env.push(("AWS_PROFILE".into(), "hetch-test-none".into()));
+        env.push(("AWS_CONFIG_FILE".into(), "/nonexistent".into()));
+        env.push(("AWS_SHARED_CREDENTIALS_FILE".into(), "/nonexistent".into()));
+        Store { minio, state, env }
+    }
+
+    fn env(&self) -> Vec<(&str, &str)> {
+        self.env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect()
+    }
+
+    fn env_with<'a>(&'a self, extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+        let mut e: Vec<(&str, &str)> = self
+            .env()
+            .into_iter()
+            .filter(|(k, _)| !extra.iter().any(|(x, _)| x == k))
+            .collect();
+        e.extend_from_slice(extra);
+        e
+    }
+
+    fn run(&self, args: &[std::ffi::OsString]) -> Out {
+        hetch(args, &self.env())
+    }
+
+    fn spawn(&self, args: &[std::ffi::OsString]) -> Running {
+        spawn(args, &self.env())
+    }
+
+    /// `hetch sum` of an s3:// location: digest by URL.
+    fn sums(&self, url: &str) -> Vec<(String, String)> {
+        let out = self.run(&args!["sum", url]);
+        out.ok();
+        let mut v: Vec<(String, String)> = out
+            .stdout
+            .lines()
+            .map(|l| {
+                let (d, p) = l.split_once("  ").expect("manifest line");
+                (p.to_string(), d.to_string())
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Journal files of uploads in progress.
+    fn journals(&self) -> Vec<PathBuf> {
+        std::fs::read_dir(self.state.join("uploads"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// Files under `root` with their BLAKE3, by relative path.
+fn contents(root: &Path) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = snapshot(root)
+        .into_iter()
+        .filter_map(|(p, e)| match e.kind {
+            Kind::File { hash, .. } => Some((p.display().to_string(), hash)),
+            _ => None,
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn sample_tree(root: &Path) -> Tree {
+    let t = Tree::new(root);
+    t.file("multi-part.bin", (20 << 20) + 12_345, 1)
+        .file("one-block", 1 << 20, 2)
+        .bytes("empty", b"")
+        .bytes("nested/also-empty", b"")
+        .file("nested/deeper/small.txt", 1000, 3)
+        .file("日本語/ファイル 📁.txt", 2000, 4)
+        .file("Ελληνικά/ñandú (1).bin", 3000, 5);
+    t
+}
+
+#[test]
+fn files_round_trip_through_a_bucket_with_identical_digests() {
+    let t = tempfile::tempdir().unwrap();
+    let s = Store::start(t.path());
+    let src = t.path().join("src");
+    sample_tree(&src);
+    let url = "s3://data/ünï prefix/run";
+    // 1 MiB blocks: 8 MiB parts, so the 20 MiB file goes up in three parts.
+    let manifest = t.path().join("up.b3");
+    let up = s.run(&args![
+        "cp",
+        "-q",
+        "--json",
+        "--block-size",
+        "1M",
+        "--manifest",
+        &manifest,
+        &src,
+        url
+    ]);
+    up.ok();
+    assert_eq!(up.json().files, 7, "{up:?}");
+    // The store holds the same bytes: hetch sum reads the objects back.
+    let local: Vec<(String, String)> = contents(&src);
+    let remote: Vec<(String, String)> = s
+        .sums(url)
+        .into_iter()
+        .map(|(p, d)| (p.strip_prefix(&format!("{url}/")).unwrap().to_string(), d))
+        .collect();
+    assert_eq!(remote, local);
+    // The upload's manifest has the whole-object digests, relative to the prefix.
+    let mut listed: Vec<(String, String)> = std::fs::read_to_string(&manifest)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (d, p) = l.split_once("  ").unwrap();
+            (p.to_string(), d.to_string())
+        })
+        .collect();
+    listed.sort();
+    assert_eq!(listed, local);
+    // And back: identical files.
+    let back = t.path().join("back");
+    s.run(&args!["cp", "-q", "--block-size", "1M", url, &back])
+        .ok();
+    assert_eq!(contents(&back), local);
+    assert_no_temp_files(&back);
+    // Nothing left over: no journals, no multipart uploads.
+    assert!(s.journals().is_empty(), "{:?}", s.journals());
+    assert_eq!(s.minio.open_uploads(), 0);
+    // The same copy again sends nothing.
+    let again = s.run(&args![
+        "cp",
+        "-q",
+        "--json",
+        "--block-size",
+        "1M",
+        &src,
+        url
+    ]);
+    again.ok();
+    assert_eq!(
+        (again.json().files, again.json().skipped),
+        (0, 7),
+        "{again:?}"
+    );
+    // verify compares the tree with the prefix by digest, and sees a change.
+    s.run(&args!["verify", "-q", &src, url]).ok();
+    std::fs::write(src.join("nested/deeper/small.txt"), b"changed").unwrap();
+    let v = s.run(&args!["verify", "-q", &src, url]);
+    v.expect_code(3);
+    assert!(v.stderr.contains("small.txt"), "{v:?}");
+}
+
+#[test]
+fn objects_copy_between_prefixes_and_checksum_skip_reads_them() {
+    let t = tempfile::tempdir().unwrap();
+    let s = Store::start(t.path());
+    let src = t.path().join("src");
+    sample_tree(&src);
+    s.run(&args!["cp", "-q", &src, "s3://data/a/"]).ok();
+    s.run(&args!["cp", "-q", "s3://data/a/src", "s3://data/b"])
+        .ok();
+    let strip = |v: Vec<(String, String)>, p: &str| -> Vec<(String, String)> {
+        v.into_iter()
+            .map(|(k, d)| (k.strip_prefix(p).unwrap().to_string(), d))
+            .collect()
+    };
+    assert_eq!(
+        strip(s.sums("s3://data/a/src"), "s3://data/a/src/"),
+        strip(s.sums("s3://data/b"), "s3://data/b/")
+    );
+    // With --checksum-skip, only digests decide: a same-size change is sent again.
+    std::fs::write(src.join("nested/deeper/small.txt"), vec![b'x'; 1000]).unwrap();
+    let out = s.run(&args![
+        "cp",
+        "-q",
+        "--json",
+        "--checksum-skip",
+        &src,
+        "s3://data/a/"
+    ]);
+    out.ok();
+    assert_eq!((out.json().files, out.json().skipped), (1, 6), "{out:?}");
+}
+
+#[test]
+fn five_thousand_small_objects() {
+    let t = tempfile::tempdir().unwrap();
+    let s = Store::start(t.path());
+    let src = t.path().join("many");
+    let tree = Tree::new(&src);
+    for i in 0..5000u64 {
+        tree.file(&format!("d{:02}/f{i:05}", i % 50), 100 + (i * 37) % 4000, i);
+    }
+    let up = s.run(&args!["cp", "-q", "--json", &src, "s3://data/many"]);
+    up.ok();
+    assert_eq!(up.json().files, 5000);
+    let back = t.path().join("back");
+    let down = s.run(&args!["cp", "-q", "--json", "s3://data/many", &back]);
+    down.ok();
+    assert_eq!(down.json().files, 5000);
+    assert_eq!(contents(&back), contents(&src));
+}
+
+/// Starts a slow upload of a 48 MiB file in 1 MiB blocks (8 MiB parts) and waits until
+/// its journal records `parts` uploaded parts.
+fn slow_upload(s: &Store, file: &Path, url: &str, parts: usize) -> Running {
+    let run = s.spawn(&args![
+        "cp",
+        "-q",
+        "--json",
+        "--block-size",
+        "1M",
+        "--rate-limit",
+        "6M",
+        // Little read-ahead: the source reads the file as the upload goes.
+        "--buffer-memory",
+        "4M",
+        file,
+        url
+    ]);
+    wait_for("uploaded parts in the journal", || {
+        s.journals()
+            .first()
+            .and_then(|j| std::fs::read_to_string(j).ok())
+            .is_some_and(|text| text.lines().count() > parts)
+    });
+    run
+}
+
+#[test]
+fn an_interrupted_upload_resumes_its_parts() {
+    let t = tempfile::tempdir().unwrap();
+    let s = Store::start(t.path());
+    let file = t.path().join("big.bin");
+    write_random(&file, 48 << 20, 7);
+    let url = "s3://data/resume/big.bin";
+    let mut run = slow_upload(&s, &file, url, 2);
+    run.kill9();
+    let _ = run.wait();
+    // Nothing under the final key: S3 shows an object only once it is complete.
+    let sum = s.run(&args!["sum", url]);
+    sum.expect_code(3);
+    assert!(
+        s.minio.open_uploads() == 1,
+        "the upload stays for the rerun"
+    );
+    // The rerun continues: it sends less than the whole file.
+    let again = s.run(&args![
+        "cp",
+        "-q",
+        "--json",
+        "--block-size",
+        "1M",
+        &file,
+        url
+    ]);
+    again.ok();
+    let j = again.json();
+    assert_eq!(j.files, 1, "{again:?}");
+    assert!(j.bytes <= (48 << 20) - (16 << 20), "resumed: {again:?}");
+    assert_eq!(s.sums(url), vec![(url.to_string(), hash_file(&file))]);
+    assert!(s.journals().is_empty());
+    assert_eq!(s.minio.open_uploads(), 0, "completed, nothing left behind");
+}
+
+#[test]
+fn a_failed_upload_leaves_no_parts_behind() {
+    let t = tempfile::tempdir().unwrap();
+    let s = Store::start(t.path());
+    let file = t.path().join("big.bin");
+    write_random(&file, 48 << 20, 8);
+    let url = "s3://data/fail/big.bin";
+    let run = slow_upload(&s, &file, url, 1);
+    // The source shrinks under the copy: the file fails, its upload is aborted.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
+    let out = run.wait();
+    out.expect_code(3);
+    assert!(out.stderr.contains("big.bin"), "{out:?}");
+    s.run(&args!["sum", url]).expect_code(3);
+    assert_eq!(s.minio.open_uploads(), 0, "parts aborted");
+    assert!(s.journals().is_empty());
+}
+
+#[test]
+fn an_object_replaced_while_read_fails_and_writes_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let s = Store::start(t.path());
+    let a = t.path().join("a.bin");
+    let b = t.path().join("b.bin");
+    write_random(&a, 32 << 20, 1);
+    write_random(&b, 32 << 20, 2);
+    let url = "s3://data/changing.bin";
+    s.run(&args!["cp", "-q", &a, url]).ok();
+    let out_dir = t.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let target = out_dir.join("changing.bin");
+    let run = s.spawn(&args![
+        "cp",
+        "-q",
+        "--block-size",
+        "1M",
+        "--rate-limit",
+        "4M",
+        "--buffer-memory",
+        "4M",
+        url,
+        &out_dir
+    ]);
+    wait_for("the download to start", || !temp_files(&out_dir).is_empty());
+    s.run(&args!["cp", "-q", &b, url]).ok();
+    let out = run.wait();
+    out.expect_code(3);
+    assert!(out.stderr.contains("changed while being read"), "{out:?}");
+    assert!(!target.exists(), "nothing under the final name");
+}
+
+#[test]
+fn bad_credentials_and_missing_buckets_are_one_clear_line() {
+    let t = tempfile::tempdir().unwrap();
+    let s = Store::start(t.path());
+    let src = t.path().join("src");
+    sample_tree(&src);
+    let wrong = s.env_with(&[("AWS_SECRET_ACCESS_KEY", "not-the-secret")]);
+    let out = hetch(&args!["cp", "-q", &src, "s3://data/x"], &wrong);
+    out.expect_code(1);
+    out.one_line_naming(&["s3://data/x", "access denied"]);
+    let out = hetch(
+        &args!["cp", "-q", "s3://data/x", t.path().join("y")],
+        &wrong,
+    );
+    out.expect_code(1);
+    out.one_line_naming(&["access denied"]);
+    let out = s.run(&args!["cp", "-q", &src, "s3://no-such-bucket/x"]);
+    out.expect_code(1);
+    out.one_line_naming(&["s3://no-such-bucket", "no such bucket"]);
+    let out = s.run(&args![
+        "cp",
+        "-q",
+        "s3://data/not/there",
+        t.path().join("z")
+    ]);
+    out.expect_code(1);
+    out.one_line_naming(&["s3://data/not/there", "no such object"]);
+    let none = [("HOME", "/nonexistent"), ("AWS_ACCESS_KEY_ID", "")];
+    let out = hetch(
+        &args!["cp", "-q", &src, "s3://data/x"],
+        &s.env_with(&[none[0], none[1], ("AWS_SECRET_ACCESS_KEY", "")]),
+    );
+    out.expect_code(1);
+    out.one_line_naming(&["no S3 credentials"]);
+    assert!(!t.path().join("y").exists() && !t.path().join("z").exists());
+    assert_eq!(s.minio.open_uploads(), 0);
+}
+
+#[test]
+fn a_server_in_front_of_a_bucket_takes_pushes_and_pulls() {
+    let t = tempfile::tempdir().unwrap();
+    let s = Store::start(t.path());
+    let src = t.path().join("src");
+    sample_tree(&src);
+    let srv = Server::start_with(
+        Path::new("s3://data/agent"),
+        &t.path().join("srv"),
+        &[],
+        &s.env(),
+    );
+    srv.cp(&args!["--block-size", "1M", &src, srv.url("")]).ok();
+    let remote: Vec<(String, String)> = s
+        .sums("s3://data/agent/src")
+        .into_iter()
+        .map(|(p, d)| {
+            (
+                p.strip_prefix("s3://data/agent/src/").unwrap().to_string(),
+                d,
+            )
+        })
+        .collect();
+    assert_eq!(remote, contents(&src));
+    let back = t.path().join("back");
+    srv.cp(&args![srv.url("src"), &back]).ok();
+    assert_eq!(contents(&back), contents(&src));
+    let v = hetch(
+        &args![
+            "verify",
+            "-q",
+            "--fingerprint",
+            &srv.fingerprint,
+            &src,
+            srv.url("src")
+        ],
+        &[("HETCH_TOKEN", srv.token.as_str())],
+    );
+    v.ok();
+    // Paths cannot leave the served prefix.
+    let out = srv.cp(&args![&src, srv.url("../escape")]);
+    out.failed();
+}

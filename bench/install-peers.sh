@@ -7,7 +7,7 @@
 set -euo pipefail
 
 PKGS=(iperf3 fio rsync openssh-server openssh-client time procps psmisc python3 openssl coreutils tar util-linux
-    iproute2 rclone globus-gridftp-server-progs globus-gass-copy-progs xrootd-server xrootd-client)
+    iproute2 rclone awscli globus-gridftp-server-progs globus-gass-copy-progs xrootd-server xrootd-client)
 
 # xrootd refuses to run as root; the bench runs it as this user (Debian's package does
 # not create one).

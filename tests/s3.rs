@@ -39,8 +39,9 @@ impl Store {
         env.push(("HETCH_STATE_DIR".into(), state.display().to_string()));
         // Nothing from the machine's own AWS setup may leak in.
         env.push(("AWS_PROFILE".into(), "hetch-test-none".into()));
-        env.push(("AWS_CONFIG_FILE".into(), "/nonexistent".into()));
-        env.push(("AWS_SHARED_CREDENTIALS_FILE".into(), "/nonexistent".into()));
+        let none = dir.join("no-such-aws-file").display().to_string();
+        env.push(("AWS_CONFIG_FILE".into(), none.clone()));
+        env.push(("AWS_SHARED_CREDENTIALS_FILE".into(), none));
         Store { minio, state, env }
     }
 
@@ -393,7 +394,8 @@ fn bad_credentials_and_missing_buckets_are_one_clear_line() {
     ]);
     out.expect_code(1);
     out.one_line_naming(&["s3://data/not/there", "no such object"]);
-    let none = [("HOME", "/nonexistent"), ("AWS_ACCESS_KEY_ID", "")];
+    let home = t.path().join("empty-home").display().to_string();
+    let none = [("HOME", home.as_str()), ("AWS_ACCESS_KEY_ID", "")];
     let out = hetch(
         &args!["cp", "-q", &src, "s3://data/x"],
         &s.env_with(&[none[0], none[1], ("AWS_SECRET_ACCESS_KEY", "")]),
@@ -446,4 +448,94 @@ fn a_server_in_front_of_a_bucket_takes_pushes_and_pulls() {
     // Paths cannot leave the served prefix.
     let out = srv.cp(&args![&src, srv.url("../escape")]);
     out.failed();
+}
+
+/// A TCP proxy in front of MinIO that answers the first `fail` requests with
+/// `503 SlowDown`, as S3 does when it throttles, and forwards everything after.
+struct Throttle {
+    addr: std::net::SocketAddr,
+    rejected: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Throttle {
+    fn start(upstream: std::net::SocketAddr, fail: usize) -> Throttle {
+        use std::io::{Read, Write};
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let rejected = std::sync::Arc::new(AtomicUsize::new(0));
+        let count = rejected.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut client) = conn else { return };
+                let count = count.clone();
+                std::thread::spawn(move || {
+                    // The request head, to answer it or pass it on.
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        match client.read(&mut byte) {
+                            Ok(1) => head.push(byte[0]),
+                            _ => return,
+                        }
+                    }
+                    let reject = count
+                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                            (n < fail).then_some(n + 1)
+                        })
+                        .is_ok();
+                    if reject {
+                        let body = "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
+                        let _ = write!(
+                            client,
+                            "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                        return;
+                    }
+                    let Ok(mut up) = std::net::TcpStream::connect(upstream) else {
+                        return;
+                    };
+                    let _ = up.write_all(&head);
+                    let (mut c2, mut u2) = (client.try_clone().unwrap(), up.try_clone().unwrap());
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut c2, &mut u2);
+                        let _ = u2.shutdown(std::net::Shutdown::Write);
+                    });
+                    let _ = std::io::copy(&mut up, &mut client);
+                    let _ = client.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        });
+        Throttle { addr, rejected }
+    }
+}
+
+#[test]
+fn throttled_requests_are_retried_with_backoff() {
+    let t = tempfile::tempdir().unwrap();
+    let s = Store::start(t.path());
+    let src = t.path().join("src");
+    sample_tree(&src);
+    s.run(&args!["cp", "-q", &src, "s3://data/t"]).ok();
+    let upstream: std::net::SocketAddr = s
+        .minio
+        .endpoint
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let proxy = Throttle::start(upstream, 6);
+    let endpoint = format!("http://{}", proxy.addr);
+    let back = t.path().join("back");
+    let out = hetch(
+        &args!["cp", "-q", "s3://data/t", &back],
+        &s.env_with(&[("AWS_ENDPOINT_URL", endpoint.as_str())]),
+    );
+    out.ok();
+    assert_eq!(
+        proxy.rejected.load(std::sync::atomic::Ordering::SeqCst),
+        6,
+        "the store said SlowDown six times"
+    );
+    assert_eq!(contents(&back), contents(&src));
 }

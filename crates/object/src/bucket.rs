@@ -515,10 +515,7 @@ mod tests {
 
     #[test]
     fn keys_are_encoded_per_segment() {
-        assert_eq!(
-            encode_key("a b/ünï/x~y.z"),
-            "a%20b/%C3%BCn%C3%AF/x~y.z"
-        );
+        assert_eq!(encode_key("a b/ünï/x~y.z"), "a%20b/%C3%BCn%C3%AF/x~y.z");
         let body = "<InitiateMultipartUploadResult><UploadId>abc-1</UploadId></InitiateMultipartUploadResult>";
         assert_eq!(xml_field(body, "UploadId"), Some("abc-1"));
     }

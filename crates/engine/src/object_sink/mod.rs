@@ -51,12 +51,20 @@ pub(crate) struct ObjectShared {
     pub changed: Notify,
     /// Bounds the threads hashing at once.
     pub gate: Gate,
-    /// Keys written in this session: two entries mapping to one key (`a` and `a/`)
-    /// would overwrite each other.
+    /// Keys of the files being uploaded: two entries mapping to one key at once (two
+    /// operands of the same name) would race for it and its journal. Bounded by the
+    /// files in flight.
     pub keys: Mutex<HashSet<String>>,
 }
 
 impl ObjectShared {
+    /// Takes file `id` out of the files in flight; whoever gets it settles it.
+    pub fn take(&self, id: u64) -> Option<Arc<Upload>> {
+        let up = self.files.lock().expect("files lock").remove(&id)?;
+        self.keys.lock().expect("keys lock").remove(&up.key);
+        Some(up)
+    }
+
     /// `s3://bucket/key`, for messages.
     pub fn url(&self, key: &str) -> String {
         self.dest.location.bucket.url(key)
@@ -200,7 +208,7 @@ async fn control_reader(
                 shared.changed.notify_one();
             }
             Frame::FileError { file, message } => {
-                let up = shared.files.lock().expect("files lock").remove(&file);
+                let up = shared.take(file);
                 let frame = shared.failure(file, message);
                 match up {
                     Some(up) => {

@@ -102,12 +102,6 @@ async fn plan_entry(
             if key.is_empty() {
                 return Err(refuse(url, "no key to write a file to; name one"));
             }
-            if !sh.keys.lock().expect("keys lock").insert(key.clone()) {
-                return Err(refuse(
-                    url,
-                    "two source entries map to this key; not copied",
-                ));
-            }
             let src = Src {
                 id: e.id,
                 key,
@@ -222,6 +216,12 @@ async fn plan_file(
         jpath,
     );
     // An upload this file began in an earlier run: send only the parts it lacks.
+    if !sh.keys.lock().expect("keys lock").insert(src.key.clone()) {
+        return Err(refuse(
+            url,
+            "another source entry is being copied to this key; not copied",
+        ));
+    }
     let resumed = up.resume(sh).await;
     let ranges = up.missing_ranges();
     sh.files

@@ -368,7 +368,7 @@ impl Upload {
             }
             None => None,
         };
-        sh.files.lock().expect("files lock").remove(&self.id)?;
+        sh.take(self.id)?;
         Progress::add(&sh.progress.files, 1);
         Some(Frame::FileDone {
             file: self.id,
@@ -380,7 +380,7 @@ impl Upload {
     /// Fails the file: aborts its upload so no parts stay behind. `None` when it was
     /// settled already.
     async fn fail(&self, sh: &ObjectShared, message: String) -> Option<Frame> {
-        sh.files.lock().expect("files lock").remove(&self.id)?;
+        sh.take(self.id)?;
         self.abandon(sh).await;
         Some(sh.failure(self.id, message))
     }

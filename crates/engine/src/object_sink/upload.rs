@@ -154,7 +154,14 @@ impl Upload {
     }
 
     /// Stores a checked block; returns the part it completed, if any.
-    fn add_block(&self, bs: u64, block: u64, digest: Digest, data: &[u8]) -> Option<FullPart> {
+    fn add_block(
+        &self,
+        buffers: &super::PartBuffers,
+        bs: u64,
+        block: u64,
+        digest: Digest,
+        data: &[u8],
+    ) -> Option<FullPart> {
         let part = self.plan.part_of(block);
         let mut st = self.st.lock().expect("upload lock");
         if st.done.contains_key(&part) {
@@ -163,7 +170,7 @@ impl Upload {
         let range = self.plan.blocks_of(part, self.blocks);
         let part_len = self.size().min(range.end * bs) - (range.start * bs).min(self.size());
         let pb = st.filling.entry(part).or_insert_with(|| PartBuf {
-            data: vec![0; part_len as usize],
+            data: buffers.get(part_len as usize),
             have: 0,
             seen: vec![false; (range.end - range.start) as usize],
         });
@@ -225,7 +232,9 @@ impl Upload {
                     _ => None,
                 },
             };
-            bucket.put(&self.key, Bytes::from(part.data), &meta).await?;
+            let body = Bytes::from(part.data);
+            bucket.put(&self.key, body.clone(), &meta).await?;
+            sh.buffers.put(body);
             return Ok(self.finished(sh, whole).await);
         }
         let upload = self
@@ -248,14 +257,11 @@ impl Upload {
             })
             .await?
             .clone();
+        let body = Bytes::from(part.data);
         let content_id = bucket
-            .put_part(
-                &self.key,
-                &upload,
-                part.index as usize,
-                Bytes::from(part.data),
-            )
+            .put_part(&self.key, &upload, part.index as usize, body.clone())
             .await?;
+        sh.buffers.put(body);
         if !self.alive(sh) {
             // The file failed while this part was on its way (its upload may have been
             // aborted before this one started it): abort again, leave nothing behind.
@@ -448,7 +454,7 @@ pub(crate) async fn writer(
                 return Err(digest);
             }
             Progress::add(&s.progress.bytes, data.len() as u64);
-            Ok(u.add_block(bs, h.block, digest, data))
+            Ok(u.add_block(&s.buffers, bs, h.block, digest, data))
         })
         .await
         .expect("block task panicked");

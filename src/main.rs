@@ -504,9 +504,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ));
             }
             if a.follow {
-                if locs.iter().any(|l| matches!(l, Location::Remote { .. })) {
+                if locs.iter().any(|l| !matches!(l, Location::Local(_))) {
                     return Ok(usage_error(
                         "--follow needs local sources: run hetch where the files are written",
+                    ));
+                }
+                if matches!(dest, Location::S3(_)) {
+                    return Ok(usage_error(
+                        "--follow into an object store is not supported (objects cannot grow): follow into a directory or a hetch:// server",
                     ));
                 }
                 if let Err(msg) = a.follow_args.apply(&mut opts, false) {
@@ -530,6 +535,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Watch(a) => {
             let dest = match Location::parse(&a.dst) {
+                Ok(Location::S3(_)) => {
+                    return Ok(usage_error(
+                        "watching into an object store is not supported (objects cannot grow): watch into a directory or a hetch:// server",
+                    ))
+                }
                 Ok(d) => d,
                 Err(msg) => return Ok(usage_error(&msg)),
             };

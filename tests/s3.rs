@@ -539,3 +539,20 @@ fn throttled_requests_are_retried_with_backoff() {
     );
     assert_eq!(contents(&back), contents(&src));
 }
+
+#[test]
+fn growing_files_cannot_go_into_a_bucket_and_bad_urls_are_usage_errors() {
+    let t = tempfile::tempdir().unwrap();
+    let out = hetch(&args!["cp", "--follow", t.path(), "s3://data/x"], &[]);
+    out.expect_code(2);
+    out.one_line_naming(&["object store"]);
+    let out = hetch(&args!["watch", t.path(), "s3://data/x"], &[]);
+    out.expect_code(2);
+    out.one_line_naming(&["object store"]);
+    let out = hetch(&args!["cp", t.path(), "s3://Not_A_Bucket/x"], &[]);
+    out.expect_code(2);
+    out.one_line_naming(&["Not_A_Bucket"]);
+    let out = hetch(&args!["cp", t.path(), "s3://data/a/../b"], &[]);
+    out.expect_code(2);
+    out.one_line_naming(&["s3://data/a/../b"]);
+}

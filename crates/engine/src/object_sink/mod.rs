@@ -227,14 +227,9 @@ async fn control_reader(
 ) -> Result<(), EngineError> {
     let unexpected = |what: String| EngineError::unexpected(&shared.peer, what);
     loop {
-        let frame = match r.next_control().await? {
-            Some(f) => f,
-            None if shared.finished_sent.load(SeqCst) => return Ok(()),
-            None => {
-                return Err(unexpected(
-                    "control connection closed before the end".into(),
-                ))
-            }
+        let finished = shared.finished_sent.load(SeqCst);
+        let Some(frame) = crate::sink::next_control(&mut r, finished, &shared.peer).await? else {
+            return Ok(());
         };
         match frame {
             Frame::Entries(batch) => {

@@ -495,6 +495,23 @@ pub async fn run_sink(
     })
 }
 
+/// The next frame from the source on the control stream; `None` when it closed after
+/// the summary went out (`finished`), which is the normal end.
+pub(crate) async fn next_control(
+    r: &mut FrameReader<tokio::io::ReadHalf<BoxStream>>,
+    finished: bool,
+    peer: &str,
+) -> Result<Option<Frame>, EngineError> {
+    match r.next_control().await? {
+        Some(f) => Ok(Some(f)),
+        None if finished => Ok(None),
+        None => Err(EngineError::unexpected(
+            peer,
+            "control connection closed before the end",
+        )),
+    }
+}
+
 async fn control_reader(
     shared: Arc<SinkShared>,
     mut r: FrameReader<tokio::io::ReadHalf<BoxStream>>,
@@ -502,14 +519,9 @@ async fn control_reader(
 ) -> Result<(), EngineError> {
     let unexpected = |what: String| EngineError::unexpected(&shared.peer, what);
     loop {
-        let frame = match r.next_control().await? {
-            Some(f) => f,
-            None if shared.finished_sent.load(SeqCst) => return Ok(()),
-            None => {
-                return Err(unexpected(
-                    "control connection closed before the end".into(),
-                ))
-            }
+        let finished = shared.finished_sent.load(SeqCst);
+        let Some(frame) = crate::sink::next_control(&mut r, finished, &shared.peer).await? else {
+            return Ok(());
         };
         match frame {
             Frame::Entries(batch) => {

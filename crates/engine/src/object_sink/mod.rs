@@ -227,7 +227,7 @@ async fn control_reader(
 ) -> Result<(), EngineError> {
     let unexpected = |what: String| EngineError::unexpected(&shared.peer, what);
     loop {
-        let finished = shared.finished_sent.load(SeqCst);
+        let finished = &shared.finished_sent;
         let Some(frame) = crate::sink::next_control(&mut r, finished, &shared.peer).await? else {
             return Ok(());
         };

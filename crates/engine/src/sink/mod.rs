@@ -496,15 +496,15 @@ pub async fn run_sink(
 }
 
 /// The next frame from the source on the control stream; `None` when it closed after
-/// the summary went out (`finished`), which is the normal end.
+/// the summary went out (`finished`, read once the stream has closed), the normal end.
 pub(crate) async fn next_control(
     r: &mut FrameReader<tokio::io::ReadHalf<BoxStream>>,
-    finished: bool,
+    finished: &AtomicBool,
     peer: &str,
 ) -> Result<Option<Frame>, EngineError> {
     match r.next_control().await? {
         Some(f) => Ok(Some(f)),
-        None if finished => Ok(None),
+        None if finished.load(SeqCst) => Ok(None),
         None => Err(EngineError::unexpected(
             peer,
             "control connection closed before the end",
@@ -519,7 +519,7 @@ async fn control_reader(
 ) -> Result<(), EngineError> {
     let unexpected = |what: String| EngineError::unexpected(&shared.peer, what);
     loop {
-        let finished = shared.finished_sent.load(SeqCst);
+        let finished = &shared.finished_sent;
         let Some(frame) = crate::sink::next_control(&mut r, finished, &shared.peer).await? else {
             return Ok(());
         };

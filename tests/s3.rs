@@ -556,3 +556,29 @@ fn growing_files_cannot_go_into_a_bucket_and_bad_urls_are_usage_errors() {
     out.expect_code(2);
     out.one_line_naming(&["s3://data/a/../b"]);
 }
+
+#[test]
+fn objects_go_to_and_come_from_a_server_with_a_directory_root() {
+    let t = tempfile::tempdir().unwrap();
+    let s = Store::start(t.path());
+    let src = t.path().join("src");
+    sample_tree(&src);
+    s.run(&args!["cp", "-q", &src, "s3://data/in"]).ok();
+    let root = t.path().join("root");
+    let srv = Server::start(&root, &t.path().join("srv"));
+    // Object store -> server (push from the bucket), server -> object store (pull).
+    srv.cp_env(&args!["s3://data/in", srv.url("copy")], &s.env())
+        .ok();
+    assert_eq!(contents(&root.join("copy")), contents(&src));
+    srv.cp_env(&args![srv.url("copy"), "s3://data/out"], &s.env())
+        .ok();
+    let strip = |v: Vec<(String, String)>, p: &str| -> Vec<(String, String)> {
+        v.into_iter()
+            .map(|(k, d)| (k.strip_prefix(p).unwrap().to_string(), d))
+            .collect()
+    };
+    assert_eq!(
+        strip(s.sums("s3://data/out"), "s3://data/out/"),
+        contents(&src)
+    );
+}

@@ -67,3 +67,50 @@ impl ObjectDest {
         hetch_object::url::join_key(url.trimmed(), rest)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dest(url: &str, sources: u32) -> ObjectDest {
+        let cfg = hetch_object::S3Config {
+            access_key: None,
+            secret_key: None,
+            session_token: None,
+            region: "us-east-1".into(),
+            endpoint: Some("http://127.0.0.1:9".into()),
+            ca_bundle: None,
+        };
+        let url = S3Url::parse(url).unwrap();
+        ObjectDest {
+            location: ObjectLocation {
+                bucket: Arc::new(Bucket::open(&cfg, &url.bucket).unwrap()),
+                url,
+            },
+            sources,
+            as_operand: false,
+            state_dir: PathBuf::new(),
+        }
+    }
+
+    #[test]
+    fn keys_follow_the_copy_rules() {
+        // One source, no trailing '/': copied as the key.
+        let d = dest("s3://b/raw/x.h5", 1);
+        assert_eq!(d.key_for("big.h5"), "raw/x.h5");
+        let d = dest("s3://b/raw/r7", 1);
+        assert_eq!(d.key_for("run7"), "raw/r7");
+        assert_eq!(d.key_for("run7/a/f"), "raw/r7/a/f");
+        // Trailing '/', the bucket itself, or several sources: into, under its name.
+        let d = dest("s3://b/raw/", 1);
+        assert_eq!(d.key_for("run7/a/f"), "raw/run7/a/f");
+        let d = dest("s3://b", 1);
+        assert_eq!(d.key_for("run7/f"), "run7/f");
+        let d = dest("s3://b/raw", 2);
+        assert_eq!(d.key_for("run7/f"), "raw/run7/f");
+        // Comparing takes the location as the operand's copy whatever its form.
+        let mut d = dest("s3://b/raw/", 1);
+        d.as_operand = true;
+        assert_eq!(d.key_for("run7/f"), "raw/f");
+    }
+}

@@ -173,6 +173,19 @@ impl Bucket {
         ObjectError::from_store(e, &self.name, &self.url(key), &self.endpoint)
     }
 
+    /// An error about a multipart upload: "not found" means the upload is gone.
+    fn upload_err(&self, key: &str, upload: &str, e: object_store::Error) -> ObjectError {
+        match self.err(key, e) {
+            ObjectError::NotFound { url } => ObjectError::Other {
+                url,
+                what: format!(
+                    "multipart upload {upload} no longer exists at the store (aborted or expired); run the copy again to start over"
+                ),
+            },
+            other => other,
+        }
+    }
+
     fn path(&self, key: &str) -> Result<Path, ObjectError> {
         Path::parse(key).map_err(|e| ObjectError::Other {
             url: self.url(key),
@@ -404,7 +417,7 @@ impl Bucket {
             .put_part(&self.path(key)?, &id, index, PutPayload::from_bytes(data))
             .await
             .map(|p| p.content_id)
-            .map_err(|e| self.err(key, e))
+            .map_err(|e| self.upload_err(key, upload, e))
     }
 
     /// Completes an upload from its parts, in order.
@@ -422,7 +435,7 @@ impl Bucket {
         self.store
             .complete_multipart(&self.path(key)?, &id, parts)
             .await
-            .map_err(|e| self.err(key, e))?;
+            .map_err(|e| self.upload_err(key, upload, e))?;
         Ok(())
     }
 

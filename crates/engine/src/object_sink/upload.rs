@@ -40,6 +40,8 @@ struct UpState {
     digests: Vec<Option<Digest>>,
     /// Parts being filled.
     filling: HashMap<u64, PartBuf>,
+    /// Parts complete and on their way to the store.
+    uploading: std::collections::HashSet<u64>,
     journal: Option<UploadJournal>,
     retries: HashMap<u64, u32>,
 }
@@ -164,7 +166,7 @@ impl Upload {
     ) -> Option<FullPart> {
         let part = self.plan.part_of(block);
         let mut st = self.st.lock().expect("upload lock");
-        if st.done.contains_key(&part) {
+        if st.done.contains_key(&part) || st.uploading.contains(&part) {
             return None; // a duplicate (a resend that crossed a good copy)
         }
         let range = self.plan.blocks_of(part, self.blocks);
@@ -188,6 +190,7 @@ impl Upload {
             return None;
         }
         let pb = st.filling.remove(&part).expect("part being filled");
+        st.uploading.insert(part);
         Some(FullPart {
             index: part,
             data: pb.data,
@@ -286,6 +289,7 @@ impl Upload {
             if let Some(j) = st.journal.as_mut() {
                 let _ = j.add(&rec);
             }
+            st.uploading.remove(&part.index);
             st.done.insert(part.index, content_id);
             st.done.len() as u64 == self.plan.parts
         };

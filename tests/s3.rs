@@ -582,3 +582,30 @@ fn objects_go_to_and_come_from_a_server_with_a_directory_root() {
         contents(&src)
     );
 }
+
+#[test]
+fn an_upload_the_store_dropped_is_reported_and_the_next_run_starts_over() {
+    let t = tempfile::tempdir().unwrap();
+    let s = Store::start(t.path());
+    let file = t.path().join("big.bin");
+    write_random(&file, 48 << 20, 9);
+    let url = "s3://data/gone/big.bin";
+    let mut run = slow_upload(&s, &file, url, 1);
+    run.kill9();
+    let _ = run.wait();
+    // The store loses the upload (a lifecycle rule, an operator): remove MinIO's record.
+    let multipart = s.minio.data.join(".minio.sys/multipart");
+    std::fs::remove_dir_all(&multipart).unwrap();
+    std::fs::create_dir_all(&multipart).unwrap();
+    let out = s.run(&args!["cp", "-q", "--block-size", "1M", &file, url]);
+    out.expect_code(3);
+    assert!(
+        out.stderr.contains("no longer exists at the store"),
+        "{out:?}"
+    );
+    assert!(s.journals().is_empty(), "the stale journal is dropped");
+    s.run(&args!["cp", "-q", "--block-size", "1M", &file, url])
+        .ok();
+    assert_eq!(s.sums(url), vec![(url.to_string(), hash_file(&file))]);
+    assert_eq!(s.minio.open_uploads(), 0);
+}

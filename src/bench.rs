@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 use hetch_bench::dataset::{self, Dataset};
 use hetch_bench::results::{self, Results};
 use hetch_bench::run::{self, LinkSpec, Plan, Progress, StreamingSpec};
+use hetch_bench::s3;
 use hetch_bench::tool::FollowSettings;
 use hetch_bench::writer::{self, WriterSpec};
 use hetch_bench::{Meta, Mode, ToolInfo};
@@ -31,6 +32,10 @@ pub enum BenchCommand {
     /// Write growing files at a steady rate, round-robin like a detector writing several
     /// streams: the writer used by the streaming tests and the streaming sweep.
     Write(WriteArgs),
+    /// Object stores: file -> MinIO (up) and MinIO -> file (down) for hetch as an agent
+    /// next to the store (hetch-agent), hetch talking S3 itself, aws-cli v2, rclone and
+    /// s5cmd, with iperf3 as the link's limit; every run verified by BLAKE3.
+    S3(S3Args),
 }
 
 #[derive(Args)]
@@ -106,6 +111,75 @@ pub struct WriteArgs {
     /// The files, written round-robin; each is created or truncated, with its directory.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct S3Args {
+    /// Datasets, comma-separated, each FILESxSIZE: 1x1G is one 1 GiB file, 1000x1M a
+    /// thousand 1 MiB files (random bytes, made once in --data).
+    #[arg(long, default_value = "1x1G,1000x1M", value_delimiter = ',', value_parser = parse_dataset)]
+    datasets: Vec<Dataset>,
+    /// Round-trip times, comma-separated: 0 runs everything on this host's loopback;
+    /// longer ones use the `hetch wan` testbed (root), with MinIO and the agent on host
+    /// b and every client on host a.
+    #[arg(long, default_value = "0ms,100ms", value_delimiter = ',', value_parser = wan::parse_duration)]
+    rtt: Vec<Duration>,
+    /// Rate of the emulated link (2gbit, 250M bytes/s; 0 = unlimited); loopback has none.
+    #[arg(long, default_value = "2gbit", value_parser = units::parse_rate)]
+    rate: u64,
+    /// Tools, comma-separated: hetch-agent, hetch, aws, rclone, s5cmd, iperf3 (the
+    /// link's limit). One that is not installed is reported as unavailable.
+    #[arg(
+        long,
+        default_value = "hetch-agent,hetch,aws,rclone,s5cmd,iperf3",
+        value_delimiter = ','
+    )]
+    tools: Vec<String>,
+    /// Runs per link, dataset, direction and tool.
+    #[arg(long, default_value_t = 3)]
+    iterations: u32,
+    /// Parallel streams (hetch) or transfers (rclone) each tool is asked for, and
+    /// iperf3's streams; aws-cli and s5cmd keep their defaults.
+    #[arg(long, default_value_t = 4)]
+    streams: u32,
+    /// Where the datasets, MinIO's data, the downloads and scratch live (tmpfs, so
+    /// that storage is not what is measured); MinIO's data, downloads and scratch are
+    /// removed at the end, the datasets kept.
+    #[arg(long, default_value = "/dev/shm/hetch-bench-s3")]
+    data: PathBuf,
+    /// Directory for the results: NAME.jsonl (one record per run; an existing one is
+    /// resumed), NAME.meta.json and NAME.md (the report).
+    #[arg(long, default_value = ".")]
+    out: PathBuf,
+    /// Name of the results files.
+    #[arg(long, default_value = "hetch-bench-s3")]
+    name: String,
+    /// The MinIO server binary (default: $HETCH_MINIO, else target/tools/bin/minio,
+    /// else minio on PATH; bench/install-minio.sh builds it).
+    #[arg(long)]
+    minio: Option<PathBuf>,
+    /// Kill a run that takes longer than this and record it as failed.
+    #[arg(long, default_value = "900s", value_parser = wan::parse_duration)]
+    run_timeout: Duration,
+}
+
+/// Parses a dataset `FILESxSIZE` (`1000x1M`).
+fn parse_dataset(s: &str) -> Result<Dataset, String> {
+    let (files, size) = s
+        .trim()
+        .split_once(['x', 'X'])
+        .ok_or_else(|| format!("'{s}': expected FILESxSIZE, like 1x1G or 1000x1M"))?;
+    let files: u64 = files
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}': '{files}' is not a file count"))?;
+    let size = units::parse_size(size)?;
+    if files == 0 || size == 0 {
+        return Err(format!(
+            "'{s}': a dataset needs at least one file of at least one byte"
+        ));
+    }
+    Ok(Dataset::uniform(size, files))
 }
 
 /// The largest --write-size: the writer holds one write plus 1 MiB in memory.
@@ -191,6 +265,12 @@ pub fn main(cmd: BenchCommand, argv: &[String]) -> anyhow::Result<ExitCode> {
             if !results.is_file() {
                 bail!("{}: no such results file", results.display());
             }
+            if s3::record::is_s3_results(&results) {
+                let r = s3::S3Results::open(&results)?;
+                let meta = s3::record::read_meta(&results)?;
+                println!("{}", s3_report(&results, r.records(), &meta)?.display());
+                return Ok(ExitCode::SUCCESS);
+            }
             let r = Results::open(&results)?;
             let meta = results::read_meta(&results)?;
             let written = report(&results, r.records(), &meta)?;
@@ -198,7 +278,162 @@ pub fn main(cmd: BenchCommand, argv: &[String]) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Write(a) => write(a),
+        BenchCommand::S3(a) => bench_s3(a, argv),
     }
+}
+
+/// `hetch bench s3`: checks the flags, records what runs, runs, writes the report.
+fn bench_s3(a: S3Args, argv: &[String]) -> anyhow::Result<ExitCode> {
+    if a.datasets.is_empty() || a.rtt.is_empty() || a.tools.is_empty() {
+        bail!("--datasets, --rtt and --tools need at least one value each");
+    }
+    for t in &a.tools {
+        if !s3::tools::NAMES.contains(&t.as_str()) {
+            bail!(
+                "unknown tool '{t}': choose from {}",
+                s3::tools::NAMES.join(", ")
+            );
+        }
+    }
+    let mut rtts: Vec<f64> = a.rtt.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
+    rtts.dedup();
+    if rtts.iter().any(|&r| r > 0.0) && unsafe { libc::geteuid() } != 0 {
+        bail!("--rtt above 0 uses the `hetch wan` testbed, which needs root (--rtt 0 runs on loopback)");
+    }
+    let minio = match &a.minio {
+        Some(m) => m.clone(),
+        None => hetch_bench::minio::minio_binary(Path::new("."), false)?,
+    };
+    if !minio.is_file() {
+        bail!("{}: no MinIO server binary there", minio.display());
+    }
+    let plan = s3::S3Plan {
+        datasets: a.datasets.clone(),
+        links: rtts
+            .iter()
+            .map(|&rtt_ms| s3::S3Link {
+                rtt_ms,
+                rate_bps: a.rate * 8,
+            })
+            .collect(),
+        tools: a.tools.clone(),
+        iterations: a.iterations.max(1),
+        streams: a.streams.max(1),
+        data_dir: a.data.clone(),
+        hetch: std::env::current_exe()?,
+        minio: minio.clone(),
+        run_timeout: a.run_timeout,
+    };
+    std::fs::create_dir_all(&a.out).with_context(|| a.out.display().to_string())?;
+    std::fs::create_dir_all(&a.data).with_context(|| a.data.display().to_string())?;
+    let results_path = a.out.join(format!("{}.jsonl", a.name));
+    let mut meta = s3::record::read_meta(&results_path)?;
+    if meta.started_unix == 0 {
+        meta.started_unix = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+    }
+    meta.command = format!("hetch {}", argv.join(" "));
+    meta.minio = format!(
+        "{}; data in {} ({})",
+        hetch_bench::minio::version(&minio),
+        a.data.join("minio").display(),
+        if is_tmpfs(&a.data) {
+            "tmpfs, so storage is not the bottleneck"
+        } else {
+            "not tmpfs: storage speed is part of what is measured"
+        }
+    );
+    meta.tools = plan.tool_infos()?;
+    meta.notes = s3_notes(&plan);
+    s3::record::write_meta(&results_path, &meta)?;
+    let mut res = s3::S3Results::open(&results_path)?;
+    for t in meta.tools.iter().filter(|t| t.unavailable.is_some()) {
+        eprintln!(
+            "hetch bench s3: {} unavailable ({}): no runs",
+            t.name,
+            t.unavailable.as_deref().unwrap_or("")
+        );
+    }
+    eprintln!(
+        "hetch bench s3: {} runs ({} datasets x {} links x 2 directions x tools x {}), results in {}",
+        plan.total_runs()?,
+        plan.datasets.len(),
+        plan.links.len(),
+        plan.iterations,
+        results_path.display()
+    );
+    let outcome = s3::run::run(&plan, &mut res, &mut meta, show_s3_progress);
+    // The report covers what ran, also when the run stopped early.
+    let report = s3_report(&results_path, res.records(), &meta)?;
+    outcome?;
+    eprintln!("hetch bench s3: report: {}", report.display());
+    let failed = res.records().iter().filter(|r| !r.verified).count();
+    if failed > 0 {
+        eprintln!("hetch bench s3: {failed} runs failed (see the report)");
+        return Ok(ExitCode::from(3));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The S3 report's notes: machine, settings, and how runs are timed and verified.
+fn s3_notes(plan: &s3::S3Plan) -> Vec<String> {
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    vec![
+        format!(
+            "machine: {} CPUs, Linux {}",
+            std::thread::available_parallelism().map_or(0, |n| n.get()),
+            kernel.trim()
+        ),
+        format!(
+            "streams: {} (hetch --streams, rclone --transfers, iperf3 -P); iterations: {}; data: {}",
+            plan.streams,
+            plan.iterations,
+            plan.data_dir.display()
+        ),
+        "links: RTT 0 is plain loopback (everything on 127.0.0.1, no rate limit); a longer RTT is the `hetch wan` testbed, MinIO and the hetch agent on host b (10.77.0.2, the agent reaching MinIO over b's own loopback), every client on host a (10.77.0.1)".into(),
+        "time: wall clock around the tool's process, start to exit (connection set-up included); MB/s = dataset bytes / time / 10^6".into(),
+        "up: each run into a fresh prefix up/..., verified by `hetch sum --checksum sha256` on the server host (every object read back from MinIO has the source file's SHA-256; none missing or extra; SHA-256, not BLAKE3, because for BLAKE3 hetch sum takes the digest hetch's own uploads store in object metadata instead of reading the object), then removed".into(),
+        "down: every run reads the prefix seed/DATASET, filled once by `hetch cp` on the server host and checked the same way, into a fresh directory, verified by BLAKE3 of every file against the source (none missing or extra), then removed".into(),
+        "a run that fails or fails verification is recorded as failed, never as a number".into(),
+    ]
+}
+
+fn show_s3_progress(p: &s3::S3Progress) {
+    let r = p.record;
+    let link = if r.rtt_ms > 0.0 {
+        format!("RTT {} ms", r.rtt_ms)
+    } else {
+        "loopback".to_string()
+    };
+    let result = match r.mb_per_s() {
+        Some(mb) => format!("{mb:.1} MB/s in {:.2} s, verified", r.seconds),
+        None => format!("FAILED: {}", r.error.as_deref().unwrap_or("")),
+    };
+    eprintln!(
+        "[{}/{}] {link} | {} | {} | {} #{}: {result}",
+        p.done,
+        p.total,
+        r.dataset,
+        r.direction.as_str(),
+        r.tool,
+        r.iteration
+    );
+}
+
+/// Writes the S3 report beside `results_path`.
+fn s3_report(
+    results_path: &Path,
+    records: &[s3::S3Record],
+    meta: &s3::S3Meta,
+) -> anyhow::Result<PathBuf> {
+    let dir = results_path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let stem = results_path
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| "s3".into());
+    s3::report::write(records, meta, dir, &stem)
 }
 
 /// The writer and follow settings of a streaming sweep, from its flags.

@@ -1,7 +1,8 @@
 //! hetch's benchmark harness (`hetch bench`): it makes datasets, starts the peers'
 //! servers, runs each tool over loopback or the `hetch wan` testbed, appends every run
 //! to a resumable results file, and turns the results into statistics, a Markdown
-//! report and SVG plots, normalised to the best tool as paper 003 does.
+//! report and SVG plots, normalised to the best tool as paper 003 does. [`s3`] does the
+//! same for moving files to and from an S3 store.
 
 #![deny(missing_docs)]
 
@@ -15,6 +16,7 @@ pub mod record;
 pub mod report;
 pub mod results;
 pub mod run;
+pub mod s3;
 mod server;
 pub mod stats;
 pub mod streaming;

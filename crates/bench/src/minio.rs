@@ -1,16 +1,19 @@
 //! A MinIO server for the S3 tests and benchmarks: found (or built, with
-//! `bench/install-minio.sh`) and started on a free local port over a data directory of
-//! its own, with fixed test credentials. Buckets are made by creating directories in
+//! `bench/install-minio.sh`) and started on a free port (of this host's loopback, or of
+//! a testbed host) over a data directory of its own, with fixed test credentials. Buckets are made by creating directories in
 //! the data directory, which MinIO's single-drive mode takes as buckets.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+
+use crate::net;
+use crate::place::Place;
 
 /// Access key of the servers started here.
 pub const ACCESS_KEY: &str = "hetchtest";
@@ -21,7 +24,7 @@ pub const SECRET_KEY: &str = "hetchtest-secret";
 #[derive(Debug)]
 pub struct Minio {
     child: Child,
-    /// `http://127.0.0.1:PORT`.
+    /// `http://ADDR:PORT` (`http://127.0.0.1:PORT` unless started on another host).
     pub endpoint: String,
     /// The data directory (buckets are its subdirectories).
     pub data: PathBuf,
@@ -70,6 +73,28 @@ pub fn minio_binary(repo: &Path, install: bool) -> Result<PathBuf> {
     Ok(local)
 }
 
+/// What `binary` is: the module version `bench/install-minio.sh` stamped next to it
+/// (a `go install` build calls itself DEVELOPMENT.GOGET), else its own version line.
+pub fn version(binary: &Path) -> String {
+    let stamp = binary.with_file_name("minio.version");
+    if let Ok(v) = std::fs::read_to_string(&stamp) {
+        return format!(
+            "minio {} (github.com/minio/minio@{})",
+            binary.display(),
+            v.trim()
+        );
+    }
+    match Command::new(binary).arg("--version").output() {
+        Ok(out) => String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .unwrap_or("minio (no version line)")
+            .trim()
+            .to_string(),
+        Err(e) => format!("minio {}: {e}", binary.display()),
+    }
+}
+
 fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
@@ -78,16 +103,34 @@ impl Minio {
     /// Starts `binary` over `data` (created if needed) on a free port of 127.0.0.1 and
     /// waits until it answers its readiness check.
     pub fn start(binary: &Path, data: &Path) -> Result<Minio> {
-        std::fs::create_dir_all(data)?;
         let port = free_port()?;
         let console = free_port()?;
+        Minio::spawn(binary, data, &Place::loopback(), port, console)
+    }
+
+    /// Starts `binary` over `data` on host `place` (through `ip netns exec` on a
+    /// testbed host), listening on `place.addr` and a free port there, and waits until
+    /// it answers its readiness check from that host. The benchmarks run it next to
+    /// `hetch serve` on the server host; clients on the other host reach it across the
+    /// emulated link, while the agent beside it reaches it over the host's own
+    /// loopback (traffic to a local address never leaves the host).
+    pub fn start_on(binary: &Path, data: &Path, place: &Place) -> Result<Minio> {
+        let port = net::free_port(place)?;
+        let console = net::free_port(place)?;
+        Minio::spawn(binary, data, place, port, console)
+    }
+
+    fn spawn(binary: &Path, data: &Path, place: &Place, port: u16, console: u16) -> Result<Minio> {
+        std::fs::create_dir_all(data)?;
         let log = data.with_extension("log");
         let out = std::fs::File::create(&log)?;
-        let child = Command::new(binary)
+        let host = crate::server::url_host(&place.addr);
+        let child = place
+            .command(&binary.to_string_lossy())
             .args(["server", "--quiet", "--address"])
-            .arg(format!("127.0.0.1:{port}"))
+            .arg(format!("{host}:{port}"))
             .arg("--console-address")
-            .arg(format!("127.0.0.1:{console}"))
+            .arg(format!("{host}:{console}"))
             .arg(data)
             .env("MINIO_ROOT_USER", ACCESS_KEY)
             .env("MINIO_ROOT_PASSWORD", SECRET_KEY)
@@ -101,23 +144,28 @@ impl Minio {
             .with_context(|| format!("starting {}", binary.display()))?;
         let mut m = Minio {
             child,
-            endpoint: format!("http://127.0.0.1:{port}"),
+            endpoint: format!("http://{host}:{port}"),
             data: data.to_path_buf(),
             log,
         };
-        m.wait_ready(port)?;
+        let addr = (place.addr.as_str(), port)
+            .to_socket_addrs()?
+            .next()
+            .with_context(|| format!("no address for {}", place.addr))?;
+        m.wait_ready(&addr, place.netns.as_deref())?;
         Ok(m)
     }
 
-    fn wait_ready(&mut self, port: u16) -> Result<()> {
+    fn wait_ready(&mut self, addr: &SocketAddr, netns: Option<&str>) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(60);
-        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
         loop {
             if let Some(st) = self.child.try_wait()? {
                 let log = std::fs::read_to_string(&self.log).unwrap_or_default();
                 bail!("MinIO exited at start ({st}): {log}");
             }
-            if ready(&addr) {
+            // The check runs where the server does: a testbed host's address is only
+            // reachable from the testbed's namespaces.
+            if net::in_netns(netns, || ready(addr))? {
                 return Ok(());
             }
             if Instant::now() > deadline {

@@ -332,7 +332,7 @@ fn header(meta: &Meta) -> String {
 }
 
 /// A code fence longer than any run of backticks in `text`, so the text cannot end it.
-fn fence_for(text: &str) -> String {
+pub(crate) fn fence_for(text: &str) -> String {
     let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     "`".repeat(longest.max(2) + 1)
 }
@@ -826,7 +826,7 @@ fn ratio_bold_from(ratio: f64, bold_from: f64) -> String {
 }
 
 /// A Markdown table; cells are escaped.
-fn table(headers: &[String], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(headers: &[String], rows: &[Vec<String>]) -> String {
     let line = |cells: &[String]| {
         let escaped: Vec<String> = cells.iter().map(|c| md_cell(c)).collect();
         format!("| {} |\n", escaped.join(" | "))
@@ -855,7 +855,7 @@ fn link_target(file: &str) -> String {
 }
 
 /// At most `max` characters of `text`, with `…` when cut.
-fn truncate(text: &str, max: usize) -> String {
+pub(crate) fn truncate(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_string();
     }
@@ -876,12 +876,12 @@ fn fmt_gbit(v: f64) -> String {
 }
 
 /// A ratio with 2 decimals.
-fn fmt_ratio(v: f64) -> String {
+pub(crate) fn fmt_ratio(v: f64) -> String {
     format!("{v:.2}")
 }
 
 /// A Unix time as `YYYY-MM-DD HH:MM:SS UTC`.
-fn fmt_date(unix: u64) -> String {
+pub(crate) fn fmt_date(unix: u64) -> String {
     let days = (unix / 86_400) as i64;
     let secs = unix % 86_400;
     let (y, m, d) = civil_from_days(days);

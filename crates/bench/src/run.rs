@@ -210,7 +210,7 @@ pub fn run(
             done += slots.len() * entries.len();
             continue;
         }
-        let testbed = Testbed::up(plan, link)?;
+        let testbed = Testbed::up(&plan.hetch, link)?;
         let ctx = ToolContext {
             hetch: plan.hetch.clone(),
             client: testbed.client.clone(),
@@ -373,7 +373,7 @@ impl At<'_> {
 /// Removes `dir` if it exists and makes it again, empty. A removal that fails is
 /// tried again a few times: a process that has not quite stopped may still be adding
 /// files to it.
-fn fresh_dir(dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn fresh_dir(dir: &Path) -> anyhow::Result<()> {
     let mut tries = 0;
     while dir.exists() {
         match std::fs::remove_dir_all(dir) {
@@ -764,7 +764,7 @@ fn failure(status: ExitStatus, log: &Path) -> String {
 }
 
 /// How a timed command ended.
-enum Outcome {
+pub(crate) enum Outcome {
     Succeeded,
     /// Failed, with the reason in one line.
     Failed(String),
@@ -775,14 +775,14 @@ enum Outcome {
 /// Set by SIGINT or SIGTERM. The runs' commands live in process groups of their own
 /// (so a timeout can kill a tool with every helper it started), which also keeps a
 /// terminal's Ctrl-C from reaching them: the harness stops them itself.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+pub(crate) static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_interrupt(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
 }
 
 /// Routes SIGINT and SIGTERM to [`INTERRUPTED`].
-fn catch_interrupts() {
+pub(crate) fn catch_interrupts() {
     let handler = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe {
@@ -794,8 +794,20 @@ fn catch_interrupts() {
 /// Runs `cmd` in its own process group with output to `log`; kills the whole group
 /// after `limit`, or at once when the harness is interrupted. A failure's reason is the
 /// command's last line of output.
-fn run_with_timeout(cmd: Command, log: &Path, limit: Duration) -> Outcome {
-    let mut child = match Proc::spawn(cmd, log, log) {
+pub(crate) fn run_with_timeout(cmd: Command, log: &Path, limit: Duration) -> Outcome {
+    run_with_timeout_to(cmd, log, log, limit)
+}
+
+/// [`run_with_timeout`] with stdout to `out` and stderr to `err` (the same file for
+/// both when equal): for a command whose output is read afterwards. A failure's
+/// reason is the last line of `err`.
+pub(crate) fn run_with_timeout_to(
+    cmd: Command,
+    out: &Path,
+    err: &Path,
+    limit: Duration,
+) -> Outcome {
+    let mut child = match Proc::spawn(cmd, out, err) {
         Ok(c) => c,
         Err(e) => return Outcome::Failed(e),
     };
@@ -817,7 +829,7 @@ fn run_with_timeout(cmd: Command, log: &Path, limit: Duration) -> Outcome {
     if status.success() {
         Outcome::Succeeded
     } else {
-        Outcome::Failed(failure(status, log))
+        Outcome::Failed(failure(status, err))
     }
 }
 
@@ -829,7 +841,7 @@ fn drop_caches() -> anyhow::Result<()> {
         .context("dropping the page cache (needs root; use --no-drop-caches)")
 }
 
-fn tempdir_in(parent: &Path, name: &str) -> anyhow::Result<PathBuf> {
+pub(crate) fn tempdir_in(parent: &Path, name: &str) -> anyhow::Result<PathBuf> {
     let dir = parent.join(format!("{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
     Ok(dir)
@@ -837,16 +849,20 @@ fn tempdir_in(parent: &Path, name: &str) -> anyhow::Result<PathBuf> {
 
 /// The hosts of one link condition: loopback, or the `hetch wan` testbed (taken down
 /// when dropped).
-struct Testbed {
-    client: Place,
-    server: Place,
+pub(crate) struct Testbed {
+    /// Where clients run.
+    pub(crate) client: Place,
+    /// Where servers run.
+    pub(crate) server: Place,
     hetch: Option<PathBuf>,
     /// The host's allowed congestion controls before this link widened them.
     allowed_before: Option<String>,
 }
 
 impl Testbed {
-    fn up(plan: &Plan, link: &LinkSpec) -> anyhow::Result<Testbed> {
+    /// Brings up `link` with `hetch` (`hetch wan up`), or hands out loopback for a link
+    /// without an RTT.
+    pub(crate) fn up(hetch: &Path, link: &LinkSpec) -> anyhow::Result<Testbed> {
         let Some(rtt) = link.rtt_ms else {
             return Ok(Testbed {
                 client: Place::loopback(),
@@ -855,7 +871,7 @@ impl Testbed {
                 allowed_before: None,
             });
         };
-        let hetch = plan.hetch.clone();
+        let hetch = hetch.to_path_buf();
         let _ = Command::new(&hetch).args(["wan", "down"]).output();
         let out = Command::new(&hetch)
             .args([

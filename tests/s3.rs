@@ -609,3 +609,49 @@ fn an_upload_the_store_dropped_is_reported_and_the_next_run_starts_over() {
     assert_eq!(s.sums(url), vec![(url.to_string(), hash_file(&file))]);
     assert_eq!(s.minio.open_uploads(), 0);
 }
+
+#[test]
+fn verify_reads_objects_back_and_finds_damage_in_the_store() {
+    let t = tempfile::tempdir().unwrap();
+    let s = Store::start(t.path());
+    let src = t.path().join("src");
+    Tree::new(&src).file("data.bin", 3 << 20, 11);
+    s.run(&args!["cp", "-q", &src, "s3://data/v"]).ok();
+    s.run(&args!["verify", "-q", &src, "s3://data/v"]).ok();
+    // Damage the stored bytes behind the store's back (MinIO keeps an object's data
+    // in part files under BUCKET/KEY/).
+    let parts: Vec<PathBuf> = walkdir(&s.minio.data.join("data/v/data.bin"))
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("part."))
+        })
+        .collect();
+    assert!(!parts.is_empty(), "MinIO's part files not found");
+    let mut bytes = std::fs::read(&parts[0]).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&parts[0], bytes).unwrap();
+    let v = s.run(&args!["verify", "-q", &src, "s3://data/v"]);
+    v.failed();
+    assert!(v.stderr.contains("data.bin"), "{v:?}");
+    let sum = s.run(&args!["sum", "s3://data/v"]);
+    sum.failed();
+}
+
+/// Every file under `root`.
+fn walkdir(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}

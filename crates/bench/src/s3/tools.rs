@@ -111,8 +111,8 @@ impl S3Context {
     /// `hetch sum --checksum sha256 s3://BUCKET/PREFIX` on the server host: the
     /// SHA-256 of every object under the prefix, read back from MinIO over the server's
     /// own loopback (the runner's check of an upload; it costs no time on the link).
-    /// SHA-256 because for BLAKE3 `hetch sum` trusts the digest hetch's own uploads
-    /// keep in the object's metadata rather than reading the object.
+    /// SHA-256 rather than hetch's default BLAKE3, so that the check of hetch's own
+    /// uploads does not use the algorithm hetch computed while copying.
     pub fn sum_on_server(&self, prefix: &str) -> Command {
         let mut c = self.hetch(&self.server, "sum", &self.endpoint);
         c.args(["sum", "--checksum", "sha256"])

@@ -1,10 +1,9 @@
 //! Checking a run's result against its source: a download's directory by BLAKE3 of
 //! every file, hashed here; an upload's objects by SHA-256 of every object as
-//! `hetch sum --checksum sha256` reads them back from the store. (Not BLAKE3 there:
-//! for BLAKE3, `hetch sum` takes the digest hetch's own uploads store in the object's
-//! metadata instead of reading the object, which would check hetch's uploads against
-//! their own claim.) Both must hold exactly the source's files: none missing, none
-//! extra, none different.
+//! `hetch sum --checksum sha256` reads them back from the store. (SHA-256 there, not
+//! hetch's default BLAKE3, so that the check of hetch's own uploads does not use the
+//! algorithm hetch computed while copying.) Both must hold exactly the source's files:
+//! none missing, none extra, none different.
 
 use std::collections::BTreeMap;
 use std::io::Read;

@@ -38,8 +38,11 @@ const ENTRY_BATCH: usize = 1024;
 /// Blocks a reader takes from one job before putting the rest back, so that the blocks
 /// of one big file are read by all readers at once.
 const BLOCKS_PER_TURN: u64 = 4;
-/// Readers (so ranged GETs in flight) for object store sources, at least.
-const OBJECT_READERS: usize = 16;
+/// Readers for object store sources, at least: each waits a round trip per ranged GET,
+/// so across a long link many must be in flight. Each holds a pool buffer while its GET
+/// is out, so the buffer budget bounds their memory (64 MiB: 16 GETs of 4 MiB blocks,
+/// 64 of 1 MiB objects).
+const OBJECT_READERS: usize = 64;
 
 /// An entry the sink has not finished yet.
 pub(crate) struct Announced {
@@ -786,6 +789,9 @@ async fn read_object(
     for index in job.start..end {
         let len = integrity::block_len(size, bs, index);
         let start = index * bs;
+        // The buffer first: the pool's budget then also bounds the GETs in flight (many
+        // for small objects, fewer for large blocks), whatever the number of readers.
+        let mut buf = shared.pool.get(len as usize).await;
         let got = o
             .bucket
             .get_range(&o.key, start..start + len, o.etag.as_deref())
@@ -797,7 +803,6 @@ async fn read_object(
                 return true;
             }
         };
-        let mut buf = shared.pool.get(len as usize).await;
         let sh = shared.clone();
         let (buf, zero, digest) = tokio::task::spawn_blocking(move || {
             buf[..].copy_from_slice(&bytes);

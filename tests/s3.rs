@@ -228,6 +228,15 @@ fn objects_copy_between_prefixes_and_checksum_skip_reads_them() {
     ]);
     out.ok();
     assert_eq!((out.json().files, out.json().skipped), (1, 6), "{out:?}");
+    // Three 4 MiB blocks in 8 MiB parts: the last part is one block, uploaded straight
+    // from the buffer it arrived in; the others are assembled.
+    let odd = t.path().join("odd.bin");
+    write_random(&odd, (8 << 20) + 5, 12);
+    s.run(&args!["cp", "-q", &odd, "s3://data/odd.bin"]).ok();
+    assert_eq!(
+        s.sums("s3://data/odd.bin"),
+        vec![("s3://data/odd.bin".to_string(), hash_file(&odd))]
+    );
 }
 
 #[test]

@@ -108,6 +108,12 @@ impl Deref for PooledBuf {
     }
 }
 
+impl AsRef<[u8]> for PooledBuf {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
 impl DerefMut for PooledBuf {
     fn deref_mut(&mut self) -> &mut Vec<u8> {
         &mut self.buf

@@ -57,7 +57,15 @@ struct PartBuf {
 /// A part with all its blocks.
 struct FullPart {
     index: u64,
-    data: Vec<u8>,
+    data: Bytes,
+}
+
+/// A block that passed its check.
+enum Checked {
+    /// Copied into its part; the part, if this completed it.
+    Copied(Option<FullPart>),
+    /// A whole part by itself (one block per part): uploaded from the buffer it came in.
+    Whole(Digest, PooledBuf),
 }
 
 impl Upload {
@@ -193,8 +201,19 @@ impl Upload {
         st.uploading.insert(part);
         Some(FullPart {
             index: part,
-            data: pb.data,
+            data: Bytes::from(pb.data),
         })
+    }
+
+    /// Takes a block that is a whole part by itself; false for a duplicate.
+    fn take_whole_block(&self, block: u64, digest: Digest) -> bool {
+        let part = self.plan.part_of(block);
+        let mut st = self.st.lock().expect("upload lock");
+        if st.done.contains_key(&part) || !st.uploading.insert(part) {
+            return false;
+        }
+        st.digests[block as usize] = Some(digest);
+        true
     }
 
     /// The whole-file digest from the block digests, where the algorithm merges them.
@@ -235,7 +254,7 @@ impl Upload {
                     _ => None,
                 },
             };
-            let body = Bytes::from(part.data);
+            let body = part.data;
             bucket.put(&self.key, body.clone(), &meta).await?;
             sh.buffers.put(body);
             return Ok(self.finished(sh, whole).await);
@@ -260,7 +279,7 @@ impl Upload {
             })
             .await?
             .clone();
-        let body = Bytes::from(part.data);
+        let body = part.data;
         let content_id = bucket
             .put_part(&self.key, &upload, part.index as usize, body.clone())
             .await?;
@@ -439,32 +458,60 @@ pub(crate) async fn writer(
                 ),
             ));
         }
-        // Check the bytes, then copy them into their part, off the async threads.
+        // A block that is a whole part (a small file, a part of one block) is uploaded from the pooled
+        // buffer it came in, in the background: the pool's budget then bounds the
+        // uploads in flight, and a long link can have many. Others are copied into
+        // their part, which the writer uploads once complete.
+        let part_blocks = up.plan.blocks_of(up.plan.part_of(h.block), up.blocks);
+        let whole = part_blocks.end - part_blocks.start == 1 && payload.is_some();
         let (s, u) = (sh.clone(), up.clone());
         let checked = tokio::task::spawn_blocking(move || {
-            let zeros;
-            let data: &[u8] = match &payload {
-                Some(b) => &b[..],
-                None => {
-                    zeros = vec![0u8; want];
-                    &zeros
+            let digest = {
+                let zeros;
+                let data: &[u8] = match &payload {
+                    Some(b) => &b[..],
+                    None => {
+                        zeros = vec![0u8; want];
+                        &zeros
+                    }
+                };
+                let algo = s.opts.checksum;
+                let digest = s
+                    .gate
+                    .run(|| algo.block_digest(u.size(), bs, h.block, data));
+                if digest != h.digest {
+                    return Err(digest);
                 }
+                Progress::add(&s.progress.bytes, data.len() as u64);
+                if !whole {
+                    let part = u.add_block(&s.buffers, bs, h.block, digest, data);
+                    return Ok(Checked::Copied(part));
+                }
+                digest
             };
-            let algo = s.opts.checksum;
-            let digest = s
-                .gate
-                .run(|| algo.block_digest(u.size(), bs, h.block, data));
-            if digest != h.digest {
-                return Err(digest);
-            }
-            Progress::add(&s.progress.bytes, data.len() as u64);
-            Ok(u.add_block(&s.buffers, bs, h.block, digest, data))
+            let buf = payload.expect("a whole-part block has its bytes");
+            Ok(Checked::Whole(digest, buf))
         })
         .await
         .expect("block task panicked");
         let frame = match checked {
-            Ok(None) => None,
-            Ok(Some(part)) => up.store_part(&sh, part).await,
+            Ok(Checked::Copied(None)) => None,
+            Ok(Checked::Copied(Some(part))) => up.store_part(&sh, part).await,
+            Ok(Checked::Whole(digest, buf)) => {
+                if up.take_whole_block(h.block, digest) {
+                    let part = FullPart {
+                        index: up.plan.part_of(h.block),
+                        data: Bytes::from_owner(buf),
+                    };
+                    let (sh, ctl) = (sh.clone(), ctl.clone());
+                    tokio::spawn(async move {
+                        if let Some(f) = up.store_part(&sh, part).await {
+                            sh.settle(&ctl, f).await;
+                        }
+                    });
+                }
+                None
+            }
             Err(got) => mismatch(&sh, &up, &h, &got).await,
         };
         match frame {

@@ -419,12 +419,9 @@ fn show_s3_progress(p: &s3::S3Progress) {
     );
 }
 
-/// Writes the S3 report beside `results_path`.
-fn s3_report(
-    results_path: &Path,
-    records: &[s3::S3Record],
-    meta: &s3::S3Meta,
-) -> anyhow::Result<PathBuf> {
+/// Where a report of `results_path` goes: its directory and its stem (`default` for a
+/// name without one).
+fn report_place<'a>(results_path: &'a Path, default: &str) -> (&'a Path, String) {
     let dir = results_path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -432,7 +429,17 @@ fn s3_report(
     let stem = results_path
         .file_stem()
         .map(|s| s.to_string_lossy().to_string())
-        .unwrap_or_else(|| "s3".into());
+        .unwrap_or_else(|| default.into());
+    (dir, stem)
+}
+
+/// Writes the S3 report beside `results_path`.
+fn s3_report(
+    results_path: &Path,
+    records: &[s3::S3Record],
+    meta: &s3::S3Meta,
+) -> anyhow::Result<PathBuf> {
+    let (dir, stem) = report_place(results_path, "s3");
     s3::report::write(records, meta, dir, &stem)
 }
 
@@ -752,14 +759,7 @@ fn report(
     records: &[hetch_bench::Record],
     meta: &Meta,
 ) -> anyhow::Result<Vec<String>> {
-    let dir = results_path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let stem = results_path
-        .file_stem()
-        .map(|s| s.to_string_lossy().to_string())
-        .unwrap_or_else(|| "bench".into());
+    let (dir, stem) = report_place(results_path, "bench");
     let files = hetch_bench::report::write(records, meta, dir, &stem)?;
     Ok(files.iter().map(|p| p.display().to_string()).collect())
 }

@@ -304,17 +304,21 @@ fn markdown(meta: &Meta, tools: &[String], sections: &[Section], plots: &[Plot])
     md
 }
 
-/// Title, command, date, storage and notes.
-fn header(meta: &Meta) -> String {
-    let mut md = String::from("# hetch bench report\n\n");
-    let fence = fence_for(&meta.command);
-    let _ = write!(md, "Command:\n\n{fence}sh\n{}\n{fence}\n\n", meta.command);
-    // 0 is Meta's default: the time was never recorded, not 1970.
-    let date = match meta.started_unix {
+/// The command (fenced) and the `- Date:` line that open every report; a start time of
+/// 0 means it was never recorded, not 1970.
+pub(crate) fn command_and_date(command: &str, started_unix: u64) -> String {
+    let fence = fence_for(command);
+    let date = match started_unix {
         0 => "unknown".to_string(),
         t => fmt_date(t),
     };
-    let _ = writeln!(md, "- Date: {date}");
+    format!("Command:\n\n{fence}sh\n{command}\n{fence}\n\n- Date: {date}\n")
+}
+
+/// Title, command, date, storage and notes.
+fn header(meta: &Meta) -> String {
+    let mut md = String::from("# hetch bench report\n\n");
+    md.push_str(&command_and_date(&meta.command, meta.started_unix));
     let storage = if meta.storage.is_empty() {
         "unknown"
     } else {

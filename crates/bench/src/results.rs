@@ -10,17 +10,30 @@ use anyhow::Context;
 
 use crate::record::{Meta, Record};
 
-/// An open results file.
-pub struct Results {
+/// A run as a results file holds it: serialised as one JSON line, identified by a key
+/// (so a resumed benchmark skips it).
+pub trait RunRecord: serde::Serialize + serde::de::DeserializeOwned {
+    /// What identifies the run (link, dataset, tool, iteration...).
+    fn key(&self) -> String;
+}
+
+impl RunRecord for Record {
+    fn key(&self) -> String {
+        Record::key(self)
+    }
+}
+
+/// An open results file (of sweep [`Record`]s unless said otherwise).
+pub struct Results<R = Record> {
     path: PathBuf,
-    records: Vec<Record>,
+    records: Vec<R>,
     done: HashSet<String>,
 }
 
-impl Results {
+impl<R: RunRecord> Results<R> {
     /// Opens (or starts) `path`, loading the runs already in it. A last line cut short
     /// by a crash is ignored (and overwritten by the next append's newline fix).
-    pub fn open(path: &Path) -> anyhow::Result<Results> {
+    pub fn open(path: &Path) -> anyhow::Result<Results<R>> {
         let mut records = Vec::new();
         match std::fs::read_to_string(path) {
             Ok(text) => {
@@ -28,7 +41,7 @@ impl Results {
                     if line.trim().is_empty() {
                         continue;
                     }
-                    match serde_json::from_str::<Record>(line) {
+                    match serde_json::from_str::<R>(line) {
                         Ok(r) => records.push(r),
                         Err(_) if n + 1 == text.lines().count() && !text.ends_with('\n') => {}
                         Err(e) => {
@@ -46,12 +59,17 @@ impl Results {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e).with_context(|| path.display().to_string()),
         }
-        let done = records.iter().map(Record::key).collect();
+        let done = records.iter().map(RunRecord::key).collect();
         Ok(Results {
             path: path.to_path_buf(),
             records,
             done,
         })
+    }
+
+    /// The results file.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Whether a run with this key is already recorded.
@@ -60,12 +78,12 @@ impl Results {
     }
 
     /// Every run recorded so far.
-    pub fn records(&self) -> &[Record] {
+    pub fn records(&self) -> &[R] {
         &self.records
     }
 
     /// Appends one run and pushes it to the file at once.
-    pub fn append(&mut self, r: Record) -> anyhow::Result<()> {
+    pub fn append(&mut self, r: R) -> anyhow::Result<()> {
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -140,19 +158,19 @@ mod tests {
     fn appended_runs_are_found_after_reopening_and_a_torn_line_is_dropped() {
         let t = tempfile::tempdir().unwrap();
         let p = t.path().join("r.jsonl");
-        let mut r = Results::open(&p).unwrap();
+        let mut r = Results::<Record>::open(&p).unwrap();
         r.append(rec("hetch", 1)).unwrap();
         r.append(rec("rsync", 1)).unwrap();
         // A crash in the middle of a write leaves half a line.
         let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
         f.write_all(b"{\"point\":{\"suite").unwrap();
         drop(f);
-        let mut r = Results::open(&p).unwrap();
+        let mut r = Results::<Record>::open(&p).unwrap();
         assert_eq!(r.records().len(), 2);
         assert!(r.has(&rec("hetch", 1).key()));
         assert!(!r.has(&rec("hetch", 2).key()));
         r.append(rec("hetch", 2)).unwrap();
-        let r = Results::open(&p).unwrap();
+        let r = Results::<Record>::open(&p).unwrap();
         assert_eq!(r.records().len(), 3);
         assert_eq!(r.records()[2], rec("hetch", 2));
     }
@@ -162,7 +180,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let p = t.path().join("r.jsonl");
         std::fs::write(&p, "garbage\n{}\n").unwrap();
-        let e = Results::open(&p).err().unwrap().to_string();
+        let e = Results::<Record>::open(&p).err().unwrap().to_string();
         assert!(e.contains("r.jsonl:1"), "{e}");
     }
 

@@ -3,8 +3,6 @@
 //! and an [`S3Meta`] beside it (`STEM.meta.json`) with what the report needs besides
 //! the runs.
 
-use std::collections::HashSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -193,83 +191,19 @@ pub fn is_s3_results(path: &Path) -> bool {
         .is_some_and(|v| v.get("direction").is_some())
 }
 
-/// An open results file.
-pub struct S3Results {
-    path: PathBuf,
-    records: Vec<S3Record>,
-    done: HashSet<String>,
-}
+/// An open S3 results file.
+pub type S3Results = crate::results::Results<S3Record>;
 
-impl S3Results {
-    /// Opens (or starts) `path`, loading the runs already in it. A last line cut short
-    /// by a crash is dropped, so that the next append starts a line of its own.
-    pub fn open(path: &Path) -> anyhow::Result<S3Results> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(e).with_context(|| path.display().to_string()),
-        };
-        let complete = match text.rfind('\n') {
-            Some(i) => &text[..=i],
-            None => "",
-        };
-        if complete.len() != text.len() {
-            std::fs::write(path, complete).with_context(|| path.display().to_string())?;
-        }
-        let mut records = Vec::new();
-        for (n, line) in complete.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let r: S3Record = serde_json::from_str(line).with_context(|| {
-                format!("{}:{}: not an S3 result record", path.display(), n + 1)
-            })?;
-            records.push(r);
-        }
-        let done = records.iter().map(S3Record::key).collect();
-        Ok(S3Results {
-            path: path.to_path_buf(),
-            records,
-            done,
-        })
-    }
-
-    /// The results file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Whether a run with this key is already recorded.
-    pub fn has(&self, key: &str) -> bool {
-        self.done.contains(key)
-    }
-
-    /// Every run recorded so far.
-    pub fn records(&self) -> &[S3Record] {
-        &self.records
-    }
-
-    /// Appends one run and pushes it to the file at once.
-    pub fn append(&mut self, r: S3Record) -> anyhow::Result<()> {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .with_context(|| self.path.display().to_string())?;
-        let mut line = serde_json::to_string(&r)?;
-        line.push('\n');
-        f.write_all(line.as_bytes())
-            .and_then(|_| f.sync_data())
-            .with_context(|| self.path.display().to_string())?;
-        self.done.insert(r.key());
-        self.records.push(r);
-        Ok(())
+impl crate::results::RunRecord for S3Record {
+    fn key(&self) -> String {
+        S3Record::key(self)
     }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use std::io::Write;
 
     /// A record for tests.
     pub(crate) fn rec(tool: &str, direction: Direction, seconds: f64, ok: bool) -> S3Record {

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 
 use super::record::{Direction, S3Meta, S3Record};
 use super::tools::NAMES;
-use crate::report::{fence_for, fmt_date, fmt_ratio, table, truncate};
+use crate::report::{fence_for, fmt_ratio, table, truncate};
 use crate::stats::{rate_label, summarize, Summary};
 
 /// The tool the others are divided by in each table: what users run by default.
@@ -190,13 +190,10 @@ fn markdown(records: &[S3Record], meta: &S3Meta) -> String {
 /// Title, command, date, MinIO, notes.
 fn header(meta: &S3Meta) -> String {
     let mut md = String::from("# hetch bench s3 report\n\n");
-    let fence = fence_for(&meta.command);
-    let _ = write!(md, "Command:\n\n{fence}sh\n{}\n{fence}\n\n", meta.command);
-    let date = match meta.started_unix {
-        0 => "unknown".to_string(),
-        t => fmt_date(t),
-    };
-    let _ = writeln!(md, "- Date: {date}");
+    md.push_str(&crate::report::command_and_date(
+        &meta.command,
+        meta.started_unix,
+    ));
     let _ = writeln!(md, "- MinIO: {}", or_unknown(&meta.minio));
     if !meta.notes.is_empty() {
         md.push_str("- Notes:\n");

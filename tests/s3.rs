@@ -86,6 +86,16 @@ impl Store {
         v
     }
 
+    /// `hetch sum` of the objects under prefix `url`, by path relative to it (the form
+    /// [`contents`] gives for a directory).
+    fn sums_under(&self, url: &str) -> Vec<(String, String)> {
+        let prefix = format!("{}/", url.trim_end_matches('/'));
+        self.sums(url)
+            .into_iter()
+            .map(|(p, d)| (p.strip_prefix(&prefix).unwrap_or(&p).to_string(), d))
+            .collect()
+    }
+
     /// Journal files of uploads in progress.
     fn journals(&self) -> Vec<PathBuf> {
         std::fs::read_dir(self.state.join("uploads"))
@@ -148,12 +158,7 @@ fn files_round_trip_through_a_bucket_with_identical_digests() {
     assert_eq!(up.json().files, 7, "{up:?}");
     // The store holds the same bytes: hetch sum reads the objects back.
     let local: Vec<(String, String)> = contents(&src);
-    let remote: Vec<(String, String)> = s
-        .sums(url)
-        .into_iter()
-        .map(|(p, d)| (p.strip_prefix(&format!("{url}/")).unwrap().to_string(), d))
-        .collect();
-    assert_eq!(remote, local);
+    assert_eq!(s.sums_under(url), local);
     // The upload's manifest has the whole-object digests, relative to the prefix.
     let mut listed: Vec<(String, String)> = std::fs::read_to_string(&manifest)
         .unwrap()
@@ -207,15 +212,7 @@ fn objects_copy_between_prefixes_and_checksum_skip_reads_them() {
     s.run(&args!["cp", "-q", &src, "s3://data/a/"]).ok();
     s.run(&args!["cp", "-q", "s3://data/a/src", "s3://data/b"])
         .ok();
-    let strip = |v: Vec<(String, String)>, p: &str| -> Vec<(String, String)> {
-        v.into_iter()
-            .map(|(k, d)| (k.strip_prefix(p).unwrap().to_string(), d))
-            .collect()
-    };
-    assert_eq!(
-        strip(s.sums("s3://data/a/src"), "s3://data/a/src/"),
-        strip(s.sums("s3://data/b"), "s3://data/b/")
-    );
+    assert_eq!(s.sums_under("s3://data/a/src"), s.sums_under("s3://data/b"));
     // With --checksum-skip, only digests decide: a same-size change is sent again.
     std::fs::write(src.join("nested/deeper/small.txt"), vec![b'x'; 1000]).unwrap();
     let out = s.run(&args![
@@ -428,17 +425,7 @@ fn a_server_in_front_of_a_bucket_takes_pushes_and_pulls() {
         &s.env(),
     );
     srv.cp(&args!["--block-size", "1M", &src, srv.url("")]).ok();
-    let remote: Vec<(String, String)> = s
-        .sums("s3://data/agent/src")
-        .into_iter()
-        .map(|(p, d)| {
-            (
-                p.strip_prefix("s3://data/agent/src/").unwrap().to_string(),
-                d,
-            )
-        })
-        .collect();
-    assert_eq!(remote, contents(&src));
+    assert_eq!(s.sums_under("s3://data/agent/src"), contents(&src));
     let back = t.path().join("back");
     srv.cp(&args![srv.url("src"), &back]).ok();
     assert_eq!(contents(&back), contents(&src));
@@ -581,15 +568,7 @@ fn objects_go_to_and_come_from_a_server_with_a_directory_root() {
     assert_eq!(contents(&root.join("copy")), contents(&src));
     srv.cp_env(&args![srv.url("copy"), "s3://data/out"], &s.env())
         .ok();
-    let strip = |v: Vec<(String, String)>, p: &str| -> Vec<(String, String)> {
-        v.into_iter()
-            .map(|(k, d)| (k.strip_prefix(p).unwrap().to_string(), d))
-            .collect()
-    };
-    assert_eq!(
-        strip(s.sums("s3://data/out"), "s3://data/out/"),
-        contents(&src)
-    );
+    assert_eq!(s.sums_under("s3://data/out"), contents(&src));
 }
 
 #[test]

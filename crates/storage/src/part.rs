@@ -144,8 +144,10 @@ impl PartFile {
 
     /// Applies mode and mtime, stores the digest, optionally flushes to stable storage,
     /// renames the file over its final name and, with `journaled`, removes its journal.
+    /// Takes `&self`: another task may still hold the file for a moment (a growing
+    /// file's durability `fdatasync`), which is harmless after the rename.
     pub fn finalize(
-        self,
+        &self,
         meta_: FinalMeta,
         digest: Option<&[u8; 32]>,
         fsync: bool,
@@ -162,7 +164,6 @@ impl PartFile {
         if fsync {
             self.file.sync_data().at(p)?;
         }
-        drop(self.file);
         match std::fs::rename(p, &self.final_path) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EISDIR) => {

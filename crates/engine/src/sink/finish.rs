@@ -119,10 +119,6 @@ pub(crate) fn finish_file(
     if holes {
         part.set_len(inc.size())?;
     }
-    let part = sole_owner(part).ok_or_else(|| StorageError::Refused {
-        path: inc.final_path.display().to_string(),
-        reason: "internal error: part file still in use at finalize",
-    })?;
     let xattr: Option<[u8; 32]> = match (&whole, sh.opts.checksum.merges_blocks()) {
         (Some(w), true) => w.as_slice().try_into().ok(),
         _ => None,
@@ -147,23 +143,6 @@ pub(crate) fn finish_file(
         error: None,
         digest: manifest_entry(sh, &inc.final_path, whole),
     })
-}
-
-/// The part file once nothing else holds it. Every block is written and checked by
-/// now, but a task may still hold it for a moment: the durability task's `fdatasync`
-/// of a growing file, a verifier dropping its handle. `None` if that lasts a minute.
-fn sole_owner(mut part: Arc<PartFile>) -> Option<PartFile> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        match Arc::try_unwrap(part) {
-            Ok(p) => return Some(p),
-            Err(_) if std::time::Instant::now() > deadline => return None,
-            Err(p) => {
-                part = p;
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-        }
-    }
 }
 
 /// Finishes a streamed (once growing) file: its whole-file digest must equal the one

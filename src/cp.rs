@@ -107,6 +107,20 @@ pub async fn run(mut job: CopyJob) -> anyhow::Result<Outcome> {
     })
 }
 
+/// The wire paths of a pull's operands (what its entries must lie under), `None` when
+/// the sources are not on a server.
+fn pull_paths(remote_sources: &[(String, String)]) -> Option<Vec<Vec<u8>>> {
+    if remote_sources.is_empty() {
+        return None;
+    }
+    Some(
+        remote_sources
+            .iter()
+            .map(|(_, p)| p.as_bytes().to_vec())
+            .collect(),
+    )
+}
+
 /// Runs one session of `job` (local copy, push or pull; either end may be an object
 /// store).
 pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<Report> {
@@ -181,11 +195,9 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
         if remote_sources.iter().any(|(h, _)| h != host) {
             bail!("all remote sources must be on the same server");
         }
-        let paths = remote_sources
-            .iter()
-            .map(|(_, p)| p.as_bytes().to_vec())
-            .collect();
-        Ok(Op::Pull { sources: paths })
+        Ok(Op::Pull {
+            sources: pull_paths(&remote_sources).unwrap_or_default(),
+        })
     };
     let cfg = || {
         job.client
@@ -195,6 +207,8 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
     let streams = job.streams as usize;
     match &job.dest {
         Location::Local(dest) => {
+            let mut opts = job.opts.clone();
+            opts.pulled = pull_paths(&remote_sources);
             let spec = DestSpec {
                 path: dest.clone(),
                 sources: n,
@@ -204,14 +218,14 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
             };
             if let Some((host, _)) = remote_sources.first() {
                 let transport = open_session(host, cfg(), req(pull(host)?)).await?;
-                return Ok(
-                    hetch_engine::run_sink(job.opts.clone(), spec, transport, progress).await?,
-                );
+                return Ok(hetch_engine::run_sink(opts, spec, transport, progress).await?);
             }
             let dest = Destination::Local(spec);
             Ok(copy_between(job.opts.clone(), operands, dest, streams, progress).await?)
         }
         Location::S3(url) => {
+            let mut opts = job.opts.clone();
+            opts.pulled = pull_paths(&remote_sources);
             let dest = ObjectDest {
                 location: buckets.location(url)?,
                 sources: n,
@@ -220,7 +234,7 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
             };
             if let Some((host, _)) = remote_sources.first() {
                 let transport = open_session(host, cfg(), req(pull(host)?)).await?;
-                return Ok(run_object_sink(job.opts.clone(), dest, transport, progress).await?);
+                return Ok(run_object_sink(opts, dest, transport, progress).await?);
             }
             let dest = Destination::Object(dest);
             Ok(copy_between(job.opts.clone(), operands, dest, streams, progress).await?)

@@ -99,9 +99,10 @@ impl DestMap {
         meta::get_xattr(p, meta::TOP_XATTR).as_deref() == Some(top.as_bytes())
     }
 
-    /// Marks a directory just created as the copy of operand `top` (see module docs).
-    pub fn mark_as_copy(dir: &Path, top: &OsStr) {
-        meta::set_xattr(dir, meta::TOP_XATTR, top.as_bytes());
+    /// Marks a directory just created (open) as the copy of operand `top` (see module
+    /// docs).
+    pub fn mark_as_copy(dir: &std::fs::File, top: &OsStr) {
+        meta::set_xattr_fd(dir, meta::TOP_XATTR, top.as_bytes());
     }
 
     fn as_destination(p: &Path) -> Result<DestMap, EngineError> {
@@ -126,11 +127,18 @@ impl DestMap {
     }
 
     /// Destination of an entry whose wire path (already validated) is `rel`.
+    #[cfg(test)]
     pub fn map(&self, rel: &Path) -> PathBuf {
+        self.base.join(self.rel(rel))
+    }
+
+    /// Destination of an entry whose wire path (already validated) is `rel`, relative
+    /// to [`DestMap::base`].
+    pub fn rel(&self, rel: &Path) -> PathBuf {
         match &self.rename_top {
-            None => self.base.join(rel),
+            None => rel.to_path_buf(),
             Some(name) => {
-                let mut out = self.base.join(name);
+                let mut out = PathBuf::from(name);
                 for c in rel.components().skip(1) {
                     if let Component::Normal(n) = c {
                         out.push(n);
@@ -190,7 +198,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let d = t.path().join("copy");
         std::fs::create_dir(&d).unwrap();
-        DestMap::mark_as_copy(&d, OsStr::new("src"));
+        DestMap::mark_as_copy(&std::fs::File::open(&d).unwrap(), OsStr::new("src"));
         let m = DestMap::resolve(&spec(&d, 1, false), OsStr::new("src")).unwrap();
         if meta::get_xattr(&d, meta::TOP_XATTR).is_some() {
             assert_eq!(m.map(Path::new("src/x")), d.join("x"));

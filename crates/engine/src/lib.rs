@@ -34,6 +34,7 @@ mod session;
 mod sink;
 mod source;
 mod source_object;
+mod tops;
 pub mod sum;
 pub mod wire;
 

@@ -50,6 +50,10 @@ pub struct Options {
     /// Delete each source file once the sink reports its copy verified and in place
     /// (needs `file_digests`, so that skipped files are confirmed by digest too).
     pub remove_source: bool,
+    /// The operands this side asked a server for, as wire paths, when it receives a
+    /// pull: every entry must lie under one of them (see [`crate::tops`]), so a hostile
+    /// server cannot write next to the destination. `None` for pushes and local copies.
+    pub pulled: Option<Vec<Vec<u8>>>,
     /// Test-only fault hook: flip one bit in this many of the first data blocks the
     /// source sends, after hashing them (simulates corruption in flight).
     pub corrupt_blocks: u64,
@@ -83,6 +87,7 @@ impl Default for Options {
             remove_source: false,
             corrupt_blocks: 0,
             corrupt_written: 0,
+            pulled: None,
         }
     }
 }

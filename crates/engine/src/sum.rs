@@ -15,15 +15,15 @@ use hetch_integrity::{self as integrity, Algorithm, Digest, FileDigest};
 use hetch_storage::walk::{self, SourceKind};
 use hetch_storage::StorageError;
 
-/// Reads `path` block by block into `buf`, calling `each(size, index, block)`; returns
-/// the file's size.
+/// Reads open file `f` (`path` names it in errors) block by block into `buf`, calling
+/// `each(size, index, block)`; returns the file's size.
 fn for_each_block(
+    f: &std::fs::File,
     path: &Path,
     block_size: u64,
     buf: &mut Vec<u8>,
     mut each: impl FnMut(u64, u64, &[u8]),
 ) -> Result<u64, StorageError> {
-    let f = std::fs::File::open(path).map_err(|e| StorageError::io(path, e))?;
     let size = f.metadata().map_err(|e| StorageError::io(path, e))?.len();
     for index in 0..integrity::block_count(size, block_size) {
         let len = integrity::block_len(size, block_size, index) as usize;
@@ -37,8 +37,22 @@ fn for_each_block(
 
 /// Hashes one file with BLAKE3 the way a transfer does: block digests, merged.
 pub fn sum_file(path: &Path, block_size: u64, buf: &mut Vec<u8>) -> Result<Digest, StorageError> {
+    sum_open(&open(path)?, path, block_size, buf)
+}
+
+fn open(path: &Path) -> Result<std::fs::File, StorageError> {
+    std::fs::File::open(path).map_err(|e| StorageError::io(path, e))
+}
+
+/// [`sum_file`] of a file already open (`path` names it in errors).
+fn sum_open(
+    f: &std::fs::File,
+    path: &Path,
+    block_size: u64,
+    buf: &mut Vec<u8>,
+) -> Result<Digest, StorageError> {
     let mut merged: Option<FileDigest> = None;
-    for_each_block(path, block_size, buf, |size, index, block| {
+    for_each_block(f, path, block_size, buf, |size, index, block| {
         let m = merged.get_or_insert_with(|| FileDigest::new(size, block_size));
         let d = integrity::block_digest(size, block_size, index, block);
         m.add(index, d).expect("index in range");
@@ -58,11 +72,23 @@ pub fn sum_file_with(
     block_size: u64,
     buf: &mut Vec<u8>,
 ) -> Result<Vec<u8>, StorageError> {
+    sum_open_with(algo, &open(path)?, path, block_size, buf)
+}
+
+/// [`sum_file_with`] of a file already open (a receiver opens its files through its
+/// confined directory handle); `path` names it in errors.
+pub fn sum_open_with(
+    algo: Algorithm,
+    f: &std::fs::File,
+    path: &Path,
+    block_size: u64,
+    buf: &mut Vec<u8>,
+) -> Result<Vec<u8>, StorageError> {
     if algo == Algorithm::Blake3 {
-        return sum_file(path, block_size, buf).map(|d| d.to_vec());
+        return sum_open(f, path, block_size, buf).map(|d| d.to_vec());
     }
     let mut h = algo.hasher();
-    for_each_block(path, block_size, buf, |_, _, block| h.update(block))?;
+    for_each_block(f, path, block_size, buf, |_, _, block| h.update(block))?;
     Ok(h.finish())
 }
 

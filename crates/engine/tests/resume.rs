@@ -31,7 +31,9 @@ fn interrupted_copy(src: &Path, dst: &Path, done_blocks: u64) {
         mtime_nsec: md.mtime_nsec() as u32,
         checksum: 0,
     };
-    let j = Journal::create(&journal_path(dst), &header).unwrap();
+    let dir = hetch_storage::confined::Dir::open(dst.parent().unwrap()).unwrap();
+    let name = journal_path(dst).file_name().unwrap().to_os_string();
+    let j = Journal::create(&dir, &name, &header).unwrap();
     for i in 0..done_blocks {
         let block = &bytes[(i * BS) as usize..((i + 1) * BS) as usize];
         j.append(i, &block_digest(size, BS, i, block)).unwrap();

@@ -41,6 +41,11 @@ impl StorageError {
         }
     }
 
+    /// True when the error is "not found" (of the path or one of its parents).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, StorageError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+
     /// True when the error is "no space left on device" (or over quota): fatal for a
     /// whole transfer rather than for one file.
     pub fn is_no_space(&self) -> bool {

@@ -9,11 +9,14 @@
 //! record torn by `kill -9` fails its CRC and is ignored. The same record serves the
 //! wire check (digests), resume (which blocks are done) and later read-back checks.
 
-use std::fs::{File, OpenOptions};
+use std::ffi::OsStr;
+use std::fs::File;
 use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use rustix::fs::OFlags;
+
+use crate::confined::{Dir, OpenHow};
 use crate::error::{IoContext, StorageError};
 
 const MAGIC: &[u8; 8] = b"HETCHJ1\0";
@@ -56,47 +59,49 @@ pub struct Journal {
     path: PathBuf,
 }
 
+fn how(flags: OFlags) -> OpenHow {
+    OpenHow { flags, mode: 0o600 }
+}
+
 impl Journal {
-    /// Creates a fresh journal (replacing any old one).
-    pub fn create(path: &Path, header: &JournalHeader) -> Result<Self, StorageError> {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(path)
-            .at(path)?;
-        file.write_all(&header.encode()).at(path)?;
+    /// Creates a fresh journal `name` in `dir` (replacing any old one).
+    pub fn create(dir: &Dir, name: &OsStr, header: &JournalHeader) -> Result<Self, StorageError> {
+        let path = dir.path().join(name);
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC;
+        let mut file = dir.open_file(Path::new(name), how(flags))?;
+        file.write_all(&header.encode()).at(&path)?;
         // Reopen in append mode so that concurrent appends never interleave.
         drop(file);
-        Self::open_append(path)
+        Self::open_append(dir, name)
     }
 
-    fn open_append(path: &Path) -> Result<Self, StorageError> {
-        let file = OpenOptions::new().append(true).open(path).at(path)?;
+    fn open_append(dir: &Dir, name: &OsStr) -> Result<Self, StorageError> {
+        let file = dir.open_file(Path::new(name), how(OFlags::WRONLY | OFlags::APPEND))?;
         Ok(Journal {
             file,
-            path: path.to_path_buf(),
+            path: dir.path().join(name),
         })
     }
 
-    /// Opens an existing journal if its header matches, calling `each(index, digest)`
-    /// for every intact record. Returns `Ok(None)` if there is no journal or it is stale
-    /// (then it has been removed). A torn last record is cut off.
+    /// Opens journal `name` in `dir` if its header matches, calling `each(index,
+    /// digest)` for every intact record. Returns `Ok(None)` if there is no journal or
+    /// it is stale (then it has been removed). A torn last record is cut off.
     pub fn resume(
-        path: &Path,
+        dir: &Dir,
+        name: &OsStr,
         header: &JournalHeader,
         mut each: impl FnMut(u64, [u8; 32]),
     ) -> Result<Option<Self>, StorageError> {
-        let mut file = match File::open(path) {
+        let path = dir.path().join(name);
+        let mut file = match dir.open_file(Path::new(name), OpenHow::READ) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(StorageError::io(path, e)),
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e),
         };
         let mut head = [0u8; HEADER_LEN];
         if file.read_exact(&mut head).is_err() || head != header.encode() {
             drop(file);
-            std::fs::remove_file(path).at(path)?;
+            dir.remove_file(name)?;
             return Ok(None);
         }
         let mut reader = std::io::BufReader::new(file);
@@ -113,17 +118,14 @@ impl Journal {
             good += RECORD_LEN as u64;
         }
         let file = reader.into_inner();
-        if file.metadata().at(path)?.len() != good {
+        if file.metadata().at(&path)?.len() != good {
             // Cut a torn record so that new appends start on a record boundary.
-            OpenOptions::new()
-                .write(true)
-                .open(path)
-                .at(path)?
+            dir.open_file(Path::new(name), how(OFlags::WRONLY))?
                 .set_len(good)
-                .at(path)?;
+                .at(&path)?;
         }
         drop(file);
-        Self::open_append(path).map(Some)
+        Self::open_append(dir, name).map(Some)
     }
 
     /// Records that block `index` is written and matched `digest`.
@@ -140,6 +142,11 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::OpenOptions;
+
+    fn at(t: &tempfile::TempDir) -> (Dir, &'static OsStr) {
+        (Dir::open(t.path()).unwrap(), OsStr::new("j"))
+    }
 
     const H: JournalHeader = JournalHeader {
         block_size: 4096,
@@ -153,7 +160,8 @@ mod tests {
     fn records_survive_reopen_and_torn_tail_is_cut() {
         let t = tempfile::tempdir().unwrap();
         let p = t.path().join("j");
-        let j = Journal::create(&p, &H).unwrap();
+        let (d, n) = at(&t);
+        let j = Journal::create(&d, n, &H).unwrap();
         j.append(2, &[2; 32]).unwrap();
         j.append(0, &[9; 32]).unwrap();
         drop(j);
@@ -161,13 +169,13 @@ mod tests {
         let mut f = OpenOptions::new().append(true).open(&p).unwrap();
         f.write_all(&[1, 0, 0]).unwrap();
         let mut seen = vec![];
-        let j = Journal::resume(&p, &H, |i, d| seen.push((i, d[0])))
+        let j = Journal::resume(&d, n, &H, |i, d| seen.push((i, d[0])))
             .unwrap()
             .unwrap();
         assert_eq!(seen, [(2, 2), (0, 9)]);
         j.append(1, &[1; 32]).unwrap();
         let mut seen = vec![];
-        Journal::resume(&p, &H, |i, _| seen.push(i))
+        Journal::resume(&d, n, &H, |i, _| seen.push(i))
             .unwrap()
             .unwrap();
         assert_eq!(seen, [2, 0, 1]);
@@ -177,7 +185,8 @@ mod tests {
     fn stale_journal_is_discarded() {
         let t = tempfile::tempdir().unwrap();
         let p = t.path().join("j");
-        Journal::create(&p, &H)
+        let (d, n) = at(&t);
+        Journal::create(&d, n, &H)
             .unwrap()
             .append(0, &[0; 32])
             .unwrap();
@@ -185,7 +194,7 @@ mod tests {
         let other_algorithm = JournalHeader { checksum: 3, ..H };
         assert_ne!(other_algorithm.encode(), H.encode());
         assert!(
-            Journal::resume(&p, &other, |_, _| panic!("stale record used"))
+            Journal::resume(&d, n, &other, |_, _| panic!("stale record used"))
                 .unwrap()
                 .is_none()
         );
@@ -196,14 +205,15 @@ mod tests {
     fn corrupted_record_stops_the_replay() {
         let t = tempfile::tempdir().unwrap();
         let p = t.path().join("j");
-        let j = Journal::create(&p, &H).unwrap();
+        let (d, n) = at(&t);
+        let j = Journal::create(&d, n, &H).unwrap();
         j.append(0, &[0; 32]).unwrap();
         j.append(1, &[1; 32]).unwrap();
         let mut bytes = std::fs::read(&p).unwrap();
         bytes[HEADER_LEN + RECORD_LEN + 10] ^= 0xff;
         std::fs::write(&p, bytes).unwrap();
         let mut seen = vec![];
-        Journal::resume(&p, &H, |i, _| seen.push(i))
+        Journal::resume(&d, n, &H, |i, _| seen.push(i))
             .unwrap()
             .unwrap();
         assert_eq!(seen, [0]);

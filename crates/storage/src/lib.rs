@@ -1,5 +1,7 @@
 //! Where bytes come from and go to: the POSIX file system backend of hetch.
 //!
+//! - [`confined`]: directory handles through which a receiver resolves every name a
+//!   peer sends, with no symlink followed and nothing outside reached.
 //! - [`paths`]: turning wire paths into local paths, confined under a root (no `..`, no
 //!   absolute paths, no symlink that leads out).
 //! - [`walk`]: listing source operands as [`walk::SourceEntry`]s, lazily (memory does not
@@ -13,6 +15,7 @@
 
 #![deny(missing_docs)]
 
+pub mod confined;
 mod error;
 pub mod journal;
 pub mod meta;

@@ -33,6 +33,45 @@ pub fn set_xattr(path: &Path, name: &str, value: &[u8]) {
     }
 }
 
+/// Sets extended attribute `name` on an open file or directory (best effort, as
+/// [`set_xattr`]).
+pub fn set_xattr_fd(file: &File, name: &str, value: &[u8]) {
+    let Ok(n) = CString::new(name) else {
+        return;
+    };
+    // SAFETY: valid fd for the life of `file`; NUL-terminated name; `value` is valid
+    // for its length.
+    unsafe {
+        libc::fsetxattr(
+            file.as_raw_fd(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        );
+    }
+}
+
+/// Reads extended attribute `name` of an open file or directory (at most 4 KiB).
+pub fn get_xattr_fd(file: &File, name: &str) -> Option<Vec<u8>> {
+    let n = CString::new(name).ok()?;
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: valid fd, NUL-terminated name and a buffer of the given length.
+    let got = unsafe {
+        libc::fgetxattr(
+            file.as_raw_fd(),
+            n.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if got < 0 {
+        return None;
+    }
+    buf.truncate(got as usize);
+    Some(buf)
+}
+
 /// Reads extended attribute `name` of a path (at most 4 KiB), if present.
 pub fn get_xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
     let c = cstr(path).ok()?;

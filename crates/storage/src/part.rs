@@ -2,13 +2,17 @@
 //! final one, with positional writes from any thread, and renamed into place only once
 //! it is complete and checked. Nothing half-done ever carries the final name.
 
-use std::ffi::OsString;
-use std::fs::{File, OpenOptions};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use rustix::fs::OFlags;
+
+use crate::confined::{Dir, OpenHow};
 use crate::error::{IoContext, StorageError};
+use crate::journal::{Journal, JournalHeader};
 use crate::meta;
 
 /// Suffix of part files: `.NAME.hetch-part`.
@@ -17,10 +21,10 @@ pub const PART_SUFFIX: &str = ".hetch-part";
 pub const JOURNAL_SUFFIX: &str = ".hetch-journal";
 
 fn sibling(final_path: &Path, suffix: &str) -> PathBuf {
-    let mut name = OsString::from(".");
-    name.push(final_path.file_name().unwrap_or_default());
-    name.push(suffix);
-    final_path.with_file_name(name)
+    final_path.with_file_name(sibling_name(
+        final_path.file_name().unwrap_or_default(),
+        suffix,
+    ))
 }
 
 /// Where the part file of `final_path` lives.
@@ -50,33 +54,55 @@ pub struct FinalMeta {
     pub mtime_nsec: u32,
 }
 
-/// A file being received.
+/// The temporary name of the part file of `final_name`.
+pub fn part_name(final_name: &OsStr) -> OsString {
+    sibling_name(final_name, PART_SUFFIX)
+}
+
+/// The name of the journal of `final_name`.
+pub fn journal_name(final_name: &OsStr) -> OsString {
+    sibling_name(final_name, JOURNAL_SUFFIX)
+}
+
+fn sibling_name(final_name: &OsStr, suffix: &str) -> OsString {
+    let mut name = OsString::from(".");
+    name.push(final_name);
+    name.push(suffix);
+    name
+}
+
+/// A file being received. It lives in one directory, held open: the part file is
+/// created, renamed over its final name and removed relative to that directory's
+/// descriptor, so nothing that happens to the path of the directory meanwhile (a
+/// symlink planted in its place) redirects the rename (see [`crate::confined`]).
 #[derive(Debug)]
 pub struct PartFile {
     file: File,
+    dir: Dir,
+    name: OsString,
+    part: OsString,
+    /// The part file's path, for messages.
     path: PathBuf,
-    final_path: PathBuf,
 }
 
 impl PartFile {
-    /// Opens the part file for `final_path`. With `keep`, existing contents are kept
+    /// Opens the part file for `name` in `dir`. With `keep`, existing contents are kept
     /// (resume); otherwise the file starts empty. Call [`PartFile::set_len`] unless the
-    /// writes will cover the whole file.
-    pub fn open(final_path: &Path, keep: bool) -> Result<Self, StorageError> {
-        let path = part_path(final_path);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(!keep)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-            .at(&path)?;
+    /// writes will cover the whole file. A symlink under the part file's name is not
+    /// followed (it is an error).
+    pub fn open(dir: &Dir, name: &OsStr, keep: bool) -> Result<Self, StorageError> {
+        let part = part_name(name);
+        let mut flags = OFlags::RDWR | OFlags::CREATE;
+        if !keep {
+            flags |= OFlags::TRUNC;
+        }
+        let file = dir.open_file(Path::new(&part), OpenHow { flags, mode: 0o600 })?;
         Ok(PartFile {
             file,
-            path,
-            final_path: final_path.to_path_buf(),
+            path: dir.path().join(&part),
+            dir: dir.clone(),
+            name: name.to_os_string(),
+            part,
         })
     }
 
@@ -90,9 +116,14 @@ impl PartFile {
         self.file.sync_data().at(&self.path)
     }
 
-    /// The temporary path.
+    /// The temporary path (for messages: the file is never reached by it).
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The open part file (to read it whole, e.g. for a digest).
+    pub fn file(&self) -> &File {
+        &self.file
     }
 
     /// Writes all of `data` at `offset`.
@@ -164,38 +195,39 @@ impl PartFile {
         if fsync {
             self.file.sync_data().at(p)?;
         }
-        match std::fs::rename(p, &self.final_path) {
+        match self.dir.rename(&self.part, &self.name) {
             Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EISDIR) => {
+            Err(StorageError::Io { source, .. }) if source.raw_os_error() == Some(libc::EISDIR) => {
                 return Err(StorageError::WrongType {
-                    path: self.final_path.clone(),
+                    path: self.dir.path().join(&self.name),
                     reason: "is a directory where a file is needed",
                 })
             }
-            Err(e) => return Err(StorageError::io(&self.final_path, e)),
+            Err(e) => return Err(e),
         }
         if !journaled {
             return Ok(());
         }
-        let j = journal_path(&self.final_path);
-        match std::fs::remove_file(&j) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StorageError::io(j, e)),
-            _ => Ok(()),
-        }
+        self.dir.remove_file(&journal_name(&self.name))
+    }
+
+    /// Creates (replacing any old one) the journal of this file, next to it.
+    pub fn create_journal(&self, header: &JournalHeader) -> Result<Journal, StorageError> {
+        Journal::create(&self.dir, &journal_name(&self.name), header)
     }
 
     /// Removes the part file (and journal): used when a file cannot be completed and
     /// must not be resumed (e.g. its data could not be repaired).
     pub fn discard(self) {
-        discard(&self.final_path);
+        discard(&self.dir, &self.name);
     }
 }
 
-/// Removes the part file and journal of `final_path`, whoever still has them open
+/// Removes the part file and journal of `name` in `dir`, whoever still has them open
 /// (their writes then go to unlinked files).
-pub fn discard(final_path: &Path) {
-    let _ = std::fs::remove_file(part_path(final_path));
-    let _ = std::fs::remove_file(journal_path(final_path));
+pub fn discard(dir: &Dir, name: &OsStr) {
+    let _ = dir.remove_file(&part_name(name));
+    let _ = dir.remove_file(&journal_name(name));
 }
 
 /// Whether `name` (a final file name) would collide with hetch's temporary names.
@@ -215,7 +247,8 @@ mod tests {
     fn part_file_is_renamed_only_on_finalize() {
         let t = tempfile::tempdir().unwrap();
         let fin = t.path().join("data.bin");
-        let part = PartFile::open(&fin, false).unwrap();
+        let dir = Dir::open(t.path()).unwrap();
+        let part = PartFile::open(&dir, OsStr::new("data.bin"), false).unwrap();
         part.set_len(10).unwrap();
         part.write_at(5, b"world").unwrap();
         part.write_at(0, b"hello").unwrap();
@@ -239,7 +272,8 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let fin = t.path().join("d");
         std::fs::create_dir(&fin).unwrap();
-        let part = PartFile::open(&fin, false).unwrap();
+        let dir = Dir::open(t.path()).unwrap();
+        let part = PartFile::open(&dir, OsStr::new("d"), false).unwrap();
         let m = FinalMeta {
             mode: 0o644,
             mtime_sec: 0,

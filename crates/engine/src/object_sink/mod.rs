@@ -57,6 +57,8 @@ pub(crate) struct ObjectShared {
     pub keys: Mutex<HashSet<String>>,
     /// Part buffers for reuse.
     pub buffers: PartBuffers,
+    /// A pull's entries must lie under the operands asked for (`None`: not a pull).
+    pub tops: Option<crate::tops::TopCheck>,
 }
 
 /// Part buffers kept for reuse, up to a byte budget: a fresh 8 MiB allocation costs a
@@ -173,6 +175,7 @@ pub async fn run_object_sink(
     let opts_memory = opts.effective_buffer_memory();
     let shared = Arc::new(ObjectShared {
         gate: Gate::new(opts.hash_threads),
+        tops: crate::tops::TopCheck::new(opts.pulled.as_deref()),
         opts,
         peer: peer.clone(),
         progress: progress.clone(),
@@ -235,6 +238,9 @@ async fn control_reader(
             Frame::Entries(batch) => {
                 if shared.end_of_entries.load(SeqCst) {
                     return Err(unexpected("entries after the end of entries".into()));
+                }
+                if let Some(tops) = &shared.tops {
+                    tops.check(&shared.peer, &batch)?;
                 }
                 let (items, follow) = plan::plan_batch(&shared, batch, &ctl).await?;
                 for frame in crate::sink::plan_frames(items) {

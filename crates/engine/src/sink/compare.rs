@@ -12,26 +12,24 @@ use std::path::Path;
 
 use hetch_integrity::to_hex;
 use hetch_proto::{Entry, EntryKind, Frame};
-use hetch_storage::paths;
+use hetch_storage::confined::OpenHow;
 use hetch_storage::walk;
 
 use super::SinkShared;
 use crate::progress::Progress;
-use crate::sum::sum_file_with;
+use crate::sum::sum_open_with;
 
 /// Checks one entry; `Err` is the difference, one line.
 pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
-    let rel = paths::rel_from_wire(&e.path).map_err(|e| e.to_string())?;
-    let map = sh.map.get().expect("resolved before planning");
-    let target = map.map(&rel);
-    sh.seen.lock().expect("seen lock").insert(target.clone());
-    let shown = target.display();
-    let md = match std::fs::symlink_metadata(&target) {
-        Ok(md) => md,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            return Err(format!("{shown}: missing at the destination"))
-        }
-        Err(err) => return Err(format!("{shown}: {err}")),
+    let at = sh.target(&e.path).map_err(|e| e.to_string())?;
+    sh.seen.lock().expect("seen lock").insert(at.shown.clone());
+    let shown = at.shown.display();
+    // Through the destination handle like a transfer: a symlink on the way is not
+    // followed, so nothing outside the compared tree is read or even looked at.
+    let md = match sh.fs().stat(&at.rel) {
+        Ok(Some(md)) => md,
+        Ok(None) => return Err(format!("{shown}: missing at the destination")),
+        Err(err) => return Err(err.to_string()),
     };
     let kind = |md: &std::fs::Metadata| {
         if md.is_dir() {
@@ -57,7 +55,8 @@ pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
                     kind(&md)
                 ));
             }
-            let got = std::fs::read_link(&target).map_err(|err| format!("{shown}: {err}"))?;
+            let (dir, name) = sh.fs().parent(&at.rel).map_err(|e| e.to_string())?;
+            let got = dir.read_link(&name).map_err(|err| err.to_string())?;
             if got.as_os_str() != OsStr::from_bytes(link) {
                 return Err(format!(
                     "{shown}: symlink points to {} where the source's points to {}",
@@ -83,7 +82,10 @@ pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
             }
             let algo = sh.opts.checksum;
             let mut buf = Vec::new();
-            let ours = sum_file_with(algo, &target, sh.opts.block_size, &mut buf)
+            let ours = sh
+                .fs()
+                .open_file(&at.rel, OpenHow::READ)
+                .and_then(|f| sum_open_with(algo, &f, &at.shown, sh.opts.block_size, &mut buf))
                 .map_err(|err| err.to_string())?;
             match digest {
                 Some(theirs) if *theirs == ours => {

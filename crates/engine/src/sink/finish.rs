@@ -167,7 +167,8 @@ pub(crate) fn finish_streamed(
         Some(w) => w,
         None => {
             let mut buf = Vec::new();
-            crate::sum::sum_file_with(sh.opts.checksum, part.path(), sh.opts.block_size, &mut buf)?
+            let (algo, bs) = (sh.opts.checksum, sh.opts.block_size);
+            crate::sum::sum_open_with(algo, part.file(), part.path(), bs, &mut buf)?
         }
     };
     if !expected.is_empty() && whole != expected {

@@ -308,7 +308,7 @@ fn finish_now(sh: &SinkShared, id: u64, inc: &IncomingFile) -> Result<Option<Fra
     let part = match part {
         Some(p) => p,
         // Nothing was written in this session (all of it was in a resumed part file).
-        None => Arc::new(PartFile::open(&inc.final_path, true)?),
+        None => Arc::new(sh.open_part(inc, true)?),
     };
     finish_part(sh, id, inc, part, holes || !inc.resumed)
 }
@@ -357,7 +357,7 @@ pub(crate) fn abandon(sh: &SinkShared, id: u64) -> Option<Frame> {
         st.part = None;
         st.journal = None;
     }
-    hetch_storage::part::discard(&inc.final_path);
+    sh.discard(&inc);
     sh.ended(id);
     Some(Frame::FileDone {
         file: id,
@@ -428,7 +428,7 @@ fn write_piece(
             return Ok(false);
         }
         if st.part.is_none() {
-            st.part = Some(Arc::new(PartFile::open(&inc.final_path, inc.resumed)?));
+            st.part = Some(Arc::new(sh.open_part(&inc, inc.resumed)?));
         }
         st.part.clone().expect("opened above")
     };

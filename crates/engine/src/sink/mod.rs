@@ -28,7 +28,8 @@ use hetch_integrity::{Digest, FileDigest, Hasher};
 use hetch_proto::{DataHeader, Frame, Schedule};
 use hetch_storage::journal::Journal;
 use hetch_storage::part::{FinalMeta, PartFile};
-use hetch_storage::paths::ParentGuard;
+use hetch_storage::confined::{Dir, Links};
+use hetch_storage::StorageError;
 use tokio::io::split;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinSet;
@@ -44,7 +45,11 @@ use crate::{BoxStream, Options, Transport};
 
 /// A file being received.
 pub(crate) struct IncomingFile {
+    /// Where the file goes, for messages and manifests.
     pub final_path: PathBuf,
+    /// Where it goes relative to the destination directory handle: the only way the
+    /// file is reached (see [`SinkShared::open_part`]).
+    pub rel: PathBuf,
     /// Final size; [`GROWING`] until a growing file is sealed.
     size: AtomicU64,
     /// Blocks in the final file (very many while the file grows).
@@ -68,10 +73,11 @@ pub(crate) struct IncomingFile {
 pub(crate) const GROWING: u64 = u64::MAX;
 
 impl IncomingFile {
-    pub fn new(final_path: PathBuf, size: u64, growing: bool, bs: u64, meta: FinalMeta) -> Self {
+    pub fn new(at: Target, size: u64, growing: bool, bs: u64, meta: FinalMeta) -> Self {
         let size = if growing { GROWING } else { size };
         IncomingFile {
-            final_path,
+            final_path: at.shown,
+            rel: at.rel,
             size: AtomicU64::new(size),
             blocks: AtomicU64::new(hetch_integrity::block_count(size, bs)),
             growing: AtomicBool::new(growing),
@@ -101,6 +107,14 @@ impl IncomingFile {
             .store(hetch_integrity::block_count(size, bs), SeqCst);
         self.growing.store(false, SeqCst);
     }
+}
+
+/// Where an entry goes: below the destination directory handle, and as shown.
+pub(crate) struct Target {
+    /// Relative to the destination directory.
+    pub rel: PathBuf,
+    /// The same place as a path, for messages.
+    pub shown: PathBuf,
 }
 
 /// What a growing file keeps besides the ordinary state.
@@ -210,14 +224,17 @@ pub(crate) struct SinkShared {
     pub dest: DestSpec,
     /// Resolved when the first entry names the operand (see [`DestMap::resolve`]).
     pub map: OnceLock<DestMap>,
-    pub guard: Mutex<Option<ParentGuard>>,
+    /// The destination directory (`map.base`), opened when the map is resolved: every
+    /// entry is created, opened and renamed below it, never through a symlink.
+    fs: OnceLock<Dir>,
     pub files: Mutex<HashMap<u64, Arc<IncomingFile>>>,
     /// Files planned for sending and not finished yet.
     pub pending: AtomicU64,
     pub end_of_entries: AtomicBool,
     pub finished_sent: AtomicBool,
     pub changed: Notify,
-    /// Directories created or reused, with the metadata to apply at the end.
+    /// Directories created or reused (relative to the destination directory), with the
+    /// metadata to apply at the end.
     pub dirs: Mutex<Vec<(PathBuf, FinalMeta)>>,
     zeros: OnceLock<Vec<u8>>,
     /// Bounds the threads hashing at once.
@@ -238,6 +255,8 @@ pub(crate) struct SinkShared {
     /// Growing files with newly done data, for the durability task (`None` once the
     /// session is finishing).
     pub durable: Mutex<Option<mpsc::UnboundedSender<u64>>>,
+    /// A pull's entries must lie under the operands asked for (`None`: not a pull).
+    pub tops: Option<crate::tops::TopCheck>,
     /// Directories already listed in `dirs` (a followed tree announces them again).
     dirs_seen: Mutex<std::collections::HashSet<PathBuf>>,
     /// File schedule: files written and waiting for, or in, their check.
@@ -264,13 +283,52 @@ impl SinkShared {
         }
         let top = first_entry.split(|b| *b == b'/').next().unwrap_or_default();
         let map = DestMap::resolve(&self.dest, std::ffi::OsStr::from_bytes(top))?;
-        let confine = self
-            .dest
-            .confine_to
-            .clone()
-            .unwrap_or_else(|| map.base.clone());
-        *self.guard.lock().expect("guard lock") = Some(ParentGuard::new(&confine)?);
+        let base = match &self.dest.confine_to {
+            // A server's destination may lie behind the operator's symlinks, as long
+            // as they stay inside the root.
+            Some(root) => {
+                let below = map.base.strip_prefix(root).map_err(|_| {
+                    StorageError::Refused {
+                        path: map.base.display().to_string(),
+                        reason: "destination is not inside the served root",
+                    }
+                })?;
+                Dir::open(root)?.subdir(below, Links::Beneath)?
+            }
+            None => Dir::open(&map.base)?,
+        };
+        let _ = self.fs.set(base);
         Ok(self.map.get_or_init(|| map))
+    }
+
+    /// The destination directory handle (once resolved).
+    pub fn fs(&self) -> &Dir {
+        self.fs.get().expect("destination resolved before use")
+    }
+
+    /// Where an entry with wire path `wire` goes.
+    pub fn target(&self, wire: &[u8]) -> Result<Target, StorageError> {
+        let rel = hetch_storage::paths::rel_from_wire(wire)?;
+        let map = self.map.get().expect("resolved before planning");
+        let rel = map.rel(&rel);
+        Ok(Target {
+            shown: map.base.join(&rel),
+            rel,
+        })
+    }
+
+    /// Opens (creates, or with `keep` reopens) the part file of `inc`, in its parent
+    /// directory resolved below the destination with no symlink on the way.
+    pub fn open_part(&self, inc: &IncomingFile, keep: bool) -> Result<PartFile, StorageError> {
+        let (dir, name) = self.fs().parent(&inc.rel)?;
+        PartFile::open(&dir, &name, keep)
+    }
+
+    /// Removes the part file and journal of `inc` (a file that will not be resumed).
+    pub fn discard(&self, inc: &IncomingFile) {
+        if let Ok((dir, name)) = self.fs().parent(&inc.rel) {
+            hetch_storage::part::discard(&dir, &name);
+        }
     }
 
     /// File `id` has ended (finished or failed); it stops being pending once its
@@ -391,7 +449,7 @@ impl SinkShared {
             st.part = None;
             st.journal = None;
         }
-        hetch_storage::part::discard(&inc.final_path);
+        self.discard(&inc);
         self.ended(id);
         Some(self.failure(id, message))
     }
@@ -420,6 +478,7 @@ pub async fn run_sink(
     let ctl_writer = tokio::spawn(control_writer(FrameWriter::new(ctl_w, &peer), ctl_rx));
 
     let opts_hash_threads = opts.hash_threads;
+    let opts_pulled = opts.pulled.clone();
     let corrupt_written = opts.corrupt_written;
     let shared = Arc::new(SinkShared {
         opts,
@@ -427,7 +486,8 @@ pub async fn run_sink(
         progress: progress.clone(),
         dest,
         map: OnceLock::new(),
-        guard: Mutex::new(None),
+        fs: OnceLock::new(),
+        tops: crate::tops::TopCheck::new(opts_pulled.as_deref()),
         files: Mutex::default(),
         pending: AtomicU64::new(0),
         end_of_entries: AtomicBool::new(false),
@@ -527,6 +587,9 @@ async fn control_reader(
             Frame::Entries(batch) => {
                 if shared.end_of_entries.load(SeqCst) {
                     return Err(unexpected("entries after the end of entries".into()));
+                }
+                if let Some(tops) = &shared.tops {
+                    tops.check(&shared.peer, &batch)?;
                 }
                 let sh = shared.clone();
                 let (plan, follow) =

@@ -1,8 +1,10 @@
 //! Deciding, per announced entry, what the source must send; creating directories and
 //! symlinks on the spot; applying directory metadata at the end.
 
+use std::ffi::OsStr;
+use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
@@ -10,10 +12,11 @@ use std::sync::Arc;
 use hetch_integrity::{self as integrity, FileDigest};
 use hetch_proto::{Entry, EntryKind, Frame, PlanAction, PlanItem};
 use hetch_storage::journal::{Journal, JournalHeader};
-use hetch_storage::part::{self, FinalMeta, PartFile};
-use hetch_storage::{meta, paths, StorageError};
+use hetch_storage::confined::OpenHow;
+use hetch_storage::part::{self, FinalMeta};
+use hetch_storage::{meta, StorageError};
 
-use super::{FileState, IncomingFile, OrderedDigest, SinkShared, Streamed};
+use super::{FileState, IncomingFile, OrderedDigest, SinkShared, Streamed, Target};
 use crate::error::EngineError;
 use crate::progress::Progress;
 
@@ -79,15 +82,11 @@ fn plan_entry(
     e: &Entry,
     follow: &mut Vec<Frame>,
 ) -> Result<PlanAction, StorageError> {
-    let rel = paths::rel_from_wire(&e.path)?;
+    let at = sh.target(&e.path)?;
     let map = sh.map.get().expect("resolved before planning");
-    let target = map.map(&rel);
-    if let Some(g) = sh.guard.lock().expect("guard lock").as_mut() {
-        g.check(&target)?;
-    }
-    if part::name_is_reserved(&target) {
+    if part::name_is_reserved(&at.rel) {
         return Err(StorageError::Refused {
-            path: target.display().to_string(),
+            path: at.shown.display().to_string(),
             reason: "name is reserved for hetch's temporary files",
         });
     }
@@ -98,15 +97,17 @@ fn plan_entry(
     };
     match &e.kind {
         EntryKind::Dir => {
-            let action = plan_dir(sh, &target, fm)?;
+            let action = plan_dir(sh, &at, fm)?;
             // Mark a directory copied *as* its operand, so that the same command run
             // again resumes into it instead of nesting a copy inside it.
-            if map.rename_top.is_some() && rel.components().count() == 1 {
-                crate::dest::DestMap::mark_as_copy(&target, rel.as_os_str());
+            if map.rename_top.is_some() && !e.path.contains(&b'/') {
+                if let Ok(dir) = sh.fs().open_dir(&at.rel) {
+                    crate::dest::DestMap::mark_as_copy(&dir, OsStr::from_bytes(&e.path));
+                }
             }
             Ok(action)
         }
-        EntryKind::Symlink { target: link } => plan_symlink(sh, &target, link, fm),
+        EntryKind::Symlink { target: link } => plan_symlink(sh, &at, link, fm),
         EntryKind::File {
             size,
             digest,
@@ -119,29 +120,26 @@ fn plan_entry(
                 growing: *growing,
                 meta: fm,
             };
-            plan_file(sh, &src, &target, follow)
+            plan_file(sh, &src, at, follow)
         }
     }
 }
 
-fn plan_dir(sh: &SinkShared, target: &Path, fm: FinalMeta) -> Result<PlanAction, StorageError> {
-    match std::fs::symlink_metadata(target) {
-        Ok(md) if md.is_dir() => {}
-        Ok(_) => {
+fn plan_dir(sh: &SinkShared, at: &Target, fm: FinalMeta) -> Result<PlanAction, StorageError> {
+    match sh.fs().stat(&at.rel)? {
+        Some(md) if md.is_dir() => {}
+        Some(_) => {
             return Err(StorageError::WrongType {
-                path: target.to_path_buf(),
+                path: at.shown.clone(),
                 reason: "is a file where a directory is needed",
             })
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        None => {
             // Owner-writable until the end, so that a read-only source directory can
             // still be filled; its real mode is applied by `finish_dirs`.
-            std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(target)
-                .map_err(|e| StorageError::io(target, e))?;
+            let (parent, name) = sh.fs().parent(&at.rel)?;
+            parent.mkdir(&name, 0o700)?;
         }
-        Err(e) => return Err(StorageError::io(target, e)),
     }
     // A followed tree announces a directory again whenever something appears in it:
     // its metadata is applied once, at the end.
@@ -149,49 +147,46 @@ fn plan_dir(sh: &SinkShared, target: &Path, fm: FinalMeta) -> Result<PlanAction,
         .dirs_seen
         .lock()
         .expect("dirs lock")
-        .insert(target.to_path_buf())
+        .insert(at.rel.clone())
     {
-        sh.dirs
-            .lock()
-            .expect("dirs lock")
-            .push((target.to_path_buf(), fm));
+        sh.dirs.lock().expect("dirs lock").push((at.rel.clone(), fm));
     }
     Ok(PlanAction::Skip)
 }
 
+/// Creates a symlink as announced. Its target is stored as it is and never followed
+/// here: no later entry is written through it, because every path below the
+/// destination is resolved with no symlink on the way (see `hetch_storage::confined`).
 fn plan_symlink(
     sh: &SinkShared,
-    target: &Path,
+    at: &Target,
     link: &[u8],
     fm: FinalMeta,
 ) -> Result<PlanAction, StorageError> {
-    let link = std::ffi::OsStr::from_bytes(link);
-    match std::fs::symlink_metadata(target) {
-        Ok(md)
+    let link = OsStr::from_bytes(link);
+    let (parent, name) = sh.fs().parent(&at.rel)?;
+    match sh.fs().stat(&at.rel)? {
+        Some(md)
             if md.file_type().is_symlink()
-                && std::fs::read_link(target).is_ok_and(|t| t.as_os_str() == link) =>
+                && parent.read_link(&name).is_ok_and(|t| t.as_os_str() == link) =>
         {
             Progress::add(&sh.progress.skipped, 1);
             return Ok(PlanAction::Skip);
         }
-        Ok(md) if md.is_dir() => {
+        Some(md) if md.is_dir() => {
             return Err(StorageError::WrongType {
-                path: target.to_path_buf(),
+                path: at.shown.clone(),
                 reason: "is a directory where a symlink is needed",
             })
         }
         _ => {}
     }
     // Create under the temporary name and rename over: replacing is atomic.
-    let tmp = part::part_path(target);
-    let _ = std::fs::remove_file(&tmp);
-    std::os::unix::fs::symlink(link, &tmp).map_err(|e| StorageError::io(&tmp, e))?;
-    meta::set_path_mtime(&tmp, fm.mtime_sec, fm.mtime_nsec)?;
-    std::fs::rename(&tmp, target).map_err(|e| StorageError::io(target, e))?;
-    // A new symlink may change where later paths lead.
-    if let Some(g) = sh.guard.lock().expect("guard lock").as_mut() {
-        g.forget();
-    }
+    let tmp = part::part_name(&name);
+    parent.remove_file(&tmp)?;
+    parent.symlink(link, &tmp)?;
+    parent.set_times_nofollow(&tmp, fm.mtime_sec, fm.mtime_nsec)?;
+    parent.rename(&tmp, &name)?;
     Progress::add(&sh.progress.files, 1);
     Ok(PlanAction::Skip)
 }
@@ -208,16 +203,22 @@ struct FileToPlan<'a> {
 }
 
 /// Whole-file digest of a destination file, as the session's algorithm computes it.
-fn digest_of(sh: &SinkShared, path: &Path) -> Result<Vec<u8>, StorageError> {
+fn digest_of(sh: &SinkShared, at: &Target) -> Result<Vec<u8>, StorageError> {
+    let f = sh.fs().open_file(&at.rel, OpenHow::READ)?;
+    digest_of_open(sh, &f, &at.shown)
+}
+
+/// [`digest_of`] an open file.
+fn digest_of_open(sh: &SinkShared, f: &File, shown: &Path) -> Result<Vec<u8>, StorageError> {
     let mut buf = Vec::new();
-    crate::sum::sum_file_with(sh.opts.checksum, path, sh.opts.block_size, &mut buf)
+    crate::sum::sum_open_with(sh.opts.checksum, f, shown, sh.opts.block_size, &mut buf)
 }
 
 /// Reports a file that needs no transfer, with its digest when the session wants them.
 fn report_present(
     sh: &SinkShared,
     id: u64,
-    path: &Path,
+    at: &Target,
     known: Option<Vec<u8>>,
     follow: &mut Vec<Frame>,
 ) -> Result<(), StorageError> {
@@ -226,9 +227,9 @@ fn report_present(
     }
     let digest = match known {
         Some(d) => d,
-        None => digest_of(sh, path)?,
+        None => digest_of(sh, at)?,
     };
-    if let Some(m) = super::finish::manifest_entry(sh, path, Some(digest)) {
+    if let Some(m) = super::finish::manifest_entry(sh, &at.shown, Some(digest)) {
         follow.push(Frame::FileDone {
             file: id,
             error: None,
@@ -241,25 +242,25 @@ fn report_present(
 fn plan_file(
     sh: &SinkShared,
     src: &FileToPlan<'_>,
-    target: &Path,
+    at: Target,
     follow: &mut Vec<Frame>,
 ) -> Result<PlanAction, StorageError> {
     let (id, size, fm) = (src.id, src.size, src.meta);
-    match std::fs::symlink_metadata(target) {
-        Ok(md) if md.is_dir() => {
+    match sh.fs().stat(&at.rel)? {
+        Some(md) if md.is_dir() => {
             return Err(StorageError::WrongType {
-                path: target.to_path_buf(),
+                path: at.shown.clone(),
                 reason: "is a directory where a file is needed",
             })
         }
-        Ok(md) => {
+        Some(md) => {
             let same_size = md.is_file() && md.len() == size;
             let mut known = None;
             let same = if sh.opts.checksum_skip {
                 // Only a matching digest counts; size and mtime are not trusted.
                 match src.digest {
                     Some(theirs) if same_size => {
-                        let ours = digest_of(sh, target)?;
+                        let ours = digest_of(sh, &at)?;
                         let equal = ours == theirs;
                         known = Some(ours);
                         equal
@@ -272,21 +273,22 @@ fn plan_file(
             if same {
                 Progress::add(&sh.progress.skipped, 1);
                 Progress::add(&sh.progress.skipped_bytes, size);
-                report_present(sh, id, target, known, follow)?;
+                report_present(sh, id, &at, known, follow)?;
                 return Ok(PlanAction::Skip);
             }
             if sh.opts.no_clobber {
                 return Err(StorageError::Refused {
-                    path: target.display().to_string(),
+                    path: at.shown.display().to_string(),
                     reason: "exists and differs; not replaced (--no-clobber)",
                 });
             }
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(StorageError::io(target, e)),
+        None => {}
     }
     let bs = sh.opts.block_size;
-    let mut inc = IncomingFile::new(target.to_path_buf(), size, src.growing, bs, fm);
+    let shown = at.shown.clone();
+    let rel = at.rel.clone();
+    let mut inc = IncomingFile::new(at, size, src.growing, bs, fm);
     let blocks = inc.blocks();
     let mut state = FileState {
         digest: FileDigest::new(inc.size(), bs),
@@ -309,10 +311,12 @@ fn plan_file(
         ..FileState::default()
     };
     let mut resumed = false;
-    if blocks > 1 && part::part_path(target).exists() {
+    let name = rel.file_name().unwrap_or_default();
+    if blocks > 1 && sh.fs().stat(&part::part_path(&rel))?.is_some() {
         let header = journal_header(sh, &inc, src.growing);
         let mut verified = Vec::new();
-        let journal = Journal::resume(&part::journal_path(target), &header, |i, d| {
+        let (dir, _) = sh.fs().parent(&rel)?;
+        let journal = Journal::resume(&dir, &part::journal_name(name), &header, |i, d| {
             if i < blocks {
                 verified.push((i, d))
             }
@@ -341,17 +345,17 @@ fn plan_file(
     if state.remaining == 0 {
         // Everything arrived before an interruption; only the rename was missing.
         let merged = state.digest.finish().ok();
-        let p = PartFile::open(target, true)?;
+        let p = sh.open_part(&inc, true)?;
         p.set_len(size)?;
         let whole = match merged {
             Some(d) if sh.opts.checksum.merges_blocks() => Some(d.to_vec()),
-            _ if sh.opts.file_digests => Some(digest_of(sh, p.path())?),
+            _ if sh.opts.file_digests => Some(digest_of_open(sh, p.file(), p.path())?),
             _ => None,
         };
         let xattr = merged.filter(|_| sh.opts.checksum.merges_blocks());
         p.finalize(fm, xattr.as_ref(), sh.opts.fsync, true)?;
         Progress::add(&sh.progress.files, 1);
-        if let Some(m) = super::finish::manifest_entry(sh, target, whole) {
+        if let Some(m) = super::finish::manifest_entry(sh, &shown, whole) {
             follow.push(Frame::FileDone {
                 file: id,
                 error: None,
@@ -413,16 +417,21 @@ pub(crate) fn missing_ranges(state: &FileState, blocks: u64) -> Vec<(u64, u64)> 
 /// them) and flushes the destination file system.
 pub(crate) fn finish_dirs(sh: &SinkShared) -> Result<(), EngineError> {
     let dirs = std::mem::take(&mut *sh.dirs.lock().expect("dirs lock"));
-    for (path, fm) in dirs.iter().rev() {
-        let r = std::fs::set_permissions(path, std::fs::Permissions::from_mode(fm.mode))
-            .map_err(|e| StorageError::io(path, e))
-            .and_then(|_| meta::set_path_mtime(path, fm.mtime_sec, fm.mtime_nsec));
+    for (rel, fm) in dirs.iter().rev() {
+        // Through the directory itself, opened with no symlink on the way: a
+        // directory swapped for a link since it was made is not followed.
+        let r = sh.fs().open_dir(rel).and_then(|d| {
+            let shown = sh.fs().path().join(rel);
+            d.set_permissions(std::fs::Permissions::from_mode(fm.mode))
+                .map_err(|e| StorageError::io(&shown, e))?;
+            meta::set_file_mtime(&d, &shown, fm.mtime_sec, fm.mtime_nsec)
+        });
         if let Err(e) = r {
             sh.progress.fail(e.to_string());
         }
     }
-    if let Some(map) = sh.map.get() {
-        meta::sync_fs(&map.base)?;
+    if let Some(fs) = sh.fs.get() {
+        fs.sync_fs()?;
     }
     Ok(())
 }

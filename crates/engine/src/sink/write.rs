@@ -7,8 +7,6 @@ use std::sync::Arc;
 
 use hetch_integrity::{self as integrity, to_hex};
 use hetch_proto::{DataHeader, Frame, Schedule, Verify};
-use hetch_storage::journal::Journal;
-use hetch_storage::part::{self, PartFile};
 use hetch_storage::StorageError;
 use tokio::sync::mpsc;
 
@@ -175,14 +173,12 @@ fn store(
             // Not sized up front: writes that extend the file in (mostly) ascending
             // order are much cheaper on ext4 than filling a pre-sized sparse file. A
             // file whose zero blocks were skipped is sized when it is finished.
-            st.part = Some(Arc::new(PartFile::open(&inc.final_path, inc.resumed)?));
+            st.part = Some(Arc::new(sh.open_part(inc, inc.resumed)?));
         }
         if inc.blocks() > 1 && st.journal.is_none() {
             let header = super::plan::journal_header(sh, inc, st.streamed.is_some());
-            st.journal = Some(Journal::create(
-                &part::journal_path(&inc.final_path),
-                &header,
-            )?);
+            let part = st.part.as_ref().expect("opened above");
+            st.journal = Some(part.create_journal(&header)?);
         }
         st.part.clone().expect("opened above")
     };

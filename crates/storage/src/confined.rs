@@ -119,7 +119,15 @@ impl Dir {
         if up.as_os_str().is_empty() {
             return Ok((self.clone(), name));
         }
-        Ok((self.subdir(up, Links::Refuse)?, name))
+        // Errors name `rel` itself: the entry that could not be placed.
+        let fd = self
+            .resolve(up, dir_flags(), 0, Links::Refuse)
+            .map_err(|e| self.error(rel, e))?;
+        let dir = Dir {
+            fd: Arc::new(fd),
+            shown: self.shown.join(up),
+        };
+        Ok((dir, name))
     }
 
     /// `lstat` of `rel` (no component followed); `None` when it (or a parent) does not

@@ -37,6 +37,24 @@ pub struct DestSpec {
     pub as_operand: bool,
 }
 
+/// Creates the destination directory of `spec` and its missing parents; on a server,
+/// through the root's handle, so that a symlink swapped into the path meanwhile cannot
+/// make it create directories outside the root.
+fn create_dir_all(spec: &DestSpec) -> Result<(), StorageError> {
+    let p = &spec.path;
+    match &spec.confine_to {
+        Some(root) => {
+            let rel = p.strip_prefix(root).map_err(|_| StorageError::Refused {
+                path: p.display().to_string(),
+                reason: "destination is not inside the served root",
+            })?;
+            hetch_storage::confined::Dir::open(root)?
+                .create_dir_all(rel, hetch_storage::confined::Links::Beneath)
+        }
+        None => std::fs::create_dir_all(p).map_err(|e| StorageError::io(p, e)),
+    }
+}
+
 /// The resolved mapping from wire paths to destination paths.
 #[derive(Debug, Clone)]
 pub(crate) struct DestMap {
@@ -78,7 +96,7 @@ impl DestMap {
             Ok(_) => Self::as_destination(p),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if spec.trailing_slash {
-                    std::fs::create_dir_all(p).map_err(|e| StorageError::io(p, e))?;
+                    create_dir_all(spec)?;
                     Ok(DestMap {
                         base: p.clone(),
                         rename_top: None,

@@ -608,7 +608,7 @@ async fn send_piece(
 ) -> bool {
     let path = abs.to_path_buf();
     let read = tokio::task::spawn_blocking(move || {
-        let f = std::fs::File::open(&path)?;
+        let f = hetch_storage::walk::open_listed(&path)?;
         let mut data = vec![0; len as usize];
         f.read_exact_at(&mut data, offset)?;
         Ok::<_, std::io::Error>(data)
@@ -776,7 +776,7 @@ fn recheck(
     sent: &[Digest],
 ) -> std::io::Result<Option<Rechecked>> {
     let (size, file_id) = (file.size, file.file_id);
-    let f = std::fs::File::open(file.abs)?;
+    let f = hetch_storage::walk::open_listed(file.abs)?;
     let before = f.metadata()?;
     if before.len() != size || (before.dev(), before.ino()) != file_id {
         return Ok(None);

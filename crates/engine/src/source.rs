@@ -653,7 +653,7 @@ async fn reader(
                 (turn_end + BLOCKS_PER_TURN).min(job.end) * bs,
             );
             tokio::task::spawn_blocking(move || {
-                let f = std::fs::File::open(&abs)?;
+                let f = hetch_storage::walk::open_listed(&abs)?;
                 if size > bs {
                     hetch_storage::meta::advise_willneed(&f, ahead.0, ahead.1 - ahead.0);
                 }

@@ -106,6 +106,29 @@ impl Dir {
         })
     }
 
+    /// Creates directory `rel` and any missing parents below this directory (mode
+    /// 0777 less the umask, as `mkdir -p`), resolving each step as `links` says.
+    pub fn create_dir_all(&self, rel: &Path, links: Links) -> Result<(), StorageError> {
+        let mut have = PathBuf::new();
+        for name in normal_names(rel).map_err(|e| self.error(rel, e))? {
+            let next = have.join(name);
+            match self.subdir(&next, links) {
+                Ok(_) => {}
+                Err(e) if e.is_not_found() => {
+                    let parent = self.subdir(&have, links)?;
+                    match parent.mkdir(name, 0o777) {
+                        Err(StorageError::Io { source, .. })
+                            if source.kind() == io::ErrorKind::AlreadyExists => {}
+                        r => r?,
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+            have = next;
+        }
+        Ok(())
+    }
+
     /// The parent directory of `rel` (resolved with no symlink) and `rel`'s last name.
     pub fn parent(&self, rel: &Path) -> Result<(Dir, OsString), StorageError> {
         let name = rel

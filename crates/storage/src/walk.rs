@@ -64,6 +64,17 @@ pub fn operand_name(operand: &Path) -> Result<OsString, StorageError> {
         })
 }
 
+/// Opens a file that a listing found as a regular file, for reading. A symlink put in
+/// its place since (by a local user racing a server that serves a pull) is not
+/// followed: links are sent as links, never read through.
+pub fn open_listed(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
 /// Lists `operand` and, if it is a directory, everything under it (directories before
 /// their contents, names sorted). Errors on single entries are yielded in place so the
 /// caller can report them and go on.

@@ -131,3 +131,20 @@ fn files_are_created_and_replaced_without_following() {
         root.sync_fs().unwrap();
     });
 }
+
+#[test]
+fn create_dir_all_makes_missing_parents_and_stays_inside() {
+    both(|| {
+        let (t, root) = tree();
+        root.create_dir_all(Path::new("d/x/y/z"), Links::Beneath).unwrap();
+        assert!(t.path().join("root/d/x/y/z").is_dir());
+        root.create_dir_all(Path::new("d/x/y/z"), Links::Beneath).unwrap();
+        symlink(t.path().join("outside"), t.path().join("root/out")).unwrap();
+        assert!(root.create_dir_all(Path::new("out/new"), Links::Beneath).is_err());
+        assert!(!t.path().join("outside/new").exists());
+        symlink("d", t.path().join("root/in")).unwrap();
+        root.create_dir_all(Path::new("in/via"), Links::Beneath).unwrap();
+        assert!(t.path().join("root/d/via").is_dir());
+        assert!(refused(root.create_dir_all(Path::new("in/no"), Links::Refuse)));
+    });
+}

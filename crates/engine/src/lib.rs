@@ -35,6 +35,9 @@ mod sink;
 mod source;
 mod source_object;
 mod tops;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod sum;
 pub mod wire;
 

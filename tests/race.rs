@@ -62,7 +62,14 @@ fn directories_swapped_for_symlinks_during_a_push_do_not_redirect_writes() {
         let _ = std::fs::remove_dir_all(root.join("up"));
         // Files may fail (their directory went away): exit 0 or 3, never anything
         // written outside.
-        let out = srv.cp(&args!["--block-size", "4K", "--streams", "2", &src, srv.url("")]);
+        let out = srv.cp(&args![
+            "--block-size",
+            "4K",
+            "--streams",
+            "2",
+            &src,
+            srv.url("")
+        ]);
         assert!(
             matches!(out.status.code(), Some(0) | Some(3)),
             "unexpected outcome: {out:?}"
@@ -70,7 +77,10 @@ fn directories_swapped_for_symlinks_during_a_push_do_not_redirect_writes() {
     }
     stop.store(true, SeqCst);
     race.join().unwrap();
-    assert!(swaps.load(SeqCst) > 0, "the racer never swapped a directory");
+    assert!(
+        swaps.load(SeqCst) > 0,
+        "the racer never swapped a directory"
+    );
     let leaked: Vec<_> = std::fs::read_dir(&outside)
         .unwrap()
         .map(|e| e.unwrap().file_name())

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hetch_proto::{
-    DataHeader, Entry, EntryKind, Frame, ManifestEntry, Piece, PlanAction, PlanItem, Seal,
-    Summary, Verify,
+    DataHeader, Entry, EntryKind, Frame, ManifestEntry, Piece, PlanAction, PlanItem, Seal, Summary,
+    Verify,
 };
 use tokio::io::split;
 
@@ -110,7 +110,14 @@ impl Choices<'_> {
     }
 
     fn payload(&mut self) -> Vec<u8> {
-        let len = *self.pick(&[0usize, 1, 100, BS as usize - 1, BS as usize, BS as usize + 1]);
+        let len = *self.pick(&[
+            0usize,
+            1,
+            100,
+            BS as usize - 1,
+            BS as usize,
+            BS as usize + 1,
+        ]);
         vec![self.byte(); len]
     }
 

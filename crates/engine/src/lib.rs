@@ -19,6 +19,9 @@
 mod dest;
 mod error;
 mod follow;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod gate;
 mod lag;
 mod local;
@@ -34,11 +37,8 @@ mod session;
 mod sink;
 mod source;
 mod source_object;
-mod tops;
-#[cfg(any(test, feature = "fuzzing"))]
-#[doc(hidden)]
-pub mod fuzzing;
 pub mod sum;
+mod tops;
 pub mod wire;
 
 pub use dest::DestSpec;

@@ -84,7 +84,9 @@ mod tests {
     #[test]
     fn entries_must_start_with_a_requested_name() {
         let c = TopCheck::new(Some(&[b"data/set".to_vec(), b"x/".to_vec()])).unwrap();
-        assert!(c.check("h", &[entry("set"), entry("set/a/b"), entry("x/y")]).is_ok());
+        assert!(c
+            .check("h", &[entry("set"), entry("set/a/b"), entry("x/y")])
+            .is_ok());
         let err = c.check("h", &[entry(".ssh/authorized_keys")]).unwrap_err();
         assert!(err.to_string().contains(".ssh/authorized_keys"), "{err}");
         assert!(c.check("h", &[entry("data/set")]).is_err());
@@ -93,7 +95,9 @@ mod tests {
     #[test]
     fn the_root_binds_the_first_name_only() {
         let c = TopCheck::new(Some(&[Vec::new()])).unwrap();
-        assert!(c.check("h", &[entry("srvroot"), entry("srvroot/f")]).is_ok());
+        assert!(c
+            .check("h", &[entry("srvroot"), entry("srvroot/f")])
+            .is_ok());
         assert!(c.check("h", &[entry(".bashrc")]).is_err());
         assert!(TopCheck::new(None).is_none());
     }

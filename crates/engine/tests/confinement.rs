@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use common::*;
 use hetch_engine::wire::{FrameReader, FrameWriter};
-use hetch_engine::{run_sink, BoxStream, DestSpec, EngineError, Options, Progress, Report};
 use hetch_engine::Transport;
+use hetch_engine::{run_sink, BoxStream, DestSpec, EngineError, Options, Progress, Report};
 use hetch_proto::{DataHeader, Entry, EntryKind, Frame, PlanAction};
 use tokio::io::{split, ReadHalf, WriteHalf};
 use tokio::task::JoinHandle;
@@ -37,7 +37,12 @@ impl Crafted {
             data: vec![Box::new(d2)],
             peer: "hostile source".into(),
         };
-        let sink = tokio::spawn(run_sink(opts, dest, transport, Arc::new(Progress::default())));
+        let sink = tokio::spawn(run_sink(
+            opts,
+            dest,
+            transport,
+            Arc::new(Progress::default()),
+        ));
         let (r, w) = split(Box::new(c1) as BoxStream);
         Crafted {
             ctl_r: FrameReader::new(r, "sink"),
@@ -106,9 +111,7 @@ impl Crafted {
         let mut errors = Vec::new();
         loop {
             match self.ctl_r.next_control().await {
-                Ok(Some(Frame::FileDone {
-                    error: Some(e), ..
-                })) => errors.push(e),
+                Ok(Some(Frame::FileDone { error: Some(e), .. })) => errors.push(e),
                 Ok(Some(Frame::Finished(_))) | Ok(None) | Err(_) => break,
                 Ok(Some(Frame::Error(e))) => {
                     errors.push(e.message);
@@ -186,7 +189,9 @@ async fn a_file_announced_before_its_parent_becomes_a_symlink_stays_inside() {
             assert_empty(&out.join("elsewhere"));
         }
         assert!(
-            errors.iter().any(|e| e.contains("payload") && e.contains("symlink")),
+            errors
+                .iter()
+                .any(|e| e.contains("payload") && e.contains("symlink")),
             "{errors:?}"
         );
     }
@@ -198,7 +203,10 @@ async fn a_file_announced_before_its_parent_becomes_a_symlink_stays_inside() {
 async fn a_symlink_announced_in_a_later_batch_does_not_redirect_planned_files() {
     let (_t, out, outside) = place();
     let mut s = Crafted::start(opts(), dest(&out, 2));
-    let first = vec![s.entry("d", EntryKind::Dir), s.entry("d/a/payload", file(5))];
+    let first = vec![
+        s.entry("d", EntryKind::Dir),
+        s.entry("d/a/payload", file(5)),
+    ];
     let payload = first[1].id;
     assert_eq!(s.announce(first).await, Some(vec![payload]));
     let second = vec![s.entry("d/a", link(&outside))];
@@ -229,7 +237,10 @@ async fn nothing_is_created_through_a_symlink_already_there() {
     let (errors, _) = s.finish().await;
     assert_empty(&outside);
     assert_eq!(errors.len(), 4, "{errors:?}");
-    assert!(std::fs::symlink_metadata(out.join("l")).unwrap().file_type().is_symlink());
+    assert!(std::fs::symlink_metadata(out.join("l"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
 }
 
 /// H2: a pull's entries must lie under the operands asked for; anything else ends the
@@ -246,7 +257,10 @@ async fn a_pull_refuses_entries_outside_the_requested_operand() {
     let ok = vec![s.entry("dataset", EntryKind::Dir)];
     assert!(s.announce(ok).await.is_some());
     let bad = vec![s.entry(".bashrc", file(4))];
-    assert!(s.announce(bad).await.is_none(), "the sink must end the session");
+    assert!(
+        s.announce(bad).await.is_none(),
+        "the sink must end the session"
+    );
     let (_, result) = s.finish().await;
     let err = result.expect_err("a hostile entry is a protocol violation");
     assert!(err.to_string().contains(".bashrc"), "{err}");
@@ -273,8 +287,9 @@ async fn compare_does_not_read_through_symlinks() {
     };
     let digest = hetch_integrity::Algorithm::Blake3;
     let mut buf = Vec::new();
-    let real = hetch_engine::sum::sum_file_with(digest, &outside.join("secret"), 64 << 10, &mut buf)
-        .unwrap();
+    let real =
+        hetch_engine::sum::sum_file_with(digest, &outside.join("secret"), 64 << 10, &mut buf)
+            .unwrap();
     let mut s = Crafted::start(o, spec);
     let batch = vec![
         s.entry("cmp", EntryKind::Dir),

@@ -218,7 +218,12 @@ impl Dir {
 
     /// Sets access and modification time of `name` (one component) without following
     /// it (symlinks keep their own times).
-    pub fn set_times_nofollow(&self, name: &OsStr, sec: i64, nsec: u32) -> Result<(), StorageError> {
+    pub fn set_times_nofollow(
+        &self,
+        name: &OsStr,
+        sec: i64,
+        nsec: u32,
+    ) -> Result<(), StorageError> {
         let name = self.one(name)?;
         let t = rfs::Timespec {
             tv_sec: sec,
@@ -283,7 +288,11 @@ impl Dir {
             if links == Links::Refuse {
                 how |= ResolveFlags::NO_SYMLINKS;
             }
-            let path = if names.is_empty() { Path::new(".") } else { rel };
+            let path = if names.is_empty() {
+                Path::new(".")
+            } else {
+                rel
+            };
             // EAGAIN: a rename elsewhere raced a `..` in a followed link; try again.
             for _ in 0..16 {
                 match rfs::openat2(self.fd(), path, flags, mode, how) {

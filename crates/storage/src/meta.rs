@@ -15,26 +15,8 @@ pub const DIGEST_XATTR: &str = "user.hetch.blake3";
 /// copy of a source operand; its value is that operand's name.
 pub const TOP_XATTR: &str = "user.hetch.top";
 
-/// Sets extended attribute `name` on a path (best effort: file systems without user
-/// attributes simply do not keep it).
-pub fn set_xattr(path: &Path, name: &str, value: &[u8]) {
-    let (Ok(c), Ok(n)) = (cstr(path), CString::new(name)) else {
-        return;
-    };
-    // SAFETY: NUL-terminated strings; `value` is valid for its length.
-    unsafe {
-        libc::lsetxattr(
-            c.as_ptr(),
-            n.as_ptr(),
-            value.as_ptr().cast(),
-            value.len(),
-            0,
-        );
-    }
-}
-
-/// Sets extended attribute `name` on an open file or directory (best effort, as
-/// [`set_xattr`]).
+/// Sets extended attribute `name` on an open file or directory (best effort: file
+/// systems without user attributes simply do not keep it).
 pub fn set_xattr_fd(file: &File, name: &str, value: &[u8]) {
     let Ok(n) = CString::new(name) else {
         return;
@@ -50,26 +32,6 @@ pub fn set_xattr_fd(file: &File, name: &str, value: &[u8]) {
             0,
         );
     }
-}
-
-/// Reads extended attribute `name` of an open file or directory (at most 4 KiB).
-pub fn get_xattr_fd(file: &File, name: &str) -> Option<Vec<u8>> {
-    let n = CString::new(name).ok()?;
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: valid fd, NUL-terminated name and a buffer of the given length.
-    let got = unsafe {
-        libc::fgetxattr(
-            file.as_raw_fd(),
-            n.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    if got < 0 {
-        return None;
-    }
-    buf.truncate(got as usize);
-    Some(buf)
 }
 
 /// Reads extended attribute `name` of a path (at most 4 KiB), if present.
@@ -103,36 +65,10 @@ pub fn set_file_mtime(file: &File, path: &Path, sec: i64, nsec: u32) -> Result<(
     check(rc, path)
 }
 
-/// Sets access and modification time of a path without following a final symlink.
-pub fn set_path_mtime(path: &Path, sec: i64, nsec: u32) -> Result<(), StorageError> {
-    let c = cstr(path)?;
-    let ts = timespecs(sec, nsec);
-    // SAFETY: `c` is NUL-terminated; `ts` points to two timespecs.
-    let rc = unsafe {
-        libc::utimensat(
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            ts.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    check(rc, path)
-}
-
 /// Stores `digest` in [`DIGEST_XATTR`] on an open file. File systems without user
 /// extended attributes are not an error: the digest is an optimisation for later checks.
 pub fn store_digest(file: &File, digest: &[u8; 32]) {
-    let name = CString::new(DIGEST_XATTR).expect("constant has no NUL");
-    // SAFETY: valid fd, NUL-terminated name, and a 32-byte buffer.
-    unsafe {
-        libc::fsetxattr(
-            file.as_raw_fd(),
-            name.as_ptr(),
-            digest.as_ptr().cast(),
-            digest.len(),
-            0,
-        );
-    }
+    set_xattr_fd(file, DIGEST_XATTR, digest);
 }
 
 /// Reads [`DIGEST_XATTR`] from a path, if present.
@@ -153,15 +89,6 @@ fn check(rc: libc::c_int, path: &Path) -> Result<(), StorageError> {
     } else {
         Err(StorageError::io(path, std::io::Error::last_os_error()))
     }
-}
-
-/// Flushes the whole file system holding `path` to stable storage (`syncfs`): one call
-/// at the end of a transfer instead of one `fsync` per file.
-pub fn sync_fs(path: &Path) -> Result<(), StorageError> {
-    let f = File::open(path).map_err(|e| StorageError::io(path, e))?;
-    // SAFETY: valid fd for the life of `f`.
-    let rc = unsafe { libc::syncfs(f.as_raw_fd()) };
-    check(rc, path)
 }
 
 /// Asks the kernel to start reading `len` bytes at `offset` into the page cache now

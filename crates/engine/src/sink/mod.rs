@@ -26,9 +26,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use hetch_integrity::{Digest, FileDigest, Hasher};
 use hetch_proto::{DataHeader, Frame, Schedule};
+use hetch_storage::confined::{Dir, Links};
 use hetch_storage::journal::Journal;
 use hetch_storage::part::{FinalMeta, PartFile};
-use hetch_storage::confined::{Dir, Links};
 use hetch_storage::StorageError;
 use tokio::io::split;
 use tokio::sync::{mpsc, Notify};
@@ -287,12 +287,13 @@ impl SinkShared {
             // A server's destination may lie behind the operator's symlinks, as long
             // as they stay inside the root.
             Some(root) => {
-                let below = map.base.strip_prefix(root).map_err(|_| {
-                    StorageError::Refused {
+                let below = map
+                    .base
+                    .strip_prefix(root)
+                    .map_err(|_| StorageError::Refused {
                         path: map.base.display().to_string(),
                         reason: "destination is not inside the served root",
-                    }
-                })?;
+                    })?;
                 Dir::open(root)?.subdir(below, Links::Beneath)?
             }
             None => Dir::open(&map.base)?,

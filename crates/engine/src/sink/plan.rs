@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use hetch_integrity::{self as integrity, FileDigest};
 use hetch_proto::{Entry, EntryKind, Frame, PlanAction, PlanItem};
-use hetch_storage::journal::{Journal, JournalHeader};
 use hetch_storage::confined::OpenHow;
+use hetch_storage::journal::{Journal, JournalHeader};
 use hetch_storage::part::{self, FinalMeta};
 use hetch_storage::{meta, StorageError};
 
@@ -149,7 +149,10 @@ fn plan_dir(sh: &SinkShared, at: &Target, fm: FinalMeta) -> Result<PlanAction, S
         .expect("dirs lock")
         .insert(at.rel.clone())
     {
-        sh.dirs.lock().expect("dirs lock").push((at.rel.clone(), fm));
+        sh.dirs
+            .lock()
+            .expect("dirs lock")
+            .push((at.rel.clone(), fm));
     }
     Ok(PlanAction::Skip)
 }

@@ -52,7 +52,9 @@ fn a_symlink_on_the_path_is_refused_even_when_it_stays_inside() {
         symlink("d", t.path().join("root/in")).unwrap();
         assert!(refused(root.stat(Path::new("out/secret"))));
         assert!(refused(root.stat(Path::new("in/file"))));
-        assert!(refused(root.open_file(Path::new("out/secret"), OpenHow::READ)));
+        assert!(refused(
+            root.open_file(Path::new("out/secret"), OpenHow::READ)
+        ));
         assert!(refused(root.parent(Path::new("out/new"))));
         assert!(refused(root.subdir(Path::new("out"), Links::Refuse)));
         // The link itself is seen as a link, and cannot be opened as a file.
@@ -117,15 +119,23 @@ fn files_are_created_and_replaced_without_following() {
         let (t, root) = tree();
         let (d, _) = root.parent(Path::new("d/x")).unwrap();
         // A planted symlink under the name to be created is not followed.
-        symlink(t.path().join("outside/secret"), t.path().join("root/d/planted")).unwrap();
+        symlink(
+            t.path().join("outside/secret"),
+            t.path().join("root/d/planted"),
+        )
+        .unwrap();
         let how = OpenHow {
             flags: OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC,
             mode: 0o600,
         };
         assert!(refused(d.open_file(Path::new("planted"), how)));
-        assert_eq!(std::fs::read(t.path().join("outside/secret")).unwrap(), b"secret");
+        assert_eq!(
+            std::fs::read(t.path().join("outside/secret")).unwrap(),
+            b"secret"
+        );
         d.symlink(OsStr::new("file"), OsStr::new("link")).unwrap();
-        d.set_times_nofollow(OsStr::new("link"), 1_000_000, 5).unwrap();
+        d.set_times_nofollow(OsStr::new("link"), 1_000_000, 5)
+            .unwrap();
         d.remove_file(OsStr::new("link")).unwrap();
         d.remove_file(OsStr::new("link")).unwrap();
         root.sync_fs().unwrap();
@@ -136,15 +146,22 @@ fn files_are_created_and_replaced_without_following() {
 fn create_dir_all_makes_missing_parents_and_stays_inside() {
     both(|| {
         let (t, root) = tree();
-        root.create_dir_all(Path::new("d/x/y/z"), Links::Beneath).unwrap();
+        root.create_dir_all(Path::new("d/x/y/z"), Links::Beneath)
+            .unwrap();
         assert!(t.path().join("root/d/x/y/z").is_dir());
-        root.create_dir_all(Path::new("d/x/y/z"), Links::Beneath).unwrap();
+        root.create_dir_all(Path::new("d/x/y/z"), Links::Beneath)
+            .unwrap();
         symlink(t.path().join("outside"), t.path().join("root/out")).unwrap();
-        assert!(root.create_dir_all(Path::new("out/new"), Links::Beneath).is_err());
+        assert!(root
+            .create_dir_all(Path::new("out/new"), Links::Beneath)
+            .is_err());
         assert!(!t.path().join("outside/new").exists());
         symlink("d", t.path().join("root/in")).unwrap();
-        root.create_dir_all(Path::new("in/via"), Links::Beneath).unwrap();
+        root.create_dir_all(Path::new("in/via"), Links::Beneath)
+            .unwrap();
         assert!(t.path().join("root/d/via").is_dir());
-        assert!(refused(root.create_dir_all(Path::new("in/no"), Links::Refuse)));
+        assert!(refused(
+            root.create_dir_all(Path::new("in/no"), Links::Refuse)
+        ));
     });
 }

@@ -42,9 +42,7 @@ pub(crate) async fn control_writer<W: AsyncWrite + Unpin>(
 /// Rewrites the messages of `frame` so that paths under `root` are named relative to it.
 fn relative_messages(frame: &mut Frame, root: &str) {
     let message = match frame {
-        Frame::FileDone {
-            error: Some(m), ..
-        } => m,
+        Frame::FileDone { error: Some(m), .. } => m,
         Frame::FileError { message, .. } => message,
         Frame::Error(e) => &mut e.message,
         _ => return,

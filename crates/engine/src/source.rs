@@ -546,7 +546,7 @@ async fn control_reader(
                             let skipped = blocks.saturating_sub(planned);
                             Progress::add(
                                 &shared.progress.skipped_bytes,
-                                (skipped * shared.opts.block_size).min(size),
+                                skipped.saturating_mul(shared.opts.block_size).min(size),
                             );
                         }
                     }

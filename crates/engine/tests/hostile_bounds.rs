@@ -45,7 +45,10 @@ fn assert_protocol_error(message: &str, about: &str) {
         message.contains(PEER) && message.contains("broke the protocol"),
         "not a protocol error naming the peer: {message}"
     );
-    assert!(message.contains(about), "{message:?} does not mention {about:?}");
+    assert!(
+        message.contains(about),
+        "{message:?} does not mention {about:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,7 +69,9 @@ async fn an_entry_of_2_pow_63_bytes_is_planned_as_one_range_and_the_session_goes
     // One range for the whole file: nothing per block, whatever the size.
     assert_eq!(ranges_for(&plan, 2), vec![(0, huge.div_ceil(s.bs))]);
     // Larger than any file can be: refused for itself alone.
-    let err = file_done(&mut s, 3).await.expect("an impossible size fails");
+    let err = file_done(&mut s, 3)
+        .await
+        .expect("an impossible size fails");
     assert!(err.contains("beyond the largest possible file"), "{err}");
     s.send_block(1, 0, 5, b"hello").await;
     assert_eq!(file_done(&mut s, 1).await, None);

@@ -140,7 +140,10 @@ pub(crate) fn seal(
         )));
     }
     let blocks = integrity::block_count(seal.size, bs);
-    let named = seal.rewritten.iter().chain(seal.tail.iter().map(|(b, _)| b));
+    let named = seal
+        .rewritten
+        .iter()
+        .chain(seal.tail.iter().map(|(b, _)| b));
     if let Some(b) = named.copied().find(|&b| b >= blocks) {
         return Err(protocol(format!(
             "seal of {} names block {b}, beyond its {blocks} blocks",

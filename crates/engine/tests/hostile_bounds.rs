@@ -243,11 +243,9 @@ async fn source_session(t: &std::path::Path) -> (FakeSink, u64) {
     let f = t.join("f");
     std::fs::write(&f, bytes(1, 1000)).unwrap();
     let mut s = FakeSink::start(opts(), vec![f]);
-    let id = loop {
-        match s.ctl.recv().await.expect("entries") {
-            Frame::Entries(e) => break e[0].id,
-            other => panic!("expected entries, got {other:?}"),
-        }
+    let id = match s.ctl.recv().await.expect("entries") {
+        Frame::Entries(e) => e[0].id,
+        other => panic!("expected entries, got {other:?}"),
     };
     s.ctl
         .send(Frame::Plan(vec![hetch_proto::PlanItem {

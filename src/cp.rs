@@ -76,7 +76,7 @@ pub async fn run(mut job: CopyJob) -> anyhow::Result<Outcome> {
     // Warnings (a followed file truncated, rewritten, still open) go out as they happen.
     progress.set_log(Box::new(|line: &str| {
         if let Some(w) = line.strip_prefix("warning: ") {
-            eprintln!("hetch: warning: {w}");
+            eprintln!("hetch: warning: {}", hetch_proto::escape_text(w));
         }
     }));
     let display = Display::start(progress.clone(), job.quiet || job.json);
@@ -190,6 +190,7 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
             checksum_skip: job.opts.checksum_skip,
             compare_only: job.opts.compare_only,
         },
+        preserve_special_modes: job.opts.preserve_special_modes,
     };
     let pull = |host: &String| -> anyhow::Result<Op> {
         if remote_sources.iter().any(|(h, _)| h != host) {

@@ -102,6 +102,11 @@ struct CpArgs {
     /// Refuse to replace existing files that differ (they are reported as failed).
     #[arg(long)]
     no_clobber: bool,
+    /// Keep setuid, setgid and sticky bits on received files and directories (they
+    /// are stripped by default; a server keeps them only if it too was started with
+    /// this option). Ownership is never copied.
+    #[arg(long)]
+    preserve_special_modes: bool,
     /// fdatasync each file before renaming it into place (slower; the whole
     /// destination is always synced once at the end).
     #[arg(long)]
@@ -287,6 +292,10 @@ struct ServeArgs {
     /// Cap on each session's rate (a client may ask for less).
     #[arg(long, value_parser = units::parse_rate)]
     rate_limit: Option<u64>,
+    /// Let clients that ask for it keep setuid, setgid and sticky bits on what they
+    /// push (stripped otherwise). Ownership is never copied.
+    #[arg(long)]
+    preserve_special_modes: bool,
     #[command(flatten)]
     tuning: Tuning,
 }
@@ -453,7 +462,7 @@ fn main() -> ExitCode {
     match rt.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("hetch: error: {}", one_line(&e));
+            eprintln!("hetch: error: {}", hetch_proto::escape_text(&one_line(&e)));
             ExitCode::from(1)
         }
     }
@@ -461,7 +470,7 @@ fn main() -> ExitCode {
 
 /// Reports bad usage found after flag parsing (exit code 2, like clap's own).
 fn usage_error(msg: &str) -> ExitCode {
-    eprintln!("hetch: error: {msg}");
+    eprintln!("hetch: error: {}", hetch_proto::escape_text(msg));
     ExitCode::from(2)
 }
 
@@ -496,6 +505,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             opts.rate_limit = a.streams.rate_limit.unwrap_or(0);
             opts.no_clobber = a.no_clobber;
             opts.fsync = a.fsync;
+            opts.preserve_special_modes = a.preserve_special_modes;
             opts.checksum_skip = a.checksum_skip;
             a.integrity.apply(&mut opts);
             if a.checksum_skip && a.integrity.verify == hetch_engine::Verify::None {
@@ -614,12 +624,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(a) => {
             let mut engine = a.tuning.engine()?;
             engine.rate_limit = a.rate_limit.unwrap_or(0);
+            engine.preserve_special_modes = a.preserve_special_modes;
             let root = match Location::parse(&a.root) {
                 Ok(Location::S3(url)) => {
                     let mut b = cp::Buckets::new(&s3);
                     server::ServeRoot::Object(b.location(&url)?)
                 }
-                Ok(Location::Local(p)) => server::ServeRoot::Local(p),
+                Ok(Location::Local(p)) => {
+                    // Messages to clients name paths relative to the root.
+                    engine.hide_root = hetch_storage::paths::canonical_root(&p).ok();
+                    server::ServeRoot::Local(p)
+                }
                 Ok(Location::Remote { .. }) => {
                     return Ok(usage_error(
                         "--root: a local directory or s3://BUCKET/PREFIX",
@@ -680,7 +695,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             .await??;
             errors.extend(more);
             for e in &errors {
-                eprintln!("hetch: error: {e}");
+                eprintln!("hetch: error: {}", hetch_proto::escape_text(e));
             }
             Ok(if errors.is_empty() {
                 ExitCode::SUCCESS

@@ -134,6 +134,7 @@ impl Server {
             let state = self.state.clone();
             tokio::spawn(async move {
                 if let Err(e) = handle(state, socket).await {
+                    let e = hetch_proto::escape_text(&e.to_string());
                     eprintln!("hetch serve: {peer}: {e}");
                 }
             });
@@ -306,6 +307,8 @@ async fn session(
         (a, b) => a.min(b),
     };
     opts.no_clobber = req.no_clobber;
+    // Only when both ask: the server's own flag is the ceiling.
+    opts.preserve_special_modes &= req.preserve_special_modes;
     opts.fsync = req.fsync || opts.fsync;
     let i = &req.integrity;
     opts.checksum = match i.checksum.parse() {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hetch_engine::{Progress, Report};
+use hetch_proto::escape_text;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::units::human_bytes;
@@ -71,8 +72,9 @@ impl Display {
 /// Prints the end of a comparison (`hetch verify`): every difference, then a count.
 pub fn print_comparison(report: &Report, started: Instant, json: bool) {
     let s = &report.summary;
+    // Messages name files a peer chose: escaped, so they cannot drive the terminal.
     for e in &report.errors {
-        eprintln!("hetch: differs: {e}");
+        eprintln!("hetch: differs: {}", escape_text(e));
     }
     let secs = started.elapsed().as_secs_f64();
     if json {
@@ -103,7 +105,7 @@ pub fn print_summary(report: &Report, progress: &Progress, started: Instant, jso
     let bytes = s.bytes.max(progress.bytes.load(Relaxed));
     let rate = if secs > 0.0 { bytes as f64 / secs } else { 0.0 };
     for e in &report.errors {
-        eprintln!("hetch: error: {e}");
+        eprintln!("hetch: error: {}", escape_text(e));
     }
     let lag = progress.lag.lock().expect("lag lock").summary();
     if json {

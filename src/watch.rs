@@ -20,7 +20,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// Runs `job` (following forever) until interrupted; returns on SIGINT/SIGTERM.
 pub async fn run(job: CopyJob, stats_interval: Duration) -> anyhow::Result<std::process::ExitCode> {
     let progress = Arc::new(Progress::default());
-    progress.set_log(Box::new(|line: &str| eprintln!("hetch watch: {line}")));
+    progress.set_log(Box::new(|line: &str| {
+        eprintln!("hetch watch: {}", hetch_proto::escape_text(line))
+    }));
     let started = Instant::now();
     let stats = {
         let p = progress.clone();

@@ -24,6 +24,13 @@ pub struct Options {
     pub no_clobber: bool,
     /// fdatasync every file before it is renamed into place.
     pub fsync: bool,
+    /// The sink keeps setuid, setgid and sticky bits (`0o7000`) of what it creates.
+    /// Off by default, so that a peer cannot have a receiver running as root create
+    /// setuid files. Ownership is never copied: files belong to the receiving user.
+    pub preserve_special_modes: bool,
+    /// A server's root: messages to the peer name paths below it relative to it, so
+    /// that a client never learns the server's absolute paths.
+    pub hide_root: Option<std::path::PathBuf>,
     /// How often one block may be re-sent after failing its check.
     pub max_retries: u32,
     /// Algorithm of block and whole-file digests.
@@ -73,6 +80,8 @@ impl Default for Options {
             rate_limit: 0,
             no_clobber: false,
             fsync: false,
+            preserve_special_modes: false,
+            hide_root: None,
             max_retries: 3,
             checksum: Algorithm::Blake3,
             verify: Verify::Written,

@@ -1,6 +1,8 @@
 //! Plumbing shared by both sides of a session: the control writer task and the way a
 //! session's tasks are run and torn down.
 
+use std::path::PathBuf;
+
 use hetch_proto::Frame;
 use tokio::io::AsyncWrite;
 use tokio::sync::mpsc;
@@ -13,18 +15,42 @@ use crate::wire::FrameWriter;
 pub(crate) const CONTROL_QUEUE: usize = 4096;
 
 /// Writes queued control frames, flushing whenever the queue runs dry, and closes the
-/// stream when every sender is gone.
+/// stream when every sender is gone. Messages in them name paths under `hide_root` (a
+/// server's root) relative to it: this is the one place every message to the peer
+/// passes, so no error built anywhere in the engine shows the peer the server's layout.
 pub(crate) async fn control_writer<W: AsyncWrite + Unpin>(
     mut w: FrameWriter<W>,
     mut rx: mpsc::Receiver<Frame>,
+    hide_root: Option<PathBuf>,
 ) -> Result<(), EngineError> {
-    while let Some(frame) = rx.recv().await {
+    // The root itself ("/" hides nothing: every path is under it).
+    let root = hide_root
+        .map(|r| r.to_string_lossy().trim_end_matches('/').to_string())
+        .filter(|r| !r.is_empty());
+    while let Some(mut frame) = rx.recv().await {
+        if let Some(root) = &root {
+            relative_messages(&mut frame, root);
+        }
         w.send(&frame).await?;
         if rx.is_empty() {
             w.flush().await?;
         }
     }
     w.shutdown().await
+}
+
+/// Rewrites the messages of `frame` so that paths under `root` are named relative to it.
+fn relative_messages(frame: &mut Frame, root: &str) {
+    let message = match frame {
+        Frame::FileDone { error: Some(m), .. } => m,
+        Frame::FileError { message, .. } => message,
+        Frame::Error(e) => &mut e.message,
+        _ => return,
+    };
+    if message.contains(root) {
+        let below = format!("{root}/");
+        *message = message.replace(&below, "").replace(root, ".");
+    }
 }
 
 /// Runs a session's tasks to the end. On the first error, tells the peer (best effort,
@@ -88,4 +114,23 @@ pub(crate) fn is_zero(buf: &[u8]) -> bool {
         .chunks_exact(8)
         .all(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")) == 0)
         && tail.iter().all(|b| *b == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_to_the_peer_name_paths_below_the_root_only() {
+        let mut f = Frame::FileDone {
+            file: 1,
+            error: Some("/srv/root/a/b: exists; /srv/root is full; /srv/rooted stays".into()),
+            digest: None,
+        };
+        relative_messages(&mut f, "/srv/root");
+        let Frame::FileDone { error: Some(m), .. } = f else {
+            panic!()
+        };
+        assert_eq!(m, "a/b: exists; . is full; .ed stays");
+    }
 }

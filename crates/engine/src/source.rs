@@ -155,7 +155,11 @@ pub async fn run_source_from(
     let peer = transport.peer.clone();
     let (ctl_r, ctl_w) = split(transport.control);
     let (ctl_tx, ctl_rx) = mpsc::channel(CONTROL_QUEUE);
-    let ctl_writer = tokio::spawn(control_writer(FrameWriter::new(ctl_w, &peer), ctl_rx));
+    let ctl_writer = tokio::spawn(control_writer(
+        FrameWriter::new(ctl_w, &peer),
+        ctl_rx,
+        opts.hide_root.clone(),
+    ));
     let pool = BufferPool::new(opts.effective_buffer_memory());
     let shared = Arc::new(Shared {
         corrupt_left: AtomicU64::new(opts.corrupt_blocks),
@@ -518,12 +522,18 @@ async fn control_reader(
                             }
                             let blocks = integrity::block_count(size, shared.opts.block_size);
                             let mut planned = 0;
+                            // Ascending and disjoint within the file: a plan can ask
+                            // for each block once, so it cannot queue more jobs than
+                            // the file has blocks.
+                            let mut floor = 0;
                             for (start, end) in ranges {
-                                if start >= end || end > blocks {
+                                if start < floor || start >= end || end > blocks {
                                     return Err(unexpected(format!(
-                                        "bad block range {start}..{end}"
+                                        "bad block range {start}..{end} for file {} of {blocks} blocks",
+                                        item.id
                                     )));
                                 }
+                                floor = end;
                                 planned += end - start;
                                 let job = Job {
                                     file: item.id,
@@ -536,13 +546,25 @@ async fn control_reader(
                             let skipped = blocks.saturating_sub(planned);
                             Progress::add(
                                 &shared.progress.skipped_bytes,
-                                (skipped * shared.opts.block_size).min(size),
+                                skipped.saturating_mul(shared.opts.block_size).min(size),
                             );
                         }
                     }
                 }
             }
             Frame::Resend { file, block } => {
+                let size = {
+                    let ann = shared.announced.lock().expect("announced lock");
+                    ann.get(&file).map(|a| a.size)
+                };
+                // A file finished or failed meanwhile has nothing to resend.
+                let Some(size) = size else { continue };
+                let blocks = integrity::block_count(size, shared.opts.block_size);
+                if block >= blocks {
+                    return Err(unexpected(format!(
+                        "resend of block {block} of file {file}, beyond its {blocks} blocks"
+                    )));
+                }
                 Progress::add(&shared.progress.retried_blocks, 1);
                 let job = Job {
                     file,

@@ -322,6 +322,7 @@ fn encode_hello(hello: &Hello, out: &mut Vec<u8>) {
             out.put_bool(req.no_clobber);
             out.put_bool(req.fsync);
             encode_integrity(&req.integrity, out);
+            out.put_bool(req.preserve_special_modes);
         }
         HelloRole::Data { session, index } => {
             out.put_u8(ROLE_DATA);
@@ -374,6 +375,7 @@ fn decode_session_request(r: &mut Reader<'_>) -> Result<SessionRequest, ProtoErr
         no_clobber: r.bool()?,
         fsync: r.bool()?,
         integrity: decode_integrity(r)?,
+        preserve_special_modes: r.bool()?,
     };
     // The engine sizes buffers from the block size, so a hostile one must not get in.
     let bs = req.block_size;

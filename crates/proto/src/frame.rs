@@ -179,6 +179,9 @@ pub struct SessionRequest {
     pub fsync: bool,
     /// How blocks are hashed and checked.
     pub integrity: IntegrityRequest,
+    /// Push: keep setuid, setgid and sticky bits on what the server creates (it
+    /// strips them unless it was itself started with `--preserve-special-modes`).
+    pub preserve_special_modes: bool,
 }
 
 /// The integrity settings of a session.

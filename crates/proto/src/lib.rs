@@ -10,6 +10,7 @@
 
 mod body;
 mod codec;
+mod escape;
 mod frame;
 mod path;
 mod wire;
@@ -22,5 +23,6 @@ mod tests;
 
 pub use body::{MAX_PIECE, MAX_REWRITTEN, MAX_TAIL_BLOCKS};
 pub use codec::*;
+pub use escape::{escape_bytes, escape_text};
 pub use frame::*;
 pub use path::{validate_operand_path, validate_rel_path};

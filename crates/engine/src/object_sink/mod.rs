@@ -171,7 +171,11 @@ pub async fn run_object_sink(
         .await?;
     let (ctl_r, ctl_w) = split(transport.control);
     let (ctl_tx, ctl_rx) = mpsc::channel(CONTROL_QUEUE);
-    let ctl_writer = tokio::spawn(control_writer(FrameWriter::new(ctl_w, &peer), ctl_rx));
+    let ctl_writer = tokio::spawn(control_writer(
+        FrameWriter::new(ctl_w, &peer),
+        ctl_rx,
+        opts.hide_root.clone(),
+    ));
     let opts_memory = opts.effective_buffer_memory();
     let shared = Arc::new(ObjectShared {
         gate: Gate::new(opts.hash_threads),

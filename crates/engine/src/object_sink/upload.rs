@@ -36,8 +36,9 @@ pub(crate) struct Upload {
 struct UpState {
     /// Uploaded parts: index -> what completing needs.
     done: BTreeMap<u64, String>,
-    /// Digest of every block received (or recorded in the journal).
-    digests: Vec<Option<Digest>>,
+    /// Digest of every block received (or recorded in the journal). Sparse, so that
+    /// its memory follows the blocks that arrived, not the size the source announced.
+    digests: BTreeMap<u64, Digest>,
     /// Parts being filled.
     filling: HashMap<u64, PartBuf>,
     /// Parts complete and on their way to the store.
@@ -78,10 +79,7 @@ impl Upload {
         expected: Option<Vec<u8>>,
         journal_path: PathBuf,
     ) -> Upload {
-        let st = UpState {
-            digests: vec![None; blocks as usize],
-            ..Default::default()
-        };
+        let st = UpState::default();
         Upload {
             id,
             key,
@@ -137,7 +135,7 @@ impl Upload {
                 .collect();
             let Some(digests) = digests else { continue };
             for (b, d) in range.zip(digests) {
-                st.digests[b as usize] = Some(d);
+                st.digests.insert(b, d);
             }
             st.done.insert(rec.part, rec.id);
         }
@@ -193,7 +191,7 @@ impl Upload {
         let off = i * bs as usize;
         pb.data[off..off + data.len()].copy_from_slice(data);
         let full = pb.have == range.end - range.start;
-        st.digests[block as usize] = Some(digest);
+        st.digests.insert(block, digest);
         if !full {
             return None;
         }
@@ -212,7 +210,7 @@ impl Upload {
         if st.done.contains_key(&part) || !st.uploading.insert(part) {
             return false;
         }
-        st.digests[block as usize] = Some(digest);
+        st.digests.insert(block, digest);
         true
     }
 
@@ -223,8 +221,11 @@ impl Upload {
         }
         let st = self.st.lock().expect("upload lock");
         let mut m = FileDigest::new(self.size(), sh.opts.block_size);
-        for (i, d) in st.digests.iter().enumerate() {
-            m.add(i as u64, (*d)?).ok()?;
+        if st.digests.len() as u64 != self.blocks {
+            return None;
+        }
+        for (&i, d) in &st.digests {
+            m.add(i, *d).ok()?;
         }
         m.finish().ok().map(|d| d.to_vec())
     }
@@ -294,11 +295,7 @@ impl Upload {
             let mut st = self.st.lock().expect("upload lock");
             let range = self.plan.blocks_of(part.index, self.blocks);
             let digests = range
-                .map(|b| {
-                    st.digests[b as usize]
-                        .map(|d| to_hex(&d))
-                        .unwrap_or_default()
-                })
+                .map(|b| st.digests.get(&b).map(|d| to_hex(d)).unwrap_or_default())
                 .collect();
             let rec = PartRecord {
                 part: part.index,

@@ -16,7 +16,7 @@ use hetch_storage::part::PartFile;
 use hetch_storage::StorageError;
 use tokio::sync::mpsc;
 
-use super::{bit, set_bit, IncomingFile, SinkShared, Streamed};
+use super::{IncomingFile, SinkShared, Streamed};
 use crate::error::EngineError;
 
 /// Blocks of a growing file of `size` bytes that may be sent before its end is known:
@@ -32,11 +32,7 @@ pub(crate) fn full_blocks(size: u64, bs: u64) -> u64 {
 
 /// Remembers the digest of a done block of a growing file.
 pub(crate) fn keep_digest(s: &mut Streamed, block: u64, digest: Digest) {
-    let i = block as usize;
-    if s.digests.len() <= i {
-        s.digests.resize(i + 1, [0; 32]);
-    }
-    s.digests[i] = digest;
+    s.digests.insert(block, digest);
 }
 
 /// Blocks or pieces of growing file `id` became done: queue it for a durable ack.
@@ -83,10 +79,8 @@ fn durable_frame(sh: &SinkShared, id: u64) -> Option<Frame> {
     let part = {
         let mut st = inc.state.lock().expect("file lock");
         let part = st.part.clone()?;
-        let mut cursor = st.streamed.as_ref()?.durable_blocks;
-        while st.is_done(cursor) && cursor < inc.blocks() {
-            cursor += 1;
-        }
+        let from = st.streamed.as_ref()?.durable_blocks;
+        let cursor = st.done.run_end(from).min(inc.blocks());
         let s = st.streamed.as_mut()?;
         s.durable_blocks = cursor;
         // Pieces of blocks now done no longer count.
@@ -138,7 +132,24 @@ pub(crate) fn seal(
             inc.final_path.display()
         )));
     }
+    if seal.size > super::MAX_FILE_SIZE {
+        return Err(protocol(format!(
+            "seal of {} at {} bytes, beyond the largest file size",
+            inc.final_path.display(),
+            seal.size
+        )));
+    }
     let blocks = integrity::block_count(seal.size, bs);
+    let named = seal
+        .rewritten
+        .iter()
+        .chain(seal.tail.iter().map(|(b, _)| b));
+    if let Some(b) = named.copied().find(|&b| b >= blocks) {
+        return Err(protocol(format!(
+            "seal of {} names block {b}, beyond its {blocks} blocks",
+            inc.final_path.display()
+        )));
+    }
     let (ranges, tail) = {
         let mut st = inc.state.lock().expect("file lock");
         if st.failed {
@@ -146,34 +157,22 @@ pub(crate) fn seal(
         }
         let mut s = st.streamed.take().expect("a growing file is streamed");
         for &b in &seal.rewritten {
-            if st.is_done(b) {
-                set_bit(&mut st.done, b, false);
-            }
-            set_bit(&mut s.stored, b, false);
-            if let Some(d) = s.digests.get_mut(b as usize) {
-                *d = [0; 32];
-            }
+            st.done.remove(b);
+            s.stored.remove(b);
+            s.digests.remove(&b);
         }
         // Blocks beyond the end (from a part file of a longer version) do not count.
-        st.done.truncate(blocks.div_ceil(64) as usize);
-        if blocks % 64 != 0 {
-            if let Some(last) = st.done.last_mut() {
-                *last &= (1u64 << (blocks % 64)) - 1;
-            }
-        }
-        st.done.resize(blocks.div_ceil(64) as usize, 0);
+        st.done.truncate(blocks);
+        let _ = s.digests.split_off(&blocks);
+        // Every done block has its digest (journaled or received): O(blocks held).
         let mut digest = FileDigest::new(seal.size, bs);
-        let mut remaining = blocks;
-        for i in 0..blocks {
-            if st.is_done(i) {
-                remaining -= 1;
-                if let Some(d) = s.digests.get(i as usize) {
-                    let _ = digest.add(i, *d);
-                }
+        for (&i, d) in &s.digests {
+            if st.done.contains(i) {
+                let _ = digest.add(i, *d);
             }
         }
         st.digest = digest;
-        st.remaining = remaining;
+        st.remaining = blocks - st.done.count();
         s.expected = Some(seal.digest);
         s.final_meta = Some(hetch_storage::part::FinalMeta {
             mtime_sec: seal.mtime_sec,
@@ -181,7 +180,7 @@ pub(crate) fn seal(
             ..inc.meta
         });
         let pieces = std::mem::take(&mut s.pieces);
-        s.digests = Vec::new();
+        s.digests = Default::default();
         st.streamed = Some(s);
         inc.seal(seal.size, bs);
         let tail: Vec<(u64, Digest)> = seal
@@ -375,13 +374,16 @@ pub(crate) fn piece(sh: &SinkShared, p: hetch_proto::Piece) -> Result<Option<Fra
     };
     let bs = sh.opts.block_size;
     let block = p.offset / bs;
-    let end = p.offset + p.data.len() as u64;
-    if !inc.growing() || end > (block + 1) * bs {
+    // Checked: a hostile offset near u64::MAX must not wrap into a small one.
+    let end = p.offset.checked_add(p.data.len() as u64);
+    let in_block = end.is_some_and(|end| end <= block.saturating_add(1).saturating_mul(bs));
+    if !inc.growing() || block >= inc.blocks() || !in_block {
         return Err(EngineError::Unexpected {
             peer: sh.peer.clone(),
             what: format!(
-                "piece at {}..{end} of {} crosses a block or the file is not growing",
+                "piece at {} ({} bytes) of {} crosses a block, lies beyond the largest file size, or the file is not growing",
                 p.offset,
+                p.data.len(),
                 inc.final_path.display()
             ),
         });
@@ -423,7 +425,10 @@ fn write_piece(
         if st.failed || st.is_done(block) {
             return Ok(false);
         }
-        let stored = st.streamed.as_ref().is_some_and(|s| bit(&s.stored, block));
+        let stored = st
+            .streamed
+            .as_ref()
+            .is_some_and(|s| s.stored.contains(block));
         if stored {
             return Ok(false);
         }
@@ -463,6 +468,16 @@ pub(crate) fn cover(
         return Ok(None);
     };
     let bs = sh.opts.block_size;
+    if block >= inc.blocks() {
+        return Err(EngineError::Unexpected {
+            peer: sh.peer.clone(),
+            what: format!(
+                "cover of block {block} of {}, beyond its {} blocks",
+                inc.final_path.display(),
+                inc.blocks()
+            ),
+        });
+    }
     let len = integrity::block_len(inc.size(), bs, block);
     let resend = Some(Frame::Resend { file: id, block });
     // No piece may land in the block while it is read back and counted.
@@ -476,18 +491,18 @@ pub(crate) fn cover(
             return Ok(None);
         };
         let covered = s.pieces.get(&block).copied().unwrap_or(0) >= block * bs + len;
-        if !covered || bit(&s.stored, block) {
+        if !covered || s.stored.contains(block) {
             return Ok(resend);
         }
         // Like a full copy written: pieces leave it alone from now on.
-        set_bit(&mut s.stored, block, true);
+        s.stored.insert(block);
     }
     let outcome = match held_block(sh, &inc, block, &digest) {
         Ok(Some(data)) => super::finish::block_done(sh, id, &inc, block, &digest, &data),
         Ok(None) => {
             let mut st = inc.state.lock().expect("file lock");
             if let Some(s) = &mut st.streamed {
-                set_bit(&mut s.stored, block, false);
+                s.stored.remove(block);
             }
             crate::progress::Progress::add(&sh.progress.retried_blocks, 1);
             return Ok(resend);
@@ -504,7 +519,7 @@ pub(crate) fn cover(
 /// The durable prefix: the done blocks, then what pieces cover of the next block.
 fn durable_offset(s: &Streamed, bs: u64) -> u64 {
     let pieces = s.pieces.get(&s.durable_blocks).copied().unwrap_or(0);
-    (s.durable_blocks * bs).max(pieces)
+    s.durable_blocks.saturating_mul(bs).max(pieces)
 }
 
 /// Records a piece `offset..offset+len` (within one block) as written.

@@ -9,6 +9,7 @@
 //! counted (`finish`), and the last one finishes its file; a finisher sends the summary
 //! once the source has announced everything and every file is done.
 
+mod blocks;
 mod compare;
 mod finish;
 mod growing;
@@ -16,6 +17,7 @@ mod plan;
 mod verify;
 mod write;
 
+pub(crate) use blocks::BlockSet;
 pub(crate) use growing::{full_blocks, piece_digest};
 
 use std::collections::HashMap;
@@ -72,14 +74,25 @@ pub(crate) struct IncomingFile {
 /// (see `hetch_integrity`), so blocks can be checked and stored before the end is known.
 pub(crate) const GROWING: u64 = u64::MAX;
 
+/// The largest file a receiver takes: offsets are `off_t`, so no file can be larger,
+/// and a block whose end lies beyond is a number no honest peer sends.
+pub(crate) const MAX_FILE_SIZE: u64 = i64::MAX as u64;
+
 impl IncomingFile {
     pub fn new(at: Target, size: u64, growing: bool, bs: u64, meta: FinalMeta) -> Self {
         let size = if growing { GROWING } else { size };
+        // A growing file's blocks are all full: as many as fit below the largest
+        // offset, so that a block index from the peer can be checked against it.
+        let blocks = if growing {
+            MAX_FILE_SIZE / bs
+        } else {
+            hetch_integrity::block_count(size, bs)
+        };
         IncomingFile {
             final_path: at.shown,
             rel: at.rel,
             size: AtomicU64::new(size),
-            blocks: AtomicU64::new(hetch_integrity::block_count(size, bs)),
+            blocks: AtomicU64::new(blocks),
             growing: AtomicBool::new(growing),
             streamed: growing,
             meta,
@@ -121,10 +134,11 @@ pub(crate) struct Target {
 #[derive(Default)]
 pub(crate) struct Streamed {
     /// Digest of every done block, by index, to merge the whole-file digest once the
-    /// final size is known (and to drop rewritten blocks).
-    pub digests: Vec<Digest>,
-    /// One bit per block: a full block was written (pieces must not touch it again).
-    pub stored: Vec<u64>,
+    /// final size is known (and to drop rewritten blocks). Sparse: it holds what
+    /// arrived, whatever the indexes.
+    pub digests: std::collections::BTreeMap<u64, Digest>,
+    /// Blocks whose full copy was written (pieces must not touch them again).
+    pub stored: BlockSet,
     /// Blocks `0..durable_blocks` are done (the durable prefix, in blocks).
     pub durable_blocks: u64,
     /// Blocks not done yet whose first bytes pieces cover: block -> end of the
@@ -143,8 +157,8 @@ pub(crate) struct FileState {
     pub part: Option<Arc<PartFile>>,
     pub journal: Option<Journal>,
     pub digest: FileDigest,
-    /// One bit per block: written and verified.
-    pub done: Vec<u64>,
+    /// Blocks written and verified (memory follows what arrived, not the size).
+    pub done: BlockSet,
     pub remaining: u64,
     /// Some all-zero block was skipped rather than written: size the file at the end.
     pub holes: bool,
@@ -174,7 +188,7 @@ impl Default for FileState {
             part: None,
             journal: None,
             digest: FileDigest::new(0, hetch_integrity::MIN_BLOCK_SIZE),
-            done: Vec::new(),
+            done: BlockSet::default(),
             remaining: 0,
             holes: false,
             retries: HashMap::new(),
@@ -188,32 +202,10 @@ impl Default for FileState {
 
 impl FileState {
     pub fn is_done(&self, block: u64) -> bool {
-        bit(&self.done, block)
+        self.done.contains(block)
     }
     pub fn mark_done(&mut self, block: u64) {
-        set_bit(&mut self.done, block, true);
-    }
-}
-
-/// Bit `i` of a bitset (false beyond its end: growing files' bitsets grow on demand).
-pub(crate) fn bit(bits: &[u64], i: u64) -> bool {
-    bits.get((i / 64) as usize)
-        .is_some_and(|w| w & (1 << (i % 64)) != 0)
-}
-
-/// Sets or clears bit `i`, growing the bitset as needed.
-pub(crate) fn set_bit(bits: &mut Vec<u64>, i: u64, on: bool) {
-    let w = (i / 64) as usize;
-    if w >= bits.len() {
-        if !on {
-            return;
-        }
-        bits.resize(w + 1, 0);
-    }
-    if on {
-        bits[w] |= 1 << (i % 64);
-    } else {
-        bits[w] &= !(1 << (i % 64));
+        self.done.insert(block);
     }
 }
 
@@ -476,7 +468,11 @@ pub async fn run_sink(
     let peer = transport.peer.clone();
     let (ctl_r, ctl_w) = split(transport.control);
     let (ctl_tx, ctl_rx) = mpsc::channel(CONTROL_QUEUE);
-    let ctl_writer = tokio::spawn(control_writer(FrameWriter::new(ctl_w, &peer), ctl_rx));
+    let ctl_writer = tokio::spawn(control_writer(
+        FrameWriter::new(ctl_w, &peer),
+        ctl_rx,
+        opts.hide_root.clone(),
+    ));
 
     let opts_hash_threads = opts.hash_threads;
     let opts_pulled = opts.pulled.clone();

@@ -90,8 +90,15 @@ fn plan_entry(
             reason: "name is reserved for hetch's temporary files",
         });
     }
+    // Setuid, setgid and sticky bits only on request: a receiver running as root must
+    // not create setuid files a peer chose. (Ownership is never copied.)
+    let keep = if sh.opts.preserve_special_modes {
+        0o7777
+    } else {
+        0o777
+    };
     let fm = FinalMeta {
-        mode: e.mode & 0o7777,
+        mode: e.mode & keep,
         mtime_sec: e.mtime_sec,
         mtime_nsec: e.mtime_nsec,
     };
@@ -249,6 +256,13 @@ fn plan_file(
     follow: &mut Vec<Frame>,
 ) -> Result<PlanAction, StorageError> {
     let (id, size, fm) = (src.id, src.size, src.meta);
+    if size > super::MAX_FILE_SIZE {
+        // No file system holds it; refused before anything is sized by it.
+        return Err(StorageError::Refused {
+            path: at.shown.display().to_string(),
+            reason: "announced size is beyond the largest possible file",
+        });
+    }
     match sh.fs().stat(&at.rel)? {
         Some(md) if md.is_dir() => {
             return Err(StorageError::WrongType {
@@ -295,14 +309,6 @@ fn plan_file(
     let blocks = inc.blocks();
     let mut state = FileState {
         digest: FileDigest::new(inc.size(), bs),
-        done: vec![
-            0;
-            if src.growing {
-                0
-            } else {
-                blocks.div_ceil(64) as usize
-            }
-        ],
         remaining: blocks,
         ordered: (sh.opts.file_digests && !sh.opts.checksum.merges_blocks() && !src.growing).then(
             || OrderedDigest {
@@ -397,23 +403,9 @@ pub(crate) fn journal_header(sh: &SinkShared, inc: &IncomingFile, growing: bool)
     }
 }
 
+/// The ranges of blocks in `0..blocks` not done yet: O(fragments), whatever the size.
 pub(crate) fn missing_ranges(state: &FileState, blocks: u64) -> Vec<(u64, u64)> {
-    let mut out = Vec::new();
-    let mut start = None;
-    for i in 0..blocks {
-        match (state.is_done(i), start) {
-            (false, None) => start = Some(i),
-            (true, Some(s)) => {
-                out.push((s, i));
-                start = None;
-            }
-            _ => {}
-        }
-    }
-    if let Some(s) = start {
-        out.push((s, blocks));
-    }
-    out
+    state.done.gaps(blocks)
 }
 
 /// Applies directory modes and mtimes (deepest first, after their contents changed

@@ -43,13 +43,20 @@ fn handle_block(
     h: &DataHeader,
     payload: Option<PooledBuf>,
 ) -> Result<Option<Frame>, EngineError> {
-    let Some(inc) = sh.files.lock().expect("files lock").get(&h.file).cloned() else {
-        return Ok(None); // the file failed meanwhile: drop its late blocks
-    };
     let bs = sh.opts.block_size;
     let protocol = |what: String| EngineError::Unexpected {
         peer: sh.peer.clone(),
         what,
+    };
+    // No file has this block, whether or not this one is still known here.
+    if h.block > super::MAX_FILE_SIZE / bs {
+        return Err(protocol(format!(
+            "block {} beyond the end of any file (file {})",
+            h.block, h.file
+        )));
+    }
+    let Some(inc) = sh.files.lock().expect("files lock").get(&h.file).cloned() else {
+        return Ok(None); // the file failed meanwhile: drop its late blocks
     };
     if h.block >= inc.blocks() {
         return Err(protocol(format!(
@@ -167,7 +174,7 @@ fn store(
         }
         if let Some(s) = &mut st.streamed {
             // From now on pieces leave this block alone (see `growing::piece`).
-            super::set_bit(&mut s.stored, h.block, true);
+            s.stored.insert(h.block);
         }
         if st.part.is_none() {
             // Not sized up front: writes that extend the file in (mostly) ascending

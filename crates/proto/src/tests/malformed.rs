@@ -32,6 +32,7 @@ struct RawHello {
     no_clobber: u8,
     fsync: u8,
     integrity: Vec<u8>,
+    preserve_special_modes: u8,
 }
 
 /// A valid integrity request: blake3, written, block, default threads, no flags.
@@ -64,6 +65,7 @@ impl Default for RawHello {
             no_clobber: 0,
             fsync: 1,
             integrity: raw_integrity(b"blake3", 0, 0),
+            preserve_special_modes: 0,
         }
     }
 }
@@ -84,6 +86,7 @@ impl RawHello {
         b.put_u8(self.no_clobber);
         b.put_u8(self.fsync);
         b.extend_from_slice(&self.integrity);
+        b.put_u8(self.preserve_special_modes);
         b
     }
 
@@ -329,6 +332,7 @@ fn unknown_tags_are_refused() {
         |h: &mut RawHello| h.encrypt = 2,
         |h: &mut RawHello| h.no_clobber = 2,
         |h: &mut RawHello| h.fsync = 0xff,
+        |h: &mut RawHello| h.preserve_special_modes = 3,
     ] {
         let mut h = RawHello::default();
         spoil(&mut h);

@@ -76,6 +76,7 @@ fn session_request() -> impl Strategy<Value = SessionRequest> {
         any::<bool>(),
         any::<bool>(),
         integrity(),
+        any::<bool>(),
     )
         .prop_map(
             |(
@@ -90,6 +91,7 @@ fn session_request() -> impl Strategy<Value = SessionRequest> {
                 no_clobber,
                 fsync,
                 integrity,
+                preserve_special_modes,
             )| SessionRequest {
                 op,
                 streams,
@@ -102,6 +104,7 @@ fn session_request() -> impl Strategy<Value = SessionRequest> {
                 no_clobber,
                 fsync,
                 integrity,
+                preserve_special_modes,
             },
         )
 }

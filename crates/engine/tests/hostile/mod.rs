@@ -1,0 +1,291 @@
+//! A hostile peer for engine tests: the test plays one side of a session frame by
+//! frame, against the real engine on the other side, through in-memory streams.
+//!
+//! - [`FakeSource`] runs a real sink ([`hetch_engine::run_sink`]) into a destination
+//!   directory; the test sends whatever `Entries`, `Data`, `Seal`, `Piece`... frames it
+//!   likes and reads the sink's answers (`Plan`, `FileDone`, `Error`...).
+//! - [`FakeSink`] runs a real source ([`hetch_engine::run_source`]) on local paths; the
+//!   test reads its entries and blocks and answers with crafted `Plan`, `Resend`...
+//!
+//! Use it from a test file with `mod hostile;` and, for example:
+//!
+//! ```ignore
+//! let mut s = hostile::FakeSource::start(opts(), dest(&out, 1));
+//! s.send(Frame::Entries(vec![hostile::file(1, "f", 5)])).await;
+//! let plan = s.recv().await;             // the sink's plan for the batch
+//! s.send_data(1, 0, b"hello").await;      // block 0 of file 1, digest computed here
+//! s.send(Frame::EndOfEntries).await;
+//! let err = s.expect_error().await;       // or s.recv() until `Finished`
+//! let result = s.end().await;             // the sink's own result
+//! ```
+//!
+//! Every wait is bounded by [`PATIENCE`] so that a sink that hangs fails the test
+//! instead of stalling it; no test asserts on how long anything took.
+
+#![allow(dead_code)] // each test file uses its own subset
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hetch_engine::wire::{FrameReader, FrameWriter, Incoming};
+use hetch_engine::{BufferPool, DestSpec, EngineError, Options, Progress, Report, Transport};
+use hetch_proto::{DataHeader, Entry, EntryKind, Frame};
+use tokio::io::{split, DuplexStream, ReadHalf, WriteHalf};
+use tokio::task::JoinHandle;
+
+/// How long a wait may take before the test fails as hung (a guard, not a measure).
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Bytes each in-memory stream buffers.
+const PIPE: usize = 4 << 20;
+
+/// The name the engine under test gives the hostile peer in its errors.
+pub const PEER: &str = "hostile peer";
+
+/// Both ends of the in-memory streams: the engine's transport and the test's ends.
+fn pipes(streams: usize) -> (Transport, DuplexStream, Vec<DuplexStream>) {
+    let (ours, theirs) = tokio::io::duplex(PIPE);
+    let mut data = Vec::new();
+    let mut our_data = Vec::new();
+    for _ in 0..streams {
+        let (a, b) = tokio::io::duplex(PIPE);
+        our_data.push(a);
+        data.push(Box::new(b) as hetch_engine::BoxStream);
+    }
+    let transport = Transport {
+        control: Box::new(theirs),
+        data,
+        peer: PEER.into(),
+    };
+    (transport, ours, our_data)
+}
+
+/// The test's side of the control stream.
+pub struct Control {
+    r: FrameReader<ReadHalf<DuplexStream>>,
+    w: FrameWriter<WriteHalf<DuplexStream>>,
+}
+
+impl Control {
+    fn new(s: DuplexStream) -> Self {
+        let (r, w) = split(s);
+        Control {
+            r: FrameReader::new(r, "engine under test"),
+            w: FrameWriter::new(w, "engine under test"),
+        }
+    }
+
+    /// Sends a frame; false when the engine has closed the stream.
+    pub async fn send(&mut self, f: Frame) -> bool {
+        self.w.send(&f).await.is_ok() && self.w.flush().await.is_ok()
+    }
+
+    /// The engine's next control frame; `None` once it closed the stream.
+    pub async fn recv(&mut self) -> Option<Frame> {
+        match tokio::time::timeout(PATIENCE, self.r.next_control()).await {
+            Ok(r) => r.ok().flatten(),
+            Err(_) => panic!("the engine under test sent nothing for {PATIENCE:?}"),
+        }
+    }
+
+    /// Reads frames until an `Error` frame (returning its message), skipping the
+    /// others; panics when the stream ends without one.
+    pub async fn expect_error(&mut self) -> String {
+        loop {
+            match self.recv().await {
+                Some(Frame::Error(e)) => return e.message,
+                Some(_) => continue,
+                None => panic!("the stream ended without an Error frame"),
+            }
+        }
+    }
+}
+
+/// A test-driven source against a real sink.
+pub struct FakeSource {
+    /// The control stream.
+    pub ctl: Control,
+    data: Vec<FrameWriter<DuplexStream>>,
+    sink: JoinHandle<Result<Report, EngineError>>,
+    /// Block size of the session (from the options given to [`FakeSource::start`]).
+    pub bs: u64,
+}
+
+impl FakeSource {
+    /// Starts a real sink receiving into `dest`, with one data stream.
+    pub fn start(opts: Options, dest: DestSpec) -> Self {
+        let (transport, ctl, data) = pipes(1);
+        let bs = opts.block_size;
+        let sink = tokio::spawn(hetch_engine::run_sink(
+            opts,
+            dest,
+            transport,
+            Arc::new(Progress::default()),
+        ));
+        FakeSource {
+            ctl: Control::new(ctl),
+            data: data
+                .into_iter()
+                .map(|s| FrameWriter::new(s, "engine under test"))
+                .collect(),
+            sink,
+            bs,
+        }
+    }
+
+    /// Sends a control frame; false when the sink has closed the stream.
+    pub async fn send(&mut self, f: Frame) -> bool {
+        self.ctl.send(f).await
+    }
+
+    /// The sink's next control frame.
+    pub async fn recv(&mut self) -> Option<Frame> {
+        self.ctl.recv().await
+    }
+
+    /// Reads until the sink's `Error` frame; its message.
+    pub async fn expect_error(&mut self) -> String {
+        self.ctl.expect_error().await
+    }
+
+    /// Sends block `block` of file `file` with `payload`, digested as a file of
+    /// `file_len` bytes (the digest a real source would send).
+    pub async fn send_block(&mut self, file: u64, block: u64, file_len: u64, payload: &[u8]) {
+        let digest = hetch_integrity::block_digest(file_len, self.bs, block, payload);
+        self.send_raw_block(file, block, digest, payload).await;
+    }
+
+    /// Sends a data frame with any header numbers (no digest check here).
+    pub async fn send_raw_block(&mut self, file: u64, block: u64, digest: [u8; 32], p: &[u8]) {
+        let h = DataHeader {
+            file,
+            block,
+            digest,
+            zero: false,
+            zero_len: 0,
+        };
+        let w = &mut self.data[0];
+        let _ = w.send_data(&h, p).await;
+        let _ = w.flush().await;
+    }
+
+    /// Closes the streams the way a source does after the sink's summary, and returns
+    /// the sink's result.
+    pub async fn end(mut self) -> Result<Report, EngineError> {
+        for w in &mut self.data {
+            let _ = w.send(&Frame::StreamEnd).await;
+            let _ = w.shutdown().await;
+        }
+        drop(self.ctl);
+        match tokio::time::timeout(PATIENCE, self.sink).await {
+            Ok(r) => r.expect("the sink panicked"),
+            Err(_) => panic!("the sink did not end within {PATIENCE:?}"),
+        }
+    }
+}
+
+/// A test-driven sink against a real source.
+pub struct FakeSink {
+    /// The control stream.
+    pub ctl: Control,
+    data: Vec<FrameReader<DuplexStream>>,
+    source: JoinHandle<Result<Report, EngineError>>,
+    pool: BufferPool,
+}
+
+impl FakeSink {
+    /// Starts a real source sending `operands`, with one data stream.
+    pub fn start(opts: Options, operands: Vec<PathBuf>) -> Self {
+        let (transport, ctl, data) = pipes(1);
+        let source = tokio::spawn(hetch_engine::run_source(
+            opts,
+            operands,
+            transport,
+            Arc::new(Progress::default()),
+        ));
+        FakeSink {
+            ctl: Control::new(ctl),
+            data: data
+                .into_iter()
+                .map(|s| FrameReader::new(s, "engine under test"))
+                .collect(),
+            source,
+            pool: BufferPool::new(64 << 20),
+        }
+    }
+
+    /// The next data frame from the source: its header and payload length.
+    pub async fn recv_block(&mut self) -> Option<(DataHeader, usize)> {
+        let next = self.data[0].next(Some(&self.pool));
+        match tokio::time::timeout(PATIENCE, next).await {
+            Ok(Ok(Some(Incoming::Data(h, p)))) => Some((h, p.map_or(0, |b| b.len()))),
+            Ok(_) => None,
+            Err(_) => panic!("the source sent no block for {PATIENCE:?}"),
+        }
+    }
+
+    /// The source's result, once it ended (the test closes nothing first: a source
+    /// that broke off the session has ended by itself).
+    pub async fn result(self) -> Result<Report, EngineError> {
+        match tokio::time::timeout(PATIENCE, self.source).await {
+            Ok(r) => r.expect("the source panicked"),
+            Err(_) => panic!("the source did not end within {PATIENCE:?}"),
+        }
+    }
+}
+
+/// A file entry.
+pub fn file(id: u64, path: &str, size: u64) -> Entry {
+    entry(
+        id,
+        path,
+        EntryKind::File {
+            size,
+            digest: None,
+            growing: false,
+        },
+        0o644,
+    )
+}
+
+/// A file entry announced as growing.
+pub fn growing(id: u64, path: &str, size: u64) -> Entry {
+    entry(
+        id,
+        path,
+        EntryKind::File {
+            size,
+            digest: None,
+            growing: true,
+        },
+        0o644,
+    )
+}
+
+/// A directory entry.
+pub fn dir(id: u64, path: &str) -> Entry {
+    entry(id, path, EntryKind::Dir, 0o755)
+}
+
+/// Any entry, with mode `mode` and a fixed mtime.
+pub fn entry(id: u64, path: &str, kind: EntryKind, mode: u32) -> Entry {
+    Entry {
+        id,
+        path: path.as_bytes().to_vec(),
+        kind,
+        mode,
+        mtime_sec: 1_700_000_000,
+        mtime_nsec: 0,
+    }
+}
+
+/// This process's peak resident memory, in bytes (from `/proc/self/status`).
+pub fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}

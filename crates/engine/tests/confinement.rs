@@ -6,82 +6,52 @@
 //! peer that speaks the protocol frame by frame through in-memory pipes.
 
 mod common;
+mod hostile;
 
 use std::path::Path;
-use std::sync::Arc;
 
 use common::*;
-use hetch_engine::wire::{FrameReader, FrameWriter};
-use hetch_engine::Transport;
-use hetch_engine::{run_sink, BoxStream, DestSpec, EngineError, Options, Progress, Report};
-use hetch_proto::{DataHeader, Entry, EntryKind, Frame, PlanAction};
-use tokio::io::{split, ReadHalf, WriteHalf};
-use tokio::task::JoinHandle;
+use hetch_engine::{DestSpec, EngineError, Options, Report};
+use hetch_proto::{Entry, EntryKind, Frame, PlanAction};
+use hostile::FakeSource;
 
-/// The source end of a session with a real sink.
+/// A hostile source, numbering its entries.
 struct Crafted {
-    ctl_r: FrameReader<ReadHalf<BoxStream>>,
-    ctl_w: FrameWriter<WriteHalf<BoxStream>>,
-    data: FrameWriter<BoxStream>,
-    sink: JoinHandle<Result<Report, EngineError>>,
+    s: FakeSource,
     next_id: u64,
 }
 
 impl Crafted {
-    /// Starts a sink receiving into `dest` with `opts`, and one data stream.
+    /// Starts a real sink receiving into `dest` with `opts`.
     fn start(opts: Options, dest: DestSpec) -> Crafted {
-        let (c1, c2) = tokio::io::duplex(1 << 20);
-        let (d1, d2) = tokio::io::duplex(1 << 20);
-        let transport = Transport {
-            control: Box::new(c2),
-            data: vec![Box::new(d2)],
-            peer: "hostile source".into(),
-        };
-        let sink = tokio::spawn(run_sink(
-            opts,
-            dest,
-            transport,
-            Arc::new(Progress::default()),
-        ));
-        let (r, w) = split(Box::new(c1) as BoxStream);
         Crafted {
-            ctl_r: FrameReader::new(r, "sink"),
-            ctl_w: FrameWriter::new(w, "sink"),
-            data: FrameWriter::new(Box::new(d1) as BoxStream, "sink"),
-            sink,
+            s: FakeSource::start(opts, dest),
             next_id: 1,
         }
     }
 
     fn entry(&mut self, path: &str, kind: EntryKind) -> Entry {
         self.next_id += 1;
-        Entry {
-            id: self.next_id,
-            path: path.as_bytes().to_vec(),
-            kind,
-            mode: 0o755,
-            mtime_sec: 1_600_000_000,
-            mtime_nsec: 0,
-        }
+        hostile::entry(self.next_id, path, kind, 0o755)
     }
 
-    /// Announces a batch; returns the sink's plan (which ids it wants data for), or
-    /// `None` when the sink ended the session instead.
+    /// Announces a batch; returns the ids the sink wants data for, or `None` when the
+    /// sink ended the session instead.
     async fn announce(&mut self, batch: Vec<Entry>) -> Option<Vec<u64>> {
         let n = batch.len();
-        self.ctl_w.send(&Frame::Entries(batch)).await.ok()?;
-        self.ctl_w.flush().await.ok()?;
+        if !self.s.send(Frame::Entries(batch)).await {
+            return None;
+        }
         let mut wanted = Vec::new();
         let mut planned = 0;
         while planned < n {
-            match self.ctl_r.next_control().await.ok()?? {
+            match self.s.recv().await? {
                 Frame::Plan(items) => {
                     planned += items.len();
-                    for it in items {
-                        if matches!(it.action, PlanAction::Send(_)) {
-                            wanted.push(it.id);
-                        }
-                    }
+                    let send = items
+                        .iter()
+                        .filter(|i| matches!(i.action, PlanAction::Send(_)));
+                    wanted.extend(send.map(|i| i.id));
                 }
                 Frame::FileDone { .. } => {}
                 _ => return None,
@@ -92,39 +62,26 @@ impl Crafted {
 
     /// Sends the single block of a small file.
     async fn send_block(&mut self, id: u64, data: &[u8]) {
-        let h = DataHeader {
-            file: id,
-            block: 0,
-            digest: hetch_integrity::block_digest(data.len() as u64, 64 << 10, 0, data),
-            zero: false,
-            zero_len: 0,
-        };
-        let _ = self.data.send_data(&h, data).await;
-        let _ = self.data.flush().await;
+        self.s.send_block(id, 0, data.len() as u64, data).await;
     }
 
-    /// Ends the session: no more entries; collects the errors the sink reported per
-    /// file until it finishes, then its result.
+    /// Ends the session: no more entries; collects the errors the sink reported until
+    /// it finishes, then its result.
     async fn finish(mut self) -> (Vec<String>, Result<Report, EngineError>) {
-        let _ = self.ctl_w.send(&Frame::EndOfEntries).await;
-        let _ = self.ctl_w.flush().await;
+        self.s.send(Frame::EndOfEntries).await;
         let mut errors = Vec::new();
         loop {
-            match self.ctl_r.next_control().await {
-                Ok(Some(Frame::FileDone { error: Some(e), .. })) => errors.push(e),
-                Ok(Some(Frame::Finished(_))) | Ok(None) | Err(_) => break,
-                Ok(Some(Frame::Error(e))) => {
+            match self.s.recv().await {
+                Some(Frame::FileDone { error: Some(e), .. }) => errors.push(e),
+                Some(Frame::Error(e)) => {
                     errors.push(e.message);
                     break;
                 }
-                Ok(Some(_)) => {}
+                Some(Frame::Finished(_)) | None => break,
+                Some(_) => {}
             }
         }
-        let _ = self.data.send(&Frame::StreamEnd).await;
-        let _ = self.data.shutdown().await;
-        let _ = self.ctl_w.shutdown().await;
-        drop(self.ctl_r);
-        (errors, self.sink.await.expect("sink task"))
+        (errors, self.s.end().await)
     }
 }
 

@@ -60,7 +60,7 @@ pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
             if got.as_os_str() != OsStr::from_bytes(link) {
                 return Err(format!(
                     "{shown}: symlink points to {} where the source's points to {}",
-                    got.display(),
+                    std::path::Path::new(&got).display(),
                     String::from_utf8_lossy(link)
                 ));
             }

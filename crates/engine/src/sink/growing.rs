@@ -433,7 +433,7 @@ fn write_piece(
             return Ok(false);
         }
         if st.part.is_none() {
-            st.part = Some(Arc::new(sh.open_part(&inc, inc.resumed)?));
+            st.part = Some(Arc::new(sh.open_part(inc, inc.resumed)?));
         }
         st.part.clone().expect("opened above")
     };

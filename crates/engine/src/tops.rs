@@ -47,8 +47,8 @@ impl TopCheck {
                     return Err(EngineError::unexpected(
                         peer,
                         format!(
-                            "the server sent {:?}, which is not under any path asked for; refusing to write outside the requested operands",
-                            String::from_utf8_lossy(&e.path)
+                            "the server sent {}, which is not under any path asked for; refusing to write outside the requested operands",
+                            hetch_proto::escape_bytes(&e.path)
                         ),
                     ))
                 }

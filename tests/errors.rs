@@ -130,7 +130,7 @@ fn wrong_token() {
             &src.root,
             srv.url("tree")
         ],
-        &[("HETCH_TOKEN", "not-the-token")],
+        &[("HETCH_TOKEN", "not-the-token-at-all")],
     );
     out.expect_code(1);
     out.one_line_naming(&[&srv.addr]);

@@ -12,8 +12,8 @@ use hetch_engine::wire::{
 };
 use hetch_engine::{BoxStream, DestSpec, EngineError, Operand, Options, Progress, Transport};
 use hetch_net::{
-    AuthThrottle, Fingerprint, PreAuthGate, PreAuthLimits, PreAuthPermit,
-    RateLimitedLog, ServerIdentity, SessionKey, SocketOptions,
+    AuthThrottle, Fingerprint, PreAuthGate, PreAuthLimits, PreAuthPermit, RateLimitedLog,
+    ServerIdentity, SessionKey, SocketOptions,
 };
 use hetch_proto::{
     ErrorCode, ErrorFrame, Frame, Hello, Op, SessionId, SessionRequest, StreamProof, Welcome,
@@ -165,7 +165,8 @@ impl Server {
                 Ok(p) => p,
                 Err(refusal) => {
                     drop(socket);
-                    self.state.log_pre_auth(format_args!("refused {peer}: {refusal}"));
+                    self.state
+                        .log_pre_auth(format_args!("refused {peer}: {refusal}"));
                     continue;
                 }
             };
@@ -271,7 +272,13 @@ async fn authenticate(
             // must never be checked (or be useful) outside TLS, and the answer is the
             // same whether it was right or wrong.
             let Some(key) = accepted.key else {
-                return refuse(&mut stream, &name, ErrorCode::Protocol, "control connections must use TLS").await;
+                return refuse(
+                    &mut stream,
+                    &name,
+                    ErrorCode::Protocol,
+                    "control connections must use TLS",
+                )
+                .await;
             };
             let ip = peer.ip();
             if let Err(wait) = state.throttle.check(ip) {

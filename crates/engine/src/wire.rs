@@ -33,7 +33,9 @@ pub struct FrameMac {
 
 impl std::fmt::Debug for FrameMac {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FrameMac").field("seq", &self.seq).finish_non_exhaustive()
+        f.debug_struct("FrameMac")
+            .field("seq", &self.seq)
+            .finish_non_exhaustive()
     }
 }
 
@@ -399,7 +401,9 @@ mod tests {
         bytes.extend_from_slice(&(1u32 << 24).to_le_bytes());
         bytes.push(proto::FrameKind::Hello as u8);
         let mut r = &bytes[..];
-        let err = read_frame_limited(&mut r, "peer", 64 << 10).await.unwrap_err();
+        let err = read_frame_limited(&mut r, "peer", 64 << 10)
+            .await
+            .unwrap_err();
         assert!(
             matches!(
                 err,
@@ -416,7 +420,9 @@ mod tests {
         short.push(proto::FrameKind::Hello as u8);
         short.extend_from_slice(&[0; 4]);
         let mut r = &short[..];
-        let err = read_frame_limited(&mut r, "peer", 64 << 10).await.unwrap_err();
+        let err = read_frame_limited(&mut r, "peer", 64 << 10)
+            .await
+            .unwrap_err();
         assert!(matches!(err, EngineError::Connection { .. }), "{err}");
     }
 

@@ -64,8 +64,8 @@ impl ServerIdentity {
             (true, false) => {
                 // The key may be in use elsewhere or backed up: keep it, certify it again.
                 fsutil::check_private(&key_path)?;
-                let key_pem = std::fs::read_to_string(&key_path)
-                    .map_err(|e| NetError::file(&key_path, e))?;
+                let key_pem =
+                    std::fs::read_to_string(&key_path).map_err(|e| NetError::file(&key_path, e))?;
                 let cert_pem = certify(&key_pem).map_err(|e| {
                     NetError::file(&key_path, format!("cannot make a certificate for it: {e}"))
                 })?;
@@ -214,7 +214,10 @@ mod tests {
         let cert_pem = std::fs::read(dir.path().join(CERT_FILE)).unwrap();
         let der = CertificateDer::from_pem_slice(&cert_pem).unwrap();
         let spki = key.public_key_raw();
-        assert!(der.windows(spki.len()).any(|w| w == spki), "cert is for another key");
+        assert!(
+            der.windows(spki.len()).any(|w| w == spki),
+            "cert is for another key"
+        );
     }
 
     #[test]
@@ -223,8 +226,13 @@ mod tests {
         ServerIdentity::load_or_create(dir.path()).unwrap();
         let key_path = dir.path().join(KEY_FILE);
         std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let err = ServerIdentity::load_or_create(dir.path()).unwrap_err().to_string();
-        assert!(err.contains(&format!("chmod 600 {}", key_path.display())), "{err}");
+        let err = ServerIdentity::load_or_create(dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("chmod 600 {}", key_path.display())),
+            "{err}"
+        );
         // Also when the certificate has to be made again: nothing is written.
         std::fs::remove_file(dir.path().join(CERT_FILE)).unwrap();
         assert!(ServerIdentity::load_or_create(dir.path()).is_err());

@@ -34,13 +34,11 @@ pub use conn::{accept, connect, connect_keyed, Accepted, ReadBuffer, CONNECT_TIM
 pub use error::NetError;
 pub use fingerprint::{Fingerprint, ParseFingerprintError};
 pub use identity::ServerIdentity;
+pub use limits::{address_key, PreAuthGate, PreAuthLimits, PreAuthPermit, RateLimitedLog, Refusal};
+pub use session_key::{SessionKey, EXPORTER_LABEL};
 #[cfg(target_os = "linux")]
 pub use socket::congestion;
 pub use socket::SocketOptions;
-pub use limits::{
-    address_key, PreAuthGate, PreAuthLimits, PreAuthPermit, RateLimitedLog, Refusal,
-};
-pub use session_key::{SessionKey, EXPORTER_LABEL};
 pub use throttle::{AuthThrottle, FIRST_WAIT, FREE_FAILURES, MAX_WAIT};
 pub use token::{
     check_token_len, load_or_create_token, read_token_file, tokens_equal, MIN_TOKEN_LEN,

@@ -165,7 +165,8 @@ impl RateLimitedLog {
     pub fn note(&self, what: impl std::fmt::Display) -> Option<String> {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        let due = s.0.is_none_or(|last| now.duration_since(last) >= self.interval);
+        let due =
+            s.0.is_none_or(|last| now.duration_since(last) >= self.interval);
         if !due {
             s.1 += 1;
             return None;
@@ -202,7 +203,10 @@ mod tests {
     #[test]
     fn per_address_limit_leaves_room_for_others() {
         let g = gate(10, 2);
-        let a = [g.admit(ip("10.0.0.1")).unwrap(), g.admit(ip("10.0.0.1")).unwrap()];
+        let a = [
+            g.admit(ip("10.0.0.1")).unwrap(),
+            g.admit(ip("10.0.0.1")).unwrap(),
+        ];
         assert_eq!(
             g.admit(ip("10.0.0.1")).unwrap_err(),
             Refusal::PerAddress(ip("10.0.0.1"), 2)

@@ -7,7 +7,7 @@ use futures_util::future::try_join_all;
 use hetch_engine::wire::{read_frame_exact, read_preamble_exact, write_frame_exact};
 use hetch_engine::{BoxStream, Transport};
 use hetch_net::{KnownHosts, SocketOptions, TlsClient, Trust};
-use hetch_proto::{ErrorCode, Frame, Hello, HelloRole, SessionRequest};
+use hetch_proto::{ErrorCode, Frame, Hello, SessionRequest};
 
 /// How the client reaches and trusts a server.
 #[derive(Debug, Clone)]
@@ -24,13 +24,18 @@ pub struct ClientConfig {
     pub timeout: std::time::Duration,
 }
 
-/// Finds the client's token: `HETCH_TOKEN`, else `--token-file`.
+/// Finds the client's token: `--token-file`, else `HETCH_TOKEN`. Short tokens are
+/// refused here too, so a weak one is noticed before it is sent anywhere.
 pub fn load_token(token_file: Option<&PathBuf>) -> anyhow::Result<Vec<u8>> {
     if let Some(p) = token_file {
         return Ok(hetch_net::read_token_file(p)?);
     }
     match std::env::var("HETCH_TOKEN") {
-        Ok(t) if !t.trim().is_empty() => Ok(t.trim().as_bytes().to_vec()),
+        Ok(t) if !t.trim().is_empty() => {
+            let token = t.trim().as_bytes().to_vec();
+            hetch_net::check_token_len(&token).map_err(|e| anyhow!("HETCH_TOKEN: {e}"))?;
+            Ok(token)
+        }
         _ => bail!("no token: set HETCH_TOKEN or pass --token-file (the server prints where its token file is)"),
     }
 }
@@ -66,37 +71,35 @@ async fn open_session_now(
         }),
     };
     let tls = TlsClient::new(host, trust)?;
-    let was_pinned = tls.pinned().is_some();
-    let mut control = connect(host, cfg, Some(&tls)).await?;
-    if !was_pinned {
-        if let Some(fp) = tls.pinned() {
-            eprintln!("hetch: first connection to {host}: trusting its key {fp} from now on");
-        }
-    }
+    let (control, key) = hetch_net::connect_keyed(host, &cfg.socket, Some(&tls)).await?;
+    // Re-boxed: the engine's stream trait is its own (it does not depend on net).
+    let mut control: BoxStream = Box::new(control);
+    let key = key.ok_or_else(|| anyhow!("{host}: the control connection has no TLS key"))?;
     let streams = req.streams;
     let encrypt = req.encrypt_data;
-    let hello = Frame::Hello(Hello {
+    let hello = Frame::Hello(Hello::Control {
         token: cfg.token.clone(),
-        role: HelloRole::Control(req),
+        request: req,
     });
     // Round trips dominate set-up on long links, so the data connections are made
     // (TCP and TLS) while the control hello is answered, and all of them at once: five
     // round trips in all, whatever the number of streams. They start only after the
     // control handshake, so a first-use key is learned once, from one connection.
     let (welcome, mut data) = tokio::try_join!(
-        handshake(&mut control, host, &hello),
+        handshake(&mut control, host, &hello, &tls),
         try_join_all((0..streams).map(|_| connect(host, cfg, encrypt.then_some(&tls))))
     )?;
     let Frame::Welcome(w) = welcome else {
         bail!("{host}: unexpected answer to hello");
     };
+    // No token on data streams (they may be plain TCP): a proof bound to this
+    // control connection's TLS session, worthless for any other session.
+    let key = &key;
     try_join_all(data.iter_mut().zip(0..streams).map(|(s, index)| {
-        let hello = Frame::Hello(Hello {
-            token: cfg.token.clone(),
-            role: HelloRole::Data {
-                session: w.session,
-                index,
-            },
+        let hello = Frame::Hello(Hello::Data {
+            session: w.session,
+            index,
+            proof: key.stream_proof(&w.session, index),
         });
         async move {
             write_frame_exact(s, host, true, &hello).await?;
@@ -108,6 +111,7 @@ async fn open_session_now(
         control,
         data,
         peer: host.to_string(),
+        data_mac: (!encrypt).then(|| key.frame_mac_key()),
     })
 }
 
@@ -121,13 +125,24 @@ async fn connect(
 }
 
 /// Sends preamble and hello; returns the server's answer, turning an error frame into a
-/// one-line error naming the host.
-async fn handshake(s: &mut BoxStream, host: &str, hello: &Frame) -> anyhow::Result<Frame> {
+/// one-line error naming the host. A key learned on first use is recorded only once the
+/// server has answered with a hetch preamble and frame: a TLS server that is something
+/// else leaves no known-hosts entry.
+async fn handshake(
+    s: &mut BoxStream,
+    host: &str,
+    hello: &Frame,
+    tls: &TlsClient,
+) -> anyhow::Result<Frame> {
     write_frame_exact(s, host, true, hello).await?;
     read_preamble_exact(s, host)
         .await
         .with_context(|| format!("{host} is not a hetch server (or speaks another version)"))?;
-    match read_frame_exact(s, host).await? {
+    let answer = read_frame_exact(s, host).await?;
+    if let Some(fp) = tls.record_learned()? {
+        eprintln!("hetch: first connection to {host}: trusting its key {fp} from now on");
+    }
+    match answer {
         Frame::Error(e) => {
             let what = match e.code {
                 ErrorCode::Auth => "authentication failed (wrong token?)",

@@ -125,6 +125,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         token_file: None,
         socket: SocketOptions::default(),
         engine: Options::default(),
+        limits: Default::default(),
     })
     .await?;
     let host = format!("127.0.0.1:{}", server.addr.port());

@@ -296,6 +296,18 @@ struct ServeArgs {
     /// push (stripped otherwise). Ownership is never copied.
     #[arg(long)]
     preserve_special_modes: bool,
+    /// Connections that have not authenticated yet, at most, from everyone; more are
+    /// closed at once.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    max_unauthenticated: u32,
+    /// Connections that have not authenticated yet, at most, from one address (IPv6:
+    /// one /64).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    max_unauthenticated_per_address: u32,
+    /// Seconds a connection has from accept to authentication (TLS handshake, hello,
+    /// token).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    auth_timeout: u64,
     #[command(flatten)]
     tuning: Tuning,
 }
@@ -649,6 +661,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 token_file: a.token_file,
                 socket: a.tuning.socket(),
                 engine,
+                limits: hetch_net::PreAuthLimits {
+                    max_total: a.max_unauthenticated as usize,
+                    max_per_address: a.max_unauthenticated_per_address as usize,
+                    deadline: std::time::Duration::from_secs(a.auth_timeout),
+                    ..Default::default()
+                },
             };
             let srv = server::Server::bind(cfg).await?;
             if srv.new_identity {

@@ -8,19 +8,26 @@ use std::time::Duration;
 
 use anyhow::Context;
 use hetch_engine::wire::{
-    read_frame_exact, read_preamble_exact, write_frame_exact, write_preamble_exact,
+    read_frame_limited, read_preamble_exact, write_frame_exact, write_preamble_exact,
 };
 use hetch_engine::{BoxStream, DestSpec, EngineError, Operand, Options, Progress, Transport};
-use hetch_net::{Fingerprint, ServerIdentity, SocketOptions};
+use hetch_net::{
+    AuthThrottle, Fingerprint, PreAuthGate, PreAuthLimits, PreAuthPermit, RateLimitedLog,
+    ServerIdentity, SessionKey, SocketOptions,
+};
 use hetch_proto::{
-    ErrorCode, ErrorFrame, Frame, HelloRole, Op, SessionId, SessionRequest, Welcome,
+    ErrorCode, ErrorFrame, Frame, Hello, Op, SessionId, SessionRequest, StreamProof, Welcome,
 };
 use rand::RngCore;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-/// How long a client has to open all data streams of a session, and to say hello.
+/// How long a client has to open all data streams of a session once welcomed.
 const JOIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// At most one log line per this interval about connections refused or failing before
+/// authentication: strangers must not be able to flood the log.
+const PRE_AUTH_LOG_INTERVAL: Duration = Duration::from_secs(5);
 
 /// What a server serves.
 #[derive(Debug, Clone)]
@@ -47,6 +54,8 @@ pub struct ServeConfig {
     pub socket: SocketOptions,
     /// Engine settings the server does not take from clients.
     pub engine: Options,
+    /// Limits on connections that have not authenticated yet.
+    pub limits: PreAuthLimits,
 }
 
 /// A running server.
@@ -63,9 +72,20 @@ pub struct Server {
     state: Arc<State>,
 }
 
-/// A session waiting for its data streams: whether they must be TLS, and where to
-/// hand each one (with its index).
-type Joining = (bool, SocketOptions, mpsc::Sender<(u16, BoxStream)>);
+/// A session waiting for its data streams.
+struct Joining {
+    /// Whether the data streams must be TLS.
+    encrypt: bool,
+    /// The client's socket tuning for this side's data sockets.
+    tuning: SocketOptions,
+    /// The control connection's key, which data streams prove they hold.
+    key: SessionKey,
+    /// Stream slots already given: each index joins once, so a proof seen on a plain
+    /// stream cannot be used again.
+    taken: Vec<bool>,
+    /// Where each joined stream goes, with its index.
+    tx: mpsc::Sender<(u16, BoxStream)>,
+}
 
 struct State {
     root: ServeRoot,
@@ -77,6 +97,12 @@ struct State {
     engine: Options,
     /// Sessions waiting for their data streams.
     joining: Mutex<HashMap<SessionId, Joining>>,
+    /// Unauthenticated connections.
+    gate: Arc<PreAuthGate>,
+    /// Failed tokens per address.
+    throttle: AuthThrottle,
+    /// Connections refused or failed before authentication.
+    pre_auth_log: RateLimitedLog,
 }
 
 impl Server {
@@ -116,6 +142,9 @@ impl Server {
                 socket: cfg.socket,
                 engine: cfg.engine,
                 joining: Mutex::default(),
+                gate: PreAuthGate::new(cfg.limits),
+                throttle: AuthThrottle::default(),
+                pre_auth_log: RateLimitedLog::new(PRE_AUTH_LOG_INTERVAL),
             }),
         })
     }
@@ -131,9 +160,19 @@ impl Server {
                     continue;
                 }
             };
+            // Over the limits: closed at once, before anything is read or allocated.
+            let permit = match self.state.gate.admit(peer.ip()) {
+                Ok(p) => p,
+                Err(refusal) => {
+                    drop(socket);
+                    self.state
+                        .log_pre_auth(format_args!("refused {peer}: {refusal}"));
+                    continue;
+                }
+            };
             let state = self.state.clone();
             tokio::spawn(async move {
-                if let Err(e) = handle(state, socket).await {
+                if let Err(e) = handle(state.clone(), socket, peer, permit).await {
                     let e = hetch_proto::escape_text(&e.to_string());
                     eprintln!("hetch serve: {peer}: {e}");
                 }
@@ -142,101 +181,196 @@ impl Server {
     }
 }
 
-async fn handle(state: Arc<State>, socket: tokio::net::TcpStream) -> Result<(), EngineError> {
-    let peer = socket
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
-    let accepted = tokio::time::timeout(
-        JOIN_TIMEOUT,
-        hetch_net::accept(socket, &state.socket, &state.tls),
-    )
-    .await
-    .map_err(|_| conn_err(&peer, "no hello in time"))?
-    .map_err(|e| conn_err(&peer, &e.to_string()))?;
+impl State {
+    fn log_pre_auth(&self, what: impl std::fmt::Display) {
+        if let Some(line) = self.pre_auth_log.note(what) {
+            eprintln!("hetch serve: {line}");
+        }
+    }
+}
+
+/// What an authenticated connection is.
+enum Authenticated {
+    /// The control connection of a new session.
+    Control(BoxStream, SessionRequest, SessionKey),
+    /// A data stream, already handed to its session.
+    Joined,
+}
+
+/// Serves one connection: authentication under the pre-auth deadline (its permit is
+/// held until then), then the session for a control connection.
+async fn handle(
+    state: Arc<State>,
+    socket: tokio::net::TcpStream,
+    peer: SocketAddr,
+    permit: PreAuthPermit,
+) -> Result<(), EngineError> {
+    let name = peer.to_string();
+    let deadline = state.gate.limits().deadline;
+    let authenticated = tokio::time::timeout(deadline, authenticate(&state, socket, peer)).await;
+    drop(permit);
+    let authenticated = match authenticated {
+        Ok(Ok(a)) => a,
+        Ok(Err(e)) => {
+            state.log_pre_auth(format_args!("{name}: {e}"));
+            return Ok(());
+        }
+        Err(_) => {
+            let secs = deadline.as_secs();
+            state.log_pre_auth(format_args!("{name}: not authenticated within {secs} s"));
+            return Ok(());
+        }
+    };
+    match authenticated {
+        Authenticated::Control(stream, req, key) => session(state, stream, name, req, key).await,
+        Authenticated::Joined => Ok(()),
+    }
+}
+
+/// Everything up to authentication: TLS handshake, preambles, hello, and the token
+/// check (control connections) or the session proof (data streams).
+async fn authenticate(
+    state: &State,
+    socket: tokio::net::TcpStream,
+    peer: SocketAddr,
+) -> Result<Authenticated, EngineError> {
+    let name = peer.to_string();
+    let accepted = hetch_net::accept(socket, &state.socket, &state.tls)
+        .await
+        .map_err(|e| conn_err(&name, &e.to_string()))?;
     let mut stream: BoxStream = Box::new(accepted.stream);
-    write_preamble_exact(&mut stream, &peer).await?;
-    if let Err(e) = read_preamble_exact(&mut stream, &peer).await {
+    write_preamble_exact(&mut stream, &name).await?;
+    if let Err(e) = read_preamble_exact(&mut stream, &name).await {
         if let EngineError::Proto {
             source: hetch_proto::ProtoError::Version { .. },
             ..
         } = &e
         {
-            let _ = reply_error(&mut stream, &peer, ErrorCode::Version, &e.to_string()).await;
+            let _ = reply_error(&mut stream, &name, ErrorCode::Version, &e.to_string()).await;
         }
         return Err(e);
     }
-    let hello = match tokio::time::timeout(JOIN_TIMEOUT, read_frame_exact(&mut stream, &peer)).await
-    {
-        Ok(Ok(Frame::Hello(h))) => h,
-        Ok(Ok(_)) => {
-            return reply_error(&mut stream, &peer, ErrorCode::Protocol, "expected a hello").await
-        }
-        Ok(Err(e @ EngineError::Proto { .. })) => {
+    let max_frame = state.gate.limits().max_frame;
+    let hello = match read_frame_limited(&mut stream, &name, max_frame).await {
+        Ok(Frame::Hello(h)) => h,
+        Ok(_) => return refuse(&mut stream, &name, ErrorCode::Protocol, "expected a hello").await,
+        Err(e @ EngineError::Proto { .. }) => {
             // Say why before hanging up, so the client sees more than a reset.
-            let _ = reply_error(&mut stream, &peer, ErrorCode::Protocol, &e.to_string()).await;
+            let _ = reply_error(&mut stream, &name, ErrorCode::Protocol, &e.to_string()).await;
             return Err(e);
         }
-        Ok(Err(e)) => return Err(e),
-        Err(_) => return Err(conn_err(&peer, "no hello in time")),
+        Err(e) => return Err(e),
     };
-    if !hetch_net::tokens_equal(&hello.token, &state.token) {
-        return reply_error(
-            &mut stream,
-            &peer,
-            ErrorCode::Auth,
-            "authentication failed: wrong token",
-        )
-        .await;
-    }
-    match hello.role {
-        HelloRole::Control(req) => {
-            if !accepted.encrypted {
-                return reply_error(
+    let accepted = AcceptedRest {
+        encrypted: accepted.encrypted,
+        key: accepted.key,
+        read_buffer: accepted.read_buffer,
+        socket: accepted.socket,
+    };
+    match hello {
+        Hello::Control { token, request } => {
+            // A plain connection is refused before its token is looked at: the token
+            // must never be checked (or be useful) outside TLS, and the answer is the
+            // same whether it was right or wrong.
+            let Some(key) = accepted.key else {
+                return refuse(
                     &mut stream,
-                    &peer,
+                    &name,
                     ErrorCode::Protocol,
                     "control connections must use TLS",
                 )
                 .await;
+            };
+            let ip = peer.ip();
+            if let Err(wait) = state.throttle.check(ip) {
+                let msg = format!(
+                    "too many failed attempts from {}, retry in {} s",
+                    ip.to_canonical(),
+                    wait.as_secs() + 1
+                );
+                return refuse(&mut stream, &name, ErrorCode::Auth, &msg).await;
             }
-            session(state, stream, peer, req).await
+            if !hetch_net::tokens_equal(&token, &state.token) {
+                state.throttle.failed(ip);
+                let msg = "authentication failed: wrong token";
+                return refuse(&mut stream, &name, ErrorCode::Auth, msg).await;
+            }
+            state.throttle.succeeded(ip);
+            accepted.read_buffer.grow();
+            Ok(Authenticated::Control(stream, request, key))
         }
-        HelloRole::Data { session, index } => {
-            let joined = state
-                .joining
-                .lock()
-                .expect("joining lock")
-                .get(&session)
-                .cloned();
-            match joined {
-                Some((encrypt, tuning, tx)) if encrypt == accepted.encrypted => {
-                    // The client's --cc/--sndbuf/--rcvbuf apply to this side's data
-                    // sockets too, so that the sender of a pull is tuned as asked.
-                    if tuning != SocketOptions::default() {
-                        if let Err(e) = tuning.apply_fd(&accepted.socket, &peer) {
-                            let msg = e.to_string();
-                            return reply_error(&mut stream, &peer, ErrorCode::Other, &msg).await;
+        Hello::Data {
+            session,
+            index,
+            proof,
+        } => join(state, stream, &name, accepted, (session, index, proof)).await,
+    }
+}
+
+/// The parts of an [`hetch_net::Accepted`] still needed once its stream is taken.
+struct AcceptedRest {
+    encrypted: bool,
+    key: Option<SessionKey>,
+    read_buffer: hetch_net::ReadBuffer,
+    socket: socket2::Socket,
+}
+
+/// Hands a data stream to its session, once its proof checks and its slot is free.
+async fn join(
+    state: &State,
+    mut stream: BoxStream,
+    name: &str,
+    accepted: AcceptedRest,
+    (session, index, proof): (SessionId, u16, StreamProof),
+) -> Result<Authenticated, EngineError> {
+    let claimed = {
+        let mut joining = state.joining.lock().expect("joining lock");
+        match joining.get_mut(&session) {
+            // One answer for both: which session ids exist is nobody else's business.
+            Some(j) if j.key.proof_matches(&session, index, &proof) => {
+                if j.encrypt != accepted.encrypted {
+                    Err("data stream encryption does not match the session")
+                } else {
+                    match j.taken.get_mut(usize::from(index)) {
+                        None => Err("bad stream index"),
+                        Some(true) => Err("stream index already joined"),
+                        Some(t) => {
+                            *t = true;
+                            Ok((j.tuning.clone(), j.tx.clone()))
                         }
                     }
-                    let _ = tx.send((index, stream)).await;
-                    Ok(())
-                }
-                Some(_) => {
-                    reply_error(
-                        &mut stream,
-                        &peer,
-                        ErrorCode::Protocol,
-                        "data stream encryption does not match the session",
-                    )
-                    .await
-                }
-                None => {
-                    reply_error(&mut stream, &peer, ErrorCode::Protocol, "unknown session").await
                 }
             }
+            _ => Err("data stream refused: no such session, or a wrong proof"),
+        }
+    };
+    let (tuning, tx) = match claimed {
+        Ok(c) => c,
+        Err(msg) => return refuse(&mut stream, name, ErrorCode::Protocol, msg).await,
+    };
+    // The client's --cc/--sndbuf/--rcvbuf apply to this side's data sockets too, so
+    // that the sender of a pull is tuned as asked.
+    if tuning != SocketOptions::default() {
+        if let Err(e) = tuning.apply_fd(&accepted.socket, name) {
+            let msg = e.to_string();
+            return refuse(&mut stream, name, ErrorCode::Other, &msg).await;
         }
     }
+    accepted.read_buffer.grow();
+    let _ = tx.send((index, stream)).await;
+    Ok(Authenticated::Joined)
+}
+
+/// [`reply_error`] for a connection that is being refused.
+async fn refuse(
+    stream: &mut BoxStream,
+    peer: &str,
+    code: ErrorCode,
+    message: &str,
+) -> Result<Authenticated, EngineError> {
+    Err(reply_error(stream, peer, code, message)
+        .await
+        .expect_err("reply_error always fails"))
 }
 
 async fn session(
@@ -244,6 +378,7 @@ async fn session(
     mut control: BoxStream,
     peer: String,
     req: SessionRequest,
+    key: SessionKey,
 ) -> Result<(), EngineError> {
     if req.streams == 0 || req.streams > 256 {
         return reply_error(
@@ -265,11 +400,17 @@ async fn session(
     let mut id = [0u8; 16];
     rand::rng().fill_bytes(&mut id);
     let (tx, mut rx) = mpsc::channel(req.streams as usize);
-    state
-        .joining
-        .lock()
-        .expect("joining lock")
-        .insert(id, (req.encrypt_data, requested_tuning(&req), tx));
+    let data_mac = (!req.encrypt_data).then(|| key.frame_mac_key());
+    state.joining.lock().expect("joining lock").insert(
+        id,
+        Joining {
+            encrypt: req.encrypt_data,
+            tuning: requested_tuning(&req),
+            key,
+            taken: vec![false; usize::from(req.streams)],
+            tx,
+        },
+    );
     let welcome = Frame::Welcome(Welcome {
         session: id,
         server: format!("hetch {}", env!("CARGO_PKG_VERSION")),
@@ -329,6 +470,7 @@ async fn session(
         control,
         data,
         peer: peer.clone(),
+        data_mac,
     };
     let progress = Arc::new(Progress::default());
     let started = std::time::Instant::now();

@@ -78,7 +78,7 @@ fn unreachable_host() {
     let src = small_tree(&t.path().join("src"));
     let dst = Tree::new(t.path().join("dst"));
     let host = format!("127.0.0.1:{}", closed_port());
-    let env = [("HETCH_TOKEN", "whatever")];
+    let env = [("HETCH_TOKEN", "any token long enough")];
 
     let push = hetch(
         &args![
@@ -130,7 +130,7 @@ fn wrong_token() {
             &src.root,
             srv.url("tree")
         ],
-        &[("HETCH_TOKEN", "not-the-token")],
+        &[("HETCH_TOKEN", "not-the-token-at-all")],
     );
     out.expect_code(1);
     out.one_line_naming(&[&srv.addr]);
@@ -625,7 +625,7 @@ fn expect_peer_failure(addr: &str, what: &str) {
     let src = small_tree(&t.path().join("src"));
     let local = Tree::new(t.path().join("local"));
     let before = snapshot(&local.root);
-    let env = [("HETCH_TOKEN", "t")];
+    let env = [("HETCH_TOKEN", "any token long enough")];
     let out = hetch(
         &args![
             "cp",
@@ -697,7 +697,7 @@ fn silent_peer_does_not_hang_the_client() {
             &src.root,
             format!("hetch://{addr}/x")
         ],
-        &[("HETCH_TOKEN", "t")],
+        &[("HETCH_TOKEN", "any token long enough")],
     )
     .wait_at_most(Duration::from_secs(150));
     out.expect_code(1);
@@ -919,7 +919,7 @@ fn invalid_block_size_or_url_exits_2() {
     out.expect_code(2);
     let out = hetch(
         &args!["cp", &src.root, "hetch://host:port/x"],
-        &[("HETCH_TOKEN", "t")],
+        &[("HETCH_TOKEN", "any token long enough")],
     );
     out.expect_code(2);
     assert!(!t.path().join("x").exists());

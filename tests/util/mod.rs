@@ -499,6 +499,11 @@ impl Server {
         spawn(&full, &e)
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether the server process is still running.
     pub fn alive(&mut self) -> bool {
         self.child.try_wait().expect("try_wait").is_none()

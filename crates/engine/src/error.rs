@@ -33,6 +33,15 @@ pub enum EngineError {
         /// What was unexpected.
         what: String,
     },
+    /// A frame on a plain data stream failed its MAC: the bytes were changed (or
+    /// dropped, repeated, reordered) between the peer and us.
+    #[error("data stream from {peer} failed its integrity check ({what}): the bytes were altered on the way; ending the session")]
+    Tampered {
+        /// The peer.
+        peer: String,
+        /// Which frame.
+        what: String,
+    },
     /// The peer reported a fatal error.
     #[error("{peer}: {message}")]
     Peer {
@@ -77,7 +86,9 @@ impl EngineError {
             EngineError::Storage(StorageError::WrongType { .. }) => ErrorCode::Path,
             EngineError::Destination(_) => ErrorCode::Path,
             EngineError::Storage(_) => ErrorCode::Io,
-            EngineError::Proto { .. } | EngineError::Unexpected { .. } => ErrorCode::Protocol,
+            EngineError::Proto { .. }
+            | EngineError::Unexpected { .. }
+            | EngineError::Tampered { .. } => ErrorCode::Protocol,
             EngineError::Peer { code, .. } => *code,
             EngineError::Connection { .. } => ErrorCode::Other,
             EngineError::Object(_) => ErrorCode::Io,

@@ -20,7 +20,7 @@ use hetch_proto::{
 };
 use tokio::io::split;
 
-use crate::wire::{FrameReader, FrameWriter};
+use crate::wire::{FrameMac, FrameReader, FrameWriter};
 use crate::{BoxStream, DestSpec, Operand, Options, Progress, Transport};
 
 /// Block size of fuzzed sessions: small, so boundaries are cheap to reach.
@@ -154,16 +154,31 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
-/// A pair of in-memory transports: (ours, the engine's).
-fn transports() -> (Transport, Transport) {
+/// The data-frame key of fuzzed sessions that protect plain data streams.
+const MAC_KEY: [u8; 32] = [0x42; 32];
+
+/// A pair of in-memory transports, (ours, the engine's), the engine's data stream
+/// MAC-protected (as `--no-encrypt` streams are) when `mac`.
+fn transports(mac: bool) -> (Transport, Transport) {
     let (c1, c2) = tokio::io::duplex(1 << 20);
     let (d1, d2) = tokio::io::duplex(1 << 20);
     let t = |c, d| Transport {
         control: Box::new(c) as BoxStream,
         data: vec![Box::new(d) as BoxStream],
         peer: "fuzzed peer".into(),
+        data_mac: mac.then_some(MAC_KEY),
     };
     (t(c1, d1), t(c2, d2))
+}
+
+/// How a fuzzed source protects its data stream: not at all (and the sink expects
+/// nothing), rightly, or with the key of another stream (every frame must be refused).
+fn our_mac(c: &mut Choices<'_>) -> (bool, Option<FrameMac>) {
+    match c.byte() % 4 {
+        0 => (true, Some(FrameMac::for_stream(&MAC_KEY, 0))),
+        1 => (true, Some(FrameMac::for_stream(&MAC_KEY, 1))),
+        _ => (false, None),
+    }
 }
 
 fn options(c: &mut Choices<'_>) -> Options {
@@ -181,6 +196,7 @@ fn options(c: &mut Choices<'_>) -> Options {
 pub fn sink_session(data: &[u8]) {
     let mut c = Choices { data };
     let opts = options(&mut c);
+    let (mac, ours_mac) = our_mac(&mut c);
     let t = tempfile::tempdir().expect("tempdir");
     let dest = t.path().join("dest");
     std::fs::create_dir(&dest).expect("dest");
@@ -192,12 +208,13 @@ pub fn sink_session(data: &[u8]) {
         as_operand: opts.compare_only,
     };
     runtime().block_on(async move {
-        let (ours, theirs) = transports();
+        let (ours, theirs) = transports(mac);
         let sink = tokio::spawn(crate::run_sink(opts, spec, theirs, Arc::default()));
         let (ctl_r, ctl_w) = split(ours.control);
         let drain = tokio::spawn(drain(FrameReader::new(ctl_r, "sink")));
         let mut ctl = FrameWriter::new(ctl_w, "sink");
-        let mut data_w = FrameWriter::new(ours.data.into_iter().next().expect("one"), "sink");
+        let data = ours.data.into_iter().next().expect("one");
+        let mut data_w = FrameWriter::new(data, "sink").with_mac(ours_mac);
         let mut next_id = 1;
         while !c.done() {
             let frame = match c.byte() % 11 {
@@ -289,7 +306,7 @@ pub fn source_session(data: &[u8]) {
     let src = t.path().join("src");
     make_tree(&src);
     runtime().block_on(async move {
-        let (ours, theirs) = transports();
+        let (ours, theirs) = transports(false);
         let operands = vec![Operand::Local(src)];
         let source = tokio::spawn(crate::run_source_from(
             opts,

@@ -73,4 +73,19 @@ pub struct Transport {
     pub data: Vec<BoxStream>,
     /// Name of the peer for error messages ("host:port" or "local").
     pub peer: String,
+    /// Key of the per-frame MAC on the data streams, when they are plain TCP
+    /// (`--no-encrypt`); `None` when TLS (or a local pipe) protects them.
+    pub data_mac: Option<[u8; 32]>,
+}
+
+impl Transport {
+    /// The data streams, each with its frame MAC (if any).
+    pub(crate) fn data_streams(
+        data: Vec<BoxStream>,
+        key: Option<[u8; 32]>,
+    ) -> impl Iterator<Item = (BoxStream, Option<wire::FrameMac>)> {
+        data.into_iter()
+            .enumerate()
+            .map(move |(i, s)| (s, key.as_ref().map(|k| wire::FrameMac::for_stream(k, i))))
+    }
 }

@@ -47,11 +47,13 @@ pub async fn copy_between(
         control: Box::new(c1),
         data: src_data,
         peer: "local receiver".into(),
+        data_mac: None,
     };
     let dst = Transport {
         control: Box::new(c2),
         data: dst_data,
         peer: "local sender".into(),
+        data_mac: None,
     };
     let sink_progress = Arc::new(Progress::default());
     // The source writes manifest lines from the sink's reports; the sink must not too.

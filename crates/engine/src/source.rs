@@ -239,9 +239,10 @@ pub async fn run_source_from(
         }
         Ok(())
     });
-    for stream in transport.data {
+    for (stream, mac) in Transport::data_streams(transport.data, transport.data_mac) {
         tasks.spawn(stream_writer(
             stream,
+            mac,
             data_rx.clone(),
             limiter.clone(),
             shared.clone(),
@@ -851,11 +852,12 @@ async fn read_object(
 
 async fn stream_writer(
     stream: BoxStream,
+    mac: Option<crate::wire::FrameMac>,
     rx: async_channel::Receiver<OutBlock>,
     limiter: Option<Arc<RateLimiter>>,
     shared: Arc<Shared>,
 ) -> Result<(), EngineError> {
-    let mut w = FrameWriter::new(stream, &shared.peer);
+    let mut w = FrameWriter::new(stream, &shared.peer).with_mac(mac);
     loop {
         let block = match rx.try_recv() {
             Ok(b) => b,

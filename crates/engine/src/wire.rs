@@ -3,6 +3,14 @@
 //! Data payloads are read straight into pooled buffers and written straight from them,
 //! without an intermediate copy; control frames are small and go through a scratch
 //! buffer.
+//!
+//! Plain (`--no-encrypt`) data streams carry a MAC per frame ([`FrameMac`]): a
+//! [`MAC_LEN`]-byte tag after the header and fixed fields of a data frame (before its
+//! payload), or after the body of a control frame. The tag covers those bytes and the
+//! frame's sequence number on its stream, so a frame cannot be changed, dropped,
+//! repeated, reordered or moved to another stream unnoticed. A data payload is not
+//! covered itself: the block digest is, and the sink checks the payload against it
+//! (unless `--verify none`, which therefore leaves plain payloads unprotected).
 
 use hetch_proto::{self as proto, DataHeader, Frame, FrameKind};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
@@ -12,6 +20,57 @@ use crate::pool::{BufferPool, PooledBuf};
 
 /// Buffer size of frame readers and writers.
 const IO_BUF: usize = 256 << 10;
+
+/// Bytes of the tag after each frame on a MAC-protected stream (128 bits).
+pub const MAC_LEN: usize = 16;
+
+/// The per-frame MAC state of one direction of one stream.
+#[derive(Clone)]
+pub struct FrameMac {
+    key: [u8; 32],
+    seq: u64,
+}
+
+impl std::fmt::Debug for FrameMac {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrameMac")
+            .field("seq", &self.seq)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FrameMac {
+    /// The MAC of data stream `index` of a session whose data-frame key is
+    /// `session_key`: every stream gets its own key, so frames cannot move between
+    /// streams.
+    pub fn for_stream(session_key: &[u8; 32], index: usize) -> Self {
+        let mut material = session_key.to_vec();
+        material.extend_from_slice(&(index as u64).to_le_bytes());
+        FrameMac {
+            key: blake3::derive_key("hetch 2025-06 data-stream frame MAC", &material),
+            seq: 0,
+        }
+    }
+
+    /// The tag of the next frame, whose authenticated bytes are `parts`.
+    fn next_tag(&mut self, parts: &[&[u8]]) -> [u8; MAC_LEN] {
+        let mut h = blake3::Hasher::new_keyed(&self.key);
+        h.update(&self.seq.to_le_bytes());
+        for p in parts {
+            h.update(p);
+        }
+        self.seq += 1;
+        let mut tag = [0u8; MAC_LEN];
+        tag.copy_from_slice(&h.finalize().as_bytes()[..MAC_LEN]);
+        tag
+    }
+}
+
+/// Constant-time tag comparison.
+fn tags_equal(a: &[u8; MAC_LEN], b: &[u8; MAC_LEN]) -> bool {
+    let diff = a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
 
 /// A frame as received.
 #[derive(Debug)]
@@ -26,6 +85,7 @@ pub enum Incoming {
 pub struct FrameReader<R> {
     r: BufReader<R>,
     peer: String,
+    mac: Option<FrameMac>,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
@@ -34,7 +94,38 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         FrameReader {
             r: BufReader::with_capacity(IO_BUF, r),
             peer: peer.to_string(),
+            mac: None,
         }
+    }
+
+    /// Checks every frame's tag with `mac` (plain data streams); `None` for streams
+    /// that TLS protects.
+    pub fn with_mac(mut self, mac: Option<FrameMac>) -> Self {
+        self.mac = mac;
+        self
+    }
+
+    /// Reads the tag that follows `parts` and checks it.
+    async fn check_tag(&mut self, parts: &[&[u8]], what: &str) -> Result<(), EngineError> {
+        let Some(mac) = &mut self.mac else {
+            return Ok(());
+        };
+        let expected = mac.next_tag(parts);
+        let mut tag = [0u8; MAC_LEN];
+        self.r
+            .read_exact(&mut tag)
+            .await
+            .map_err(|e| EngineError::Connection {
+                peer: self.peer.clone(),
+                source: e,
+            })?;
+        if !tags_equal(&tag, &expected) {
+            return Err(EngineError::Tampered {
+                peer: self.peer.clone(),
+                what: format!("{what} has a wrong MAC"),
+            });
+        }
+        Ok(())
     }
 
     fn conn(&self, e: std::io::Error) -> EngineError {
@@ -80,6 +171,8 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 .read_exact(&mut fixed)
                 .await
                 .map_err(|e| self.conn(e))?;
+            // Checked before anything is decoded or a buffer taken for the payload.
+            self.check_tag(&[&h, &fixed], "a data frame").await?;
             let dh = proto::decode_data_fixed(&fixed).map_err(|e| self.proto(e))?;
             let len = header.len as usize - proto::DATA_FIXED_LEN;
             proto::check_data_payload(&dh, len).map_err(|e| self.proto(e))?;
@@ -98,6 +191,8 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             .read_exact(&mut body)
             .await
             .map_err(|e| self.conn(e))?;
+        self.check_tag(&[&h, &body], &format!("a {} frame", header.kind.name()))
+            .await?;
         let frame = proto::decode_body(header.kind, &body).map_err(|e| self.proto(e))?;
         Ok(Some(Incoming::Frame(frame)))
     }
@@ -118,6 +213,7 @@ pub struct FrameWriter<W> {
     w: BufWriter<W>,
     scratch: Vec<u8>,
     peer: String,
+    mac: Option<FrameMac>,
 }
 
 impl<W: AsyncWrite + Unpin> FrameWriter<W> {
@@ -127,7 +223,15 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
             w: BufWriter::with_capacity(IO_BUF, w),
             scratch: Vec::new(),
             peer: peer.to_string(),
+            mac: None,
         }
+    }
+
+    /// Appends a tag made with `mac` to every frame (plain data streams); `None` for
+    /// streams that TLS protects.
+    pub fn with_mac(mut self, mac: Option<FrameMac>) -> Self {
+        self.mac = mac;
+        self
     }
 
     fn conn(&self, e: std::io::Error) -> EngineError {
@@ -141,6 +245,10 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     pub async fn send(&mut self, frame: &Frame) -> Result<(), EngineError> {
         self.scratch.clear();
         proto::encode(frame, &mut self.scratch);
+        if let Some(mac) = &mut self.mac {
+            let tag = mac.next_tag(&[&self.scratch]);
+            self.scratch.extend_from_slice(&tag);
+        }
         let r = self.w.write_all(&self.scratch).await;
         r.map_err(|e| self.conn(e))
     }
@@ -149,6 +257,10 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     pub async fn send_data(&mut self, h: &DataHeader, payload: &[u8]) -> Result<(), EngineError> {
         let prefix = proto::encode_data_prefix(h, payload.len());
         self.w.write_all(&prefix).await.map_err(|e| self.conn(e))?;
+        if let Some(mac) = &mut self.mac {
+            let tag = mac.next_tag(&[&prefix]);
+            self.w.write_all(&tag).await.map_err(|e| self.conn(e))?;
+        }
         self.w.write_all(payload).await.map_err(|e| self.conn(e))
     }
 
@@ -169,6 +281,17 @@ pub async fn read_frame_exact<R: AsyncRead + Unpin>(
     r: &mut R,
     peer: &str,
 ) -> Result<Frame, EngineError> {
+    read_frame_limited(r, peer, usize::MAX).await
+}
+
+/// [`read_frame_exact`] refusing bodies longer than `max_len` before reading them, for
+/// peers that have not authenticated yet. The body buffer grows with the bytes that
+/// actually arrive, never with what the header announces.
+pub async fn read_frame_limited<R: AsyncRead + Unpin>(
+    r: &mut R,
+    peer: &str,
+    max_len: usize,
+) -> Result<Frame, EngineError> {
     let conn = |e: std::io::Error| EngineError::Connection {
         peer: peer.to_string(),
         source: e,
@@ -186,8 +309,22 @@ pub async fn read_frame_exact<R: AsyncRead + Unpin>(
             what: "data frame during the handshake".into(),
         });
     }
-    let mut body = vec![0u8; header.len as usize];
-    r.read_exact(&mut body).await.map_err(conn)?;
+    if header.len as usize > max_len {
+        return Err(proto_err(proto::ProtoError::TooLong {
+            kind: header.kind as u8,
+            len: header.len,
+            max: max_len,
+        }));
+    }
+    let mut body = Vec::new();
+    let got = r
+        .take(u64::from(header.len))
+        .read_to_end(&mut body)
+        .await
+        .map_err(conn)?;
+    if got != header.len as usize {
+        return Err(conn(std::io::ErrorKind::UnexpectedEof.into()));
+    }
     proto::decode_body(header.kind, &body).map_err(proto_err)
 }
 
@@ -249,4 +386,140 @@ pub async fn write_frame_exact<W: AsyncWrite + Unpin>(
     };
     w.write_all(&bytes).await.map_err(conn)?;
     w.flush().await.map_err(conn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hetch_proto::DIGEST_LEN;
+
+    /// Before authentication a header announcing more than the limit is refused at
+    /// once, without waiting for (or allocating) the body.
+    #[tokio::test]
+    async fn limited_read_refuses_long_frames_from_the_header() {
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&(1u32 << 24).to_le_bytes());
+        bytes.push(proto::FrameKind::Hello as u8);
+        let mut r = &bytes[..];
+        let err = read_frame_limited(&mut r, "peer", 64 << 10)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                EngineError::Proto {
+                    source: proto::ProtoError::TooLong { .. },
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        // A body that ends early is a connection error, not a frame.
+        let mut short = Vec::new();
+        short.extend_from_slice(&10u32.to_le_bytes());
+        short.push(proto::FrameKind::Hello as u8);
+        short.extend_from_slice(&[0; 4]);
+        let mut r = &short[..];
+        let err = read_frame_limited(&mut r, "peer", 64 << 10)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, EngineError::Connection { .. }), "{err}");
+    }
+
+    fn block(i: u64) -> (DataHeader, Vec<u8>) {
+        let payload = vec![i as u8; 100];
+        let h = DataHeader {
+            file: 7,
+            block: i,
+            digest: *blake3::hash(&payload).as_bytes(),
+            zero: false,
+            zero_len: 0,
+        };
+        (h, payload)
+    }
+
+    /// The bytes a MAC-protected writer puts on stream `index` for blocks 0 and 1 and a
+    /// stream end.
+    async fn written(index: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut w = FrameWriter::new(&mut out, "test")
+            .with_mac(Some(FrameMac::for_stream(&[5; 32], index)));
+        for i in 0..2 {
+            let (h, p) = block(i);
+            w.send_data(&h, &p).await.unwrap();
+        }
+        w.send(&Frame::StreamEnd).await.unwrap();
+        w.flush().await.unwrap();
+        drop(w);
+        out
+    }
+
+    /// Reads every frame of `bytes` as stream `index`; the error if one is refused.
+    async fn read_all(bytes: &[u8], index: usize) -> Result<Vec<u64>, EngineError> {
+        let pool = BufferPool::new(1 << 20);
+        let mut r =
+            FrameReader::new(bytes, "peer").with_mac(Some(FrameMac::for_stream(&[5; 32], index)));
+        let mut blocks = Vec::new();
+        while let Some(f) = r.next(Some(&pool)).await? {
+            match f {
+                Incoming::Data(h, p) => {
+                    assert_eq!(&p.unwrap()[..], &block(h.block).1[..]);
+                    blocks.push(h.block);
+                }
+                Incoming::Frame(f) => assert_eq!(f, Frame::StreamEnd),
+            }
+        }
+        Ok(blocks)
+    }
+
+    fn tampered(r: Result<Vec<u64>, EngineError>) -> String {
+        match r {
+            Err(e @ EngineError::Tampered { .. }) => {
+                let msg = e.to_string();
+                assert!(msg.contains("peer"), "{msg}");
+                msg
+            }
+            other => panic!("not refused as tampered: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn protected_frames_round_trip() {
+        let bytes = written(0).await;
+        let plain_len = 2 * (proto::HEADER_LEN + proto::DATA_FIXED_LEN + 100) + proto::HEADER_LEN;
+        assert_eq!(bytes.len(), plain_len + 3 * MAC_LEN);
+        assert_eq!(read_all(&bytes, 0).await.unwrap(), [0, 1]);
+    }
+
+    /// Changing a block and its digest together is caught by the MAC.
+    #[tokio::test]
+    async fn block_and_digest_changed_together_is_refused() {
+        let mut bytes = written(0).await;
+        let digest_at = proto::HEADER_LEN + 16;
+        let payload_at = proto::HEADER_LEN + proto::DATA_FIXED_LEN + MAC_LEN;
+        bytes[payload_at] ^= 1;
+        let forged = blake3::hash(&bytes[payload_at..payload_at + 100]);
+        bytes[digest_at..digest_at + DIGEST_LEN].copy_from_slice(forged.as_bytes());
+        let msg = tampered(read_all(&bytes, 0).await);
+        assert!(msg.contains("data frame"), "{msg}");
+    }
+
+    #[tokio::test]
+    async fn dropped_reordered_or_moved_frames_are_refused() {
+        let bytes = written(0).await;
+        let frame = proto::HEADER_LEN + proto::DATA_FIXED_LEN + MAC_LEN + 100;
+        // Block 1 without block 0, and block 1 before block 0.
+        tampered(read_all(&bytes[frame..], 0).await);
+        let mut swapped = bytes[frame..2 * frame].to_vec();
+        swapped.extend_from_slice(&bytes[..frame]);
+        swapped.extend_from_slice(&bytes[2 * frame..]);
+        tampered(read_all(&swapped, 0).await);
+        // The same frames on another stream of the session.
+        tampered(read_all(&bytes, 1).await);
+        // A stream end that was not sent.
+        let mut cut = bytes[..frame].to_vec();
+        cut.extend_from_slice(&[0, 0, 0, 0, proto::FrameKind::StreamEnd as u8]);
+        cut.extend_from_slice(&[0; MAC_LEN]);
+        tampered(read_all(&cut, 0).await);
+    }
 }

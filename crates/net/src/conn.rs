@@ -2,12 +2,14 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{TcpSocket, TcpStream};
 
-use crate::{BoxStream, NetError, SocketOptions, TlsClient};
+use crate::growbuf::GrowBuf;
+use crate::{BoxStream, NetError, SessionKey, SocketOptions, TlsClient};
 
 /// How long one TCP connection attempt (and name resolution) may take, so an
 /// unreachable or firewalled host fails with a clear error instead of the kernel's
@@ -18,8 +20,8 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 
 /// Connects to `host` (`host:port`), applies `opts`, and wraps the socket in TLS when
-/// `tls` is given. A first-use fingerprint is recorded after a successful handshake;
-/// a mismatch is [`NetError::HostKeyChanged`].
+/// `tls` is given. A first-use fingerprint is learned after a successful handshake
+/// (see [`TlsClient::record_learned`]); a mismatch is [`NetError::HostKeyChanged`].
 ///
 /// Every resolved address is tried in turn, each for at most [`CONNECT_TIMEOUT`]. The
 /// options are applied before the TCP handshake so the receive buffer takes part in
@@ -30,10 +32,23 @@ pub async fn connect(
     opts: &SocketOptions,
     tls: Option<&TlsClient>,
 ) -> Result<BoxStream, NetError> {
+    Ok(connect_keyed(host, opts, tls).await?.0)
+}
+
+/// [`connect`], also returning the TLS connection's [`SessionKey`] (`None` without
+/// TLS): the control connection's key authenticates the session's data streams.
+pub async fn connect_keyed(
+    host: &str,
+    opts: &SocketOptions,
+    tls: Option<&TlsClient>,
+) -> Result<(BoxStream, Option<SessionKey>), NetError> {
     let tcp = connect_tcp(host, opts).await?;
     match tls {
-        Some(client) => client.handshake(tcp).await,
-        None => Ok(Box::new(tcp)),
+        Some(client) => {
+            let (stream, key) = client.handshake(tcp).await?;
+            Ok((stream, Some(key)))
+        }
+        None => Ok((Box::new(tcp), None)),
     }
 }
 
@@ -77,11 +92,31 @@ fn timed_out(what: &str) -> io::Error {
 
 /// Bytes read from the socket at once under TLS. rustls asks for one record (~16 KiB)
 /// per read; a buffer underneath turns sixteen such system calls into one.
-const TLS_READ_BUFFER: usize = 256 << 10;
+pub(crate) const TLS_READ_BUFFER: usize = 256 << 10;
 
-/// Wraps a TCP stream in a read buffer for use under TLS (writes pass straight through).
-pub(crate) fn read_buffered(tcp: TcpStream) -> tokio::io::BufReader<TcpStream> {
-    tokio::io::BufReader::with_capacity(TLS_READ_BUFFER, tcp)
+/// The read buffer of a connection that has not authenticated yet: enough for the
+/// handshake, small enough that thousands of strangers cost little memory.
+const PRE_AUTH_READ_BUFFER: usize = 4 << 10;
+
+/// Wraps a TCP stream in a read buffer of `size` bytes for use under TLS (writes pass
+/// straight through); the handle grows it later.
+pub(crate) fn read_buffered(tcp: TcpStream, size: usize) -> (GrowBuf<TcpStream>, ReadBuffer) {
+    let want = Arc::new(AtomicUsize::new(size));
+    (GrowBuf::new(tcp, want.clone()), ReadBuffer(Some(want)))
+}
+
+/// Grows the read buffer under an accepted TLS connection to its full size, once the
+/// peer has authenticated: strangers never get the server to allocate it.
+#[derive(Debug, Clone)]
+pub struct ReadBuffer(Option<Arc<AtomicUsize>>);
+
+impl ReadBuffer {
+    /// Switches to the full-size buffer (at the next refill).
+    pub fn grow(&self) {
+        if let Some(want) = &self.0 {
+            want.store(TLS_READ_BUFFER, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Accepted connection: the stream, whether it is TLS, and the peer address.
@@ -90,6 +125,10 @@ pub struct Accepted {
     pub stream: BoxStream,
     /// True when the client started TLS.
     pub encrypted: bool,
+    /// The TLS connection's exported key (`None` for plain TCP).
+    pub key: Option<SessionKey>,
+    /// Grows the read buffer once the peer has authenticated.
+    pub read_buffer: ReadBuffer,
     /// Peer address, for logs.
     pub peer: SocketAddr,
     /// Another handle to the same TCP socket, for tuning it after the handshake (the
@@ -110,8 +149,9 @@ impl std::fmt::Debug for Accepted {
 /// the TLS handshake when it is a TLS record (0x16); otherwise returns the plain stream.
 ///
 /// This waits for the client's first byte and has no timeout of its own: run it in a
-/// task per connection (under a timeout) so a silent client cannot hold up the accept
-/// loop. Whether a plain connection is acceptable is the caller's decision. Errors
+/// task per connection (under the pre-authentication deadline) so a silent client
+/// cannot hold up the accept loop. Before authentication a TLS connection reads
+/// through a small buffer; [`Accepted::read_buffer`] grows it afterwards. Whether a plain connection is acceptable is the caller's decision. Errors
 /// name the peer address.
 pub async fn accept(
     socket: TcpStream,
@@ -152,20 +192,28 @@ pub async fn accept(
         return Ok(Accepted {
             stream: Box::new(socket),
             encrypted: false,
+            key: None,
+            read_buffer: ReadBuffer(None),
             peer,
             socket: tune,
         });
     }
+    let (buffered, read_buffer) = read_buffered(socket, PRE_AUTH_READ_BUFFER);
+    let tls_error = |reason: String| NetError::Tls {
+        host: host.clone(),
+        reason,
+    };
     let stream = tokio_rustls::TlsAcceptor::from(tls.clone())
-        .accept(read_buffered(socket))
+        .accept(buffered)
         .await
-        .map_err(|e| NetError::Tls {
-            host,
-            reason: e.to_string(),
-        })?;
+        .map_err(|e| tls_error(e.to_string()))?;
+    let key = SessionKey::export(stream.get_ref().1)
+        .map_err(|e| tls_error(format!("cannot export the session key: {e}")))?;
     Ok(Accepted {
         stream: Box::new(stream),
         encrypted: true,
+        key: Some(key),
+        read_buffer,
         peer,
         socket: tune,
     })
@@ -312,6 +360,10 @@ mod tests {
             .unwrap();
         assert_eq!(round_trip(s).await, b"tls:hello");
         assert_eq!(client.pinned(), Some(id.fingerprint));
+        // Learned, but written only once the caller says the server speaks hetch.
+        assert_eq!(kh.lookup(&srv.addr).unwrap(), None);
+        assert_eq!(client.record_learned().unwrap(), Some(id.fingerprint));
+        assert_eq!(client.record_learned().unwrap(), None, "recorded once");
         assert_eq!(kh.lookup(&srv.addr).unwrap(), Some(id.fingerprint));
 
         // Second use, new client: the recorded key matches.
@@ -383,6 +435,41 @@ mod tests {
             .err()
             .expect("refused");
         assert!(matches!(err, NetError::HostKeyChanged { .. }), "{err}");
+    }
+
+    /// Both ends of a TLS connection export the same session key, and every connection
+    /// its own; a plain connection has none.
+    #[tokio::test]
+    async fn both_ends_export_the_same_session_key() {
+        let (_d, id) = identity();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let config = id.server_config();
+        let server = tokio::spawn(async move {
+            let mut keys = Vec::new();
+            for _ in 0..3 {
+                let (s, _) = listener.accept().await.unwrap();
+                let acc = accept(s, &SocketOptions::default(), &config).await.unwrap();
+                keys.push(acc.key.map(|k| k.frame_mac_key()));
+            }
+            keys
+        });
+        let client = TlsClient::new(&addr, Trust::Pinned(id.fingerprint)).unwrap();
+        let mut mine = Vec::new();
+        let mut open = Vec::new();
+        for tls in [Some(&client), Some(&client), None] {
+            let (mut s, k) = connect_keyed(&addr, &SocketOptions::default(), tls)
+                .await
+                .unwrap();
+            // A plain connection is told apart by its first byte.
+            s.write_all(b"x").await.unwrap();
+            mine.push(k.map(|k| k.frame_mac_key()));
+            open.push(s);
+        }
+        let theirs = server.await.unwrap();
+        assert_eq!(mine, theirs);
+        assert!(mine[0].is_some() && mine[2].is_none());
+        assert_ne!(mine[0], mine[1]);
     }
 
     #[tokio::test]

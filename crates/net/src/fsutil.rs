@@ -2,7 +2,7 @@
 
 use std::fs;
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use crate::NetError;
@@ -25,6 +25,26 @@ pub(crate) fn exists(path: &Path) -> Result<bool, NetError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(NetError::file(path, e)),
     }
+}
+
+/// Refuses a secret file (key, token) that group or others may read or write: anyone
+/// who can read it can impersonate its owner. The message says how to fix it.
+pub(crate) fn check_private(path: &Path) -> Result<(), NetError> {
+    let mode = fs::metadata(path)
+        .map_err(|e| NetError::file(path, e))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        return Err(NetError::file(
+            path,
+            format!(
+                "secret file is accessible by group or others (mode {:03o}); run `chmod 600 {}`",
+                mode & 0o777,
+                path.display()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Writes `contents` to `path` with `mode` so that a crash leaves either the old state

@@ -38,10 +38,12 @@ impl ServerIdentity {
     /// directory on first start. Returns whether they were created.
     ///
     /// The key is an ECDSA P-256 key; the certificate is self-signed for the name
-    /// `hetch`. Each file is written atomically, key first: a crash that leaves a key
-    /// without a certificate is repaired by generating both again on the next start (the
-    /// fingerprint was never shown), whereas a certificate without its key is an error,
-    /// because silently re-keying would make every client see a changed host key.
+    /// `hetch`. Each file is written atomically, key first. An existing key is never
+    /// replaced: a key without a certificate (a crash between the two writes, or a
+    /// deleted certificate) gets a new certificate signed by that same key, and a
+    /// certificate without its key is an error, because silently re-keying would make
+    /// every client see a changed host key. A key file that group or others may read is
+    /// refused.
     pub fn load_or_create(state_dir: &Path) -> Result<(Self, bool), NetError> {
         let key_path = state_dir.join(KEY_FILE);
         let cert_path = state_dir.join(CERT_FILE);
@@ -59,12 +61,27 @@ impl ServerIdentity {
                     ),
                 ))
             }
-            _ => {
+            (true, false) => {
+                // The key may be in use elsewhere or backed up: keep it, certify it again.
+                fsutil::check_private(&key_path)?;
+                let key_pem =
+                    std::fs::read_to_string(&key_path).map_err(|e| NetError::file(&key_path, e))?;
+                let cert_pem = certify(&key_pem).map_err(|e| {
+                    NetError::file(&key_path, format!("cannot make a certificate for it: {e}"))
+                })?;
+                fsutil::write_atomic(&cert_path, cert_pem.as_bytes(), 0o600, false)?;
+                true
+            }
+            (false, false) => {
                 fsutil::create_private_dir(state_dir)?;
                 let (key_pem, cert_pem) = generate()
                     .map_err(|e| NetError::file(&key_path, format!("cannot generate: {e}")))?;
-                fsutil::write_atomic(&key_path, key_pem.as_bytes(), 0o600, true)?;
-                fsutil::write_atomic(&cert_path, cert_pem.as_bytes(), 0o600, true)?;
+                // Create-if-absent: a key that appeared meanwhile (another process
+                // starting at once) is never overwritten; it then has no certificate
+                // yet or gets its own, and the load below finds out which.
+                if fsutil::write_atomic(&key_path, key_pem.as_bytes(), 0o600, false)? {
+                    fsutil::write_atomic(&cert_path, cert_pem.as_bytes(), 0o600, false)?;
+                }
                 true
             }
         };
@@ -72,6 +89,7 @@ impl ServerIdentity {
     }
 
     fn load(key_path: &Path, cert_path: &Path) -> Result<Self, NetError> {
+        fsutil::check_private(key_path)?;
         let key = PrivateKeyDer::from_pem_file(key_path)
             .map_err(|e| NetError::file(key_path, format!("cannot read private key: {e}")))?;
         let certs = CertificateDer::pem_file_iter(cert_path)
@@ -108,12 +126,20 @@ impl ServerIdentity {
 /// A new key and self-signed certificate, as PEM (key, certificate).
 fn generate() -> Result<(String, String), rcgen::Error> {
     let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
+    Ok((key.serialize_pem(), self_signed(&key)?))
+}
+
+/// A new self-signed certificate for the existing key `key_pem`, as PEM.
+fn certify(key_pem: &str) -> Result<String, rcgen::Error> {
+    self_signed(&rcgen::KeyPair::from_pem(key_pem)?)
+}
+
+fn self_signed(key: &rcgen::KeyPair) -> Result<String, rcgen::Error> {
     let mut params = rcgen::CertificateParams::new(vec![SERVER_NAME.to_string()])?;
     params
         .distinguished_name
         .push(rcgen::DnType::CommonName, SERVER_NAME);
-    let cert = params.self_signed(&key)?;
-    Ok((key.serialize_pem(), cert.pem()))
+    Ok(params.self_signed(key)?.pem())
 }
 
 #[cfg(test)]
@@ -171,14 +197,46 @@ mod tests {
         assert_ne!(a.fingerprint, b.fingerprint);
     }
 
+    /// A missing certificate is made again for the existing key; the key file is never
+    /// rewritten.
     #[test]
-    fn key_without_cert_is_regenerated() {
+    fn key_without_cert_keeps_the_key() {
         let dir = tempfile::tempdir().unwrap();
-        let (first, _) = ServerIdentity::load_or_create(dir.path()).unwrap();
+        ServerIdentity::load_or_create(dir.path()).unwrap();
+        let key_path = dir.path().join(KEY_FILE);
+        let key_before = std::fs::read(&key_path).unwrap();
         std::fs::remove_file(dir.path().join(CERT_FILE)).unwrap();
-        let (second, created) = ServerIdentity::load_or_create(dir.path()).unwrap();
-        assert!(created);
-        assert_ne!(first.fingerprint, second.fingerprint);
+        let (_, created) = ServerIdentity::load_or_create(dir.path()).unwrap();
+        assert!(created, "a new certificate is a new identity for clients");
+        assert_eq!(std::fs::read(&key_path).unwrap(), key_before);
+        // The new certificate carries the old key's public half.
+        let key = rcgen::KeyPair::from_pem(&String::from_utf8(key_before).unwrap()).unwrap();
+        let cert_pem = std::fs::read(dir.path().join(CERT_FILE)).unwrap();
+        let der = CertificateDer::from_pem_slice(&cert_pem).unwrap();
+        let spki = key.public_key_raw();
+        assert!(
+            der.windows(spki.len()).any(|w| w == spki),
+            "cert is for another key"
+        );
+    }
+
+    #[test]
+    fn key_readable_by_others_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        ServerIdentity::load_or_create(dir.path()).unwrap();
+        let key_path = dir.path().join(KEY_FILE);
+        std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = ServerIdentity::load_or_create(dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("chmod 600 {}", key_path.display())),
+            "{err}"
+        );
+        // Also when the certificate has to be made again: nothing is written.
+        std::fs::remove_file(dir.path().join(CERT_FILE)).unwrap();
+        assert!(ServerIdentity::load_or_create(dir.path()).is_err());
+        assert!(!dir.path().join(CERT_FILE).exists());
     }
 
     #[test]

@@ -9,7 +9,11 @@
 //! - [`accept`] serves TLS and plain TCP on the same port (the first byte tells them
 //!   apart), because `--no-encrypt` data streams are plain TCP while the control
 //!   connection is always TLS.
-//! - Tokens: read from files, created on first server start, compared in constant time.
+//! - Tokens: read from files, created on first server start, compared in constant time;
+//!   only ever sent inside TLS. Data streams prove membership in a session with a
+//!   [`SessionKey`] exported from the control connection's TLS session instead.
+//! - Before authentication: [`PreAuthGate`] caps unauthenticated connections,
+//!   [`AuthThrottle`] slows token guessing per address.
 
 #![forbid(unsafe_code)]
 
@@ -17,19 +21,28 @@ mod conn;
 mod error;
 mod fingerprint;
 mod fsutil;
+mod growbuf;
 mod identity;
+mod limits;
+mod session_key;
 mod socket;
+mod throttle;
 mod token;
 mod trust;
 
-pub use conn::{accept, connect, Accepted, CONNECT_TIMEOUT};
+pub use conn::{accept, connect, connect_keyed, Accepted, ReadBuffer, CONNECT_TIMEOUT};
 pub use error::NetError;
 pub use fingerprint::{Fingerprint, ParseFingerprintError};
 pub use identity::ServerIdentity;
+pub use limits::{address_key, PreAuthGate, PreAuthLimits, PreAuthPermit, RateLimitedLog, Refusal};
+pub use session_key::{SessionKey, EXPORTER_LABEL};
 #[cfg(target_os = "linux")]
 pub use socket::congestion;
 pub use socket::SocketOptions;
-pub use token::{load_or_create_token, read_token_file, tokens_equal};
+pub use throttle::{AuthThrottle, FIRST_WAIT, FREE_FAILURES, MAX_WAIT};
+pub use token::{
+    check_token_len, load_or_create_token, read_token_file, tokens_equal, MIN_TOKEN_LEN,
+};
 pub use trust::{KnownHosts, TlsClient, Trust};
 
 /// A byte stream (TLS or plain TCP) that the engine reads frames from and writes to.

@@ -10,8 +10,14 @@ use crate::NetError;
 /// Name of the token file in the server's state directory.
 const TOKEN_FILE: &str = "token";
 
-/// Reads a token file (trailing whitespace trimmed); an empty file is an error.
+/// Shortest token accepted, on both sides: short enough for any hand-made secret, long
+/// enough that guessing is hopeless at the rate the server lets anyone try.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// Reads a token file (trailing whitespace trimmed). An empty or short token, or a
+/// file that group or others may read or write, is an error naming the file.
 pub fn read_token_file(path: &Path) -> Result<Vec<u8>, NetError> {
+    fsutil::check_private(path)?;
     let mut bytes = std::fs::read(path).map_err(|e| NetError::file(path, e))?;
     // Editors and `echo` add a final newline that is not part of the secret.
     let len = bytes.trim_ascii_end().len();
@@ -19,7 +25,20 @@ pub fn read_token_file(path: &Path) -> Result<Vec<u8>, NetError> {
     if bytes.is_empty() {
         return Err(NetError::file(path, "token file is empty"));
     }
+    check_token_len(&bytes).map_err(|e| NetError::file(path, e))?;
     Ok(bytes)
+}
+
+/// Refuses tokens shorter than [`MIN_TOKEN_LEN`], saying how to make a good one.
+pub fn check_token_len(token: &[u8]) -> Result<(), String> {
+    if token.len() < MIN_TOKEN_LEN {
+        return Err(format!(
+            "token is {} bytes, at least {MIN_TOKEN_LEN} are required \
+             (make one with `openssl rand -hex 32`)",
+            token.len()
+        ));
+    }
+    Ok(())
 }
 
 /// Loads `state_dir/token`, creating a random 32-byte hex token (mode 0600) on first
@@ -93,16 +112,47 @@ mod tests {
     #[test]
     fn read_trims_trailing_whitespace() {
         let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("t");
-        std::fs::write(&p, " secret value \r\n\n").unwrap();
-        assert_eq!(read_token_file(&p).unwrap(), b" secret value");
+        let p = private(&dir, "t", " secret value of 32 bytes \r\n\n");
+        assert_eq!(read_token_file(&p).unwrap(), b" secret value of 32 bytes");
+    }
+
+    /// Writes a file with mode 0600.
+    fn private(dir: &tempfile::TempDir, name: &str, text: &str) -> PathBuf {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        p
+    }
+
+    #[test]
+    fn short_token_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = private(&dir, "short-token", "123456789012345\n");
+        let err = read_token_file(&p).unwrap_err().to_string();
+        assert!(err.contains("short-token"), "{err}");
+        assert!(err.contains("15 bytes, at least 16"), "{err}");
+        std::fs::write(&p, "1234567890123456\n").unwrap();
+        assert_eq!(read_token_file(&p).unwrap(), b"1234567890123456");
+    }
+
+    #[test]
+    fn token_readable_by_others_is_refused_with_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = private(&dir, "open-token", "a good long token value\n");
+        for mode in [0o644, 0o640, 0o604, 0o620] {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            let err = read_token_file(&p).unwrap_err().to_string();
+            assert!(err.contains(&format!("chmod 600 {}", p.display())), "{err}");
+            assert!(err.contains("open-token"), "{err}");
+        }
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o400)).unwrap();
+        assert!(read_token_file(&p).is_ok());
     }
 
     #[test]
     fn empty_token_file_is_an_error_naming_it() {
         let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("empty-token");
-        std::fs::write(&p, "\n  \n").unwrap();
+        let p = private(&dir, "empty-token", "\n  \n");
         let err = read_token_file(&p).unwrap_err();
         assert!(matches!(&err, NetError::File { path, .. } if *path == p));
         assert!(err.to_string().contains("empty-token"), "{err}");

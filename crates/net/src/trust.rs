@@ -11,7 +11,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, OtherError, SignatureScheme};
 
 use crate::identity::{provider, SERVER_NAME};
-use crate::{BoxStream, Fingerprint, NetError};
+use crate::{BoxStream, Fingerprint, NetError, SessionKey};
 
 /// A known-hosts file: lines `host:port sha256:<hex>`, `#` comments.
 ///
@@ -119,8 +119,11 @@ pub enum Trust {
 ///
 /// One client serves any number of connections (control and data streams) to its
 /// host. With [`Trust::KnownHosts`] and no recorded entry, the first connection whose
-/// handshake succeeds fixes the fingerprint for this client and records it in the file;
-/// every later connection through the same client must present that same certificate.
+/// handshake succeeds fixes the fingerprint for this client; every later connection
+/// through the same client must present that same certificate. The fingerprint is
+/// written to the file only by [`TlsClient::record_learned`], which the caller calls
+/// once the server has proven that it speaks hetch: a TLS server that is something else
+/// (a web server on a mistyped port) leaves no entry behind.
 #[derive(Debug)]
 pub struct TlsClient {
     host: String,
@@ -130,6 +133,8 @@ pub struct TlsClient {
     pin: Arc<Mutex<Option<Fingerprint>>>,
     /// Where a first-use fingerprint is recorded (None for [`Trust::Pinned`]).
     known_hosts: Option<KnownHosts>,
+    /// A fingerprint learned on first use and not recorded yet.
+    learned: Mutex<Option<Fingerprint>>,
 }
 
 impl TlsClient {
@@ -161,7 +166,26 @@ impl TlsClient {
             config: Arc::new(config),
             pin,
             known_hosts,
+            learned: Mutex::new(None),
         })
+    }
+
+    /// Records a fingerprint learned on first use in the known-hosts file, once the
+    /// server has shown it speaks hetch. Returns it when it was recorded now (for a
+    /// "trusting this key from now on" message), `None` when there was nothing to do.
+    pub fn record_learned(&self) -> Result<Option<Fingerprint>, NetError> {
+        let Some(fp) = lock(&self.learned).take() else {
+            return Ok(None);
+        };
+        let Some(kh) = &self.known_hosts else {
+            return Ok(None);
+        };
+        // Another process may have recorded the host meanwhile.
+        match kh.lookup(&self.host)? {
+            Some(expected) if expected != fp => Err(self.changed(expected, fp)),
+            Some(_) => Ok(None),
+            None => kh.record(&self.host, fp).map(|()| Some(fp)),
+        }
     }
 
     /// The `host:port` this client was made for.
@@ -195,14 +219,16 @@ impl TlsClient {
     }
 
     /// Runs the TLS handshake over `tcp` and enforces the trust policy.
+    /// Also returns the connection's exported [`SessionKey`].
     pub(crate) async fn handshake(
         &self,
         tcp: tokio::net::TcpStream,
-    ) -> Result<BoxStream, NetError> {
+    ) -> Result<(BoxStream, SessionKey), NetError> {
         let connector = tokio_rustls::TlsConnector::from(self.config.clone());
         let name = ServerName::try_from(SERVER_NAME).expect("static name is valid");
+        let (buffered, _) = crate::conn::read_buffered(tcp, crate::conn::TLS_READ_BUFFER);
         let stream = connector
-            .connect(name, crate::conn::read_buffered(tcp))
+            .connect(name, buffered)
             .await
             .map_err(|e| self.handshake_error(e))?;
         let (_, conn) = stream.get_ref();
@@ -215,13 +241,18 @@ impl TlsClient {
                 reason: "server sent no certificate".to_string(),
             })?;
         self.confirm(actual)?;
-        Ok(Box::new(stream))
+        let key = SessionKey::export(conn).map_err(|e| NetError::Tls {
+            host: self.host.clone(),
+            reason: format!("cannot export the session key: {e}"),
+        })?;
+        Ok((Box::new(stream), key))
     }
 
-    /// Checks the certificate of a completed handshake against the pin, learning and
-    /// recording it on first use. Done after the handshake (not in the verifier) so
-    /// only a server that proved possession of the key gets remembered; the check is
-    /// repeated for pinned hosts too because resumed sessions skip the verifier.
+    /// Checks the certificate of a completed handshake against the pin, learning it on
+    /// first use (it is recorded later, see [`TlsClient::record_learned`]). Done after
+    /// the handshake (not in the verifier) so only a server that proved possession of
+    /// the key is learned; the check is repeated for pinned hosts too because resumed
+    /// sessions skip the verifier.
     fn confirm(&self, actual: Fingerprint) -> Result<(), NetError> {
         let mut pin = lock(&self.pin);
         if let Some(expected) = *pin {
@@ -238,7 +269,7 @@ impl TlsClient {
         match kh.lookup(&self.host)? {
             Some(expected) if expected != actual => return Err(self.changed(expected, actual)),
             Some(_) => {}
-            None => kh.record(&self.host, actual)?,
+            None => *lock(&self.learned) = Some(actual),
         }
         *pin = Some(actual);
         Ok(())

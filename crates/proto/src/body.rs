@@ -288,10 +288,13 @@ fn decode_piece(r: &mut Reader<'_>) -> Result<Piece, ProtoError> {
 }
 
 fn encode_hello(hello: &Hello, out: &mut Vec<u8>) {
-    out.put_bytes(&hello.token);
-    match &hello.role {
-        HelloRole::Control(req) => {
+    match hello {
+        Hello::Control {
+            token,
+            request: req,
+        } => {
             out.put_u8(ROLE_CONTROL);
+            out.put_bytes(token);
             match &req.op {
                 Op::Push { dest, sources } => {
                     out.put_u8(OP_PUSH);
@@ -324,25 +327,32 @@ fn encode_hello(hello: &Hello, out: &mut Vec<u8>) {
             encode_integrity(&req.integrity, out);
             out.put_bool(req.preserve_special_modes);
         }
-        HelloRole::Data { session, index } => {
+        Hello::Data {
+            session,
+            index,
+            proof,
+        } => {
             out.put_u8(ROLE_DATA);
             out.extend_from_slice(session);
             out.put_u16(*index);
+            out.extend_from_slice(proof);
         }
     }
 }
 
 fn decode_hello(r: &mut Reader<'_>) -> Result<Hello, ProtoError> {
-    let token = r.bytes()?;
-    let role = match r.u8()? {
-        ROLE_CONTROL => HelloRole::Control(decode_session_request(r)?),
-        ROLE_DATA => HelloRole::Data {
+    Ok(match r.u8()? {
+        ROLE_CONTROL => Hello::Control {
+            token: r.bytes()?,
+            request: decode_session_request(r)?,
+        },
+        ROLE_DATA => Hello::Data {
             session: r.array()?,
             index: r.u16()?,
+            proof: r.array()?,
         },
         _ => return Err(r.err("unknown hello role")),
-    };
-    Ok(Hello { token, role })
+    })
 }
 
 fn decode_session_request(r: &mut Reader<'_>) -> Result<SessionRequest, ProtoError> {

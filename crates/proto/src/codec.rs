@@ -10,8 +10,9 @@ use crate::frame::*;
 
 /// First bytes on every connection, from both sides: magic then version.
 pub const MAGIC: [u8; 6] = *b"HETCH\0";
-/// Protocol version spoken by this build.
-pub const VERSION: u16 = 3;
+/// Protocol version spoken by this build. 4: data-stream hellos carry a session proof
+/// instead of the token, and plain (`--no-encrypt`) data streams a MAC per frame.
+pub const VERSION: u16 = 4;
 /// Length of the preamble: `MAGIC | VERSION (u16 LE)`.
 pub const PREAMBLE_LEN: usize = 8;
 /// Length of a frame header: `len: u32 LE | kind: u8`.

@@ -6,13 +6,19 @@
 //! items`; an `Option` is a `u8` 0/1 tag then the value. Paths and link targets are raw
 //! bytes (Unix file names need not be UTF-8), always relative and `/`-separated.
 
-/// Bytes in a session identifier (random, secret: it authenticates data streams).
+/// Bytes in a session identifier (random; it names a session, the proof in a data
+/// stream's hello is what authenticates the stream).
 pub const SESSION_ID_LEN: usize = 16;
+/// Bytes in a data stream's proof of membership in a session (see [`Hello::Data`]).
+pub const STREAM_PROOF_LEN: usize = 32;
 /// Bytes in a block digest (BLAKE3 output or chaining value).
 pub const DIGEST_LEN: usize = 32;
 
-/// A random secret naming one transfer session on a server.
+/// A random identifier naming one transfer session on a server.
 pub type SessionId = [u8; SESSION_ID_LEN];
+/// A keyed MAC proving that a data stream was opened by the client of the session's
+/// control connection (see [`Hello::Data`]).
+pub type StreamProof = [u8; STREAM_PROOF_LEN];
 /// The digest of one block, computed by the source while it read the block.
 pub type BlockDigest = [u8; DIGEST_LEN];
 
@@ -21,7 +27,7 @@ pub type BlockDigest = [u8; DIGEST_LEN];
 pub enum Frame {
     /// Client -> server, first frame on every connection.
     Hello(Hello),
-    /// Server -> client answer to a control [`Hello`].
+    /// Server -> client answer to a [`Hello::Control`].
     Welcome(Welcome),
     /// Either direction: a fatal error; the sender closes the connection after it.
     Error(ErrorFrame),
@@ -131,26 +137,28 @@ pub struct Piece {
     pub data: Vec<u8>,
 }
 
-/// The first frame of every connection.
+/// The first frame of every connection: what the connection is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hello {
-    /// The client's authentication token.
-    pub token: Vec<u8>,
-    /// What this connection is for.
-    pub role: HelloRole,
-}
-
-/// What a connection is for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HelloRole {
-    /// The control connection of a new session.
-    Control(SessionRequest),
-    /// A data stream joining an existing session.
+pub enum Hello {
+    /// The control connection of a new session. Only ever sent inside TLS: the token
+    /// is the client's long-term secret.
+    Control {
+        /// The client's authentication token.
+        token: Vec<u8>,
+        /// What the session is for.
+        request: SessionRequest,
+    },
+    /// A data stream joining an existing session. It carries no token: `proof` is a
+    /// MAC, keyed with a secret both ends derived from the TLS session of the control
+    /// connection, over `session` and `index`, so it is worthless for any other
+    /// session even when the stream itself is plain TCP.
     Data {
         /// The session announced in the server's [`Welcome`].
         session: SessionId,
         /// Index of this stream, `0..streams`.
         index: u16,
+        /// Proof that the stream belongs to the session.
+        proof: StreamProof,
     },
 }
 
@@ -252,10 +260,10 @@ pub enum Op {
     },
 }
 
-/// The server's answer to a control [`Hello`].
+/// The server's answer to a [`Hello::Control`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Welcome {
-    /// The new session; data streams present it in their [`Hello`].
+    /// The new session; data streams present it in their [`Hello::Data`].
     pub session: SessionId,
     /// Server software name and version, for logs.
     pub server: String,

@@ -4,7 +4,7 @@
 
 use crate::{
     check_data_payload, decode_body, decode_data_fixed, decode_header, encode, Decoder, Frame,
-    FrameKind, ProtoError, DATA_FIXED_LEN, HEADER_LEN,
+    FrameKind, Hello, ProtoError, DATA_FIXED_LEN, HEADER_LEN, SESSION_ID_LEN, STREAM_PROOF_LEN,
 };
 
 /// Runs every decoder of the crate over `data`, panicking if any of them panics or if a
@@ -101,6 +101,10 @@ fn raw_entry_points(data: &[u8]) {
                 let mut bytes = Vec::new();
                 encode(&frame, &mut bytes);
                 assert_eq!(&bytes[HEADER_LEN..], body, "non-canonical body {frame:?}");
+                // A data stream's hello has a fixed size: there is no room for a token.
+                if let Frame::Hello(Hello::Data { .. }) = frame {
+                    assert_eq!(body.len(), 1 + SESSION_ID_LEN + 2 + STREAM_PROOF_LEN);
+                }
             }
             Err(e) => assert!(matches!(e, ProtoError::Malformed { .. }), "{e:?}"),
         }

@@ -201,12 +201,12 @@ pub async fn run_object_sink(
         ctl_tx.clone(),
     ));
     tasks.spawn(finisher(shared.clone(), ctl_tx.clone()));
-    for stream in transport.data {
+    for (stream, mac) in Transport::data_streams(transport.data, transport.data_mac) {
         let sh = shared.clone();
         tasks.spawn(crate::sink::data_reader(
             peer.clone(),
             move || sh.finished_sent.load(SeqCst),
-            FrameReader::new(stream, &peer),
+            FrameReader::new(stream, &peer).with_mac(mac),
             pool.clone(),
             block_tx.clone(),
         ));

@@ -520,12 +520,12 @@ pub async fn run_sink(
         durable_rx,
         ctl_tx.clone(),
     ));
-    for stream in transport.data {
+    for (stream, mac) in Transport::data_streams(transport.data, transport.data_mac) {
         let sh = shared.clone();
         tasks.spawn(data_reader(
             peer.clone(),
             move || sh.finished_sent.load(SeqCst),
-            FrameReader::new(stream, &peer),
+            FrameReader::new(stream, &peer).with_mac(mac),
             pool.clone(),
             block_tx.clone(),
         ));

@@ -57,6 +57,7 @@ fn pipes(streams: usize) -> (Transport, DuplexStream, Vec<DuplexStream>) {
         control: Box::new(theirs),
         data,
         peer: PEER.into(),
+        data_mac: None,
     };
     (transport, ours, our_data)
 }

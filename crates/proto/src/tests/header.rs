@@ -12,7 +12,7 @@ fn header(len: u32, kind: u8) -> [u8; HEADER_LEN] {
 
 #[test]
 fn preamble_is_magic_then_version() {
-    assert_eq!(&preamble(), b"HETCH\0\x03\x00");
+    assert_eq!(&preamble(), b"HETCH\0\x04\x00");
     assert_eq!(check_preamble(&preamble()), Ok(()));
 }
 
@@ -36,7 +36,7 @@ fn bad_magic_is_refused() {
 
 #[test]
 fn other_versions_are_refused() {
-    for theirs in [0, 1, 2, 4, 0x0300, u16::MAX] {
+    for theirs in [0, 1, 2, 3, 5, 0x0400, u16::MAX] {
         let mut p = preamble();
         p[6..].copy_from_slice(&theirs.to_le_bytes());
         assert_eq!(

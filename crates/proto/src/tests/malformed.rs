@@ -73,8 +73,8 @@ impl Default for RawHello {
 impl RawHello {
     fn body(&self) -> Vec<u8> {
         let mut b = Vec::new();
-        b.put_bytes(&self.token);
         b.put_u8(self.role);
+        b.put_bytes(&self.token);
         b.extend_from_slice(&self.op);
         b.put_u16(self.streams);
         b.put_u8(self.encrypt);
@@ -701,4 +701,32 @@ fn bad_seals_are_refused() {
         refused(FrameKind::Seal, &seal(&[1; 32], MAX_REWRITTEN + 1)),
         "too many rewritten blocks"
     );
+}
+
+/// A data stream's hello is exactly role, session, index and proof: no token, and
+/// nothing missing or trailing.
+#[test]
+fn data_hellos_are_exact() {
+    let mut body = vec![1u8];
+    body.extend_from_slice(&[7; SESSION_ID_LEN]);
+    body.put_u16(3);
+    body.extend_from_slice(&[9; STREAM_PROOF_LEN]);
+    assert_eq!(
+        decode_body(FrameKind::Hello, &body).unwrap(),
+        Frame::Hello(Hello::Data {
+            session: [7; SESSION_ID_LEN],
+            index: 3,
+            proof: [9; STREAM_PROOF_LEN],
+        })
+    );
+    assert_eq!(
+        refused(FrameKind::Hello, &body[..body.len() - 1]),
+        "body ends early"
+    );
+    let mut long = body.clone();
+    long.push(0);
+    assert!(matches!(
+        decode_body(FrameKind::Hello, &long),
+        Err(ProtoError::Malformed { .. })
+    ));
 }

@@ -157,12 +157,17 @@ fn manifest_entry() -> impl Strategy<Value = ManifestEntry> {
 }
 
 pub(super) fn hello() -> impl Strategy<Value = Hello> {
-    let role = prop_oneof![
-        session_request().prop_map(HelloRole::Control),
-        (any::<SessionId>(), any::<u16>())
-            .prop_map(|(session, index)| HelloRole::Data { session, index }),
-    ];
-    (bytes(40), role).prop_map(|(token, role)| Hello { token, role })
+    prop_oneof![
+        (bytes(40), session_request())
+            .prop_map(|(token, request)| Hello::Control { token, request }),
+        (any::<SessionId>(), any::<u16>(), any::<StreamProof>()).prop_map(
+            |(session, index, proof)| Hello::Data {
+                session,
+                index,
+                proof
+            }
+        ),
+    ]
 }
 
 pub(super) fn welcome() -> impl Strategy<Value = Welcome> {

@@ -644,7 +644,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
                 Ok(Location::Local(p)) => {
                     // Messages to clients name paths relative to the root.
-                    engine.hide_root = hetch_storage::paths::canonical_root(&p).ok();
+                    engine.served_root = hetch_storage::paths::canonical_root(&p).ok();
                     server::ServeRoot::Local(p)
                 }
                 Ok(Location::Remote { .. }) => {

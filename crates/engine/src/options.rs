@@ -28,9 +28,11 @@ pub struct Options {
     /// Off by default, so that a peer cannot have a receiver running as root create
     /// setuid files. Ownership is never copied: files belong to the receiving user.
     pub preserve_special_modes: bool,
-    /// A server's root: messages to the peer name paths below it relative to it, so
-    /// that a client never learns the server's absolute paths.
-    pub hide_root: Option<std::path::PathBuf>,
+    /// A server's root (canonical), for server sessions: messages to the peer name
+    /// paths below it relative to it, so that a client never learns the server's
+    /// absolute paths, and every file a pull reads must really lie below it (checked on
+    /// the opened file, so a directory a local user swapped for a symlink is caught).
+    pub served_root: Option<std::path::PathBuf>,
     /// How often one block may be re-sent after failing its check.
     pub max_retries: u32,
     /// Algorithm of block and whole-file digests.
@@ -81,7 +83,7 @@ impl Default for Options {
             no_clobber: false,
             fsync: false,
             preserve_special_modes: false,
-            hide_root: None,
+            served_root: None,
             max_retries: 3,
             checksum: Algorithm::Blake3,
             verify: Verify::Written,

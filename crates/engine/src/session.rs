@@ -15,16 +15,16 @@ use crate::wire::FrameWriter;
 pub(crate) const CONTROL_QUEUE: usize = 4096;
 
 /// Writes queued control frames, flushing whenever the queue runs dry, and closes the
-/// stream when every sender is gone. Messages in them name paths under `hide_root` (a
+/// stream when every sender is gone. Messages in them name paths under `served_root` (a
 /// server's root) relative to it: this is the one place every message to the peer
 /// passes, so no error built anywhere in the engine shows the peer the server's layout.
 pub(crate) async fn control_writer<W: AsyncWrite + Unpin>(
     mut w: FrameWriter<W>,
     mut rx: mpsc::Receiver<Frame>,
-    hide_root: Option<PathBuf>,
+    served_root: Option<PathBuf>,
 ) -> Result<(), EngineError> {
     // The root itself ("/" hides nothing: every path is under it).
-    let root = hide_root
+    let root = served_root
         .map(|r| r.to_string_lossy().trim_end_matches('/').to_string())
         .filter(|r| !r.is_empty());
     while let Some(mut frame) = rx.recv().await {

@@ -158,7 +158,7 @@ pub async fn run_source_from(
     let ctl_writer = tokio::spawn(control_writer(
         FrameWriter::new(ctl_w, &peer),
         ctl_rx,
-        opts.hide_root.clone(),
+        opts.served_root.clone(),
     ));
     let pool = BufferPool::new(opts.effective_buffer_memory());
     let shared = Arc::new(Shared {
@@ -675,8 +675,12 @@ async fn reader(
                 job.start * bs,
                 (turn_end + BLOCKS_PER_TURN).min(job.end) * bs,
             );
+            let root = shared.opts.served_root.clone();
             tokio::task::spawn_blocking(move || {
                 let f = hetch_storage::walk::open_listed(&abs)?;
+                if let Some(root) = &root {
+                    hetch_storage::confined::check_below(&f, root)?;
+                }
                 if size > bs {
                     hetch_storage::meta::advise_willneed(&f, ahead.0, ahead.1 - ahead.0);
                 }

@@ -357,6 +357,21 @@ impl Dir {
     }
 }
 
+/// Checks that an open file really lies below directory `root` (canonical): where the
+/// descriptor is, not where its path led when it was opened, so a directory swapped
+/// for a symlink on the way is caught. Needs `/proc`; without it the check fails.
+pub fn check_below(file: &File, root: &Path) -> io::Result<()> {
+    let at = real_location(file.as_fd())?;
+    if at.starts_with(root) {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "refusing to read a file that lies outside the served root (a symlink on its path)",
+        ))
+    }
+}
+
 /// Flags of a directory handle: `O_PATH` needs no permission on the directory itself
 /// and cannot be read from or written to; `*at` calls take it as their base.
 fn dir_flags() -> OFlags {

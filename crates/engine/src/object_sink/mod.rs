@@ -174,7 +174,7 @@ pub async fn run_object_sink(
     let ctl_writer = tokio::spawn(control_writer(
         FrameWriter::new(ctl_w, &peer),
         ctl_rx,
-        opts.hide_root.clone(),
+        opts.served_root.clone(),
     ));
     let opts_memory = opts.effective_buffer_memory();
     let shared = Arc::new(ObjectShared {

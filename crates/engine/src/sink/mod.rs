@@ -471,7 +471,7 @@ pub async fn run_sink(
     let ctl_writer = tokio::spawn(control_writer(
         FrameWriter::new(ctl_w, &peer),
         ctl_rx,
-        opts.hide_root.clone(),
+        opts.served_root.clone(),
     ));
 
     let opts_hash_threads = opts.hash_threads;

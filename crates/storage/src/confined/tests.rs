@@ -165,3 +165,15 @@ fn create_dir_all_makes_missing_parents_and_stays_inside() {
         ));
     });
 }
+
+#[test]
+fn open_files_are_checked_where_they_really_are() {
+    let (t, _root) = tree();
+    let root = t.path().join("root").canonicalize().unwrap();
+    let inside = File::open(root.join("d/file")).unwrap();
+    check_below(&inside, &root).unwrap();
+    // Opened by a path that a swapped directory led outside.
+    symlink(t.path().join("outside"), root.join("d/swapped")).unwrap();
+    let outside = File::open(root.join("d/swapped/secret")).unwrap();
+    assert!(check_below(&outside, &root).is_err());
+}

@@ -12,6 +12,9 @@
 #                 datasets are generated once and reused
 #   --tmpfs DIR   tmpfs directory for the warm loopback destination (default /dev/shm)
 #   --no-build    do not run `cargo build --release --bin hetch` (use target/release/hetch)
+#   --hetch PATH  measure this hetch binary instead (implies --no-build): e.g. an older
+#                 build, to compare two versions in alternating runs
+#   --label NAME  add -NAME to the results' file names (to keep such runs apart)
 #   --only CASES  comma-separated subset of: net,disk,warm-big,cold-big,cold-1M,cold-16K,rss
 #   --idle-wait S before each timed run, wait up to S seconds (default 30; 0: never) for
 #                 other processes to use < 25% of the CPUs (the machine may be shared)
@@ -31,6 +34,8 @@ QUICK=0
 WORK=/var/tmp/hetch-bench
 TMPFS=/dev/shm
 BUILD=1
+HETCH_BIN=""
+LABEL=""
 ONLY=""
 IDLE_WAIT=30
 ARGS_ORIG="$*"
@@ -45,6 +50,8 @@ while [ $# -gt 0 ]; do
         --work=*) WORK=${1#*=}; shift ;;
         --tmpfs) TMPFS=$2; shift 2 ;;
         --no-build) BUILD=0; shift ;;
+        --hetch) HETCH_BIN=$2; BUILD=0; shift 2 ;;
+        --label) LABEL=$2; shift 2 ;;
         --only) ONLY=$2; shift 2 ;;
         --only=*) ONLY=${1#*=}; shift ;;
         --idle-wait) IDLE_WAIT=$2; shift 2 ;;
@@ -82,6 +89,7 @@ fi
 DATE=$(date +%Y-%m-%d)
 RESULTS=$ROOT/bench/results
 SUFFIX=core; [ "$QUICK" = 1 ] && SUFFIX=core-quick; [ -n "$ONLY" ] && SUFFIX=$SUFFIX-partial
+[ -n "$LABEL" ] && SUFFIX=$SUFFIX-$LABEL
 CSV=$RESULTS/$DATE-$SUFFIX.csv
 MD=$RESULTS/$DATE-$SUFFIX.md
 DATA=$WORK/data
@@ -90,7 +98,7 @@ LOGS=$WORK/logs/$(date +%Y%m%d-%H%M%S)
 RUNTMP=$(mktemp -d /tmp/hetch-bench.XXXXXX)
 WARM_DST=$TMPFS/hetch-bench-warm.$$
 META=$RUNTMP/meta.tsv
-HETCH=$ROOT/target/release/hetch
+HETCH=${HETCH_BIN:-$ROOT/target/release/hetch}
 
 mkdir -p "$RESULTS" "$DATA" "$DST" "$LOGS"
 

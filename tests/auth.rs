@@ -449,19 +449,7 @@ fn weak_tokens_and_open_secret_files_are_refused() {
     std::fs::write(&client_token, &srv.token).unwrap();
     std::fs::set_permissions(&client_token, std::fs::Permissions::from_mode(0o644)).unwrap();
     let shown_fix = format!("chmod 600 {}", client_token.display());
-    let out = hetch(
-        &args![
-            "cp",
-            "-q",
-            "--fingerprint",
-            &srv.fingerprint,
-            "--token-file",
-            &client_token,
-            src.path("f"),
-            srv.url("f")
-        ],
-        &[],
-    );
+    let out = srv.cp_token_file(&client_token, &args![src.path("f"), srv.url("f")]);
     out.failed();
     out.one_line_naming(&[&shown_fix]);
 

@@ -154,7 +154,7 @@ fn directories_swapped_for_symlinks_during_a_pull_do_not_leak_files() {
         "the racer never swapped a directory"
     );
     for dst in pulled {
-        for f in walk_files(&dst) {
+        for (f, _) in paths_under(&dst).into_iter().filter(|(_, t)| t.is_file()) {
             let data = std::fs::read(&f).unwrap_or_default();
             assert!(
                 !data.windows(23).any(|w| w == b"SECRET-OUTSIDE-THE-ROOT"),
@@ -163,24 +163,4 @@ fn directories_swapped_for_symlinks_during_a_pull_do_not_leak_files() {
             );
         }
     }
-}
-
-/// Every regular file below `dir`.
-fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let ft = e.file_type().unwrap();
-            if ft.is_dir() {
-                stack.push(e.path());
-            } else if ft.is_file() {
-                out.push(e.path());
-            }
-        }
-    }
-    out
 }

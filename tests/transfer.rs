@@ -196,19 +196,7 @@ fn token_file_instead_of_environment() {
     let src = Tree::new(t.path().join("src"));
     src.file("f.bin", 100_000, 91);
     let srv = Server::start(&t.path().join("root"), &t.path().join("state"));
-    let out = hetch(
-        &args![
-            "cp",
-            "-q",
-            "--fingerprint",
-            &srv.fingerprint,
-            "--token-file",
-            &srv.token_path,
-            src.path("f.bin"),
-            srv.url("f.bin"),
-        ],
-        &[],
-    );
+    let out = srv.cp_token_file(&srv.token_path, &args![src.path("f.bin"), srv.url("f.bin")]);
     out.ok();
     assert_same_tree(&src.path("f.bin"), &srv.root.join("f.bin"));
 }

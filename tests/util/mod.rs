@@ -483,6 +483,21 @@ impl Server {
         self.spawn_cp(args, env).wait()
     }
 
+    /// Runs `hetch cp -q --fingerprint FP --token-file FILE ARGS`, with no token in the
+    /// environment.
+    pub fn cp_token_file(&self, token_file: &Path, args: &[OsString]) -> Out {
+        let mut full = Vec::from(args![
+            "cp",
+            "-q",
+            "--fingerprint",
+            &self.fingerprint,
+            "--token-file",
+            token_file
+        ]);
+        full.extend(args.iter().cloned());
+        hetch(&full, &[])
+    }
+
     /// Starts `hetch watch --fingerprint FP ARGS` with the server's token.
     pub fn spawn_watch(&self, args: &[OsString]) -> Running {
         let mut full = Vec::from(args!["watch", "--fingerprint", &self.fingerprint]);
@@ -883,8 +898,8 @@ pub fn total_bytes(root: &Path) -> u64 {
         .sum()
 }
 
-/// hetch's temporary files (`.NAME.hetch-part`, `.NAME.hetch-journal`) under `root`.
-pub fn temp_files(root: &Path) -> Vec<PathBuf> {
+/// Every path under `root` with its type (symlinks are not followed).
+pub fn paths_under(root: &Path) -> Vec<(PathBuf, std::fs::FileType)> {
     let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -892,18 +907,26 @@ pub fn temp_files(root: &Path) -> Vec<PathBuf> {
             continue;
         };
         for e in rd.flatten() {
-            let p = e.path();
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            if name.ends_with(".hetch-part") || name.ends_with(".hetch-journal") {
-                out.push(p.clone());
+            let Ok(t) = e.file_type() else { continue };
+            if t.is_dir() {
+                stack.push(e.path());
             }
-            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                stack.push(p);
-            }
+            out.push((e.path(), t));
         }
     }
     out
+}
+
+/// hetch's temporary files (`.NAME.hetch-part`, `.NAME.hetch-journal`) under `root`.
+pub fn temp_files(root: &Path) -> Vec<PathBuf> {
+    paths_under(root)
+        .into_iter()
+        .map(|(p, _)| p)
+        .filter(|p| {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            name.ends_with(".hetch-part") || name.ends_with(".hetch-journal")
+        })
+        .collect()
 }
 
 /// Asserts that no temporary files are left under `root`.

@@ -116,6 +116,19 @@ async fn a_block_beyond_a_huge_file_ends_the_session() {
 
 /// Starts a session with one growing file (id 1, announced at one block) and waits
 /// for its plan.
+/// A seal of file 1 at `size`, naming `rewritten` blocks and `tail` digests.
+fn seal(size: u64, rewritten: Vec<u64>, tail: Vec<(u64, [u8; 32])>) -> Frame {
+    Frame::Seal(Seal {
+        file: 1,
+        size,
+        mtime_sec: 0,
+        mtime_nsec: 0,
+        digest: vec![0; 32],
+        rewritten,
+        tail,
+    })
+}
+
 async fn growing_session(out: &std::path::Path) -> FakeSource {
     let mut s = FakeSource::start(opts(), dest(out, 1));
     let bs = s.bs;
@@ -191,40 +204,13 @@ async fn pieces_covers_and_seals_with_impossible_numbers_end_the_session() {
             },
             "cover of block",
         ),
+        (seal(100, vec![u64::MAX], Vec::new()), "names block"),
         (
-            Frame::Seal(Seal {
-                file: 1,
-                size: 100,
-                mtime_sec: 0,
-                mtime_nsec: 0,
-                digest: vec![0; 32],
-                rewritten: vec![u64::MAX],
-                tail: Vec::new(),
-            }),
+            seal(100, Vec::new(), vec![(1 << 40, [0; 32])]),
             "names block",
         ),
         (
-            Frame::Seal(Seal {
-                file: 1,
-                size: 100,
-                mtime_sec: 0,
-                mtime_nsec: 0,
-                digest: vec![0; 32],
-                rewritten: Vec::new(),
-                tail: vec![(1 << 40, [0; 32])],
-            }),
-            "names block",
-        ),
-        (
-            Frame::Seal(Seal {
-                file: 1,
-                size: u64::MAX,
-                mtime_sec: 0,
-                mtime_nsec: 0,
-                digest: vec![0; 32],
-                rewritten: Vec::new(),
-                tail: Vec::new(),
-            }),
+            seal(u64::MAX, Vec::new(), Vec::new()),
             "beyond the largest file size",
         ),
     ];

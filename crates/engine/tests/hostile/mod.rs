@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hetch_engine::wire::{FrameReader, FrameWriter, Incoming};
-use hetch_engine::{BufferPool, DestSpec, EngineError, Options, Progress, Report, Transport};
+use hetch_engine::{BufferPool, DestSpec, EngineError, Options, Report, Transport};
 use hetch_proto::{DataHeader, Entry, EntryKind, Frame};
 use tokio::io::{split, DuplexStream, ReadHalf, WriteHalf};
 use tokio::task::JoinHandle;
@@ -60,6 +60,22 @@ fn pipes(streams: usize) -> (Transport, DuplexStream, Vec<DuplexStream>) {
         data_mac: None,
     };
     (transport, ours, our_data)
+}
+
+/// How the test's ends name the engine under test in errors.
+const ENGINE: &str = "engine under test";
+
+/// Spawns one side of the engine (`run`) on in-memory streams with one data stream;
+/// returns its task and the test's ends of the control and data streams.
+fn engine<F>(
+    run: impl FnOnce(Transport) -> F,
+) -> (JoinHandle<F::Output>, Control, Vec<DuplexStream>)
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let (transport, ctl, data) = pipes(1);
+    (tokio::spawn(run(transport)), Control::new(ctl), data)
 }
 
 /// The test's side of the control stream.
@@ -116,19 +132,13 @@ pub struct FakeSource {
 impl FakeSource {
     /// Starts a real sink receiving into `dest`, with one data stream.
     pub fn start(opts: Options, dest: DestSpec) -> Self {
-        let (transport, ctl, data) = pipes(1);
         let bs = opts.block_size;
-        let sink = tokio::spawn(hetch_engine::run_sink(
-            opts,
-            dest,
-            transport,
-            Arc::new(Progress::default()),
-        ));
+        let (sink, ctl, data) = engine(|t| hetch_engine::run_sink(opts, dest, t, Arc::default()));
         FakeSource {
-            ctl: Control::new(ctl),
+            ctl,
             data: data
                 .into_iter()
-                .map(|s| FrameWriter::new(s, "engine under test"))
+                .map(|s| FrameWriter::new(s, ENGINE))
                 .collect(),
             sink,
             bs,
@@ -198,18 +208,13 @@ pub struct FakeSink {
 impl FakeSink {
     /// Starts a real source sending `operands`, with one data stream.
     pub fn start(opts: Options, operands: Vec<PathBuf>) -> Self {
-        let (transport, ctl, data) = pipes(1);
-        let source = tokio::spawn(hetch_engine::run_source(
-            opts,
-            operands,
-            transport,
-            Arc::new(Progress::default()),
-        ));
+        let (source, ctl, data) =
+            engine(|t| hetch_engine::run_source(opts, operands, t, Arc::default()));
         FakeSink {
-            ctl: Control::new(ctl),
+            ctl,
             data: data
                 .into_iter()
-                .map(|s| FrameReader::new(s, "engine under test"))
+                .map(|s| FrameReader::new(s, ENGINE))
                 .collect(),
             source,
             pool: BufferPool::new(64 << 20),
@@ -238,30 +243,21 @@ impl FakeSink {
 
 /// A file entry.
 pub fn file(id: u64, path: &str, size: u64) -> Entry {
-    entry(
-        id,
-        path,
-        EntryKind::File {
-            size,
-            digest: None,
-            growing: false,
-        },
-        0o644,
-    )
+    file_entry(id, path, size, false)
 }
 
 /// A file entry announced as growing.
 pub fn growing(id: u64, path: &str, size: u64) -> Entry {
-    entry(
-        id,
-        path,
-        EntryKind::File {
-            size,
-            digest: None,
-            growing: true,
-        },
-        0o644,
-    )
+    file_entry(id, path, size, true)
+}
+
+fn file_entry(id: u64, path: &str, size: u64, growing: bool) -> Entry {
+    let kind = EntryKind::File {
+        size,
+        digest: None,
+        growing,
+    };
+    entry(id, path, kind, 0o644)
 }
 
 /// A directory entry.

@@ -18,6 +18,7 @@
 pub mod confined;
 mod error;
 pub mod journal;
+mod listing;
 pub mod meta;
 pub mod part;
 pub mod paths;

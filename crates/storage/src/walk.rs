@@ -84,29 +84,15 @@ pub fn walk(
     // Fail early, with the operand's name, when it does not exist at all.
     std::fs::symlink_metadata(operand).at(operand)?;
     let top = operand_name(operand)?;
-    let operand = operand.to_path_buf();
-    let iter = walkdir::WalkDir::new(&operand)
-        .follow_links(false)
-        .sort_by_file_name()
-        .into_iter()
-        .map(move |item| {
-            let item = item.map_err(|e| {
-                let path = e.path().unwrap_or(&operand).to_path_buf();
-                let io = e
-                    .into_io_error()
-                    .unwrap_or_else(|| std::io::Error::other("file system loop"));
-                StorageError::io(path, io)
-            })?;
-            let inner = item.path().strip_prefix(&operand).unwrap_or(Path::new(""));
-            let mut rel = top.as_bytes().to_vec();
-            for c in inner.components() {
-                rel.push(b'/');
-                rel.extend_from_slice(c.as_os_str().as_bytes());
-            }
-            entry(item.path(), rel)
-        });
-    Ok(iter)
+    Ok(crate::listing::Listing::new(
+        operand.to_path_buf(),
+        top.as_bytes().to_vec(),
+    ))
 }
+
+/// Why a special file is not copied.
+pub(crate) const SPECIAL: &str =
+    "is a special file (device, socket or fifo); only files, directories and symlinks are copied";
 
 /// Describes one path (lstat, no following).
 pub fn entry(path: &Path, rel: Vec<u8>) -> Result<SourceEntry, StorageError> {
@@ -124,7 +110,7 @@ pub fn entry(path: &Path, rel: Vec<u8>) -> Result<SourceEntry, StorageError> {
     } else {
         return Err(StorageError::WrongType {
             path: path.to_path_buf(),
-            reason: "is a special file (device, socket or fifo); only files, directories and symlinks are copied",
+            reason: SPECIAL,
         });
     };
     Ok(SourceEntry {
@@ -176,6 +162,46 @@ mod tests {
                 target: b"../a.txt".to_vec()
             }
         );
+    }
+
+    #[test]
+    fn a_directory_swapped_for_a_symlink_mid_walk_is_not_listed_through() {
+        let t = tempfile::tempdir().unwrap();
+        let top = t.path().join("top");
+        std::fs::create_dir_all(top.join("a")).unwrap();
+        std::fs::create_dir_all(top.join("z")).unwrap();
+        std::fs::write(top.join("z/inside"), b"x").unwrap();
+        std::fs::create_dir_all(t.path().join("outside")).unwrap();
+        std::fs::write(t.path().join("outside/secret"), b"s").unwrap();
+        let mut walk = walk(&top).unwrap();
+        // The top and `a` are listed; then a local user swaps `z` for a symlink.
+        assert_eq!(walk.next().unwrap().unwrap().rel, b"top");
+        assert_eq!(walk.next().unwrap().unwrap().rel, b"top/a");
+        std::fs::rename(top.join("z"), t.path().join("z-moved")).unwrap();
+        std::os::unix::fs::symlink(t.path().join("outside"), top.join("z")).unwrap();
+        let rest: Vec<_> = walk.filter_map(Result::ok).collect();
+        assert_eq!(rest.len(), 1, "{rest:?}");
+        assert!(
+            matches!(rest[0].kind, SourceKind::Symlink { .. }),
+            "{rest:?}"
+        );
+    }
+
+    #[test]
+    fn an_entry_gone_before_it_is_described_is_an_error_in_place() {
+        let t = tempfile::tempdir().unwrap();
+        let top = t.path().join("top");
+        std::fs::create_dir_all(top.join("a")).unwrap();
+        std::fs::write(top.join("b"), b"x").unwrap();
+        // A directory that is not there any more when it is opened.
+        let mut walk = walk(&top).unwrap();
+        walk.next();
+        let _ = std::fs::remove_dir(top.join("a"));
+        let items: Vec<_> = walk.collect();
+        assert_eq!(items.len(), 2, "{items:?}");
+        let err = items[0].as_ref().unwrap_err().to_string();
+        assert!(err.contains("top/a"), "{err}");
+        assert_eq!(items[1].as_ref().unwrap().rel, b"top/b");
     }
 
     #[test]

@@ -157,8 +157,8 @@ struct WatchArgs {
 /// The data streams of a transfer (`cp` and `watch`).
 #[derive(Args)]
 struct StreamArgs {
-    /// Number of parallel data streams.
-    #[arg(long, default_value_t = 4)]
+    /// Number of parallel data streams (1 to 256, what a server accepts).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     streams: u16,
     /// Cap on the transfer rate: bytes per second with SI suffixes (500M, 2G) or bits
     /// (4gbit).
@@ -237,11 +237,11 @@ struct Tuning {
     #[arg(long)]
     cc: Option<String>,
     /// SO_SNDBUF for this side's sockets (default: kernel autotuning).
-    #[arg(long, value_parser = units::parse_size)]
-    sndbuf: Option<u64>,
+    #[arg(long, value_parser = units::parse_socket_buffer)]
+    sndbuf: Option<u32>,
     /// SO_RCVBUF for this side's sockets (default: kernel autotuning).
-    #[arg(long, value_parser = units::parse_size)]
-    rcvbuf: Option<u64>,
+    #[arg(long, value_parser = units::parse_socket_buffer)]
+    rcvbuf: Option<u32>,
 }
 
 impl Tuning {
@@ -267,8 +267,8 @@ impl Tuning {
     fn socket(&self) -> SocketOptions {
         SocketOptions {
             congestion: self.cc.clone(),
-            send_buffer: self.sndbuf.unwrap_or(0) as u32,
-            recv_buffer: self.rcvbuf.unwrap_or(0) as u32,
+            send_buffer: self.sndbuf.unwrap_or(0),
+            recv_buffer: self.rcvbuf.unwrap_or(0),
         }
     }
 }

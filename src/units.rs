@@ -23,7 +23,31 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
             ))
         }
     };
-    Ok((n * mult as f64) as u64)
+    checked(s, n * mult as f64)
+}
+
+/// `bytes` as a `u64`, or an error naming `s` when it does not fit (a float cast
+/// would saturate silently).
+fn checked(s: &str, bytes: f64) -> Result<u64, String> {
+    if bytes.is_finite() && bytes < u64::MAX as f64 {
+        Ok(bytes as u64)
+    } else {
+        Err(format!("'{s}' is too large"))
+    }
+}
+
+/// Largest socket buffer the kernel takes: `SO_SNDBUF`/`SO_RCVBUF` are C `int`s.
+pub const MAX_SOCKET_BUFFER: u64 = i32::MAX as u64;
+
+/// Parses a socket buffer size ([`parse_size`], at most [`MAX_SOCKET_BUFFER`]).
+pub fn parse_socket_buffer(s: &str) -> Result<u32, String> {
+    let n = parse_size(s)?;
+    if n > MAX_SOCKET_BUFFER {
+        return Err(format!(
+            "'{s}': a socket buffer is at most {MAX_SOCKET_BUFFER} bytes (2 GiB less one)"
+        ));
+    }
+    Ok(n as u32)
 }
 
 /// Parses a block size: a size that is a power of two between 1 KiB and 256 MiB.
@@ -63,8 +87,7 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
             ))
         }
     };
-    let bytes = n * mult / if per_bit { 8.0 } else { 1.0 };
-    Ok(bytes as u64)
+    checked(s, n * mult / if per_bit { 8.0 } else { 1.0 })
 }
 
 /// Formats bytes for people (binary units).
@@ -98,6 +121,19 @@ mod tests {
         assert_eq!(parse_block_size("64K").unwrap(), 64 << 10);
         assert!(parse_block_size("3K").is_err());
         assert!(parse_block_size("512").is_err());
+        // No silent saturation.
+        assert!(parse_size("99999999999T").is_err());
+        assert!(parse_size("1e400").is_err());
+        assert!(parse_rate("99999999999999999T").is_err());
+    }
+
+    #[test]
+    fn socket_buffers_fit_the_kernel_s_int() {
+        assert_eq!(parse_socket_buffer("64M").unwrap(), 64 << 20);
+        assert_eq!(parse_socket_buffer("2147483647").unwrap(), i32::MAX as u32);
+        let err = parse_socket_buffer("4G").unwrap_err();
+        assert!(err.contains("4G") && err.contains("at most"), "{err}");
+        assert!(parse_socket_buffer("2G").is_err());
     }
 
     #[test]

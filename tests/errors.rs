@@ -906,6 +906,29 @@ fn bad_usage_exits_2() {
     assert!(!t.path().join("x").exists());
 }
 
+/// Numbers out of range are refused as usage errors naming the option, not narrowed or
+/// saturated: a 4 GiB socket buffer used to become 0 (autotuning), 257 streams were
+/// refused only by the server, a huge size became the largest u64.
+#[test]
+fn out_of_range_numbers_are_usage_errors() {
+    let t = tempdir();
+    let src = small_tree(&t.path().join("src"));
+    let dst = t.path().join("x");
+    for (flag, value) in [
+        ("--sndbuf", "4G"),
+        ("--rcvbuf", "2G"),
+        ("--streams", "257"),
+        ("--streams", "0"),
+        ("--buffer-memory", "99999999999T"),
+        ("--rate-limit", "99999999999999999T"),
+    ] {
+        let out = hetch(&args!["cp", flag, value, &src.root, &dst], &[]);
+        out.expect_code(2);
+        assert!(out.stderr.contains(flag), "{flag} {value}: {out:?}");
+        assert!(!dst.exists());
+    }
+}
+
 /// Values that clap accepts but hetch then rejects are bad usage too, yet they exit
 /// with 1 (the code for a failed transfer).
 #[test]

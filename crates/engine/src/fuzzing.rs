@@ -21,7 +21,7 @@ use hetch_proto::{
 use tokio::io::split;
 
 use crate::wire::{FrameMac, FrameReader, FrameWriter};
-use crate::{BoxStream, DestSpec, Operand, Options, Progress, Transport};
+use crate::{DestSpec, Operand, Options, Progress, Transport};
 
 /// Block size of fuzzed sessions: small, so boundaries are cheap to reach.
 const BS: u64 = 4096;
@@ -160,15 +160,9 @@ const MAC_KEY: [u8; 32] = [0x42; 32];
 /// A pair of in-memory transports, (ours, the engine's), the engine's data stream
 /// MAC-protected (as `--no-encrypt` streams are) when `mac`.
 fn transports(mac: bool) -> (Transport, Transport) {
-    let (c1, c2) = tokio::io::duplex(1 << 20);
-    let (d1, d2) = tokio::io::duplex(1 << 20);
-    let t = |c, d| Transport {
-        control: Box::new(c) as BoxStream,
-        data: vec![Box::new(d) as BoxStream],
-        peer: "fuzzed peer".into(),
-        data_mac: mac.then_some(MAC_KEY),
-    };
-    (t(c1, d1), t(c2, d2))
+    let (ours, mut theirs) = Transport::in_memory_pair(1, 1 << 20, ("engine", "fuzzed peer"));
+    theirs.data_mac = mac.then_some(MAC_KEY);
+    (ours, theirs)
 }
 
 /// How a fuzzed source protects its data stream: not at all (and the sink expects

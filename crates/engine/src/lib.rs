@@ -79,6 +79,32 @@ pub struct Transport {
 }
 
 impl Transport {
+    /// Two ends of one session joined by in-memory pipes of `capacity` bytes each, with
+    /// `streams` data streams: local copies, and tests or fuzzers that play one side
+    /// frame by frame. Each end names the other as given in `peers` (first end's peer,
+    /// second end's peer).
+    pub fn in_memory_pair(
+        streams: usize,
+        capacity: usize,
+        peers: (&str, &str),
+    ) -> (Transport, Transport) {
+        let (c1, c2) = tokio::io::duplex(capacity);
+        let mut one: Vec<BoxStream> = Vec::new();
+        let mut two: Vec<BoxStream> = Vec::new();
+        for _ in 0..streams.max(1) {
+            let (a, b) = tokio::io::duplex(capacity);
+            one.push(Box::new(a));
+            two.push(Box::new(b));
+        }
+        let end = |control: tokio::io::DuplexStream, data, peer: &str| Transport {
+            control: Box::new(control),
+            data,
+            peer: peer.into(),
+            data_mac: None,
+        };
+        (end(c1, one, peers.0), end(c2, two, peers.1))
+    }
+
     /// The data streams, each with its frame MAC (if any).
     pub(crate) fn data_streams(
         data: Vec<BoxStream>,

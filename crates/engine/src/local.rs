@@ -8,7 +8,7 @@ use crate::dest::DestSpec;
 use crate::error::EngineError;
 use crate::operand::{Destination, Operand};
 use crate::progress::{Progress, Report};
-use crate::{run_sink, run_source_from, BoxStream, Options, Transport};
+use crate::{run_sink, run_source_from, Options, Transport};
 
 /// Bytes buffered in each in-memory pipe.
 const PIPE: usize = 4 << 20;
@@ -35,26 +35,7 @@ pub async fn copy_between(
     streams: usize,
     progress: Arc<Progress>,
 ) -> Result<Report, EngineError> {
-    let (c1, c2) = tokio::io::duplex(PIPE);
-    let mut src_data: Vec<BoxStream> = Vec::new();
-    let mut dst_data: Vec<BoxStream> = Vec::new();
-    for _ in 0..streams.max(1) {
-        let (a, b) = tokio::io::duplex(PIPE);
-        src_data.push(Box::new(a));
-        dst_data.push(Box::new(b));
-    }
-    let src = Transport {
-        control: Box::new(c1),
-        data: src_data,
-        peer: "local receiver".into(),
-        data_mac: None,
-    };
-    let dst = Transport {
-        control: Box::new(c2),
-        data: dst_data,
-        peer: "local sender".into(),
-        data_mac: None,
-    };
+    let (src, dst) = Transport::in_memory_pair(streams, PIPE, ("local receiver", "local sender"));
     let sink_progress = Arc::new(Progress::default());
     // The source writes manifest lines from the sink's reports; the sink must not too.
     let sink_opts = Options {

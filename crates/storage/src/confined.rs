@@ -347,9 +347,7 @@ impl Dir {
     /// later change of the tree does not matter.
     fn open_checked(&self, rel: &Path, flags: OFlags, mode: Mode) -> io::Result<OwnedFd> {
         let fd = rfs::openat(self.fd(), rel_or_dot(rel), flags, mode)?;
-        let mine = real_location(self.fd())?;
-        let theirs = real_location(fd.as_fd())?;
-        if theirs == mine || theirs.starts_with(&mine) {
+        if real_location(fd.as_fd())?.starts_with(real_location(self.fd())?) {
             Ok(fd)
         } else {
             Err(Errno::XDEV.into())
@@ -361,8 +359,7 @@ impl Dir {
 /// descriptor is, not where its path led when it was opened, so a directory swapped
 /// for a symlink on the way is caught. Needs `/proc`; without it the check fails.
 pub fn check_below(file: &File, root: &Path) -> io::Result<()> {
-    let at = real_location(file.as_fd())?;
-    if at.starts_with(root) {
+    if real_location(file.as_fd())?.starts_with(root) {
         Ok(())
     } else {
         Err(io::Error::new(

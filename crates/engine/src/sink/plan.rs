@@ -174,8 +174,9 @@ fn plan_symlink(
     fm: FinalMeta,
 ) -> Result<PlanAction, StorageError> {
     let link = OsStr::from_bytes(link);
+    // The parent is resolved once; what is in it is looked at through its handle.
     let (parent, name) = sh.fs().parent(&at.rel)?;
-    match sh.fs().stat(&at.rel)? {
+    match parent.stat(Path::new(&name))? {
         Some(md)
             if md.file_type().is_symlink()
                 && parent.read_link(&name).is_ok_and(|t| t.as_os_str() == link) =>

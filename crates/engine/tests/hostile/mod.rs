@@ -29,9 +29,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hetch_engine::wire::{FrameReader, FrameWriter, Incoming};
-use hetch_engine::{BufferPool, DestSpec, EngineError, Options, Report, Transport};
+use hetch_engine::{BoxStream, BufferPool, DestSpec, EngineError, Options, Report, Transport};
 use hetch_proto::{DataHeader, Entry, EntryKind, Frame};
-use tokio::io::{split, DuplexStream, ReadHalf, WriteHalf};
+use tokio::io::{split, ReadHalf, WriteHalf};
 use tokio::task::JoinHandle;
 
 /// How long a wait may take before the test fails as hung (a guard, not a measure).
@@ -43,49 +43,32 @@ const PIPE: usize = 4 << 20;
 /// The name the engine under test gives the hostile peer in its errors.
 pub const PEER: &str = "hostile peer";
 
-/// Both ends of the in-memory streams: the engine's transport and the test's ends.
-fn pipes(streams: usize) -> (Transport, DuplexStream, Vec<DuplexStream>) {
-    let (ours, theirs) = tokio::io::duplex(PIPE);
-    let mut data = Vec::new();
-    let mut our_data = Vec::new();
-    for _ in 0..streams {
-        let (a, b) = tokio::io::duplex(PIPE);
-        our_data.push(a);
-        data.push(Box::new(b) as hetch_engine::BoxStream);
-    }
-    let transport = Transport {
-        control: Box::new(theirs),
-        data,
-        peer: PEER.into(),
-        data_mac: None,
-    };
-    (transport, ours, our_data)
-}
-
 /// How the test's ends name the engine under test in errors.
 const ENGINE: &str = "engine under test";
 
 /// Spawns one side of the engine (`run`) on in-memory streams with one data stream;
 /// returns its task and the test's ends of the control and data streams.
-fn engine<F>(
-    run: impl FnOnce(Transport) -> F,
-) -> (JoinHandle<F::Output>, Control, Vec<DuplexStream>)
+fn engine<F>(run: impl FnOnce(Transport) -> F) -> (JoinHandle<F::Output>, Control, Vec<BoxStream>)
 where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let (transport, ctl, data) = pipes(1);
-    (tokio::spawn(run(transport)), Control::new(ctl), data)
+    let (ours, theirs) = Transport::in_memory_pair(1, PIPE, (ENGINE, PEER));
+    (
+        tokio::spawn(run(theirs)),
+        Control::new(ours.control),
+        ours.data,
+    )
 }
 
 /// The test's side of the control stream.
 pub struct Control {
-    r: FrameReader<ReadHalf<DuplexStream>>,
-    w: FrameWriter<WriteHalf<DuplexStream>>,
+    r: FrameReader<ReadHalf<BoxStream>>,
+    w: FrameWriter<WriteHalf<BoxStream>>,
 }
 
 impl Control {
-    fn new(s: DuplexStream) -> Self {
+    fn new(s: BoxStream) -> Self {
         let (r, w) = split(s);
         Control {
             r: FrameReader::new(r, "engine under test"),
@@ -123,7 +106,7 @@ impl Control {
 pub struct FakeSource {
     /// The control stream.
     pub ctl: Control,
-    data: Vec<FrameWriter<DuplexStream>>,
+    data: Vec<FrameWriter<BoxStream>>,
     sink: JoinHandle<Result<Report, EngineError>>,
     /// Block size of the session (from the options given to [`FakeSource::start`]).
     pub bs: u64,
@@ -200,7 +183,7 @@ impl FakeSource {
 pub struct FakeSink {
     /// The control stream.
     pub ctl: Control,
-    data: Vec<FrameReader<DuplexStream>>,
+    data: Vec<FrameReader<BoxStream>>,
     source: JoinHandle<Result<Report, EngineError>>,
     pool: BufferPool,
 }

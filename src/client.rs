@@ -22,6 +22,9 @@ pub struct ClientConfig {
     pub socket: SocketOptions,
     /// How long the server may take to answer while the session is set up.
     pub timeout: std::time::Duration,
+    /// Sessions opened with this configuration so far (shared by its clones): a run
+    /// recovers from losing a server it has reached, not from one never reached.
+    pub opened: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Finds the client's token: `--token-file`, else `HETCH_TOKEN`. Short tokens are
@@ -49,11 +52,23 @@ pub async fn open_session(
 ) -> anyhow::Result<Transport> {
     match tokio::time::timeout(cfg.timeout, open_session_now(host, cfg, req)).await {
         Ok(r) => r,
-        Err(_) => bail!(
-            "{host}: no answer within {} s while setting up the session (is it a hetch server?)",
-            cfg.timeout.as_secs()
-        ),
+        Err(_) => Err(NoAnswer {
+            host: host.to_string(),
+            secs: cfg.timeout.as_secs(),
+        }
+        .into()),
     }
+}
+
+/// A server that accepted the connection but did not finish setting up the session
+/// in time (stopped, overloaded, or not a hetch server).
+#[derive(Debug, thiserror::Error)]
+#[error("{host}: no answer within {secs} s while setting up the session (is it a hetch server?)")]
+pub struct NoAnswer {
+    /// host:port
+    pub host: String,
+    /// The timeout.
+    pub secs: u64,
 }
 
 async fn open_session_now(
@@ -107,6 +122,8 @@ async fn open_session_now(
         }
     }))
     .await?;
+    cfg.opened
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Ok(Transport {
         control,
         data,

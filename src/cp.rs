@@ -2,6 +2,7 @@
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -13,10 +14,11 @@ use hetch_engine::{
     ObjectLocation, Operand, Options, Progress, Report,
 };
 use hetch_object::{Bucket, S3Config, S3Options, S3Url};
-use hetch_proto::{IntegrityRequest, Op, SessionRequest};
+use hetch_proto::{IntegrityRequest, Op, SessionRequest, Summary};
 
 use crate::client::{open_session, ClientConfig};
 use crate::location::Location;
+use crate::retry::{self, Recovery, RetryArgs};
 use crate::ui::{print_comparison, print_summary, Display};
 
 /// Everything `cp` needs, after flag parsing.
@@ -41,6 +43,8 @@ pub struct CopyJob {
     pub manifest: Option<PathBuf>,
     /// Object store settings from the command line.
     pub s3: S3Options,
+    /// How lost sessions are recovered.
+    pub retry: RetryArgs,
 }
 
 /// Outcome of a copy, for the exit code.
@@ -80,9 +84,9 @@ pub async fn run(mut job: CopyJob) -> anyhow::Result<Outcome> {
         }
     }));
     let display = Display::start(progress.clone(), job.quiet || job.json);
-    let result = dispatch(&job, progress.clone()).await;
+    let (result, recovered) = recover(&job, &progress, manifest.as_deref()).await;
     display.finish();
-    let report = match (result, &manifest) {
+    let mut report = match (result, &manifest) {
         (Ok(r), Some(m)) => {
             m.commit()?;
             r
@@ -96,15 +100,80 @@ pub async fn run(mut job: CopyJob) -> anyhow::Result<Outcome> {
         }
     };
     if job.opts.compare_only {
-        print_comparison(&report, started, job.json);
+        // Every session compares everything again: the last one has the whole answer.
+        print_comparison(&report, started, job.json, recovered.reconnects);
     } else {
-        print_summary(&report, &progress, started, job.json);
+        recovered.merge_into(&mut report.summary);
+        print_summary(&report, &progress, started, job.json, recovered.reconnects);
     }
     Ok(if report.summary.failed > 0 || !report.errors.is_empty() {
         Outcome::Partial
     } else {
         Outcome::Complete
     })
+}
+
+/// What the sessions of a run that were lost had done, and how many there were.
+#[derive(Default)]
+struct Recovered {
+    /// Counters of the lost sessions, summed.
+    lost: Summary,
+    /// Sessions opened again.
+    reconnects: u64,
+}
+
+impl Recovered {
+    /// Adds the lost sessions' work to the last session's summary: the files they
+    /// finished count as copied, not as found in place by the last session.
+    fn merge_into(&self, s: &mut Summary) {
+        s.files += self.lost.files;
+        s.skipped = s.skipped.saturating_sub(self.lost.files);
+        s.bytes += self.lost.bytes;
+        s.retried_blocks += self.lost.retried_blocks;
+    }
+}
+
+/// Runs sessions of `job` until one completes, opening a new one (which resumes from
+/// what the destination verified) after each transient failure, as `job.retry` allows.
+/// Copies that involve no server run once.
+async fn recover(
+    job: &CopyJob,
+    progress: &Arc<Progress>,
+    manifest: Option<&Manifest>,
+) -> (anyhow::Result<Report>, Recovered) {
+    let mut recovery = Recovery::new(job.retry.clone());
+    let mut recovered = Recovered::default();
+    loop {
+        let e = match dispatch(job, progress.clone()).await {
+            Ok(r) => return (Ok(r), recovered),
+            Err(e) => e,
+        };
+        // A server never reached is a mistake to report at once (a wrong address, a
+        // server not started), not a loss to recover from.
+        let reached = job.client.as_ref().map_or(0, |c| c.opened.load(Relaxed));
+        if reached == 0 {
+            return (Err(e), recovered);
+        }
+        let attempt = progress.begin_attempt();
+        let Some(wait) = recovery.next_attempt(&e, retry::moved(&attempt)) else {
+            return (Err(e), recovered);
+        };
+        if let Some(m) = manifest {
+            if let Err(me) = m.restart() {
+                return (Err(me.into()), recovered);
+            }
+        }
+        recovered.lost.files += attempt.files;
+        recovered.lost.bytes += attempt.bytes;
+        recovered.lost.retried_blocks += attempt.retried_blocks;
+        recovered.reconnects = recovery.reconnects;
+        progress.warn(&format!(
+            "{}; opening a new session in {} s (it resumes what is verified)",
+            crate::one_line(&e),
+            wait.as_secs()
+        ));
+        tokio::time::sleep(wait).await;
+    }
 }
 
 /// The wire paths of a pull's operands (what its entries must lie under), `None` when

@@ -136,6 +136,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         known_hosts: None,
         socket: SocketOptions::default(),
         timeout: std::time::Duration::from_secs(30),
+        opened: Default::default(),
     };
     tokio::spawn(server.run());
     let job = |sources: Vec<Location>, dest: Location| CopyJob {
@@ -149,6 +150,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         client: Some(client.clone()),
         json: false,
         quiet: false,
+        retry: Default::default(),
     };
     let remote = Location::Remote {
         host: host.clone(),

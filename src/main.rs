@@ -10,6 +10,7 @@ mod cp;
 mod demo;
 mod follow;
 mod location;
+mod retry;
 mod server;
 mod ui;
 mod units;
@@ -120,6 +121,8 @@ struct CpArgs {
     follow: bool,
     #[command(flatten)]
     follow_args: follow::FollowArgs,
+    #[command(flatten)]
+    retry: retry::RetryArgs,
 }
 
 #[derive(Args)]
@@ -242,6 +245,11 @@ struct Tuning {
     /// SO_RCVBUF for this side's sockets (default: kernel autotuning).
     #[arg(long, value_parser = units::parse_socket_buffer)]
     rcvbuf: Option<u32>,
+    /// A session that hears nothing from its peer for this long counts as lost (a
+    /// client then opens a new one); 2s to 1h, or 0 to wait forever. Each side sends
+    /// a keep-alive every second when it has nothing else to say.
+    #[arg(long, default_value = "60s", value_parser = units::parse_stall_timeout)]
+    stall_timeout: std::time::Duration,
 }
 
 impl Tuning {
@@ -252,6 +260,7 @@ impl Tuning {
             concurrency: self.concurrency.max(1),
             writers: self.concurrency.max(1),
             buffer_memory: self.buffer_memory as usize,
+            stall_timeout: (!self.stall_timeout.is_zero()).then_some(self.stall_timeout),
             ..Options::default()
         };
         // Test-only fault hooks (see Options::corrupt_blocks and corrupt_written).
@@ -342,6 +351,8 @@ struct VerifyArgs {
     tuning: Tuning,
     #[command(flatten)]
     conn: ConnArgs,
+    #[command(flatten)]
+    retry: retry::RetryArgs,
 }
 
 /// How to reach and trust a server (`cp` and `verify`).
@@ -388,6 +399,7 @@ impl ConnArgs {
             known_hosts: self.known_hosts.clone(),
             socket,
             timeout: std::time::Duration::from_secs(self.timeout.max(1)),
+            opened: Default::default(),
         }))
     }
 }
@@ -552,6 +564,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 quiet: a.conn.quiet,
                 manifest: a.manifest,
                 s3: s3.clone(),
+                retry: a.retry,
             };
             Ok(cp::run(job).await?.exit_code())
         }
@@ -606,6 +619,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 quiet: true,
                 manifest: None,
                 s3: s3.clone(),
+                // A watch opens new sessions forever by itself.
+                retry: retry::RetryArgs {
+                    retries: 0,
+                    retry_for: std::time::Duration::ZERO,
+                },
             };
             watch::run(job, a.stats_interval).await
         }
@@ -630,6 +648,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 quiet: a.conn.quiet,
                 manifest: None,
                 s3: s3.clone(),
+                retry: a.retry,
             };
             Ok(cp::run(job).await?.exit_code())
         }
@@ -675,7 +694,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             eprintln!("hetch serve: listening on {}", srv.addr);
             eprintln!("hetch serve: fingerprint {}", srv.fingerprint);
             eprintln!("hetch serve: token in {}", srv.token_path.display());
-            srv.run().await?;
+            srv.run_until(watch::shutdown()).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Sum(a) => {

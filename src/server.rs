@@ -70,6 +70,8 @@ pub struct Server {
     pub new_identity: bool,
     listener: TcpListener,
     state: Arc<State>,
+    /// Ends every session (see [`Server::run_until`]).
+    stop: hetch_engine::StopSender,
 }
 
 /// A session waiting for its data streams.
@@ -103,6 +105,8 @@ struct State {
     throttle: AuthThrottle,
     /// Connections refused or failed before authentication.
     pre_auth_log: RateLimitedLog,
+    /// Sessions running.
+    sessions: std::sync::atomic::AtomicUsize,
 }
 
 impl Server {
@@ -128,7 +132,11 @@ impl Server {
             .await
             .with_context(|| format!("cannot listen on {}", cfg.listen))?;
         cfg.socket.apply_to_listener(&listener)?;
+        let (stop, stop_signal) = hetch_engine::StopSignal::new();
+        let mut engine = cfg.engine;
+        engine.stop = Some(stop_signal);
         Ok(Server {
+            stop,
             addr: listener.local_addr()?,
             fingerprint: identity.fingerprint,
             token_path,
@@ -140,19 +148,37 @@ impl Server {
                 token,
                 tls: identity.server_config(),
                 socket: cfg.socket,
-                engine: cfg.engine,
+                engine,
                 joining: Mutex::default(),
                 gate: PreAuthGate::new(cfg.limits),
                 throttle: AuthThrottle::default(),
                 pre_auth_log: RateLimitedLog::new(PRE_AUTH_LOG_INTERVAL),
+                sessions: Default::default(),
             }),
         })
     }
 
     /// Serves until the process ends.
     pub async fn run(self) -> anyhow::Result<()> {
+        self.run_until(std::future::pending()).await
+    }
+
+    /// Serves until `shutdown` resolves; then stops accepting, tells every session's
+    /// client that the server is going away (their part files and journals stay, so a
+    /// new session resumes them), and waits a moment for them to end.
+    pub async fn run_until(
+        self,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> anyhow::Result<()> {
+        tokio::pin!(shutdown);
+        let mut connections = tokio::task::JoinSet::new();
         loop {
-            let (socket, peer) = match self.listener.accept().await {
+            let accepted = tokio::select! {
+                a = self.listener.accept() => a,
+                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+                _ = &mut shutdown => break,
+            };
+            let (socket, peer) = match accepted {
                 Ok(x) => x,
                 Err(e) => {
                     eprintln!("hetch serve: accept failed: {e}");
@@ -171,15 +197,35 @@ impl Server {
                 }
             };
             let state = self.state.clone();
-            tokio::spawn(async move {
+            connections.spawn(async move {
                 if let Err(e) = handle(state.clone(), socket, peer, permit).await {
                     let e = hetch_proto::escape_text(&e.to_string());
                     eprintln!("hetch serve: {peer}: {e}");
                 }
             });
         }
+        drop(self.listener);
+        let sessions = self
+            .state
+            .sessions
+            .load(std::sync::atomic::Ordering::Relaxed);
+        eprintln!(
+            "hetch serve: shutting down: telling {sessions} sessions' clients to resume later"
+        );
+        self.stop.stop();
+        let drained = async { while connections.join_next().await.is_some() {} };
+        if tokio::time::timeout(SHUTDOWN_GRACE, drained).await.is_err() {
+            eprintln!(
+                "hetch serve: connections still open after {} s: closing them",
+                SHUTDOWN_GRACE.as_secs()
+            );
+        }
+        Ok(())
     }
 }
+
+/// How long a shutting-down server waits for its sessions to tell their clients.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 impl State {
     fn log_pre_auth(&self, what: impl std::fmt::Display) {
@@ -474,6 +520,7 @@ async fn session(
     };
     let progress = Arc::new(Progress::default());
     let started = std::time::Instant::now();
+    let _running = Running::new(&state.sessions);
     let (what, result) = match role {
         Role::Sink(dest) => (
             "push",
@@ -500,6 +547,22 @@ async fn session(
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// Counts a session as running while it lives.
+struct Running<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Running<'a> {
+    fn new(count: &'a std::sync::atomic::AtomicUsize) -> Self {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Running(count)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Socket tuning a client asked for its session's data sockets.

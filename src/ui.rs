@@ -70,7 +70,7 @@ impl Display {
 }
 
 /// Prints the end of a comparison (`hetch verify`): every difference, then a count.
-pub fn print_comparison(report: &Report, started: Instant, json: bool) {
+pub fn print_comparison(report: &Report, started: Instant, json: bool, reconnects: u64) {
     let s = &report.summary;
     // Messages name files a peer chose: escaped, so they cannot drive the terminal.
     for e in &report.errors {
@@ -82,6 +82,7 @@ pub fn print_comparison(report: &Report, started: Instant, json: bool) {
             "identical": s.files,
             "bytes_compared": s.bytes,
             "differences": s.failed,
+            "reconnects": reconnects,
             "seconds": secs,
         });
         println!("{v}");
@@ -98,8 +99,15 @@ pub fn print_comparison(report: &Report, started: Instant, json: bool) {
     }
 }
 
-/// Prints the end-of-transfer summary (one line, or JSON on stdout) and the per-file errors.
-pub fn print_summary(report: &Report, progress: &Progress, started: Instant, json: bool) {
+/// Prints the end-of-transfer summary (one line, or JSON on stdout) and the per-file
+/// errors; `reconnects` counts the sessions opened again after lost ones.
+pub fn print_summary(
+    report: &Report,
+    progress: &Progress,
+    started: Instant,
+    json: bool,
+    reconnects: u64,
+) {
     let secs = started.elapsed().as_secs_f64();
     let s = &report.summary;
     let bytes = s.bytes.max(progress.bytes.load(Relaxed));
@@ -116,6 +124,7 @@ pub fn print_summary(report: &Report, progress: &Progress, started: Instant, jso
             "failed": s.failed,
             "retried_blocks": s.retried_blocks.max(progress.retried_blocks.load(Relaxed)),
             "warnings": progress.warnings.load(Relaxed),
+            "reconnects": reconnects,
             "seconds": secs,
             "bytes_per_second": rate,
         });
@@ -134,6 +143,9 @@ pub fn print_summary(report: &Report, progress: &Progress, started: Instant, jso
             s.failed,
             s.retried_blocks.max(progress.retried_blocks.load(Relaxed)),
         );
+        if reconnects > 0 {
+            eprintln!("hetch: recovered from {reconnects} lost sessions");
+        }
         if let Some(l) = lag {
             eprintln!(
                 "hetch: lag (appended -> durable and verified): p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms over {} samples",

@@ -50,6 +50,21 @@ pub fn parse_socket_buffer(s: &str) -> Result<u32, String> {
     Ok(n as u32)
 }
 
+/// Parses a stall timeout: 2 s to 1 h, or 0 for none.
+pub fn parse_stall_timeout(s: &str) -> Result<std::time::Duration, String> {
+    let d = crate::wan::parse_duration(s)?;
+    // Peers send keep-alives every second: shorter timeouts would trip on scheduling.
+    if d.is_zero()
+        || (std::time::Duration::from_secs(2)..=std::time::Duration::from_secs(3600)).contains(&d)
+    {
+        Ok(d)
+    } else {
+        Err(format!(
+            "'{s}': a stall timeout is 2s to 1h (3600s), or 0 for none"
+        ))
+    }
+}
+
 /// Parses a block size: a size that is a power of two between 1 KiB and 256 MiB.
 pub fn parse_block_size(s: &str) -> Result<u64, String> {
     let n = parse_size(s)?;

@@ -17,7 +17,8 @@ fn state(name: &str) -> PathBuf {
     Path::new(STATE_DIR).join(name)
 }
 
-/// Parses a duration: `50ms`, `0.5s`, `100us`, or a bare number of milliseconds.
+/// Parses a duration: `50ms`, `0.5s`, `100us`, `10m`, `1h`, or a bare number of
+/// milliseconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
@@ -26,12 +27,18 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         (n, 1e-6)
     } else if let Some(n) = t.strip_suffix('s') {
         (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
     } else {
         (t, 1e-3)
     };
     match num.trim().parse::<f64>() {
         Ok(v) if v >= 0.0 && v.is_finite() => Ok(Duration::from_secs_f64(v * scale)),
-        _ => Err(format!("'{s}': expected a duration like 50ms or 0.1s")),
+        _ => Err(format!(
+            "'{s}': expected a duration like 50ms, 0.1s, 10m or 1h"
+        )),
     }
 }
 
@@ -232,6 +239,8 @@ mod tests {
     fn durations_and_losses_parse() {
         assert_eq!(parse_duration("50ms").unwrap(), Duration::from_millis(50));
         assert_eq!(parse_duration("0.1s").unwrap(), Duration::from_millis(100));
+        assert_eq!(parse_duration("10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
         assert_eq!(parse_duration("100").unwrap(), Duration::from_millis(100));
         assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
         assert!(parse_duration("-1ms").is_err() && parse_duration("fast").is_err());

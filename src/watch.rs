@@ -73,7 +73,7 @@ pub async fn run(job: CopyJob, stats_interval: Duration) -> anyhow::Result<std::
 }
 
 /// Resolves on SIGINT or SIGTERM.
-async fn shutdown() {
+pub async fn shutdown() {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
     let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");

@@ -300,6 +300,9 @@ fn a_restarted_server_loses_nothing() {
             "--block-size",
             "1M",
             "--json",
+            // This test is about the next run resuming, not this one recovering.
+            "--retries",
+            "0",
             &src,
             s.url("in/")
         ]

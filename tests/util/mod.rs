@@ -203,13 +203,21 @@ pub struct Running {
     pub child: Child,
     stdout: Option<JoinHandle<String>>,
     stderr: Option<JoinHandle<String>>,
+    /// What the process wrote to stderr so far.
+    stderr_seen: Arc<Mutex<Vec<u8>>>,
 }
 
-fn collect(mut r: impl Read + Send + 'static) -> JoinHandle<String> {
+/// Reads `r` to its end on a thread, keeping what arrived so far in `seen`.
+fn collect(mut r: impl Read + Send + 'static, seen: Arc<Mutex<Vec<u8>>>) -> JoinHandle<String> {
     std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = r.read_to_end(&mut buf);
-        String::from_utf8_lossy(&buf).into_owned()
+        let mut chunk = [0u8; 4096];
+        while let Ok(n) = r.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            seen.lock().unwrap().extend_from_slice(&chunk[..n]);
+        }
+        String::from_utf8_lossy(&seen.lock().unwrap()).into_owned()
     })
 }
 
@@ -240,17 +248,29 @@ pub fn spawn(args: &[OsString], env: &[(&str, &str)]) -> Running {
             .join(" ")
     );
     let mut child = cmd.spawn().expect("spawn hetch");
-    let stdout = collect(child.stdout.take().expect("stdout"));
-    let stderr = collect(child.stderr.take().expect("stderr"));
+    let stdout = collect(child.stdout.take().expect("stdout"), Arc::default());
+    let stderr_seen = Arc::new(Mutex::new(Vec::new()));
+    let stderr = collect(child.stderr.take().expect("stderr"), stderr_seen.clone());
     Running {
         cmd: shown,
         child,
         stdout: Some(stdout),
         stderr: Some(stderr),
+        stderr_seen,
     }
 }
 
 impl Running {
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// What the process wrote to stderr so far.
+    pub fn stderr_so_far(&self) -> String {
+        String::from_utf8_lossy(&self.stderr_seen.lock().unwrap()).into_owned()
+    }
+
     /// Whether the process has exited.
     pub fn exited(&mut self) -> bool {
         self.child.try_wait().expect("try_wait").is_some()

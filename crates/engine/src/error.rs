@@ -42,6 +42,18 @@ pub enum EngineError {
         /// Which frame.
         what: String,
     },
+    /// Nothing arrived from the peer for the whole stall timeout (its process stopped,
+    /// its host gone, the path cut): treated like a lost connection.
+    #[error("{peer} stopped answering: nothing received for {secs} s (see --stall-timeout)")]
+    Stalled {
+        /// The peer.
+        peer: String,
+        /// Seconds since anything arrived.
+        secs: u64,
+    },
+    /// This side was asked to stop (a server shutting down); the peer is told.
+    #[error("the server is shutting down; a new session resumes what this one verified")]
+    Stopped,
     /// The peer reported a fatal error.
     #[error("{peer}: {message}")]
     Peer {
@@ -78,6 +90,19 @@ impl EngineError {
         }
     }
 
+    /// Whether a new session may get past this error: the connection broke, stalled or
+    /// was tampered with on the way, or the peer is going away. Errors about what is
+    /// being copied (paths, space, permissions, protocol) are not.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            EngineError::Connection { .. }
+            | EngineError::Stalled { .. }
+            | EngineError::Tampered { .. } => true,
+            EngineError::Peer { code, .. } => *code == ErrorCode::Unavailable,
+            _ => false,
+        }
+    }
+
     /// The frame that tells the peer about this error.
     pub fn to_frame(&self) -> ErrorFrame {
         let code = match self {
@@ -90,7 +115,8 @@ impl EngineError {
             | EngineError::Unexpected { .. }
             | EngineError::Tampered { .. } => ErrorCode::Protocol,
             EngineError::Peer { code, .. } => *code,
-            EngineError::Connection { .. } => ErrorCode::Other,
+            EngineError::Connection { .. } | EngineError::Stalled { .. } => ErrorCode::Other,
+            EngineError::Stopped => ErrorCode::Unavailable,
             EngineError::Object(_) => ErrorCode::Io,
         };
         ErrorFrame {

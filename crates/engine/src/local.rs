@@ -35,6 +35,11 @@ pub async fn copy_between(
     streams: usize,
     progress: Arc<Progress>,
 ) -> Result<Report, EngineError> {
+    // Both ends are in this process: neither can go quiet without the other knowing.
+    let opts = Options {
+        stall_timeout: None,
+        ..opts
+    };
     let (src, dst) = Transport::in_memory_pair(streams, PIPE, ("local receiver", "local sender"));
     let sink_progress = Arc::new(Progress::default());
     // The source writes manifest lines from the sink's reports; the sink must not too.

@@ -59,6 +59,15 @@ impl Manifest {
         }
     }
 
+    /// Empties the manifest for a new session of the same run, which reports every
+    /// file again (copied, or found in place with its digest): no file is listed twice.
+    pub fn restart(&self) -> Result<(), StorageError> {
+        let file = File::create(&self.tmp).map_err(|e| StorageError::io(&self.path, e))?;
+        *self.out.lock().expect("manifest lock") = Some(BufWriter::new(file));
+        *self.failed.lock().expect("manifest lock") = None;
+        Ok(())
+    }
+
     /// Flushes and renames the manifest into place.
     pub fn commit(&self) -> Result<(), StorageError> {
         let io = |e| StorageError::io(&self.path, e);

@@ -33,6 +33,11 @@ pub struct Options {
     /// absolute paths, and every file a pull reads must really lie below it (checked on
     /// the opened file, so a directory a local user swapped for a symlink is caught).
     pub served_root: Option<std::path::PathBuf>,
+    /// A session that hears nothing from its peer for this long ends as stalled (see
+    /// `liveness`); `None` never gives up on a quiet peer.
+    pub stall_timeout: Option<std::time::Duration>,
+    /// Raised to end the session at once, telling the peer (a server shutting down).
+    pub stop: Option<crate::StopSignal>,
     /// How often one block may be re-sent after failing its check.
     pub max_retries: u32,
     /// Algorithm of block and whole-file digests.
@@ -84,6 +89,8 @@ impl Default for Options {
             fsync: false,
             preserve_special_modes: false,
             served_root: None,
+            stall_timeout: None,
+            stop: None,
             max_retries: 3,
             checksum: Algorithm::Blake3,
             verify: Verify::Written,

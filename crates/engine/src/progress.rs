@@ -100,6 +100,26 @@ impl Progress {
         }
     }
 
+    /// Starts the counters over for a new session of the same run (after a lost one)
+    /// and returns what the previous session counted. The new session announces and
+    /// counts everything again, finding what the previous one finished in place; its
+    /// per-file failures are its own. The lag histogram carries on.
+    pub fn begin_attempt(&self) -> Summary {
+        let take = |c: &AtomicU64| c.swap(0, Relaxed);
+        let previous = Summary {
+            files: take(&self.files),
+            bytes: take(&self.bytes),
+            skipped: take(&self.skipped),
+            retried_blocks: take(&self.retried_blocks),
+            failed: take(&self.failed),
+        };
+        for c in [&self.total_bytes, &self.total_files, &self.skipped_bytes] {
+            take(c);
+        }
+        self.take_errors();
+        previous
+    }
+
     /// Takes the recorded error lines.
     pub fn take_errors(&self) -> Vec<String> {
         std::mem::take(&mut *self.errors.lock().expect("errors lock"))

@@ -2,6 +2,7 @@
 //! session's tasks are run and torn down.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use hetch_proto::Frame;
 use tokio::io::AsyncWrite;
@@ -9,7 +10,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::error::EngineError;
+use crate::liveness::{Liveness, StopSignal};
 use crate::wire::FrameWriter;
+use crate::{Options, Transport};
 
 /// Depth of the queue in front of the control writer.
 pub(crate) const CONTROL_QUEUE: usize = 4096;
@@ -27,7 +30,15 @@ pub(crate) async fn control_writer<W: AsyncWrite + Unpin>(
     let root = served_root
         .map(|r| r.to_string_lossy().trim_end_matches('/').to_string())
         .filter(|r| !r.is_empty());
+    let mut finished = false;
     while let Some(mut frame) = rx.recv().await {
+        match frame {
+            // Once the summary is out the peer may close at any moment: a keep-alive
+            // arriving after that would make its kernel reset the connection.
+            Frame::KeepAlive if finished => continue,
+            Frame::Finished(_) => finished = true,
+            _ => {}
+        }
         if let Some(root) = &root {
             relative_messages(&mut frame, root);
         }
@@ -53,15 +64,79 @@ fn relative_messages(frame: &mut Frame, root: &str) {
     }
 }
 
+/// What watches a running session from outside its tasks.
+#[derive(Default)]
+pub(crate) struct Watch {
+    /// Noticing a peer that went quiet, and keeping ours from looking so.
+    pub live: Option<Liveness>,
+    /// A request to stop.
+    pub stop: Option<StopSignal>,
+}
+
+impl Watch {
+    /// Wraps `transport`'s streams for `opts`' stall timeout and takes its stop signal.
+    pub(crate) fn new(transport: Transport, opts: &Options) -> (Transport, Watch) {
+        let (transport, live) = Liveness::watch(transport, opts.stall_timeout);
+        let stop = opts.stop.clone();
+        (transport, Watch { live, stop })
+    }
+}
+
+/// What woke the session loop.
+enum Event {
+    Done(Option<Result<Result<(), EngineError>, tokio::task::JoinError>>),
+    Tick,
+    Stop,
+}
+
 /// Runs a session's tasks to the end. On the first error, tells the peer (best effort,
-/// through the control writer), stops every task and returns that error.
+/// through the control writer), stops every task and returns that error. `watch`
+/// sends keep-alives, ends a session whose peer went quiet, and one asked to stop.
 pub(crate) async fn run_tasks(
     mut tasks: JoinSet<Result<(), EngineError>>,
     ctl_tx: mpsc::Sender<Frame>,
     ctl_writer: tokio::task::JoinHandle<Result<(), EngineError>>,
+    watch: Watch,
 ) -> Result<(), EngineError> {
     let mut failure = None;
-    while let Some(done) = tasks.join_next().await {
+    let mut tick = tokio::time::interval(
+        watch
+            .live
+            .as_ref()
+            .map_or(Duration::from_secs(3600), Liveness::tick),
+    );
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let stop = async {
+        match watch.stop {
+            Some(s) => s.raised().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(stop);
+    loop {
+        let event = tokio::select! {
+            done = tasks.join_next() => Event::Done(done),
+            _ = tick.tick(), if watch.live.is_some() => Event::Tick,
+            _ = &mut stop => Event::Stop,
+        };
+        let done = match event {
+            Event::Done(Some(done)) => done,
+            Event::Done(None) => break,
+            Event::Tick => {
+                let live = watch.live.as_ref().expect("ticks only when watched");
+                if let Err(e) = live.check() {
+                    failure = Some(e);
+                    break;
+                }
+                // Best effort: a full queue means frames are going out anyway.
+                let _ = ctl_tx.try_send(Frame::KeepAlive);
+                continue;
+            }
+            Event::Stop => {
+                failure = Some(EngineError::Stopped);
+                break;
+            }
+        };
         let result = match done {
             Ok(r) => r,
             Err(e) if e.is_cancelled() => Ok(()),
@@ -75,7 +150,14 @@ pub(crate) async fn run_tasks(
     match failure {
         None => {
             drop(ctl_tx);
-            ctl_writer.await.expect("control writer panicked")
+            match &watch.live {
+                // Even the last frames must not wait for a peer that went away.
+                Some(live) => match tokio::time::timeout(live.stall(), ctl_writer).await {
+                    Ok(r) => r.expect("control writer panicked"),
+                    Err(_) => live.check(),
+                },
+                None => ctl_writer.await.expect("control writer panicked"),
+            }
         }
         Some(mut e) => {
             // A data stream often breaks before the control stream delivers the peer's

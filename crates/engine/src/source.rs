@@ -26,7 +26,7 @@ use crate::operand::Operand;
 use crate::pool::{BufferPool, PooledBuf};
 use crate::progress::{Progress, Report};
 use crate::rate::RateLimiter;
-use crate::session::{control_writer, is_zero, run_tasks, CONTROL_QUEUE};
+use crate::session::{control_writer, is_zero, run_tasks, Watch, CONTROL_QUEUE};
 use crate::source_object::ObjectRef;
 use crate::wire::{FrameReader, FrameWriter};
 use crate::{BoxStream, Options, Transport};
@@ -152,6 +152,7 @@ pub async fn run_source_from(
     transport: Transport,
     progress: Arc<Progress>,
 ) -> Result<Report, EngineError> {
+    let (transport, watch) = Watch::new(transport, &opts);
     let peer = transport.peer.clone();
     let (ctl_r, ctl_w) = split(transport.control);
     let (ctl_tx, ctl_rx) = mpsc::channel(CONTROL_QUEUE);
@@ -250,7 +251,7 @@ pub async fn run_source_from(
     }
     drop(data_rx);
 
-    let result = run_tasks(tasks, ctl_tx, ctl_writer).await;
+    let result = run_tasks(tasks, ctl_tx, ctl_writer, watch).await;
     shared.window.close();
     result?;
     let summary = *summary.lock().expect("summary lock");

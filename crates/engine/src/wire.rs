@@ -144,7 +144,21 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 
     /// The next frame; `Ok(None)` on a clean end of stream between frames. Data frames
     /// need a `pool` to read their payload into; without one they are a protocol error.
+    /// Keep-alives are skipped here: they only show the peer is there (and reading
+    /// them is what the stall watch counts).
     pub async fn next(
+        &mut self,
+        pool: Option<&BufferPool>,
+    ) -> Result<Option<Incoming>, EngineError> {
+        loop {
+            match self.next_any(pool).await? {
+                Some(Incoming::Frame(Frame::KeepAlive)) => continue,
+                other => return Ok(other),
+            }
+        }
+    }
+
+    async fn next_any(
         &mut self,
         pool: Option<&BufferPool>,
     ) -> Result<Option<Incoming>, EngineError> {

@@ -138,7 +138,7 @@ pub(crate) fn encode_body(frame: &Frame, out: &mut Vec<u8>) {
             out.put_u64(*file);
             out.put_bytes(message.as_bytes());
         }
-        Frame::EndOfEntries | Frame::StreamEnd => {}
+        Frame::EndOfEntries | Frame::StreamEnd | Frame::KeepAlive => {}
         Frame::Seal(seal) => {
             out.put_u64(seal.file);
             out.put_u64(seal.size);
@@ -223,6 +223,7 @@ pub(crate) fn decode_body(kind: FrameKind, body: &[u8]) -> Result<Frame, ProtoEr
             failed: r.u64()?,
         }),
         FrameKind::StreamEnd => Frame::StreamEnd,
+        FrameKind::KeepAlive => Frame::KeepAlive,
         FrameKind::Seal => Frame::Seal(decode_seal(&mut r)?),
         FrameKind::Abandon => Frame::Abandon { file: r.u64()? },
         FrameKind::Durable => Frame::Durable {
@@ -467,6 +468,7 @@ fn decode_error_code(r: &mut Reader<'_>) -> Result<ErrorCode, ProtoError> {
         5 => ErrorCode::Io,
         6 => ErrorCode::NoSpace,
         7 => ErrorCode::Other,
+        8 => ErrorCode::Unavailable,
         _ => return Err(r.err("unknown error code")),
     })
 }

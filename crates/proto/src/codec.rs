@@ -12,7 +12,7 @@ use crate::frame::*;
 pub const MAGIC: [u8; 6] = *b"HETCH\0";
 /// Protocol version spoken by this build. 4: data-stream hellos carry a session proof
 /// instead of the token, and plain (`--no-encrypt`) data streams a MAC per frame.
-pub const VERSION: u16 = 4;
+pub const VERSION: u16 = 5;
 /// Length of the preamble: `MAGIC | VERSION (u16 LE)`.
 pub const PREAMBLE_LEN: usize = 8;
 /// Length of a frame header: `len: u32 LE | kind: u8`.
@@ -99,6 +99,8 @@ pub enum FrameKind {
     Piece = 16,
     /// [`Frame::Cover`]
     Cover = 17,
+    /// [`Frame::KeepAlive`]
+    KeepAlive = 18,
 }
 
 /// A decoded frame header.
@@ -112,7 +114,7 @@ pub struct FrameHeader {
 
 impl FrameKind {
     /// Every kind, in kind-byte order.
-    pub const ALL: [FrameKind; 17] = [
+    pub const ALL: [FrameKind; 18] = [
         FrameKind::Hello,
         FrameKind::Welcome,
         FrameKind::Error,
@@ -130,11 +132,12 @@ impl FrameKind {
         FrameKind::Durable,
         FrameKind::Piece,
         FrameKind::Cover,
+        FrameKind::KeepAlive,
     ];
 
     /// The kind with this kind byte, if any.
     pub fn from_u8(byte: u8) -> Option<FrameKind> {
-        // Kind bytes are 1..=17 in `ALL`'s order.
+        // Kind bytes are 1..=18 in `ALL`'s order.
         let index = usize::from(byte).checked_sub(1)?;
         FrameKind::ALL.get(index).copied()
     }
@@ -159,6 +162,7 @@ impl FrameKind {
             FrameKind::Durable => "durable",
             FrameKind::Piece => "piece",
             FrameKind::Cover => "cover",
+            FrameKind::KeepAlive => "keep-alive",
         }
     }
 
@@ -166,7 +170,7 @@ impl FrameKind {
     pub fn max_len(self) -> usize {
         match self {
             FrameKind::Data => DATA_FIXED_LEN + MAX_BLOCK,
-            FrameKind::EndOfEntries | FrameKind::StreamEnd => 0,
+            FrameKind::EndOfEntries | FrameKind::StreamEnd | FrameKind::KeepAlive => 0,
             _ => MAX_CONTROL_BODY,
         }
     }
@@ -193,6 +197,7 @@ impl Frame {
             Frame::Durable { .. } => FrameKind::Durable,
             Frame::Piece(_) => FrameKind::Piece,
             Frame::Cover { .. } => FrameKind::Cover,
+            Frame::KeepAlive => FrameKind::KeepAlive,
         }
     }
 }

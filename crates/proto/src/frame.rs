@@ -67,6 +67,10 @@ pub enum Frame {
     Finished(Summary),
     /// On a data stream: the sender will send no more frames on it.
     StreamEnd,
+    /// Either way on the control stream: the sender is alive. Sent when nothing else
+    /// has been sent for a while, so that a quiet but healthy session is told apart
+    /// from a peer that stopped answering (see the stall timeout); readers skip it.
+    KeepAlive,
     /// Source -> sink: a growing file is complete at `size` bytes. The sink answers
     /// with a [`Frame::Plan`] item for the file naming the blocks it still needs (the
     /// tail, and any block in `rewritten`).
@@ -296,6 +300,9 @@ pub enum ErrorCode {
     NoSpace = 6,
     /// Anything else.
     Other = 7,
+    /// The peer is going away (a server shutting down): nothing is wrong with the
+    /// session, and a new one later resumes it.
+    Unavailable = 8,
 }
 
 /// One item of a tree being transferred.

@@ -28,7 +28,7 @@ use crate::gate::Gate;
 use crate::operand::ObjectDest;
 use crate::pool::BufferPool;
 use crate::progress::{Progress, Report};
-use crate::session::{control_writer, run_tasks, CONTROL_QUEUE};
+use crate::session::{control_writer, run_tasks, Watch, CONTROL_QUEUE};
 use crate::wire::{FrameReader, FrameWriter};
 use crate::{Options, Transport};
 
@@ -162,6 +162,7 @@ pub async fn run_object_sink(
     transport: Transport,
     progress: Arc<Progress>,
 ) -> Result<Report, EngineError> {
+    let (transport, watch) = Watch::new(transport, &opts);
     let peer = transport.peer.clone();
     // One request before anything else: bad credentials or a missing bucket end the
     // session with one clear error instead of failing every file.
@@ -220,7 +221,7 @@ pub async fn run_object_sink(
         ));
     }
     drop(block_rx);
-    run_tasks(tasks, ctl_tx, ctl_writer).await?;
+    run_tasks(tasks, ctl_tx, ctl_writer, watch).await?;
     Ok(Report {
         summary: progress.summary(),
         errors: progress.take_errors(),

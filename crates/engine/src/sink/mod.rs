@@ -41,7 +41,7 @@ use crate::error::EngineError;
 use crate::gate::Gate;
 use crate::pool::{BufferPool, PooledBuf};
 use crate::progress::{Progress, Report};
-use crate::session::{control_writer, run_tasks, CONTROL_QUEUE};
+use crate::session::{control_writer, run_tasks, Watch, CONTROL_QUEUE};
 use crate::wire::{FrameReader, FrameWriter, Incoming};
 use crate::{BoxStream, Options, Transport};
 
@@ -465,6 +465,7 @@ pub async fn run_sink(
     transport: Transport,
     progress: Arc<Progress>,
 ) -> Result<Report, EngineError> {
+    let (transport, watch) = Watch::new(transport, &opts);
     let peer = transport.peer.clone();
     let (ctl_r, ctl_w) = split(transport.control);
     let (ctl_tx, ctl_rx) = mpsc::channel(CONTROL_QUEUE);
@@ -545,7 +546,7 @@ pub async fn run_sink(
         tasks.spawn(verify::verifier(shared.clone(), ctl_tx.clone()));
     }
 
-    run_tasks(tasks, ctl_tx, ctl_writer).await?;
+    run_tasks(tasks, ctl_tx, ctl_writer, watch).await?;
     Ok(Report {
         summary: progress.summary(),
         errors: progress.take_errors(),

@@ -64,7 +64,7 @@ fn control_length_limit() {
     for kind in FrameKind::ALL {
         if matches!(
             kind,
-            FrameKind::Data | FrameKind::EndOfEntries | FrameKind::StreamEnd
+            FrameKind::Data | FrameKind::EndOfEntries | FrameKind::StreamEnd | FrameKind::KeepAlive
         ) {
             continue;
         }
@@ -125,7 +125,11 @@ fn data_length_limits() {
 
 #[test]
 fn empty_kinds_must_be_empty() {
-    for kind in [FrameKind::EndOfEntries, FrameKind::StreamEnd] {
+    for kind in [
+        FrameKind::EndOfEntries,
+        FrameKind::StreamEnd,
+        FrameKind::KeepAlive,
+    ] {
         assert_eq!(
             decode_header(&header(0, kind as u8)),
             Ok(FrameHeader { kind, len: 0 })

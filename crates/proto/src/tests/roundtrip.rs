@@ -121,6 +121,8 @@ fn empty_frames_are_bare_headers() {
     assert_eq!(encoded(&Frame::StreamEnd), [0, 0, 0, 0, 12]);
     assert_eq!(decode_one(&[0, 0, 0, 0, 10]), Ok(Frame::EndOfEntries));
     assert_eq!(decode_one(&[0, 0, 0, 0, 12]), Ok(Frame::StreamEnd));
+    assert_eq!(encoded(&Frame::KeepAlive), [0, 0, 0, 0, 18]);
+    assert_eq!(decode_one(&[0, 0, 0, 0, 18]), Ok(Frame::KeepAlive));
 }
 
 /// Pins the byte layout of a few frames, so that an accidental format change (which

@@ -47,6 +47,7 @@ fn link_target() -> impl Strategy<Value = Vec<u8>> {
 fn error_code() -> impl Strategy<Value = ErrorCode> {
     prop_oneof![
         Just(ErrorCode::Auth),
+        Just(ErrorCode::Unavailable),
         Just(ErrorCode::Version),
         Just(ErrorCode::Path),
         Just(ErrorCode::Protocol),
@@ -286,6 +287,7 @@ pub(super) fn frame() -> impl Strategy<Value = Frame> {
         Just(Frame::EndOfEntries),
         summary().prop_map(Frame::Finished),
         Just(Frame::StreamEnd),
+        Just(Frame::KeepAlive),
         (
             any::<[u64; 2]>(),
             (any::<i64>(), 0..1_000_000_000u32),

@@ -339,7 +339,7 @@ fn unknown_tags_are_refused() {
         assert_eq!(hello(h), "boolean is neither 0 nor 1");
     }
 
-    for code in [0u16, 8, 0xffff] {
+    for code in [0u16, 9, 0xffff] {
         let mut body = code.to_le_bytes().to_vec();
         body.put_bytes(b"msg");
         assert_eq!(refused(FrameKind::Error, &body), "unknown error code");

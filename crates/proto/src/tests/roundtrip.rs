@@ -213,6 +213,6 @@ fn frame_kind_bytes() {
         assert_eq!(FrameKind::from_u8(*kind as u8), Some(*kind));
     }
     assert_eq!(FrameKind::from_u8(0), None);
-    assert_eq!(FrameKind::from_u8(18), None);
+    assert_eq!(FrameKind::from_u8(19), None);
     assert_eq!(FrameKind::from_u8(255), None);
 }

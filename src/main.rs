@@ -423,6 +423,11 @@ enum WanCommand {
     },
     /// Stop the link and remove the hosts (also what a crash left behind).
     Down,
+    /// Cut the link: every packet is dropped, silently, until `restore` (delay-line
+    /// links only).
+    Cut,
+    /// Restore a cut link.
+    Restore,
     /// The link's forwarder (started by `up`).
     #[command(hide = true)]
     Forward(WanLinkArgs),
@@ -439,6 +444,11 @@ struct WanLinkArgs {
     /// Packet loss in each direction (0.1% or 0.001).
     #[arg(long, default_value = "0", value_parser = wan::parse_loss)]
     loss: f64,
+    /// TCP segments whose payload is damaged, with the TCP checksum fixed so that the
+    /// damage reaches the application, in each direction (0.01% or 0.0001; delay-line
+    /// link only).
+    #[arg(long, default_value = "0", value_parser = wan::parse_loss)]
+    corrupt: f64,
     /// MTU of the link.
     #[arg(long, default_value_t = 9000)]
     mtu: u32,
@@ -458,6 +468,7 @@ impl WanLinkArgs {
             rtt: self.rtt,
             rate: self.rate,
             loss: self.loss,
+            corrupt: self.corrupt,
             mtu: self.mtu,
             tuned: !self.untuned,
         }
@@ -743,6 +754,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Wan(w) => match w {
             WanCommand::Up(l) => wan::up(l.link(), l.link).map(|_| ExitCode::SUCCESS),
             WanCommand::Down => wan::down().map(|_| ExitCode::SUCCESS),
+            WanCommand::Cut => wan::cut(true).map(|_| ExitCode::SUCCESS),
+            WanCommand::Restore => wan::cut(false).map(|_| ExitCode::SUCCESS),
             WanCommand::Exec { host, cmd } => wan::exec(&host, &cmd),
             WanCommand::Forward(l) => wan::forward(l.link()).map(|_| ExitCode::SUCCESS),
         },

@@ -76,6 +76,11 @@ pub fn up(link: Link, kind: LinkKind) -> anyhow::Result<()> {
     down_quietly();
     let netem = match kind {
         LinkKind::DelayLine => false,
+        LinkKind::Netem if link.corrupt > 0.0 => bail!(
+            "--corrupt needs the delay-line link (netem's corruption is caught by TCP's checksum): use --link delay-line"
+        ),
+        // Only the delay line damages segments past TCP's checksum.
+        LinkKind::Auto if link.corrupt > 0.0 => false,
         LinkKind::Auto => hetch_wan::netem::available(),
         LinkKind::Netem if hetch_wan::netem::available() => true,
         LinkKind::Netem => bail!(
@@ -99,6 +104,7 @@ pub fn up(link: Link, kind: LinkKind) -> anyhow::Result<()> {
         .arg(format!("--rtt={}us", link.rtt.as_micros()))
         .arg(format!("--rate={}", link.rate))
         .arg(format!("--loss={}", link.loss))
+        .arg(format!("--corrupt={}", link.corrupt))
         .arg(format!("--mtu={}", link.mtu))
         .args((!link.tuned).then_some("--untuned"))
         .stdin(Stdio::null())
@@ -140,7 +146,7 @@ pub fn up(link: Link, kind: LinkKind) -> anyhow::Result<()> {
 
 fn print_up(link: &Link, how: String) {
     println!(
-        "hetch wan: up: a = {} (netns {}), b = {} (netns {}); RTT {:?}, rate {}, loss {}%, MTU {}, TCP buffers {}; link: {how}",
+        "hetch wan: up: a = {} (netns {}), b = {} (netns {}); RTT {:?}, rate {}, loss {}%, corrupt {}%, MTU {}, TCP buffers {}; link: {how}",
         A.addr,
         A.netns,
         B.addr,
@@ -152,6 +158,7 @@ fn print_up(link: &Link, how: String) {
             format!("{} bit/s", link.rate * 8)
         },
         link.loss * 100.0,
+        link.corrupt * 100.0,
         link.mtu,
         if link.tuned { "tuned (64 MiB)" } else { "as the namespaces start" },
     );
@@ -160,11 +167,35 @@ fn print_up(link: &Link, how: String) {
 /// The forwarder itself (runs in the background until killed).
 pub fn forward(link: Link) -> anyhow::Result<()> {
     let (a, b) = testbed::create(&link).context("creating the emulated hosts")?;
-    let _counters = hetch_wan::forward::start(a, b, link.direction(), 0x5eed);
+    let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let _counters = hetch_wan::forward::start(a, b, link.direction(), 0x5eed, cut.clone());
     std::fs::write(state("ready"), b"")?;
+    // `hetch wan cut` and `restore` make and remove a file: no signals, no sockets.
     loop {
-        std::thread::sleep(Duration::from_secs(3600));
+        cut.store(state("cut").exists(), std::sync::atomic::Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Cuts the link (`true`: every packet is dropped from now on, silently) or restores
+/// it. Only the delay line can: netem links have no forwarder.
+pub fn cut(on: bool) -> anyhow::Result<()> {
+    if forwarder_pid().is_none() {
+        bail!(
+            "the WAN testbed is not up with a delay-line link (`hetch wan up --link delay-line`)"
+        );
+    }
+    if on {
+        std::fs::write(state("cut"), b"")?;
+    } else if let Err(e) = std::fs::remove_file(state("cut")) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            return Err(e).context(state("cut").display().to_string());
+        }
+    }
+    // The forwarder looks every 20 ms: wait until it has certainly seen it.
+    std::thread::sleep(Duration::from_millis(60));
+    eprintln!("hetch wan: link {}", if on { "cut" } else { "restored" });
+    Ok(())
 }
 
 /// Stops the testbed and removes everything it made.

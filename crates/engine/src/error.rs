@@ -81,6 +81,19 @@ impl EngineError {
         }
     }
 
+    /// `peer` closed the control connection before the session's end: it gave up on
+    /// the session (a data stream of its own broke, it was stopped) without saying
+    /// why; for us, the connection is lost.
+    pub fn closed_early(peer: &str) -> Self {
+        EngineError::Connection {
+            peer: peer.to_string(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the peer closed the session before its end",
+            ),
+        }
+    }
+
     /// The fatal error `peer` reported.
     pub fn from_peer(peer: &str, e: hetch_proto::ErrorFrame) -> Self {
         EngineError::Peer {

@@ -472,11 +472,7 @@ async fn control_reader(
     loop {
         let frame = match r.next_control().await? {
             Some(f) => f,
-            None => {
-                return Err(unexpected(
-                    "control connection closed before the end".into(),
-                ))
-            }
+            None => return Err(EngineError::closed_early(&shared.peer)),
         };
         match frame {
             Frame::Plan(items) => {

@@ -14,11 +14,12 @@ fn main() -> std::io::Result<()> {
         rtt: Duration::from_millis(rtt_ms),
         rate: 0,
         loss: 0.0,
+        corrupt: 0.0,
         mtu: 9000,
         tuned: true,
     };
     let (a, b) = testbed::create(&link)?;
-    let _counters = forward::start(a, b, link.direction(), 1);
+    let _counters = forward::start(a, b, link.direction(), 1, Default::default());
     loop {
         std::thread::sleep(Duration::from_secs(3600));
     }

@@ -21,6 +21,9 @@ pub struct LinkConfig {
     pub delay: Duration,
     /// Probability in `0.0..=1.0` that a packet is lost.
     pub loss: f64,
+    /// Probability in `0.0..=1.0` that a TCP segment's payload is damaged with its
+    /// checksum fixed, so that TCP delivers the damage (see [`crate::damage`]).
+    pub corrupt: f64,
     /// Most bytes waiting for the link (ignored without a rate limit).
     pub queue_bytes: u64,
 }
@@ -43,6 +46,8 @@ pub struct DelayLine {
     /// Accepted packets and their arrival times, in order.
     in_flight: VecDeque<(Duration, Vec<u8>)>,
     rng: XorShift,
+    /// Segments damaged so far.
+    damaged: u64,
 }
 
 impl DelayLine {
@@ -53,11 +58,12 @@ impl DelayLine {
             link_free: Duration::ZERO,
             in_flight: VecDeque::new(),
             rng: XorShift::new(seed),
+            damaged: 0,
         }
     }
 
     /// Offers a packet at time `now`; returns its arrival time, or why it was dropped.
-    pub fn offer(&mut self, now: Duration, packet: Vec<u8>) -> Result<Duration, Dropped> {
+    pub fn offer(&mut self, now: Duration, mut packet: Vec<u8>) -> Result<Duration, Dropped> {
         let start = self.link_free.max(now);
         if self.cfg.rate > 0 {
             // Bytes still waiting for the link when this packet arrives.
@@ -70,6 +76,12 @@ impl DelayLine {
             // A lost packet still used the link (it is lost on the way).
             self.link_free = start + self.serialisation(packet.len());
             return Err(Dropped::Loss);
+        }
+        if self.cfg.corrupt > 0.0 && self.rng.next_f64() < self.cfg.corrupt {
+            let (pick, mask) = (self.rng.next_u64(), 1u8 << (self.rng.next_u64() % 8));
+            if crate::damage::damage_tcp_payload(&mut packet, pick, mask) {
+                self.damaged += 1;
+            }
         }
         self.link_free = start + self.serialisation(packet.len());
         let arrival = self.link_free + self.cfg.delay;
@@ -88,6 +100,11 @@ impl DelayLine {
             Some((t, _)) if *t <= now => self.in_flight.pop_front().map(|(_, p)| p),
             _ => None,
         }
+    }
+
+    /// TCP segments damaged so far (see [`LinkConfig::corrupt`]).
+    pub fn damaged(&self) -> u64 {
+        self.damaged
     }
 
     /// Packets in flight.
@@ -123,14 +140,18 @@ impl XorShift {
         XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
 
-    /// Uniform in `[0, 1)`.
-    fn next_f64(&mut self) -> f64 {
+    fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
         self.0 = x;
-        (x >> 11) as f64 / (1u64 << 53) as f64
+        x
+    }
+
+    /// Uniform in `[0, 1)`.
+    fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 
@@ -146,6 +167,7 @@ mod tests {
                 rate,
                 delay,
                 loss,
+                corrupt: 0.0,
                 queue_bytes: 1 << 20,
             },
             7,
@@ -206,6 +228,7 @@ mod tests {
                 rate: 1_000_000,
                 delay: MS,
                 loss: 0.0,
+                corrupt: 0.0,
                 queue_bytes: 3000,
             },
             1,
@@ -240,6 +263,41 @@ mod tests {
     }
 
     #[test]
+    fn corruption_damages_about_the_configured_fraction_of_segments_and_nothing_else() {
+        let mut l = DelayLine::new(
+            LinkConfig {
+                rate: 0,
+                delay: MS,
+                loss: 0.0,
+                corrupt: 0.1,
+                queue_bytes: 0,
+            },
+            3,
+        );
+        let clean = crate::damage::tests::segment(&[7u8; 1000]);
+        let n = 20_000;
+        for _ in 0..n {
+            l.offer(Duration::ZERO, clean.clone()).unwrap();
+        }
+        let mut changed = 0;
+        while let Some(p) = l.take_arrived(2 * MS) {
+            changed += usize::from(p != clean);
+        }
+        assert_eq!(changed as u64, l.damaged(), "every damage is counted");
+        let sd = (n as f64 * 0.1 * 0.9).sqrt();
+        assert!(
+            (changed as f64 - 0.1 * n as f64).abs() < 5.0 * sd,
+            "{changed} of {n} damaged"
+        );
+        // Packets that are not TCP segments with payload pass untouched.
+        let before = l.damaged();
+        for _ in 0..1000 {
+            l.offer(Duration::ZERO, vec![0x60; 100]).unwrap();
+        }
+        assert_eq!(l.damaged(), before);
+    }
+
+    #[test]
     fn the_same_seed_loses_the_same_packets() {
         let run = |seed| {
             let mut l = DelayLine::new(
@@ -247,6 +305,7 @@ mod tests {
                     rate: 0,
                     delay: MS,
                     loss: 0.05,
+                    corrupt: 0.0,
                     queue_bytes: 0,
                 },
                 seed,

@@ -2,6 +2,7 @@
 //! direction. Per direction, one thread reads packets and offers them to the line, and
 //! another writes each packet out when its arrival time comes.
 
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,12 +28,19 @@ struct Direction {
 }
 
 /// Forwards between `a` and `b` with `cfg` in each direction, until the process ends.
-/// Returns the counters of a->b and b->a.
-pub fn start(a: Tun, b: Tun, cfg: LinkConfig, seed: u64) -> [Arc<Counters>; 2] {
+/// While `cut` is set, every packet offered is dropped (a link cut without any reset
+/// or ICMP, as a failed path looks to the hosts). Returns the counters of a->b and b->a.
+pub fn start(
+    a: Tun,
+    b: Tun,
+    cfg: LinkConfig,
+    seed: u64,
+    cut: Arc<AtomicBool>,
+) -> [Arc<Counters>; 2] {
     let (a, b) = (Arc::new(a), Arc::new(b));
     let epoch = Instant::now();
-    let ab = spawn_direction(a.clone(), b.clone(), cfg, seed, epoch);
-    let ba = spawn_direction(b, a, cfg, seed.wrapping_add(1), epoch);
+    let ab = spawn_direction(a.clone(), b.clone(), cfg, seed, epoch, cut.clone());
+    let ba = spawn_direction(b, a, cfg, seed.wrapping_add(1), epoch, cut);
     [ab, ba]
 }
 
@@ -42,6 +50,7 @@ fn spawn_direction(
     cfg: LinkConfig,
     seed: u64,
     epoch: Instant,
+    cut: Arc<AtomicBool>,
 ) -> Arc<Counters> {
     let dir = Arc::new(Direction {
         line: Mutex::new(DelayLine::new(cfg, seed)),
@@ -54,6 +63,10 @@ fn spawn_direction(
         std::thread::spawn(move || {
             let mut buf = vec![0u8; MAX_PACKET];
             while let Ok(n) = from.recv(&mut buf) {
+                if cut.load(Relaxed) {
+                    dir.counters.dropped.fetch_add(1, Relaxed);
+                    continue;
+                }
                 let now = epoch.elapsed();
                 let accepted = dir
                     .line

@@ -4,14 +4,15 @@
 //! The kernel's `netem` is the usual tool, but many kernels (this project's CI machine
 //! among them) lack it; so hetch carries its own *delay line*: a TUN device in each
 //! network namespace and a forwarder that queues each packet, serialises it at the
-//! link's rate, drops it with the link's loss probability, and releases it after the
-//! one-way delay ([`forward`], [`tun`]). The delay line's logic is kept free of I/O
+//! link's rate, drops it with the link's loss probability (or damages its payload and
+//! fixes its TCP checksum, see [`damage`]), and releases it after the one-way delay ([`forward`], [`tun`]). The delay line's logic is kept free of I/O
 //! ([`DelayLine`]), so that its timing and loss are unit-tested with virtual time.
 //! Where the kernel does have `netem`, [`netem`] builds the same two hosts on a veth
 //! pair shaped by it instead.
 
 #![deny(missing_docs)]
 
+pub mod damage;
 mod delay;
 pub mod forward;
 pub mod netem;

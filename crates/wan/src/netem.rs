@@ -90,6 +90,7 @@ mod tests {
             rtt: Duration::from_millis(100),
             rate: 250_000_000,
             loss: 0.001,
+            corrupt: 0.0,
             mtu: 9000,
             tuned: true,
         };
@@ -100,6 +101,7 @@ mod tests {
         let plain = Link {
             rate: 0,
             loss: 0.0,
+            corrupt: 0.0,
             rtt: Duration::from_millis(10),
             ..l
         };

@@ -44,6 +44,9 @@ pub struct Link {
     pub rate: u64,
     /// Loss probability per packet in each direction.
     pub loss: f64,
+    /// Probability per TCP segment, in each direction, that its payload is damaged
+    /// and its checksum fixed (delay-line links only).
+    pub corrupt: f64,
     /// MTU of the link.
     pub mtu: u32,
     /// Raise the hosts' TCP buffer limits (`tcp_rmem`/`tcp_wmem` maximum to
@@ -65,6 +68,7 @@ impl Link {
             rate: self.rate,
             delay: self.rtt / 2,
             loss: self.loss,
+            corrupt: self.corrupt,
             queue_bytes: bdp.max(1 << 20),
         }
     }
@@ -154,6 +158,7 @@ mod tests {
             rtt: Duration::from_millis(100),
             rate: 250_000_000,
             loss: 0.001,
+            corrupt: 0.0,
             mtu: 9000,
             tuned: true,
         };

@@ -563,10 +563,7 @@ pub(crate) async fn next_control(
     match r.next_control().await? {
         Some(f) => Ok(Some(f)),
         None if finished.load(SeqCst) => Ok(None),
-        None => Err(EngineError::unexpected(
-            peer,
-            "control connection closed before the end",
-        )),
+        None => Err(EngineError::closed_early(peer)),
     }
 }
 

@@ -149,6 +149,8 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         client: Some(client.clone()),
         json: false,
         quiet: false,
+        filter: Default::default(),
+        dest_shown: String::new(),
     };
     let remote = Location::Remote {
         host: host.clone(),

@@ -466,6 +466,17 @@ async fn session(
     opts.file_digests = i.file_digests;
     opts.checksum_skip = i.checksum_skip;
     opts.compare_only = i.compare_only;
+    // The client's globs: a pull's source sends only what they let through, a push's
+    // sink keeps what they leave out when it mirrors. A token holder can only narrow
+    // what it sends or protect entries from its own deletion; the patterns are bounded
+    // by the decoder.
+    opts.filter = match crate::follow::glob_filter(&req.filter.include, &req.filter.exclude) {
+        Ok(f) => f,
+        Err(e) => return reply_error(&mut control, &peer, ErrorCode::Other, &e).await,
+    };
+    // Deletions happen only below the destination the client writes to, through the
+    // sink's confined handle: nothing it could not overwrite anyway.
+    opts.delete = req.delete;
     let transport = Transport {
         control,
         data,

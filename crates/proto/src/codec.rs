@@ -99,6 +99,8 @@ pub enum FrameKind {
     Piece = 16,
     /// [`Frame::Cover`]
     Cover = 17,
+    /// [`Frame::Change`]
+    Change = 18,
 }
 
 /// A decoded frame header.
@@ -112,7 +114,7 @@ pub struct FrameHeader {
 
 impl FrameKind {
     /// Every kind, in kind-byte order.
-    pub const ALL: [FrameKind; 17] = [
+    pub const ALL: [FrameKind; 18] = [
         FrameKind::Hello,
         FrameKind::Welcome,
         FrameKind::Error,
@@ -130,11 +132,12 @@ impl FrameKind {
         FrameKind::Durable,
         FrameKind::Piece,
         FrameKind::Cover,
+        FrameKind::Change,
     ];
 
     /// The kind with this kind byte, if any.
     pub fn from_u8(byte: u8) -> Option<FrameKind> {
-        // Kind bytes are 1..=17 in `ALL`'s order.
+        // Kind bytes are 1..=18 in `ALL`'s order.
         let index = usize::from(byte).checked_sub(1)?;
         FrameKind::ALL.get(index).copied()
     }
@@ -159,6 +162,7 @@ impl FrameKind {
             FrameKind::Durable => "durable",
             FrameKind::Piece => "piece",
             FrameKind::Cover => "cover",
+            FrameKind::Change => "change",
         }
     }
 
@@ -193,6 +197,7 @@ impl Frame {
             Frame::Durable { .. } => FrameKind::Durable,
             Frame::Piece(_) => FrameKind::Piece,
             Frame::Cover { .. } => FrameKind::Cover,
+            Frame::Change(_) => FrameKind::Change,
         }
     }
 }

@@ -221,10 +221,7 @@ pub async fn run_object_sink(
     }
     drop(block_rx);
     run_tasks(tasks, ctl_tx, ctl_writer).await?;
-    Ok(Report {
-        summary: progress.summary(),
-        errors: progress.take_errors(),
-    })
+    Ok(progress.report())
 }
 
 async fn control_reader(

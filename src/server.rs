@@ -192,7 +192,7 @@ impl State {
 /// What an authenticated connection is.
 enum Authenticated {
     /// The control connection of a new session.
-    Control(BoxStream, SessionRequest, SessionKey),
+    Control(BoxStream, Box<SessionRequest>, SessionKey),
     /// A data stream, already handed to its session.
     Joined,
 }
@@ -222,7 +222,7 @@ async fn handle(
         }
     };
     match authenticated {
-        Authenticated::Control(stream, req, key) => session(state, stream, name, req, key).await,
+        Authenticated::Control(stream, req, key) => session(state, stream, name, *req, key).await,
         Authenticated::Joined => Ok(()),
     }
 }
@@ -297,7 +297,7 @@ async fn authenticate(
             }
             state.throttle.succeeded(ip);
             accepted.read_buffer.grow();
-            Ok(Authenticated::Control(stream, request, key))
+            Ok(Authenticated::Control(stream, Box::new(request), key))
         }
         Hello::Data {
             session,

@@ -25,7 +25,7 @@ const PLAN_CONCURRENCY: usize = 32;
 enum Planned {
     Action(PlanAction),
     /// Skip, and report this (a failure, or a present file's digest).
-    Report(PlanAction, Frame),
+    Report(PlanAction, Box<Frame>),
 }
 
 /// Plans a batch (entries are looked up at the store concurrently). Per-entry problems
@@ -52,7 +52,7 @@ pub(crate) async fn plan_batch(
             Ok(Planned::Action(action)) => items.push(PlanItem { id, action }),
             Ok(Planned::Report(action, frame)) => {
                 items.push(PlanItem { id, action });
-                follow.push(frame);
+                follow.push(*frame);
             }
             Err(e) if e.is_fatal() => return Err(e.into()),
             Err(e) => {
@@ -181,7 +181,7 @@ async fn plan_file(
                     error: None,
                     digest: sh.manifest_entry(&src.key, Some(digest)),
                 };
-                return Ok(Planned::Report(PlanAction::Skip, frame));
+                return Ok(Planned::Report(PlanAction::Skip, Box::new(frame)));
             }
             return Ok(Planned::Action(PlanAction::Skip));
         }

@@ -21,7 +21,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use hetch_proto::{Change, ChangeAction, Frame};
+use hetch_proto::{Change, ChangeAction, DeleteRequest, Frame};
 use hetch_storage::confined::{Dir, Links};
 use hetch_storage::part::{is_temporary_name, JOURNAL_SUFFIX, PART_SUFFIX};
 use hetch_storage::StorageError;
@@ -76,10 +76,7 @@ pub(crate) fn delete_extras(sh: &SinkShared) -> Vec<Frame> {
     let Some(fs) = sh.fs_if_resolved() else {
         return Vec::new();
     };
-    let failed = sh.progress.failed.load(std::sync::atomic::Ordering::SeqCst);
-    if failed > 0 && !del.dry_run {
-        let noun = if failed == 1 { "entry" } else { "entries" };
-        let why = format!("deletions skipped: {failed} {noun} failed, so nothing was deleted");
+    if let Some(why) = failures_stop(&sh.progress, &del) {
         return vec![sh.failure(u64::MAX, why)];
     }
     let mode = Mode::Mirror {
@@ -93,14 +90,8 @@ pub(crate) fn delete_extras(sh: &SinkShared) -> Vec<Frame> {
         }
     };
     drop(seen);
-    if let Some(max) = del.max_delete {
-        if extras.len() as u64 > max {
-            let why = format!(
-                "deletions skipped: {} entries would be deleted, more than --max-delete {max}",
-                extras.len()
-            );
-            return vec![sh.failure(u64::MAX, why)];
-        }
+    if let Some(why) = too_many(extras.len(), &del) {
+        return vec![sh.failure(u64::MAX, why)];
     }
     let mut out = Vec::new();
     for x in extras {
@@ -120,6 +111,43 @@ pub(crate) fn delete_extras(sh: &SinkShared) -> Vec<Frame> {
         out.push(Frame::Change(Change { action, path }));
     }
     out
+}
+
+/// Why nothing may be deleted after the copies: some entry failed (a dry run lists
+/// anyway).
+pub(crate) fn failures_stop(progress: &crate::Progress, del: &DeleteRequest) -> Option<String> {
+    let failed = progress.failed.load(std::sync::atomic::Ordering::SeqCst);
+    if failed == 0 || del.dry_run {
+        return None;
+    }
+    let noun = if failed == 1 { "entry" } else { "entries" };
+    Some(format!(
+        "deletions skipped: {failed} {noun} failed, so nothing was deleted"
+    ))
+}
+
+/// Why nothing may be deleted: more than `--max-delete` entries would be.
+pub(crate) fn too_many(count: usize, del: &DeleteRequest) -> Option<String> {
+    let max = del.max_delete?;
+    (count as u64 > max).then(|| {
+        format!("deletions skipped: {count} entries would be deleted, more than --max-delete {max}")
+    })
+}
+
+/// Whether `filter` leaves out `rest`, a file's path below its operand, or one of the
+/// directories on the way (the source does not enter an excluded directory).
+pub(crate) fn excluded_below(filter: &crate::EntryFilter, rest: &str) -> bool {
+    let mut wire = String::from("top");
+    let mut parts = rest.split('/').peekable();
+    while let Some(p) = parts.next() {
+        wire.push('/');
+        wire.push_str(p);
+        let is_dir = parts.peek().is_some();
+        if !filter.accepts(wire.as_bytes(), is_dir) {
+            return true;
+        }
+    }
+    false
 }
 
 /// Removes one entry through its parent's handle, never following a symlink.

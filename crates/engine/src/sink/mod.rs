@@ -13,7 +13,7 @@ mod blocks;
 mod compare;
 mod finish;
 mod growing;
-mod mirror;
+pub(crate) mod mirror;
 mod plan;
 mod verify;
 mod write;

@@ -14,7 +14,7 @@ use hetch_engine::{
     ObjectLocation, Operand, Options, Progress, Report,
 };
 use hetch_object::{Bucket, S3Config, S3Options, S3Url};
-use hetch_proto::{IntegrityRequest, Op, SessionRequest, Summary};
+use hetch_proto::{FilterRequest, IntegrityRequest, Op, SessionRequest, Summary};
 
 use crate::client::{open_session, ClientConfig};
 use crate::location::Location;
@@ -45,6 +45,11 @@ pub struct CopyJob {
     pub s3: S3Options,
     /// How lost sessions are recovered.
     pub retry: RetryArgs,
+    /// The `--include`/`--exclude` globs, for a server to apply (`opts.filter` is this
+    /// side's compiled copy).
+    pub filter: FilterRequest,
+    /// The destination operand as typed, to name deleted entries below it.
+    pub dest_shown: String,
 }
 
 /// Outcome of a copy, for the exit code.
@@ -78,9 +83,16 @@ pub async fn run(mut job: CopyJob) -> anyhow::Result<Outcome> {
         job.opts.manifest = Some(m.clone());
     }
     // Warnings (a followed file truncated, rewritten, still open) go out as they happen.
-    progress.set_log(Box::new(|line: &str| {
+    // So do a mirror's changes, named below the destination operand (already escaped).
+    let dest_shown = job.dest_shown.clone();
+    progress.set_log(Box::new(move |line: &str| {
         if let Some(w) = line.strip_prefix("warning: ") {
             eprintln!("hetch: warning: {}", hetch_proto::escape_text(w));
+        }
+        for verb in ["deleted ", "would delete ", "would copy "] {
+            if let Some(rel) = line.strip_prefix(verb) {
+                eprintln!("{verb}{}", crate::sync::shown_below(&dest_shown, rel));
+            }
         }
     }));
     let display = Display::start(progress.clone(), job.quiet || job.json);
@@ -104,7 +116,14 @@ pub async fn run(mut job: CopyJob) -> anyhow::Result<Outcome> {
         print_comparison(&report, started, job.json, recovered.reconnects);
     } else {
         recovered.merge_into(&mut report.summary);
-        print_summary(&report, &progress, started, job.json, recovered.reconnects);
+        print_summary(
+            &report,
+            &progress,
+            started,
+            job.json,
+            recovered.reconnects,
+            job.opts.delete,
+        );
     }
     Ok(if report.summary.failed > 0 || !report.errors.is_empty() {
         Outcome::Partial
@@ -260,6 +279,8 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
             compare_only: job.opts.compare_only,
         },
         preserve_special_modes: job.opts.preserve_special_modes,
+        filter: job.filter.clone(),
+        delete: job.opts.delete,
     };
     let pull = |host: &String| -> anyhow::Result<Op> {
         if remote_sources.iter().any(|(h, _)| h != host) {

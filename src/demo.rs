@@ -151,6 +151,8 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         json: false,
         quiet: false,
         retry: Default::default(),
+        filter: Default::default(),
+        dest_shown: String::new(),
     };
     let remote = Location::Remote {
         host: host.clone(),

@@ -59,6 +59,35 @@ impl FollowArgs {
     }
 }
 
+/// `--include`/`--exclude` (`cp`, `sync`, `watch`).
+#[derive(Args, Clone, Default)]
+pub struct FilterArgs {
+    /// Copy only files whose path below the operand matches one of these globs
+    /// (`*.h5`, `run*/**`); a pattern without '/' matches the file name. Directories
+    /// are still entered.
+    #[arg(long, value_name = "GLOB")]
+    pub include: Vec<String>,
+    /// Never copy what matches these globs (a matching directory is not entered).
+    /// Mirroring keeps what they leave out at the destination (see --delete-excluded).
+    #[arg(long, value_name = "GLOB")]
+    pub exclude: Vec<String>,
+}
+
+impl FilterArgs {
+    /// The entry filter, or the usage error (a bad glob).
+    pub fn filter(&self) -> Result<Option<EntryFilter>, String> {
+        glob_filter(&self.include, &self.exclude)
+    }
+
+    /// The patterns as a session request carries them (a server applies them itself).
+    pub fn request(&self) -> hetch_proto::FilterRequest {
+        hetch_proto::FilterRequest {
+            include: self.include.clone(),
+            exclude: self.exclude.clone(),
+        }
+    }
+}
+
 /// A set of globs: those without '/' match an entry's name, the others its whole path
 /// below the operand.
 struct Globs {

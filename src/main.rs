@@ -12,6 +12,7 @@ mod follow;
 mod location;
 mod retry;
 mod server;
+mod sync;
 mod ui;
 mod units;
 mod wan;
@@ -49,6 +50,23 @@ enum Command {
     /// Running the same command again resumes: finished files are skipped, partly
     /// written ones continue from their verified blocks.
     Cp(CpArgs),
+    /// Make DST a mirror of SRC...: copy what differs (as cp does, same flags and the
+    /// same destination rules), then delete what DST has below the copied trees that
+    /// the sources lack.
+    ///
+    /// The same as `hetch cp --delete`. DST gets the same layout as `hetch cp SRC... DST`
+    /// would give it: `hetch sync src dst` makes `dst` equal to `src` (when `dst` does not
+    /// exist yet or is a copy hetch made of `src`), and `hetch sync src dir/` makes
+    /// `dir/src` equal to `src`; nothing else in `dir` is touched. Deletion starts only
+    /// after every file was copied without a failure; any failure, or more than
+    /// --max-delete entries to delete, deletes nothing (exit code 3, with a line saying
+    /// why). Entries the --include/--exclude globs leave out are kept unless
+    /// --delete-excluded. Symlinks are deleted as links, never followed. Each deleted
+    /// entry is one line on stderr ("deleted PATH") and is counted in --json
+    /// (deleted, deleted_paths: the first 1000). The destination side remembers every
+    /// path the sources announce: memory grows with the number of entries, as with
+    /// rsync --delete.
+    Sync(CpArgs),
     /// Ship everything that appears or grows under DIR to DST, for as long as it runs
     /// (an instrument host's mover): files go block by block as they are written and
     /// are renamed into place once complete (see --idle, --done-suffix). Survives a
@@ -123,6 +141,10 @@ struct CpArgs {
     follow_args: follow::FollowArgs,
     #[command(flatten)]
     retry: retry::RetryArgs,
+    #[command(flatten)]
+    filter: follow::FilterArgs,
+    #[command(flatten)]
+    mirror: sync::MirrorArgs,
 }
 
 #[derive(Args)]
@@ -131,13 +153,8 @@ struct WatchArgs {
     dir: PathBuf,
     /// Where to ship it: a local directory or hetch://HOST[:PORT]/path.
     dst: String,
-    /// Ship only files whose path below DIR matches one of these globs (`*.h5`,
-    /// `run*/**`); a pattern without '/' matches the file name.
-    #[arg(long, value_name = "GLOB")]
-    include: Vec<String>,
-    /// Never ship what matches these globs (a matching directory is not entered).
-    #[arg(long, value_name = "GLOB")]
-    exclude: Vec<String>,
+    #[command(flatten)]
+    filter: follow::FilterArgs,
     /// Delete each source file once its copy is verified at the destination (skipped
     /// files are compared by digest first). Off by default; not with --verify none.
     #[arg(long)]
@@ -530,55 +547,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         endpoint: cli.s3_endpoint.clone(),
     };
     match cli.command {
-        Command::Cp(a) => {
-            let mut locs = match parse_locations(&a.paths) {
-                Ok(l) => l,
-                Err(msg) => return Ok(usage_error(&msg)),
-            };
-            let dest = locs.pop().expect("clap requires two operands");
-            let mut opts = a.tuning.engine()?;
-            opts.rate_limit = a.streams.rate_limit.unwrap_or(0);
-            opts.no_clobber = a.no_clobber;
-            opts.fsync = a.fsync;
-            opts.preserve_special_modes = a.preserve_special_modes;
-            opts.checksum_skip = a.checksum_skip;
-            a.integrity.apply(&mut opts);
-            if a.checksum_skip && a.integrity.verify == hetch_engine::Verify::None {
-                return Ok(usage_error(
-                    "--checksum-skip needs a digest: not with --verify none",
-                ));
-            }
-            if a.follow {
-                if locs.iter().any(|l| !matches!(l, Location::Local(_))) {
-                    return Ok(usage_error(
-                        "--follow needs local sources: run hetch where the files are written",
-                    ));
-                }
-                if matches!(dest, Location::S3(_)) {
-                    return Ok(usage_error(
-                        "--follow into an object store is not supported (objects cannot grow): follow into a directory or a hetch:// server",
-                    ));
-                }
-                if let Err(msg) = a.follow_args.apply(&mut opts, false) {
-                    return Ok(usage_error(&msg));
-                }
-            }
-            let client = a.conn.client_for(&locs, &dest, a.tuning.socket())?;
-            let job = cp::CopyJob {
-                sources: locs,
-                dest,
-                opts,
-                streams: a.streams.streams.max(1),
-                encrypt: !a.streams.no_encrypt,
-                client,
-                json: a.conn.json,
-                quiet: a.conn.quiet,
-                manifest: a.manifest,
-                s3: s3.clone(),
-                retry: a.retry,
-            };
-            Ok(cp::run(job).await?.exit_code())
-        }
+        Command::Cp(a) => copy(a, s3, false).await,
+        Command::Sync(a) => copy(a, s3, true).await,
         Command::Watch(a) => {
             let dest = match Location::parse(&a.dst) {
                 Ok(Location::S3(_)) => {
@@ -613,7 +583,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 opts.checksum_skip = true;
                 opts.file_digests = true;
             }
-            match follow::glob_filter(&a.include, &a.exclude) {
+            match a.filter.filter() {
                 Ok(f) => opts.filter = f,
                 Err(msg) => return Ok(usage_error(&msg)),
             }
@@ -635,6 +605,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     retries: 0,
                     retry_for: std::time::Duration::ZERO,
                 },
+                filter: Default::default(),
+                dest_shown: String::new(),
             };
             watch::run(job, a.stats_interval).await
         }
@@ -660,6 +632,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 manifest: None,
                 s3: s3.clone(),
                 retry: a.retry,
+                filter: Default::default(),
+                dest_shown: String::new(),
             };
             Ok(cp::run(job).await?.exit_code())
         }
@@ -767,5 +741,73 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             demo::run(a.dir, a.large_mib, a.keep).await?;
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// `hetch cp` and (`sync`) `hetch sync`.
+async fn copy(a: CpArgs, s3: hetch_object::S3Options, sync: bool) -> anyhow::Result<ExitCode> {
+    {
+        let mut locs = match parse_locations(&a.paths) {
+            Ok(l) => l,
+            Err(msg) => return Ok(usage_error(&msg)),
+        };
+        let dest = locs.pop().expect("clap requires two operands");
+        let mut opts = a.tuning.engine()?;
+        opts.rate_limit = a.streams.rate_limit.unwrap_or(0);
+        opts.no_clobber = a.no_clobber;
+        opts.fsync = a.fsync;
+        opts.preserve_special_modes = a.preserve_special_modes;
+        opts.checksum_skip = a.checksum_skip;
+        a.integrity.apply(&mut opts);
+        if a.checksum_skip && a.integrity.verify == hetch_engine::Verify::None {
+            return Ok(usage_error(
+                "--checksum-skip needs a digest: not with --verify none",
+            ));
+        }
+        if a.follow {
+            if locs.iter().any(|l| !matches!(l, Location::Local(_))) {
+                return Ok(usage_error(
+                    "--follow needs local sources: run hetch where the files are written",
+                ));
+            }
+            if matches!(dest, Location::S3(_)) {
+                return Ok(usage_error(
+                        "--follow into an object store is not supported (objects cannot grow): follow into a directory or a hetch:// server",
+                    ));
+            }
+            if let Err(msg) = a.follow_args.apply(&mut opts, false) {
+                return Ok(usage_error(&msg));
+            }
+        }
+        opts.delete = match a.mirror.request(sync) {
+            Ok(d) => d,
+            Err(msg) => return Ok(usage_error(&msg)),
+        };
+        match a.filter.filter() {
+            Ok(f) => opts.filter = f,
+            Err(msg) => return Ok(usage_error(&msg)),
+        }
+        if opts.delete.is_some() && a.follow {
+            return Ok(usage_error(
+                "mirroring deletes after everything was copied: not with --follow",
+            ));
+        }
+        let client = a.conn.client_for(&locs, &dest, a.tuning.socket())?;
+        let job = cp::CopyJob {
+            sources: locs,
+            dest,
+            opts,
+            streams: a.streams.streams.max(1),
+            encrypt: !a.streams.no_encrypt,
+            client,
+            json: a.conn.json,
+            quiet: a.conn.quiet,
+            manifest: a.manifest,
+            s3,
+            filter: a.filter.request(),
+            dest_shown: a.paths.last().cloned().unwrap_or_default(),
+            retry: a.retry,
+        };
+        Ok(cp::run(job).await?.exit_code())
     }
 }

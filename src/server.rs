@@ -238,7 +238,7 @@ impl State {
 /// What an authenticated connection is.
 enum Authenticated {
     /// The control connection of a new session.
-    Control(BoxStream, SessionRequest, SessionKey),
+    Control(BoxStream, Box<SessionRequest>, SessionKey),
     /// A data stream, already handed to its session.
     Joined,
 }
@@ -268,7 +268,7 @@ async fn handle(
         }
     };
     match authenticated {
-        Authenticated::Control(stream, req, key) => session(state, stream, name, req, key).await,
+        Authenticated::Control(stream, req, key) => session(state, stream, name, *req, key).await,
         Authenticated::Joined => Ok(()),
     }
 }
@@ -343,7 +343,7 @@ async fn authenticate(
             }
             state.throttle.succeeded(ip);
             accepted.read_buffer.grow();
-            Ok(Authenticated::Control(stream, request, key))
+            Ok(Authenticated::Control(stream, Box::new(request), key))
         }
         Hello::Data {
             session,
@@ -512,6 +512,17 @@ async fn session(
     opts.file_digests = i.file_digests;
     opts.checksum_skip = i.checksum_skip;
     opts.compare_only = i.compare_only;
+    // The client's globs: a pull's source sends only what they let through, a push's
+    // sink keeps what they leave out when it mirrors. A token holder can only narrow
+    // what it sends or protect entries from its own deletion; the patterns are bounded
+    // by the decoder.
+    opts.filter = match crate::follow::glob_filter(&req.filter.include, &req.filter.exclude) {
+        Ok(f) => f,
+        Err(e) => return reply_error(&mut control, &peer, ErrorCode::Other, &e).await,
+    };
+    // Deletions happen only below the destination the client writes to, through the
+    // sink's confined handle: nothing it could not overwrite anyway.
+    opts.delete = req.delete;
     let transport = Transport {
         control,
         data,

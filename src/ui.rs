@@ -107,6 +107,7 @@ pub fn print_summary(
     started: Instant,
     json: bool,
     reconnects: u64,
+    mirror: Option<hetch_engine::DeleteRequest>,
 ) {
     let secs = started.elapsed().as_secs_f64();
     let s = &report.summary;
@@ -131,8 +132,25 @@ pub fn print_summary(
         if let Some(l) = lag {
             v["lag"] = lag_json(&l);
         }
+        if let Some(m) = mirror {
+            v["deleted"] = report.deleted.into();
+            v["deleted_paths"] = report.deleted_paths.clone().into();
+            v["deleted_truncated"] = (report.deleted > report.deleted_paths.len() as u64).into();
+            if m.dry_run {
+                v["dry_run"] = true.into();
+                v["would_copy"] = report.would_copy.into();
+            }
+        }
         println!("{v}");
+    } else if mirror.is_some_and(|m| m.dry_run) {
+        eprintln!(
+            "hetch: dry run: {} entries would be copied, {} deleted; nothing was changed",
+            report.would_copy, report.deleted
+        );
     } else {
+        if mirror.is_some() {
+            eprintln!("hetch: {} entries deleted", report.deleted);
+        }
         eprintln!(
             "hetch: {} files, {} in {:.2} s ({}/s); {} skipped, {} failed, {} blocks re-sent",
             s.files,

@@ -232,6 +232,8 @@ fn plain_control_hello(addr: &str, token: &[u8]) -> Vec<u8> {
                     compare_only: false,
                 },
                 preserve_special_modes: false,
+                filter: Default::default(),
+                delete: None,
             },
         }),
         &mut bytes,

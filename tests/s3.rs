@@ -643,3 +643,76 @@ fn walkdir(root: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+#[test]
+fn sync_deletes_objects_the_source_lacks_under_its_prefix_only() {
+    let t = tempfile::tempdir().unwrap();
+    let s = Store::start(t.path());
+    let src = t.path().join("src");
+    sample_tree(&src);
+    s.run(&args!["sync", "-q", &src, "s3://data/m/"]).ok();
+    let one = t.path().join("one");
+    std::fs::write(&one, b"x").unwrap();
+    for key in [
+        "m/src/extra",
+        "m/src/gone/deep",
+        "m/src/keep.log",
+        "m/beside",
+        "m/srcx/y",
+    ] {
+        s.run(&args!["cp", "-q", &one, format!("s3://data/{key}")])
+            .ok();
+    }
+    let keys = |s: &Store| -> Vec<String> {
+        let mut v: Vec<String> = s.sums("s3://data/m").into_iter().map(|(p, _)| p).collect();
+        v.sort();
+        v
+    };
+    let before = keys(&s);
+    // A dry run lists and deletes nothing; --max-delete refuses.
+    let out = s.run(&args![
+        "sync",
+        "-n",
+        "--exclude",
+        "*.log",
+        &src,
+        "s3://data/m/"
+    ]);
+    out.ok();
+    assert!(
+        out.stderr
+            .contains("would delete s3://data/m/src/gone/deep"),
+        "{out:?}"
+    );
+    let out = s.run(&args![
+        "sync",
+        "-q",
+        "--max-delete",
+        "1",
+        &src,
+        "s3://data/m/"
+    ]);
+    out.expect_code(3);
+    assert_eq!(keys(&s), before, "{out:?}");
+    // Excluded keys stay; the neighbours of the copied prefix are never looked at.
+    let out = s.run(&args![
+        "sync",
+        "--json",
+        "--exclude",
+        "*.log",
+        &src,
+        "s3://data/m/"
+    ]);
+    out.ok();
+    let v: serde_json::Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(v["deleted"], 2, "{out:?}");
+    let after = keys(&s);
+    for key in ["m/src/keep.log", "m/beside", "m/srcx/y"] {
+        assert!(
+            after.contains(&format!("s3://data/{key}")),
+            "{key}: {after:?}"
+        );
+    }
+    assert!(!after.contains(&"s3://data/m/src/extra".to_string()));
+    assert_eq!(s.sums_under("s3://data/m/src").len(), before.len() - 4);
+}

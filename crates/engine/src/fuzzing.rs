@@ -182,6 +182,16 @@ fn options(c: &mut Choices<'_>) -> Options {
         hash_threads: 1,
         verify: *c.pick(&[Verify::Written, Verify::Received, Verify::None]),
         compare_only: c.byte() % 8 == 0,
+        // Mirroring: a sink deletes below its own temporary destination only.
+        delete: if c.byte() % 4 == 0 {
+            Some(crate::DeleteRequest {
+                dry_run: c.byte() % 2 == 0,
+                max_delete: None,
+                delete_excluded: false,
+            })
+        } else {
+            None
+        },
         ..Options::default()
     }
 }
@@ -319,7 +329,7 @@ pub fn source_session(data: &[u8]) {
         });
         let mut ctl = FrameWriter::new(ctl_w, "source");
         while !c.done() {
-            let frame = match c.byte() % 6 {
+            let frame = match c.byte() % 7 {
                 0 | 1 => Frame::Plan(
                     (0..1 + c.small())
                         .map(|_| PlanItem {
@@ -348,6 +358,10 @@ pub fn source_session(data: &[u8]) {
                     file: c.small(),
                     offset: c.num(),
                 },
+                5 => Frame::Change(hetch_proto::Change {
+                    action: hetch_proto::ChangeAction::Deleted,
+                    path: c.path(),
+                }),
                 _ => Frame::Finished(Summary {
                     files: c.num(),
                     ..Summary::default()

@@ -51,7 +51,7 @@ pub use manifest::Manifest;
 pub use object_sink::run_object_sink;
 pub use operand::{Destination, ObjectDest, ObjectLocation, Operand};
 pub use options::{
-    default_hash_threads, Algorithm, EntryFilter, Follow, Options, Schedule, Verify,
+    default_hash_threads, Algorithm, DeleteRequest, EntryFilter, Follow, Options, Schedule, Verify,
 };
 pub use pool::{BufferPool, PooledBuf};
 pub use progress::{Progress, Report};

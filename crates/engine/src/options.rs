@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 pub use hetch_integrity::Algorithm;
-pub use hetch_proto::{Schedule, Verify};
+pub use hetch_proto::{DeleteRequest, Schedule, Verify};
 
 use crate::manifest::Manifest;
 
@@ -61,6 +61,10 @@ pub struct Options {
     pub follow: Option<Follow>,
     /// Which source entries to send (all when `None`).
     pub filter: Option<EntryFilter>,
+    /// Mirror (`hetch sync`, `cp --delete`): once every file succeeded, the sink removes
+    /// the entries below the copied trees that the source did not announce (excluded
+    /// ones only with `delete_excluded`). `None`: a plain copy.
+    pub delete: Option<DeleteRequest>,
     /// Delete each source file once the sink reports its copy verified and in place
     /// (needs `file_digests`, so that skipped files are confirmed by digest too).
     pub remove_source: bool,
@@ -103,6 +107,7 @@ impl Default for Options {
             follow: None,
             filter: None,
             remove_source: false,
+            delete: None,
             corrupt_blocks: 0,
             corrupt_written: 0,
             pulled: None,

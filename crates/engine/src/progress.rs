@@ -29,6 +29,13 @@ pub struct Progress {
     /// Warnings given (a file truncated or rewritten while followed, ...).
     pub warnings: AtomicU64,
     errors: Mutex<Vec<String>>,
+    /// Entries a mirroring session removed (or, in a dry run, would remove).
+    pub deleted: AtomicU64,
+    /// Entries a dry run would copy.
+    pub would_copy: AtomicU64,
+    /// The first [`MAX_DELETED_KEPT`] removed entries (escaped, relative to the
+    /// destination directory).
+    deleted_paths: Mutex<Vec<String>>,
     /// Lag of followed files: from bytes appearing at the source to durable and
     /// verified at the destination.
     pub lag: Mutex<LagHistogram>,
@@ -49,6 +56,8 @@ impl std::fmt::Debug for Progress {
 
 /// How many error lines a report keeps (the count is always exact).
 const MAX_ERRORS_KEPT: usize = 1000;
+/// How many removed paths a report keeps (the count is always exact).
+pub const MAX_DELETED_KEPT: usize = 1000;
 
 impl Progress {
     /// Adds `n` to a counter.
@@ -82,6 +91,28 @@ impl Progress {
     pub fn warn(&self, message: &str) {
         self.warnings.fetch_add(1, Relaxed);
         self.note(&format!("warning: {message}"));
+    }
+
+    /// Records one change of a mirroring session (`path` relative to the destination
+    /// directory) and logs it as `deleted PATH`, `would delete PATH` or `would copy PATH`.
+    pub fn change(&self, action: hetch_proto::ChangeAction, path: &[u8]) {
+        use hetch_proto::ChangeAction;
+        let shown = hetch_proto::escape_bytes(path);
+        let verb = match action {
+            ChangeAction::Deleted => "deleted",
+            ChangeAction::WouldDelete => "would delete",
+            ChangeAction::WouldCopy => "would copy",
+        };
+        if action == ChangeAction::WouldCopy {
+            self.would_copy.fetch_add(1, Relaxed);
+        } else {
+            self.deleted.fetch_add(1, Relaxed);
+            let mut kept = self.deleted_paths.lock().expect("deleted lock");
+            if kept.len() < MAX_DELETED_KEPT {
+                kept.push(shown.clone());
+            }
+        }
+        self.note(&format!("{verb} {shown}"));
     }
 
     /// Records one lag sample.
@@ -124,6 +155,17 @@ impl Progress {
     pub fn take_errors(&self) -> Vec<String> {
         std::mem::take(&mut *self.errors.lock().expect("errors lock"))
     }
+
+    /// The report of a finished session from these counters.
+    pub fn report(&self) -> Report {
+        Report {
+            summary: self.summary(),
+            errors: self.take_errors(),
+            deleted: self.deleted.load(Relaxed),
+            deleted_paths: std::mem::take(&mut *self.deleted_paths.lock().expect("deleted lock")),
+            would_copy: self.would_copy.load(Relaxed),
+        }
+    }
 }
 
 /// What a finished session reports.
@@ -133,4 +175,11 @@ pub struct Report {
     pub summary: Summary,
     /// One line per failed file (at most a thousand are kept; `summary.failed` counts all).
     pub errors: Vec<String>,
+    /// Entries a mirroring session removed (in a dry run: would remove).
+    pub deleted: u64,
+    /// The first [`MAX_DELETED_KEPT`] of them, escaped, relative to the destination
+    /// directory (fewer than `deleted`: the list was cut).
+    pub deleted_paths: Vec<String>,
+    /// Entries a dry run would copy.
+    pub would_copy: u64,
 }

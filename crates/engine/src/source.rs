@@ -257,7 +257,7 @@ pub async fn run_source_from(
     let summary = *summary.lock().expect("summary lock");
     Ok(Report {
         summary,
-        errors: progress.take_errors(),
+        ..progress.report()
     })
 }
 
@@ -604,6 +604,9 @@ async fn control_reader(
                 }
             }
             Frame::Durable { file, offset } => crate::follow::durable(&shared, file, offset),
+            Frame::Change(c) if shared.opts.delete.is_some() => {
+                shared.progress.change(c.action, &c.path)
+            }
             Frame::Finished(s) => {
                 *summary.lock().expect("summary lock") = s;
                 // No more jobs will come: let readers drain and stop.

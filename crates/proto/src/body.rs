@@ -26,6 +26,9 @@ const VERIFY_NONE: u8 = 2;
 const SCHEDULE_BLOCK: u8 = 0;
 const SCHEDULE_FILE: u8 = 1;
 const SCHEDULE_SEQUENTIAL: u8 = 2;
+const CHANGE_DELETED: u8 = 0;
+const CHANGE_WOULD_DELETE: u8 = 1;
+const CHANGE_WOULD_COPY: u8 = 2;
 
 /// Longest whole-file digest on the wire (SHA-512 would fit).
 pub(crate) const MAX_FILE_DIGEST: usize = 64;
@@ -180,6 +183,14 @@ pub(crate) fn encode_body(frame: &Frame, out: &mut Vec<u8>) {
                 out.put_u64(v);
             }
         }
+        Frame::Change(c) => {
+            out.put_u8(match c.action {
+                ChangeAction::Deleted => CHANGE_DELETED,
+                ChangeAction::WouldDelete => CHANGE_WOULD_DELETE,
+                ChangeAction::WouldCopy => CHANGE_WOULD_COPY,
+            });
+            out.put_bytes(&c.path);
+        }
     }
 }
 
@@ -236,6 +247,7 @@ pub(crate) fn decode_body(kind: FrameKind, body: &[u8]) -> Result<Frame, ProtoEr
             block: r.u64()?,
             digest: r.array()?,
         },
+        FrameKind::Change => Frame::Change(decode_change(&mut r)?),
     };
     r.finish()?;
     Ok(frame)
@@ -327,6 +339,22 @@ fn encode_hello(hello: &Hello, out: &mut Vec<u8>) {
             out.put_bool(req.fsync);
             encode_integrity(&req.integrity, out);
             out.put_bool(req.preserve_special_modes);
+            encode_filter(&req.filter, out);
+            match &req.delete {
+                None => out.put_u8(0),
+                Some(d) => {
+                    out.put_u8(1);
+                    out.put_bool(d.dry_run);
+                    match d.max_delete {
+                        None => out.put_u8(0),
+                        Some(n) => {
+                            out.put_u8(1);
+                            out.put_u64(n);
+                        }
+                    }
+                    out.put_bool(d.delete_excluded);
+                }
+            }
         }
         Hello::Data {
             session,
@@ -387,6 +415,14 @@ fn decode_session_request(r: &mut Reader<'_>) -> Result<SessionRequest, ProtoErr
         fsync: r.bool()?,
         integrity: decode_integrity(r)?,
         preserve_special_modes: r.bool()?,
+        filter: decode_filter(r)?,
+        delete: r.option(|r| {
+            Ok(DeleteRequest {
+                dry_run: r.bool()?,
+                max_delete: r.option(Reader::u64)?,
+                delete_excluded: r.bool()?,
+            })
+        })?,
     };
     // The engine sizes buffers from the block size, so a hostile one must not get in.
     let bs = req.block_size;
@@ -394,6 +430,47 @@ fn decode_session_request(r: &mut Reader<'_>) -> Result<SessionRequest, ProtoErr
         return Err(r.err("block size is not a power of two between 1 KiB and MAX_BLOCK"));
     }
     Ok(req)
+}
+
+fn encode_filter(f: &FilterRequest, out: &mut Vec<u8>) {
+    for list in [&f.include, &f.exclude] {
+        out.put_len(list.len());
+        for p in list {
+            out.put_bytes(p.as_bytes());
+        }
+    }
+}
+
+/// The patterns of a session request, bounded in number and length (the peer's globs
+/// are compiled by the receiver: their size must not be the peer's choice).
+fn decode_filter(r: &mut Reader<'_>) -> Result<FilterRequest, ProtoError> {
+    let include = r.list(BYTES_MIN_LEN, Reader::string)?;
+    let exclude = r.list(BYTES_MIN_LEN, Reader::string)?;
+    if include.len() + exclude.len() > MAX_FILTER_PATTERNS {
+        return Err(r.err("too many include/exclude patterns"));
+    }
+    if include
+        .iter()
+        .chain(&exclude)
+        .any(|p| p.is_empty() || p.len() > MAX_FILTER_PATTERN_LEN || p.contains('\0'))
+    {
+        return Err(r.err("include/exclude pattern empty, too long or holding NUL"));
+    }
+    Ok(FilterRequest { include, exclude })
+}
+
+fn decode_change(r: &mut Reader<'_>) -> Result<Change, ProtoError> {
+    let action = match r.u8()? {
+        CHANGE_DELETED => ChangeAction::Deleted,
+        CHANGE_WOULD_DELETE => ChangeAction::WouldDelete,
+        CHANGE_WOULD_COPY => ChangeAction::WouldCopy,
+        _ => return Err(r.err("unknown change action")),
+    };
+    let path = r.bytes()?;
+    if let Some(why) = rel_path_problem(&path) {
+        return Err(r.err(why));
+    }
+    Ok(Change { action, path })
 }
 
 fn encode_integrity(i: &IntegrityRequest, out: &mut Vec<u8>) {

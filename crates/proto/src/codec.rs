@@ -101,6 +101,8 @@ pub enum FrameKind {
     Cover = 17,
     /// [`Frame::KeepAlive`]
     KeepAlive = 18,
+    /// [`Frame::Change`]
+    Change = 19,
 }
 
 /// A decoded frame header.
@@ -114,7 +116,7 @@ pub struct FrameHeader {
 
 impl FrameKind {
     /// Every kind, in kind-byte order.
-    pub const ALL: [FrameKind; 18] = [
+    pub const ALL: [FrameKind; 19] = [
         FrameKind::Hello,
         FrameKind::Welcome,
         FrameKind::Error,
@@ -133,11 +135,12 @@ impl FrameKind {
         FrameKind::Piece,
         FrameKind::Cover,
         FrameKind::KeepAlive,
+        FrameKind::Change,
     ];
 
     /// The kind with this kind byte, if any.
     pub fn from_u8(byte: u8) -> Option<FrameKind> {
-        // Kind bytes are 1..=18 in `ALL`'s order.
+        // Kind bytes are 1..=19 in `ALL`'s order.
         let index = usize::from(byte).checked_sub(1)?;
         FrameKind::ALL.get(index).copied()
     }
@@ -163,6 +166,7 @@ impl FrameKind {
             FrameKind::Piece => "piece",
             FrameKind::Cover => "cover",
             FrameKind::KeepAlive => "keep-alive",
+            FrameKind::Change => "change",
         }
     }
 
@@ -198,6 +202,7 @@ impl Frame {
             Frame::Piece(_) => FrameKind::Piece,
             Frame::Cover { .. } => FrameKind::Cover,
             Frame::KeepAlive => FrameKind::KeepAlive,
+            Frame::Change(_) => FrameKind::Change,
         }
     }
 }

@@ -65,6 +65,10 @@ pub enum Frame {
     EndOfEntries,
     /// Sink -> source: everything is finished and durable; the summary of the sink's side.
     Finished(Summary),
+    /// Sink -> source, mirroring sessions only ([`SessionRequest::delete`]): one entry
+    /// the deletion phase removed (or, in a dry run, would copy or remove). Sent before
+    /// [`Frame::Finished`].
+    Change(Change),
     /// On a data stream: the sender will send no more frames on it.
     StreamEnd,
     /// Either way on the control stream: the sender is alive. Sent when nothing else
@@ -194,6 +198,10 @@ pub struct SessionRequest {
     /// Push: keep setuid, setgid and sticky bits on what the server creates (it
     /// strips them unless it was itself started with `--preserve-special-modes`).
     pub preserve_special_modes: bool,
+    /// Which entries the source sends (and a mirroring sink protects).
+    pub filter: FilterRequest,
+    /// Mirror: remove what the source lacks, after everything else succeeded.
+    pub delete: Option<DeleteRequest>,
 }
 
 /// The integrity settings of a session.
@@ -236,6 +244,55 @@ pub enum Schedule {
     File,
     /// Every file once all files are written.
     Sequential,
+}
+
+/// One change a mirroring session made (or would make) at the destination.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// What happened to the entry.
+    pub action: ChangeAction,
+    /// Path relative to the destination directory, `/`-separated (as in a manifest).
+    pub path: Vec<u8>,
+}
+
+/// What a [`Change`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeAction {
+    /// The entry was removed: the source does not have it.
+    Deleted,
+    /// Dry run: the entry would be removed.
+    WouldDelete,
+    /// Dry run: the entry would be copied (missing or different at the destination).
+    WouldCopy,
+}
+
+/// Most `--include`/`--exclude` patterns a session request may carry, in total.
+pub const MAX_FILTER_PATTERNS: usize = 256;
+/// Longest pattern a session request may carry, in bytes.
+pub const MAX_FILTER_PATTERN_LEN: usize = 1024;
+
+/// Which source entries a session sends (`--include`/`--exclude` globs, applied by the
+/// source) and, when it mirrors, which destination entries its deletion phase leaves
+/// alone. Empty lists: everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FilterRequest {
+    /// A file is sent only if it matches one of these (when there are any).
+    pub include: Vec<String>,
+    /// Nothing that matches these is sent (a matching directory is not entered).
+    pub exclude: Vec<String>,
+}
+
+/// The deletion phase of a mirroring session (`hetch sync`, `cp --delete`): after
+/// every file succeeded, the sink removes the entries below the copied trees that the
+/// source did not announce.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeleteRequest {
+    /// List what would be copied and removed; change nothing.
+    pub dry_run: bool,
+    /// Remove nothing if more than this many entries would be removed.
+    pub max_delete: Option<u64>,
+    /// Remove excluded entries too (otherwise they are protected).
+    pub delete_excluded: bool,
 }
 
 /// A finished file's whole-file digest, for a manifest.

@@ -216,6 +216,36 @@ impl Dir {
         }
     }
 
+    /// Removes the empty directory `name` (one component) with `unlinkat(AT_REMOVEDIR)`:
+    /// a symlink in its place is not followed (the call fails on it), so nothing outside
+    /// this directory can be removed. A missing one is not an error.
+    pub fn remove_dir(&self, name: &OsStr) -> Result<(), StorageError> {
+        let name = self.one(name)?;
+        match rfs::unlinkat(self.fd(), name, AtFlags::REMOVEDIR) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(self.error(name, e.into())),
+        }
+    }
+
+    /// The names in this directory (not `.` and `..`), sorted bytewise: read from the
+    /// descriptor itself, so a directory swapped for a symlink since it was opened is
+    /// not listed through. Memory is the names of this one directory.
+    pub fn names(&self) -> Result<Vec<OsString>, StorageError> {
+        let fail = |e: Errno| StorageError::io(&self.shown, e.into());
+        // A fresh descriptor: reading a directory moves its offset, which clones share.
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let own = rfs::openat(self.fd(), ".", flags, Mode::empty()).map_err(fail)?;
+        let mut names = Vec::new();
+        for item in rfs::Dir::read_from(&own).map_err(fail)? {
+            let n = item.map_err(fail)?.file_name().to_bytes().to_vec();
+            if n != b"." && n != b".." {
+                names.push(OsString::from_vec(n));
+            }
+        }
+        names.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+        Ok(names)
+    }
+
     /// Sets access and modification time of `name` (one component) without following
     /// it (symlinks keep their own times).
     pub fn set_times_nofollow(

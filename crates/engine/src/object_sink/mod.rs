@@ -11,6 +11,7 @@
 //! final key until the object is complete (S3 makes an object visible only when its
 //! PUT or its multipart completion succeeds).
 
+mod mirror;
 mod plan;
 mod upload;
 
@@ -59,6 +60,10 @@ pub(crate) struct ObjectShared {
     pub buffers: PartBuffers,
     /// A pull's entries must lie under the operands asked for (`None`: not a pull).
     pub tops: Option<crate::tops::TopCheck>,
+    /// Mirroring sessions: the keys of every announced entry (grows with the entries).
+    pub seen: Mutex<HashSet<String>>,
+    /// Mirroring sessions: the prefixes of the directory operands, listed at the end.
+    pub dir_tops: Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// Part buffers kept for reuse, up to a byte budget: a fresh 8 MiB allocation costs a
@@ -133,6 +138,17 @@ impl ObjectShared {
         }
     }
 
+    /// A key relative to the destination prefix (for manifests and change lines).
+    pub fn rel_path(&self, key: &str) -> Vec<u8> {
+        let base = self.dest.location.url.trimmed();
+        let rel = key
+            .strip_prefix(base)
+            .map(|r| r.trim_start_matches('/'))
+            .filter(|r| !r.is_empty() && !base.is_empty())
+            .unwrap_or(key);
+        rel.as_bytes().to_vec()
+    }
+
     /// The manifest entry of a key, relative to the destination prefix (when the
     /// session asked for digests).
     pub fn manifest_entry(&self, key: &str, digest: Option<Vec<u8>>) -> Option<ManifestEntry> {
@@ -140,13 +156,7 @@ impl ObjectShared {
             return None;
         }
         let digest = digest?;
-        let base = self.dest.location.url.trimmed();
-        let rel = key
-            .strip_prefix(base)
-            .map(|r| r.trim_start_matches('/'))
-            .filter(|r| !r.is_empty() && !base.is_empty())
-            .unwrap_or(key);
-        let path = rel.as_bytes().to_vec();
+        let path = self.rel_path(key);
         if let Some(m) = &self.opts.manifest {
             m.add(&digest, &path);
         }
@@ -192,6 +202,8 @@ pub async fn run_object_sink(
         changed: Notify::new(),
         keys: Mutex::default(),
         buffers: PartBuffers::new(opts_memory),
+        seen: Mutex::default(),
+        dir_tops: Mutex::default(),
     });
     let pool = BufferPool::new(shared.opts.effective_buffer_memory());
     let (block_tx, block_rx) = async_channel::bounded(64);
@@ -222,10 +234,7 @@ pub async fn run_object_sink(
     }
     drop(block_rx);
     run_tasks(tasks, ctl_tx, ctl_writer, watch).await?;
-    Ok(Report {
-        summary: progress.summary(),
-        errors: progress.take_errors(),
-    })
+    Ok(progress.report())
 }
 
 async fn control_reader(
@@ -289,6 +298,9 @@ async fn finisher(shared: Arc<ObjectShared>, ctl: mpsc::Sender<Frame>) -> Result
             break;
         }
         changed.await;
+    }
+    for f in mirror::delete_extras(&shared).await {
+        let _ = ctl.send(f).await;
     }
     shared.finished_sent.store(true, SeqCst);
     let _ = ctl.send(Frame::Finished(shared.progress.summary())).await;

@@ -25,7 +25,7 @@ const PLAN_CONCURRENCY: usize = 32;
 enum Planned {
     Action(PlanAction),
     /// Skip, and report this (a failure, or a present file's digest).
-    Report(PlanAction, Frame),
+    Report(PlanAction, Box<Frame>),
 }
 
 /// Plans a batch (entries are looked up at the store concurrently). Per-entry problems
@@ -52,7 +52,7 @@ pub(crate) async fn plan_batch(
             Ok(Planned::Action(action)) => items.push(PlanItem { id, action }),
             Ok(Planned::Report(action, frame)) => {
                 items.push(PlanItem { id, action });
-                follow.push(frame);
+                follow.push(*frame);
             }
             Err(e) if e.is_fatal() => return Err(e.into()),
             Err(e) => {
@@ -87,6 +87,15 @@ async fn plan_entry(
     })?;
     let key = sh.dest.key_for(&rel);
     let url = sh.url(&key);
+    if let Some(del) = sh.opts.delete {
+        sh.seen.lock().expect("seen lock").insert(key.clone());
+        if matches!(e.kind, EntryKind::Dir) && !rel.contains('/') {
+            sh.dir_tops.lock().expect("tops lock").insert(key.clone());
+        }
+        if del.dry_run {
+            return would_copy(sh, &e, &key).await;
+        }
+    }
     match &e.kind {
         // Object stores have no directories: keys with '/' stand for them.
         EntryKind::Dir => Ok(Planned::Action(PlanAction::Skip)),
@@ -115,6 +124,25 @@ async fn plan_entry(
             plan_file(sh, src, ctl).await
         }
     }
+}
+
+/// Dry runs: a change line for a file whose object is missing or differs in size.
+async fn would_copy(sh: &ObjectShared, e: &Entry, key: &str) -> Result<Planned, ObjectError> {
+    let EntryKind::File { size, .. } = e.kind else {
+        return Ok(Planned::Action(PlanAction::Skip));
+    };
+    let head = sh.dest.location.bucket.head(key).await?;
+    if head.is_some_and(|h| h.info.size == size) {
+        return Ok(Planned::Action(PlanAction::Skip));
+    }
+    let path = sh.rel_path(key);
+    sh.progress
+        .change(hetch_proto::ChangeAction::WouldCopy, &path);
+    let frame = Frame::Change(hetch_proto::Change {
+        action: hetch_proto::ChangeAction::WouldCopy,
+        path,
+    });
+    Ok(Planned::Report(PlanAction::Skip, Box::new(frame)))
 }
 
 /// A file entry as announced.
@@ -181,7 +209,7 @@ async fn plan_file(
                     error: None,
                     digest: sh.manifest_entry(&src.key, Some(digest)),
                 };
-                return Ok(Planned::Report(PlanAction::Skip, frame));
+                return Ok(Planned::Report(PlanAction::Skip, Box::new(frame)));
             }
             return Ok(Planned::Action(PlanAction::Skip));
         }

@@ -2,18 +2,17 @@
 //! against the destination — type, size, symlink target, whole-file digest — and
 //! nothing is written. Each difference comes back to the source as a failed file, one
 //! line naming the destination path. At the end, destination entries the source did
-//! not announce are reported too; to find them the sink remembers every announced
-//! path, so memory grows with the number of entries (unlike a transfer).
+//! not announce are reported too (see [`super::mirror`]); to find them the sink
+//! remembers every announced path, so memory grows with the number of entries (unlike
+//! a transfer).
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
 
 use hetch_integrity::to_hex;
-use hetch_proto::{Entry, EntryKind, Frame};
+use hetch_proto::{Entry, EntryKind};
 use hetch_storage::confined::OpenHow;
-use hetch_storage::walk;
 
 use super::SinkShared;
 use crate::progress::Progress;
@@ -22,7 +21,7 @@ use crate::sum::sum_open_with;
 /// Checks one entry; `Err` is the difference, one line.
 pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
     let at = sh.target(&e.path).map_err(|e| e.to_string())?;
-    sh.seen.lock().expect("seen lock").insert(at.shown.clone());
+    sh.seen.lock().expect("seen lock").insert(at.rel.clone());
     let shown = at.shown.display();
     // Through the destination handle like a transfer: a symlink on the way is not
     // followed, so nothing outside the compared tree is read or even looked at.
@@ -104,61 +103,38 @@ pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
     }
 }
 
-/// Compare-only sessions: destination entries under the compared tree that the source
-/// did not announce, as failed-file frames. Empty for transfers.
-pub(crate) fn extras(sh: &SinkShared) -> Vec<Frame> {
-    if !sh.opts.compare_only {
-        return Vec::new();
-    }
-    let Some(map) = sh.map.get() else {
-        return Vec::new();
+/// Dry runs of mirroring sessions: a change frame when the entry would be copied
+/// (missing, another type, another link target, or a file whose size or mtime differ:
+/// the rule a transfer skips by). Looks through the destination handle only.
+pub(crate) fn would_copy(sh: &SinkShared, e: &Entry) -> Option<hetch_proto::Frame> {
+    use hetch_proto::{Change, ChangeAction, Frame};
+    let at = sh.target(&e.path).ok()?;
+    sh.seen.lock().expect("seen lock").insert(at.rel.clone());
+    let same = match (sh.fs().stat(&at.rel), &e.kind) {
+        (Ok(Some(md)), EntryKind::Dir) => md.is_dir(),
+        (Ok(Some(md)), EntryKind::Symlink { target }) => {
+            md.file_type().is_symlink()
+                && sh
+                    .fs()
+                    .parent(&at.rel)
+                    .and_then(|(dir, name)| dir.read_link(&name))
+                    .is_ok_and(|t| t.as_bytes() == target.as_slice())
+        }
+        (Ok(Some(md)), EntryKind::File { size, .. }) => {
+            md.is_file()
+                && md.size() == *size
+                && md.mtime() == e.mtime_sec
+                && md.mtime_nsec() as u32 == e.mtime_nsec
+        }
+        _ => false,
     };
-    let root = match &map.rename_top {
-        Some(name) => map.base.join(name),
-        None => map.base.clone(),
-    };
-    let seen = std::mem::take(&mut *sh.seen.lock().expect("seen lock"));
-    let mut out = Vec::new();
-    let Ok(iter) = walk::walk(&root) else {
-        return out;
-    };
-    for item in iter {
-        let Ok(entry) = item else { continue };
-        let path = entry.abs;
-        let name = path.file_name().unwrap_or_default().as_bytes();
-        if hetch_storage::part::is_temporary_name(name) {
-            continue;
-        }
-        if seen.contains(&path) || is_inside_unseen(&path, &root, &seen) {
-            continue;
-        }
-        let message = format!("{}: not in the source", path.display());
-        sh.progress.fail(message.clone());
-        out.push(Frame::FileDone {
-            file: u64::MAX,
-            error: Some(message),
-            digest: None,
-        });
+    if same {
+        return None;
     }
-    out
-}
-
-/// Whether an ancestor of `path` (below `root`) was itself reported as extra: only the
-/// top of an extra subtree is listed.
-fn is_inside_unseen(
-    path: &Path,
-    root: &Path,
-    seen: &std::collections::HashSet<std::path::PathBuf>,
-) -> bool {
-    let mut p = path.parent();
-    while let Some(dir) = p {
-        if dir == root || !dir.starts_with(root) {
-            return false;
-        }
-        if !seen.contains(dir) {
-            return true;
-        }
-        p = dir.parent();
-    }
-    false
+    let path = sh.manifest_path(&at.shown);
+    sh.progress.change(ChangeAction::WouldCopy, &path);
+    Some(Frame::Change(Change {
+        action: ChangeAction::WouldCopy,
+        path,
+    }))
 }

@@ -13,6 +13,7 @@ mod blocks;
 mod compare;
 mod finish;
 mod growing;
+pub(crate) mod mirror;
 mod plan;
 mod verify;
 mod write;
@@ -240,7 +241,8 @@ pub(crate) struct SinkShared {
     pub deferred: Mutex<Vec<u64>>,
     /// Test hook: written blocks still to damage (see `Options::corrupt_written`).
     pub corrupt_left: AtomicU64,
-    /// Compare-only sessions: destination paths the source announced.
+    /// Compare-only and mirroring sessions: destination paths the source announced,
+    /// relative to the destination directory (memory grows with the entries).
     pub seen: Mutex<std::collections::HashSet<PathBuf>>,
     /// Files that ended but whose `FileDone` is not queued yet.
     ending: Mutex<std::collections::HashSet<u64>>,
@@ -292,6 +294,11 @@ impl SinkShared {
         };
         let _ = self.fs.set(base);
         Ok(self.map.get_or_init(|| map))
+    }
+
+    /// The destination directory handle, if an entry resolved it.
+    pub fn fs_if_resolved(&self) -> Option<&Dir> {
+        self.fs.get()
     }
 
     /// The destination directory handle (once resolved).
@@ -547,10 +554,7 @@ pub async fn run_sink(
     }
 
     run_tasks(tasks, ctl_tx, ctl_writer, watch).await?;
-    Ok(Report {
-        summary: progress.summary(),
-        errors: progress.take_errors(),
-    })
+    Ok(progress.report())
 }
 
 /// The next frame from the source on the control stream; `None` when it closed after
@@ -737,7 +741,12 @@ async fn finisher(shared: Arc<SinkShared>, ctl: mpsc::Sender<Frame>) -> Result<(
     shared.durable.lock().expect("durable lock").take();
     let sh = shared.clone();
     let extras = tokio::task::spawn_blocking(move || {
-        let extras = compare::extras(&sh);
+        // Removal comes before directory metadata: it changes the directories' mtimes.
+        let extras = if sh.opts.compare_only {
+            mirror::compare_extras(&sh)
+        } else {
+            mirror::delete_extras(&sh)
+        };
         plan::finish_dirs(&sh).map(|_| extras)
     })
     .await

@@ -48,7 +48,24 @@ pub(crate) fn plan_batch(
         }
         return Ok((plan, follow));
     }
+    if sh.opts.delete.is_some_and(|d| d.dry_run) {
+        for e in batch {
+            plan.push(PlanItem {
+                id: e.id,
+                action: PlanAction::Skip,
+            });
+            follow.extend(super::compare::would_copy(sh, &e));
+        }
+        return Ok((plan, follow));
+    }
+    let mirroring = sh.opts.delete.is_some();
     for e in batch {
+        if mirroring {
+            // Even an entry that fails below: its destination is no extra.
+            if let Ok(at) = sh.target(&e.path) {
+                sh.seen.lock().expect("seen lock").insert(at.rel);
+            }
+        }
         let top_level = !e.path.contains(&b'/');
         match plan_entry(sh, &e, &mut follow) {
             Ok(action) => plan.push(PlanItem { id: e.id, action }),

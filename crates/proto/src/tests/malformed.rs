@@ -33,6 +33,8 @@ struct RawHello {
     fsync: u8,
     integrity: Vec<u8>,
     preserve_special_modes: u8,
+    /// Filter lists and delete request.
+    tail: Vec<u8>,
 }
 
 /// A valid integrity request: blake3, written, block, default threads, no flags.
@@ -66,6 +68,8 @@ impl Default for RawHello {
             fsync: 1,
             integrity: raw_integrity(b"blake3", 0, 0),
             preserve_special_modes: 0,
+            // No include, no exclude, no deletion phase.
+            tail: vec![0, 0, 0, 0, 0, 0, 0, 0, 0],
         }
     }
 }
@@ -87,6 +91,7 @@ impl RawHello {
         b.put_u8(self.fsync);
         b.extend_from_slice(&self.integrity);
         b.put_u8(self.preserve_special_modes);
+        b.extend_from_slice(&self.tail);
         b
     }
 
@@ -171,7 +176,7 @@ fn raw_builders_are_valid() {
     assert!(decode_body(FrameKind::Entries, &RawEntry::symlink(b"/x/../y").body()).is_ok());
 }
 
-const CONTROL_KINDS: [FrameKind; 11] = [
+const CONTROL_KINDS: [FrameKind; 12] = [
     FrameKind::Hello,
     FrameKind::Welcome,
     FrameKind::Error,
@@ -183,6 +188,7 @@ const CONTROL_KINDS: [FrameKind; 11] = [
     FrameKind::EndOfEntries,
     FrameKind::Finished,
     FrameKind::StreamEnd,
+    FrameKind::Change,
 ];
 
 /// One valid, non-trivial frame of each control kind.
@@ -215,6 +221,10 @@ fn samples() -> Vec<Frame> {
         Frame::EndOfEntries,
         Frame::Finished(Summary::default()),
         Frame::StreamEnd,
+        Frame::Change(Change {
+            action: ChangeAction::Deleted,
+            path: b"a/old".to_vec(),
+        }),
     ]
 }
 
@@ -729,4 +739,48 @@ fn data_hellos_are_exact() {
         decode_body(FrameKind::Hello, &long),
         Err(ProtoError::Malformed { .. })
     ));
+}
+
+#[test]
+fn hostile_filters_and_changes_are_refused() {
+    let filter = |include: &[&[u8]], exclude: &[&[u8]]| {
+        let mut tail = Vec::new();
+        for list in [include, exclude] {
+            tail.put_u32(list.len() as u32);
+            for p in list {
+                tail.put_bytes(p);
+            }
+        }
+        tail.push(0); // no deletion phase
+        RawHello {
+            tail,
+            ..RawHello::default()
+        }
+        .body()
+    };
+    assert!(decode_body(FrameKind::Hello, &filter(&[b"*.h5"], &[b"tmp*"])).is_ok());
+    let long = vec![b'a'; MAX_FILTER_PATTERN_LEN + 1];
+    let many: Vec<&[u8]> = vec![b"x"; MAX_FILTER_PATTERNS + 1];
+    for bad in [
+        filter(&[&long], &[]),
+        filter(&[], &many),
+        filter(&[b""], &[]),
+        filter(&[b"a\0b"], &[]),
+    ] {
+        assert!(decode_body(FrameKind::Hello, &bad).is_err());
+    }
+    let change = |action: u8, path: &[u8]| {
+        let mut b = vec![action];
+        b.put_bytes(path);
+        decode_body(FrameKind::Change, &b)
+    };
+    assert!(change(0, b"d/old").is_ok());
+    for (action, path) in [
+        (3u8, &b"d/x"[..]),
+        (0, b"/etc/passwd"),
+        (0, b"d/../x"),
+        (0, b""),
+    ] {
+        assert!(change(action, path).is_err(), "{action} {path:?}");
+    }
 }

@@ -85,6 +85,9 @@ proptest! {
     fn finished_round_trip(s in summary()) { check_round_trip(&Frame::Finished(s))?; }
 
     #[test]
+    fn change_round_trip(c in change()) { check_round_trip(&Frame::Change(c))?; }
+
+    #[test]
     fn any_frame_round_trip(f in frame()) { check_round_trip(&f)?; }
 
     /// A stream of frames cut at arbitrary points decodes to the same frames.
@@ -213,6 +216,6 @@ fn frame_kind_bytes() {
         assert_eq!(FrameKind::from_u8(*kind as u8), Some(*kind));
     }
     assert_eq!(FrameKind::from_u8(0), None);
-    assert_eq!(FrameKind::from_u8(19), None);
+    assert_eq!(FrameKind::from_u8(20), None);
     assert_eq!(FrameKind::from_u8(255), None);
 }

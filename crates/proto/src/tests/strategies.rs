@@ -77,7 +77,7 @@ fn session_request() -> impl Strategy<Value = SessionRequest> {
         any::<bool>(),
         any::<bool>(),
         integrity(),
-        any::<bool>(),
+        (any::<bool>(), filter(), proptest::option::of(delete())),
     )
         .prop_map(
             |(
@@ -92,7 +92,7 @@ fn session_request() -> impl Strategy<Value = SessionRequest> {
                 no_clobber,
                 fsync,
                 integrity,
-                preserve_special_modes,
+                (preserve_special_modes, filter, delete),
             )| SessionRequest {
                 op,
                 streams,
@@ -106,8 +106,41 @@ fn session_request() -> impl Strategy<Value = SessionRequest> {
                 fsync,
                 integrity,
                 preserve_special_modes,
+                filter,
+                delete,
             },
         )
+}
+
+fn filter() -> impl Strategy<Value = FilterRequest> {
+    let pattern = "[a-z*?/]{1,12}";
+    (vec(pattern, 0..3), vec(pattern, 0..3))
+        .prop_map(|(include, exclude)| FilterRequest { include, exclude })
+}
+
+fn delete() -> impl Strategy<Value = DeleteRequest> {
+    (
+        any::<bool>(),
+        proptest::option::of(any::<u64>()),
+        any::<bool>(),
+    )
+        .prop_map(|(dry_run, max_delete, delete_excluded)| DeleteRequest {
+            dry_run,
+            max_delete,
+            delete_excluded,
+        })
+}
+
+pub(super) fn change() -> impl Strategy<Value = Change> {
+    let action = prop_oneof![
+        Just(ChangeAction::Deleted),
+        Just(ChangeAction::WouldDelete),
+        Just(ChangeAction::WouldCopy),
+    ];
+    (action, "[a-z]{1,8}(/[a-z]{1,8}){0,3}").prop_map(|(action, path)| Change {
+        action,
+        path: path.into_bytes(),
+    })
 }
 
 fn integrity() -> impl Strategy<Value = IntegrityRequest> {
@@ -286,6 +319,7 @@ pub(super) fn frame() -> impl Strategy<Value = Frame> {
         (any::<u64>(), string()).prop_map(|(file, message)| Frame::FileError { file, message }),
         Just(Frame::EndOfEntries),
         summary().prop_map(Frame::Finished),
+        change().prop_map(Frame::Change),
         Just(Frame::StreamEnd),
         Just(Frame::KeepAlive),
         (

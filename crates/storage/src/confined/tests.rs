@@ -177,3 +177,33 @@ fn open_files_are_checked_where_they_really_are() {
     let outside = File::open(root.join("d/swapped/secret")).unwrap();
     assert!(check_below(&outside, &root).is_err());
 }
+
+#[test]
+fn names_list_one_directory_and_remove_dir_never_follows_a_link() {
+    both(|| {
+        let (t, root) = tree();
+        let d = root.subdir(Path::new("d"), Links::Refuse).unwrap();
+        assert_eq!(
+            d.names().unwrap(),
+            vec![OsString::from("file"), "sub".into()]
+        );
+        // Listing twice through clones of one handle sees everything both times.
+        assert_eq!(d.clone().names().unwrap().len(), 2);
+        symlink(t.path().join("outside"), t.path().join("root/d/link")).unwrap();
+        assert!(d.remove_dir(OsStr::new("link")).is_err(), "not a directory");
+        assert!(t.path().join("outside/secret").exists());
+        d.remove_file(OsStr::new("link")).unwrap();
+        assert!(
+            t.path().join("outside/secret").exists(),
+            "the link went, not its target"
+        );
+        assert!(
+            d.remove_dir(OsStr::new("nonempty/..")).is_err(),
+            "one name only"
+        );
+        d.remove_dir(OsStr::new("sub")).unwrap();
+        d.remove_dir(OsStr::new("sub")).unwrap(); // already gone: fine
+        assert!(root.stat(Path::new("d/sub")).unwrap().is_none());
+        assert!(root.remove_dir(OsStr::new("d")).is_err(), "not empty");
+    });
+}

@@ -1,0 +1,261 @@
+//! What the destination has and the source lacks: listed by compare-only sessions
+//! (`hetch verify`), removed by mirroring ones (`hetch sync`, `cp --delete`).
+//!
+//! The sink remembers the destination path of every announced entry (`seen`, relative
+//! to the destination directory), so memory grows with the number of entries, as
+//! rsync's `--delete` does. Once every file has settled, the trees the operands map to
+//! (the first components of what was seen) are listed through directory handles
+//! ([`Dir::names`], `fstatat` without following): a symlink is an entry like any other,
+//! never a way into another tree. Removal goes through the parent's handle too
+//! (`unlinkat`, `AT_REMOVEDIR` for directories, children first), so nothing outside
+//! the destination can be touched, whatever a peer announced or a local user swaps in.
+//!
+//! A mirroring sink removes nothing unless every file of the session succeeded, and
+//! nothing at all if more than `max_delete` entries would go. Entries the filter
+//! excludes are kept (unless `delete_excluded`), and so is a directory that still holds
+//! one. Part files and journals of a file the source has are kept (they may belong to
+//! a transfer running beside this one); those of a file it lacks are stale and removed.
+
+use std::collections::{BTreeSet, HashSet};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use hetch_proto::{Change, ChangeAction, DeleteRequest, Frame};
+use hetch_storage::confined::{Dir, Links};
+use hetch_storage::part::{is_temporary_name, JOURNAL_SUFFIX, PART_SUFFIX};
+use hetch_storage::StorageError;
+
+use super::SinkShared;
+
+/// An entry to report or remove, relative to the destination directory.
+struct Extra {
+    rel: PathBuf,
+    is_dir: bool,
+}
+
+/// How the listing treats what it finds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Report the top of each extra subtree; look at no temporary file.
+    Compare,
+    /// Every extra entry, children before their directory; excluded ones protected.
+    Mirror {
+        /// Excluded entries go too.
+        delete_excluded: bool,
+    },
+}
+
+/// Compare-only sessions: destination entries under the compared tree that the source
+/// did not announce, as failed-file frames.
+pub(crate) fn compare_extras(sh: &SinkShared) -> Vec<Frame> {
+    let seen = std::mem::take(&mut *sh.seen.lock().expect("seen lock"));
+    let Some(fs) = sh.fs_if_resolved() else {
+        return Vec::new();
+    };
+    // A tree that cannot be listed was reported by the comparison itself.
+    let extras = list_extras(sh, fs, &seen, Mode::Compare).unwrap_or_default();
+    extras
+        .into_iter()
+        .map(|x| {
+            let message = format!("{}: not in the source", fs.path().join(&x.rel).display());
+            sh.failure(u64::MAX, message)
+        })
+        .collect()
+}
+
+/// Mirroring sessions: removes (or, in a dry run, lists) the destination entries the
+/// source lacks. Returns the frames for the source: one [`Frame::Change`] per entry,
+/// and a failure line for each entry that could not be removed or for the reason
+/// nothing was.
+pub(crate) fn delete_extras(sh: &SinkShared) -> Vec<Frame> {
+    let Some(del) = sh.opts.delete else {
+        return Vec::new();
+    };
+    let seen = std::mem::take(&mut *sh.seen.lock().expect("seen lock"));
+    let Some(fs) = sh.fs_if_resolved() else {
+        return Vec::new();
+    };
+    if let Some(why) = failures_stop(&sh.progress, &del) {
+        return vec![sh.failure(u64::MAX, why)];
+    }
+    let mode = Mode::Mirror {
+        delete_excluded: del.delete_excluded,
+    };
+    let extras = match list_extras(sh, fs, &seen, mode) {
+        Ok(x) => x,
+        Err(e) => {
+            let why = format!("deletions skipped: {e}");
+            return vec![sh.failure(u64::MAX, why)];
+        }
+    };
+    drop(seen);
+    if let Some(why) = too_many(extras.len(), &del) {
+        return vec![sh.failure(u64::MAX, why)];
+    }
+    let mut out = Vec::new();
+    for x in extras {
+        let path = sh.manifest_path(&fs.path().join(&x.rel));
+        let action = if del.dry_run {
+            ChangeAction::WouldDelete
+        } else {
+            match remove(fs, &x) {
+                Ok(()) => ChangeAction::Deleted,
+                Err(e) => {
+                    out.push(sh.failure(u64::MAX, format!("not deleted: {e}")));
+                    continue;
+                }
+            }
+        };
+        sh.progress.change(action, &path);
+        out.push(Frame::Change(Change { action, path }));
+    }
+    out
+}
+
+/// Why nothing may be deleted after the copies: some entry failed (a dry run lists
+/// anyway).
+pub(crate) fn failures_stop(progress: &crate::Progress, del: &DeleteRequest) -> Option<String> {
+    let failed = progress.failed.load(std::sync::atomic::Ordering::SeqCst);
+    if failed == 0 || del.dry_run {
+        return None;
+    }
+    let noun = if failed == 1 { "entry" } else { "entries" };
+    Some(format!(
+        "deletions skipped: {failed} {noun} failed, so nothing was deleted"
+    ))
+}
+
+/// Why nothing may be deleted: more than `--max-delete` entries would be.
+pub(crate) fn too_many(count: usize, del: &DeleteRequest) -> Option<String> {
+    let max = del.max_delete?;
+    (count as u64 > max).then(|| {
+        format!("deletions skipped: {count} entries would be deleted, more than --max-delete {max}")
+    })
+}
+
+/// Whether `filter` leaves out `rest`, a file's path below its operand, or one of the
+/// directories on the way (the source does not enter an excluded directory).
+pub(crate) fn excluded_below(filter: &crate::EntryFilter, rest: &str) -> bool {
+    let mut wire = String::from("top");
+    let mut parts = rest.split('/').peekable();
+    while let Some(p) = parts.next() {
+        wire.push('/');
+        wire.push_str(p);
+        let is_dir = parts.peek().is_some();
+        if !filter.accepts(wire.as_bytes(), is_dir) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Removes one entry through its parent's handle, never following a symlink.
+fn remove(fs: &Dir, x: &Extra) -> Result<(), StorageError> {
+    let (parent, name) = fs.parent(&x.rel)?;
+    if x.is_dir {
+        parent.remove_dir(&name)
+    } else {
+        parent.remove_file(&name)
+    }
+}
+
+/// The extra entries below the trees the operands map to.
+fn list_extras(
+    sh: &SinkShared,
+    fs: &Dir,
+    seen: &HashSet<PathBuf>,
+    mode: Mode,
+) -> Result<Vec<Extra>, StorageError> {
+    let tops: BTreeSet<&OsStr> = seen.iter().filter_map(|p| p.iter().next()).collect();
+    let mut out = Vec::new();
+    for top in tops {
+        let top = Path::new(top);
+        // Only a real directory has entries to compare; a symlink is not entered.
+        if fs.stat(top)?.is_some_and(|md| md.is_dir()) {
+            let walk = Walk { sh, fs, seen, mode };
+            walk.dir(top, false, &mut out)?;
+        }
+    }
+    Ok(out)
+}
+
+struct Walk<'a> {
+    sh: &'a SinkShared,
+    fs: &'a Dir,
+    seen: &'a HashSet<PathBuf>,
+    mode: Mode,
+}
+
+impl Walk<'_> {
+    /// Lists directory `rel` (everything in it extra when `extra`); returns whether
+    /// every entry in it is to go, so that the directory itself can go.
+    fn dir(&self, rel: &Path, extra: bool, out: &mut Vec<Extra>) -> Result<bool, StorageError> {
+        let dir = self.fs.subdir(rel, Links::Refuse)?;
+        let mut all = true;
+        for name in dir.names()? {
+            let child = rel.join(&name);
+            // Gone since it was listed: nothing to do.
+            let Some(md) = dir.stat(Path::new(&name))? else {
+                continue;
+            };
+            let is_dir = md.is_dir();
+            let temporary = is_temporary_name(name.as_bytes());
+            let is_extra = extra
+                || !(self.seen.contains(&child)
+                    || temporary && self.seen.contains(&rel.join(final_name(&name))));
+            match self.mode {
+                Mode::Compare => {
+                    if temporary {
+                        continue;
+                    }
+                    if is_extra {
+                        out.push(Extra { rel: child, is_dir });
+                    } else if is_dir {
+                        self.dir(&child, false, out)?;
+                    }
+                }
+                Mode::Mirror { delete_excluded } => {
+                    if !is_extra {
+                        all = false;
+                        if is_dir {
+                            self.dir(&child, false, out)?;
+                        }
+                        continue;
+                    }
+                    if !delete_excluded && self.excluded(&child, is_dir) {
+                        all = false;
+                        continue;
+                    }
+                    if is_dir && !self.dir(&child, true, out)? {
+                        // It keeps an excluded entry, so it stays too.
+                        all = false;
+                        continue;
+                    }
+                    out.push(Extra { rel: child, is_dir });
+                }
+            }
+        }
+        Ok(all)
+    }
+
+    /// Whether the session's filter leaves `rel` out (so mirroring must not remove it).
+    fn excluded(&self, rel: &Path, is_dir: bool) -> bool {
+        match &self.sh.opts.filter {
+            // The filter takes wire paths: the operand's name first, which it ignores.
+            Some(f) => !f.accepts(rel.as_os_str().as_bytes(), is_dir),
+            None => false,
+        }
+    }
+}
+
+/// The file a part file or journal (`.NAME.hetch-part`) belongs to.
+fn final_name(temporary: &OsStr) -> OsString {
+    let b = temporary.as_bytes();
+    let b = b.strip_prefix(b".").unwrap_or(b);
+    let b = b
+        .strip_suffix(PART_SUFFIX.as_bytes())
+        .or_else(|| b.strip_suffix(JOURNAL_SUFFIX.as_bytes()))
+        .unwrap_or(b);
+    OsStr::from_bytes(b).to_os_string()
+}

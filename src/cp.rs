@@ -189,6 +189,8 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
             file_digests: job.opts.file_digests,
             checksum_skip: job.opts.checksum_skip,
             compare_only: job.opts.compare_only,
+            retry_changed: job.opts.retry_changed,
+            trust_journal: job.opts.trust_journal,
         },
         preserve_special_modes: job.opts.preserve_special_modes,
     };

@@ -466,6 +466,10 @@ async fn session(
     opts.file_digests = i.file_digests;
     opts.checksum_skip = i.checksum_skip;
     opts.compare_only = i.compare_only;
+    // Each is the client's call for its own data: a retry costs the server only reads
+    // it would do anyway, and trusting a journal risks only the client's copy.
+    opts.retry_changed = i.retry_changed;
+    opts.trust_journal = i.trust_journal;
     let transport = Transport {
         control,
         data,

@@ -411,6 +411,8 @@ fn encode_integrity(i: &IntegrityRequest, out: &mut Vec<u8>) {
     out.put_bool(i.file_digests);
     out.put_bool(i.checksum_skip);
     out.put_bool(i.compare_only);
+    out.put_bool(i.retry_changed);
+    out.put_bool(i.trust_journal);
 }
 
 fn decode_integrity(r: &mut Reader<'_>) -> Result<IntegrityRequest, ProtoError> {
@@ -438,6 +440,8 @@ fn decode_integrity(r: &mut Reader<'_>) -> Result<IntegrityRequest, ProtoError> 
         file_digests: r.bool()?,
         checksum_skip: r.bool()?,
         compare_only: r.bool()?,
+        retry_changed: r.bool()?,
+        trust_journal: r.bool()?,
     })
 }
 

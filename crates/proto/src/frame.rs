@@ -210,6 +210,12 @@ pub struct IntegrityRequest {
     pub checksum_skip: bool,
     /// Compare the trees only: nothing is written; differences come back as file errors.
     pub compare_only: bool,
+    /// A source file that changes while it is read is sent again from a fresh listing
+    /// (a few times) instead of failing: for pulls, where the server is the source.
+    pub retry_changed: bool,
+    /// The sink takes journaled blocks as done without reading them back from the part
+    /// file on resume: for pushes, where the server is the sink.
+    pub trust_journal: bool,
 }
 
 /// What the sink checks before a block counts as done.

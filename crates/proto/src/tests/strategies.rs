@@ -126,6 +126,7 @@ fn integrity() -> impl Strategy<Value = IntegrityRequest> {
         schedule,
         any::<u16>(),
         any::<(bool, bool, bool)>(),
+        any::<(bool, bool)>(),
     )
         .prop_map(
             |(
@@ -134,6 +135,7 @@ fn integrity() -> impl Strategy<Value = IntegrityRequest> {
                 schedule,
                 hash_threads,
                 (file_digests, checksum_skip, compare_only),
+                (retry_changed, trust_journal),
             )| {
                 IntegrityRequest {
                     checksum,
@@ -143,6 +145,8 @@ fn integrity() -> impl Strategy<Value = IntegrityRequest> {
                     file_digests,
                     checksum_skip,
                     compare_only,
+                    retry_changed,
+                    trust_journal,
                 }
             },
         )

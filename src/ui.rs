@@ -115,6 +115,7 @@ pub fn print_summary(report: &Report, progress: &Progress, started: Instant, jso
             "skipped": s.skipped,
             "failed": s.failed,
             "retried_blocks": s.retried_blocks.max(progress.retried_blocks.load(Relaxed)),
+            "reverified_blocks": s.reverified.max(progress.reverified.load(Relaxed)),
             "warnings": progress.warnings.load(Relaxed),
             "seconds": secs,
             "bytes_per_second": rate,

@@ -71,7 +71,7 @@ fn assert_failed_as_changed(out: &Out, src: &Path, dst: &Path, versions: &[&[u8]
     );
     if let Ok(got) = std::fs::read(dst) {
         assert!(
-            versions.iter().any(|v| *v == got.as_slice()),
+            versions.contains(&got.as_slice()),
             "a torn copy appeared under the final name\n{out:?}"
         );
     }

@@ -176,7 +176,14 @@ pub(crate) fn encode_body(frame: &Frame, out: &mut Vec<u8>) {
             out.put_bytes(&p.data);
         }
         Frame::Finished(s) => {
-            for v in [s.files, s.bytes, s.skipped, s.retried_blocks, s.failed] {
+            for v in [
+                s.files,
+                s.bytes,
+                s.skipped,
+                s.retried_blocks,
+                s.failed,
+                s.reverified,
+            ] {
                 out.put_u64(v);
             }
         }
@@ -221,6 +228,7 @@ pub(crate) fn decode_body(kind: FrameKind, body: &[u8]) -> Result<Frame, ProtoEr
             skipped: r.u64()?,
             retried_blocks: r.u64()?,
             failed: r.u64()?,
+            reverified: r.u64()?,
         }),
         FrameKind::StreamEnd => Frame::StreamEnd,
         FrameKind::Seal => Frame::Seal(decode_seal(&mut r)?),

@@ -390,4 +390,7 @@ pub struct Summary {
     pub retried_blocks: u64,
     /// Files that failed.
     pub failed: u64,
+    /// Blocks of resumed part files read back and found intact (journaled by an
+    /// earlier run; not sent again).
+    pub reverified: u64,
 }

@@ -257,13 +257,16 @@ pub(super) fn data() -> impl Strategy<Value = (DataHeader, Vec<u8>)> {
 }
 
 pub(super) fn summary() -> impl Strategy<Value = Summary> {
-    any::<[u64; 5]>().prop_map(|[files, bytes, skipped, retried_blocks, failed]| Summary {
-        files,
-        bytes,
-        skipped,
-        retried_blocks,
-        failed,
-    })
+    any::<[u64; 6]>().prop_map(
+        |[files, bytes, skipped, retried_blocks, failed, reverified]| Summary {
+            files,
+            bytes,
+            skipped,
+            retried_blocks,
+            failed,
+            reverified,
+        },
+    )
 }
 
 /// Any valid frame.

@@ -149,6 +149,7 @@ impl Recovered {
         s.skipped = s.skipped.saturating_sub(self.lost.files);
         s.bytes += self.lost.bytes;
         s.retried_blocks += self.lost.retried_blocks;
+        s.reverified += self.lost.reverified;
     }
 }
 
@@ -185,6 +186,7 @@ async fn recover(
         recovered.lost.files += attempt.files;
         recovered.lost.bytes += attempt.bytes;
         recovered.lost.retried_blocks += attempt.retried_blocks;
+        recovered.lost.reverified += attempt.reverified;
         recovered.reconnects = recovery.reconnects;
         progress.warn(&format!(
             "{}; opening a new session in {} s (it resumes what is verified)",
@@ -277,6 +279,8 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
             file_digests: job.opts.file_digests,
             checksum_skip: job.opts.checksum_skip,
             compare_only: job.opts.compare_only,
+            retry_changed: job.opts.retry_changed,
+            trust_journal: job.opts.trust_journal,
         },
         preserve_special_modes: job.opts.preserve_special_modes,
         filter: job.filter.clone(),

@@ -130,6 +130,17 @@ struct CpArgs {
     /// destination is always synced once at the end).
     #[arg(long)]
     fsync: bool,
+    /// A source file that changes while it is read (written, truncated or replaced:
+    /// its size, mtime, ctime or inode differs from the listing) is dropped at the
+    /// destination and sent again from a fresh listing, up to 3 times; without it, such
+    /// a file fails at once with "changed while being read".
+    #[arg(long)]
+    retry_changed: bool,
+    /// On resume, take the blocks an interrupted run journaled as done without reading
+    /// them back from the part file. Saves reading them, but damage to the part file
+    /// between the runs (or a block a host crash lost) then reaches the final file.
+    #[arg(long)]
+    trust_journal: bool,
     /// Copy files that are still being written: new data go as they appear, and each
     /// file is renamed into place once complete (see --idle, --done-suffix); new files
     /// under source directories are picked up too. Ends once every file is complete
@@ -758,6 +769,8 @@ async fn copy(a: CpArgs, s3: hetch_object::S3Options, sync: bool) -> anyhow::Res
         opts.fsync = a.fsync;
         opts.preserve_special_modes = a.preserve_special_modes;
         opts.checksum_skip = a.checksum_skip;
+        opts.retry_changed = a.retry_changed;
+        opts.trust_journal = a.trust_journal;
         a.integrity.apply(&mut opts);
         if a.checksum_skip && a.integrity.verify == hetch_engine::Verify::None {
             return Ok(usage_error(

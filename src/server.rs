@@ -523,6 +523,10 @@ async fn session(
     // Deletions happen only below the destination the client writes to, through the
     // sink's confined handle: nothing it could not overwrite anyway.
     opts.delete = req.delete;
+    // Each is the client's call for its own data: a retry costs the server only reads
+    // it would do anyway, and trusting a journal risks only the client's copy.
+    opts.retry_changed = i.retry_changed;
+    opts.trust_journal = i.trust_journal;
     let transport = Transport {
         control,
         data,

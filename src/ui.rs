@@ -124,6 +124,7 @@ pub fn print_summary(
             "skipped": s.skipped,
             "failed": s.failed,
             "retried_blocks": s.retried_blocks.max(progress.retried_blocks.load(Relaxed)),
+            "reverified_blocks": s.reverified.max(progress.reverified.load(Relaxed)),
             "warnings": progress.warnings.load(Relaxed),
             "reconnects": reconnects,
             "seconds": secs,

@@ -230,6 +230,8 @@ fn plain_control_hello(addr: &str, token: &[u8]) -> Vec<u8> {
                     file_digests: false,
                     checksum_skip: false,
                     compare_only: false,
+                    retry_changed: false,
+                    trust_journal: false,
                 },
                 preserve_special_modes: false,
                 filter: Default::default(),

@@ -337,3 +337,110 @@ fn written_but_unverified_blocks_are_not_trusted_on_resume() {
     assert_same_tree(&src, &dst);
     assert_no_temp_files(&srv.root);
 }
+
+/// Journaled block indexes, in record order (journal.rs: `index u64 | digest | crc`).
+fn journaled_blocks(journal: &Path) -> Vec<u64> {
+    let bytes = std::fs::read(journal).unwrap();
+    bytes[JOURNAL_HEADER as usize..]
+        .chunks_exact(JOURNAL_RECORD as usize)
+        .map(|r| u64::from_le_bytes(r[..8].try_into().unwrap()))
+        .collect()
+}
+
+/// A local copy killed with journal records written: the source, the destination and
+/// the command (without the rate limit, for the rerun).
+fn interrupted_local_copy(t: &Path) -> (PathBuf, PathBuf, Vec<std::ffi::OsString>) {
+    let src = big_source(t);
+    let dst = t.join("big.bin");
+    let flags = Vec::from(args!["cp", "--json", "--block-size", BLOCK_SIZE]);
+    let mut slow = flags.clone();
+    slow.extend(args!["--rate-limit", RATE, &src, &dst]);
+    let mut first = spawn(&slow, &[]);
+    wait_for_progress(&dst, &mut first);
+    first.kill9();
+    let _ = first.wait();
+    assert_interrupted(&dst);
+    let mut again = flags;
+    again.extend(args![&src, &dst]);
+    (src, dst, again)
+}
+
+/// A byte flipped in a journaled block of the part file between the runs: the rerun
+/// reads journaled blocks back, finds that one damaged and has it sent again.
+#[test]
+fn a_damaged_journaled_block_is_sent_again_on_resume() {
+    let t = tempdir();
+    let (src, dst, cmd) = interrupted_local_copy(t.path());
+    let journaled = journaled_blocks(&journal_of(&dst));
+    let victim = journaled[journaled.len() / 2];
+    let part = part_of(&dst);
+    let mut bytes = std::fs::read(&part).unwrap();
+    bytes[(victim * BS + 100) as usize] ^= 0x40;
+    std::fs::write(&part, bytes).unwrap();
+
+    let again = hetch(&cmd, &[]);
+    again.ok();
+    let s = again.json();
+    assert!(
+        s.retried_blocks >= 1,
+        "the damaged block was not re-sent\n{again:?}"
+    );
+    assert_eq!(
+        s.reverified_blocks,
+        journaled.len() as u64 - 1,
+        "every other journaled block is read back and kept\n{again:?}"
+    );
+    assert!(
+        s.bytes <= SIZE - (journaled.len() as u64 - 1) * BS,
+        "{again:?}"
+    );
+    assert_eq!(std::fs::read(&dst).unwrap(), std::fs::read(&src).unwrap());
+    assert_no_temp_files(t.path());
+}
+
+/// A host crash between a block's data and its record (simulated: the part file lost
+/// its journaled tail, as if those blocks never reached the disk) costs a resend, never
+/// a wrong file.
+#[test]
+fn journaled_blocks_missing_from_the_part_file_are_sent_again() {
+    let t = tempdir();
+    let (src, dst, cmd) = interrupted_local_copy(t.path());
+    let journaled = journaled_blocks(&journal_of(&dst));
+    let last = *journaled.iter().max().unwrap();
+    let part = std::fs::OpenOptions::new()
+        .write(true)
+        .open(part_of(&dst))
+        .unwrap();
+    part.set_len(last * BS).unwrap();
+    drop(part);
+
+    let again = hetch(&cmd, &[]);
+    again.ok();
+    let s = again.json();
+    assert!(
+        s.retried_blocks >= 1,
+        "the lost block was not re-sent\n{again:?}"
+    );
+    assert!(s.reverified_blocks < journaled.len() as u64, "{again:?}");
+    assert_eq!(std::fs::read(&dst).unwrap(), std::fs::read(&src).unwrap());
+    assert_no_temp_files(t.path());
+}
+
+/// `--trust-journal` takes journaled blocks as they are: nothing is read back.
+#[test]
+fn trust_journal_skips_the_read_back() {
+    let t = tempdir();
+    let (src, dst, mut cmd) = interrupted_local_copy(t.path());
+    let journaled = journaled_blocks(&journal_of(&dst)).len() as u64;
+    cmd.insert(1, "--trust-journal".into());
+
+    let again = hetch(&cmd, &[]);
+    again.ok();
+    let s = again.json();
+    assert_eq!(s.reverified_blocks, 0, "{again:?}");
+    assert!(
+        s.bytes <= SIZE - journaled * BS,
+        "it did not resume\n{again:?}"
+    );
+    assert_eq!(std::fs::read(&dst).unwrap(), std::fs::read(&src).unwrap());
+}

@@ -165,6 +165,8 @@ pub struct Summary {
     pub failed: u64,
     /// Blocks re-sent after failing their check.
     pub retried_blocks: u64,
+    /// Journaled blocks of a resumed part file read back and found intact.
+    pub reverified_blocks: u64,
     /// Duration.
     pub seconds: f64,
 }
@@ -190,6 +192,7 @@ impl Summary {
             skipped: int("skipped"),
             failed: int("failed"),
             retried_blocks: int("retried_blocks"),
+            reverified_blocks: int("reverified_blocks"),
             seconds,
         }
     }

@@ -16,6 +16,7 @@
 
 #![deny(missing_docs)]
 
+mod changed;
 mod dest;
 mod error;
 mod follow;

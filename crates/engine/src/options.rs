@@ -72,6 +72,13 @@ pub struct Options {
     /// pull: every entry must lie under one of them (see [`crate::tops`]), so a hostile
     /// server cannot write next to the destination. `None` for pushes and local copies.
     pub pulled: Option<Vec<Vec<u8>>>,
+    /// A source file that changes while it is read is dropped at the sink and sent
+    /// again from a fresh listing (up to 3 times) instead of failing at once.
+    pub retry_changed: bool,
+    /// On resume, take the blocks a journal lists as done without reading them back
+    /// from the part file. Faster on a slow disk, but a part file damaged (or a block
+    /// lost in a host crash) between the runs then ends up in the final file.
+    pub trust_journal: bool,
     /// Test-only fault hook: flip one bit in this many of the first data blocks the
     /// source sends, after hashing them (simulates corruption in flight).
     pub corrupt_blocks: u64,
@@ -108,6 +115,8 @@ impl Default for Options {
             filter: None,
             remove_source: false,
             delete: None,
+            retry_changed: false,
+            trust_journal: false,
             corrupt_blocks: 0,
             corrupt_written: 0,
             pulled: None,

@@ -26,6 +26,8 @@ pub struct Progress {
     pub retried_blocks: AtomicU64,
     /// Files that failed.
     pub failed: AtomicU64,
+    /// Journaled blocks of resumed part files read back and found intact.
+    pub reverified: AtomicU64,
     /// Warnings given (a file truncated or rewritten while followed, ...).
     pub warnings: AtomicU64,
     errors: Mutex<Vec<String>>,
@@ -128,6 +130,7 @@ impl Progress {
             skipped: self.skipped.load(Relaxed),
             retried_blocks: self.retried_blocks.load(Relaxed),
             failed: self.failed.load(Relaxed),
+            reverified: self.reverified.load(Relaxed),
         }
     }
 
@@ -143,6 +146,7 @@ impl Progress {
             skipped: take(&self.skipped),
             retried_blocks: take(&self.retried_blocks),
             failed: take(&self.failed),
+            reverified: take(&self.reverified),
         };
         for c in [&self.total_bytes, &self.total_files, &self.skipped_bytes] {
             take(c);

@@ -9,16 +9,17 @@
 use std::collections::HashMap;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use hetch_integrity as integrity;
 use hetch_proto::{DataHeader, Entry, EntryKind, Frame, PlanAction, Summary};
-use hetch_storage::walk::{self, SourceEntry, SourceKind};
+use hetch_storage::walk::{self, Identity, SourceEntry, SourceKind};
 use tokio::io::split;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
+use crate::changed::CachedFile;
 use crate::error::EngineError;
 use crate::follow::Followed;
 use crate::gate::Gate;
@@ -47,6 +48,15 @@ const OBJECT_READERS: usize = 64;
 /// An entry the sink has not finished yet.
 pub(crate) struct Announced {
     pub abs: PathBuf,
+    /// Its wire path, to list it again when it changed while being read.
+    pub rel: Vec<u8>,
+    /// What the listing saw of a local file, which every read must still find (`None`
+    /// for objects, growing files and other kinds).
+    pub identity: Option<Identity>,
+    /// The file opened for its blocks, kept while more of them are to be read.
+    pub handle: Option<CachedFile>,
+    /// Times it was listed again after changing while being read.
+    pub attempts: u32,
     /// The object to read instead of `abs`, for object store operands.
     pub object: Option<ObjectRef>,
     /// Size to read blocks by: `GROWING` until a followed file is sealed.
@@ -99,6 +109,13 @@ pub(crate) struct Shared {
     /// Followed trees: the status-change time of recently changed entries when they
     /// were last listed or sealed, so that a scan announces only what changed since.
     pub seen: Mutex<HashMap<PathBuf, (i64, u32)>>,
+    /// Open files kept with their entries (see [`CachedFile`]), and their bound.
+    handles: Arc<AtomicUsize>,
+    handle_cap: usize,
+    /// The first listing is done.
+    pub walked: AtomicBool,
+    /// Files on their way to being listed again (see `changed.rs`).
+    pub relisting: AtomicUsize,
 }
 
 impl Shared {
@@ -124,6 +141,7 @@ impl Shared {
         let a = self.announced.lock().expect("announced lock").remove(&id);
         if a.is_some() {
             self.window.add_permits(1);
+            crate::changed::end_listing_if_settled(self);
         }
         a
     }
@@ -162,6 +180,13 @@ pub async fn run_source_from(
         opts.served_root.clone(),
     ));
     let pool = BufferPool::new(opts.effective_buffer_memory());
+    // Object reads are requests that wait a round trip each: more of them in flight.
+    let objects = operands.iter().any(|o| matches!(o, Operand::Object(_)));
+    let n_readers = if objects {
+        opts.concurrency.max(OBJECT_READERS)
+    } else {
+        opts.concurrency.max(1)
+    };
     let shared = Arc::new(Shared {
         corrupt_left: AtomicU64::new(opts.corrupt_blocks),
         gate: Gate::new(opts.hash_threads),
@@ -176,6 +201,13 @@ pub async fn run_source_from(
         entries: Mutex::new(None),
         acks: tokio::sync::Notify::new(),
         seen: Mutex::default(),
+        handles: Arc::default(),
+        // Each reader holds the file it reads; beyond those, as many kept for their
+        // next turn: one per reader is enough for every reader to work on its own
+        // big file.
+        handle_cap: n_readers,
+        walked: AtomicBool::new(false),
+        relisting: AtomicUsize::new(0),
     });
     let (data_tx, data_rx) = async_channel::bounded::<OutBlock>(64);
     let limiter = RateLimiter::new(shared.opts.rate_limit).map(Arc::new);
@@ -183,7 +215,8 @@ pub async fn run_source_from(
 
     let mut tasks = JoinSet::new();
     let (entry_tx, entry_rx) = mpsc::channel(ENTRY_BATCH * 4);
-    if shared.opts.follow.is_some() {
+    // Followed trees and files listed again after changing announce after the walk.
+    if shared.opts.follow.is_some() || shared.opts.retry_changed {
         *shared.entries.lock().expect("entries lock") = Some(entry_tx.clone());
     }
     // Set once the first listing is done: followed trees are scanned again after it.
@@ -195,6 +228,10 @@ pub async fn run_source_from(
         tasks.spawn_blocking(move || {
             let r = walker(&shared, ops, entry_tx);
             listed.store(true, std::sync::atomic::Ordering::SeqCst);
+            shared
+                .walked
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            crate::changed::end_listing_if_settled(&shared);
             r
         });
     }
@@ -223,13 +260,6 @@ pub async fn run_source_from(
     // Readers and stream writers run in a nested set so that the data channel closes
     // exactly when the last reader is done.
     let mut readers = JoinSet::new();
-    // Object reads are requests that wait a round trip each: more of them in flight.
-    let objects = operands.iter().any(|o| matches!(o, Operand::Object(_)));
-    let n_readers = if objects {
-        shared.opts.concurrency.max(OBJECT_READERS)
-    } else {
-        shared.opts.concurrency.max(1)
-    };
     for _ in 0..n_readers {
         readers.spawn(reader(shared.clone(), data_tx.clone(), ctl_tx.clone()));
     }
@@ -319,6 +349,17 @@ pub(crate) fn announce(
     object: Option<ObjectRef>,
     tx: &mpsc::Sender<Listed>,
 ) -> bool {
+    announce_attempt(shared, se, object, tx, 0)
+}
+
+/// [`announce`] for a file listed again after changing `attempts` times.
+pub(crate) fn announce_attempt(
+    shared: &Shared,
+    se: SourceEntry,
+    object: Option<ObjectRef>,
+    tx: &mpsc::Sender<Listed>,
+    attempts: u32,
+) -> bool {
     let rt = tokio::runtime::Handle::current();
     let mut digest_buf = Vec::new();
     if let Some(f) = &shared.opts.filter {
@@ -372,10 +413,18 @@ pub(crate) fn announce(
         _ => 0,
     };
     let followed = growing.then(|| Box::new(crate::follow::Followed::new(&se, size)));
+    // Growing files change by design; objects are checked by their ETag.
+    let identity = (!growing && object.is_none())
+        .then(|| Identity::of_entry(&se))
+        .flatten();
     shared.announced.lock().expect("announced lock").insert(
         id,
         Announced {
             abs: se.abs,
+            rel: se.rel,
+            identity,
+            handle: None,
+            attempts,
             object,
             size: if growing {
                 crate::follow::GROWING
@@ -653,10 +702,16 @@ async fn reader(
             };
             let _ = shared.jobs.0.send(rest).await;
         }
-        let (abs, size, object) = {
+        let (abs, size, object, identity, kept) = {
             let ann = shared.announced.lock().expect("announced lock");
             match ann.get(&job.file) {
-                Some(a) => (a.abs.clone(), a.size, a.object.clone()),
+                Some(a) => (
+                    a.abs.clone(),
+                    a.size,
+                    a.object.clone(),
+                    a.identity,
+                    a.handle.as_ref().map(|h| h.file.clone()),
+                ),
                 None => continue, // finished or failed meanwhile
             }
         };
@@ -677,42 +732,70 @@ async fn reader(
             );
             let root = shared.opts.served_root.clone();
             tokio::task::spawn_blocking(move || {
-                let f = hetch_storage::walk::open_listed(&abs)?;
-                if let Some(root) = &root {
-                    hetch_storage::confined::check_below(&f, root)?;
-                }
+                let f = match kept {
+                    Some(f) => f,
+                    None => Arc::new(open_source(&abs, root.as_deref(), identity.as_ref())?),
+                };
                 if size > bs {
                     hetch_storage::meta::advise_willneed(&f, ahead.0, ahead.1 - ahead.0);
                 }
-                Ok::<_, std::io::Error>(f)
+                Ok::<_, Opening>(f)
             })
             .await
             .expect("open task panicked")
         };
         let file = match opened {
-            Ok(f) => Arc::new(f),
-            Err(e) => {
+            Ok(f) => f,
+            Err(Opening::Changed(why)) => {
+                crate::changed::changed(&shared, job.file, &abs, &why, &ctl).await;
+                continue;
+            }
+            Err(Opening::Failed(e)) => {
                 let message = format!("{}: {e}", abs.display());
                 shared.read_failed(job.file, message, &ctl).await;
                 continue;
             }
         };
+        if identity.is_some() {
+            keep_open(&shared, job.file, &file, turn_end < job.end);
+        }
+        let blocks = integrity::block_count(size, bs);
         for index in job.start..turn_end {
             let len = integrity::block_len(size, bs, index);
             let mut buf = shared.pool.get(len as usize).await;
             let f = file.clone();
             let sh = shared.clone();
+            let path = abs.clone();
             let read = tokio::task::spawn_blocking(move || {
                 let r = f.read_exact_at(&mut buf[..], index * bs);
                 let zero = r.is_ok() && is_zero(&buf);
                 let algo = sh.opts.checksum;
                 let digest = sh.gate.run(|| algo.block_digest(size, bs, index, &buf));
-                r.map(|_| (buf, zero, digest))
+                // The block is good only if the file is still the one listed after it
+                // was read: checked before it is queued, so a torn copy cannot finish.
+                let last = index + 1 == blocks;
+                let changed = match (&r, identity) {
+                    (Err(e), Some(_)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                        Some(format!("{} (shrank)", crate::changed::CHANGED))
+                    }
+                    (Ok(()), Some(listed)) => crate::changed::check_open(&f, &listed)
+                        .unwrap_or_else(|e| Some(e.to_string()))
+                        .or_else(|| {
+                            last.then(|| crate::changed::check_path(&path, &listed))
+                                .flatten()
+                        }),
+                    _ => None,
+                };
+                r.map(|_| (buf, zero, digest, changed))
             })
             .await
             .expect("read task panicked");
             let (buf, zero, digest) = match read {
-                Ok(x) => x,
+                Ok((buf, zero, digest, None)) => (buf, zero, digest),
+                Ok((_, _, _, Some(why))) => {
+                    crate::changed::changed(&shared, job.file, &abs, &why, &ctl).await;
+                    break;
+                }
                 Err(e) => {
                     let why = if e.kind() == std::io::ErrorKind::UnexpectedEof {
                         "file shrank while being read".to_string()
@@ -737,6 +820,52 @@ async fn reader(
         }
     }
     Ok(())
+}
+
+/// Why a source file could not be opened for reading.
+enum Opening {
+    /// It is not the file listed any more.
+    Changed(String),
+    Failed(std::io::Error),
+}
+
+impl From<std::io::Error> for Opening {
+    fn from(e: std::io::Error) -> Self {
+        Opening::Failed(e)
+    }
+}
+
+/// Opens a listed file (on a blocking thread): never through a symlink, on a server
+/// only below its root, and only if it is still the file the listing saw.
+fn open_source(
+    abs: &std::path::Path,
+    root: Option<&std::path::Path>,
+    identity: Option<&Identity>,
+) -> Result<std::fs::File, Opening> {
+    let f = hetch_storage::walk::open_listed(abs)?;
+    if let Some(root) = root {
+        hetch_storage::confined::check_below(&f, root)?;
+    }
+    if let Some(listed) = identity {
+        if let Some(why) = crate::changed::check_open(&f, listed)? {
+            return Err(Opening::Changed(why));
+        }
+    }
+    Ok(f)
+}
+
+/// Keeps `file` with its entry while more of its blocks are to be read (`more`), so
+/// that they are read through the same handle; lets it go with the job's last turn.
+/// Handles kept are bounded: beyond the bound, the next turn opens the file again
+/// (and checks that it is still the one listed).
+fn keep_open(shared: &Shared, id: u64, file: &Arc<std::fs::File>, more: bool) {
+    let mut ann = shared.announced.lock().expect("announced lock");
+    let Some(a) = ann.get_mut(&id) else { return };
+    if !more {
+        a.handle = None;
+    } else if a.handle.is_none() {
+        a.handle = CachedFile::keep(file, &shared.handles, shared.handle_cap);
+    }
 }
 
 /// A block read and hashed.

@@ -179,7 +179,14 @@ pub(crate) fn encode_body(frame: &Frame, out: &mut Vec<u8>) {
             out.put_bytes(&p.data);
         }
         Frame::Finished(s) => {
-            for v in [s.files, s.bytes, s.skipped, s.retried_blocks, s.failed] {
+            for v in [
+                s.files,
+                s.bytes,
+                s.skipped,
+                s.retried_blocks,
+                s.failed,
+                s.reverified,
+            ] {
                 out.put_u64(v);
             }
         }
@@ -232,6 +239,7 @@ pub(crate) fn decode_body(kind: FrameKind, body: &[u8]) -> Result<Frame, ProtoEr
             skipped: r.u64()?,
             retried_blocks: r.u64()?,
             failed: r.u64()?,
+            reverified: r.u64()?,
         }),
         FrameKind::StreamEnd => Frame::StreamEnd,
         FrameKind::KeepAlive => Frame::KeepAlive,
@@ -489,6 +497,8 @@ fn encode_integrity(i: &IntegrityRequest, out: &mut Vec<u8>) {
     out.put_bool(i.file_digests);
     out.put_bool(i.checksum_skip);
     out.put_bool(i.compare_only);
+    out.put_bool(i.retry_changed);
+    out.put_bool(i.trust_journal);
 }
 
 fn decode_integrity(r: &mut Reader<'_>) -> Result<IntegrityRequest, ProtoError> {
@@ -516,6 +526,8 @@ fn decode_integrity(r: &mut Reader<'_>) -> Result<IntegrityRequest, ProtoError> 
         file_digests: r.bool()?,
         checksum_skip: r.bool()?,
         compare_only: r.bool()?,
+        retry_changed: r.bool()?,
+        trust_journal: r.bool()?,
     })
 }
 

@@ -222,6 +222,12 @@ pub struct IntegrityRequest {
     pub checksum_skip: bool,
     /// Compare the trees only: nothing is written; differences come back as file errors.
     pub compare_only: bool,
+    /// A source file that changes while it is read is sent again from a fresh listing
+    /// (a few times) instead of failing: for pulls, where the server is the source.
+    pub retry_changed: bool,
+    /// The sink takes journaled blocks as done without reading them back from the part
+    /// file on resume: for pushes, where the server is the sink.
+    pub trust_journal: bool,
 }
 
 /// What the sink checks before a block counts as done.
@@ -448,4 +454,7 @@ pub struct Summary {
     pub retried_blocks: u64,
     /// Files that failed.
     pub failed: u64,
+    /// Blocks of resumed part files read back and found intact (journaled by an
+    /// earlier run; not sent again).
+    pub reverified: u64,
 }

@@ -48,6 +48,48 @@ pub struct SourceEntry {
     pub id: (u64, u64),
 }
 
+/// What a listing saw of a regular file, to tell whether the file read later is still
+/// that file, unchanged: another inode (replaced under its name), another size, mtime
+/// or ctime (written, truncated, renamed over: unlinking changes the old inode's ctime)
+/// all differ. A write within the file system's timestamp granularity of the listing
+/// keeps both times and is not seen; nothing short of a snapshot sees that.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Identity {
+    /// Device and inode.
+    pub id: (u64, u64),
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time (seconds, nanoseconds).
+    pub mtime: (i64, u32),
+    /// Status-change time (seconds, nanoseconds).
+    pub ctime: (i64, u32),
+}
+
+impl Identity {
+    /// The identity of a listed regular file; `None` for other kinds.
+    pub fn of_entry(se: &SourceEntry) -> Option<Self> {
+        match se.kind {
+            SourceKind::File { size } => Some(Identity {
+                id: se.id,
+                size,
+                mtime: (se.mtime_sec, se.mtime_nsec),
+                ctime: (se.ctime_sec, se.ctime_nsec),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The identity of a file as `fstat`/`stat` describe it now.
+    pub fn of_metadata(md: &std::fs::Metadata) -> Self {
+        Identity {
+            id: (md.dev(), md.ino()),
+            size: md.len(),
+            mtime: (md.mtime(), md.mtime_nsec() as u32),
+            ctime: (md.ctime(), md.ctime_nsec() as u32),
+        }
+    }
+}
+
 /// The name a source operand gets at the destination (`cp -r` uses its last component;
 /// `.` and `..` are resolved first).
 pub fn operand_name(operand: &Path) -> Result<OsString, StorageError> {

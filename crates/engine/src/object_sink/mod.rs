@@ -280,6 +280,19 @@ async fn control_reader(
                     }
                 }
             }
+            Frame::Abandon { file } => {
+                // A source file that changed while being read, sent again under a new
+                // id (`--retry-changed`): its upload goes, without a failure.
+                if let Some(up) = shared.take(file) {
+                    up.abandon(&shared).await;
+                    let done = Frame::FileDone {
+                        file,
+                        error: None,
+                        digest: None,
+                    };
+                    shared.settle(&ctl, done).await;
+                }
+            }
             Frame::EndOfEntries => {
                 shared.end_of_entries.store(true, SeqCst);
                 shared.changed.notify_one();

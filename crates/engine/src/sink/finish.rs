@@ -11,6 +11,28 @@ use hetch_storage::StorageError;
 use super::{FileState, IncomingFile, SinkShared};
 use crate::progress::Progress;
 
+/// Journal records wait until this many bytes of their blocks are written, then the
+/// part file is `fdatasync`ed and they are appended in one write: a record is only
+/// ever written after its block is durable. 16 MiB is one sync per 4 default blocks,
+/// on data the kernel is writing out anyway (a `--verify written` read-back already
+/// waits for each block's write-out, so the sync mostly flushes the device's cache and
+/// the file's extents); it bounds what an interruption costs a resume to 16 MiB per
+/// file, and keeps the journal close behind the transfer. Time is no criterion: a
+/// stalled transfer loses at most those bytes, and a finished file needs no records.
+const JOURNAL_BATCH_BYTES: u64 = 16 << 20;
+/// ... or this many records, so that small blocks do not make a long batch.
+const JOURNAL_BATCH_RECORDS: usize = 256;
+
+/// Where a done block's bytes came from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arrival {
+    /// Received in this session (journal it, count its bytes).
+    Received,
+    /// In the part file from an earlier run, journaled then, read back and checked
+    /// now (see `recheck.rs`).
+    Journaled,
+}
+
 /// Records block `block` of file `id` as done; `data` are its bytes (as checked).
 /// Returns the `FileDone` frame when this was the file's last block.
 pub(crate) fn block_done(
@@ -21,14 +43,43 @@ pub(crate) fn block_done(
     digest: &Digest,
     data: &[u8],
 ) -> Result<Option<Frame>, StorageError> {
+    block_done_as(sh, id, inc, block, digest, data, Arrival::Received)
+}
+
+/// [`block_done`] for a block that arrived as `how` says.
+pub(crate) fn block_done_as(
+    sh: &SinkShared,
+    id: u64,
+    inc: &IncomingFile,
+    block: u64,
+    digest: &Digest,
+    data: &[u8],
+    how: Arrival,
+) -> Result<Option<Frame>, StorageError> {
     let bs = sh.opts.block_size;
+    let mut batch = None;
     let (part, holes, whole) = {
         let mut st = inc.state.lock().expect("file lock");
         if st.failed || st.is_done(block) {
             return Ok(None);
         }
-        if let Some(j) = &st.journal {
-            j.append(block, digest)?;
+        if let (Some(j), Arrival::Received) = (&st.journal, how) {
+            // A growing file's durability task syncs it on its own schedule; its
+            // records go at once, as before (a resume reads them back anyway).
+            if inc.streamed {
+                j.append(block, digest)?;
+            } else {
+                let j = j.clone();
+                st.unjournaled.push((block, *digest));
+                st.unjournaled_bytes += data.len() as u64;
+                if st.unjournaled_bytes >= JOURNAL_BATCH_BYTES
+                    || st.unjournaled.len() >= JOURNAL_BATCH_RECORDS
+                {
+                    st.unjournaled_bytes = 0;
+                    let records = std::mem::take(&mut st.unjournaled);
+                    batch = st.part.clone().map(|p| (p, j, records));
+                }
+            }
         }
         let growing = inc.growing();
         match &mut st.streamed {
@@ -41,16 +92,30 @@ pub(crate) fn block_done(
         }
         st.mark_done(block);
         st.remaining -= 1;
-        Progress::add(&sh.progress.bytes, data.len() as u64);
+        match how {
+            Arrival::Received => Progress::add(&sh.progress.bytes, data.len() as u64),
+            Arrival::Journaled => {
+                Progress::add(&sh.progress.reverified, 1);
+                Progress::add(&sh.progress.skipped_bytes, data.len() as u64);
+            }
+        }
         feed_ordered(&mut st, inc, bs, block, data)?;
         if growing {
             super::growing::made_durable(sh, id);
         }
         if st.remaining > 0 {
+            drop(st);
+            if let Some((part, journal, records)) = batch {
+                // Outside the file's lock: other blocks go on being written meanwhile.
+                part.sync_data()?;
+                journal.append_all(&records)?;
+            }
             return Ok(None);
         }
         let part = st.part.take().expect("part is open");
+        // Complete: its records no longer matter, it is renamed after its own sync.
         st.journal = None;
+        st.unjournaled = Vec::new();
         let whole = whole_digest(sh, &mut st);
         let expected = st.streamed.as_mut().and_then(|s| s.expected.take());
         (part, st.holes, (whole, expected))

@@ -15,6 +15,7 @@ mod finish;
 mod growing;
 pub(crate) mod mirror;
 mod plan;
+mod recheck;
 mod verify;
 mod write;
 
@@ -156,7 +157,14 @@ pub(crate) struct Streamed {
 /// Mutable state of a file being received.
 pub(crate) struct FileState {
     pub part: Option<Arc<PartFile>>,
-    pub journal: Option<Journal>,
+    pub journal: Option<Arc<Journal>>,
+    /// Blocks done whose records wait for the part file's next sync (see
+    /// `finish::JOURNAL_BATCH_BYTES`), and their bytes.
+    pub unjournaled: Vec<(u64, Digest)>,
+    pub unjournaled_bytes: u64,
+    /// Journaled blocks of a resumed part file not read back and checked yet (see
+    /// `recheck.rs`): neither done nor to be received, unless their check fails.
+    pub rechecking: u64,
     pub digest: FileDigest,
     /// Blocks written and verified (memory follows what arrived, not the size).
     pub done: BlockSet,
@@ -188,6 +196,9 @@ impl Default for FileState {
         FileState {
             part: None,
             journal: None,
+            unjournaled: Vec::new(),
+            unjournaled_bytes: 0,
+            rechecking: 0,
             digest: FileDigest::new(0, hetch_integrity::MIN_BLOCK_SIZE),
             done: BlockSet::default(),
             remaining: 0,
@@ -591,7 +602,7 @@ async fn control_reader(
                     tops.check(&shared.peer, &batch)?;
                 }
                 let sh = shared.clone();
-                let (plan, follow) =
+                let (plan, follow, rechecks) =
                     tokio::task::spawn_blocking(move || plan::plan_batch(&sh, batch))
                         .await
                         .expect("plan task panicked")?;
@@ -600,6 +611,8 @@ async fn control_reader(
                         return Ok(());
                     }
                 }
+                // After the plan: the source is sending the missing blocks meanwhile.
+                recheck::spawn(&shared, &ctl, rechecks);
                 for f in follow {
                     shared.reply(&ctl, f).await;
                 }

@@ -16,18 +16,21 @@ use hetch_storage::journal::{Journal, JournalHeader};
 use hetch_storage::part::{self, FinalMeta};
 use hetch_storage::{meta, StorageError};
 
+use super::recheck::Recheck;
 use super::{FileState, IncomingFile, OrderedDigest, SinkShared, Streamed, Target};
 use crate::error::EngineError;
 use crate::progress::Progress;
 
+/// What planning a batch produced: the plan, frames that follow it, and the resumed
+/// files whose journaled blocks are to be read back.
+pub(crate) type Planned = (Vec<PlanItem>, Vec<Frame>, Vec<Recheck>);
+
 /// Plans a batch. Per-entry problems become a `Skip` plus a `FileDone` error frame;
 /// errors that make the whole destination unusable end the session.
-pub(crate) fn plan_batch(
-    sh: &SinkShared,
-    batch: Vec<Entry>,
-) -> Result<(Vec<PlanItem>, Vec<Frame>), EngineError> {
+pub(crate) fn plan_batch(sh: &SinkShared, batch: Vec<Entry>) -> Result<Planned, EngineError> {
     let mut plan = Vec::with_capacity(batch.len());
     let mut follow = Vec::new();
+    let mut rechecks = Vec::new();
     if let Some(first) = batch.first() {
         sh.resolve(&first.path)?;
     }
@@ -46,7 +49,7 @@ pub(crate) fn plan_batch(
                 });
             }
         }
-        return Ok((plan, follow));
+        return Ok((plan, follow, rechecks));
     }
     if sh.opts.delete.is_some_and(|d| d.dry_run) {
         for e in batch {
@@ -56,7 +59,7 @@ pub(crate) fn plan_batch(
             });
             follow.extend(super::compare::would_copy(sh, &e));
         }
-        return Ok((plan, follow));
+        return Ok((plan, follow, rechecks));
     }
     let mirroring = sh.opts.delete.is_some();
     for e in batch {
@@ -67,7 +70,7 @@ pub(crate) fn plan_batch(
             }
         }
         let top_level = !e.path.contains(&b'/');
-        match plan_entry(sh, &e, &mut follow) {
+        match plan_entry(sh, &e, &mut follow, &mut rechecks) {
             Ok(action) => plan.push(PlanItem { id: e.id, action }),
             Err(err) if err.is_no_space() || (top_level && is_wrong_type(&err)) => {
                 return Err(err.into())
@@ -87,7 +90,7 @@ pub(crate) fn plan_batch(
             }
         }
     }
-    Ok((plan, follow))
+    Ok((plan, follow, rechecks))
 }
 
 fn is_wrong_type(e: &StorageError) -> bool {
@@ -98,6 +101,7 @@ fn plan_entry(
     sh: &SinkShared,
     e: &Entry,
     follow: &mut Vec<Frame>,
+    rechecks: &mut Vec<Recheck>,
 ) -> Result<PlanAction, StorageError> {
     let at = sh.target(&e.path)?;
     let map = sh.map.get().expect("resolved before planning");
@@ -144,7 +148,7 @@ fn plan_entry(
                 growing: *growing,
                 meta: fm,
             };
-            plan_file(sh, &src, at, follow)
+            plan_file(sh, &src, at, follow, rechecks)
         }
     }
 }
@@ -272,6 +276,7 @@ fn plan_file(
     src: &FileToPlan<'_>,
     at: Target,
     follow: &mut Vec<Frame>,
+    rechecks: &mut Vec<Recheck>,
 ) -> Result<PlanAction, StorageError> {
     let (id, size, fm) = (src.id, src.size, src.meta);
     if size > super::MAX_FILE_SIZE {
@@ -338,6 +343,11 @@ fn plan_file(
         ..FileState::default()
     };
     let mut resumed = false;
+    // Journaled blocks to read back before they count (see `recheck.rs`); a growing
+    // file's are taken as they are (its whole-file digest is checked at its seal).
+    let check = !sh.opts.trust_journal && !src.growing;
+    let mut claimed = super::BlockSet::default();
+    let mut journaled = Vec::new();
     let name = rel.file_name().unwrap_or_default();
     if blocks > 1 && sh.fs().stat(&part::part_path(&rel))?.is_some() {
         let header = journal_header(sh, &inc, src.growing);
@@ -350,7 +360,11 @@ fn plan_file(
         })?;
         if let Some(j) = journal {
             for (i, d) in verified {
-                if !state.is_done(i) {
+                if check {
+                    if claimed.insert(i) {
+                        journaled.push((i, d));
+                    }
+                } else if !state.is_done(i) {
                     state.mark_done(i);
                     state.remaining -= 1;
                     match &mut state.streamed {
@@ -365,7 +379,7 @@ fn plan_file(
                     );
                 }
             }
-            state.journal = Some(j);
+            state.journal = Some(Arc::new(j));
             resumed = true;
         }
     }
@@ -398,7 +412,18 @@ fn plan_file(
     } else {
         blocks
     };
-    let ranges = missing_ranges(&state, planned);
+    let ranges = if journaled.is_empty() {
+        missing_ranges(&state, planned)
+    } else {
+        // Nothing is done yet: the source sends all but the journaled blocks.
+        state.rechecking = journaled.len() as u64;
+        state.part = Some(Arc::new(sh.open_part(&inc, true)?));
+        rechecks.push(Recheck {
+            file: id,
+            blocks: journaled,
+        });
+        claimed.gaps(planned)
+    };
     inc.resumed = resumed;
     *inc.state.get_mut().expect("file lock") = state;
     sh.files

@@ -118,15 +118,15 @@ fn run(sh: &SinkShared, job: Job) -> Result<Vec<Frame>, EngineError> {
 }
 
 /// The file's open part file, unless it was finished or dropped.
-fn part_of(inc: &IncomingFile) -> Option<Arc<PartFile>> {
+pub(super) fn part_of(inc: &IncomingFile) -> Option<Arc<PartFile>> {
     inc.state.lock().expect("file lock").part.clone()
 }
 
-fn lookup(sh: &SinkShared, file: u64) -> Option<Arc<IncomingFile>> {
+pub(super) fn lookup(sh: &SinkShared, file: u64) -> Option<Arc<IncomingFile>> {
     sh.files.lock().expect("files lock").get(&file).cloned()
 }
 
-enum Checked<'a> {
+pub(super) enum Checked<'a> {
     /// The file was finished or dropped meanwhile.
     Gone,
     /// The stored bytes match; here they are.
@@ -136,7 +136,7 @@ enum Checked<'a> {
 }
 
 /// Reads block `block` back (into `buf`, or `scratch` when there is none) and hashes it.
-fn check<'a>(
+pub(super) fn check<'a>(
     sh: &SinkShared,
     inc: &IncomingFile,
     block: u64,

@@ -108,7 +108,8 @@ fn handle_block(
                 let all_written = {
                     let mut st = inc.state.lock().expect("file lock");
                     st.written.insert(h.block, h.digest);
-                    st.written.len() as u64 == st.remaining
+                    // Journaled blocks still being read back are not written here.
+                    st.written.len() as u64 + st.rechecking == st.remaining
                 };
                 if all_written {
                     sh.file_written(h.file);
@@ -185,7 +186,7 @@ fn store(
         if inc.blocks() > 1 && st.journal.is_none() {
             let header = super::plan::journal_header(sh, inc, st.streamed.is_some());
             let part = st.part.as_ref().expect("opened above");
-            st.journal = Some(part.create_journal(&header)?);
+            st.journal = Some(Arc::new(part.create_journal(&header)?));
         }
         st.part.clone().expect("opened above")
     };

@@ -44,7 +44,8 @@ fn raw_integrity(checksum: &[u8], verify: u8, schedule: u8) -> Vec<u8> {
     b.put_u8(verify);
     b.put_u8(schedule);
     b.put_u16(0);
-    b.extend_from_slice(&[0, 0, 0]);
+    // file_digests, checksum_skip, compare_only, retry_changed, trust_journal
+    b.extend_from_slice(&[0, 0, 0, 0, 0]);
     b
 }
 

@@ -160,6 +160,7 @@ fn integrity() -> impl Strategy<Value = IntegrityRequest> {
         schedule,
         any::<u16>(),
         any::<(bool, bool, bool)>(),
+        any::<(bool, bool)>(),
     )
         .prop_map(
             |(
@@ -168,6 +169,7 @@ fn integrity() -> impl Strategy<Value = IntegrityRequest> {
                 schedule,
                 hash_threads,
                 (file_digests, checksum_skip, compare_only),
+                (retry_changed, trust_journal),
             )| {
                 IntegrityRequest {
                     checksum,
@@ -177,6 +179,8 @@ fn integrity() -> impl Strategy<Value = IntegrityRequest> {
                     file_digests,
                     checksum_skip,
                     compare_only,
+                    retry_changed,
+                    trust_journal,
                 }
             },
         )
@@ -287,13 +291,16 @@ pub(super) fn data() -> impl Strategy<Value = (DataHeader, Vec<u8>)> {
 }
 
 pub(super) fn summary() -> impl Strategy<Value = Summary> {
-    any::<[u64; 5]>().prop_map(|[files, bytes, skipped, retried_blocks, failed]| Summary {
-        files,
-        bytes,
-        skipped,
-        retried_blocks,
-        failed,
-    })
+    any::<[u64; 6]>().prop_map(
+        |[files, bytes, skipped, retried_blocks, failed, reverified]| Summary {
+            files,
+            bytes,
+            skipped,
+            retried_blocks,
+            failed,
+            reverified,
+        },
+    )
 }
 
 /// Any valid frame.

@@ -1,0 +1,98 @@
+//! Resume without trusting the journal: the blocks an earlier run journaled are read
+//! back from the part file and hashed before they count as done, because the part file
+//! may have been damaged between the runs, or a host crash may have kept a record
+//! whose block never reached the disk. The plan asks the source for the other blocks
+//! first; the check runs meanwhile on a blocking thread, and a block that fails it is
+//! asked for like a damaged block (`Resend`). `--trust-journal` skips all this.
+
+use std::sync::Arc;
+
+use hetch_integrity::{self as integrity, Digest};
+use hetch_proto::Frame;
+use tokio::sync::mpsc;
+
+use super::finish::{block_done_as, Arrival};
+use super::verify::{check, lookup, part_of, Checked};
+use super::write::mismatch;
+use super::SinkShared;
+use crate::error::EngineError;
+
+/// The journaled blocks of one resumed file, to read back.
+pub(crate) struct Recheck {
+    pub file: u64,
+    /// Block index and recorded digest, each block once.
+    pub blocks: Vec<(u64, Digest)>,
+}
+
+/// Checks the files of one planned batch, in the background: replies go to the source
+/// as they arise, so that a failed block is re-sent while the rest is checked.
+pub(crate) fn spawn(sh: &Arc<SinkShared>, ctl: &mpsc::Sender<Frame>, rechecks: Vec<Recheck>) {
+    if rechecks.is_empty() {
+        return;
+    }
+    let (sh, ctl) = (sh.clone(), ctl.clone());
+    tokio::spawn(async move {
+        let (s, c) = (sh.clone(), ctl.clone());
+        let r = tokio::task::spawn_blocking(move || {
+            let rt = tokio::runtime::Handle::current();
+            for r in rechecks {
+                run(&s, r, &mut |f| rt.block_on(s.reply(&c, f)))?;
+            }
+            Ok::<_, EngineError>(())
+        })
+        .await
+        .expect("recheck task panicked");
+        if let Err(e) = r {
+            let _ = ctl.send(Frame::Error(e.to_frame())).await;
+        }
+    });
+}
+
+/// Reads back and checks one file's journaled blocks (on a blocking thread), handing
+/// each reply to `reply` (false: the session is gone).
+fn run(
+    sh: &SinkShared,
+    r: Recheck,
+    reply: &mut dyn FnMut(Frame) -> bool,
+) -> Result<(), EngineError> {
+    let Some(inc) = lookup(sh, r.file) else {
+        return Ok(()); // failed meanwhile
+    };
+    let bs = sh.opts.block_size;
+    let prepare = |i: usize| {
+        if let (Some(&(block, _)), Some(part)) = (r.blocks.get(i), part_of(&inc)) {
+            part.prepare_read_back(block * bs, integrity::block_len(inc.size(), bs, block));
+        }
+    };
+    let mut scratch = Vec::new();
+    prepare(0);
+    for (i, &(block, recorded)) in r.blocks.iter().enumerate() {
+        // The device reads the next block while this one is hashed.
+        prepare(i + 1);
+        let outcome = check(sh, &inc, block, &recorded, None, &mut scratch).and_then(|c| {
+            inc.state.lock().expect("file lock").rechecking -= 1;
+            match c {
+                Checked::Gone => Ok(None),
+                Checked::Good(data) => {
+                    block_done_as(sh, r.file, &inc, block, &recorded, data, Arrival::Journaled)
+                }
+                Checked::Bad(got) => Ok(mismatch(sh, r.file, block, &inc, &recorded, &got)),
+            }
+        });
+        let frame = match outcome {
+            Ok(Some(frame)) => frame,
+            Ok(None) => continue,
+            Err(e) if e.is_no_space() => return Err(e.into()),
+            // Unreadable: the file fails as it would on a read-back during the transfer.
+            Err(e) => match sh.fail_file(r.file, e.to_string()) {
+                Some(f) => f,
+                None => return Ok(()),
+            },
+        };
+        let ended = matches!(frame, Frame::FileDone { .. });
+        if !reply(frame) || ended {
+            return Ok(());
+        }
+    }
+    Ok(())
+}

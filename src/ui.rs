@@ -98,7 +98,8 @@ pub fn print_comparison(report: &Report, started: Instant, json: bool) {
     }
 }
 
-/// Prints the end-of-transfer summary (one line, or JSON on stdout) and the per-file errors.
+/// Prints the end-of-transfer summary (one line, or JSON on stdout) and the per-file
+/// errors: each on stderr, and with `json` also in the summary's `errors` list.
 pub fn print_summary(report: &Report, progress: &Progress, started: Instant, json: bool) {
     let secs = started.elapsed().as_secs_f64();
     let s = &report.summary;
@@ -118,6 +119,8 @@ pub fn print_summary(report: &Report, progress: &Progress, started: Instant, jso
             "warnings": progress.warnings.load(Relaxed),
             "seconds": secs,
             "bytes_per_second": rate,
+            // The same lines as on stderr (escaped there), one per failed file.
+            "errors": report.errors,
         });
         if let Some(l) = lag {
             v["lag"] = lag_json(&l);

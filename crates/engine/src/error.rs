@@ -52,6 +52,20 @@ pub enum EngineError {
         /// Its message.
         message: String,
     },
+    /// The destination as a whole refuses writes (read-only, full, over quota, or the
+    /// destination directory not writable): the receiver stopped the session at once
+    /// rather than failing every remaining file with the same cause.
+    #[error("{}: {cause}; stopped ({not_copied} listed {} not copied)", path.display(), if *not_copied == 1 { "file" } else { "files" })]
+    Stopped {
+        /// Where it happened (the entry being created or written).
+        path: std::path::PathBuf,
+        /// The cause, e.g. "read-only file system".
+        cause: String,
+        /// Whether it is "no space" (for the error class sent to the peer).
+        no_space: bool,
+        /// Files announced so far that were neither copied nor already there.
+        not_copied: u64,
+    },
     /// The destination cannot take the operands (cp semantics).
     #[error("{0}")]
     Destination(String),
@@ -85,6 +99,8 @@ impl EngineError {
             EngineError::Storage(StorageError::Refused { .. }) => ErrorCode::Path,
             EngineError::Storage(StorageError::WrongType { .. }) => ErrorCode::Path,
             EngineError::Destination(_) => ErrorCode::Path,
+            EngineError::Stopped { no_space: true, .. } => ErrorCode::NoSpace,
+            EngineError::Stopped { .. } => ErrorCode::Io,
             EngineError::Storage(_) => ErrorCode::Io,
             EngineError::Proto { .. }
             | EngineError::Unexpected { .. }

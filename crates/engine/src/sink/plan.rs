@@ -48,13 +48,17 @@ pub(crate) fn plan_batch(
         }
         return Ok((plan, follow));
     }
+    let files = batch.iter().filter(|e| !matches!(e.kind, EntryKind::Dir));
+    sh.announced.fetch_add(files.count() as u64, SeqCst);
     for e in batch {
         let top_level = !e.path.contains(&b'/');
         match plan_entry(sh, &e, &mut follow) {
             Ok(action) => plan.push(PlanItem { id: e.id, action }),
-            Err(err) if err.is_no_space() || (top_level && is_wrong_type(&err)) => {
-                return Err(err.into())
+            Err(err) if sh.stops_session(&err, top_level) => {
+                let at = sh.target(&e.path).map(|t| t.shown);
+                return Err(sh.stop(err, &at.unwrap_or_default()));
             }
+            Err(err) if top_level && is_wrong_type(&err) => return Err(err.into()),
             Err(err) => {
                 let message = err.to_string();
                 sh.progress.fail(message.clone());

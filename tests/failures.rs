@@ -1,0 +1,134 @@
+//! Failures that must be clear: a destination that refuses every write stops the
+//! session with one line; per-file failures are each named, on stderr and in `--json`.
+
+mod util;
+
+use std::path::Path;
+
+use util::*;
+
+/// A tree of `n` small files in two directories, plus `big.bin` of `big` bytes.
+fn tree_with(root: &Path, n: u64, big: u64) -> Tree {
+    let t = Tree::new(root);
+    for i in 0..n {
+        t.file(&format!("d{}/f{i}.bin", i % 2), 20_000, i);
+    }
+    if big > 0 {
+        t.file("big.bin", big, 99);
+    }
+    t
+}
+
+/// Asserts the one line of a stopped session: names `needles`, says why and that the
+/// session stopped.
+#[track_caller]
+fn assert_stopped(out: &Out, cause: &str, needles: &[&str]) {
+    out.expect_code(1);
+    let line = out.one_line_naming(needles);
+    assert!(line.contains(cause), "cause {cause:?} not in {line:?}");
+    assert!(line.contains("stopped ("), "no 'stopped' in {line:?}");
+    assert!(!line.contains("os error"), "raw OS error in {line:?}");
+}
+
+/// A local copy into a read-only file system: one line naming the destination and
+/// the cause, exit 1, nothing created.
+#[test]
+fn read_only_destination_stops_a_local_copy() {
+    let t = tempdir();
+    let src = tree_with(&t.path().join("src"), 12, 0);
+    let Some(ro) = Mount::read_only(&t.path().join("ro")) else {
+        return;
+    };
+    let out = hetch(&args!["cp", "-q", &src.root, &ro.dir], &[]);
+    assert_stopped(&out, "read-only file system", &[&ro.dir.to_string_lossy()]);
+    assert!(
+        paths_under(&ro.dir).is_empty(),
+        "{:?}",
+        paths_under(&ro.dir)
+    );
+
+    // One file into it: the same.
+    let out = hetch(
+        &args!["cp", "-q", src.path("d0/f0.bin"), ro.dir.join("f0.bin")],
+        &[],
+    );
+    assert_stopped(&out, "read-only file system", &["f0.bin"]);
+    assert!(
+        out.one_line().contains("(1 listed file not copied)"),
+        "{out:?}"
+    );
+}
+
+/// A push onto a server whose root is read-only: the server stops the session, and the
+/// client prints its reason in one line naming the server.
+#[test]
+fn read_only_server_root_stops_a_push() {
+    let t = tempdir();
+    let src = tree_with(&t.path().join("src/tree"), 12, 0);
+    let Some(ro) = Mount::read_only(&t.path().join("root")) else {
+        return;
+    };
+    let mut srv = Server::start(&ro.dir, &t.path().join("state"));
+    let out = srv.cp(&args![&src.root, srv.url("tree")]);
+    assert_stopped(&out, "read-only file system", &[&srv.addr, "tree"]);
+    assert!(srv.alive(), "server died; log:\n{}", srv.log());
+    assert!(paths_under(&ro.dir).is_empty());
+}
+
+/// A destination that fills up: the session stops at once naming the file that did
+/// not fit, and neither a torn file under a final name nor a part file is left.
+#[test]
+fn full_destination_stops_with_no_torn_file() {
+    let t = tempdir();
+    let src = tree_with(&t.path().join("src"), 4, 4 << 20);
+    let Some(small) = Mount::tmpfs(&t.path().join("small"), "1m") else {
+        return;
+    };
+    let out = hetch(
+        &args!["cp", "-q", "--block-size", "256K", &src.root, &small.dir],
+        &[],
+    );
+    assert_stopped(&out, "no space left on device", &["big.bin"]);
+    assert!(!small.dir.join("src/big.bin").exists(), "torn file");
+    assert_no_temp_files(&small.dir);
+    // What did arrive is whole.
+    for (p, ty) in paths_under(&small.dir.join("src")) {
+        if ty.is_file() {
+            let rel = p.strip_prefix(small.dir.join("src")).unwrap();
+            assert_eq!(hash_file(&p), hash_file(&src.root.join(rel)), "{p:?}");
+        }
+    }
+}
+
+/// Per-file failures are each named with their cause, on stderr and in `--json`'s
+/// `errors`, and the session goes on (exit 3).
+#[test]
+fn every_failed_file_is_named_on_stderr_and_in_json() {
+    let t = tempdir();
+    let src = tree_with(&t.path().join("src"), 4, 0);
+    let dst = t.path().join("dst");
+    // Directories where the copy needs files: two failures, the rest copied.
+    std::fs::create_dir_all(dst.join("src/d0/f0.bin")).unwrap();
+    std::fs::create_dir_all(dst.join("src/d1/f1.bin")).unwrap();
+    let out = hetch(&args!["cp", "--json", &src.root, &dst], &[]);
+    out.expect_code(3);
+    let lines = out.stderr_lines();
+    assert_eq!(lines.len(), 2, "{out:?}");
+    let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    let errors: Vec<&str> = v["errors"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no errors list\n{out:?}"))
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert_eq!(errors.len(), 2, "{out:?}");
+    for name in ["d0/f0.bin", "d1/f1.bin"] {
+        let named = |l: &&str| l.contains(name) && l.contains("is a directory where a file");
+        assert!(lines.iter().any(named), "{name} not on stderr\n{out:?}");
+        assert!(errors.iter().any(named), "{name} not in JSON\n{out:?}");
+    }
+    assert_eq!(
+        hash_file(&dst.join("src/d0/f2.bin")),
+        hash_file(&src.path("d0/f2.bin"))
+    );
+}

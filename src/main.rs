@@ -10,6 +10,7 @@ mod cp;
 mod demo;
 mod follow;
 mod location;
+mod overlap;
 mod server;
 mod ui;
 mod units;
@@ -513,6 +514,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Err(msg) => return Ok(usage_error(&msg)),
             };
             let dest = locs.pop().expect("clap requires two operands");
+            if let Location::Local(d) = &dest {
+                // Before anything is copied: a copy into itself would nest the tree.
+                let overlap = locs.iter().find_map(|s| match s {
+                    Location::Local(s) => overlap::copy_into_itself(s, d),
+                    _ => None,
+                });
+                if let Some(msg) = overlap {
+                    return Ok(usage_error(&msg));
+                }
+            }
             let mut opts = a.tuning.engine()?;
             opts.rate_limit = a.streams.rate_limit.unwrap_or(0);
             opts.no_clobber = a.no_clobber;

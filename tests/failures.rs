@@ -132,3 +132,31 @@ fn every_failed_file_is_named_on_stderr_and_in_json() {
         hash_file(&src.path("d0/f2.bin"))
     );
 }
+
+/// `cp a a`, `cp a a/sub` and `cp a/sub a` would copy a tree into (or onto) itself:
+/// refused as bad usage (exit 2) in one line before anything is written.
+#[test]
+fn copy_into_itself_is_refused() {
+    let t = tempdir();
+    let a = tree_with(&t.path().join("a"), 4, 0);
+    let before = snapshot(&a.root);
+    let cases = [
+        (a.root.clone(), a.root.clone()),
+        (a.root.clone(), a.path("d0")),
+        (a.root.clone(), a.path("d0/new")),
+        (a.path("d1"), a.root.clone()),
+    ];
+    for (src, dst) in cases {
+        let out = hetch(&args!["cp", "-q", &src, &dst], &[]);
+        out.expect_code(2);
+        out.one_line_naming(&[&src.to_string_lossy(), "itself"]);
+    }
+    // Through another path to the same directory, too.
+    let link = t.path().join("link");
+    std::os::unix::fs::symlink(&a.root, &link).unwrap();
+    let out = hetch(&args!["cp", "-q", &a.root, link.join("d1")], &[]);
+    out.expect_code(2);
+    assert_eq!(snapshot(&a.root), before, "the source tree changed");
+    // A sibling is fine.
+    hetch(&args!["cp", "-q", &a.root, t.path().join("b")], &[]).ok();
+}

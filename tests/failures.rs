@@ -160,3 +160,50 @@ fn copy_into_itself_is_refused() {
     // A sibling is fine.
     hetch(&args!["cp", "-q", &a.root, t.path().join("b")], &[]).ok();
 }
+
+/// A symlink planted at the destination is named as a symlink, never as a file: where
+/// the source has a directory, and with `--no-clobber` where it has a file; and
+/// `--no-clobber` keeps a file where the source has a symlink.
+#[test]
+fn planted_symlinks_are_reported_as_symlinks() {
+    let t = tempdir();
+    let src = Tree::new(t.path().join("src"));
+    src.file("x/f", 100, 1)
+        .file("g", 100, 2)
+        .symlink("lnk", "x");
+    let outside = t.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("file"), b"keep").unwrap();
+    let dst = Tree::new(t.path().join("dst"));
+    dst.symlink("src/x", &outside.to_string_lossy())
+        .symlink("src/g", &outside.join("file").to_string_lossy())
+        .bytes("src/lnk", b"a file where the source has a link");
+    let out = hetch(
+        &args!["cp", "-q", "--no-clobber", &src.root, &dst.root],
+        &[],
+    );
+    out.expect_code(3);
+    let lines = out.stderr_lines();
+    let has = |path: &str, what: &str| {
+        let p = dst.path(path).display().to_string();
+        lines.iter().any(|l| l.contains(&format!("{p}: {what}")))
+    };
+    assert!(
+        has("src/x", "is a symlink where a directory is needed"),
+        "{out:?}"
+    );
+    assert!(
+        has("src/g", "is a symlink that differs; not replaced"),
+        "{out:?}"
+    );
+    assert!(
+        has("src/lnk", "exists and differs; not replaced"),
+        "{out:?}"
+    );
+    assert!(!out.stderr.contains("is a file where"), "{out:?}");
+    assert!(std::fs::symlink_metadata(dst.path("src/lnk"))
+        .unwrap()
+        .is_file());
+    assert_eq!(std::fs::read(outside.join("file")).unwrap(), b"keep");
+    assert_eq!(paths_under(&outside).len(), 1, "written through the link");
+}

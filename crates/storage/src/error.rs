@@ -28,7 +28,7 @@ pub enum StorageError {
         /// The path.
         path: PathBuf,
         /// E.g. "is a file where a directory is needed".
-        reason: &'static str,
+        reason: std::borrow::Cow<'static, str>,
     },
 }
 
@@ -38,6 +38,20 @@ impl StorageError {
         StorageError::Io {
             path: path.into(),
             source,
+        }
+    }
+
+    /// `path` holds an entry of type `found` where a `needed` ("directory", "file",
+    /// "symlink") must go: "is a symlink where a directory is needed". The type is
+    /// named as it is, so a planted symlink is never reported as a file.
+    pub fn found_where_needed(
+        path: impl Into<PathBuf>,
+        found: std::fs::FileType,
+        needed: &str,
+    ) -> Self {
+        StorageError::WrongType {
+            path: path.into(),
+            reason: format!("is {} where a {needed} is needed", kind_name(found)).into(),
         }
     }
 
@@ -104,5 +118,19 @@ pub(crate) trait IoContext<T> {
 impl<T> IoContext<T> for io::Result<T> {
     fn at(self, path: &std::path::Path) -> Result<T, StorageError> {
         self.map_err(|e| StorageError::io(path, e))
+    }
+}
+
+/// The kind of a directory entry with an article, for messages: "a directory", "a
+/// symlink", "a file" or "a special file" (a FIFO, socket or device).
+pub fn kind_name(ft: std::fs::FileType) -> &'static str {
+    if ft.is_dir() {
+        "a directory"
+    } else if ft.is_symlink() {
+        "a symlink"
+    } else if ft.is_file() {
+        "a file"
+    } else {
+        "a special file"
     }
 }

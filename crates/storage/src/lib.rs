@@ -24,4 +24,4 @@ pub mod part;
 pub mod paths;
 pub mod walk;
 
-pub use error::StorageError;
+pub use error::{kind_name, StorageError};

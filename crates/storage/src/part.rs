@@ -200,7 +200,7 @@ impl PartFile {
             Err(StorageError::Io { source, .. }) if source.raw_os_error() == Some(libc::EISDIR) => {
                 return Err(StorageError::WrongType {
                     path: self.dir.path().join(&self.name),
-                    reason: "is a directory where a file is needed",
+                    reason: "is a directory where a file is needed".into(),
                 })
             }
             Err(e) => return Err(e),

@@ -139,11 +139,12 @@ fn plan_entry(
 fn plan_dir(sh: &SinkShared, at: &Target, fm: FinalMeta) -> Result<PlanAction, StorageError> {
     match sh.fs().stat(&at.rel)? {
         Some(md) if md.is_dir() => {}
-        Some(_) => {
-            return Err(StorageError::WrongType {
-                path: at.shown.clone(),
-                reason: "is a file where a directory is needed",
-            })
+        Some(md) => {
+            return Err(StorageError::found_where_needed(
+                &at.shown,
+                md.file_type(),
+                "directory",
+            ))
         }
         None => {
             // Owner-writable until the end, so that a read-only source directory can
@@ -189,11 +190,14 @@ fn plan_symlink(
             return Ok(PlanAction::Skip);
         }
         Some(md) if md.is_dir() => {
-            return Err(StorageError::WrongType {
-                path: at.shown.clone(),
-                reason: "is a directory where a symlink is needed",
-            })
+            return Err(StorageError::found_where_needed(
+                &at.shown,
+                md.file_type(),
+                "symlink",
+            ))
         }
+        // Something else, or a link pointing elsewhere: replaced, unless told not to.
+        Some(md) if sh.opts.no_clobber => return Err(not_replaced(at, md.file_type())),
         _ => {}
     }
     // Create under the temporary name and rename over: replacing is atomic.
@@ -204,6 +208,23 @@ fn plan_symlink(
     parent.rename(&tmp, &name)?;
     Progress::add(&sh.progress.files, 1);
     Ok(PlanAction::Skip)
+}
+
+/// `--no-clobber`: the destination has a different entry of type `found` where an
+/// entry goes. Its type is named when it is not a file, so that a planted symlink is
+/// not mistaken for a differing file.
+fn not_replaced(at: &Target, found: std::fs::FileType) -> StorageError {
+    let reason = if found.is_symlink() {
+        "is a symlink that differs; not replaced (--no-clobber)"
+    } else if found.is_file() {
+        "exists and differs; not replaced (--no-clobber)"
+    } else {
+        "is a special file; not replaced (--no-clobber)"
+    };
+    StorageError::Refused {
+        path: at.shown.display().to_string(),
+        reason,
+    }
 }
 
 /// A file entry as announced by the source.
@@ -270,10 +291,11 @@ fn plan_file(
     }
     match sh.fs().stat(&at.rel)? {
         Some(md) if md.is_dir() => {
-            return Err(StorageError::WrongType {
-                path: at.shown.clone(),
-                reason: "is a directory where a file is needed",
-            })
+            return Err(StorageError::found_where_needed(
+                &at.shown,
+                md.file_type(),
+                "file",
+            ))
         }
         Some(md) => {
             let same_size = md.is_file() && md.len() == size;
@@ -299,10 +321,7 @@ fn plan_file(
                 return Ok(PlanAction::Skip);
             }
             if sh.opts.no_clobber {
-                return Err(StorageError::Refused {
-                    path: at.shown.display().to_string(),
-                    reason: "exists and differs; not replaced (--no-clobber)",
-                });
+                return Err(not_replaced(&at, md.file_type()));
             }
         }
         None => {}

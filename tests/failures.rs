@@ -207,3 +207,34 @@ fn planted_symlinks_are_reported_as_symlinks() {
     assert_eq!(std::fs::read(outside.join("file")).unwrap(), b"keep");
     assert_eq!(paths_under(&outside).len(), 1, "written through the link");
 }
+
+/// The server is killed (SIGKILL) in the middle of a push: the client ends non-zero
+/// with one plain line naming the server, with no URL and no debug output.
+#[test]
+fn losing_the_server_reads_as_one_plain_line() {
+    let t = tempdir();
+    let src = Tree::new(t.path().join("src"));
+    src.file("big.bin", 8 << 20, 7);
+    let mut srv = Server::start(&t.path().join("root"), &t.path().join("state"));
+    let cp = srv.spawn_cp(
+        &args![
+            "--rate-limit",
+            "1M",
+            src.path("big.bin"),
+            srv.url("big.bin")
+        ],
+        &[],
+    );
+    // Mid-copy: the part file exists and has data.
+    let part = srv.root.join(".big.bin.hetch-part");
+    wait_for("the first blocks", || {
+        std::fs::metadata(&part).is_ok_and(|m| m.len() > 0)
+    });
+    srv.kill9();
+    let out = cp.wait();
+    out.failed();
+    let line = out.one_line_naming(&[&srv.addr, "lost"]);
+    for bad in ["http", "Custom {", "Os {", "kind:"] {
+        assert!(!line.contains(bad), "{bad:?} in {line:?}");
+    }
+}

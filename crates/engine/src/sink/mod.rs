@@ -837,7 +837,7 @@ pub(crate) async fn data_reader(
             Ok(None) => {
                 return Err(EngineError::Connection {
                     peer,
-                    source: std::io::ErrorKind::UnexpectedEof.into(),
+                    cause: std::io::ErrorKind::UnexpectedEof.into(),
                 })
             }
             Err(e) => return Err(e),

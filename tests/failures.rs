@@ -238,3 +238,117 @@ fn losing_the_server_reads_as_one_plain_line() {
         assert!(!line.contains(bad), "{bad:?} in {line:?}");
     }
 }
+
+/// Part files and journals whose source is gone are removed by the next run into their
+/// directory, but not those of a second hetch writing there at the same time, and not
+/// those in the destination directory itself (other transfers into it may resume).
+#[test]
+fn the_next_run_removes_stale_part_files_but_not_live_ones() {
+    let t = tempdir();
+    let src = tree_with(&t.path().join("src"), 4, 0);
+    src.file("d0/gone.bin", 3 << 20, 8);
+    let dst = t.path().join("dst");
+    std::fs::create_dir_all(&dst).unwrap();
+    // An interrupted copy leaves the part file and journal of gone.bin...
+    let slow = |what: &Path, to: &Path| {
+        let args = args![
+            "cp",
+            "-q",
+            "--block-size",
+            "256K",
+            "--rate-limit",
+            "1M",
+            what,
+            to
+        ];
+        spawn(&args, &[])
+    };
+    let mut cp = slow(&src.root, &dst);
+    let part = dst.join("src/d0/.gone.bin.hetch-part");
+    wait_for("gone.bin's first blocks", || {
+        std::fs::metadata(&part).is_ok_and(|m| m.len() > 0)
+    });
+    cp.kill9();
+    let _ = cp.wait();
+    // ... and its source goes away.
+    std::fs::remove_file(src.path("d0/gone.bin")).unwrap();
+    assert!(dst.join("src/d0/.gone.bin.hetch-journal").exists());
+    std::fs::write(dst.join(".other.bin.hetch-part"), b"paused elsewhere").unwrap();
+
+    // Another hetch is writing into d0 while the next run goes through it.
+    let other = Tree::new(t.path().join("other"));
+    other.file("live.bin", 4 << 20, 9);
+    let live = slow(&other.path("live.bin"), &dst.join("src/d0/live.bin"));
+    let live_part = dst.join("src/d0/.live.bin.hetch-part");
+    wait_for("live.bin's first blocks", || {
+        std::fs::metadata(&live_part).is_ok_and(|m| m.len() > 0)
+    });
+    hetch(&args!["cp", "-q", &src.root, &dst], &[]).ok();
+    assert!(!part.exists(), "stale part file kept");
+    assert!(!dst.join("src/d0/.gone.bin.hetch-journal").exists());
+    assert!(
+        dst.join(".other.bin.hetch-part").exists(),
+        "removed outside the copy"
+    );
+    live.wait().ok();
+    assert_eq!(
+        hash_file(&dst.join("src/d0/live.bin")),
+        hash_file(&other.path("live.bin"))
+    );
+    assert_same_tree(&src.path("d1"), &dst.join("src/d1"));
+    assert_no_temp_files(&dst.join("src"));
+}
+
+/// `hetch clean DIR` lists (`--dry-run`) and removes leftovers anywhere below DIR,
+/// without following symlinks, keeping what a running transfer holds.
+#[test]
+fn hetch_clean_removes_leftovers_below_a_directory() {
+    let t = tempdir();
+    let d = Tree::new(t.path().join("d"));
+    d.bytes("a/.x.bin.hetch-part", &[1; 5000])
+        .bytes("a/.x.bin.hetch-journal", b"j")
+        .bytes("a/b/c/.y.hetch-part", b"y")
+        .bytes("a/keep.txt", b"mine")
+        .symlink("a/.z.hetch-part", "/etc/hostname");
+    let outside = Tree::new(t.path().join("outside"));
+    outside.bytes(".far.hetch-part", b"not below d");
+    d.symlink("via", &outside.root.to_string_lossy());
+
+    let out = hetch(&args!["clean", "--dry-run", &d.root], &[]);
+    out.ok();
+    assert_eq!(
+        out.stdout
+            .lines()
+            .filter(|l| l.starts_with("would remove"))
+            .count(),
+        4,
+        "{out:?}"
+    );
+    assert!(d.path("a/.x.bin.hetch-part").exists());
+
+    let out = hetch(&args!["clean", &d.root], &[]);
+    out.ok();
+    assert_eq!(
+        out.stdout
+            .lines()
+            .filter(|l| l.starts_with("removed"))
+            .count(),
+        4,
+        "{out:?}"
+    );
+    assert!(out.stdout.contains(".x.bin.hetch-part"), "{out:?}");
+    assert!(
+        out.one_line().contains("removed 4 leftover files"),
+        "{out:?}"
+    );
+    assert_no_temp_files(&d.root);
+    assert!(std::fs::symlink_metadata(d.path("a/.z.hetch-part")).is_err());
+    assert!(d.path("a/keep.txt").exists() && std::fs::metadata("/etc/hostname").is_ok());
+    assert!(
+        outside.path(".far.hetch-part").exists(),
+        "followed a symlink"
+    );
+
+    // Not a directory: bad usage.
+    hetch(&args!["clean", d.path("a/keep.txt")], &[]).expect_code(2);
+}

@@ -237,6 +237,21 @@ impl Dir {
             .map_err(|e| self.error(name, e.into()))
     }
 
+    /// The names in this directory (not `.` and `..`), unsorted.
+    pub fn names(&self) -> Result<Vec<OsString>, StorageError> {
+        let fail = |e: Errno| StorageError::io(&self.shown, e.into());
+        let mut names = Vec::new();
+        // The handle is an `O_PATH` descriptor: read through the directory itself.
+        let opened = self.open_dir(Path::new(""))?;
+        for item in rfs::Dir::read_from(&opened).map_err(fail)? {
+            let n = item.map_err(fail)?.file_name().to_bytes().to_vec();
+            if n != b"." && n != b".." {
+                names.push(OsString::from_vec(n));
+            }
+        }
+        Ok(names)
+    }
+
     /// Flushes the file system holding this directory to stable storage (`syncfs`).
     pub fn sync_fs(&self) -> Result<(), StorageError> {
         let f = self.open_dir(Path::new(""))?;

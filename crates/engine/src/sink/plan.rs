@@ -436,6 +436,8 @@ pub(crate) fn missing_ranges(state: &FileState, blocks: u64) -> Vec<(u64, u64)> 
 /// them) and flushes the destination file system.
 pub(crate) fn finish_dirs(sh: &SinkShared) -> Result<(), EngineError> {
     let dirs = std::mem::take(&mut *sh.dirs.lock().expect("dirs lock"));
+    // Before the directories get their times: removing changes them.
+    remove_leftovers(sh, &dirs);
     for (rel, fm) in dirs.iter().rev() {
         // Through the directory itself, opened with no symlink on the way: a
         // directory swapped for a link since it was made is not followed.
@@ -453,4 +455,26 @@ pub(crate) fn finish_dirs(sh: &SinkShared) -> Result<(), EngineError> {
         fs.sync_fs()?;
     }
     Ok(())
+}
+
+/// Removes the part files and journals that earlier, interrupted runs left in the
+/// directories this session copied, and that no transfer holds (see
+/// `hetch_storage::leftovers`). Every entry of such a directory came from the source
+/// and has been settled by now (its own part file renamed or removed), so what is
+/// left belongs to a file the source no longer has, or to another hetch writing here
+/// right now, which holds its files and keeps them. The destination directory itself
+/// is left alone: other transfers into it may be paused, to be resumed later.
+fn remove_leftovers(sh: &SinkShared, dirs: &[(std::path::PathBuf, FinalMeta)]) {
+    use hetch_storage::confined::Links;
+    use hetch_storage::leftovers::{clean_dir, Clean};
+    for (rel, _) in dirs {
+        let Ok(dir) = sh.fs().subdir(rel, Links::Refuse) else {
+            continue; // replaced meanwhile: not ours to look into
+        };
+        clean_dir(&dir, Clean::default(), &mut |r| {
+            if let Err(e) = r {
+                sh.progress.warn(&format!("leftover not removed: {e}"));
+            }
+        });
+    }
 }

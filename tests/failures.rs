@@ -352,3 +352,32 @@ fn hetch_clean_removes_leftovers_below_a_directory() {
     // Not a directory: bad usage.
     hetch(&args!["clean", d.path("a/keep.txt")], &[]).expect_code(2);
 }
+
+/// A complete copy on a file system mounted read-only since: running the copy again
+/// skips everything and succeeds; a directory whose mode changed at the source since
+/// fails by name (a failure the receiver met after the files, now reported too).
+#[test]
+fn a_read_only_complete_copy_is_skipped_and_directory_failures_are_named() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempdir();
+    let src = tree_with(&t.path().join("src"), 4, 0);
+    let dst = t.path().join("dst");
+    hetch(&args!["cp", "-q", &src.root, &dst], &[]).ok();
+    let Some(_ro) = Mount::read_only(&dst) else {
+        return;
+    };
+    let out = hetch(&args!["cp", "--json", &src.root, &dst], &[]);
+    out.ok();
+    assert_eq!(out.json().skipped, 4, "{out:?}");
+
+    std::fs::set_permissions(src.path("d1"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = hetch(&args!["cp", &src.root, &dst], &[]);
+    out.expect_code(3);
+    let d1 = dst.join("d1").display().to_string(); // copied as dst
+    let lines = out.stderr_lines();
+    assert_eq!(lines.len(), 2, "{out:?}");
+    assert!(
+        lines[0].contains(&d1) && lines[0].contains("Read-only"),
+        "{out:?}"
+    );
+}

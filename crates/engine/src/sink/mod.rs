@@ -797,8 +797,9 @@ async fn finisher(shared: Arc<SinkShared>, ctl: mpsc::Sender<Frame>) -> Result<(
     shared.durable.lock().expect("durable lock").take();
     let sh = shared.clone();
     let extras = tokio::task::spawn_blocking(move || {
-        let extras = compare::extras(&sh);
-        plan::finish_dirs(&sh).map(|_| extras)
+        let mut extras = compare::extras(&sh);
+        extras.extend(plan::finish_dirs(&sh)?);
+        Ok::<_, EngineError>(extras)
     })
     .await
     .expect("finish task panicked")?;

@@ -433,28 +433,38 @@ pub(crate) fn missing_ranges(state: &FileState, blocks: u64) -> Vec<(u64, u64)> 
 }
 
 /// Applies directory modes and mtimes (deepest first, after their contents changed
-/// them) and flushes the destination file system.
-pub(crate) fn finish_dirs(sh: &SinkShared) -> Result<(), EngineError> {
+/// them) and flushes the destination file system. A directory that could not be
+/// finished is a failure reported to the source like a file's (so that it is named
+/// wherever the user looks), in the returned frames.
+pub(crate) fn finish_dirs(sh: &SinkShared) -> Result<Vec<Frame>, EngineError> {
     let dirs = std::mem::take(&mut *sh.dirs.lock().expect("dirs lock"));
     // Before the directories get their times: removing changes them.
     remove_leftovers(sh, &dirs);
+    let mut failed = Vec::new();
     for (rel, fm) in dirs.iter().rev() {
         // Through the directory itself, opened with no symlink on the way: a
         // directory swapped for a link since it was made is not followed.
+        let shown = sh.fs().path().join(rel);
         let r = sh.fs().open_dir(rel).and_then(|d| {
-            let shown = sh.fs().path().join(rel);
+            let md = d.metadata().map_err(|e| StorageError::io(&shown, e))?;
+            // Already right (a run that skipped everything): nothing to write, which
+            // also spares a read-only copy an error.
+            let same_time = md.mtime() == fm.mtime_sec && md.mtime_nsec() == fm.mtime_nsec as i64;
+            if md.mode() & 0o7777 == fm.mode && same_time {
+                return Ok(());
+            }
             d.set_permissions(std::fs::Permissions::from_mode(fm.mode))
                 .map_err(|e| StorageError::io(&shown, e))?;
             meta::set_file_mtime(&d, &shown, fm.mtime_sec, fm.mtime_nsec)
         });
         if let Err(e) = r {
-            sh.progress.fail(e.to_string());
+            failed.push(sh.failure(u64::MAX, e.to_string()));
         }
     }
     if let Some(fs) = sh.fs.get() {
         fs.sync_fs()?;
     }
-    Ok(())
+    Ok(failed)
 }
 
 /// Removes the part files and journals that earlier, interrupted runs left in the

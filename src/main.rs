@@ -5,11 +5,13 @@
 //! listed on stderr).
 
 mod bench;
+mod clean;
 mod client;
 mod cp;
 mod demo;
 mod follow;
 mod location;
+mod overlap;
 mod retry;
 mod server;
 mod sync;
@@ -77,6 +79,11 @@ enum Command {
     /// Print whole-file BLAKE3 digests of files and trees, in the format `b3sum -c`
     /// checks (hashed block by block, as transfers do; several files at once).
     Sum(SumArgs),
+    /// Remove the part files and journals (.NAME.hetch-part, .NAME.hetch-journal) that
+    /// interrupted transfers left under DIR. Those a running transfer holds are kept;
+    /// no symlink is followed. (A transfer removes them by itself in the directories it
+    /// copies.)
+    Clean(CleanArgs),
     /// Compare two trees by digest (local paths or hetch://HOST/path) and list every
     /// difference: missing, extra, different type, size or content.
     ///
@@ -364,6 +371,15 @@ struct SumArgs {
     /// crc32c or adler32.
     #[arg(long, default_value = "blake3")]
     checksum: hetch_integrity::Algorithm,
+}
+
+#[derive(Args)]
+struct CleanArgs {
+    /// The directory to clean, and everything below it.
+    dir: PathBuf,
+    /// Only list what would be removed.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 #[derive(Args)]
@@ -693,6 +709,18 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             srv.run_until(watch::shutdown()).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Clean(a) => {
+            let md = std::fs::metadata(&a.dir)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", a.dir.display()))?;
+            if !md.is_dir() {
+                return Ok(usage_error(&format!(
+                    "{}: not a directory",
+                    a.dir.display()
+                )));
+            }
+            let (dir, dry_run) = (a.dir, a.dry_run);
+            Ok(tokio::task::spawn_blocking(move || clean::run(&dir, dry_run)).await?)
+        }
         Command::Sum(a) => {
             let (bs, threads, algo) = (a.block_size, a.threads, a.checksum);
             let locs = match parse_locations(&a.paths) {
@@ -763,6 +791,16 @@ async fn copy(a: CpArgs, s3: hetch_object::S3Options, sync: bool) -> anyhow::Res
             Err(msg) => return Ok(usage_error(&msg)),
         };
         let dest = locs.pop().expect("clap requires two operands");
+        if let Location::Local(d) = &dest {
+            // Before anything is copied: a copy into itself would nest the tree.
+            let overlap = locs.iter().find_map(|s| match s {
+                Location::Local(s) => overlap::copy_into_itself(s, d),
+                _ => None,
+            });
+            if let Some(msg) = overlap {
+                return Ok(usage_error(&msg));
+            }
+        }
         let mut opts = a.tuning.engine()?;
         opts.rate_limit = a.streams.rate_limit.unwrap_or(0);
         opts.no_clobber = a.no_clobber;

@@ -121,7 +121,7 @@ mod tests {
     fn lost() -> anyhow::Error {
         anyhow::Error::new(EngineError::Connection {
             peer: "h:1".into(),
-            source: std::io::Error::from(std::io::ErrorKind::ConnectionReset),
+            cause: std::io::Error::from(std::io::ErrorKind::ConnectionReset),
         })
     }
 

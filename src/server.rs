@@ -688,7 +688,7 @@ async fn reply_error(
 fn conn_err(peer: &str, what: &str) -> EngineError {
     EngineError::Connection {
         peer: peer.to_string(),
-        source: std::io::Error::other(what.to_string()),
+        cause: std::io::Error::other(what.to_string()),
     }
 }
 

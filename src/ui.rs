@@ -100,7 +100,8 @@ pub fn print_comparison(report: &Report, started: Instant, json: bool, reconnect
 }
 
 /// Prints the end-of-transfer summary (one line, or JSON on stdout) and the per-file
-/// errors; `reconnects` counts the sessions opened again after lost ones.
+/// errors: each on stderr, and with `json` also in the summary's `errors` list;
+/// `reconnects` counts the sessions opened again after lost ones.
 pub fn print_summary(
     report: &Report,
     progress: &Progress,
@@ -129,6 +130,8 @@ pub fn print_summary(
             "reconnects": reconnects,
             "seconds": secs,
             "bytes_per_second": rate,
+            // The same lines as on stderr (escaped there), one per failed file.
+            "errors": report.errors,
         });
         if let Some(l) = lag {
             v["lag"] = lag_json(&l);

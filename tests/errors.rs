@@ -738,51 +738,10 @@ fn server_survives_bad_clients() {
     assert!(srv.alive(), "server died; log:\n{}", srv.log());
 }
 
-/// Mounts a small tmpfs for the disk-full tests; unmounted on drop.
-struct SmallFs {
-    dir: std::path::PathBuf,
-}
-
-impl SmallFs {
-    fn mount(dir: &Path) -> Option<SmallFs> {
-        if !is_root() {
-            eprintln!("SKIPPED disk-full test: needs root to mount a tmpfs");
-            return None;
-        }
-        std::fs::create_dir_all(dir).unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
-            .arg(dir)
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false);
-        if !ok {
-            eprintln!("SKIPPED disk-full test: cannot mount a tmpfs here");
-            return None;
-        }
-        Some(SmallFs {
-            dir: dir.to_path_buf(),
-        })
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let ok = Command::new("umount")
-            .arg(&self.dir)
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        if !ok {
-            let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
-        }
-    }
-}
-
 /// Pushes a 16 MiB file onto a server whose root is a 4 MiB file system; returns the
 /// client's output after checking what every attempt must satisfy: exit 1, one line
 /// naming the server, nothing under the final name, the server still serving.
-fn push_onto_full_server(t: &Path, small: &SmallFs, src: &Tree) -> Out {
+fn push_onto_full_server(t: &Path, small: &Mount, src: &Tree) -> Out {
     let mut srv = Server::start(&small.dir, &t.join("state"));
     let out = srv.cp(&args![
         "--block-size",
@@ -812,9 +771,8 @@ fn push_onto_full_server(t: &Path, small: &SmallFs, src: &Tree) -> Out {
         std::thread::sleep(Duration::from_millis(20));
     }
     drop(srv);
-    for p in temp_files(&small.dir) {
-        std::fs::remove_file(p).unwrap();
-    }
+    // A stopped session drops its part files (a full disk needs that space back).
+    assert_no_temp_files(&small.dir);
     out
 }
 
@@ -824,7 +782,7 @@ fn push_onto_full_server(t: &Path, small: &SmallFs, src: &Tree) -> Out {
 #[test]
 fn disk_full_on_the_server_during_push() {
     let t = tempdir();
-    let Some(small) = SmallFs::mount(&t.path().join("small")) else {
+    let Some(small) = Mount::tmpfs(&t.path().join("small"), "4m") else {
         return;
     };
     let src = Tree::new(t.path().join("src"));
@@ -839,7 +797,7 @@ fn disk_full_on_the_server_during_push() {
 #[test]
 fn disk_full_on_the_server_is_reported_as_no_space() {
     let t = tempdir();
-    let Some(small) = SmallFs::mount(&t.path().join("small")) else {
+    let Some(small) = Mount::tmpfs(&t.path().join("small"), "4m") else {
         return;
     };
     let src = Tree::new(t.path().join("src"));
@@ -859,7 +817,7 @@ fn disk_full_on_the_server_is_reported_as_no_space() {
 #[test]
 fn disk_full_on_the_client_during_pull() {
     let t = tempdir();
-    let Some(small) = SmallFs::mount(&t.path().join("small")) else {
+    let Some(small) = Mount::tmpfs(&t.path().join("small"), "4m") else {
         return;
     };
     let src = Tree::new(t.path().join("src"));

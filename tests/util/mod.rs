@@ -988,3 +988,72 @@ pub fn shown(path: &Path) -> String {
 pub fn os(s: &str) -> &OsStr {
     OsStr::new(s)
 }
+
+/// A file system mounted for a test (root only), unmounted on drop.
+pub struct Mount {
+    /// The mount point.
+    pub dir: PathBuf,
+}
+
+impl Mount {
+    /// A tmpfs of `size` (e.g. "1m") at `dir`, for disk-full tests; `None` (with a
+    /// SKIPPED line) where mounting is not permitted.
+    pub fn tmpfs(dir: &Path, size: &str) -> Option<Mount> {
+        std::fs::create_dir_all(dir).unwrap();
+        let size = format!("size={size}");
+        Mount::run(dir, &["-t", "tmpfs", "-o", &size, "tmpfs"])
+    }
+
+    /// `dir` bound read-only onto itself (its contents stay visible, writes fail with
+    /// EROFS); `None` (with a SKIPPED line) where mounting is not permitted.
+    pub fn read_only(dir: &Path) -> Option<Mount> {
+        std::fs::create_dir_all(dir).unwrap();
+        let m = Mount::run(dir, &["--bind", &dir.to_string_lossy()])?;
+        // A first bind ignores "ro" on older kernels: the remount makes it stick.
+        let remounted = Command::new("mount")
+            .args(["-o", "remount,bind,ro"])
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        let probe = dir.join(".hetch-test-probe");
+        if !remounted || std::fs::write(&probe, b"x").is_ok() {
+            let _ = std::fs::remove_file(&probe);
+            eprintln!("SKIPPED: cannot make {} read-only", dir.display());
+            return None;
+        }
+        Some(m)
+    }
+
+    fn run(dir: &Path, args: &[&str]) -> Option<Mount> {
+        if !is_root() {
+            eprintln!("SKIPPED: mounting needs root");
+            return None;
+        }
+        let ok = Command::new("mount")
+            .args(args)
+            .arg(dir)
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        if !ok {
+            eprintln!("SKIPPED: cannot mount {args:?} at {}", dir.display());
+            return None;
+        }
+        Some(Mount {
+            dir: dir.to_path_buf(),
+        })
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let ok = Command::new("umount")
+            .arg(&self.dir)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !ok {
+            let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+        }
+    }
+}

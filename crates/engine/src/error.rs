@@ -10,12 +10,13 @@ pub enum EngineError {
     #[error(transparent)]
     Storage(#[from] StorageError),
     /// The connection to the peer broke.
-    #[error("connection to {peer} lost: {source}")]
+    #[error("connection to {peer} lost ({})", lost_because(cause))]
     Connection {
         /// The peer.
         peer: String,
-        /// The I/O error.
-        source: std::io::Error,
+        /// The I/O error. Not a `source`: its text is summed up in the message, and
+        /// printing the chain would add the TLS library's wording and URL again.
+        cause: std::io::Error,
     },
     /// The peer sent bytes that are not valid hetch frames.
     #[error("{peer} broke the protocol: {source}")]
@@ -53,7 +54,7 @@ pub enum EngineError {
     },
     /// This side was asked to stop (a server shutting down); the peer is told.
     #[error("the server is shutting down; a new session resumes what this one verified")]
-    Stopped,
+    ShuttingDown,
     /// The peer reported a fatal error.
     #[error("{peer}: {message}")]
     Peer {
@@ -63,6 +64,20 @@ pub enum EngineError {
         code: ErrorCode,
         /// Its message.
         message: String,
+    },
+    /// The destination as a whole refuses writes (read-only, full, over quota, or the
+    /// destination directory not writable): the receiver stopped the session at once
+    /// rather than failing every remaining file with the same cause.
+    #[error("{}: {cause}; stopped ({not_copied} listed {} not copied)", path.display(), if *not_copied == 1 { "file" } else { "files" })]
+    Stopped {
+        /// Where it happened (the entry being created or written).
+        path: std::path::PathBuf,
+        /// The cause, e.g. "read-only file system".
+        cause: String,
+        /// Whether it is "no space" (for the error class sent to the peer).
+        no_space: bool,
+        /// Files announced so far that were neither copied nor already there.
+        not_copied: u64,
     },
     /// The destination cannot take the operands (cp semantics).
     #[error("{0}")]
@@ -87,7 +102,7 @@ impl EngineError {
     pub fn closed_early(peer: &str) -> Self {
         EngineError::Connection {
             peer: peer.to_string(),
-            source: std::io::Error::new(
+            cause: std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
                 "the peer closed the session before its end",
             ),
@@ -123,18 +138,74 @@ impl EngineError {
             EngineError::Storage(StorageError::Refused { .. }) => ErrorCode::Path,
             EngineError::Storage(StorageError::WrongType { .. }) => ErrorCode::Path,
             EngineError::Destination(_) => ErrorCode::Path,
+            EngineError::Stopped { no_space: true, .. } => ErrorCode::NoSpace,
+            EngineError::Stopped { .. } => ErrorCode::Io,
             EngineError::Storage(_) => ErrorCode::Io,
             EngineError::Proto { .. }
             | EngineError::Unexpected { .. }
             | EngineError::Tampered { .. } => ErrorCode::Protocol,
             EngineError::Peer { code, .. } => *code,
             EngineError::Connection { .. } | EngineError::Stalled { .. } => ErrorCode::Other,
-            EngineError::Stopped => ErrorCode::Unavailable,
+            EngineError::ShuttingDown => ErrorCode::Unavailable,
             EngineError::Object(_) => ErrorCode::Io,
         };
         ErrorFrame {
             code,
             message: self.to_string(),
         }
+    }
+}
+
+/// Why a connection ended, in a few words for a one-line message: the TLS library's
+/// texts carry documentation URLs and the OS's carry "(os error N)", neither of which
+/// helps someone whose server went away.
+fn lost_because(e: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    let text = e.to_string();
+    match e.kind() {
+        ErrorKind::UnexpectedEof if text.contains("close_notify") => {
+            "closed without TLS close_notify".into()
+        }
+        ErrorKind::UnexpectedEof => "closed before the end".into(),
+        ErrorKind::ConnectionReset => "reset by the peer".into(),
+        ErrorKind::BrokenPipe => "closed by the peer".into(),
+        ErrorKind::ConnectionAborted => "aborted".into(),
+        ErrorKind::TimedOut => "timed out".into(),
+        _ => {
+            // Whatever else: the words before any URL, without the error number.
+            let words = text.split(": http").next().unwrap_or_default();
+            match words.find(" (os error") {
+                Some(i) => words[..i].to_string(),
+                None => words.to_string(),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Error, ErrorKind};
+
+    #[test]
+    fn lost_connections_read_as_one_plain_line() {
+        let tls = Error::new(
+            ErrorKind::UnexpectedEof,
+            "peer closed connection without sending TLS close_notify: https://docs.rs/rustls/latest/rustls/manual/_03_howto/index.html#unexpected-eof",
+        );
+        let e = EngineError::Connection {
+            peer: "host:7878".into(),
+            cause: tls,
+        };
+        assert_eq!(
+            e.to_string(),
+            "connection to host:7878 lost (closed without TLS close_notify)"
+        );
+        let reset = Error::from_raw_os_error(libc::ECONNRESET);
+        assert_eq!(lost_because(&reset), "reset by the peer");
+        let other = Error::from_raw_os_error(libc::EHOSTUNREACH);
+        assert_eq!(lost_because(&other), "No route to host");
+        let url = Error::other("bad record: https://example.org/x");
+        assert_eq!(lost_because(&url), "bad record");
     }
 }

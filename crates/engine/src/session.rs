@@ -133,7 +133,7 @@ pub(crate) async fn run_tasks(
                 continue;
             }
             Event::Stop => {
-                failure = Some(EngineError::Stopped);
+                failure = Some(EngineError::ShuttingDown);
                 break;
             }
         };

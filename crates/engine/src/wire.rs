@@ -117,7 +117,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             .await
             .map_err(|e| EngineError::Connection {
                 peer: self.peer.clone(),
-                source: e,
+                cause: e,
             })?;
         if !tags_equal(&tag, &expected) {
             return Err(EngineError::Tampered {
@@ -131,7 +131,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     fn conn(&self, e: std::io::Error) -> EngineError {
         EngineError::Connection {
             peer: self.peer.clone(),
-            source: e,
+            cause: e,
         }
     }
 
@@ -251,7 +251,7 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     fn conn(&self, e: std::io::Error) -> EngineError {
         EngineError::Connection {
             peer: self.peer.clone(),
-            source: e,
+            cause: e,
         }
     }
 
@@ -308,7 +308,7 @@ pub async fn read_frame_limited<R: AsyncRead + Unpin>(
 ) -> Result<Frame, EngineError> {
     let conn = |e: std::io::Error| EngineError::Connection {
         peer: peer.to_string(),
-        source: e,
+        cause: e,
     };
     let proto_err = |e| EngineError::Proto {
         peer: peer.to_string(),
@@ -359,7 +359,7 @@ pub async fn read_preamble_exact<R: AsyncRead + Unpin>(
         Err(e) => {
             return Err(EngineError::Connection {
                 peer: peer.to_string(),
-                source: e,
+                cause: e,
             })
         }
     }
@@ -376,7 +376,7 @@ pub async fn write_preamble_exact<W: AsyncWrite + Unpin>(
 ) -> Result<(), EngineError> {
     let conn = |e: std::io::Error| EngineError::Connection {
         peer: peer.to_string(),
-        source: e,
+        cause: e,
     };
     w.write_all(&proto::preamble()).await.map_err(conn)?;
     w.flush().await.map_err(conn)
@@ -396,7 +396,7 @@ pub async fn write_frame_exact<W: AsyncWrite + Unpin>(
     proto::encode(frame, &mut bytes);
     let conn = |e: std::io::Error| EngineError::Connection {
         peer: peer.to_string(),
-        source: e,
+        cause: e,
     };
     w.write_all(&bytes).await.map_err(conn)?;
     w.flush().await.map_err(conn)

@@ -72,15 +72,19 @@ impl Journal {
     pub fn create(dir: &Dir, name: &OsStr, header: &JournalHeader) -> Result<Self, StorageError> {
         let path = dir.path().join(name);
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC;
-        let mut file = dir.open_file(Path::new(name), how(flags))?;
+        let mut file = crate::part::open_held(dir, name, how(flags))?;
         file.write_all(&header.encode()).at(&path)?;
-        // Reopen in append mode so that concurrent appends never interleave.
+        // Reopen in append mode so that concurrent appends never interleave (held
+        // before the first handle lets go).
+        let journal = Self::open_append(dir, name)?;
         drop(file);
-        Self::open_append(dir, name)
+        Ok(journal)
     }
 
+    /// Opens the journal for appending, held against clean-ups (see
+    /// [`crate::leftovers`]).
     fn open_append(dir: &Dir, name: &OsStr) -> Result<Self, StorageError> {
-        let file = dir.open_file(Path::new(name), how(OFlags::WRONLY | OFlags::APPEND))?;
+        let file = crate::part::open_held(dir, name, how(OFlags::WRONLY | OFlags::APPEND))?;
         Ok(Journal {
             file,
             path: dir.path().join(name),
@@ -102,6 +106,11 @@ impl Journal {
             Err(e) if e.is_not_found() => return Ok(None),
             Err(e) => return Err(e),
         };
+        // Held while it is read, until the appending handle holds it too: a clean-up
+        // must not remove the records this resume trusts. Gone meanwhile: no journal.
+        if !crate::leftovers::hold(dir, name, &file)? {
+            return Ok(None);
+        }
         let mut head = [0u8; HEADER_LEN];
         if file.read_exact(&mut head).is_err() || head != header.encode() {
             drop(file);
@@ -128,8 +137,9 @@ impl Journal {
                 .set_len(good)
                 .at(&path)?;
         }
+        let journal = Self::open_append(dir, name)?;
         drop(file);
-        Self::open_append(dir, name).map(Some)
+        Ok(Some(journal))
     }
 
     /// Records that block `index` is written and matched `digest`.

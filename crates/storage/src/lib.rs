@@ -9,6 +9,7 @@
 //! - [`part`]: the receiving side's temporary "part" file, written with positional writes
 //!   and renamed into place only when complete and checked.
 //! - [`journal`]: the per-file record of verified block digests that makes resume work.
+//! - [`leftovers`]: finding and removing part files and journals no transfer holds.
 //!
 //! The contract every backend will share (list, stat, read_at, write_at, finalize) is
 //! written down here with the first backend; object stores arrive as a second backend.
@@ -18,10 +19,11 @@
 pub mod confined;
 mod error;
 pub mod journal;
+pub mod leftovers;
 mod listing;
 pub mod meta;
 pub mod part;
 pub mod paths;
 pub mod walk;
 
-pub use error::StorageError;
+pub use error::{kind_name, StorageError};

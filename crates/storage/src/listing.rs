@@ -149,7 +149,7 @@ fn describe(
         _ => {
             return Err(StorageError::WrongType {
                 path: abs,
-                reason: crate::walk::SPECIAL,
+                reason: crate::walk::SPECIAL.into(),
             })
         }
     };

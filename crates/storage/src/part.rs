@@ -89,14 +89,15 @@ impl PartFile {
     /// Opens the part file for `name` in `dir`. With `keep`, existing contents are kept
     /// (resume); otherwise the file starts empty. Call [`PartFile::set_len`] unless the
     /// writes will cover the whole file. A symlink under the part file's name is not
-    /// followed (it is an error).
+    /// followed (it is an error). The file is held (see [`crate::leftovers`]) so that
+    /// no clean-up removes it while it is open.
     pub fn open(dir: &Dir, name: &OsStr, keep: bool) -> Result<Self, StorageError> {
         let part = part_name(name);
         let mut flags = OFlags::RDWR | OFlags::CREATE;
         if !keep {
             flags |= OFlags::TRUNC;
         }
-        let file = dir.open_file(Path::new(&part), OpenHow { flags, mode: 0o600 })?;
+        let file = open_held(dir, &part, OpenHow { flags, mode: 0o600 })?;
         Ok(PartFile {
             file,
             path: dir.path().join(&part),
@@ -200,7 +201,7 @@ impl PartFile {
             Err(StorageError::Io { source, .. }) if source.raw_os_error() == Some(libc::EISDIR) => {
                 return Err(StorageError::WrongType {
                     path: self.dir.path().join(&self.name),
-                    reason: "is a directory where a file is needed",
+                    reason: "is a directory where a file is needed".into(),
                 })
             }
             Err(e) => return Err(e),
@@ -221,6 +222,23 @@ impl PartFile {
     pub fn discard(self) {
         discard(&self.dir, &self.name);
     }
+}
+
+/// Opens (creating, with `how`) temporary file `name` in `dir` and holds it: again
+/// when a clean-up removed it between the open and the lock.
+pub(crate) fn open_held(dir: &Dir, name: &OsStr, how: OpenHow) -> Result<File, StorageError> {
+    // Each retry means a cleaner removed the file just then; it will not keep doing so
+    // to a file that is held, so a few rounds are plenty.
+    for _ in 0..8 {
+        let file = dir.open_file(Path::new(name), how)?;
+        if crate::leftovers::hold(dir, name, &file)? {
+            return Ok(file);
+        }
+    }
+    Err(StorageError::Refused {
+        path: dir.path().join(name).display().to_string(),
+        reason: "removed again and again while being opened",
+    })
 }
 
 /// Removes the part file and journal of `name` in `dir`, whoever still has them open

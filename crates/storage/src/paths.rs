@@ -65,7 +65,7 @@ pub fn canonical_root(root: &Path) -> Result<PathBuf, StorageError> {
     if !canon.is_dir() {
         return Err(StorageError::WrongType {
             path: root.to_path_buf(),
-            reason: "is not a directory",
+            reason: "is not a directory".into(),
         });
     }
     Ok(canon)

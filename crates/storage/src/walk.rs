@@ -152,7 +152,7 @@ pub fn entry(path: &Path, rel: Vec<u8>) -> Result<SourceEntry, StorageError> {
     } else {
         return Err(StorageError::WrongType {
             path: path.to_path_buf(),
-            reason: SPECIAL,
+            reason: SPECIAL.into(),
         });
     };
     Ok(SourceEntry {

@@ -30,17 +30,7 @@ pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
         Ok(None) => return Err(format!("{shown}: missing at the destination")),
         Err(err) => return Err(err.to_string()),
     };
-    let kind = |md: &std::fs::Metadata| {
-        if md.is_dir() {
-            "a directory"
-        } else if md.file_type().is_symlink() {
-            "a symlink"
-        } else if md.is_file() {
-            "a file"
-        } else {
-            "a special file"
-        }
-    };
+    let kind = |md: &std::fs::Metadata| hetch_storage::kind_name(md.file_type());
     match &e.kind {
         EntryKind::Dir if md.is_dir() => Ok(()),
         EntryKind::Dir => Err(format!(

@@ -262,8 +262,7 @@ pub(crate) fn seal_rest(sh: &SinkShared, rest: SealRest) -> Result<Vec<Frame>, E
         });
         match outcome {
             Ok(reply) => replies.extend(reply),
-            Err(e) if e.is_no_space() => return Err(e.into()),
-            Err(e) => return Ok(sh.fail_file(file, e.to_string()).into_iter().collect()),
+            Err(e) => return Ok(sh.file_error(file, &inc, e)?.into_iter().collect()),
         }
     }
     if !ask.is_empty() {
@@ -341,8 +340,7 @@ fn finish_part(
     );
     match r {
         Ok(f) => Ok(Some(f)),
-        Err(e) if e.is_no_space() => Err(e.into()),
-        Err(e) => Ok(sh.fail_file(id, e.to_string())),
+        Err(e) => sh.file_error(id, inc, e),
     }
 }
 
@@ -406,8 +404,7 @@ pub(crate) fn piece(sh: &SinkShared, p: hetch_proto::Piece) -> Result<Option<Fra
             Ok(None)
         }
         Ok(false) => Ok(None),
-        Err(e) if e.is_no_space() => Err(e.into()),
-        Err(e) => Ok(sh.fail_file(p.file, e.to_string())),
+        Err(e) => sh.file_error(p.file, &inc, e),
     }
 }
 
@@ -511,8 +508,7 @@ pub(crate) fn cover(
     };
     match outcome {
         Ok(reply) => Ok(reply),
-        Err(e) if e.is_no_space() => Err(e.into()),
-        Err(e) => Ok(sh.fail_file(id, e.to_string())),
+        Err(e) => sh.file_error(id, &inc, e),
     }
 }
 

@@ -264,6 +264,10 @@ pub(crate) struct SinkShared {
     pub tops: Option<crate::tops::TopCheck>,
     /// Directories already listed in `dirs` (a followed tree announces them again).
     dirs_seen: Mutex<std::collections::HashSet<PathBuf>>,
+    /// Files and symlinks announced so far (for "N files not copied" when stopped).
+    pub announced: AtomicU64,
+    /// The destination refused writes as a whole: no part file may be created any more.
+    pub stopped: AtomicBool,
     /// File schedule: files written and waiting for, or in, their check.
     backlog: Mutex<usize>,
     backlog_shrank: std::sync::Condvar,
@@ -465,6 +469,58 @@ impl SinkShared {
         Some(self.failure(id, message))
     }
 
+    /// Whether `e`, met creating or writing an entry (`top_level`: directly in the
+    /// destination directory), makes the whole destination unusable: the file system
+    /// is read-only, full or over quota, or the destination directory itself refuses
+    /// new entries (`EACCES`/`EPERM` there; deeper down such an error belongs to one
+    /// directory the user may have protected on purpose, and fails only its entries).
+    pub fn stops_session(&self, e: &StorageError, top_level: bool) -> bool {
+        e.is_file_system_wide() || (top_level && e.is_permission())
+    }
+
+    /// Stops the session for an error that applies to the whole destination (see
+    /// [`SinkShared::stops_session`]), met at `at`: every file in flight is dropped
+    /// with its part file and journal (they cannot be completed, and on a full disk
+    /// they hold the very space that is missing), and no part file is created after.
+    pub fn stop(&self, e: StorageError, at: &std::path::Path) -> EngineError {
+        self.stopped.store(true, SeqCst);
+        let files: Vec<_> = self.files.lock().expect("files lock").drain().collect();
+        for (_, inc) in files {
+            {
+                // Under the file's lock: a writer that is opening its part file
+                // finishes first, and any later one sees `failed`.
+                let mut st = inc.state.lock().expect("file lock");
+                st.failed = true;
+                st.part = None;
+                st.journal = None;
+            }
+            self.discard(&inc);
+        }
+        let p = &self.progress;
+        let settled = p.files.load(SeqCst) + p.skipped.load(SeqCst);
+        EngineError::Stopped {
+            path: at.to_path_buf(),
+            cause: e.short_cause().unwrap_or_else(|| e.to_string()),
+            no_space: e.is_no_space(),
+            not_copied: self.announced.load(SeqCst).saturating_sub(settled),
+        }
+    }
+
+    /// A storage error while receiving file `id`: one that makes the whole destination
+    /// unusable stops the session; any other fails that file alone (its report, `None`
+    /// when it had failed already).
+    pub fn file_error(
+        &self,
+        id: u64,
+        inc: &IncomingFile,
+        e: StorageError,
+    ) -> Result<Option<Frame>, EngineError> {
+        if self.stops_session(&e, inc.rel.components().count() <= 1) {
+            return Err(self.stop(e, &inc.final_path));
+        }
+        Ok(self.fail_file(id, e.to_string()))
+    }
+
     /// Records a per-file failure and makes its report for the source.
     pub fn failure(&self, id: u64, message: String) -> Frame {
         self.progress.fail(message.clone());
@@ -519,6 +575,8 @@ pub async fn run_sink(
         ending: Mutex::default(),
         durable: Mutex::new(None),
         dirs_seen: Mutex::default(),
+        announced: AtomicU64::new(0),
+        stopped: AtomicBool::new(false),
         backlog: Mutex::new(0),
         backlog_shrank: std::sync::Condvar::new(),
     });
@@ -755,12 +813,13 @@ async fn finisher(shared: Arc<SinkShared>, ctl: mpsc::Sender<Frame>) -> Result<(
     let sh = shared.clone();
     let extras = tokio::task::spawn_blocking(move || {
         // Removal comes before directory metadata: it changes the directories' mtimes.
-        let extras = if sh.opts.compare_only {
+        let mut extras = if sh.opts.compare_only {
             mirror::compare_extras(&sh)
         } else {
             mirror::delete_extras(&sh)
         };
-        plan::finish_dirs(&sh).map(|_| extras)
+        extras.extend(plan::finish_dirs(&sh)?);
+        Ok::<_, EngineError>(extras)
     })
     .await
     .expect("finish task panicked")?;
@@ -799,7 +858,7 @@ pub(crate) async fn data_reader(
             Ok(None) => {
                 return Err(EngineError::Connection {
                     peer,
-                    source: std::io::ErrorKind::UnexpectedEof.into(),
+                    cause: std::io::ErrorKind::UnexpectedEof.into(),
                 })
             }
             Err(e) => return Err(e),

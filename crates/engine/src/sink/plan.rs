@@ -51,6 +51,8 @@ pub(crate) fn plan_batch(sh: &SinkShared, batch: Vec<Entry>) -> Result<Planned, 
         }
         return Ok((plan, follow, rechecks));
     }
+    let files = batch.iter().filter(|e| !matches!(e.kind, EntryKind::Dir));
+    sh.announced.fetch_add(files.count() as u64, SeqCst);
     if sh.opts.delete.is_some_and(|d| d.dry_run) {
         for e in batch {
             plan.push(PlanItem {
@@ -72,9 +74,11 @@ pub(crate) fn plan_batch(sh: &SinkShared, batch: Vec<Entry>) -> Result<Planned, 
         let top_level = !e.path.contains(&b'/');
         match plan_entry(sh, &e, &mut follow, &mut rechecks) {
             Ok(action) => plan.push(PlanItem { id: e.id, action }),
-            Err(err) if err.is_no_space() || (top_level && is_wrong_type(&err)) => {
-                return Err(err.into())
+            Err(err) if sh.stops_session(&err, top_level) => {
+                let at = sh.target(&e.path).map(|t| t.shown);
+                return Err(sh.stop(err, &at.unwrap_or_default()));
             }
+            Err(err) if top_level && is_wrong_type(&err) => return Err(err.into()),
             Err(err) => {
                 let message = err.to_string();
                 sh.progress.fail(message.clone());
@@ -156,11 +160,12 @@ fn plan_entry(
 fn plan_dir(sh: &SinkShared, at: &Target, fm: FinalMeta) -> Result<PlanAction, StorageError> {
     match sh.fs().stat(&at.rel)? {
         Some(md) if md.is_dir() => {}
-        Some(_) => {
-            return Err(StorageError::WrongType {
-                path: at.shown.clone(),
-                reason: "is a file where a directory is needed",
-            })
+        Some(md) => {
+            return Err(StorageError::found_where_needed(
+                &at.shown,
+                md.file_type(),
+                "directory",
+            ))
         }
         None => {
             // Owner-writable until the end, so that a read-only source directory can
@@ -206,11 +211,14 @@ fn plan_symlink(
             return Ok(PlanAction::Skip);
         }
         Some(md) if md.is_dir() => {
-            return Err(StorageError::WrongType {
-                path: at.shown.clone(),
-                reason: "is a directory where a symlink is needed",
-            })
+            return Err(StorageError::found_where_needed(
+                &at.shown,
+                md.file_type(),
+                "symlink",
+            ))
         }
+        // Something else, or a link pointing elsewhere: replaced, unless told not to.
+        Some(md) if sh.opts.no_clobber => return Err(not_replaced(at, md.file_type())),
         _ => {}
     }
     // Create under the temporary name and rename over: replacing is atomic.
@@ -221,6 +229,23 @@ fn plan_symlink(
     parent.rename(&tmp, &name)?;
     Progress::add(&sh.progress.files, 1);
     Ok(PlanAction::Skip)
+}
+
+/// `--no-clobber`: the destination has a different entry of type `found` where an
+/// entry goes. Its type is named when it is not a file, so that a planted symlink is
+/// not mistaken for a differing file.
+fn not_replaced(at: &Target, found: std::fs::FileType) -> StorageError {
+    let reason = if found.is_symlink() {
+        "is a symlink that differs; not replaced (--no-clobber)"
+    } else if found.is_file() {
+        "exists and differs; not replaced (--no-clobber)"
+    } else {
+        "is a special file; not replaced (--no-clobber)"
+    };
+    StorageError::Refused {
+        path: at.shown.display().to_string(),
+        reason,
+    }
 }
 
 /// A file entry as announced by the source.
@@ -288,10 +313,11 @@ fn plan_file(
     }
     match sh.fs().stat(&at.rel)? {
         Some(md) if md.is_dir() => {
-            return Err(StorageError::WrongType {
-                path: at.shown.clone(),
-                reason: "is a directory where a file is needed",
-            })
+            return Err(StorageError::found_where_needed(
+                &at.shown,
+                md.file_type(),
+                "file",
+            ))
         }
         Some(md) => {
             let same_size = md.is_file() && md.len() == size;
@@ -317,10 +343,7 @@ fn plan_file(
                 return Ok(PlanAction::Skip);
             }
             if sh.opts.no_clobber {
-                return Err(StorageError::Refused {
-                    path: at.shown.display().to_string(),
-                    reason: "exists and differs; not replaced (--no-clobber)",
-                });
+                return Err(not_replaced(&at, md.file_type()));
             }
         }
         None => {}
@@ -452,24 +475,58 @@ pub(crate) fn missing_ranges(state: &FileState, blocks: u64) -> Vec<(u64, u64)> 
 }
 
 /// Applies directory modes and mtimes (deepest first, after their contents changed
-/// them) and flushes the destination file system.
-pub(crate) fn finish_dirs(sh: &SinkShared) -> Result<(), EngineError> {
+/// them) and flushes the destination file system. A directory that could not be
+/// finished is a failure reported to the source like a file's (so that it is named
+/// wherever the user looks), in the returned frames.
+pub(crate) fn finish_dirs(sh: &SinkShared) -> Result<Vec<Frame>, EngineError> {
     let dirs = std::mem::take(&mut *sh.dirs.lock().expect("dirs lock"));
+    // Before the directories get their times: removing changes them.
+    remove_leftovers(sh, &dirs);
+    let mut failed = Vec::new();
     for (rel, fm) in dirs.iter().rev() {
         // Through the directory itself, opened with no symlink on the way: a
         // directory swapped for a link since it was made is not followed.
+        let shown = sh.fs().path().join(rel);
         let r = sh.fs().open_dir(rel).and_then(|d| {
-            let shown = sh.fs().path().join(rel);
+            let md = d.metadata().map_err(|e| StorageError::io(&shown, e))?;
+            // Already right (a run that skipped everything): nothing to write, which
+            // also spares a read-only copy an error.
+            let same_time = md.mtime() == fm.mtime_sec && md.mtime_nsec() == fm.mtime_nsec as i64;
+            if md.mode() & 0o7777 == fm.mode && same_time {
+                return Ok(());
+            }
             d.set_permissions(std::fs::Permissions::from_mode(fm.mode))
                 .map_err(|e| StorageError::io(&shown, e))?;
             meta::set_file_mtime(&d, &shown, fm.mtime_sec, fm.mtime_nsec)
         });
         if let Err(e) = r {
-            sh.progress.fail(e.to_string());
+            failed.push(sh.failure(u64::MAX, e.to_string()));
         }
     }
     if let Some(fs) = sh.fs.get() {
         fs.sync_fs()?;
     }
-    Ok(())
+    Ok(failed)
+}
+
+/// Removes the part files and journals that earlier, interrupted runs left in the
+/// directories this session copied, and that no transfer holds (see
+/// `hetch_storage::leftovers`). Every entry of such a directory came from the source
+/// and has been settled by now (its own part file renamed or removed), so what is
+/// left belongs to a file the source no longer has, or to another hetch writing here
+/// right now, which holds its files and keeps them. The destination directory itself
+/// is left alone: other transfers into it may be paused, to be resumed later.
+fn remove_leftovers(sh: &SinkShared, dirs: &[(std::path::PathBuf, FinalMeta)]) {
+    use hetch_storage::confined::Links;
+    use hetch_storage::leftovers::{clean_dir, Clean};
+    for (rel, _) in dirs {
+        let Ok(dir) = sh.fs().subdir(rel, Links::Refuse) else {
+            continue; // replaced meanwhile: not ours to look into
+        };
+        clean_dir(&dir, Clean::default(), &mut |r| {
+            if let Err(e) = r {
+                sh.progress.warn(&format!("leftover not removed: {e}"));
+            }
+        });
+    }
 }

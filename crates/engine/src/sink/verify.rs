@@ -106,9 +106,8 @@ fn run(sh: &SinkShared, job: Job) -> Result<Vec<Frame>, EngineError> {
                 }
             }
             Ok(None) => {}
-            Err(e) if e.is_no_space() => return Err(e.into()),
             Err(e) => {
-                replies.extend(sh.fail_file(file, e.to_string()));
+                replies.extend(sh.file_error(file, &inc, e)?);
                 break;
             }
         }

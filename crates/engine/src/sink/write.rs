@@ -121,8 +121,7 @@ fn handle_block(
     };
     match outcome {
         Ok(reply) => Ok(reply),
-        Err(e) if e.is_no_space() => Err(e.into()),
-        Err(e) => Ok(sh.fail_file(h.file, e.to_string())),
+        Err(e) => sh.file_error(h.file, &inc, e),
     }
 }
 
@@ -178,6 +177,9 @@ fn store(
             s.stored.insert(h.block);
         }
         if st.part.is_none() {
+            if sh.stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                return Ok(false); // the session is stopping: nothing new on disk
+            }
             // Not sized up front: writes that extend the file in (mostly) ascending
             // order are much cheaper on ext4 than filling a pre-sized sparse file. A
             // file whose zero blocks were skipped is sized when it is finished.

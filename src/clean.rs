@@ -1,0 +1,52 @@
+//! `hetch clean DIR [--dry-run]`: lists and removes the part files and journals that
+//! interrupted transfers left under DIR and that no running transfer holds.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use hetch_proto::escape_text;
+use hetch_storage::leftovers::{clean_tree, Clean, Outcome};
+
+use crate::units::human_bytes;
+
+/// Cleans `dir`: one line per leftover on stdout (what was, or with `dry_run` would
+/// be, removed; what a running transfer holds and was kept), a total on stderr, each
+/// error on stderr. Exit 0, or 3 when something could not be looked at or removed.
+pub fn run(dir: &Path, dry_run: bool) -> ExitCode {
+    let how = Clean {
+        dry_run,
+        symlinks: true,
+    };
+    let (mut count, mut bytes, mut kept, mut errors) = (0u64, 0u64, 0u64, 0u64);
+    clean_tree(dir, how, &mut |r| match r {
+        Ok(l) => {
+            let shown = escape_text(&l.path.display().to_string());
+            let what = match l.outcome {
+                Outcome::Removed => "removed",
+                Outcome::Stale => "would remove",
+                Outcome::InUse => {
+                    kept += 1;
+                    println!("in use, kept {shown}");
+                    return;
+                }
+            };
+            count += 1;
+            bytes += l.bytes;
+            println!("{what} {shown} ({})", human_bytes(l.bytes as f64));
+        }
+        Err(e) => {
+            errors += 1;
+            eprintln!("hetch: error: {}", escape_text(&e.to_string()));
+        }
+    });
+    let verb = if dry_run { "would remove" } else { "removed" };
+    eprintln!(
+        "hetch clean: {verb} {count} leftover files ({}); {kept} in use by a running transfer",
+        human_bytes(bytes as f64)
+    );
+    if errors > 0 {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

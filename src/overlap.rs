@@ -1,0 +1,86 @@
+//! Refusing a local copy onto or into itself (`cp a a`, `cp a a/sub`), which would
+//! otherwise nest a copy of the tree inside the tree it is reading. Only local
+//! operands can be compared: a server's paths live on another machine.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// The identity of a file: device and inode, whatever path reaches it.
+fn id_of(md: &std::fs::Metadata) -> (u64, u64) {
+    (md.dev(), md.ino())
+}
+
+/// The error line for copying `src` to `dest` when it would write onto `src` itself or
+/// inside it; `None` when they are apart (or `src` cannot be looked at: the copy
+/// reports that itself).
+pub fn copy_into_itself(src: &Path, dest: &Path) -> Option<String> {
+    let source = std::fs::symlink_metadata(src).ok()?;
+    let id = id_of(&source);
+    let (s, d) = (src.display(), dest.display());
+    // The destination itself (followed: a link to a directory is copied into).
+    if let Ok(md) = std::fs::metadata(dest) {
+        if id_of(&md) == id {
+            return Some(format!("cannot copy {s} onto itself ({d} is the same)"));
+        }
+        // Into an existing directory: where the copy would go.
+        if md.is_dir() {
+            let inside = dest.join(src.file_name()?);
+            if std::fs::symlink_metadata(&inside).is_ok_and(|m| id_of(&m) == id) {
+                return Some(format!(
+                    "cannot copy {s} onto itself ({} is the same)",
+                    inside.display()
+                ));
+            }
+        }
+    }
+    if !source.is_dir() {
+        return None;
+    }
+    // A destination below the source: every ancestor of where it would be made.
+    let existing = deepest_existing(dest)?;
+    let mut at = Some(existing.as_path());
+    while let Some(p) = at {
+        if std::fs::metadata(p).is_ok_and(|m| id_of(&m) == id) {
+            return Some(format!("cannot copy the directory {s} into itself ({d})"));
+        }
+        at = p.parent();
+    }
+    None
+}
+
+/// The canonical path of the deepest part of `path` that exists (the destination
+/// may not exist yet: its parent decides where it would be made).
+fn deepest_existing(path: &Path) -> Option<PathBuf> {
+    let mut p = path;
+    loop {
+        let here = if p.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            p
+        };
+        if let Ok(c) = std::fs::canonicalize(here) {
+            return Some(c);
+        }
+        p = p.parent()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlaps_are_found_and_neighbours_pass() {
+        let t = tempfile::tempdir().unwrap();
+        let a = t.path().join("a");
+        std::fs::create_dir_all(a.join("sub")).unwrap();
+        std::fs::create_dir_all(t.path().join("b")).unwrap();
+        assert!(copy_into_itself(&a, &a).is_some());
+        assert!(copy_into_itself(&a, &a.join("sub")).is_some());
+        assert!(copy_into_itself(&a, &a.join("new/deeper")).is_some());
+        assert!(copy_into_itself(&a.join("sub"), &a).is_some());
+        assert!(copy_into_itself(&a, &t.path().join("b")).is_none());
+        assert!(copy_into_itself(&a, &t.path().join("a2")).is_none());
+        assert!(copy_into_itself(&a.join("sub"), &t.path().join("b")).is_none());
+    }
+}

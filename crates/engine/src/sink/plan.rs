@@ -480,8 +480,12 @@ pub(crate) fn missing_ranges(state: &FileState, blocks: u64) -> Vec<(u64, u64)> 
 /// wherever the user looks), in the returned frames.
 pub(crate) fn finish_dirs(sh: &SinkShared) -> Result<Vec<Frame>, EngineError> {
     let dirs = std::mem::take(&mut *sh.dirs.lock().expect("dirs lock"));
-    // Before the directories get their times: removing changes them.
-    remove_leftovers(sh, &dirs);
+    // Before the directories get their times: removing changes them. A comparison
+    // changes nothing, and a mirroring session's deletion phase has already dealt
+    // with leftovers (and must leave everything alone when it refused to delete).
+    if !sh.opts.compare_only && sh.opts.delete.is_none() {
+        remove_leftovers(sh, &dirs);
+    }
     let mut failed = Vec::new();
     for (rel, fm) in dirs.iter().rev() {
         // Through the directory itself, opened with no symlink on the way: a

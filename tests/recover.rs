@@ -71,15 +71,34 @@ fn push_args(src: &Path, srv: &Server, extra: &[&str]) -> Vec<std::ffi::OsString
     a
 }
 
+/// A push of a fresh source to a new server (started with `server_flags`), running
+/// with `cp_flags` and past `records` verified blocks.
+struct Push {
+    src: PathBuf,
+    srv: Server,
+    dst: PathBuf,
+    cp: Running,
+}
+
+fn push_under_way(t: &Path, server_flags: &[&str], cp_flags: &[&str], records: u64) -> Push {
+    let src = source(t);
+    let srv = Server::start_with(&t.join("root"), &t.join("state"), server_flags, &[]);
+    let dst = srv.root.join("big.bin");
+    let mut cp = srv.spawn_cp(&push_args(&src, &srv, cp_flags), &[]);
+    wait_for_records(&dst, records, &mut cp);
+    Push { src, srv, dst, cp }
+}
+
 /// kill -9 of the server, and a new one on the same port: the same `cp` finishes.
 #[test]
 fn server_killed_and_restarted_under_one_push() {
     let t = tempdir();
-    let src = source(t.path());
-    let mut srv = Server::start(&t.path().join("root"), &t.path().join("state"));
-    let dst = srv.root.join("big.bin");
-    let mut cp = srv.spawn_cp(&push_args(&src, &srv, &[]), &[]);
-    wait_for_records(&dst, 64, &mut cp);
+    let Push {
+        src,
+        mut srv,
+        dst,
+        cp,
+    } = push_under_way(t.path(), &[], &[], 64);
     srv.kill9();
     let srv = restart(&srv);
     let out = cp.wait();
@@ -129,11 +148,12 @@ fn server_killed_and_restarted_under_one_pull() {
 #[test]
 fn server_shutdown_tells_the_client_which_resumes() {
     let t = tempdir();
-    let src = source(t.path());
-    let mut srv = Server::start(&t.path().join("root"), &t.path().join("state"));
-    let dst = srv.root.join("big.bin");
-    let mut cp = srv.spawn_cp(&push_args(&src, &srv, &[]), &[]);
-    wait_for_records(&dst, 64, &mut cp);
+    let Push {
+        src,
+        mut srv,
+        dst,
+        cp,
+    } = push_under_way(t.path(), &[], &[], 64);
     signal(srv.pid(), "-TERM");
     wait_for("the server to exit", || !srv.alive());
     assert!(
@@ -157,12 +177,13 @@ fn server_shutdown_tells_the_client_which_resumes() {
 #[test]
 fn a_stopped_server_is_a_lost_session_both_ways() {
     let t = tempdir();
-    let src = source(t.path());
-    let srv = Server::start(&t.path().join("root"), &t.path().join("state"));
     let quick = ["--stall-timeout", "3s", "--retries", "0"];
-    let dst = srv.root.join("big.bin");
-    let mut push = srv.spawn_cp(&push_args(&src, &srv, &quick), &[]);
-    wait_for_records(&dst, 16, &mut push);
+    let Push {
+        src,
+        srv,
+        dst,
+        cp: push,
+    } = push_under_way(t.path(), &[], &quick, 16);
     signal(srv.pid(), "-STOP");
     let out = push.wait();
     signal(srv.pid(), "-CONT");
@@ -192,16 +213,7 @@ fn a_stopped_server_is_a_lost_session_both_ways() {
 #[test]
 fn a_stopped_client_is_noticed_by_the_server() {
     let t = tempdir();
-    let src = source(t.path());
-    let srv = Server::start_with(
-        &t.path().join("root"),
-        &t.path().join("state"),
-        &["--stall-timeout", "3s"],
-        &[],
-    );
-    let dst = srv.root.join("big.bin");
-    let mut cp = srv.spawn_cp(&push_args(&src, &srv, &[]), &[]);
-    wait_for_records(&dst, 16, &mut cp);
+    let Push { srv, mut cp, .. } = push_under_way(t.path(), &["--stall-timeout", "3s"], &[], 16);
     signal(cp.pid(), "-STOP");
     wait_for("the server to give up on the session", || {
         srv.log().contains("stopped answering")
@@ -214,12 +226,7 @@ fn a_stopped_client_is_noticed_by_the_server() {
 #[test]
 fn a_server_stopped_then_continued_is_recovered_from() {
     let t = tempdir();
-    let src = source(t.path());
-    let srv = Server::start(&t.path().join("root"), &t.path().join("state"));
-    let dst = srv.root.join("big.bin");
-    let args = push_args(&src, &srv, &["--stall-timeout", "3s"]);
-    let mut cp = srv.spawn_cp(&args, &[]);
-    wait_for_records(&dst, 16, &mut cp);
+    let Push { src, srv, dst, cp } = push_under_way(t.path(), &[], &["--stall-timeout", "3s"], 16);
     signal(srv.pid(), "-STOP");
     // The client gives up on the session while the server is stopped...
     wait_for("the client to notice", || {

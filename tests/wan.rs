@@ -103,11 +103,9 @@ fn reconnects(out: &Out) -> u64 {
 /// `cp` recovers each time until the copy is complete and identical.
 #[test]
 fn tls_copy_through_a_link_that_damages_segments_recovers_and_is_identical() {
-    if let Err(why) = can_run() {
-        eprintln!("SKIPPED hetch wan corruption test: {why}");
+    let Some(_turn) = testbed_turn("hetch wan corruption test") else {
         return;
-    }
-    let _turn = TESTBED.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let t = tempdir();
     let src = t.path().join("data");
     Tree::new(&src)
@@ -157,11 +155,9 @@ fn tls_copy_through_a_link_that_damages_segments_recovers_and_is_identical() {
 /// the silence, and the one `cp` resumes once the path is back.
 #[test]
 fn a_link_cut_longer_than_the_stall_timeout_then_restored_is_recovered_from() {
-    if let Err(why) = can_run() {
-        eprintln!("SKIPPED hetch wan cut test: {why}");
+    let Some(_turn) = testbed_turn("hetch wan cut test") else {
         return;
-    }
-    let _turn = TESTBED.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let t = tempdir();
     let src = t.path().join("data");
     Tree::new(&src).file("big.bin", 32 << 20, 95);
@@ -218,13 +214,20 @@ fn a_link_cut_longer_than_the_stall_timeout_then_restored_is_recovered_from() {
 /// The tests share one testbed (fixed namespace names), so they take turns.
 static TESTBED: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// This test's turn with the testbed, or `None` (having said why) where it cannot run.
+fn testbed_turn(what: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    if let Err(why) = can_run() {
+        eprintln!("SKIPPED {what}: {why}");
+        return None;
+    }
+    Some(TESTBED.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 #[test]
 fn push_across_the_emulated_wan_then_down_leaves_nothing() {
-    if let Err(why) = can_run() {
-        eprintln!("SKIPPED hetch wan test: {why}");
+    let Some(_turn) = testbed_turn("hetch wan test") else {
         return;
-    }
-    let _turn = TESTBED.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let t = tempdir();
     let src = t.path().join("data");
     Tree::new(&src)
@@ -292,11 +295,9 @@ fn push_across_the_emulated_wan_then_down_leaves_nothing() {
 
 #[test]
 fn auto_picks_netem_exactly_when_the_kernel_has_it_and_refuses_it_clearly_otherwise() {
-    if let Err(why) = can_run() {
-        eprintln!("SKIPPED hetch wan link-choice test: {why}");
+    let Some(_turn) = testbed_turn("hetch wan link-choice test") else {
         return;
-    }
-    let _turn = TESTBED.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let _down = Down;
     let netem = hetch(&args!["wan", "up", "--link", "netem", "--rtt", "2ms"], &[]);
     let has_netem = netem.code() == Some(0);

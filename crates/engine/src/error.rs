@@ -43,6 +43,15 @@ pub enum EngineError {
         /// Which frame.
         what: String,
     },
+    /// The peer closed the control connection before the session's end: it gave up on
+    /// the session (a data stream of its own broke, it was stopped) without saying
+    /// why. For us the connection is lost; unlike [`EngineError::Connection`] no
+    /// reason can follow on the control stream, so none is waited for.
+    #[error("connection to {peer} lost (the peer closed the session before its end)")]
+    ClosedEarly {
+        /// The peer.
+        peer: String,
+    },
     /// Nothing arrived from the peer for the whole stall timeout (its process stopped,
     /// its host gone, the path cut): treated like a lost connection.
     #[error("{peer} stopped answering: nothing received for {secs} s (see --stall-timeout)")]
@@ -96,16 +105,10 @@ impl EngineError {
         }
     }
 
-    /// `peer` closed the control connection before the session's end: it gave up on
-    /// the session (a data stream of its own broke, it was stopped) without saying
-    /// why; for us, the connection is lost.
+    /// `peer` closed the control connection before the session's end.
     pub fn closed_early(peer: &str) -> Self {
-        EngineError::Connection {
+        EngineError::ClosedEarly {
             peer: peer.to_string(),
-            cause: std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "the peer closed the session before its end",
-            ),
         }
     }
 
@@ -124,6 +127,7 @@ impl EngineError {
     pub fn is_transient(&self) -> bool {
         match self {
             EngineError::Connection { .. }
+            | EngineError::ClosedEarly { .. }
             | EngineError::Stalled { .. }
             | EngineError::Tampered { .. } => true,
             EngineError::Peer { code, .. } => *code == ErrorCode::Unavailable,
@@ -145,7 +149,9 @@ impl EngineError {
             | EngineError::Unexpected { .. }
             | EngineError::Tampered { .. } => ErrorCode::Protocol,
             EngineError::Peer { code, .. } => *code,
-            EngineError::Connection { .. } | EngineError::Stalled { .. } => ErrorCode::Other,
+            EngineError::Connection { .. }
+            | EngineError::ClosedEarly { .. }
+            | EngineError::Stalled { .. } => ErrorCode::Other,
             EngineError::ShuttingDown => ErrorCode::Unavailable,
             EngineError::Object(_) => ErrorCode::Io,
         };

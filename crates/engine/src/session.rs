@@ -175,7 +175,12 @@ pub(crate) async fn run_tasks(
                 }
             }
             // A peer's own error need not be echoed back to it.
-            if !matches!(e, EngineError::Peer { .. } | EngineError::Connection { .. }) {
+            if !matches!(
+                e,
+                EngineError::Peer { .. }
+                    | EngineError::Connection { .. }
+                    | EngineError::ClosedEarly { .. }
+            ) {
                 let _ = ctl_tx.try_send(Frame::Error(e.to_frame()));
             }
             drop(ctl_tx);

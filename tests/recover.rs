@@ -55,13 +55,16 @@ fn restart(old: &Server) -> Server {
     Server::start_with(&old.root, &old.state_dir, &["--listen", &listen], &[])
 }
 
-fn signal(pid: u32, sig: &str) {
-    let ok = std::process::Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .expect("run kill")
-        .success();
-    assert!(ok, "kill {sig} {pid}");
+/// Sends `sig` to `pid` (kill(2) itself: a fresh machine need not have procps).
+fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) on a child process of this test.
+    let r = unsafe { libc::kill(pid as libc::pid_t, sig) };
+    assert_eq!(
+        r,
+        0,
+        "kill {sig} {pid}: {}",
+        std::io::Error::last_os_error()
+    );
 }
 
 fn push_args(src: &Path, srv: &Server, extra: &[&str]) -> Vec<std::ffi::OsString> {
@@ -154,7 +157,7 @@ fn server_shutdown_tells_the_client_which_resumes() {
         dst,
         cp,
     } = push_under_way(t.path(), &[], &[], 64);
-    signal(srv.pid(), "-TERM");
+    signal(srv.pid(), libc::SIGTERM);
     wait_for("the server to exit", || !srv.alive());
     assert!(
         srv.log().contains("shutting down"),
@@ -184,9 +187,9 @@ fn a_stopped_server_is_a_lost_session_both_ways() {
         dst,
         cp: push,
     } = push_under_way(t.path(), &[], &quick, 16);
-    signal(srv.pid(), "-STOP");
+    signal(srv.pid(), libc::SIGSTOP);
     let out = push.wait();
-    signal(srv.pid(), "-CONT");
+    signal(srv.pid(), libc::SIGCONT);
     out.expect_code(1);
     let line = out.one_line_naming(&[&srv.addr]);
     assert!(line.contains("stopped answering"), "{out:?}");
@@ -200,9 +203,9 @@ fn a_stopped_server_is_a_lost_session_both_ways() {
     a.extend(args![srv.url("big.bin"), &back]);
     let mut pull = srv.spawn_cp(&a, &[]);
     wait_for_records(&back.join("big.bin"), 16, &mut pull);
-    signal(srv.pid(), "-STOP");
+    signal(srv.pid(), libc::SIGSTOP);
     let out = pull.wait();
-    signal(srv.pid(), "-CONT");
+    signal(srv.pid(), libc::SIGCONT);
     out.expect_code(1);
     let line = out.one_line_naming(&[&srv.addr]);
     assert!(line.contains("stopped answering"), "{out:?}");
@@ -214,11 +217,11 @@ fn a_stopped_server_is_a_lost_session_both_ways() {
 fn a_stopped_client_is_noticed_by_the_server() {
     let t = tempdir();
     let Push { srv, mut cp, .. } = push_under_way(t.path(), &["--stall-timeout", "3s"], &[], 16);
-    signal(cp.pid(), "-STOP");
+    signal(cp.pid(), libc::SIGSTOP);
     wait_for("the server to give up on the session", || {
         srv.log().contains("stopped answering")
     });
-    signal(cp.pid(), "-CONT");
+    signal(cp.pid(), libc::SIGCONT);
     cp.kill9();
 }
 
@@ -227,13 +230,13 @@ fn a_stopped_client_is_noticed_by_the_server() {
 fn a_server_stopped_then_continued_is_recovered_from() {
     let t = tempdir();
     let Push { src, srv, dst, cp } = push_under_way(t.path(), &[], &["--stall-timeout", "3s"], 16);
-    signal(srv.pid(), "-STOP");
+    signal(srv.pid(), libc::SIGSTOP);
     // The client gives up on the session while the server is stopped...
     wait_for("the client to notice", || {
         cp.stderr_so_far().contains("stopped answering")
     });
     // ...and its next session, once the server runs again, finishes the copy.
-    signal(srv.pid(), "-CONT");
+    signal(srv.pid(), libc::SIGCONT);
     let out = cp.wait();
     out.ok();
     assert!(reconnects(&out) >= 1, "{out:?}");

@@ -1,11 +1,11 @@
 //! Source files that change while they are read.
 //!
 //! A file is opened once and read through that handle for all its blocks (the handle is
-//! kept with its entry while blocks are outstanding, within a small bound). The opened
-//! file must be the one the listing saw (same device, inode, size, mtime and ctime), and
-//! after every block is read the handle is described again: any difference means the
-//! bytes read may mix two versions, so the file fails ("changed while being read")
-//! before that block is queued, and the sink, which never completes a file with a
+//! kept with its entry while blocks are outstanding, within a small bound). After every
+//! block is read the handle is described again and must be the file the listing saw
+//! (same device, inode, size, mtime and ctime): any difference means the file opened
+//! is another one, or the bytes read may mix two versions, so the file fails ("changed
+//! while being read") before that block is queued, and the sink, which never completes a file with a
 //! block missing, discards its part file. After the file's last block, its path must
 //! still name the same inode (not replaced while being read).
 //!

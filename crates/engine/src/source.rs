@@ -734,23 +734,19 @@ async fn reader(
             tokio::task::spawn_blocking(move || {
                 let f = match kept {
                     Some(f) => f,
-                    None => Arc::new(open_source(&abs, root.as_deref(), identity.as_ref())?),
+                    None => Arc::new(open_source(&abs, root.as_deref())?),
                 };
                 if size > bs {
                     hetch_storage::meta::advise_willneed(&f, ahead.0, ahead.1 - ahead.0);
                 }
-                Ok::<_, Opening>(f)
+                Ok::<_, std::io::Error>(f)
             })
             .await
             .expect("open task panicked")
         };
         let file = match opened {
             Ok(f) => f,
-            Err(Opening::Changed(why)) => {
-                crate::changed::changed(&shared, job.file, &abs, &why, &ctl).await;
-                continue;
-            }
-            Err(Opening::Failed(e)) => {
+            Err(e) => {
                 let message = format!("{}: {e}", abs.display());
                 shared.read_failed(job.file, message, &ctl).await;
                 continue;
@@ -822,34 +818,17 @@ async fn reader(
     Ok(())
 }
 
-/// Why a source file could not be opened for reading.
-enum Opening {
-    /// It is not the file listed any more.
-    Changed(String),
-    Failed(std::io::Error),
-}
-
-impl From<std::io::Error> for Opening {
-    fn from(e: std::io::Error) -> Self {
-        Opening::Failed(e)
-    }
-}
-
-/// Opens a listed file (on a blocking thread): never through a symlink, on a server
-/// only below its root, and only if it is still the file the listing saw.
+/// Opens a listed file (on a blocking thread): never through a symlink, and on a
+/// server only below its root. Whether it is still the file the listing saw is
+/// checked after each block is read (see `changed.rs`): that check compares the whole
+/// identity, inode included, so checking at the open too would only cost a syscall.
 fn open_source(
     abs: &std::path::Path,
     root: Option<&std::path::Path>,
-    identity: Option<&Identity>,
-) -> Result<std::fs::File, Opening> {
+) -> std::io::Result<std::fs::File> {
     let f = hetch_storage::walk::open_listed(abs)?;
     if let Some(root) = root {
         hetch_storage::confined::check_below(&f, root)?;
-    }
-    if let Some(listed) = identity {
-        if let Some(why) = crate::changed::check_open(&f, listed)? {
-            return Err(Opening::Changed(why));
-        }
     }
     Ok(f)
 }

@@ -33,21 +33,10 @@ pub(crate) enum Arrival {
     Journaled,
 }
 
-/// Records block `block` of file `id` as done; `data` are its bytes (as checked).
-/// Returns the `FileDone` frame when this was the file's last block.
+/// Records block `block` of file `id` as done; `data` are its bytes (as checked), and
+/// `how` where they came from. Returns the `FileDone` frame when this was the file's
+/// last block.
 pub(crate) fn block_done(
-    sh: &SinkShared,
-    id: u64,
-    inc: &IncomingFile,
-    block: u64,
-    digest: &Digest,
-    data: &[u8],
-) -> Result<Option<Frame>, StorageError> {
-    block_done_as(sh, id, inc, block, digest, data, Arrival::Received)
-}
-
-/// [`block_done`] for a block that arrived as `how` says.
-pub(crate) fn block_done_as(
     sh: &SinkShared,
     id: u64,
     inc: &IncomingFile,

@@ -254,7 +254,15 @@ pub(crate) fn seal_rest(sh: &SinkShared, rest: SealRest) -> Result<Vec<Frame>, E
     let mut replies = Vec::new();
     for (b, d) in tail {
         let outcome = held_block(sh, &inc, b, &d).and_then(|held| match held {
-            Some(data) => super::finish::block_done(sh, file, &inc, b, &d, &data),
+            Some(data) => super::finish::block_done(
+                sh,
+                file,
+                &inc,
+                b,
+                &d,
+                &data,
+                super::finish::Arrival::Received,
+            ),
             None => {
                 ask.push((b, b + 1));
                 Ok(None)
@@ -495,7 +503,15 @@ pub(crate) fn cover(
         s.stored.insert(block);
     }
     let outcome = match held_block(sh, &inc, block, &digest) {
-        Ok(Some(data)) => super::finish::block_done(sh, id, &inc, block, &digest, &data),
+        Ok(Some(data)) => super::finish::block_done(
+            sh,
+            id,
+            &inc,
+            block,
+            &digest,
+            &data,
+            super::finish::Arrival::Received,
+        ),
         Ok(None) => {
             let mut st = inc.state.lock().expect("file lock");
             if let Some(s) = &mut st.streamed {

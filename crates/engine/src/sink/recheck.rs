@@ -11,7 +11,7 @@ use hetch_integrity::{self as integrity, Digest};
 use hetch_proto::Frame;
 use tokio::sync::mpsc;
 
-use super::finish::{block_done_as, Arrival};
+use super::finish::{block_done, Arrival};
 use super::verify::{check, lookup, part_of, Checked};
 use super::write::mismatch;
 use super::SinkShared;
@@ -74,7 +74,7 @@ fn run(
             match c {
                 Checked::Gone => Ok(None),
                 Checked::Good(data) => {
-                    block_done_as(sh, r.file, &inc, block, &recorded, data, Arrival::Journaled)
+                    block_done(sh, r.file, &inc, block, &recorded, data, Arrival::Journaled)
                 }
                 Checked::Bad(got) => Ok(mismatch(sh, r.file, block, &inc, &recorded, &got)),
             }

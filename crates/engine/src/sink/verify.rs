@@ -13,7 +13,7 @@ use hetch_storage::part::PartFile;
 use hetch_storage::StorageError;
 use tokio::sync::mpsc;
 
-use super::finish::block_done;
+use super::finish::{block_done, Arrival};
 use super::write::mismatch;
 use super::{IncomingFile, SinkShared};
 use crate::error::EngineError;
@@ -93,7 +93,9 @@ fn run(sh: &SinkShared, job: Job) -> Result<Vec<Frame>, EngineError> {
         let outcome = check(sh, &inc, block, &expected, buf.as_deref_mut(), &mut scratch).and_then(
             |checked| match checked {
                 Checked::Gone => Ok(None),
-                Checked::Good(data) => block_done(sh, file, &inc, block, &expected, data),
+                Checked::Good(data) => {
+                    block_done(sh, file, &inc, block, &expected, data, Arrival::Received)
+                }
                 Checked::Bad(got) => Ok(mismatch(sh, file, block, &inc, &expected, &got)),
             },
         );

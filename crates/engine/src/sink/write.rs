@@ -10,7 +10,7 @@ use hetch_proto::{DataHeader, Frame, Schedule, Verify};
 use hetch_storage::StorageError;
 use tokio::sync::mpsc;
 
-use super::finish::block_done;
+use super::finish::{block_done, Arrival};
 use super::verify::Job;
 use super::{IncomingFile, SinkShared};
 use crate::error::EngineError;
@@ -116,7 +116,15 @@ fn handle_block(
                 }
                 Ok(None)
             }
-            _ => block_done(sh, h.file, &inc, h.block, &h.digest, data),
+            _ => block_done(
+                sh,
+                h.file,
+                &inc,
+                h.block,
+                &h.digest,
+                data,
+                Arrival::Received,
+            ),
         },
     };
     match outcome {

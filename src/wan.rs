@@ -42,7 +42,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
-/// Parses a loss rate: `0.01%` or a fraction like `0.0001`.
+/// Parses a fraction of packets (`--loss`, `--corrupt`): `0.01%` or `0.0001`.
 pub fn parse_loss(s: &str) -> Result<f64, String> {
     let t = s.trim();
     let v = match t.strip_suffix('%') {
@@ -51,7 +51,7 @@ pub fn parse_loss(s: &str) -> Result<f64, String> {
     };
     match v {
         Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
-        _ => Err(format!("'{s}': expected a loss like 0.1% or 0.001")),
+        _ => Err(format!("'{s}': expected a fraction of packets like 0.1% or 0.001")),
     }
 }
 

@@ -51,7 +51,9 @@ pub fn parse_loss(s: &str) -> Result<f64, String> {
     };
     match v {
         Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
-        _ => Err(format!("'{s}': expected a fraction of packets like 0.1% or 0.001")),
+        _ => Err(format!(
+            "'{s}': expected a fraction of packets like 0.1% or 0.001"
+        )),
     }
 }
 

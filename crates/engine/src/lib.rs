@@ -39,6 +39,7 @@ mod session;
 mod sink;
 mod source;
 mod source_object;
+pub mod store;
 pub mod sum;
 mod tops;
 pub mod wire;
@@ -57,7 +58,7 @@ pub use options::{
 pub use pool::{BufferPool, PooledBuf};
 pub use progress::{Progress, Report};
 pub use rate::RateLimiter;
-pub use sink::run_sink;
+pub use sink::{run_sink, run_sink_into};
 pub use source::{run_source, run_source_from};
 pub use source_object::sum_objects;
 

@@ -6,47 +6,39 @@
 //! remembers every announced path, so memory grows with the number of entries (unlike
 //! a transfer).
 
-use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 
 use hetch_integrity::to_hex;
 use hetch_proto::{Entry, EntryKind};
-use hetch_storage::confined::OpenHow;
 
 use super::SinkShared;
 use crate::progress::Progress;
-use crate::sum::sum_open_with;
+use crate::store::Kind;
 
 /// Checks one entry; `Err` is the difference, one line.
 pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
-    let at = sh.target(&e.path).map_err(|e| e.to_string())?;
+    let at = sh.place(&e.path).map_err(|e| e.to_string())?;
     sh.seen.lock().expect("seen lock").insert(at.rel.clone());
     let shown = at.shown.display();
-    // Through the destination handle like a transfer: a symlink on the way is not
-    // followed, so nothing outside the compared tree is read or even looked at.
-    let md = match sh.fs().stat(&at.rel) {
-        Ok(Some(md)) => md,
+    // Through the store like a transfer: a symlink on the way is not followed, so
+    // nothing outside the compared tree is read or even looked at.
+    let found = match sh.store.stat(&at.rel) {
+        Ok(Some(p)) => p,
         Ok(None) => return Err(format!("{shown}: missing at the destination")),
         Err(err) => return Err(err.to_string()),
     };
-    let kind = |md: &std::fs::Metadata| hetch_storage::kind_name(md.file_type());
+    let kind = found.kind.name();
     match &e.kind {
-        EntryKind::Dir if md.is_dir() => Ok(()),
+        EntryKind::Dir if found.kind == Kind::Dir => Ok(()),
         EntryKind::Dir => Err(format!(
-            "{shown}: is {} where the source has a directory",
-            kind(&md)
+            "{shown}: is {kind} where the source has a directory"
         )),
         EntryKind::Symlink { target: link } => {
-            if !md.file_type().is_symlink() {
-                return Err(format!(
-                    "{shown}: is {} where the source has a symlink",
-                    kind(&md)
-                ));
+            if found.kind != Kind::Symlink {
+                return Err(format!("{shown}: is {kind} where the source has a symlink"));
             }
-            let (dir, name) = sh.fs().parent(&at.rel).map_err(|e| e.to_string())?;
-            let got = dir.read_link(&name).map_err(|err| err.to_string())?;
-            if got.as_os_str() != OsStr::from_bytes(link) {
+            let got = sh.store.read_link(&at.rel).map_err(|err| err.to_string())?;
+            if got.as_bytes() != link.as_slice() {
                 return Err(format!(
                     "{shown}: symlink points to {} where the source's points to {}",
                     std::path::Path::new(&got).display(),
@@ -57,24 +49,19 @@ pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
             Ok(())
         }
         EntryKind::File { size, digest, .. } => {
-            if !md.is_file() {
-                return Err(format!(
-                    "{shown}: is {} where the source has a file",
-                    kind(&md)
-                ));
+            if found.kind != Kind::File {
+                return Err(format!("{shown}: is {kind} where the source has a file"));
             }
-            if md.size() != *size {
+            if found.size != *size {
                 return Err(format!(
                     "{shown}: size differs (source {size} bytes, destination {})",
-                    md.size()
+                    found.size
                 ));
             }
             let algo = sh.opts.checksum;
-            let mut buf = Vec::new();
             let ours = sh
-                .fs()
-                .open_file(&at.rel, OpenHow::READ)
-                .and_then(|f| sum_open_with(algo, &f, &at.shown, sh.opts.block_size, &mut buf))
+                .store
+                .digest(&at.rel, algo, sh.opts.block_size)
                 .map_err(|err| err.to_string())?;
             match digest {
                 Some(theirs) if *theirs == ours => {
@@ -95,33 +82,29 @@ pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
 
 /// Dry runs of mirroring sessions: a change frame when the entry would be copied
 /// (missing, another type, another link target, or a file whose size or mtime differ:
-/// the rule a transfer skips by). Looks through the destination handle only.
+/// the rule a transfer skips by). Looks through the store only.
 pub(crate) fn would_copy(sh: &SinkShared, e: &Entry) -> Option<hetch_proto::Frame> {
     use hetch_proto::{Change, ChangeAction, Frame};
-    let at = sh.target(&e.path).ok()?;
+    let at = sh.place(&e.path).ok()?;
     sh.seen.lock().expect("seen lock").insert(at.rel.clone());
-    let same = match (sh.fs().stat(&at.rel), &e.kind) {
-        (Ok(Some(md)), EntryKind::Dir) => md.is_dir(),
-        (Ok(Some(md)), EntryKind::Symlink { target }) => {
-            md.file_type().is_symlink()
+    let same = match (sh.store.stat(&at.rel), &e.kind) {
+        (Ok(Some(p)), EntryKind::Dir) => p.kind == Kind::Dir,
+        (Ok(Some(p)), EntryKind::Symlink { target }) => {
+            p.kind == Kind::Symlink
                 && sh
-                    .fs()
-                    .parent(&at.rel)
-                    .and_then(|(dir, name)| dir.read_link(&name))
+                    .store
+                    .read_link(&at.rel)
                     .is_ok_and(|t| t.as_bytes() == target.as_slice())
         }
-        (Ok(Some(md)), EntryKind::File { size, .. }) => {
-            md.is_file()
-                && md.size() == *size
-                && md.mtime() == e.mtime_sec
-                && md.mtime_nsec() as u32 == e.mtime_nsec
+        (Ok(Some(p)), EntryKind::File { size, .. }) => {
+            p.kind == Kind::File && p.size == *size && p.mtime == (e.mtime_sec, e.mtime_nsec)
         }
         _ => false,
     };
     if same {
         return None;
     }
-    let path = sh.manifest_path(&at.shown);
+    let path = sh.store.manifest_path(&at);
     sh.progress.change(ChangeAction::WouldCopy, &path);
     Some(Frame::Change(Change {
         action: ChangeAction::WouldCopy,

@@ -1,27 +1,13 @@
 //! A block that passed its check: journal it, count it, feed the whole-file digest,
 //! and finish the file after its last block (size, metadata, digest, rename, manifest).
 
-use std::sync::Arc;
-
 use hetch_integrity::{self as integrity, Digest};
 use hetch_proto::{Frame, ManifestEntry};
-use hetch_storage::part::PartFile;
 use hetch_storage::StorageError;
 
 use super::{FileState, IncomingFile, SinkShared};
 use crate::progress::Progress;
-
-/// Journal records wait until this many bytes of their blocks are written, then the
-/// part file is `fdatasync`ed and they are appended in one write: a record is only
-/// ever written after its block is durable. 16 MiB is one sync per 4 default blocks,
-/// on data the kernel is writing out anyway (a `--verify written` read-back already
-/// waits for each block's write-out, so the sync mostly flushes the device's cache and
-/// the file's extents); it bounds what an interruption costs a resume to 16 MiB per
-/// file, and keeps the journal close behind the transfer. Time is no criterion: a
-/// stalled transfer loses at most those bytes, and a finished file needs no records.
-const JOURNAL_BATCH_BYTES: u64 = 16 << 20;
-/// ... or this many records, so that small blocks do not make a long batch.
-const JOURNAL_BATCH_RECORDS: usize = 256;
+use crate::store::Place;
 
 /// Where a done block's bytes came from.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -46,29 +32,10 @@ pub(crate) fn block_done(
     how: Arrival,
 ) -> Result<Option<Frame>, StorageError> {
     let bs = sh.opts.block_size;
-    let mut batch = None;
-    let (part, holes, whole) = {
+    let (whole, expected) = {
         let mut st = inc.state.lock().expect("file lock");
         if st.failed || st.is_done(block) {
             return Ok(None);
-        }
-        if let (Some(j), Arrival::Received) = (&st.journal, how) {
-            // A growing file's durability task syncs it on its own schedule; its
-            // records go at once, as before (a resume reads them back anyway).
-            if inc.streamed {
-                j.append(block, digest)?;
-            } else {
-                let j = j.clone();
-                st.unjournaled.push((block, *digest));
-                st.unjournaled_bytes += data.len() as u64;
-                if st.unjournaled_bytes >= JOURNAL_BATCH_BYTES
-                    || st.unjournaled.len() >= JOURNAL_BATCH_RECORDS
-                {
-                    st.unjournaled_bytes = 0;
-                    let records = std::mem::take(&mut st.unjournaled);
-                    batch = st.part.clone().map(|p| (p, j, records));
-                }
-            }
         }
         let growing = inc.growing();
         match &mut st.streamed {
@@ -94,26 +61,20 @@ pub(crate) fn block_done(
         }
         if st.remaining > 0 {
             drop(st);
-            if let Some((part, journal, records)) = batch {
-                // Outside the file's lock: other blocks go on being written meanwhile.
-                part.sync_data()?;
-                journal.append_all(&records)?;
+            if how == Arrival::Received {
+                // Outside the file's lock: the store may sync before it records.
+                inc.out.record(block, digest, data.len() as u64)?;
             }
             return Ok(None);
         }
-        let part = st.part.take().expect("part is open");
-        // Complete: its records no longer matter, it is renamed after its own sync.
-        st.journal = None;
-        st.unjournaled = Vec::new();
         let whole = whole_digest(sh, &mut st);
         let expected = st.streamed.as_mut().and_then(|s| s.expected.take());
-        (part, st.holes, (whole, expected))
+        (whole, expected)
     };
-    let (whole, expected) = whole;
     if let Some(expected) = expected {
-        return finish_streamed(sh, id, inc, part, holes, whole, expected).map(Some);
+        return finish_streamed(sh, id, inc, whole, expected).map(Some);
     }
-    finish_file(sh, id, inc, part, holes, whole).map(Some)
+    finish_file(sh, id, inc, whole).map(Some)
 }
 
 /// Feeds the in-order digest with every done block from its cursor on; blocks done
@@ -136,8 +97,7 @@ fn feed_ordered(
         } else {
             let len = integrity::block_len(inc.size(), bs, o.next) as usize;
             scratch.resize(len, 0);
-            let part = st.part.as_ref().expect("part is open");
-            if let Err(e) = part.read_back(o.next * bs, &mut scratch) {
+            if let Err(e) = inc.out.read_back(o.next * bs, &mut scratch) {
                 result = Err(e);
                 break;
             }
@@ -161,18 +121,13 @@ fn whole_digest(sh: &SinkShared, st: &mut FileState) -> Option<Vec<u8>> {
     st.ordered.take().map(|o| o.hasher.finish())
 }
 
-/// Sizes, finalizes and renames a complete file; reports it (with its digest when asked).
+/// Commits a complete file; reports it (with its digest when asked).
 pub(crate) fn finish_file(
     sh: &SinkShared,
     id: u64,
     inc: &IncomingFile,
-    part: Arc<PartFile>,
-    holes: bool,
     whole: Option<Vec<u8>>,
 ) -> Result<Frame, StorageError> {
-    if holes {
-        part.set_len(inc.size())?;
-    }
     let xattr: Option<[u8; 32]> = match (&whole, sh.opts.checksum.merges_blocks()) {
         (Some(w), true) => w.as_slice().try_into().ok(),
         _ => None,
@@ -188,14 +143,14 @@ pub(crate) fn finish_file(
         .as_ref()
         .and_then(|s| s.final_meta)
         .unwrap_or(inc.meta);
-    part.finalize(meta, xattr.as_ref(), fsync, inc.blocks() > 1)?;
+    inc.out.commit(inc.size(), meta, xattr.as_ref(), fsync)?;
     sh.files.lock().expect("files lock").remove(&id);
     Progress::add(&sh.progress.files, 1);
     sh.ended(id);
     Ok(Frame::FileDone {
         file: id,
         error: None,
-        digest: manifest_entry(sh, &inc.final_path, whole),
+        digest: manifest_entry(sh, &inc.place, whole),
     })
 }
 
@@ -208,51 +163,40 @@ pub(crate) fn finish_streamed(
     sh: &SinkShared,
     id: u64,
     inc: &IncomingFile,
-    part: Arc<PartFile>,
-    holes: bool,
     whole: Option<Vec<u8>>,
     expected: Vec<u8>,
 ) -> Result<Frame, StorageError> {
-    if holes {
-        part.set_len(inc.size())?;
-    }
-    let holes = false; // sized above
     let whole = match whole {
         Some(w) => w,
-        None => {
-            let mut buf = Vec::new();
-            let (algo, bs) = (sh.opts.checksum, sh.opts.block_size);
-            crate::sum::sum_open_with(algo, part.file(), part.path(), bs, &mut buf)?
-        }
+        None => inc.out.digest(sh.opts.checksum, sh.opts.block_size)?,
     };
     if !expected.is_empty() && whole != expected {
         let message = format!(
             "{}: the copy's {} digest {} differs from the source's final digest {}; the file changed at the source in a way hetch could not follow; not written",
-            inc.final_path.display(),
+            inc.place.shown.display(),
             sh.opts.checksum,
             integrity::to_hex(&whole),
             integrity::to_hex(&expected),
         );
-        drop(part);
         return Ok(sh
             .fail_file(id, message.clone())
             .unwrap_or_else(|| sh.failure(id, message)));
     }
-    finish_file(sh, id, inc, part, holes, Some(whole))
+    finish_file(sh, id, inc, Some(whole))
 }
 
 /// The manifest entry of a finished or skipped file, when the session asked for
 /// digests; also written to this side's manifest, if it keeps one.
 pub(crate) fn manifest_entry(
     sh: &SinkShared,
-    final_path: &std::path::Path,
+    place: &Place,
     digest: Option<Vec<u8>>,
 ) -> Option<ManifestEntry> {
     if !sh.opts.file_digests {
         return None;
     }
     let digest = digest?;
-    let path = sh.manifest_path(final_path);
+    let path = sh.store.manifest_path(place);
     if let Some(m) = &sh.opts.manifest {
         m.add(&digest, &path);
     }

@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use hetch_integrity::{self as integrity, Digest, FileDigest};
 use hetch_proto::{Frame, PlanAction, PlanItem, Seal};
-use hetch_storage::part::PartFile;
 use hetch_storage::StorageError;
 use tokio::sync::mpsc;
 
@@ -76,19 +75,20 @@ pub(crate) async fn durability(
 fn durable_frame(sh: &SinkShared, id: u64) -> Option<Frame> {
     let inc = sh.files.lock().expect("files lock").get(&id).cloned()?;
     let bs = sh.opts.block_size;
-    let part = {
+    {
         let mut st = inc.state.lock().expect("file lock");
-        let part = st.part.clone()?;
+        if st.failed {
+            return None;
+        }
         let from = st.streamed.as_ref()?.durable_blocks;
         let cursor = st.done.run_end(from).min(inc.blocks());
         let s = st.streamed.as_mut()?;
         s.durable_blocks = cursor;
         // Pieces of blocks now done no longer count.
         s.pieces = s.pieces.split_off(&cursor);
-        part
-    };
+    }
     // Offsets are read again after the sync: whatever was done before it is durable.
-    if let Err(e) = part.sync_data() {
+    if let Err(e) = inc.out.sync() {
         return sh.fail_file(id, e.to_string());
     }
     let st = inc.state.lock().expect("file lock");
@@ -129,13 +129,13 @@ pub(crate) fn seal(
     if !inc.growing() {
         return Err(protocol(format!(
             "seal of {}, which is not growing",
-            inc.final_path.display()
+            inc.place.shown.display()
         )));
     }
     if seal.size > super::MAX_FILE_SIZE {
         return Err(protocol(format!(
             "seal of {} at {} bytes, beyond the largest file size",
-            inc.final_path.display(),
+            inc.place.shown.display(),
             seal.size
         )));
     }
@@ -147,7 +147,7 @@ pub(crate) fn seal(
     if let Some(b) = named.copied().find(|&b| b >= blocks) {
         return Err(protocol(format!(
             "seal of {} names block {b}, beyond its {blocks} blocks",
-            inc.final_path.display()
+            inc.place.shown.display()
         )));
     }
     let (ranges, tail) = {
@@ -292,11 +292,11 @@ fn held_block(
     expected: &Digest,
 ) -> Result<Option<Vec<u8>>, StorageError> {
     let bs = sh.opts.block_size;
-    let Some(part) = inc.state.lock().expect("file lock").part.clone() else {
+    if inc.state.lock().expect("file lock").failed {
         return Ok(None);
-    };
+    }
     let mut data = vec![0; integrity::block_len(inc.size(), bs, block) as usize];
-    part.read_back(block * bs, &mut data)?;
+    inc.out.read_back(block * bs, &mut data)?;
     let algo = sh.opts.checksum;
     let got = sh
         .gate
@@ -306,26 +306,6 @@ fn held_block(
 
 /// Finishes a sealed file whose blocks are all done.
 fn finish_now(sh: &SinkShared, id: u64, inc: &IncomingFile) -> Result<Option<Frame>, EngineError> {
-    let (part, holes) = {
-        let mut st = inc.state.lock().expect("file lock");
-        st.journal = None;
-        (st.part.take(), st.holes)
-    };
-    let part = match part {
-        Some(p) => p,
-        // Nothing was written in this session (all of it was in a resumed part file).
-        None => Arc::new(sh.open_part(inc, true)?),
-    };
-    finish_part(sh, id, inc, part, holes || !inc.resumed)
-}
-
-fn finish_part(
-    sh: &SinkShared,
-    id: u64,
-    inc: &IncomingFile,
-    part: Arc<PartFile>,
-    holes: bool,
-) -> Result<Option<Frame>, EngineError> {
     let (whole, expected) = {
         let mut st = inc.state.lock().expect("file lock");
         let whole = if sh.opts.checksum.merges_blocks() {
@@ -337,16 +317,8 @@ fn finish_part(
         let expected = st.streamed.as_mut().and_then(|s| s.expected.take());
         (whole, expected)
     };
-    let r = super::finish::finish_streamed(
-        sh,
-        id,
-        inc,
-        part,
-        holes,
-        whole,
-        expected.unwrap_or_default(),
-    );
-    match r {
+    let expected = expected.unwrap_or_default();
+    match super::finish::finish_streamed(sh, id, inc, whole, expected) {
         Ok(f) => Ok(Some(f)),
         Err(e) => sh.file_error(id, inc, e),
     }
@@ -357,12 +329,9 @@ fn finish_part(
 pub(crate) fn abandon(sh: &SinkShared, id: u64) -> Option<Frame> {
     let inc = sh.files.lock().expect("files lock").remove(&id)?;
     {
-        let mut st = inc.state.lock().expect("file lock");
-        st.failed = true;
-        st.part = None;
-        st.journal = None;
+        inc.state.lock().expect("file lock").failed = true;
     }
-    sh.discard(&inc);
+    inc.out.abort();
     sh.ended(id);
     Some(Frame::FileDone {
         file: id,
@@ -390,7 +359,7 @@ pub(crate) fn piece(sh: &SinkShared, p: hetch_proto::Piece) -> Result<Option<Fra
                 "piece at {} ({} bytes) of {} crosses a block, lies beyond the largest file size, or the file is not growing",
                 p.offset,
                 p.data.len(),
-                inc.final_path.display()
+                inc.place.shown.display()
             ),
         });
     }
@@ -401,7 +370,7 @@ pub(crate) fn piece(sh: &SinkShared, p: hetch_proto::Piece) -> Result<Option<Fra
             what: format!(
                 "piece at {} of {} does not match its digest",
                 p.offset,
-                inc.final_path.display()
+                inc.place.shown.display()
             ),
         });
     }
@@ -425,8 +394,8 @@ fn write_piece(
     data: &[u8],
 ) -> Result<bool, StorageError> {
     let _one_writer = inc.write_lock.lock().expect("write lock");
-    let part = {
-        let mut st = inc.state.lock().expect("file lock");
+    {
+        let st = inc.state.lock().expect("file lock");
         if st.failed || st.is_done(block) {
             return Ok(false);
         }
@@ -437,17 +406,13 @@ fn write_piece(
         if stored {
             return Ok(false);
         }
-        if st.part.is_none() {
-            st.part = Some(Arc::new(sh.open_part(inc, inc.resumed)?));
-        }
-        st.part.clone().expect("opened above")
-    };
-    part.write_at(offset, data)?;
+    }
+    inc.out.put(offset, data)?;
     let mut back = vec![0; data.len()];
-    part.read_back(offset, &mut back)?;
+    inc.out.read_back(offset, &mut back)?;
     if back != data {
         return Err(StorageError::Refused {
-            path: inc.final_path.display().to_string(),
+            path: inc.place.shown.display().to_string(),
             reason: "a piece read back differs from what was written",
         });
     }
@@ -478,7 +443,7 @@ pub(crate) fn cover(
             peer: sh.peer.clone(),
             what: format!(
                 "cover of block {block} of {}, beyond its {} blocks",
-                inc.final_path.display(),
+                inc.place.shown.display(),
                 inc.blocks()
             ),
         });

@@ -17,16 +17,15 @@
 //! a transfer running beside this one); those of a file it lacks are stale and removed.
 
 use std::collections::{BTreeSet, HashSet};
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use hetch_proto::{Change, ChangeAction, DeleteRequest, Frame};
-use hetch_storage::confined::{Dir, Links};
-use hetch_storage::part::{is_temporary_name, JOURNAL_SUFFIX, PART_SUFFIX};
 use hetch_storage::StorageError;
 
 use super::SinkShared;
+use crate::store::{Kind, Place};
 
 /// An entry to report or remove, relative to the destination directory.
 struct Extra {
@@ -50,15 +49,15 @@ enum Mode {
 /// did not announce, as failed-file frames.
 pub(crate) fn compare_extras(sh: &SinkShared) -> Vec<Frame> {
     let seen = std::mem::take(&mut *sh.seen.lock().expect("seen lock"));
-    let Some(fs) = sh.fs_if_resolved() else {
+    let Some(base) = sh.store.shown_base() else {
         return Vec::new();
     };
     // A tree that cannot be listed was reported by the comparison itself.
-    let extras = list_extras(sh, fs, &seen, Mode::Compare).unwrap_or_default();
+    let extras = list_extras(sh, &seen, Mode::Compare).unwrap_or_default();
     extras
         .into_iter()
         .map(|x| {
-            let message = format!("{}: not in the source", fs.path().join(&x.rel).display());
+            let message = format!("{}: not in the source", base.join(&x.rel).display());
             sh.failure(u64::MAX, message)
         })
         .collect()
@@ -73,7 +72,7 @@ pub(crate) fn delete_extras(sh: &SinkShared) -> Vec<Frame> {
         return Vec::new();
     };
     let seen = std::mem::take(&mut *sh.seen.lock().expect("seen lock"));
-    let Some(fs) = sh.fs_if_resolved() else {
+    let Some(base) = sh.store.shown_base() else {
         return Vec::new();
     };
     if let Some(why) = failures_stop(&sh.progress, &del) {
@@ -82,7 +81,7 @@ pub(crate) fn delete_extras(sh: &SinkShared) -> Vec<Frame> {
     let mode = Mode::Mirror {
         delete_excluded: del.delete_excluded,
     };
-    let extras = match list_extras(sh, fs, &seen, mode) {
+    let extras = match list_extras(sh, &seen, mode) {
         Ok(x) => x,
         Err(e) => {
             let why = format!("deletions skipped: {e}");
@@ -95,11 +94,15 @@ pub(crate) fn delete_extras(sh: &SinkShared) -> Vec<Frame> {
     }
     let mut out = Vec::new();
     for x in extras {
-        let path = sh.manifest_path(&fs.path().join(&x.rel));
+        let place = Place {
+            shown: base.join(&x.rel),
+            rel: x.rel.clone(),
+        };
+        let path = sh.store.manifest_path(&place);
         let action = if del.dry_run {
             ChangeAction::WouldDelete
         } else {
-            match remove(fs, &x) {
+            match sh.store.remove(&x.rel, x.is_dir) {
                 Ok(()) => ChangeAction::Deleted,
                 Err(e) => {
                     out.push(sh.failure(u64::MAX, format!("not deleted: {e}")));
@@ -150,20 +153,9 @@ pub(crate) fn excluded_below(filter: &crate::EntryFilter, rest: &str) -> bool {
     false
 }
 
-/// Removes one entry through its parent's handle, never following a symlink.
-fn remove(fs: &Dir, x: &Extra) -> Result<(), StorageError> {
-    let (parent, name) = fs.parent(&x.rel)?;
-    if x.is_dir {
-        parent.remove_dir(&name)
-    } else {
-        parent.remove_file(&name)
-    }
-}
-
 /// The extra entries below the trees the operands map to.
 fn list_extras(
     sh: &SinkShared,
-    fs: &Dir,
     seen: &HashSet<PathBuf>,
     mode: Mode,
 ) -> Result<Vec<Extra>, StorageError> {
@@ -172,8 +164,8 @@ fn list_extras(
     for top in tops {
         let top = Path::new(top);
         // Only a real directory has entries to compare; a symlink is not entered.
-        if fs.stat(top)?.is_some_and(|md| md.is_dir()) {
-            let walk = Walk { sh, fs, seen, mode };
+        if sh.store.stat(top)?.is_some_and(|p| p.kind == Kind::Dir) {
+            let walk = Walk { sh, seen, mode };
             walk.dir(top, false, &mut out)?;
         }
     }
@@ -182,7 +174,6 @@ fn list_extras(
 
 struct Walk<'a> {
     sh: &'a SinkShared,
-    fs: &'a Dir,
     seen: &'a HashSet<PathBuf>,
     mode: Mode,
 }
@@ -191,19 +182,15 @@ impl Walk<'_> {
     /// Lists directory `rel` (everything in it extra when `extra`); returns whether
     /// every entry in it is to go, so that the directory itself can go.
     fn dir(&self, rel: &Path, extra: bool, out: &mut Vec<Extra>) -> Result<bool, StorageError> {
-        let dir = self.fs.subdir(rel, Links::Refuse)?;
         let mut all = true;
-        for name in dir.names()? {
-            let child = rel.join(&name);
-            // Gone since it was listed: nothing to do.
-            let Some(md) = dir.stat(Path::new(&name))? else {
-                continue;
-            };
-            let is_dir = md.is_dir();
-            let temporary = is_temporary_name(name.as_bytes());
+        for entry in self.sh.store.list(rel)? {
+            let child = rel.join(&entry.name);
+            let is_dir = entry.kind == Kind::Dir;
+            let temporary = entry.temporary_of.is_some();
+            let of_seen = |of: &std::ffi::OsString| self.seen.contains(&rel.join(of));
             let is_extra = extra
                 || !(self.seen.contains(&child)
-                    || temporary && self.seen.contains(&rel.join(final_name(&name))));
+                    || entry.temporary_of.as_ref().is_some_and(of_seen));
             match self.mode {
                 Mode::Compare => {
                     if temporary {
@@ -247,15 +234,4 @@ impl Walk<'_> {
             None => false,
         }
     }
-}
-
-/// The file a part file or journal (`.NAME.hetch-part`) belongs to.
-fn final_name(temporary: &OsStr) -> OsString {
-    let b = temporary.as_bytes();
-    let b = b.strip_prefix(b".").unwrap_or(b);
-    let b = b
-        .strip_suffix(PART_SUFFIX.as_bytes())
-        .or_else(|| b.strip_suffix(JOURNAL_SUFFIX.as_bytes()))
-        .unwrap_or(b);
-    OsStr::from_bytes(b).to_os_string()
 }

@@ -23,37 +23,34 @@ pub(crate) use blocks::BlockSet;
 pub(crate) use growing::{full_blocks, piece_digest};
 
 use std::collections::HashMap;
-use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use hetch_integrity::{Digest, FileDigest, Hasher};
 use hetch_proto::{DataHeader, Frame, Schedule};
-use hetch_storage::confined::{Dir, Links};
-use hetch_storage::journal::Journal;
-use hetch_storage::part::{FinalMeta, PartFile};
+use hetch_storage::part::FinalMeta;
 use hetch_storage::StorageError;
 use tokio::io::split;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinSet;
 
-use crate::dest::{DestMap, DestSpec};
+use crate::dest::DestSpec;
 use crate::error::EngineError;
 use crate::gate::Gate;
 use crate::pool::{BufferPool, PooledBuf};
 use crate::progress::{Progress, Report};
 use crate::session::{control_writer, run_tasks, Watch, CONTROL_QUEUE};
+use crate::store::{Capabilities, FileSpec, Place, Store, StoreFile};
 use crate::wire::{FrameReader, FrameWriter, Incoming};
 use crate::{BoxStream, Options, Transport};
 
 /// A file being received.
 pub(crate) struct IncomingFile {
-    /// Where the file goes, for messages and manifests.
-    pub final_path: PathBuf,
-    /// Where it goes relative to the destination directory handle: the only way the
-    /// file is reached (see [`SinkShared::open_part`]).
-    pub rel: PathBuf,
+    /// Where the file goes.
+    pub place: Place,
+    /// The store's handle of the file.
+    pub out: Arc<dyn StoreFile>,
     /// Final size; [`GROWING`] until a growing file is sealed.
     size: AtomicU64,
     /// Blocks in the final file (very many while the file grows).
@@ -64,10 +61,9 @@ pub(crate) struct IncomingFile {
     /// against the source's final digest.
     pub streamed: bool,
     pub meta: FinalMeta,
-    /// The part file holds verified blocks from an earlier run: keep its contents.
-    pub resumed: bool,
     pub state: Mutex<FileState>,
-    /// Serialises writes into this file (see `write::store`).
+    /// Growing files: no piece lands in a block while it is read back and counted
+    /// (see `growing::cover`).
     pub write_lock: Mutex<()>,
 }
 
@@ -81,24 +77,16 @@ pub(crate) const GROWING: u64 = u64::MAX;
 pub(crate) const MAX_FILE_SIZE: u64 = i64::MAX as u64;
 
 impl IncomingFile {
-    pub fn new(at: Target, size: u64, growing: bool, bs: u64, meta: FinalMeta) -> Self {
-        let size = if growing { GROWING } else { size };
-        // A growing file's blocks are all full: as many as fit below the largest
-        // offset, so that a block index from the peer can be checked against it.
-        let blocks = if growing {
-            MAX_FILE_SIZE / bs
-        } else {
-            hetch_integrity::block_count(size, bs)
-        };
+    pub fn new(place: Place, out: Arc<dyn StoreFile>, spec: &FileSpec) -> Self {
+        let (size, blocks, growing) = (spec.size, spec.blocks, spec.growing);
         IncomingFile {
-            final_path: at.shown,
-            rel: at.rel,
+            place,
+            out,
             size: AtomicU64::new(size),
             blocks: AtomicU64::new(blocks),
             growing: AtomicBool::new(growing),
             streamed: growing,
-            meta,
-            resumed: false,
+            meta: spec.meta,
             state: Mutex::new(FileState::default()),
             write_lock: Mutex::new(()),
         }
@@ -124,12 +112,15 @@ impl IncomingFile {
     }
 }
 
-/// Where an entry goes: below the destination directory handle, and as shown.
-pub(crate) struct Target {
-    /// Relative to the destination directory.
-    pub rel: PathBuf,
-    /// The same place as a path, for messages.
-    pub shown: PathBuf,
+/// The shape of a file as announced: its size ([`GROWING`] while it grows) and
+/// blocks (a growing file's are all full: as many as fit below the largest offset, so
+/// that a block index from the peer can be checked against it).
+pub(crate) fn shape(size: u64, growing: bool, bs: u64) -> (u64, u64) {
+    if growing {
+        (GROWING, MAX_FILE_SIZE / bs)
+    } else {
+        (size, hetch_integrity::block_count(size, bs))
+    }
 }
 
 /// What a growing file keeps besides the ordinary state.
@@ -156,12 +147,6 @@ pub(crate) struct Streamed {
 
 /// Mutable state of a file being received.
 pub(crate) struct FileState {
-    pub part: Option<Arc<PartFile>>,
-    pub journal: Option<Arc<Journal>>,
-    /// Blocks done whose records wait for the part file's next sync (see
-    /// `finish::JOURNAL_BATCH_BYTES`), and their bytes.
-    pub unjournaled: Vec<(u64, Digest)>,
-    pub unjournaled_bytes: u64,
     /// Journaled blocks of a resumed part file not read back and checked yet (see
     /// `recheck.rs`): neither done nor to be received, unless their check fails.
     pub rechecking: u64,
@@ -169,8 +154,6 @@ pub(crate) struct FileState {
     /// Blocks written and verified (memory follows what arrived, not the size).
     pub done: BlockSet,
     pub remaining: u64,
-    /// Some all-zero block was skipped rather than written: size the file at the end.
-    pub holes: bool,
     /// Failed checks per block.
     pub retries: HashMap<u64, u32>,
     /// Blocks written but not yet read back and checked, with the source's digests
@@ -194,15 +177,10 @@ pub(crate) struct OrderedDigest {
 impl Default for FileState {
     fn default() -> Self {
         FileState {
-            part: None,
-            journal: None,
-            unjournaled: Vec::new(),
-            unjournaled_bytes: 0,
             rechecking: 0,
             digest: FileDigest::new(0, hetch_integrity::MIN_BLOCK_SIZE),
             done: BlockSet::default(),
             remaining: 0,
-            holes: false,
             retries: HashMap::new(),
             written: Default::default(),
             ordered: None,
@@ -225,12 +203,12 @@ pub(crate) struct SinkShared {
     pub opts: Options,
     pub peer: String,
     pub progress: Arc<Progress>,
-    pub dest: DestSpec,
-    /// Resolved when the first entry names the operand (see [`DestMap::resolve`]).
-    pub map: OnceLock<DestMap>,
-    /// The destination directory (`map.base`), opened when the map is resolved: every
-    /// entry is created, opened and renamed below it, never through a symlink.
-    fs: OnceLock<Dir>,
+    /// Where the files go.
+    pub store: Arc<dyn Store>,
+    /// The store's capabilities.
+    pub caps: Capabilities,
+    /// The store resolved the destination (on the first entry).
+    resolved: OnceLock<()>,
     pub files: Mutex<HashMap<u64, Arc<IncomingFile>>>,
     /// Files planned for sending and not finished yet.
     pub pending: AtomicU64,
@@ -286,64 +264,24 @@ impl SinkShared {
 
     /// Resolves the destination on the first entry, whose first path component is the
     /// operand's name.
-    pub fn resolve(&self, first_entry: &[u8]) -> Result<&DestMap, EngineError> {
-        if let Some(m) = self.map.get() {
-            return Ok(m);
+    pub fn resolve(&self, first_entry: &[u8]) -> Result<(), EngineError> {
+        if self.resolved.get().is_some() {
+            return Ok(());
         }
         let top = first_entry.split(|b| *b == b'/').next().unwrap_or_default();
-        let map = DestMap::resolve(&self.dest, std::ffi::OsStr::from_bytes(top))?;
-        let base = match &self.dest.confine_to {
-            // A server's destination may lie behind the operator's symlinks, as long
-            // as they stay inside the root.
-            Some(root) => {
-                let below = map
-                    .base
-                    .strip_prefix(root)
-                    .map_err(|_| StorageError::Refused {
-                        path: map.base.display().to_string(),
-                        reason: "destination is not inside the served root",
-                    })?;
-                Dir::open(root)?.subdir(below, Links::Beneath)?
-            }
-            None => Dir::open(&map.base)?,
-        };
-        let _ = self.fs.set(base);
-        Ok(self.map.get_or_init(|| map))
+        self.store.resolve(top)?;
+        let _ = self.resolved.set(());
+        Ok(())
     }
 
-    /// The destination directory handle, if an entry resolved it.
-    pub fn fs_if_resolved(&self) -> Option<&Dir> {
-        self.fs.get()
-    }
-
-    /// The destination directory handle (once resolved).
-    pub fn fs(&self) -> &Dir {
-        self.fs.get().expect("destination resolved before use")
+    /// Whether an entry resolved the destination.
+    pub fn is_resolved(&self) -> bool {
+        self.resolved.get().is_some()
     }
 
     /// Where an entry with wire path `wire` goes.
-    pub fn target(&self, wire: &[u8]) -> Result<Target, StorageError> {
-        let rel = hetch_storage::paths::rel_from_wire(wire)?;
-        let map = self.map.get().expect("resolved before planning");
-        let rel = map.rel(&rel);
-        Ok(Target {
-            shown: map.base.join(&rel),
-            rel,
-        })
-    }
-
-    /// Opens (creates, or with `keep` reopens) the part file of `inc`, in its parent
-    /// directory resolved below the destination with no symlink on the way.
-    pub fn open_part(&self, inc: &IncomingFile, keep: bool) -> Result<PartFile, StorageError> {
-        let (dir, name) = self.fs().parent(&inc.rel)?;
-        PartFile::open(&dir, &name, keep)
-    }
-
-    /// Removes the part file and journal of `inc` (a file that will not be resumed).
-    pub fn discard(&self, inc: &IncomingFile) {
-        if let Ok((dir, name)) = self.fs().parent(&inc.rel) {
-            hetch_storage::part::discard(&dir, &name);
-        }
+    pub fn place(&self, wire: &[u8]) -> Result<Place, StorageError> {
+        self.store.place(wire)
     }
 
     /// File `id` has ended (finished or failed); it stops being pending once its
@@ -423,30 +361,6 @@ impl SinkShared {
         }
     }
 
-    /// Path of a destination file relative to the destination directory, for
-    /// manifests: `cd DST && b3sum -c MANIFEST` checks the copy.
-    pub fn manifest_path(&self, final_path: &std::path::Path) -> Vec<u8> {
-        // A bare relative destination ("out") has its entries under "./out".
-        let final_path = final_path.strip_prefix(".").unwrap_or(final_path);
-        let dest = self.dest.path.strip_prefix(".").unwrap_or(&self.dest.path);
-        let rel = final_path
-            .strip_prefix(dest)
-            .ok()
-            .filter(|r| !r.as_os_str().is_empty())
-            .or_else(|| {
-                let base = &self.map.get()?.base;
-                final_path.strip_prefix(base).ok()
-            })
-            .map(|r| r.as_os_str().as_bytes().to_vec());
-        rel.unwrap_or_else(|| {
-            final_path
-                .file_name()
-                .unwrap_or_default()
-                .as_bytes()
-                .to_vec()
-        })
-    }
-
     fn all_done(&self) -> bool {
         self.end_of_entries.load(SeqCst) && self.pending.load(SeqCst) == 0
     }
@@ -461,10 +375,8 @@ impl SinkShared {
             // writing, journaling or finishing it.
             let mut st = inc.state.lock().expect("file lock");
             st.failed = true;
-            st.part = None;
-            st.journal = None;
         }
-        self.discard(&inc);
+        inc.out.abort();
         self.ended(id);
         Some(self.failure(id, message))
     }
@@ -491,10 +403,8 @@ impl SinkShared {
                 // finishes first, and any later one sees `failed`.
                 let mut st = inc.state.lock().expect("file lock");
                 st.failed = true;
-                st.part = None;
-                st.journal = None;
             }
-            self.discard(&inc);
+            inc.out.abort();
         }
         let p = &self.progress;
         let settled = p.files.load(SeqCst) + p.skipped.load(SeqCst);
@@ -515,8 +425,8 @@ impl SinkShared {
         inc: &IncomingFile,
         e: StorageError,
     ) -> Result<Option<Frame>, EngineError> {
-        if self.stops_session(&e, inc.rel.components().count() <= 1) {
-            return Err(self.stop(e, &inc.final_path));
+        if self.stops_session(&e, inc.place.rel.components().count() <= 1) {
+            return Err(self.stop(e, &inc.place.shown));
         }
         Ok(self.fail_file(id, e.to_string()))
     }
@@ -532,10 +442,22 @@ impl SinkShared {
     }
 }
 
-/// Receives into `dest` whatever the source at the other end of `transport` sends.
+/// Receives into directory `dest` whatever the source at the other end of `transport`
+/// sends.
 pub async fn run_sink(
     opts: Options,
     dest: DestSpec,
+    transport: Transport,
+    progress: Arc<Progress>,
+) -> Result<Report, EngineError> {
+    let store = Arc::new(crate::store::posix::PosixStore::new(dest));
+    run_sink_into(opts, store, transport, progress).await
+}
+
+/// Receives into `store` whatever the source at the other end of `transport` sends.
+pub async fn run_sink_into(
+    opts: Options,
+    store: Arc<dyn Store>,
     transport: Transport,
     progress: Arc<Progress>,
 ) -> Result<Report, EngineError> {
@@ -549,6 +471,15 @@ pub async fn run_sink(
         opts.served_root.clone(),
     ));
 
+    // A store that cannot read back checks what it receives instead.
+    let caps = store.capabilities();
+    let opts = match opts.verify {
+        hetch_proto::Verify::Written if !caps.read_back => Options {
+            verify: hetch_proto::Verify::Received,
+            ..opts
+        },
+        _ => opts,
+    };
     let opts_hash_threads = opts.hash_threads;
     let opts_pulled = opts.pulled.clone();
     let corrupt_written = opts.corrupt_written;
@@ -556,9 +487,9 @@ pub async fn run_sink(
         opts,
         peer: peer.clone(),
         progress: progress.clone(),
-        dest,
-        map: OnceLock::new(),
-        fs: OnceLock::new(),
+        caps,
+        store,
+        resolved: OnceLock::new(),
         tops: crate::tops::TopCheck::new(opts_pulled.as_deref()),
         files: Mutex::default(),
         pending: AtomicU64::new(0),

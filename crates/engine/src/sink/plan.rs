@@ -1,25 +1,20 @@
 //! Deciding, per announced entry, what the source must send; creating directories and
 //! symlinks on the spot; applying directory metadata at the end.
 
-use std::ffi::OsStr;
-use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::Path;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
 use hetch_integrity::{self as integrity, FileDigest};
 use hetch_proto::{Entry, EntryKind, Frame, PlanAction, PlanItem};
-use hetch_storage::confined::OpenHow;
-use hetch_storage::journal::{Journal, JournalHeader};
-use hetch_storage::part::{self, FinalMeta};
-use hetch_storage::{meta, StorageError};
+use hetch_storage::part::FinalMeta;
+use hetch_storage::StorageError;
 
 use super::recheck::Recheck;
-use super::{FileState, IncomingFile, OrderedDigest, SinkShared, Streamed, Target};
+use super::{FileState, IncomingFile, OrderedDigest, SinkShared, Streamed};
 use crate::error::EngineError;
 use crate::progress::Progress;
+use crate::store::{FileSpec, Kind, Place};
 
 /// What planning a batch produced: the plan, frames that follow it, and the resumed
 /// files whose journaled blocks are to be read back.
@@ -67,7 +62,7 @@ pub(crate) fn plan_batch(sh: &SinkShared, batch: Vec<Entry>) -> Result<Planned, 
     for e in batch {
         if mirroring {
             // Even an entry that fails below: its destination is no extra.
-            if let Ok(at) = sh.target(&e.path) {
+            if let Ok(at) = sh.place(&e.path) {
                 sh.seen.lock().expect("seen lock").insert(at.rel);
             }
         }
@@ -75,7 +70,7 @@ pub(crate) fn plan_batch(sh: &SinkShared, batch: Vec<Entry>) -> Result<Planned, 
         match plan_entry(sh, &e, &mut follow, &mut rechecks) {
             Ok(action) => plan.push(PlanItem { id: e.id, action }),
             Err(err) if sh.stops_session(&err, top_level) => {
-                let at = sh.target(&e.path).map(|t| t.shown);
+                let at = sh.place(&e.path).map(|t| t.shown);
                 return Err(sh.stop(err, &at.unwrap_or_default()));
             }
             Err(err) if top_level && is_wrong_type(&err) => return Err(err.into()),
@@ -107,14 +102,7 @@ fn plan_entry(
     follow: &mut Vec<Frame>,
     rechecks: &mut Vec<Recheck>,
 ) -> Result<PlanAction, StorageError> {
-    let at = sh.target(&e.path)?;
-    let map = sh.map.get().expect("resolved before planning");
-    if part::name_is_reserved(&at.rel) {
-        return Err(StorageError::Refused {
-            path: at.shown.display().to_string(),
-            reason: "name is reserved for hetch's temporary files",
-        });
-    }
+    let at = sh.place(&e.path)?;
     // Setuid, setgid and sticky bits only on request: a receiver running as root must
     // not create setuid files a peer chose. (Ownership is never copied.)
     let keep = if sh.opts.preserve_special_modes {
@@ -132,10 +120,8 @@ fn plan_entry(
             let action = plan_dir(sh, &at, fm)?;
             // Mark a directory copied *as* its operand, so that the same command run
             // again resumes into it instead of nesting a copy inside it.
-            if map.rename_top.is_some() && !e.path.contains(&b'/') {
-                if let Ok(dir) = sh.fs().open_dir(&at.rel) {
-                    crate::dest::DestMap::mark_as_copy(&dir, OsStr::from_bytes(&e.path));
-                }
+            if !e.path.contains(&b'/') {
+                sh.store.mark_copy(&at.rel, &e.path);
             }
             Ok(action)
         }
@@ -157,22 +143,17 @@ fn plan_entry(
     }
 }
 
-fn plan_dir(sh: &SinkShared, at: &Target, fm: FinalMeta) -> Result<PlanAction, StorageError> {
-    match sh.fs().stat(&at.rel)? {
-        Some(md) if md.is_dir() => {}
-        Some(md) => {
-            return Err(StorageError::found_where_needed(
-                &at.shown,
-                md.file_type(),
-                "directory",
-            ))
-        }
-        None => {
-            // Owner-writable until the end, so that a read-only source directory can
-            // still be filled; its real mode is applied by `finish_dirs`.
-            let (parent, name) = sh.fs().parent(&at.rel)?;
-            parent.mkdir(&name, 0o700)?;
-        }
+fn plan_dir(sh: &SinkShared, at: &Place, fm: FinalMeta) -> Result<PlanAction, StorageError> {
+    if !sh.caps.directories {
+        // Object stores have no directories: keys with '/' stand for them.
+        return Ok(PlanAction::Skip);
+    }
+    match sh.store.stat(&at.rel)? {
+        Some(p) if p.kind == Kind::Dir => {}
+        Some(p) => return Err(p.kind.found_where(&at.shown, "directory")),
+        // Owner-writable until the end, so that a read-only source directory can still
+        // be filled; its real mode is applied by `finish_dirs`.
+        None => sh.store.make_dir(&at.rel)?,
     }
     // A followed tree announces a directory again whenever something appears in it:
     // its metadata is applied once, at the end.
@@ -195,38 +176,33 @@ fn plan_dir(sh: &SinkShared, at: &Target, fm: FinalMeta) -> Result<PlanAction, S
 /// destination is resolved with no symlink on the way (see `hetch_storage::confined`).
 fn plan_symlink(
     sh: &SinkShared,
-    at: &Target,
+    at: &Place,
     link: &[u8],
     fm: FinalMeta,
 ) -> Result<PlanAction, StorageError> {
-    let link = OsStr::from_bytes(link);
-    // The parent is resolved once; what is in it is looked at through its handle.
-    let (parent, name) = sh.fs().parent(&at.rel)?;
-    match parent.stat(Path::new(&name))? {
-        Some(md)
-            if md.file_type().is_symlink()
-                && parent.read_link(&name).is_ok_and(|t| t.as_os_str() == link) =>
+    if !sh.caps.symlinks {
+        return Err(StorageError::Refused {
+            path: at.shown.display().to_string(),
+            reason: "is a symbolic link, which this destination cannot hold; not copied",
+        });
+    }
+    match sh.store.stat(&at.rel)? {
+        Some(p)
+            if p.kind == Kind::Symlink
+                && sh
+                    .store
+                    .read_link(&at.rel)
+                    .is_ok_and(|t| t.as_bytes() == link) =>
         {
             Progress::add(&sh.progress.skipped, 1);
             return Ok(PlanAction::Skip);
         }
-        Some(md) if md.is_dir() => {
-            return Err(StorageError::found_where_needed(
-                &at.shown,
-                md.file_type(),
-                "symlink",
-            ))
-        }
+        Some(p) if p.kind == Kind::Dir => return Err(p.kind.found_where(&at.shown, "symlink")),
         // Something else, or a link pointing elsewhere: replaced, unless told not to.
-        Some(md) if sh.opts.no_clobber => return Err(not_replaced(at, md.file_type())),
+        Some(p) if sh.opts.no_clobber => return Err(not_replaced(at, p.kind)),
         _ => {}
     }
-    // Create under the temporary name and rename over: replacing is atomic.
-    let tmp = part::part_name(&name);
-    parent.remove_file(&tmp)?;
-    parent.symlink(link, &tmp)?;
-    parent.set_times_nofollow(&tmp, fm.mtime_sec, fm.mtime_nsec)?;
-    parent.rename(&tmp, &name)?;
+    sh.store.make_symlink(&at.rel, link, fm)?;
     Progress::add(&sh.progress.files, 1);
     Ok(PlanAction::Skip)
 }
@@ -234,13 +210,11 @@ fn plan_symlink(
 /// `--no-clobber`: the destination has a different entry of type `found` where an
 /// entry goes. Its type is named when it is not a file, so that a planted symlink is
 /// not mistaken for a differing file.
-fn not_replaced(at: &Target, found: std::fs::FileType) -> StorageError {
-    let reason = if found.is_symlink() {
-        "is a symlink that differs; not replaced (--no-clobber)"
-    } else if found.is_file() {
-        "exists and differs; not replaced (--no-clobber)"
-    } else {
-        "is a special file; not replaced (--no-clobber)"
+fn not_replaced(at: &Place, found: Kind) -> StorageError {
+    let reason = match found {
+        Kind::Symlink => "is a symlink that differs; not replaced (--no-clobber)",
+        Kind::File => "exists and differs; not replaced (--no-clobber)",
+        _ => "is a special file; not replaced (--no-clobber)",
     };
     StorageError::Refused {
         path: at.shown.display().to_string(),
@@ -260,22 +234,16 @@ struct FileToPlan<'a> {
 }
 
 /// Whole-file digest of a destination file, as the session's algorithm computes it.
-fn digest_of(sh: &SinkShared, at: &Target) -> Result<Vec<u8>, StorageError> {
-    let f = sh.fs().open_file(&at.rel, OpenHow::READ)?;
-    digest_of_open(sh, &f, &at.shown)
-}
-
-/// [`digest_of`] an open file.
-fn digest_of_open(sh: &SinkShared, f: &File, shown: &Path) -> Result<Vec<u8>, StorageError> {
-    let mut buf = Vec::new();
-    crate::sum::sum_open_with(sh.opts.checksum, f, shown, sh.opts.block_size, &mut buf)
+fn digest_of(sh: &SinkShared, at: &Place) -> Result<Vec<u8>, StorageError> {
+    sh.store
+        .digest(&at.rel, sh.opts.checksum, sh.opts.block_size)
 }
 
 /// Reports a file that needs no transfer, with its digest when the session wants them.
 fn report_present(
     sh: &SinkShared,
     id: u64,
-    at: &Target,
+    at: &Place,
     known: Option<Vec<u8>>,
     follow: &mut Vec<Frame>,
 ) -> Result<(), StorageError> {
@@ -286,7 +254,7 @@ fn report_present(
         Some(d) => d,
         None => digest_of(sh, at)?,
     };
-    if let Some(m) = super::finish::manifest_entry(sh, &at.shown, Some(digest)) {
+    if let Some(m) = super::finish::manifest_entry(sh, at, Some(digest)) {
         follow.push(Frame::FileDone {
             file: id,
             error: None,
@@ -299,7 +267,7 @@ fn report_present(
 fn plan_file(
     sh: &SinkShared,
     src: &FileToPlan<'_>,
-    at: Target,
+    at: Place,
     follow: &mut Vec<Frame>,
     rechecks: &mut Vec<Recheck>,
 ) -> Result<PlanAction, StorageError> {
@@ -311,50 +279,50 @@ fn plan_file(
             reason: "announced size is beyond the largest possible file",
         });
     }
-    match sh.fs().stat(&at.rel)? {
-        Some(md) if md.is_dir() => {
-            return Err(StorageError::found_where_needed(
-                &at.shown,
-                md.file_type(),
-                "file",
-            ))
+    if let Some(p) = sh.store.stat(&at.rel)? {
+        if p.kind == Kind::Dir {
+            return Err(p.kind.found_where(&at.shown, "file"));
         }
-        Some(md) => {
-            let same_size = md.is_file() && md.len() == size;
-            let mut known = None;
-            let same = if sh.opts.checksum_skip {
-                // Only a matching digest counts; size and mtime are not trusted.
-                match src.digest {
-                    Some(theirs) if same_size => {
-                        let ours = digest_of(sh, &at)?;
-                        let equal = ours == theirs;
-                        known = Some(ours);
-                        equal
-                    }
-                    _ => false,
+        let same_size = p.kind == Kind::File && p.size == size;
+        let mut known = None;
+        let same = if sh.opts.checksum_skip {
+            // Only a matching digest counts; size and mtime are not trusted.
+            match src.digest {
+                Some(theirs) if same_size => {
+                    let ours = digest_of(sh, &at)?;
+                    let equal = ours == theirs;
+                    known = Some(ours);
+                    equal
                 }
-            } else {
-                same_size && md.mtime() == fm.mtime_sec && md.mtime_nsec() as u32 == fm.mtime_nsec
-            };
-            if same {
-                Progress::add(&sh.progress.skipped, 1);
-                Progress::add(&sh.progress.skipped_bytes, size);
-                report_present(sh, id, &at, known, follow)?;
-                return Ok(PlanAction::Skip);
+                _ => false,
             }
-            if sh.opts.no_clobber {
-                return Err(not_replaced(&at, md.file_type()));
-            }
+        } else {
+            same_size && p.mtime == (fm.mtime_sec, fm.mtime_nsec)
+        };
+        if same {
+            Progress::add(&sh.progress.skipped, 1);
+            Progress::add(&sh.progress.skipped_bytes, size);
+            report_present(sh, id, &at, known, follow)?;
+            return Ok(PlanAction::Skip);
         }
-        None => {}
+        if sh.opts.no_clobber {
+            return Err(not_replaced(&at, p.kind));
+        }
     }
     let bs = sh.opts.block_size;
-    let shown = at.shown.clone();
-    let rel = at.rel.clone();
-    let mut inc = IncomingFile::new(at, size, src.growing, bs, fm);
-    let blocks = inc.blocks();
+    let (size, blocks) = super::shape(size, src.growing, bs);
+    let spec = FileSpec {
+        size,
+        blocks,
+        block_size: bs,
+        meta: fm,
+        checksum: sh.opts.checksum,
+        growing: src.growing,
+        read_back_follows: sh.opts.verify == hetch_proto::Verify::Written,
+    };
+    let opened = sh.store.open(&at, &spec)?;
     let mut state = FileState {
-        digest: FileDigest::new(inc.size(), bs),
+        digest: FileDigest::new(size, bs),
         remaining: blocks,
         ordered: (sh.opts.file_digests && !sh.opts.checksum.merges_blocks() && !src.growing).then(
             || OrderedDigest {
@@ -365,61 +333,44 @@ fn plan_file(
         streamed: src.growing.then(Streamed::default),
         ..FileState::default()
     };
-    let mut resumed = false;
     // Journaled blocks to read back before they count (see `recheck.rs`); a growing
     // file's are taken as they are (its whole-file digest is checked at its seal).
     let check = !sh.opts.trust_journal && !src.growing;
     let mut claimed = super::BlockSet::default();
     let mut journaled = Vec::new();
-    let name = rel.file_name().unwrap_or_default();
-    if blocks > 1 && sh.fs().stat(&part::part_path(&rel))?.is_some() {
-        let header = journal_header(sh, &inc, src.growing);
-        let mut verified = Vec::new();
-        let (dir, _) = sh.fs().parent(&rel)?;
-        let journal = Journal::resume(&dir, &part::journal_name(name), &header, |i, d| {
-            if i < blocks {
-                verified.push((i, d))
+    for (i, d) in opened.recorded.unwrap_or_default() {
+        if check {
+            if claimed.insert(i) {
+                journaled.push((i, d));
             }
-        })?;
-        if let Some(j) = journal {
-            for (i, d) in verified {
-                if check {
-                    if claimed.insert(i) {
-                        journaled.push((i, d));
-                    }
-                } else if !state.is_done(i) {
-                    state.mark_done(i);
-                    state.remaining -= 1;
-                    match &mut state.streamed {
-                        Some(s) => super::growing::keep_digest(s, i, d),
-                        None => {
-                            let _ = state.digest.add(i, d);
-                        }
-                    }
-                    Progress::add(
-                        &sh.progress.skipped_bytes,
-                        integrity::block_len(inc.size(), bs, i),
-                    );
+        } else if !state.is_done(i) {
+            state.mark_done(i);
+            state.remaining -= 1;
+            match &mut state.streamed {
+                Some(s) => super::growing::keep_digest(s, i, d),
+                None => {
+                    let _ = state.digest.add(i, d);
                 }
             }
-            state.journal = Some(Arc::new(j));
-            resumed = true;
+            Progress::add(
+                &sh.progress.skipped_bytes,
+                integrity::block_len(size, bs, i),
+            );
         }
     }
+    let out = opened.file;
     if state.remaining == 0 {
         // Everything arrived before an interruption; only the rename was missing.
         let merged = state.digest.finish().ok();
-        let p = sh.open_part(&inc, true)?;
-        p.set_len(size)?;
         let whole = match merged {
             Some(d) if sh.opts.checksum.merges_blocks() => Some(d.to_vec()),
-            _ if sh.opts.file_digests => Some(digest_of_open(sh, p.file(), p.path())?),
+            _ if sh.opts.file_digests => Some(out.digest(sh.opts.checksum, bs)?),
             _ => None,
         };
         let xattr = merged.filter(|_| sh.opts.checksum.merges_blocks());
-        p.finalize(fm, xattr.as_ref(), sh.opts.fsync, true)?;
+        out.commit(size, fm, xattr.as_ref(), sh.opts.fsync)?;
         Progress::add(&sh.progress.files, 1);
-        if let Some(m) = super::finish::manifest_entry(sh, &shown, whole) {
+        if let Some(m) = super::finish::manifest_entry(sh, &at, whole) {
             follow.push(Frame::FileDone {
                 file: id,
                 error: None,
@@ -431,7 +382,7 @@ fn plan_file(
     // A growing file's plan covers the blocks that were full when it was announced;
     // the source sends later ones as they fill.
     let planned = if src.growing {
-        super::growing::full_blocks(size, bs)
+        super::growing::full_blocks(src.size, bs)
     } else {
         blocks
     };
@@ -440,15 +391,14 @@ fn plan_file(
     } else {
         // Nothing is done yet: the source sends all but the journaled blocks.
         state.rechecking = journaled.len() as u64;
-        state.part = Some(Arc::new(sh.open_part(&inc, true)?));
         rechecks.push(Recheck {
             file: id,
             blocks: journaled,
         });
         claimed.gaps(planned)
     };
-    inc.resumed = resumed;
-    *inc.state.get_mut().expect("file lock") = state;
+    let inc = IncomingFile::new(at, out, &spec);
+    *inc.state.lock().expect("file lock") = state;
     sh.files
         .lock()
         .expect("files lock")
@@ -457,27 +407,15 @@ fn plan_file(
     Ok(PlanAction::Send(ranges))
 }
 
-/// The journal header for a file: a growing file's journal names no size or mtime
-/// (both change while it grows), so a restarted follower resumes it.
-pub(crate) fn journal_header(sh: &SinkShared, inc: &IncomingFile, growing: bool) -> JournalHeader {
-    JournalHeader {
-        block_size: sh.opts.block_size,
-        file_size: if growing { super::GROWING } else { inc.size() },
-        mtime_sec: if growing { 0 } else { inc.meta.mtime_sec },
-        mtime_nsec: if growing { 0 } else { inc.meta.mtime_nsec },
-        checksum: sh.opts.checksum.id(),
-    }
-}
-
 /// The ranges of blocks in `0..blocks` not done yet: O(fragments), whatever the size.
 pub(crate) fn missing_ranges(state: &FileState, blocks: u64) -> Vec<(u64, u64)> {
     state.done.gaps(blocks)
 }
 
 /// Applies directory modes and mtimes (deepest first, after their contents changed
-/// them) and flushes the destination file system. A directory that could not be
-/// finished is a failure reported to the source like a file's (so that it is named
-/// wherever the user looks), in the returned frames.
+/// them) and flushes the destination. A directory that could not be finished is a
+/// failure reported to the source like a file's (so that it is named wherever the user
+/// looks), in the returned frames.
 pub(crate) fn finish_dirs(sh: &SinkShared) -> Result<Vec<Frame>, EngineError> {
     let dirs = std::mem::take(&mut *sh.dirs.lock().expect("dirs lock"));
     // Before the directories get their times: removing changes them. A comparison
@@ -488,27 +426,12 @@ pub(crate) fn finish_dirs(sh: &SinkShared) -> Result<Vec<Frame>, EngineError> {
     }
     let mut failed = Vec::new();
     for (rel, fm) in dirs.iter().rev() {
-        // Through the directory itself, opened with no symlink on the way: a
-        // directory swapped for a link since it was made is not followed.
-        let shown = sh.fs().path().join(rel);
-        let r = sh.fs().open_dir(rel).and_then(|d| {
-            let md = d.metadata().map_err(|e| StorageError::io(&shown, e))?;
-            // Already right (a run that skipped everything): nothing to write, which
-            // also spares a read-only copy an error.
-            let same_time = md.mtime() == fm.mtime_sec && md.mtime_nsec() == fm.mtime_nsec as i64;
-            if md.mode() & 0o7777 == fm.mode && same_time {
-                return Ok(());
-            }
-            d.set_permissions(std::fs::Permissions::from_mode(fm.mode))
-                .map_err(|e| StorageError::io(&shown, e))?;
-            meta::set_file_mtime(&d, &shown, fm.mtime_sec, fm.mtime_nsec)
-        });
-        if let Err(e) = r {
+        if let Err(e) = sh.store.finish_dir(rel, *fm) {
             failed.push(sh.failure(u64::MAX, e.to_string()));
         }
     }
-    if let Some(fs) = sh.fs.get() {
-        fs.sync_fs()?;
+    if sh.is_resolved() {
+        sh.store.sync()?;
     }
     Ok(failed)
 }
@@ -521,16 +444,9 @@ pub(crate) fn finish_dirs(sh: &SinkShared) -> Result<Vec<Frame>, EngineError> {
 /// right now, which holds its files and keeps them. The destination directory itself
 /// is left alone: other transfers into it may be paused, to be resumed later.
 fn remove_leftovers(sh: &SinkShared, dirs: &[(std::path::PathBuf, FinalMeta)]) {
-    use hetch_storage::confined::Links;
-    use hetch_storage::leftovers::{clean_dir, Clean};
     for (rel, _) in dirs {
-        let Ok(dir) = sh.fs().subdir(rel, Links::Refuse) else {
-            continue; // replaced meanwhile: not ours to look into
-        };
-        clean_dir(&dir, Clean::default(), &mut |r| {
-            if let Err(e) = r {
-                sh.progress.warn(&format!("leftover not removed: {e}"));
-            }
+        sh.store.clean_leftovers(rel, &mut |e| {
+            sh.progress.warn(&format!("leftover not removed: {e}"));
         });
     }
 }

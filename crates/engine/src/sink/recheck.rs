@@ -7,12 +7,12 @@
 
 use std::sync::Arc;
 
-use hetch_integrity::{self as integrity, Digest};
+use hetch_integrity::Digest;
 use hetch_proto::Frame;
 use tokio::sync::mpsc;
 
 use super::finish::{block_done, Arrival};
-use super::verify::{check, lookup, part_of, Checked};
+use super::verify::{check, lookup, prefetch, Checked};
 use super::write::mismatch;
 use super::SinkShared;
 use crate::error::EngineError;
@@ -60,8 +60,8 @@ fn run(
     };
     let bs = sh.opts.block_size;
     let prepare = |i: usize| {
-        if let (Some(&(block, _)), Some(part)) = (r.blocks.get(i), part_of(&inc)) {
-            part.prepare_read_back(block * bs, integrity::block_len(inc.size(), bs, block));
+        if let Some(&(block, _)) = r.blocks.get(i) {
+            prefetch(&inc, bs, block);
         }
     };
     let mut scratch = Vec::new();

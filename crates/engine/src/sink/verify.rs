@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use hetch_integrity::{self as integrity, Digest};
 use hetch_proto::{Frame, Schedule};
-use hetch_storage::part::PartFile;
 use hetch_storage::StorageError;
 use tokio::sync::mpsc;
 
@@ -79,11 +78,8 @@ fn run(sh: &SinkShared, job: Job) -> Result<Vec<Frame>, EngineError> {
     let mut scratch = Vec::new();
     let bs = sh.opts.block_size;
     let prepare = |i: usize| {
-        let Some(&(block, _)) = blocks.get(i) else {
-            return;
-        };
-        if let Some(part) = part_of(&inc) {
-            part.prepare_read_back(block * bs, integrity::block_len(inc.size(), bs, block));
+        if let Some(&(block, _)) = blocks.get(i) {
+            prefetch(&inc, bs, block);
         }
     };
     prepare(0);
@@ -118,9 +114,10 @@ fn run(sh: &SinkShared, job: Job) -> Result<Vec<Frame>, EngineError> {
     Ok(replies)
 }
 
-/// The file's open part file, unless it was finished or dropped.
-pub(super) fn part_of(inc: &IncomingFile) -> Option<Arc<PartFile>> {
-    inc.state.lock().expect("file lock").part.clone()
+/// Asks the store to have block `block` ready to read back.
+pub(super) fn prefetch(inc: &IncomingFile, bs: u64, block: u64) {
+    inc.out
+        .prefetch(block * bs, integrity::block_len(inc.size(), bs, block));
 }
 
 pub(super) fn lookup(sh: &SinkShared, file: u64) -> Option<Arc<IncomingFile>> {
@@ -145,13 +142,12 @@ pub(super) fn check<'a>(
     buf: Option<&'a mut Vec<u8>>,
     scratch: &'a mut Vec<u8>,
 ) -> Result<Checked<'a>, StorageError> {
-    let part: Arc<PartFile> = {
+    {
         let st = inc.state.lock().expect("file lock");
-        match &st.part {
-            Some(p) if !st.is_done(block) => p.clone(),
-            _ => return Ok(Checked::Gone),
+        if st.failed || st.is_done(block) {
+            return Ok(Checked::Gone);
         }
-    };
+    }
     let bs = sh.opts.block_size;
     let len = integrity::block_len(inc.size(), bs, block) as usize;
     let data = match buf {
@@ -161,8 +157,7 @@ pub(super) fn check<'a>(
             scratch
         }
     };
-    part.read_back(block * bs, data)?;
-    drop(part);
+    inc.out.read_back(block * bs, data)?;
     let algo = sh.opts.checksum;
     let got = sh
         .gate

@@ -62,7 +62,7 @@ fn handle_block(
         return Err(protocol(format!(
             "block {} beyond the end of {}",
             h.block,
-            inc.final_path.display()
+            inc.place.shown.display()
         )));
     }
     let want = integrity::block_len(inc.size(), bs, h.block) as usize;
@@ -75,7 +75,7 @@ fn handle_block(
         return Err(protocol(format!(
             "block {} of {} has {} bytes, expected {want}",
             h.block,
-            inc.final_path.display(),
+            inc.place.shown.display(),
             data.len()
         )));
     }
@@ -154,7 +154,7 @@ pub(crate) fn mismatch(
         let n = sh.opts.checksum.digest_len();
         let message = format!(
             "{}: block {block} at offset {offset} failed its {} check {tries} times (expected {}, got {}); file not written",
-            inc.final_path.display(),
+            inc.place.shown.display(),
             sh.opts.checksum,
             to_hex(&expected[..n]),
             to_hex(&got[..n]),
@@ -165,8 +165,7 @@ pub(crate) fn mismatch(
     Some(Frame::Resend { file, block })
 }
 
-/// Writes a block into the file's part file (opening it and its journal on the first
-/// block). Returns false for a duplicate that was not written.
+/// Puts a block into the store. Returns false for a duplicate that was not put.
 fn store(
     sh: &SinkShared,
     h: &DataHeader,
@@ -174,53 +173,35 @@ fn store(
     data: &[u8],
     zero: bool,
 ) -> Result<bool, StorageError> {
-    let bs = sh.opts.block_size;
-    let part = {
+    {
         let mut st = inc.state.lock().expect("file lock");
         if st.failed || st.is_done(h.block) || st.written.contains_key(&h.block) {
             return Ok(false); // a duplicate (e.g. a resend that crossed a good copy)
+        }
+        if sh.stopped.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(false); // the session is stopping: nothing new is stored
         }
         if let Some(s) = &mut st.streamed {
             // From now on pieces leave this block alone (see `growing::piece`).
             s.stored.insert(h.block);
         }
-        if st.part.is_none() {
-            if sh.stopped.load(std::sync::atomic::Ordering::SeqCst) {
-                return Ok(false); // the session is stopping: nothing new on disk
-            }
-            // Not sized up front: writes that extend the file in (mostly) ascending
-            // order are much cheaper on ext4 than filling a pre-sized sparse file. A
-            // file whose zero blocks were skipped is sized when it is finished.
-            st.part = Some(Arc::new(sh.open_part(inc, inc.resumed)?));
-        }
-        if inc.blocks() > 1 && st.journal.is_none() {
-            let header = super::plan::journal_header(sh, inc, st.streamed.is_some());
-            let part = st.part.as_ref().expect("opened above");
-            st.journal = Some(Arc::new(part.create_journal(&header)?));
-        }
-        st.part.clone().expect("opened above")
-    };
-    // A fresh part file is a hole: zero blocks need no write. A resumed one may hold
-    // stale bytes there, so they are written.
-    let hole = zero && !inc.resumed;
-    if !hole {
-        // One write at a time per file: concurrent writes to one file only queue on
-        // the file system's inode lock; other files still write in parallel.
-        let _one_writer = inc.write_lock.lock().expect("write lock");
-        part.write_at(h.block * bs, data)?;
-        if sh.opts.verify == Verify::Written {
-            part.start_writeback(h.block * bs, data.len() as u64);
-        }
-        if !data.is_empty()
-            && sh
-                .corrupt_left
-                .fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1))
-                .is_ok()
-        {
-            // Test-only fault hook: damage the stored block before it is read back.
-            part.write_at(h.block * bs, &[data[0] ^ 0x01])?;
-        }
     }
-    inc.state.lock().expect("file lock").holes |= hole;
+    let offset = h.block * sh.opts.block_size;
+    if zero {
+        return inc
+            .out
+            .put_zeros(offset, data.len() as u64, data)
+            .map(|()| true);
+    }
+    inc.out.put(offset, data)?;
+    if !data.is_empty()
+        && sh
+            .corrupt_left
+            .fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+    {
+        // Test-only fault hook: damage the stored block before it is read back.
+        inc.out.put(offset, &[data[0] ^ 0x01])?;
+    }
     Ok(true)
 }

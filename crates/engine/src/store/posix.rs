@@ -1,0 +1,510 @@
+//! A directory tree as a [`Store`]: each file is written as `.NAME.hetch-part` next to
+//! its final name, with a journal `.NAME.hetch-journal` of verified blocks, and renamed
+//! into place when complete. Every entry is reached through the destination
+//! directory's handle with no symlink followed (`hetch_storage::confined`), so neither
+//! a peer's names nor a local user's swaps can make a write land outside.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use hetch_integrity::{Algorithm, Digest};
+use hetch_storage::confined::{Dir, Links, OpenHow};
+use hetch_storage::journal::{Journal, JournalHeader};
+use hetch_storage::part::{self, FinalMeta, PartFile, JOURNAL_SUFFIX, PART_SUFFIX};
+use hetch_storage::{meta, StorageError};
+
+use super::{Capabilities, FileSpec, Kind, Listed, Opened, Place, Present, Store, StoreFile};
+use crate::dest::{DestMap, DestSpec};
+use crate::error::EngineError;
+
+/// Journal records wait until this many bytes of their blocks are written, then the
+/// part file is `fdatasync`ed and they are appended in one write: a record is only
+/// ever written after its block is durable. 16 MiB is one sync per 4 default blocks,
+/// on data the kernel is writing out anyway (a `--verify written` read-back already
+/// waits for each block's write-out, so the sync mostly flushes the device's cache and
+/// the file's extents); it bounds what an interruption costs a resume to 16 MiB per
+/// file, and keeps the journal close behind the transfer. Time is no criterion: a
+/// stalled transfer loses at most those bytes, and a finished file needs no records.
+const JOURNAL_BATCH_BYTES: u64 = 16 << 20;
+/// ... or this many records, so that small blocks do not make a long batch.
+const JOURNAL_BATCH_RECORDS: usize = 256;
+
+/// A destination directory tree.
+pub struct PosixStore {
+    spec: DestSpec,
+    /// Resolved when the first entry names the operand (see [`DestMap::resolve`]).
+    map: OnceLock<DestMap>,
+    /// The destination directory (`map.base`), opened when the map is resolved.
+    fs: OnceLock<Dir>,
+}
+
+impl PosixStore {
+    /// A store writing where `spec` says.
+    pub fn new(spec: DestSpec) -> Self {
+        PosixStore {
+            spec,
+            map: OnceLock::new(),
+            fs: OnceLock::new(),
+        }
+    }
+
+    fn fs(&self) -> &Dir {
+        self.fs.get().expect("destination resolved before use")
+    }
+
+    fn map(&self) -> &DestMap {
+        self.map.get().expect("destination resolved before use")
+    }
+}
+
+fn kind_of(ft: std::fs::FileType) -> Kind {
+    if ft.is_dir() {
+        Kind::Dir
+    } else if ft.is_symlink() {
+        Kind::Symlink
+    } else if ft.is_file() {
+        Kind::File
+    } else {
+        Kind::Other
+    }
+}
+
+fn present(md: &std::fs::Metadata) -> Present {
+    Present {
+        kind: kind_of(md.file_type()),
+        size: md.len(),
+        mtime: (md.mtime(), md.mtime_nsec() as u32),
+    }
+}
+
+impl Store for PosixStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            read_back: true,
+            random_access: true,
+            directories: true,
+            symlinks: true,
+            mtime_nanos: true,
+        }
+    }
+
+    fn resolve(&self, first_top: &[u8]) -> Result<(), EngineError> {
+        if self.map.get().is_some() {
+            return Ok(());
+        }
+        let map = DestMap::resolve(&self.spec, OsStr::from_bytes(first_top))?;
+        let base = match &self.spec.confine_to {
+            // A server's destination may lie behind the operator's symlinks, as long
+            // as they stay inside the root.
+            Some(root) => {
+                let below = map
+                    .base
+                    .strip_prefix(root)
+                    .map_err(|_| StorageError::Refused {
+                        path: map.base.display().to_string(),
+                        reason: "destination is not inside the served root",
+                    })?;
+                Dir::open(root)?.subdir(below, Links::Beneath)?
+            }
+            None => Dir::open(&map.base)?,
+        };
+        let _ = self.fs.set(base);
+        let _ = self.map.set(map);
+        Ok(())
+    }
+
+    fn place(&self, wire: &[u8]) -> Result<Place, StorageError> {
+        let rel = hetch_storage::paths::rel_from_wire(wire)?;
+        let map = self.map();
+        let rel = map.rel(&rel);
+        if part::name_is_reserved(&rel) {
+            return Err(StorageError::Refused {
+                path: map.base.join(&rel).display().to_string(),
+                reason: "name is reserved for hetch's temporary files",
+            });
+        }
+        Ok(Place {
+            shown: map.base.join(&rel),
+            rel,
+        })
+    }
+
+    fn manifest_path(&self, place: &Place) -> Vec<u8> {
+        // A bare relative destination ("out") has its entries under "./out".
+        let final_path = place.shown.strip_prefix(".").unwrap_or(&place.shown);
+        let dest = self.spec.path.strip_prefix(".").unwrap_or(&self.spec.path);
+        let rel = final_path
+            .strip_prefix(dest)
+            .ok()
+            .filter(|r| !r.as_os_str().is_empty())
+            .or_else(|| final_path.strip_prefix(&self.map.get()?.base).ok())
+            .map(|r| r.as_os_str().as_bytes().to_vec());
+        rel.unwrap_or_else(|| {
+            final_path
+                .file_name()
+                .unwrap_or_default()
+                .as_bytes()
+                .to_vec()
+        })
+    }
+
+    fn stat(&self, rel: &Path) -> Result<Option<Present>, StorageError> {
+        Ok(self.fs().stat(rel)?.as_ref().map(present))
+    }
+
+    fn read_link(&self, rel: &Path) -> Result<OsString, StorageError> {
+        let (parent, name) = self.fs().parent(rel)?;
+        parent.read_link(&name)
+    }
+
+    fn digest(
+        &self,
+        rel: &Path,
+        algo: Algorithm,
+        block_size: u64,
+    ) -> Result<Vec<u8>, StorageError> {
+        let f = self.fs().open_file(rel, OpenHow::READ)?;
+        let mut buf = Vec::new();
+        crate::sum::sum_open_with(algo, &f, &self.fs().path().join(rel), block_size, &mut buf)
+    }
+
+    fn make_dir(&self, rel: &Path) -> Result<(), StorageError> {
+        let (parent, name) = self.fs().parent(rel)?;
+        parent.mkdir(&name, 0o700)
+    }
+
+    fn mark_copy(&self, rel: &Path, top: &[u8]) {
+        if self.map().rename_top.is_none() {
+            return; // copied into the destination, under its own name
+        }
+        if let Ok(dir) = self.fs().open_dir(rel) {
+            DestMap::mark_as_copy(&dir, OsStr::from_bytes(top));
+        }
+    }
+
+    fn finish_dir(&self, rel: &Path, fm: FinalMeta) -> Result<(), StorageError> {
+        // Through the directory itself, opened with no symlink on the way: a
+        // directory swapped for a link since it was made is not followed.
+        let shown = self.fs().path().join(rel);
+        let d = self.fs().open_dir(rel)?;
+        let md = d.metadata().map_err(|e| StorageError::io(&shown, e))?;
+        // Already right (a run that skipped everything): nothing to write, which also
+        // spares a read-only copy an error.
+        let same_time = md.mtime() == fm.mtime_sec && md.mtime_nsec() == fm.mtime_nsec as i64;
+        if md.mode() & 0o7777 == fm.mode && same_time {
+            return Ok(());
+        }
+        d.set_permissions(std::fs::Permissions::from_mode(fm.mode))
+            .map_err(|e| StorageError::io(&shown, e))?;
+        meta::set_file_mtime(&d, &shown, fm.mtime_sec, fm.mtime_nsec)
+    }
+
+    fn make_symlink(&self, rel: &Path, target: &[u8], fm: FinalMeta) -> Result<(), StorageError> {
+        // Created under the temporary name and renamed over: replacing is atomic.
+        let (parent, name) = self.fs().parent(rel)?;
+        let tmp = part::part_name(&name);
+        parent.remove_file(&tmp)?;
+        parent.symlink(OsStr::from_bytes(target), &tmp)?;
+        parent.set_times_nofollow(&tmp, fm.mtime_sec, fm.mtime_nsec)?;
+        parent.rename(&tmp, &name)
+    }
+
+    fn open(&self, place: &Place, spec: &FileSpec) -> Result<Opened, StorageError> {
+        let mut file = PosixFile {
+            fs: self.fs().clone(),
+            rel: place.rel.clone(),
+            header: journal_header(spec),
+            spec: *spec,
+            resumed: false,
+            inner: Mutex::default(),
+            one_writer: Mutex::new(()),
+        };
+        let mut recorded = None;
+        if spec.blocks > 1 && self.fs().stat(&part::part_path(&place.rel))?.is_some() {
+            let mut verified = Vec::new();
+            let (dir, name) = self.fs().parent(&place.rel)?;
+            let journal =
+                Journal::resume(&dir, &part::journal_name(&name), &file.header, |i, d| {
+                    if i < spec.blocks {
+                        verified.push((i, d))
+                    }
+                })?;
+            if let Some(j) = journal {
+                let inner = file.inner.get_mut().expect("part lock");
+                inner.journal = Some(Arc::new(j));
+                file.resumed = true;
+                recorded = Some(verified);
+            }
+        }
+        Ok(Opened {
+            file: Arc::new(file),
+            recorded,
+        })
+    }
+
+    fn clean_leftovers(&self, rel: &Path, warn: &mut dyn FnMut(StorageError)) {
+        use hetch_storage::leftovers::{clean_dir, Clean};
+        let Ok(dir) = self.fs().subdir(rel, Links::Refuse) else {
+            return; // replaced meanwhile: not ours to look into
+        };
+        clean_dir(&dir, Clean::default(), &mut |r| {
+            if let Err(e) = r {
+                warn(e);
+            }
+        });
+    }
+
+    fn list(&self, rel: &Path) -> Result<Vec<Listed>, StorageError> {
+        let dir = self.fs().subdir(rel, Links::Refuse)?;
+        let mut out = Vec::new();
+        for name in dir.names()? {
+            // Gone since it was listed: nothing to do.
+            let Some(md) = dir.stat(Path::new(&name))? else {
+                continue;
+            };
+            let temporary_of = part::is_temporary_name(name.as_bytes()).then(|| final_name(&name));
+            out.push(Listed {
+                name,
+                kind: kind_of(md.file_type()),
+                temporary_of,
+            });
+        }
+        Ok(out)
+    }
+
+    fn remove(&self, rel: &Path, dir: bool) -> Result<(), StorageError> {
+        let (parent, name) = self.fs().parent(rel)?;
+        if dir {
+            parent.remove_dir(&name)
+        } else {
+            parent.remove_file(&name)
+        }
+    }
+
+    fn sync(&self) -> Result<(), StorageError> {
+        match self.fs.get() {
+            Some(fs) => fs.sync_fs(),
+            None => Ok(()),
+        }
+    }
+
+    fn shown_base(&self) -> Option<PathBuf> {
+        self.fs.get().map(|d| d.path().to_path_buf())
+    }
+}
+
+/// The file a part file or journal (`.NAME.hetch-part`) belongs to.
+fn final_name(temporary: &OsStr) -> OsString {
+    let b = temporary.as_bytes();
+    let b = b.strip_prefix(b".").unwrap_or(b);
+    let b = b
+        .strip_suffix(PART_SUFFIX.as_bytes())
+        .or_else(|| b.strip_suffix(JOURNAL_SUFFIX.as_bytes()))
+        .unwrap_or(b);
+    OsStr::from_bytes(b).to_os_string()
+}
+
+/// The journal header for a file: a growing file's journal names no size or mtime
+/// (both change while it grows), so a restarted follower resumes it.
+fn journal_header(spec: &FileSpec) -> JournalHeader {
+    JournalHeader {
+        block_size: spec.block_size,
+        file_size: if spec.growing { u64::MAX } else { spec.size },
+        mtime_sec: if spec.growing { 0 } else { spec.meta.mtime_sec },
+        mtime_nsec: if spec.growing {
+            0
+        } else {
+            spec.meta.mtime_nsec
+        },
+        checksum: spec.checksum.id(),
+    }
+}
+
+/// A file being received into a directory tree.
+struct PosixFile {
+    fs: Dir,
+    rel: PathBuf,
+    header: JournalHeader,
+    spec: FileSpec,
+    /// The part file holds verified blocks of an earlier run: keep its contents.
+    resumed: bool,
+    inner: Mutex<Inner>,
+    /// One write at a time per file: concurrent writes to one file only queue on the
+    /// file system's inode lock; other files still write in parallel.
+    one_writer: Mutex<()>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Opened on the first put: a file planned but not started holds no descriptor.
+    part: Option<Arc<PartFile>>,
+    journal: Option<Arc<Journal>>,
+    /// Records waiting for the part file's next sync, and their blocks' bytes.
+    unjournaled: Vec<(u64, Digest)>,
+    unjournaled_bytes: u64,
+    /// Some all-zero block was skipped rather than written: size the file at the end.
+    holes: bool,
+    /// Committed or aborted: nothing more is written.
+    closed: bool,
+    /// Renamed into place: an abort must not touch the names any more.
+    committed: bool,
+}
+
+impl PosixFile {
+    fn shown(&self) -> PathBuf {
+        self.fs.path().join(&self.rel)
+    }
+
+    /// The part file, opened (and its journal created) on first use.
+    fn part(&self) -> Result<Arc<PartFile>, StorageError> {
+        let mut inner = self.inner.lock().expect("part lock");
+        if inner.closed {
+            return Err(StorageError::Refused {
+                path: self.shown().display().to_string(),
+                reason: "file already finished or dropped",
+            });
+        }
+        if inner.part.is_none() {
+            let (dir, name) = self.fs.parent(&self.rel)?;
+            // Not sized up front: writes that extend the file in (mostly) ascending
+            // order are much cheaper on ext4 than filling a pre-sized sparse file. A
+            // file whose zero blocks were skipped is sized when it is committed.
+            inner.part = Some(Arc::new(PartFile::open(&dir, &name, self.resumed)?));
+        }
+        let part = inner.part.clone().expect("opened above");
+        if self.spec.blocks > 1 && inner.journal.is_none() {
+            inner.journal = Some(Arc::new(part.create_journal(&self.header)?));
+        }
+        Ok(part)
+    }
+
+    fn open_part(&self) -> Option<Arc<PartFile>> {
+        self.inner.lock().expect("part lock").part.clone()
+    }
+}
+
+impl StoreFile for PosixFile {
+    fn put(&self, offset: u64, data: &[u8]) -> Result<(), StorageError> {
+        let part = self.part()?;
+        let _one = self.one_writer.lock().expect("write lock");
+        part.write_at(offset, data)?;
+        if self.spec.read_back_follows {
+            part.start_writeback(offset, data.len() as u64);
+        }
+        Ok(())
+    }
+
+    fn put_zeros(&self, offset: u64, len: u64, zeros: &[u8]) -> Result<(), StorageError> {
+        // A fresh part file is a hole there already; a resumed one may hold stale
+        // bytes, so they are written.
+        if self.resumed {
+            return self.put(offset, &zeros[..len as usize]);
+        }
+        self.part()?;
+        self.inner.lock().expect("part lock").holes = true;
+        Ok(())
+    }
+
+    fn prefetch(&self, offset: u64, len: u64) {
+        if let Some(p) = self.open_part() {
+            p.prepare_read_back(offset, len);
+        }
+    }
+
+    fn read_back(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        self.part()?.read_back(offset, buf)
+    }
+
+    fn record(&self, block: u64, digest: &Digest, len: u64) -> Result<(), StorageError> {
+        let batch = {
+            let mut inner = self.inner.lock().expect("part lock");
+            let Some(journal) = inner.journal.clone() else {
+                return Ok(()); // one-block files keep no journal
+            };
+            if self.spec.growing {
+                // A growing file's durability task syncs it on its own schedule; its
+                // records go at once (a resume reads them back anyway).
+                drop(inner);
+                return journal.append(block, digest);
+            }
+            inner.unjournaled.push((block, *digest));
+            inner.unjournaled_bytes += len;
+            if inner.unjournaled_bytes < JOURNAL_BATCH_BYTES
+                && inner.unjournaled.len() < JOURNAL_BATCH_RECORDS
+            {
+                return Ok(());
+            }
+            inner.unjournaled_bytes = 0;
+            let records = std::mem::take(&mut inner.unjournaled);
+            inner.part.clone().map(|p| (p, journal, records))
+        };
+        if let Some((part, journal, records)) = batch {
+            // Outside the lock: other blocks go on being written meanwhile.
+            part.sync_data()?;
+            journal.append_all(&records)?;
+        }
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<(), StorageError> {
+        match self.open_part() {
+            Some(p) => p.sync_data(),
+            None => Ok(()),
+        }
+    }
+
+    fn digest(&self, algo: Algorithm, block_size: u64) -> Result<Vec<u8>, StorageError> {
+        let part = self.part()?;
+        let mut buf = Vec::new();
+        crate::sum::sum_open_with(algo, part.file(), part.path(), block_size, &mut buf)
+    }
+
+    fn commit(
+        &self,
+        size: u64,
+        fm: FinalMeta,
+        xattr: Option<&Digest>,
+        fsync: bool,
+    ) -> Result<(), StorageError> {
+        let part = self.part()?;
+        let holes = {
+            let mut inner = self.inner.lock().expect("part lock");
+            // Complete: its records no longer matter; it is renamed after its own sync.
+            inner.journal = None;
+            inner.unjournaled = Vec::new();
+            inner.closed = true;
+            inner.holes
+        };
+        let len = part
+            .file()
+            .metadata()
+            .map_err(|e| StorageError::io(part.path(), e))?
+            .len();
+        if holes || len != size {
+            part.set_len(size)?;
+        }
+        part.finalize(fm, xattr, fsync, self.spec.blocks > 1)?;
+        let mut inner = self.inner.lock().expect("part lock");
+        inner.part = None;
+        inner.committed = true;
+        Ok(())
+    }
+
+    fn abort(&self) {
+        {
+            let mut inner = self.inner.lock().expect("part lock");
+            if inner.committed {
+                return;
+            }
+            inner.closed = true;
+            inner.part = None;
+            inner.journal = None;
+        }
+        if let Ok((dir, name)) = self.fs.parent(&self.rel) {
+            part::discard(&dir, &name);
+        }
+    }
+}

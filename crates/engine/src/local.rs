@@ -8,7 +8,7 @@ use crate::dest::DestSpec;
 use crate::error::EngineError;
 use crate::operand::{Destination, Operand};
 use crate::progress::{Progress, Report};
-use crate::{run_sink, run_source_from, Options, Transport};
+use crate::{run_sink_into, run_source_from, Options, Transport};
 
 /// Bytes buffered in each in-memory pipe.
 const PIPE: usize = 4 << 20;
@@ -48,9 +48,15 @@ pub async fn copy_between(
         ..opts.clone()
     };
     let sink = match dest {
-        Destination::Local(d) => tokio::spawn(run_sink(sink_opts, d, dst, sink_progress)),
+        Destination::Local(d) => {
+            let store = Arc::new(crate::store::posix::PosixStore::new(d));
+            tokio::spawn(run_sink_into(sink_opts, store, dst, sink_progress))
+        }
         Destination::Object(d) => {
             tokio::spawn(crate::run_object_sink(sink_opts, d, dst, sink_progress))
+        }
+        Destination::Store(store) => {
+            tokio::spawn(run_sink_into(sink_opts, store, dst, sink_progress))
         }
     };
     let source = run_source_from(opts, operands, src, progress).await;

@@ -30,12 +30,14 @@ pub struct ObjectLocation {
 }
 
 /// Where a transfer writes.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum Destination {
     /// A local path with `cp -r` semantics.
     Local(crate::DestSpec),
     /// An object store prefix.
     Object(ObjectDest),
+    /// Any store (see [`crate::store`]), resolved by the caller.
+    Store(Arc<dyn crate::store::Store>),
 }
 
 /// An object store destination.

@@ -92,6 +92,28 @@ pub fn sum_open_with(
     Ok(h.finish())
 }
 
+/// The whole-file digest of bytes in memory, as [`sum_open_with`] computes it for a
+/// file with these contents.
+pub fn sum_bytes(algo: Algorithm, data: &[u8], block_size: u64) -> Vec<u8> {
+    if algo == Algorithm::Blake3 {
+        let size = data.len() as u64;
+        let mut merged = FileDigest::new(size, block_size);
+        let chunks: Vec<&[u8]> = if data.is_empty() {
+            vec![data]
+        } else {
+            data.chunks(block_size as usize).collect()
+        };
+        for (i, block) in chunks.into_iter().enumerate() {
+            let d = integrity::block_digest(size, block_size, i as u64, block);
+            merged.add(i as u64, d).expect("index in range");
+        }
+        return merged.finish().expect("every block added").to_vec();
+    }
+    let mut h = algo.hasher();
+    h.update(data);
+    h.finish()
+}
+
 /// One manifest line in the format of `b3sum`/`sha256sum`/`md5sum`: `HEX  PATH`, or,
 /// for a name with a backslash or newline, `\HEX  ESCAPED` (`\\` and `\n`).
 pub fn manifest_line(digest: &[u8], path: &Path) -> Vec<u8> {

@@ -44,7 +44,7 @@ pub fn is_temporary_name(name: &[u8]) -> bool {
 }
 
 /// Metadata applied when a file is finished.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FinalMeta {
     /// Permission bits.
     pub mode: u32,

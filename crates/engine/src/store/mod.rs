@@ -16,6 +16,7 @@
 //! Every method blocks: the sink calls them on blocking threads, batching the work of
 //! one block or one planned batch into one call where it can.
 
+pub mod memory;
 pub mod posix;
 
 use std::ffi::OsString;

@@ -1,0 +1,521 @@
+//! The store conformance suite: every case runs against every store (a directory tree
+//! and memory here), through the whole engine, with a real source tree on disk. A
+//! store passes the cases its capabilities claim; a case it cannot run says so.
+//!
+//! A new store adds one `Backend` implementation and one line in `backends()`.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use common::{bytes, opts};
+use hetch_engine::store::memory::{MemoryStore, MemoryTree, Node};
+use hetch_engine::store::posix::PosixStore;
+use hetch_engine::store::{FileSpec, Kind, Store};
+use hetch_engine::{copy_between, DestSpec, Destination, Operand, Options, Progress, Report};
+use hetch_storage::part::FinalMeta;
+
+/// A store under test, and ways to look at (and prepare) what it holds.
+trait Backend {
+    fn name(&self) -> &'static str;
+    /// A store writing `sources` operands to `dest` (relative; trailing `/` kept).
+    fn store(&self, dest: &str, sources: u32) -> Arc<dyn Store>;
+    /// The committed file at `p`.
+    fn file(&self, p: &str) -> Option<Vec<u8>>;
+    /// What is at `p`.
+    fn kind(&self, p: &str) -> Option<Kind>;
+    /// Every visible entry below the root (no temporary file of a transfer).
+    fn visible(&self) -> BTreeSet<String>;
+    /// Unfinished transfers' leftovers (part files, journals, uploads).
+    fn leftovers(&self) -> usize;
+    /// Puts a file at `p` as another program would, with mtime `mtime` seconds.
+    fn put_file(&self, p: &str, data: &[u8], mtime: i64);
+    /// Makes directory `p`.
+    fn mkdir(&self, p: &str);
+}
+
+struct Posix(tempfile::TempDir);
+
+impl Backend for Posix {
+    fn name(&self) -> &'static str {
+        "posix"
+    }
+    fn store(&self, dest: &str, sources: u32) -> Arc<dyn Store> {
+        Arc::new(PosixStore::new(DestSpec {
+            path: self.0.path().join(dest.trim_end_matches('/')),
+            sources,
+            trailing_slash: dest.ends_with('/'),
+            confine_to: None,
+            as_operand: false,
+        }))
+    }
+    fn file(&self, p: &str) -> Option<Vec<u8>> {
+        let md = std::fs::symlink_metadata(self.0.path().join(p)).ok()?;
+        md.is_file()
+            .then(|| std::fs::read(self.0.path().join(p)).unwrap())
+    }
+    fn kind(&self, p: &str) -> Option<Kind> {
+        let ft = std::fs::symlink_metadata(self.0.path().join(p))
+            .ok()?
+            .file_type();
+        Some(if ft.is_dir() {
+            Kind::Dir
+        } else if ft.is_symlink() {
+            Kind::Symlink
+        } else if ft.is_file() {
+            Kind::File
+        } else {
+            Kind::Other
+        })
+    }
+    fn visible(&self) -> BTreeSet<String> {
+        walkdir(self.0.path())
+            .into_iter()
+            .filter(|p| !p.contains(".hetch-"))
+            .collect()
+    }
+    fn leftovers(&self) -> usize {
+        walkdir(self.0.path())
+            .iter()
+            .filter(|p| p.contains(".hetch-"))
+            .count()
+    }
+    fn put_file(&self, p: &str, data: &[u8], mtime: i64) {
+        let path = self.0.path().join(p);
+        std::fs::write(&path, data).unwrap();
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(mtime as u64);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(t)
+            .unwrap();
+    }
+    fn mkdir(&self, p: &str) {
+        std::fs::create_dir_all(self.0.path().join(p)).unwrap();
+    }
+}
+
+fn walkdir(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            out.push(p.strip_prefix(root).unwrap().display().to_string());
+            if e.file_type().unwrap().is_dir() {
+                stack.push(p);
+            }
+        }
+    }
+    out
+}
+
+struct Memory(Arc<Mutex<MemoryTree>>);
+
+impl Backend for Memory {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+    fn store(&self, dest: &str, sources: u32) -> Arc<dyn Store> {
+        Arc::new(MemoryStore::new(self.0.clone(), dest, sources))
+    }
+    fn file(&self, p: &str) -> Option<Vec<u8>> {
+        match self.0.lock().unwrap().nodes.get(Path::new(p)) {
+            Some(Node::File { data, .. }) => Some(data.clone()),
+            _ => None,
+        }
+    }
+    fn kind(&self, p: &str) -> Option<Kind> {
+        Some(match self.0.lock().unwrap().nodes.get(Path::new(p))? {
+            Node::Dir(_) => Kind::Dir,
+            Node::File { .. } => Kind::File,
+            Node::Symlink { .. } => Kind::Symlink,
+        })
+    }
+    fn visible(&self) -> BTreeSet<String> {
+        let t = self.0.lock().unwrap();
+        t.nodes.keys().map(|p| p.display().to_string()).collect()
+    }
+    fn leftovers(&self) -> usize {
+        self.0.lock().unwrap().unfinished.len()
+    }
+    fn put_file(&self, p: &str, data: &[u8], mtime: i64) {
+        let meta = FinalMeta {
+            mode: 0o644,
+            mtime_sec: mtime,
+            mtime_nsec: 0,
+        };
+        let node = Node::File {
+            data: data.to_vec(),
+            meta,
+        };
+        self.0.lock().unwrap().nodes.insert(PathBuf::from(p), node);
+    }
+    fn mkdir(&self, p: &str) {
+        let mut t = self.0.lock().unwrap();
+        let mut at = PathBuf::new();
+        for c in Path::new(p).components() {
+            at.push(c);
+            let meta = FinalMeta {
+                mode: 0o755,
+                mtime_sec: 0,
+                mtime_nsec: 0,
+            };
+            t.nodes.entry(at.clone()).or_insert(Node::Dir(meta));
+        }
+    }
+}
+
+fn backends() -> Vec<Box<dyn Backend>> {
+    vec![
+        Box::new(Posix(tempfile::tempdir().unwrap())),
+        Box::new(Memory(Arc::default())),
+    ]
+}
+
+/// Block size of the suite: small, so that boundaries and many blocks are cheap.
+const BS: u64 = 4096;
+
+fn suite_opts() -> Options {
+    Options {
+        block_size: BS,
+        ..opts()
+    }
+}
+
+async fn copy(b: &dyn Backend, o: Options, srcs: &[&Path], dest: &str) -> Report {
+    let store = b.store(dest, srcs.len() as u32);
+    let operands = srcs
+        .iter()
+        .map(|p| Operand::Local(p.to_path_buf()))
+        .collect();
+    copy_between(
+        o,
+        operands,
+        Destination::Store(store),
+        2,
+        Arc::new(Progress::default()),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{}: copy failed: {e}", b.name()))
+}
+
+/// Each case, for every backend.
+macro_rules! conformance {
+    ($($case:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $case() {
+            for b in backends() {
+                cases::$case(&*b).await;
+            }
+        }
+    )*};
+}
+
+conformance!(
+    boundary_sizes_arrive_whole,
+    names_dirs_and_links_keep_their_shape,
+    copy_rules_into_as_and_again,
+    resume_takes_up_recorded_blocks_after_checking_them,
+    blocks_damaged_in_flight_are_sent_again,
+    storage_damage_is_found_by_reading_back,
+    a_file_that_cannot_be_repaired_leaves_nothing,
+    no_clobber_keeps_a_differing_file,
+    checksum_skip_trusts_only_the_digest,
+    manifests_list_every_file_as_stored,
+);
+
+mod cases {
+    use super::*;
+
+    fn src_dir() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
+    }
+
+    pub async fn boundary_sizes_arrive_whole(b: &dyn Backend) {
+        let t = src_dir();
+        let src = t.path().join("d");
+        std::fs::create_dir(&src).unwrap();
+        let sizes = [0, 1, BS - 1, BS, BS + 1, 7 * BS + 3, 64 * BS];
+        for (i, n) in sizes.iter().enumerate() {
+            std::fs::write(src.join(format!("f{n}")), bytes(i as u64, *n as usize)).unwrap();
+        }
+        let r = copy(b, suite_opts(), &[&src], "out").await;
+        assert_eq!(r.summary.failed, 0, "{}: {:?}", b.name(), r.errors);
+        for (i, n) in sizes.iter().enumerate() {
+            let got = b.file(&format!("out/f{n}"));
+            assert_eq!(
+                got.as_deref(),
+                Some(&bytes(i as u64, *n as usize)[..]),
+                "{}: f{n}",
+                b.name()
+            );
+        }
+        assert_eq!(b.leftovers(), 0, "{}", b.name());
+    }
+
+    pub async fn names_dirs_and_links_keep_their_shape(b: &dyn Backend) {
+        let t = src_dir();
+        let src = t.path().join("tree");
+        std::fs::create_dir_all(src.join("ünï/çødé 漢字")).unwrap();
+        std::fs::create_dir_all(src.join("empty")).unwrap();
+        std::fs::write(src.join("ünï/çødé 漢字/ファイル.txt"), b"hello").unwrap();
+        std::fs::write(src.join("a b"), bytes(3, 5000)).unwrap();
+        std::os::unix::fs::symlink("a b", src.join("link")).unwrap();
+        let r = copy(b, suite_opts(), &[&src], "out").await;
+        assert_eq!(r.summary.failed, 0, "{}: {:?}", b.name(), r.errors);
+        let want: BTreeSet<String> = [
+            "out",
+            "out/ünï",
+            "out/ünï/çødé 漢字",
+            "out/ünï/çødé 漢字/ファイル.txt",
+            "out/empty",
+            "out/a b",
+            "out/link",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(b.visible(), want, "{}", b.name());
+        assert_eq!(b.kind("out/link"), Some(Kind::Symlink), "{}", b.name());
+        assert_eq!(b.kind("out/empty"), Some(Kind::Dir), "{}", b.name());
+        assert_eq!(
+            b.file("out/ünï/çødé 漢字/ファイル.txt").as_deref(),
+            Some(&b"hello"[..])
+        );
+    }
+
+    pub async fn copy_rules_into_as_and_again(b: &dyn Backend) {
+        let t = src_dir();
+        let src = t.path().join("run7");
+        std::fs::create_dir(&src).unwrap();
+        std::fs::write(src.join("x"), bytes(1, 3000)).unwrap();
+        // A missing destination with one source: copied *as* it.
+        copy(b, suite_opts(), &[&src], "as").await;
+        assert_eq!(
+            b.file("as/x").as_deref(),
+            Some(&bytes(1, 3000)[..]),
+            "{}",
+            b.name()
+        );
+        // Again: the copy is found and resumed into, not nested.
+        let r = copy(b, suite_opts(), &[&src], "as").await;
+        assert_eq!(r.summary.bytes, 0, "{}", b.name());
+        assert_eq!(
+            b.kind("as/run7"),
+            None,
+            "{}: nested a second copy",
+            b.name()
+        );
+        // An existing directory: copied *into* it.
+        b.mkdir("into");
+        copy(b, suite_opts(), &[&src], "into").await;
+        assert!(b.file("into/run7/x").is_some(), "{}", b.name());
+        // A trailing '/': created, and copied into.
+        copy(b, suite_opts(), &[&src], "made/").await;
+        assert!(b.file("made/run7/x").is_some(), "{}", b.name());
+    }
+
+    pub async fn resume_takes_up_recorded_blocks_after_checking_them(b: &dyn Backend) {
+        let t = src_dir();
+        let src = t.path().join("f");
+        let blocks = 300u64;
+        let data = bytes(7, (blocks * BS) as usize - 100);
+        std::fs::write(&src, &data).unwrap();
+        let md = std::fs::metadata(&src).unwrap();
+        let o = suite_opts();
+        // An earlier, interrupted transfer put and recorded the first 260 blocks.
+        {
+            use std::os::unix::fs::MetadataExt;
+            let store = b.store("g", 1);
+            store.resolve(b"f").unwrap();
+            let place = store.place(b"f").unwrap();
+            let spec = FileSpec {
+                size: data.len() as u64,
+                blocks,
+                block_size: BS,
+                meta: FinalMeta {
+                    mode: md.mode() & 0o777,
+                    mtime_sec: md.mtime(),
+                    mtime_nsec: md.mtime_nsec() as u32,
+                },
+                checksum: o.checksum,
+                growing: false,
+                read_back_follows: false,
+            };
+            let opened = store.open(&place, &spec).unwrap();
+            assert!(opened.recorded.is_none(), "{}", b.name());
+            for i in 0..260u64 {
+                let block = &data[(i * BS) as usize..((i + 1) * BS) as usize];
+                let d = o.checksum.block_digest(data.len() as u64, BS, i, block);
+                opened.file.put(i * BS, block).unwrap();
+                opened.file.record(i, &d, BS).unwrap();
+            }
+            // Then it stopped: neither committed nor aborted.
+        }
+        assert_eq!(b.file("g"), None, "{}: visible before commit", b.name());
+        let r = copy(b, o, &[&src], "g").await;
+        assert_eq!(r.summary.failed, 0, "{}: {:?}", b.name(), r.errors);
+        assert!(
+            r.summary.reverified >= 256,
+            "{}: only {} blocks taken up",
+            b.name(),
+            r.summary.reverified
+        );
+        assert!(r.summary.bytes < data.len() as u64 / 2, "{}", b.name());
+        assert_eq!(b.file("g").as_deref(), Some(&data[..]), "{}", b.name());
+        assert_eq!(b.leftovers(), 0, "{}", b.name());
+    }
+
+    pub async fn blocks_damaged_in_flight_are_sent_again(b: &dyn Backend) {
+        let t = src_dir();
+        let src = t.path().join("f");
+        std::fs::write(&src, bytes(5, 40 * BS as usize)).unwrap();
+        let o = Options {
+            corrupt_blocks: 3,
+            ..suite_opts()
+        };
+        let r = copy(b, o, &[&src], "g").await;
+        assert_eq!(r.summary.retried_blocks, 3, "{}", b.name());
+        assert_eq!(
+            b.file("g"),
+            Some(bytes(5, 40 * BS as usize)),
+            "{}",
+            b.name()
+        );
+    }
+
+    pub async fn storage_damage_is_found_by_reading_back(b: &dyn Backend) {
+        if !b.store("x", 1).capabilities().read_back {
+            eprintln!(
+                "{}: no read-back; storage damage is the store's to find",
+                b.name()
+            );
+            return;
+        }
+        let t = src_dir();
+        let src = t.path().join("f");
+        std::fs::write(&src, bytes(6, 20 * BS as usize)).unwrap();
+        let o = Options {
+            corrupt_written: 2,
+            verify: hetch_engine::Verify::Written,
+            ..suite_opts()
+        };
+        let r = copy(b, o, &[&src], "g").await;
+        assert_eq!(r.summary.retried_blocks, 2, "{}", b.name());
+        assert_eq!(
+            b.file("g"),
+            Some(bytes(6, 20 * BS as usize)),
+            "{}",
+            b.name()
+        );
+    }
+
+    pub async fn a_file_that_cannot_be_repaired_leaves_nothing(b: &dyn Backend) {
+        let t = src_dir();
+        let src = t.path().join("f");
+        std::fs::write(&src, bytes(9, 10 * BS as usize)).unwrap();
+        let o = Options {
+            corrupt_blocks: 1000,
+            max_retries: 1,
+            ..suite_opts()
+        };
+        let r = copy(b, o, &[&src], "g").await;
+        assert_eq!(r.summary.failed, 1, "{}", b.name());
+        assert!(
+            r.errors[0].contains("failed its"),
+            "{}: {:?}",
+            b.name(),
+            r.errors
+        );
+        assert_eq!(b.kind("g"), None, "{}: something under the name", b.name());
+        assert_eq!(b.leftovers(), 0, "{}", b.name());
+    }
+
+    pub async fn no_clobber_keeps_a_differing_file(b: &dyn Backend) {
+        let t = src_dir();
+        let src = t.path().join("f");
+        std::fs::write(&src, b"new contents").unwrap();
+        b.put_file("g", b"old", 1);
+        let o = Options {
+            no_clobber: true,
+            ..suite_opts()
+        };
+        let r = copy(b, o, &[&src], "g").await;
+        assert_eq!(r.summary.failed, 1, "{}", b.name());
+        assert!(
+            r.errors[0].contains("--no-clobber"),
+            "{}: {:?}",
+            b.name(),
+            r.errors
+        );
+        assert_eq!(b.file("g").as_deref(), Some(&b"old"[..]), "{}", b.name());
+        // Without it, the file is replaced.
+        copy(b, suite_opts(), &[&src], "g").await;
+        assert_eq!(
+            b.file("g").as_deref(),
+            Some(&b"new contents"[..]),
+            "{}",
+            b.name()
+        );
+    }
+
+    pub async fn checksum_skip_trusts_only_the_digest(b: &dyn Backend) {
+        let t = src_dir();
+        let src = t.path().join("f");
+        let data = bytes(4, 3 * BS as usize);
+        std::fs::write(&src, &data).unwrap();
+        // Same contents, another mtime: only the digest says it is the same.
+        b.put_file("g", &data, 1);
+        let o = Options {
+            checksum_skip: true,
+            file_digests: true,
+            ..suite_opts()
+        };
+        let r = copy(b, o.clone(), &[&src], "g").await;
+        assert_eq!((r.summary.skipped, r.summary.bytes), (1, 0), "{}", b.name());
+        // Same size, other contents: the digest tells, so it is replaced.
+        let mut other = data.clone();
+        other[5] ^= 1;
+        b.put_file("g", &other, 1);
+        let r = copy(b, o, &[&src], "g").await;
+        assert_eq!(r.summary.skipped, 0, "{}", b.name());
+        assert_eq!(b.file("g").as_deref(), Some(&data[..]), "{}", b.name());
+    }
+
+    pub async fn manifests_list_every_file_as_stored(b: &dyn Backend) {
+        let t = src_dir();
+        let src = t.path().join("d");
+        std::fs::create_dir(&src).unwrap();
+        for i in 0..5u64 {
+            std::fs::write(src.join(format!("f{i}")), bytes(i, (i * 3000) as usize)).unwrap();
+        }
+        let path = t.path().join("MANIFEST");
+        let m = Arc::new(hetch_engine::Manifest::create(&path).unwrap());
+        let o = Options {
+            manifest: Some(m.clone()),
+            file_digests: true,
+            ..suite_opts()
+        };
+        let r = copy(b, o, &[&src], "out").await;
+        assert_eq!(r.summary.failed, 0, "{}", b.name());
+        m.commit().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: BTreeSet<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 5, "{}: {text}", b.name());
+        for i in 0..5u64 {
+            let stored = b.file(&format!("out/f{i}")).unwrap();
+            let want = blake3::hash(&stored).to_hex();
+            let line = format!("{want}  f{i}");
+            assert!(
+                lines.contains(line.as_str()),
+                "{}: {line} not in {text}",
+                b.name()
+            );
+        }
+    }
+}

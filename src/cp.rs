@@ -10,7 +10,7 @@ use anyhow::{bail, Context};
 use std::collections::HashMap;
 
 use hetch_engine::{
-    copy_between, run_object_sink, run_source_from, DestSpec, Destination, Manifest, ObjectDest,
+    copy_between, run_sink_into, run_source_from, DestSpec, Destination, Manifest, ObjectDest,
     ObjectLocation, Operand, Options, Progress, Report,
 };
 use hetch_object::{Bucket, S3Config, S3Options, S3Url};
@@ -329,7 +329,8 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
             };
             if let Some((host, _)) = remote_sources.first() {
                 let transport = open_session(host, cfg(), req(pull(host)?)).await?;
-                return Ok(run_object_sink(opts, dest, transport, progress).await?);
+                let store = Destination::Object(dest).into_store(opts.effective_buffer_memory());
+                return Ok(run_sink_into(opts, store, transport, progress).await?);
             }
             let dest = Destination::Object(dest);
             Ok(copy_between(job.opts.clone(), operands, dest, streams, progress).await?)

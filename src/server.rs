@@ -541,10 +541,11 @@ async fn session(
             "push",
             hetch_engine::run_sink(opts, dest, transport, progress).await,
         ),
-        Role::ObjectSink(dest) => (
-            "push",
-            hetch_engine::run_object_sink(opts, dest, transport, progress).await,
-        ),
+        Role::ObjectSink(dest) => ("push", {
+            let dest = hetch_engine::Destination::Object(dest);
+            let store = dest.into_store(opts.effective_buffer_memory());
+            hetch_engine::run_sink_into(opts, store, transport, progress).await
+        }),
         Role::Source(operands) => (
             "pull",
             hetch_engine::run_source_from(opts, operands, transport, progress).await,

@@ -29,7 +29,6 @@ mod liveness;
 mod local;
 mod manifest;
 mod notify;
-mod object_sink;
 mod operand;
 mod options;
 mod pool;
@@ -50,7 +49,6 @@ pub use lag::{LagHistogram, LagSummary};
 pub use liveness::{StopSender, StopSignal};
 pub use local::{copy_between, copy_local};
 pub use manifest::Manifest;
-pub use object_sink::run_object_sink;
 pub use operand::{Destination, ObjectDest, ObjectLocation, Operand};
 pub use options::{
     default_hash_threads, Algorithm, DeleteRequest, EntryFilter, Follow, Options, Schedule, Verify,

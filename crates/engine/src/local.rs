@@ -47,18 +47,8 @@ pub async fn copy_between(
         manifest: None,
         ..opts.clone()
     };
-    let sink = match dest {
-        Destination::Local(d) => {
-            let store = Arc::new(crate::store::posix::PosixStore::new(d));
-            tokio::spawn(run_sink_into(sink_opts, store, dst, sink_progress))
-        }
-        Destination::Object(d) => {
-            tokio::spawn(crate::run_object_sink(sink_opts, d, dst, sink_progress))
-        }
-        Destination::Store(store) => {
-            tokio::spawn(run_sink_into(sink_opts, store, dst, sink_progress))
-        }
-    };
+    let store = dest.into_store(opts.effective_buffer_memory());
+    let sink = tokio::spawn(run_sink_into(sink_opts, store, dst, sink_progress));
     let source = run_source_from(opts, operands, src, progress).await;
     let sink = sink.await.expect("sink task panicked");
     // The sink's error is the cause when both fail (the source only sees a closed pipe).

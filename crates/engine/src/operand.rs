@@ -40,6 +40,19 @@ pub enum Destination {
     Store(Arc<dyn crate::store::Store>),
 }
 
+impl Destination {
+    /// The store that receives into this destination (within a Tokio runtime: an
+    /// object store runs its requests there). `buffer_memory` bounds what a store
+    /// keeps besides the session's block buffers (an object store's part buffers).
+    pub fn into_store(self, buffer_memory: usize) -> Arc<dyn crate::store::Store> {
+        match self {
+            Destination::Local(d) => Arc::new(crate::store::posix::PosixStore::new(d)),
+            Destination::Object(d) => Arc::new(crate::store::s3::S3Store::new(d, buffer_memory)),
+            Destination::Store(s) => s,
+        }
+    }
+}
+
 /// An object store destination.
 #[derive(Debug, Clone)]
 pub struct ObjectDest {

@@ -244,6 +244,41 @@ impl Bucket {
             .boxed()
     }
 
+    /// One level of the "directory" `prefix` (`prefix/...`; empty for the bucket's top):
+    /// the objects directly in it, and the names of the prefixes below it (each
+    /// listed once, however many objects they hold).
+    pub async fn list_dir(
+        &self,
+        prefix: &str,
+    ) -> Result<(Vec<ObjectInfo>, Vec<String>), ObjectError> {
+        let prefix = prefix.trim_end_matches('/');
+        let p = match prefix.is_empty() {
+            true => None,
+            false => Some(self.path(prefix)?),
+        };
+        let r = self
+            .store
+            .list_with_delimiter(p.as_ref())
+            .await
+            .map_err(|e| self.err(prefix, e))?;
+        let objects = r
+            .objects
+            .into_iter()
+            .map(|m| ObjectInfo {
+                key: m.location.to_string(),
+                size: m.size,
+                modified: whole_seconds(&m.last_modified),
+                etag: m.e_tag,
+            })
+            .collect();
+        let dirs = r
+            .common_prefixes
+            .into_iter()
+            .filter_map(|d| d.filename().map(str::to_string))
+            .collect();
+        Ok((objects, dirs))
+    }
+
     /// The object at `key` with its metadata; `None` when there is none.
     pub async fn head(&self, key: &str) -> Result<Option<ObjectHead>, ObjectError> {
         let opts = GetOptions {

@@ -30,6 +30,14 @@ pub enum StorageError {
         /// E.g. "is a file where a directory is needed".
         reason: std::borrow::Cow<'static, str>,
     },
+    /// An error from a storage service (an object store), as its one line.
+    #[error("{message}")]
+    Service {
+        /// What went wrong, naming the object or prefix.
+        message: String,
+        /// It concerns the whole store (credentials, a missing bucket), not one entry.
+        whole_store: bool,
+    },
 }
 
 impl StorageError {
@@ -79,6 +87,9 @@ impl StorageError {
     /// still fit a nearly full disk, but filling it to the last byte helps no one), so
     /// a receiver stops the session instead of failing every file in turn.
     pub fn is_file_system_wide(&self) -> bool {
+        if let StorageError::Service { whole_store, .. } = self {
+            return *whole_store;
+        }
         matches!(
             self.errno(),
             Some(libc::EROFS) | Some(libc::ENOSPC) | Some(libc::EDQUOT)

@@ -20,6 +20,9 @@ pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
     let at = sh.place(&e.path).map_err(|e| e.to_string())?;
     sh.seen.lock().expect("seen lock").insert(at.rel.clone());
     let shown = at.shown.display();
+    if matches!(e.kind, EntryKind::Dir) && !sh.caps.directories {
+        return Ok(()); // keys with '/' stand for directories
+    }
     // Through the store like a transfer: a symlink on the way is not followed, so
     // nothing outside the compared tree is read or even looked at.
     let found = match sh.store.stat(&at.rel) {
@@ -88,6 +91,7 @@ pub(crate) fn would_copy(sh: &SinkShared, e: &Entry) -> Option<hetch_proto::Fram
     let at = sh.place(&e.path).ok()?;
     sh.seen.lock().expect("seen lock").insert(at.rel.clone());
     let same = match (sh.store.stat(&at.rel), &e.kind) {
+        (_, EntryKind::Dir) if !sh.caps.directories => true,
         (Ok(Some(p)), EntryKind::Dir) => p.kind == Kind::Dir,
         (Ok(Some(p)), EntryKind::Symlink { target }) => {
             p.kind == Kind::Symlink
@@ -97,7 +101,7 @@ pub(crate) fn would_copy(sh: &SinkShared, e: &Entry) -> Option<hetch_proto::Fram
                     .is_ok_and(|t| t.as_bytes() == target.as_slice())
         }
         (Ok(Some(p)), EntryKind::File { size, .. }) => {
-            p.kind == Kind::File && p.size == *size && p.mtime == (e.mtime_sec, e.mtime_nsec)
+            p.is_copy_of(*size, (e.mtime_sec, e.mtime_nsec))
         }
         _ => false,
     };

@@ -144,6 +144,7 @@ pub(crate) fn finish_file(
         .and_then(|s| s.final_meta)
         .unwrap_or(inc.meta);
     inc.out.commit(inc.size(), meta, xattr.as_ref(), fsync)?;
+    let whole = whole_or_stored(sh, &inc.place, whole);
     sh.files.lock().expect("files lock").remove(&id);
     Progress::add(&sh.progress.files, 1);
     sh.ended(id);
@@ -152,6 +153,22 @@ pub(crate) fn finish_file(
         error: None,
         digest: manifest_entry(sh, &inc.place, whole),
     })
+}
+
+/// The whole-file digest of a committed file: `whole` when the blocks gave it, else
+/// (a store that could not feed it in order) read from the store, when the session
+/// wants digests. A file that cannot be read back just goes without one.
+pub(crate) fn whole_or_stored(
+    sh: &SinkShared,
+    place: &Place,
+    whole: Option<Vec<u8>>,
+) -> Option<Vec<u8>> {
+    if whole.is_some() || !sh.opts.file_digests {
+        return whole;
+    }
+    sh.store
+        .digest(&place.rel, sh.opts.checksum, sh.opts.block_size)
+        .ok()
 }
 
 /// Finishes a streamed (once growing) file: its whole-file digest must equal the one

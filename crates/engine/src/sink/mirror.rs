@@ -137,22 +137,6 @@ pub(crate) fn too_many(count: usize, del: &DeleteRequest) -> Option<String> {
     })
 }
 
-/// Whether `filter` leaves out `rest`, a file's path below its operand, or one of the
-/// directories on the way (the source does not enter an excluded directory).
-pub(crate) fn excluded_below(filter: &crate::EntryFilter, rest: &str) -> bool {
-    let mut wire = String::from("top");
-    let mut parts = rest.split('/').peekable();
-    while let Some(p) = parts.next() {
-        wire.push('/');
-        wire.push_str(p);
-        let is_dir = parts.peek().is_some();
-        if !filter.accepts(wire.as_bytes(), is_dir) {
-            return true;
-        }
-    }
-    false
-}
-
 /// The extra entries below the trees the operands map to.
 fn list_extras(
     sh: &SinkShared,
@@ -163,8 +147,9 @@ fn list_extras(
     let mut out = Vec::new();
     for top in tops {
         let top = Path::new(top);
-        // Only a real directory has entries to compare; a symlink is not entered.
-        if sh.store.stat(top)?.is_some_and(|p| p.kind == Kind::Dir) {
+        // Only a real directory has entries to compare; a symlink is not entered. (A
+        // store without directories lists the prefix, which may hold nothing.)
+        if !sh.caps.directories || sh.store.stat(top)?.is_some_and(|p| p.kind == Kind::Dir) {
             let walk = Walk { sh, seen, mode };
             walk.dir(top, false, &mut out)?;
         }
@@ -219,7 +204,10 @@ impl Walk<'_> {
                         all = false;
                         continue;
                     }
-                    out.push(Extra { rel: child, is_dir });
+                    // A prefix of a store without directories goes with its objects.
+                    if !is_dir || self.sh.caps.directories {
+                        out.push(Extra { rel: child, is_dir });
+                    }
                 }
             }
         }

@@ -539,7 +539,7 @@ pub async fn run_sink_into(
         ));
     }
     drop(block_tx);
-    for _ in 0..shared.opts.writers.max(1) {
+    for _ in 0..shared.opts.writers.max(shared.caps.concurrent_puts).max(1) {
         tasks.spawn(write::writer(
             shared.clone(),
             block_rx.clone(),

@@ -29,6 +29,13 @@ pub(crate) fn plan_batch(sh: &SinkShared, batch: Vec<Entry>) -> Result<Planned, 
     if let Some(first) = batch.first() {
         sh.resolve(&first.path)?;
     }
+    // A store across a network looks the batch up at once, not entry by entry.
+    let places: Vec<_> = batch
+        .iter()
+        .filter(|e| sh.caps.directories || !matches!(e.kind, EntryKind::Dir))
+        .filter_map(|e| sh.place(&e.path).ok().map(|p| p.rel))
+        .collect();
+    sh.store.prefetch(&places);
     if sh.opts.compare_only {
         for e in batch {
             plan.push(PlanItem {
@@ -297,7 +304,7 @@ fn plan_file(
                 _ => false,
             }
         } else {
-            same_size && p.mtime == (fm.mtime_sec, fm.mtime_nsec)
+            p.is_copy_of(size, (fm.mtime_sec, fm.mtime_nsec))
         };
         if same {
             Progress::add(&sh.progress.skipped, 1);
@@ -308,6 +315,12 @@ fn plan_file(
         if sh.opts.no_clobber {
             return Err(not_replaced(&at, p.kind));
         }
+    }
+    if src.growing && !sh.caps.random_access {
+        return Err(StorageError::Refused {
+            path: at.shown.display().to_string(),
+            reason: "following growing files into this destination is not supported; not copied",
+        });
     }
     let bs = sh.opts.block_size;
     let (size, blocks) = super::shape(size, src.growing, bs);
@@ -324,18 +337,24 @@ fn plan_file(
     let mut state = FileState {
         digest: FileDigest::new(size, bs),
         remaining: blocks,
-        ordered: (sh.opts.file_digests && !sh.opts.checksum.merges_blocks() && !src.growing).then(
-            || OrderedDigest {
+        // In file order, reading back blocks that arrived early; a store that cannot
+        // read back is read whole once the file is in place instead.
+        ordered: (sh.opts.file_digests
+            && !sh.opts.checksum.merges_blocks()
+            && !src.growing
+            && sh.caps.read_back)
+            .then(|| OrderedDigest {
                 hasher: sh.opts.checksum.hasher(),
                 next: 0,
-            },
-        ),
+            }),
         streamed: src.growing.then(Streamed::default),
         ..FileState::default()
     };
     // Journaled blocks to read back before they count (see `recheck.rs`); a growing
     // file's are taken as they are (its whole-file digest is checked at its seal).
-    let check = !sh.opts.trust_journal && !src.growing;
+    // A store that cannot read back vouches for what it recorded (S3 checked each
+    // part's checksum when it took it).
+    let check = !sh.opts.trust_journal && !src.growing && sh.caps.read_back;
     let mut claimed = super::BlockSet::default();
     let mut journaled = Vec::new();
     for (i, d) in opened.recorded.unwrap_or_default() {
@@ -362,13 +381,9 @@ fn plan_file(
     if state.remaining == 0 {
         // Everything arrived before an interruption; only the rename was missing.
         let merged = state.digest.finish().ok();
-        let whole = match merged {
-            Some(d) if sh.opts.checksum.merges_blocks() => Some(d.to_vec()),
-            _ if sh.opts.file_digests => Some(out.digest(sh.opts.checksum, bs)?),
-            _ => None,
-        };
         let xattr = merged.filter(|_| sh.opts.checksum.merges_blocks());
         out.commit(size, fm, xattr.as_ref(), sh.opts.fsync)?;
+        let whole = super::finish::whole_or_stored(sh, &at, xattr.map(|d| d.to_vec()));
         Progress::add(&sh.progress.files, 1);
         if let Some(m) = super::finish::manifest_entry(sh, &at, whole) {
             follow.push(Frame::FileDone {

@@ -158,6 +158,8 @@ impl Store for MemoryStore {
             directories: true,
             symlinks: true,
             mtime_nanos: true,
+            concurrent_puts: 1,
+            resume_unit: 1,
         }
     }
 
@@ -250,16 +252,19 @@ impl Store for MemoryStore {
                 kind: Kind::Dir,
                 size: 0,
                 mtime: (m.mtime_sec, m.mtime_nsec),
+                kept_mtime: true,
             },
             Node::File { data, meta } => Present {
                 kind: Kind::File,
                 size: data.len() as u64,
                 mtime: (meta.mtime_sec, meta.mtime_nsec),
+                kept_mtime: true,
             },
             Node::Symlink { target, mtime } => Present {
                 kind: Kind::Symlink,
                 size: target.len() as u64,
                 mtime: *mtime,
+                kept_mtime: true,
             },
         }))
     }

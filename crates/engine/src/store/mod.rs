@@ -9,8 +9,9 @@
 //! file appears under its name) or *abort* (nothing appears, nothing is left).
 //!
 //! Implementations: [`posix`] (a directory tree: part file + journal + rename, every
-//! path reached through handles confined to the destination) and [`memory`] (a tree in
-//! memory, for tests). Each passes the conformance suite in `tests/conformance.rs` for
+//! path reached through handles confined to the destination), [`s3`] (a bucket prefix:
+//! blocks gathered into parts of a multipart upload, completed on commit) and
+//! [`memory`] (a tree in memory, for tests). Each passes the conformance suite in `tests/conformance.rs` for
 //! what its [`Capabilities`] claim.
 //!
 //! Every method blocks: the sink calls them on blocking threads, batching the work of
@@ -18,6 +19,7 @@
 
 pub mod memory;
 pub mod posix;
+pub mod s3;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -44,6 +46,12 @@ pub struct Capabilities {
     /// Mode and mtime of files are kept to the nanosecond (size and mtime then decide
     /// whether a file is already there).
     pub mtime_nanos: bool,
+    /// Blocks worth putting at once (a store whose puts wait on a far service wants
+    /// many in flight); the sink runs at least this many writers.
+    pub concurrent_puts: usize,
+    /// Bytes a resume takes up at a time: recorded blocks come in runs of whole parts
+    /// of this size (a block for a file system, a multipart part for S3).
+    pub resume_unit: u64,
 }
 
 /// The kind of an entry found at the destination.
@@ -88,6 +96,23 @@ pub struct Present {
     pub size: u64,
     /// Its mtime: seconds and nanoseconds.
     pub mtime: (i64, u32),
+    /// `mtime` is the source's, kept by the copy. Otherwise it is when the store wrote
+    /// the entry, and the entry counts as a current copy when that is not older than
+    /// the source's mtime (as `aws s3 sync` decides).
+    pub kept_mtime: bool,
+}
+
+impl Present {
+    /// Whether this is a copy of a file of `size` bytes last modified at `mtime`, by
+    /// size and mtime (the rule a transfer skips by).
+    pub fn is_copy_of(&self, size: u64, mtime: (i64, u32)) -> bool {
+        self.kind == Kind::File
+            && self.size == size
+            && match self.kept_mtime {
+                true => self.mtime == mtime,
+                false => self.mtime.0 >= mtime.0,
+            }
+    }
 }
 
 /// Where an entry goes.
@@ -157,6 +182,10 @@ pub trait Store: Send + Sync {
     /// The path of `place` for manifests and change lines: relative to the
     /// destination the user named, so that `cd DST && b3sum -c MANIFEST` works.
     fn manifest_path(&self, place: &Place) -> Vec<u8>;
+
+    /// Hints that [`Store::stat`] will be asked about each of `rels` next (a store that
+    /// answers over a network looks them up at once).
+    fn prefetch(&self, _rels: &[PathBuf]) {}
 
     /// What is at `rel` (not following a symlink), if anything.
     fn stat(&self, rel: &Path) -> Result<Option<Present>, StorageError>;

@@ -77,6 +77,7 @@ fn present(md: &std::fs::Metadata) -> Present {
         kind: kind_of(md.file_type()),
         size: md.len(),
         mtime: (md.mtime(), md.mtime_nsec() as u32),
+        kept_mtime: true,
     }
 }
 
@@ -88,6 +89,8 @@ impl Store for PosixStore {
             directories: true,
             symlinks: true,
             mtime_nanos: true,
+            concurrent_puts: 1,
+            resume_unit: 1,
         }
     }
 

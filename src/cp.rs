@@ -10,10 +10,12 @@ use anyhow::{bail, Context};
 use std::collections::HashMap;
 
 use hetch_engine::{
-    copy_between, run_sink_into, run_source_from, DestSpec, Destination, Manifest, ObjectDest,
-    ObjectLocation, Operand, Options, Progress, Report,
+    copy_between, run_sink_into, run_source_from, DestSpec, Destination, Manifest, Operand,
+    Options, Progress, Report,
 };
-use hetch_object::{Bucket, S3Config, S3Options, S3Url};
+use hetch_object::{
+    Bucket, ObjectDest, ObjectLocation, ObjectOrigin, S3Config, S3Options, S3Store, S3Url,
+};
 use hetch_proto::{FilterRequest, IntegrityRequest, Op, SessionRequest, Summary};
 
 use crate::client::{open_session, ClientConfig};
@@ -251,7 +253,7 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
                 if !loc.bucket.exists(&url.key).await? {
                     bail!("{url}: no such object (nor objects under it)");
                 }
-                operands.push(Operand::Object(loc));
+                operands.push(Operand::Origin(Arc::new(ObjectOrigin::new(loc))));
             }
             Location::Remote { .. } => {}
         }
@@ -327,12 +329,12 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
                 as_operand: job.opts.compare_only,
                 state_dir: hetch_object::journal::default_state_dir(),
             };
+            let store = Arc::new(S3Store::new(dest, opts.effective_buffer_memory()));
             if let Some((host, _)) = remote_sources.first() {
                 let transport = open_session(host, cfg(), req(pull(host)?)).await?;
-                let store = Destination::Object(dest).into_store(opts.effective_buffer_memory());
                 return Ok(run_sink_into(opts, store, transport, progress).await?);
             }
-            let dest = Destination::Object(dest);
+            let dest = Destination::Store(store);
             Ok(copy_between(job.opts.clone(), operands, dest, streams, progress).await?)
         }
         Location::Remote { host, path } => {

@@ -737,7 +737,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         let loc = buckets.location(&url)?;
                         let mut out = std::io::stdout();
                         errors.extend(
-                            hetch_engine::sum_objects(&loc, algo, bs, threads * 4, &mut out)
+                            hetch_object::sum_objects(&loc, algo, bs, threads * 4, &mut out)
                                 .await?,
                         );
                     }

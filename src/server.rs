@@ -36,7 +36,7 @@ pub enum ServeRoot {
     Local(PathBuf),
     /// A bucket, or a prefix in one: the server is an agent next to the store, so
     /// that clients far away reach it over hetch's streams rather than S3's requests.
-    Object(hetch_engine::ObjectLocation),
+    Object(hetch_object::ObjectLocation),
 }
 
 /// Server settings.
@@ -542,8 +542,10 @@ async fn session(
             hetch_engine::run_sink(opts, dest, transport, progress).await,
         ),
         Role::ObjectSink(dest) => ("push", {
-            let dest = hetch_engine::Destination::Object(dest);
-            let store = dest.into_store(opts.effective_buffer_memory());
+            let store = Arc::new(hetch_object::S3Store::new(
+                dest,
+                opts.effective_buffer_memory(),
+            ));
             hetch_engine::run_sink_into(opts, store, transport, progress).await
         }),
         Role::Source(operands) => (
@@ -595,7 +597,7 @@ fn requested_tuning(req: &SessionRequest) -> SocketOptions {
 
 enum Role {
     Sink(DestSpec),
-    ObjectSink(hetch_engine::ObjectDest),
+    ObjectSink(hetch_object::ObjectDest),
     Source(Vec<Operand>),
 }
 
@@ -629,7 +631,7 @@ async fn resolve_role(state: &State, req: &SessionRequest) -> Result<Role, Strin
             Ok(Role::Source(operands))
         }
         (ServeRoot::Object(root), Op::Push { dest, sources }) => {
-            Ok(Role::ObjectSink(hetch_engine::ObjectDest {
+            Ok(Role::ObjectSink(hetch_object::ObjectDest {
                 location: object_under(root, dest)?,
                 sources: *sources,
                 as_operand: req.integrity.compare_only,
@@ -639,7 +641,10 @@ async fn resolve_role(state: &State, req: &SessionRequest) -> Result<Role, Strin
         (ServeRoot::Object(root), Op::Pull { sources }) => {
             let mut operands = Vec::new();
             for s in sources {
-                operands.push(Operand::Object(object_under(root, s)?));
+                let loc = object_under(root, s)?;
+                operands.push(Operand::Origin(Arc::new(hetch_object::ObjectOrigin::new(
+                    loc,
+                ))));
             }
             Ok(Role::Source(operands))
         }
@@ -649,9 +654,9 @@ async fn resolve_role(state: &State, req: &SessionRequest) -> Result<Role, Strin
 /// The object store location of wire path `wire` under an object store root (the
 /// root itself for an empty path, taken as a prefix to copy into).
 fn object_under(
-    root: &hetch_engine::ObjectLocation,
+    root: &hetch_object::ObjectLocation,
     wire: &[u8],
-) -> Result<hetch_engine::ObjectLocation, String> {
+) -> Result<hetch_object::ObjectLocation, String> {
     let rel = hetch_storage::paths::rel_from_wire(wire).map_err(|e| e.to_string())?;
     let rel = rel
         .to_str()
@@ -660,7 +665,7 @@ fn object_under(
     if (rel.is_empty() || wire.ends_with(b"/")) && !key.is_empty() {
         key.push('/');
     }
-    Ok(hetch_engine::ObjectLocation {
+    Ok(hetch_object::ObjectLocation {
         bucket: root.bucket.clone(),
         url: root.url.with_key(&key),
     })

@@ -91,9 +91,10 @@ pub enum EngineError {
     /// The destination cannot take the operands (cp semantics).
     #[error("{0}")]
     Destination(String),
-    /// An object store refused the whole transfer (credentials, missing bucket).
-    #[error(transparent)]
-    Object(#[from] hetch_object::ObjectError),
+    /// A storage service (an object store) refused the whole transfer (credentials, a
+    /// missing bucket), as its one line.
+    #[error("{0}")]
+    Service(String),
 }
 
 impl EngineError {
@@ -153,7 +154,7 @@ impl EngineError {
             | EngineError::ClosedEarly { .. }
             | EngineError::Stalled { .. } => ErrorCode::Other,
             EngineError::ShuttingDown => ErrorCode::Unavailable,
-            EngineError::Object(_) => ErrorCode::Io,
+            EngineError::Service(_) => ErrorCode::Io,
         };
         ErrorFrame {
             code,

@@ -37,7 +37,6 @@ mod rate;
 mod session;
 mod sink;
 mod source;
-mod source_object;
 pub mod store;
 pub mod sum;
 mod tops;
@@ -49,7 +48,7 @@ pub use lag::{LagHistogram, LagSummary};
 pub use liveness::{StopSender, StopSignal};
 pub use local::{copy_between, copy_local};
 pub use manifest::Manifest;
-pub use operand::{Destination, ObjectDest, ObjectLocation, Operand};
+pub use operand::{Destination, Operand};
 pub use options::{
     default_hash_threads, Algorithm, DeleteRequest, EntryFilter, Follow, Options, Schedule, Verify,
 };
@@ -58,7 +57,6 @@ pub use progress::{Progress, Report};
 pub use rate::RateLimiter;
 pub use sink::{run_sink, run_sink_into};
 pub use source::{run_source, run_source_from};
-pub use source_object::sum_objects;
 
 /// A byte stream the engine can read frames from and write frames to.
 pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static {}

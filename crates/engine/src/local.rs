@@ -47,7 +47,7 @@ pub async fn copy_between(
         manifest: None,
         ..opts.clone()
     };
-    let store = dest.into_store(opts.effective_buffer_memory());
+    let store = dest.into_store();
     let sink = tokio::spawn(run_sink_into(sink_opts, store, dst, sink_progress));
     let source = run_source_from(opts, operands, src, progress).await;
     let sink = sink.await.expect("sink task panicked");

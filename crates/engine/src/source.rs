@@ -28,7 +28,7 @@ use crate::pool::{BufferPool, PooledBuf};
 use crate::progress::{Progress, Report};
 use crate::rate::RateLimiter;
 use crate::session::{control_writer, is_zero, run_tasks, Watch, CONTROL_QUEUE};
-use crate::source_object::ObjectRef;
+use crate::store::origin::{Found, OriginFile};
 use crate::wire::{FrameReader, FrameWriter};
 use crate::{BoxStream, Options, Transport};
 
@@ -39,11 +39,6 @@ const ENTRY_BATCH: usize = 1024;
 /// Blocks a reader takes from one job before putting the rest back, so that the blocks
 /// of one big file are read by all readers at once.
 const BLOCKS_PER_TURN: u64 = 4;
-/// Readers for object store sources, at least: each waits a round trip per ranged GET,
-/// so across a long link many must be in flight. Each holds a pool buffer while its GET
-/// is out, so the buffer budget bounds their memory (64 MiB: 16 GETs of 4 MiB blocks,
-/// 64 of 1 MiB objects).
-const OBJECT_READERS: usize = 64;
 
 /// An entry the sink has not finished yet.
 pub(crate) struct Announced {
@@ -51,14 +46,14 @@ pub(crate) struct Announced {
     /// Its wire path, to list it again when it changed while being read.
     pub rel: Vec<u8>,
     /// What the listing saw of a local file, which every read must still find (`None`
-    /// for objects, growing files and other kinds).
+    /// for an origin's files, growing files and other kinds).
     pub identity: Option<Identity>,
     /// The file opened for its blocks, kept while more of them are to be read.
     pub handle: Option<CachedFile>,
     /// Times it was listed again after changing while being read.
     pub attempts: u32,
-    /// The object to read instead of `abs`, for object store operands.
-    pub object: Option<ObjectRef>,
+    /// What reads the file instead of `abs`, for an origin's operands.
+    pub origin: Option<Arc<dyn OriginFile>>,
     /// Size to read blocks by: `GROWING` until a followed file is sealed.
     pub size: u64,
     pub is_file: bool,
@@ -180,13 +175,17 @@ pub async fn run_source_from(
         opts.served_root.clone(),
     ));
     let pool = BufferPool::new(opts.effective_buffer_memory());
-    // Object reads are requests that wait a round trip each: more of them in flight.
-    let objects = operands.iter().any(|o| matches!(o, Operand::Object(_)));
-    let n_readers = if objects {
-        opts.concurrency.max(OBJECT_READERS)
-    } else {
-        opts.concurrency.max(1)
-    };
+    // An origin's reads may wait a round trip each: it says how many to keep in
+    // flight. Each reader holds a pool buffer while its read is out, so the buffer
+    // budget bounds their memory whatever their number.
+    let n_readers = operands
+        .iter()
+        .filter_map(|o| match o {
+            Operand::Origin(o) => Some(o.concurrent_reads()),
+            Operand::Local(_) => None,
+        })
+        .fold(opts.concurrency, usize::max)
+        .max(1);
     let shared = Arc::new(Shared {
         corrupt_left: AtomicU64::new(opts.corrupt_blocks),
         gate: Gate::new(opts.hash_threads),
@@ -240,7 +239,7 @@ pub async fn run_source_from(
             .iter()
             .filter_map(|o| match o {
                 Operand::Local(p) => Some(p.clone()),
-                Operand::Object(_) => None,
+                Operand::Origin(_) => None,
             })
             .collect();
         tasks.spawn(crate::follow::follower(
@@ -311,8 +310,19 @@ fn walker(
     for op in operands {
         let op = match op {
             Operand::Local(p) => p,
-            Operand::Object(o) => {
-                if !crate::source_object::walk_object(shared, &o, &tx)? {
+            Operand::Origin(o) => {
+                let mut going = true;
+                o.list(&mut |found| {
+                    going = match found {
+                        Found::Entry(se, file) => announce(shared, se, file, &tx),
+                        Found::Error(message) => {
+                            let id = shared.next_id.fetch_add(1, Relaxed);
+                            tx.blocking_send(Listed::Error(id, message)).is_ok()
+                        }
+                    };
+                    going
+                })?;
+                if !going {
                     return Ok(());
                 }
                 continue;
@@ -341,22 +351,22 @@ fn walker(
 }
 
 /// Announces one listed entry (on a blocking thread): waits for room in the window,
-/// registers it, and queues it for the announcer. `object` says where an object store
-/// entry's bytes are. False when the session is over.
+/// registers it, and queues it for the announcer. `origin` reads an origin's file (see
+/// [`crate::store::origin`]). False when the session is over.
 pub(crate) fn announce(
     shared: &Shared,
     se: SourceEntry,
-    object: Option<ObjectRef>,
+    origin: Option<Arc<dyn OriginFile>>,
     tx: &mpsc::Sender<Listed>,
 ) -> bool {
-    announce_attempt(shared, se, object, tx, 0)
+    announce_attempt(shared, se, origin, tx, 0)
 }
 
 /// [`announce`] for a file listed again after changing `attempts` times.
 pub(crate) fn announce_attempt(
     shared: &Shared,
     se: SourceEntry,
-    object: Option<ObjectRef>,
+    origin: Option<Arc<dyn OriginFile>>,
     tx: &mpsc::Sender<Listed>,
     attempts: u32,
 ) -> bool {
@@ -389,10 +399,8 @@ pub(crate) fn announce_attempt(
         // whole-file digest, so it must travel with the entry.
         let algo = shared.opts.checksum;
         let bs = shared.opts.block_size;
-        let sum = match (&object, &se.kind) {
-            (Some(o), SourceKind::File { size }) => rt
-                .block_on(crate::source_object::object_digest(o, *size, algo, bs))
-                .map_err(|e| e.to_string()),
+        let sum = match (&origin, &se.kind) {
+            (Some(o), SourceKind::File { size }) => rt.block_on(o.digest(*size, algo, bs)),
             _ => crate::sum::sum_file_with(algo, &se.abs, bs, &mut digest_buf)
                 .map_err(|e| e.to_string()),
         };
@@ -413,8 +421,8 @@ pub(crate) fn announce_attempt(
         _ => 0,
     };
     let followed = growing.then(|| Box::new(crate::follow::Followed::new(&se, size)));
-    // Growing files change by design; objects are checked by their ETag.
-    let identity = (!growing && object.is_none())
+    // Growing files change by design; an origin checks its files itself.
+    let identity = (!growing && origin.is_none())
         .then(|| Identity::of_entry(&se))
         .flatten();
     shared.announced.lock().expect("announced lock").insert(
@@ -425,7 +433,7 @@ pub(crate) fn announce_attempt(
             identity,
             handle: None,
             attempts,
-            object,
+            origin,
             size: if growing {
                 crate::follow::GROWING
             } else {
@@ -702,21 +710,21 @@ async fn reader(
             };
             let _ = shared.jobs.0.send(rest).await;
         }
-        let (abs, size, object, identity, kept) = {
+        let (abs, size, origin, identity, kept) = {
             let ann = shared.announced.lock().expect("announced lock");
             match ann.get(&job.file) {
                 Some(a) => (
                     a.abs.clone(),
                     a.size,
-                    a.object.clone(),
+                    a.origin.clone(),
                     a.identity,
                     a.handle.as_ref().map(|h| h.file.clone()),
                 ),
                 None => continue, // finished or failed meanwhile
             }
         };
-        if let Some(o) = object {
-            if !read_object(&shared, &job, turn_end, size, &o, &data, &ctl).await {
+        if let Some(o) = origin {
+            if !read_origin(&shared, &job, turn_end, size, &*o, &data, &ctl).await {
                 return Ok(());
             }
             continue;
@@ -909,14 +917,14 @@ async fn queue_block(
     .is_ok()
 }
 
-/// Reads blocks `job.start..end` of an object with ranged GETs (checking its ETag),
-/// hashes and queues them. False when the session is over.
-async fn read_object(
+/// Reads blocks `job.start..end` of an origin's file, hashes and queues them. False
+/// when the session is over.
+async fn read_origin(
     shared: &Arc<Shared>,
     job: &Job,
     end: u64,
     size: u64,
-    o: &ObjectRef,
+    o: &dyn OriginFile,
     data: &async_channel::Sender<OutBlock>,
     ctl: &mpsc::Sender<Frame>,
 ) -> bool {
@@ -924,23 +932,15 @@ async fn read_object(
     for index in job.start..end {
         let len = integrity::block_len(size, bs, index);
         let start = index * bs;
-        // The buffer first: the pool's budget then also bounds the GETs in flight (many
-        // for small objects, fewer for large blocks), whatever the number of readers.
+        // The buffer first: the pool's budget then also bounds the reads in flight
+        // (many for small files, fewer for large blocks), whatever the number of readers.
         let mut buf = shared.pool.get(len as usize).await;
-        let got = o
-            .bucket
-            .get_range(&o.key, start..start + len, o.etag.as_deref())
-            .await;
-        let bytes = match got {
-            Ok(b) => b,
-            Err(e) => {
-                shared.read_failed(job.file, e.to_string(), ctl).await;
-                return true;
-            }
-        };
+        if let Err(e) = o.read(start, &mut buf[..]).await {
+            shared.read_failed(job.file, e, ctl).await;
+            return true;
+        }
         let sh = shared.clone();
         let (buf, zero, digest) = tokio::task::spawn_blocking(move || {
-            buf[..].copy_from_slice(&bytes);
             let zero = is_zero(&buf);
             let algo = sh.opts.checksum;
             let digest = sh.gate.run(|| algo.block_digest(size, bs, index, &buf));

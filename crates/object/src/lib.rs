@@ -8,6 +8,11 @@
 //!   errors sorted into [`ObjectError`]s.
 //! - [`parts`]: cutting objects into parts of whole transfer blocks within S3's limits.
 //! - [`journal`]: the local record that lets an interrupted multipart upload resume.
+//! - [`location`]: where in a bucket a transfer reads or writes, and how operands map
+//!   to keys.
+//! - [`store`]: a bucket prefix as a destination (the engine's `Store` seam).
+//! - [`origin`]: objects and prefixes as sources (the engine's `Origin` seam), and
+//!   whole-object digests.
 
 #![deny(missing_docs)]
 
@@ -15,11 +20,23 @@ pub mod bucket;
 pub mod config;
 mod error;
 pub mod journal;
+pub mod location;
+pub mod origin;
 pub mod parts;
+pub mod store;
 pub mod url;
 
 pub use bucket::{Bucket, ObjectHead, ObjectInfo, PutMeta};
 pub use config::{S3Config, S3Options};
 pub use error::ObjectError;
+pub use location::{ObjectDest, ObjectLocation};
+pub use origin::{sum_objects, ObjectOrigin};
 pub use parts::PartPlan;
+pub use store::S3Store;
 pub use url::S3Url;
+
+impl From<ObjectError> for hetch_engine::EngineError {
+    fn from(e: ObjectError) -> Self {
+        hetch_engine::EngineError::Service(e.to_string())
+    }
+}

@@ -25,18 +25,20 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
+use hetch_engine::store::{
+    Capabilities, FileSpec, Kind, Listed, Opened, Place, Present, Store, StoreFile,
+};
+use hetch_engine::EngineError;
 use hetch_integrity::{to_hex, Algorithm, Digest};
-use hetch_object::journal::{self, PartRecord, UploadHeader, UploadJournal};
-use hetch_object::{Bucket, ObjectError, ObjectHead, PartPlan, PutMeta};
 use hetch_storage::part::FinalMeta;
 use hetch_storage::StorageError;
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 
-use super::{Capabilities, FileSpec, Kind, Listed, Opened, Place, Present, Store, StoreFile};
-use crate::error::EngineError;
-use crate::operand::ObjectDest;
-use crate::source_object::{object_digest, ObjectRef};
+use crate::journal::{self, PartRecord, UploadHeader, UploadJournal};
+use crate::location::ObjectDest;
+use crate::origin::{object_digest, ObjectRef};
+use crate::{Bucket, ObjectError, ObjectHead, PartPlan, PutMeta};
 
 /// Part uploads in flight (writers of the sink).
 const CONCURRENT_PUTS: usize = 16;
@@ -116,7 +118,7 @@ impl S3Store {
 
     /// The key of relative path `rel`.
     fn key(&self, rel: &Path) -> String {
-        hetch_object::url::join_key(&self.base().0, &rel.to_string_lossy())
+        crate::url::join_key(&self.base().0, &rel.to_string_lossy())
     }
 
     fn head(&self, rel: &Path) -> Result<Option<ObjectHead>, StorageError> {
@@ -148,7 +150,7 @@ impl Store for S3Store {
             symlinks: false,
             mtime_nanos: false,
             concurrent_puts: CONCURRENT_PUTS,
-            resume_unit: hetch_object::parts::TARGET_PART,
+            resume_unit: crate::parts::TARGET_PART,
         }
     }
 
@@ -157,13 +159,7 @@ impl Store for S3Store {
         // One request first: bad credentials or a missing bucket end the session with
         // one clear error instead of failing every file.
         self.sh.block_on(self.sh.bucket.probe(url.trimmed()))?;
-        let trimmed = url.trimmed();
-        let as_operand = self.dest.as_operand || (self.dest.sources == 1 && !url.is_dir_like());
-        let resolved = match (as_operand, trimmed.rsplit_once('/')) {
-            (false, _) => (trimmed.to_string(), None),
-            (true, Some((parent, name))) => (parent.to_string(), Some(name.to_string())),
-            (true, None) => (String::new(), Some(trimmed.to_string())),
-        };
+        let resolved = self.dest.layout();
         let _ = self.resolved.set(resolved);
         Ok(())
     }
@@ -310,7 +306,7 @@ impl Store for S3Store {
             .sh
             .block_on(self.sh.bucket.list_dir(&prefix))
             .map_err(storage)?;
-        let file = |o: hetch_object::ObjectInfo| Listed {
+        let file = |o: crate::ObjectInfo| Listed {
             name: o.key.rsplit('/').next().unwrap_or_default().into(),
             kind: Kind::File,
             temporary_of: None,

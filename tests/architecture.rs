@@ -1,0 +1,87 @@
+//! The README's dependency rule, checked against `cargo metadata`: the engine (and the
+//! crates under it) never reach sockets, TLS or an HTTP client; those come in only
+//! through the crates that implement the engine's seams (`net`, `object`).
+
+use std::collections::{BTreeSet, HashMap};
+
+/// The packages `root` depends on for its library (normal dependencies, all the way
+/// down), by name.
+fn closure(meta: &serde_json::Value, root: &str) -> BTreeSet<String> {
+    let names: HashMap<&str, &str> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["id"].as_str().unwrap(), p["name"].as_str().unwrap()))
+        .collect();
+    let nodes: HashMap<&str, &serde_json::Value> = meta["resolve"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["id"].as_str().unwrap(), n))
+        .collect();
+    let start = names
+        .iter()
+        .find(|(_, n)| **n == root)
+        .map(|(id, _)| *id)
+        .unwrap_or_else(|| panic!("{root} not in the workspace"));
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![start];
+    while let Some(id) = todo.pop() {
+        for dep in nodes[id]["deps"].as_array().unwrap() {
+            let normal = dep["dep_kinds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| k["kind"].is_null());
+            let dep_id = dep["pkg"].as_str().unwrap();
+            if normal && seen.insert(names[dep_id].to_string()) {
+                todo.push(dep_id);
+            }
+        }
+    }
+    seen
+}
+
+#[test]
+fn the_engine_reaches_no_socket_tls_or_http_crate() {
+    // This platform's packages only: those of others need not be downloaded.
+    let rustc = std::process::Command::new("rustc").arg("-vV").output();
+    let rustc = String::from_utf8(rustc.expect("rustc runs").stdout).unwrap();
+    let host = rustc
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .expect("rustc names its host");
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--offline"])
+        .args(["--filter-platform", host])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let forbidden = [
+        "hetch-net",
+        "hetch-object",
+        "object_store",
+        "reqwest",
+        "hyper",
+        "rustls",
+        "tokio-rustls",
+    ];
+    for krate in [
+        "hetch-engine",
+        "hetch-storage",
+        "hetch-proto",
+        "hetch-integrity",
+    ] {
+        let deps = closure(&meta, krate);
+        let bad: Vec<_> = forbidden.iter().filter(|f| deps.contains(**f)).collect();
+        assert!(bad.is_empty(), "{krate} depends on {bad:?}");
+    }
+    // The check itself sees what it should: the object crate does reach HTTP.
+    assert!(closure(&meta, "hetch-object").contains("reqwest"));
+}

@@ -396,6 +396,34 @@ fn make_tree(root: &Path) {
     std::os::unix::fs::symlink("d/small", root.join("link")).expect("tree");
 }
 
+/// Drives one file's block ledger with the events the input encodes (indexes and
+/// sizes biased to boundaries) and checks it against a plain model after each; panics
+/// where they disagree.
+pub fn ledger_events(data: &[u8]) {
+    use crate::sink::ledger::{replay, Event};
+    let mut c = Choices { data };
+    let size = c.num() % (64 * BS);
+    let max_retries = (c.byte() % 4) as u32;
+    let mut events = Vec::new();
+    while !c.done() && events.len() < 512 {
+        let kind = c.byte() % 5;
+        let n = match c.byte() % 2 {
+            0 => u64::from(c.byte()) % 70, // near the file
+            _ => c.num(),                  // anywhere, as a hostile peer sends
+        };
+        events.push(match kind {
+            0 => Event::Admit(n, c.num() % (2 * BS)),
+            1 => Event::Done(n),
+            2 => Event::Failed(n),
+            3 => Event::Undo(n),
+            _ => Event::Seal(c.num() % (64 * BS + 5)),
+        });
+    }
+    if let Err(e) = replay(size, BS, max_retries, &events) {
+        panic!("ledger: {e}: {events:?}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -413,6 +441,13 @@ mod tests {
             let len = (next() % 200) as usize;
             (0..len).map(|_| next() as u8).collect()
         })
+    }
+
+    #[test]
+    fn fuzzed_events_keep_the_ledger_right() {
+        for p in programs(0x1ed9e5, 300) {
+            ledger_events(&p);
+        }
     }
 
     #[test]

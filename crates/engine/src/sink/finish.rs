@@ -34,7 +34,7 @@ pub(crate) fn block_done(
     let bs = sh.opts.block_size;
     let (whole, expected) = {
         let mut st = inc.state.lock().expect("file lock");
-        if st.failed || st.is_done(block) {
+        if st.failed || st.ledger.is_done(block) {
             return Ok(None);
         }
         let growing = inc.growing();
@@ -46,8 +46,7 @@ pub(crate) fn block_done(
             }
             _ => {}
         }
-        st.mark_done(block);
-        st.remaining -= 1;
+        st.ledger.done(block);
         match how {
             Arrival::Received => Progress::add(&sh.progress.bytes, data.len() as u64),
             Arrival::Journaled => {
@@ -59,7 +58,7 @@ pub(crate) fn block_done(
         if growing {
             super::growing::made_durable(sh, id);
         }
-        if st.remaining > 0 {
+        if st.ledger.remaining() > 0 {
             drop(st);
             if how == Arrival::Received {
                 // Outside the file's lock: the store may sync before it records.
@@ -91,7 +90,7 @@ fn feed_ordered(
     };
     let mut scratch = Vec::new();
     let mut result = Ok(());
-    while o.next < inc.blocks() && st.is_done(o.next) {
+    while o.next < inc.blocks() && st.ledger.is_done(o.next) {
         if o.next == block {
             o.hasher.update(data);
         } else {

@@ -81,7 +81,7 @@ fn durable_frame(sh: &SinkShared, id: u64) -> Option<Frame> {
             return None;
         }
         let from = st.streamed.as_ref()?.durable_blocks;
-        let cursor = st.done.run_end(from).min(inc.blocks());
+        let cursor = st.ledger.first_missing_from(from);
         let s = st.streamed.as_mut()?;
         s.durable_blocks = cursor;
         // Pieces of blocks now done no longer count.
@@ -157,22 +157,21 @@ pub(crate) fn seal(
         }
         let mut s = st.streamed.take().expect("a growing file is streamed");
         for &b in &seal.rewritten {
-            st.done.remove(b);
+            st.ledger.undo(b);
             s.stored.remove(b);
             s.digests.remove(&b);
         }
         // Blocks beyond the end (from a part file of a longer version) do not count.
-        st.done.truncate(blocks);
+        st.ledger.seal(seal.size);
         let _ = s.digests.split_off(&blocks);
         // Every done block has its digest (journaled or received): O(blocks held).
         let mut digest = FileDigest::new(seal.size, bs);
         for (&i, d) in &s.digests {
-            if st.done.contains(i) {
+            if st.ledger.is_done(i) {
                 let _ = digest.add(i, *d);
             }
         }
         st.digest = digest;
-        st.remaining = blocks - st.done.count();
         s.expected = Some(seal.digest);
         s.final_meta = Some(hetch_storage::part::FinalMeta {
             mtime_sec: seal.mtime_sec,
@@ -189,7 +188,7 @@ pub(crate) fn seal(
             .filter(|&&(b, _)| {
                 let covered = pieces.get(&b).copied().unwrap_or(0);
                 b < blocks
-                    && !st.is_done(b)
+                    && !st.ledger.is_done(b)
                     && covered >= b * bs + integrity::block_len(seal.size, bs, b)
             })
             .copied()
@@ -396,7 +395,7 @@ fn write_piece(
     let _one_writer = inc.write_lock.lock().expect("write lock");
     {
         let st = inc.state.lock().expect("file lock");
-        if st.failed || st.is_done(block) {
+        if st.failed || st.ledger.is_done(block) {
             return Ok(false);
         }
         let stored = st
@@ -454,7 +453,7 @@ pub(crate) fn cover(
     let _one_writer = inc.write_lock.lock().expect("write lock");
     {
         let mut st = inc.state.lock().expect("file lock");
-        if st.failed || st.is_done(block) || !inc.growing() {
+        if st.failed || st.ledger.is_done(block) || !inc.growing() {
             return Ok(None);
         }
         let Some(s) = &mut st.streamed else {

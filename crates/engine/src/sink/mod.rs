@@ -13,6 +13,7 @@ mod blocks;
 mod compare;
 mod finish;
 mod growing;
+pub(crate) mod ledger;
 pub(crate) mod mirror;
 mod plan;
 mod recheck;
@@ -21,6 +22,7 @@ mod write;
 
 pub(crate) use blocks::BlockSet;
 pub(crate) use growing::{full_blocks, piece_digest};
+pub(crate) use ledger::Ledger;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -151,11 +153,8 @@ pub(crate) struct FileState {
     /// `recheck.rs`): neither done nor to be received, unless their check fails.
     pub rechecking: u64,
     pub digest: FileDigest,
-    /// Blocks written and verified (memory follows what arrived, not the size).
-    pub done: BlockSet,
-    pub remaining: u64,
-    /// Failed checks per block.
-    pub retries: HashMap<u64, u32>,
+    /// Which blocks are done, how many remain, failed checks, bounds (see `ledger.rs`).
+    pub ledger: Ledger,
     /// Blocks written but not yet read back and checked, with the source's digests
     /// (file and sequential schedules), in block order.
     pub written: std::collections::BTreeMap<u64, Digest>,
@@ -179,23 +178,12 @@ impl Default for FileState {
         FileState {
             rechecking: 0,
             digest: FileDigest::new(0, hetch_integrity::MIN_BLOCK_SIZE),
-            done: BlockSet::default(),
-            remaining: 0,
-            retries: HashMap::new(),
+            ledger: Ledger::default(),
             written: Default::default(),
             ordered: None,
             failed: false,
             streamed: None,
         }
-    }
-}
-
-impl FileState {
-    pub fn is_done(&self, block: u64) -> bool {
-        self.done.contains(block)
-    }
-    pub fn mark_done(&mut self, block: u64) {
-        self.done.insert(block);
     }
 }
 

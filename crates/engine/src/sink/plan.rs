@@ -336,7 +336,7 @@ fn plan_file(
     let opened = sh.store.open(&at, &spec)?;
     let mut state = FileState {
         digest: FileDigest::new(size, bs),
-        remaining: blocks,
+        ledger: super::Ledger::new(size, blocks, bs, sh.opts.max_retries),
         // In file order, reading back blocks that arrived early; a store that cannot
         // read back is read whole once the file is in place instead.
         ordered: (sh.opts.file_digests
@@ -362,9 +362,7 @@ fn plan_file(
             if claimed.insert(i) {
                 journaled.push((i, d));
             }
-        } else if !state.is_done(i) {
-            state.mark_done(i);
-            state.remaining -= 1;
+        } else if state.ledger.done(i) {
             match &mut state.streamed {
                 Some(s) => super::growing::keep_digest(s, i, d),
                 None => {
@@ -378,7 +376,7 @@ fn plan_file(
         }
     }
     let out = opened.file;
-    if state.remaining == 0 {
+    if state.ledger.remaining() == 0 {
         // Everything arrived before an interruption; only the rename was missing.
         let merged = state.digest.finish().ok();
         let xattr = merged.filter(|_| sh.opts.checksum.merges_blocks());
@@ -424,7 +422,7 @@ fn plan_file(
 
 /// The ranges of blocks in `0..blocks` not done yet: O(fragments), whatever the size.
 pub(crate) fn missing_ranges(state: &FileState, blocks: u64) -> Vec<(u64, u64)> {
-    state.done.gaps(blocks)
+    state.ledger.missing(blocks)
 }
 
 /// Applies directory modes and mtimes (deepest first, after their contents changed

@@ -144,7 +144,7 @@ pub(super) fn check<'a>(
 ) -> Result<Checked<'a>, StorageError> {
     {
         let st = inc.state.lock().expect("file lock");
-        if st.failed || st.is_done(block) {
+        if st.failed || st.ledger.is_done(block) {
             return Ok(Checked::Gone);
         }
     }

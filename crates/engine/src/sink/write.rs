@@ -5,12 +5,13 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use hetch_integrity::{self as integrity, to_hex};
+use hetch_integrity::to_hex;
 use hetch_proto::{DataHeader, Frame, Schedule, Verify};
 use hetch_storage::StorageError;
 use tokio::sync::mpsc;
 
 use super::finish::{block_done, Arrival};
+use super::ledger::{Checked, Refused};
 use super::verify::Job;
 use super::{IncomingFile, SinkShared};
 use crate::error::EngineError;
@@ -58,26 +59,28 @@ fn handle_block(
     let Some(inc) = sh.files.lock().expect("files lock").get(&h.file).cloned() else {
         return Ok(None); // the file failed meanwhile: drop its late blocks
     };
-    if h.block >= inc.blocks() {
-        return Err(protocol(format!(
-            "block {} beyond the end of {}",
-            h.block,
-            inc.place.shown.display()
-        )));
-    }
-    let want = integrity::block_len(inc.size(), bs, h.block) as usize;
     let data: &[u8] = match &payload {
         Some(b) => &b[..],
         None if (h.zero_len as usize) <= sh.zeros().len() => &sh.zeros()[..h.zero_len as usize],
         None => return Err(protocol("zero block longer than the block size".into())),
     };
-    if data.len() != want {
-        return Err(protocol(format!(
-            "block {} of {} has {} bytes, expected {want}",
-            h.block,
-            inc.place.shown.display(),
-            data.len()
-        )));
+    let admitted = inc
+        .state
+        .lock()
+        .expect("file lock")
+        .ledger
+        .admit(h.block, data.len() as u64);
+    let shown = inc.place.shown.display();
+    match admitted {
+        Ok(()) => {}
+        Err(Refused::Beyond { block }) => {
+            return Err(protocol(format!("block {block} beyond the end of {shown}")))
+        }
+        Err(Refused::Length { block, got, want }) => {
+            return Err(protocol(format!(
+                "block {block} of {shown} has {got} bytes, expected {want}"
+            )))
+        }
     }
     if sh.opts.verify == Verify::Received {
         let algo = sh.opts.checksum;
@@ -109,7 +112,7 @@ fn handle_block(
                     let mut st = inc.state.lock().expect("file lock");
                     st.written.insert(h.block, h.digest);
                     // Journaled blocks still being read back are not written here.
-                    st.written.len() as u64 + st.rechecking == st.remaining
+                    st.written.len() as u64 + st.rechecking == st.ledger.remaining()
                 };
                 if all_written {
                     sh.file_written(h.file);
@@ -143,13 +146,13 @@ pub(crate) fn mismatch(
     expected: &[u8; 32],
     got: &[u8; 32],
 ) -> Option<Frame> {
-    let tries = {
-        let mut st = inc.state.lock().expect("file lock");
-        let n = st.retries.entry(block).or_insert(0);
-        *n += 1;
-        *n
-    };
-    if tries > sh.opts.max_retries {
+    let checked = inc
+        .state
+        .lock()
+        .expect("file lock")
+        .ledger
+        .failed_check(block);
+    if let Checked::GiveUp { tries } = checked {
         let offset = block * sh.opts.block_size;
         let n = sh.opts.checksum.digest_len();
         let message = format!(
@@ -175,7 +178,7 @@ fn store(
 ) -> Result<bool, StorageError> {
     {
         let mut st = inc.state.lock().expect("file lock");
-        if st.failed || st.is_done(h.block) || st.written.contains_key(&h.block) {
+        if st.failed || st.ledger.is_done(h.block) || st.written.contains_key(&h.block) {
             return Ok(false); // a duplicate (e.g. a resend that crossed a good copy)
         }
         if sh.stopped.load(std::sync::atomic::Ordering::SeqCst) {

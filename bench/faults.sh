@@ -18,10 +18,13 @@ cd "$(dirname "$0")/.."
 RUNS="${1:-50}"
 SEED="${2:-14}"
 HETCH="$(realpath "${HETCH:-target/release/hetch}")"
+# The testbed is hetch-lab's, beside the hetch binary under test.
+LAB="$(realpath "${LAB:-$(dirname "$HETCH")/hetch-lab}")"
 OUT="${OUT:-$(mktemp -d /tmp/hetch-faults.XXXXXX)}"
 RANDOM="$SEED"
 [ "$(id -u)" = 0 ] || { echo "faults.sh: needs root (network namespaces, tmpfs)" >&2; exit 2; }
-[ -x "$HETCH" ] || { echo "faults.sh: no hetch binary at $HETCH (cargo build --release)" >&2; exit 2; }
+[ -x "$HETCH" ] || { echo "faults.sh: no hetch binary at $HETCH (cargo build --release -p hetch -p hetch-lab)" >&2; exit 2; }
+[ -x "$LAB" ] || { echo "faults.sh: no hetch-lab binary at $LAB (cargo build --release -p hetch-lab)" >&2; exit 2; }
 
 STALL=4s       # both ends; faults that silence the link last longer than this
 RATE=24M       # slow enough that every fault lands mid-transfer
@@ -50,17 +53,17 @@ make_dataset() {
 LINK=""
 link_up() { # clean | corrupt
   [ "$LINK" = "$1" ] && return
-  "$HETCH" wan down >/dev/null 2>&1 || true
+  "$LAB" wan down >/dev/null 2>&1 || true
   local extra=()
   [ "$1" = corrupt ] && extra=(--corrupt 0.03%)
-  "$HETCH" wan up --link delay-line --rtt 4ms --rate 1gbit "${extra[@]}" >/dev/null
+  "$LAB" wan up --link delay-line --rtt 4ms --rate 1gbit "${extra[@]}" >/dev/null
   LINK="$1"
 }
 
 SERVER_PID=""
 server_start() {
   : >"$W/serve.log"
-  "$HETCH" wan exec b -- "$HETCH" serve --root "$ROOT" --state-dir "$STATE" \
+  "$LAB" wan exec b -- "$HETCH" serve --root "$ROOT" --state-dir "$STATE" \
     --listen "$ADDR" --stall-timeout "$STALL" 2>>"$W/serve.log" &
   SERVER_PID=$!
   for _ in $(seq 1 500); do
@@ -90,7 +93,7 @@ cp_args() {
 CP_PID=""
 cp_start() {
   mapfile -t a < <(cp_args "$1")
-  "$HETCH" wan exec a -- "$HETCH" "${a[@]}" >"$W/cp.json" 2>"$W/cp.err" &
+  "$LAB" wan exec a -- "$HETCH" "${a[@]}" >"$W/cp.json" 2>"$W/cp.err" &
   CP_PID=$!
 }
 # Not in $(...): a subshell cannot wait for this shell's child.
@@ -98,7 +101,7 @@ cp_wait() { FIRST=0; { wait "$CP_PID"; } 2>/dev/null || FIRST=$?; CP_PID=""; }
 cp_run() { # the same command again, to the end
   mapfile -t a < <(cp_args "$1")
   local rc=0
-  "$HETCH" wan exec a -- "$HETCH" "${a[@]}" >"$W/cp2.json" 2>"$W/cp2.err" || rc=$?
+  "$LAB" wan exec a -- "$HETCH" "${a[@]}" >"$W/cp2.json" 2>"$W/cp2.err" || rc=$?
   echo "$rc"
 }
 
@@ -138,7 +141,7 @@ cleanup() {
   [ -n "$CP_PID" ] && kill -9 "$CP_PID" 2>/dev/null || true
   server_stop
   disk_release || true
-  "$HETCH" wan down >/dev/null 2>&1 || true
+  "$LAB" wan down >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 
@@ -161,7 +164,7 @@ for run in $(seq 1 "$RUNS"); do
     kill_server) kill -9 "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; server_start ;;
     term_server) kill -TERM "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; server_start ;;
     stop_server) kill -STOP "$SERVER_PID"; sleep 6; kill -CONT "$SERVER_PID" ;;
-    cut) "$HETCH" wan cut >/dev/null 2>&1; sleep 6; "$HETCH" wan restore >/dev/null 2>&1 ;;
+    cut) "$LAB" wan cut >/dev/null 2>&1; sleep 6; "$LAB" wan restore >/dev/null 2>&1 ;;
     corrupt | disk_full) ;;
   esac
   cp_wait

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the peer tools `hetch bench` (and bench/core.sh) compares hetch against, with
+# Installs the peer tools `hetch-lab bench` (and bench/core.sh) compares hetch against, with
 # apt-get: rsync and scp over OpenSSH, rclone (sftp), GridFTP (globus-gridftp-server +
 # globus-url-copy), XRootD (xrootd + xrdcp), and iperf3 as the memory-to-memory limit.
 # Idempotent: packages already present are left alone, and `apt-get update` runs at

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# bench/s3-issue6.sh: the run behind issue 6's S3 benchmark, one `hetch bench s3`
+# bench/s3-issue6.sh: the run behind issue 6's S3 benchmark, one `hetch-lab bench s3`
 # command: file -> MinIO (up) and MinIO -> file (down), side by side, for hetch-agent
 # (`hetch serve --root s3://bench/` next to MinIO, the client across the link), hetch
 # talking S3 itself, aws-cli v2 (/usr/bin/aws, defaults), rclone (--transfers 4) and
 # s5cmd (if on PATH; reported as unavailable otherwise), with iperf3 as the link's
-# limit; datasets 1 x 1 GiB and 1,000 x 1 MiB; loopback (RTT 0) and the `hetch wan`
+# limit; datasets 1 x 1 GiB and 1,000 x 1 MiB; loopback (RTT 0) and the `hetch-lab wan`
 # testbed at RTT 100 ms, 2 Gbit/s (MinIO and the agent on host b, clients on host a);
 # 3 iterations; every run verified (uploads by SHA-256 of every object read back,
 # downloads by BLAKE3 of every file) before it counts.
@@ -19,9 +19,10 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-cargo build --release --bin hetch >&2
+cargo build --release -p hetch -p hetch-lab >&2
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 H=$TARGET/release/hetch
+LAB=$TARGET/release/hetch-lab  # the harness and the testbed; it runs $H
 if [ -z "${HETCH_MINIO:-}" ]; then
     bash bench/install-minio.sh >&2
     HETCH_MINIO=${HETCH_TOOLS:-$ROOT/target/tools}/bin/minio
@@ -32,14 +33,14 @@ export PATH="${HETCH_TOOLS:-$ROOT/target/tools}/bin:$PATH"
 DATE=${DATE:-$(date -u +%Y-%m-%d)}
 OUT=${OUT:-$ROOT/bench/results}
 DATA=/dev/shm/hetch-bench-s3
-trap '"$H" wan down >/dev/null 2>&1 || true' EXIT
+trap '"$LAB" wan down >/dev/null 2>&1 || true' EXIT
 
 # This VM's host backs guest memory on first touch, which made the first copies into
 # a fresh tmpfs run slower (see wan-issue4.sh): touch what the run will use once.
 head -c 8G /dev/zero >/dev/shm/hetch-bench-touch
 rm -f /dev/shm/hetch-bench-touch
 
-"$H" bench s3 --rtt 0ms,100ms --rate 2gbit --datasets 1x1G,1000x1M --iterations ${ITERATIONS:-3} \
+"$LAB" bench s3 --rtt 0ms,100ms --rate 2gbit --datasets 1x1G,1000x1M --iterations ${ITERATIONS:-3} \
     --tools hetch-agent,hetch,aws,rclone,s5cmd,iperf3 --streams 4 \
     --minio "$HETCH_MINIO" --data "$DATA" --out "$OUT" --name "$DATE-s3" || true
 rm -rf "$DATA"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/wan-fig1.sh: reproduces the shape of Fig. 1 of the zx paper (seed 000) on the
-# `hetch wan` testbed: one iperf3 TCP stream from host a to host b at RTT 0/10/50/100 ms,
+# `hetch-lab wan` testbed: one iperf3 TCP stream from host a to host b at RTT 0/10/50/100 ms,
 # with the namespaces' default socket-buffer limits and with tuned ones (tcp_rmem and
 # tcp_wmem maximum raised to 64 MiB in both namespaces; these sysctls are per network
 # namespace, net.core.rmem_max/wmem_max are not). Also records the delay line's measured
@@ -23,12 +23,13 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ "$(id -u)" = 0 ] || { echo "wan-fig1.sh: needs root (network namespaces)" >&2; exit 2; }
-[ "$BUILD" = 1 ] && (cd "$ROOT" && cargo build --release --bin hetch >&2)
+[ "$BUILD" = 1 ] && (cd "$ROOT" && cargo build --release -p hetch -p hetch-lab >&2)
 H=$ROOT/target/release/hetch
+LAB=$ROOT/target/release/hetch-lab  # the harness and the testbed; it runs $H
 DATE=$(date -u +%Y-%m-%d)
 CSV=$ROOT/bench/results/$DATE-wan-fig1.csv
 MD=$ROOT/bench/results/$DATE-wan-fig1.md
-trap '"$H" wan down >/dev/null 2>&1 || true; pkill -f "udp-echo-hetch" || true' EXIT
+trap '"$LAB" wan down >/dev/null 2>&1 || true; pkill -f "udp-echo-hetch" || true' EXIT
 
 # A UDP echo on b and a client on a: the round trip the link really gives.
 ECHO='import socket,sys,time
@@ -44,8 +45,8 @@ r.sort(); print("%.2f %.2f %.2f"%(r[0],r[len(r)//2],r[-1]))'
 
 echo "rtt_ms,buffers,run,gbit_per_s,retransmits,ping_min_ms,ping_median_ms,ping_max_ms" > "$CSV"
 for rtt in $RTTS; do
-    "$H" wan down >/dev/null 2>&1 || true
-    "$H" wan up --untuned --rtt "${rtt}ms" --rate "$RATE" >&2
+    "$LAB" wan down >/dev/null 2>&1 || true
+    "$LAB" wan up --untuned --rtt "${rtt}ms" --rate "$RATE" >&2
     ip netns exec hetch-b python3 -c "$ECHO" server udp-echo-hetch & 
     sleep 0.3
     read -r pmin pmed pmax < <(ip netns exec hetch-a python3 -c "$ECHO" client)
@@ -65,7 +66,7 @@ for rtt in $RTTS; do
             echo "[fig1] rtt ${rtt} ms, $buffers buffers, run $run: $gbps Gbit/s (udp rtt median ${pmed} ms)" >&2
         done
     done
-    "$H" wan down >/dev/null
+    "$LAB" wan down >/dev/null
 done
 
 python3 - "$CSV" "$MD" "$RUNS" "$SECS" "$RATE" <<'PY'
@@ -75,7 +76,7 @@ runs, secs, rate = sys.argv[3], sys.argv[4], sys.argv[5]
 def v(cmd):
     try: return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip().splitlines()[0]
     except Exception: return "?"
-out = ["# Fig. 1 reproduction on the `hetch wan` testbed", "",
+out = ["# Fig. 1 reproduction on the `hetch-lab wan` testbed", "",
        f"Command: `bench/wan-fig1.sh --runs {runs} --seconds {secs} --rate {rate}`; {v('iperf3 --version')}; kernel {platform.release()}.",
        "One iperf3 TCP stream a -> b through hetch's userspace delay line (MTU 9000, no rate limit unless given).",
        "default = the namespaces' own limits (tcp_rmem max inherited: " + v("sysctl -n net.ipv4.tcp_rmem") + "; tcp_wmem max: " + v("sysctl -n net.ipv4.tcp_wmem") + "); tuned = tcp_rmem and tcp_wmem max 64 MiB in both namespaces.", "",

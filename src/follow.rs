@@ -5,7 +5,7 @@ use std::time::Duration;
 use clap::Args;
 use hetch_engine::{EntryFilter, Follow, Options, Schedule};
 
-use crate::wan::parse_duration;
+use hetch_units::parse_duration;
 
 /// When a growing file counts as complete, and how closely it is followed.
 #[derive(Args, Clone)]

@@ -4,7 +4,6 @@
 //! the file or host); 2 bad usage; 3 the transfer finished but some files failed (each
 //! listed on stderr).
 
-mod bench;
 mod clean;
 mod client;
 mod cp;
@@ -16,8 +15,6 @@ mod retry;
 mod server;
 mod sync;
 mod ui;
-mod units;
-mod wan;
 mod watch;
 
 use std::path::PathBuf;
@@ -28,6 +25,7 @@ use hetch_engine::Options;
 use hetch_net::SocketOptions;
 
 use crate::location::Location;
+use hetch_units as units;
 
 /// hetch: a fast, encrypted, verified, resumable data mover.
 #[derive(Parser)]
@@ -91,14 +89,6 @@ enum Command {
     /// `hetch cp -r src dir/` compare `src` with `dir/src`. Exit code 0 when the trees are
     /// identical, 3 when they differ (each difference on stderr), 1 on errors.
     Verify(VerifyArgs),
-    /// WAN testbed on this machine: two hosts (network namespaces) joined by an emulated
-    /// link with the given RTT, rate and loss (root only).
-    #[command(subcommand)]
-    Wan(WanCommand),
-    /// Benchmark harness: sweeps over file sizes and links, the datasets of paper 003,
-    /// hetch beside its peers and iperf3; results, a report and plots.
-    #[command(subcommand)]
-    Bench(bench::BenchCommand),
     /// Run a demonstration transfer on this machine: a server on loopback, a mixed
     /// dataset pushed and pulled back over TLS, verified, with throughput.
     Demo(DemoArgs),
@@ -178,7 +168,7 @@ struct WatchArgs {
     #[arg(long)]
     remove_source: bool,
     /// How often the counters are printed.
-    #[arg(long, default_value = "60s", value_parser = wan::parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = units::parse_duration)]
     stats_interval: std::time::Duration,
     #[command(flatten)]
     follow_args: follow::FollowArgs,
@@ -453,72 +443,6 @@ fn parse_locations(paths: &[String]) -> Result<Vec<Location>, String> {
     paths.iter().map(|p| Location::parse(p)).collect()
 }
 
-#[derive(Subcommand)]
-enum WanCommand {
-    /// Create hosts a (10.77.0.1) and b (10.77.0.2) and the link between them.
-    Up(WanLinkArgs),
-    /// Run a command on host a or b: `hetch wan exec a -- CMD...`.
-    Exec {
-        /// a or b.
-        host: String,
-        /// The command and its arguments.
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
-        cmd: Vec<String>,
-    },
-    /// Stop the link and remove the hosts (also what a crash left behind).
-    Down,
-    /// Cut the link: every packet is dropped, silently, until `restore` (delay-line
-    /// links only).
-    Cut,
-    /// Restore a cut link.
-    Restore,
-    /// The link's forwarder (started by `up`).
-    #[command(hide = true)]
-    Forward(WanLinkArgs),
-}
-
-#[derive(Args)]
-struct WanLinkArgs {
-    /// Round-trip time (50ms, 0.1s).
-    #[arg(long, default_value = "0ms", value_parser = wan::parse_duration)]
-    rtt: std::time::Duration,
-    /// Rate of each direction: bytes/s with SI suffixes (250M) or bits (2gbit); 0 = unlimited.
-    #[arg(long, default_value = "0", value_parser = units::parse_rate)]
-    rate: u64,
-    /// Packet loss in each direction (0.1% or 0.001).
-    #[arg(long, default_value = "0", value_parser = wan::parse_loss)]
-    loss: f64,
-    /// TCP segments whose payload is damaged, with the TCP checksum fixed so that the
-    /// damage reaches the application, in each direction (0.01% or 0.0001; delay-line
-    /// link only).
-    #[arg(long, default_value = "0", value_parser = wan::parse_loss)]
-    corrupt: f64,
-    /// MTU of the link.
-    #[arg(long, default_value_t = 9000)]
-    mtu: u32,
-    /// Keep the hosts' TCP buffer limits as the namespaces start (by default both hosts
-    /// are tuned like data transfer nodes: tcp_rmem/tcp_wmem maximum 64 MiB).
-    #[arg(long)]
-    untuned: bool,
-    /// What makes the link: the kernel's netem where it exists (auto), or always
-    /// hetch's userspace delay line.
-    #[arg(long, value_enum, default_value = "auto")]
-    link: wan::LinkKind,
-}
-
-impl WanLinkArgs {
-    fn link(&self) -> hetch_wan::testbed::Link {
-        hetch_wan::testbed::Link {
-            rtt: self.rtt,
-            rate: self.rate,
-            loss: self.loss,
-            corrupt: self.corrupt,
-            mtu: self.mtu,
-            tuned: !self.untuned,
-        }
-    }
-}
-
 #[derive(Args)]
 struct DemoArgs {
     /// Work in this directory instead of a temporary one.
@@ -763,18 +687,6 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 ExitCode::from(3)
             })
-        }
-        Command::Wan(w) => match w {
-            WanCommand::Up(l) => wan::up(l.link(), l.link).map(|_| ExitCode::SUCCESS),
-            WanCommand::Down => wan::down().map(|_| ExitCode::SUCCESS),
-            WanCommand::Cut => wan::cut(true).map(|_| ExitCode::SUCCESS),
-            WanCommand::Restore => wan::cut(false).map(|_| ExitCode::SUCCESS),
-            WanCommand::Exec { host, cmd } => wan::exec(&host, &cmd),
-            WanCommand::Forward(l) => wan::forward(l.link()).map(|_| ExitCode::SUCCESS),
-        },
-        Command::Bench(b) => {
-            let argv: Vec<String> = std::env::args().skip(1).collect();
-            bench::main(b, &argv)
         }
         Command::Demo(a) => {
             demo::run(a.dir, a.large_mib, a.keep).await?;

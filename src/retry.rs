@@ -12,7 +12,7 @@ use hetch_engine::EngineError;
 use hetch_net::NetError;
 
 use crate::client::NoAnswer;
-use crate::wan::parse_duration;
+use hetch_units::parse_duration;
 
 /// Longest pause between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);

@@ -1,6 +1,7 @@
-//! The README's dependency rule, checked against `cargo metadata`: the engine (and the
-//! crates under it) never reach sockets, TLS or an HTTP client; those come in only
-//! through the crates that implement the engine's seams (`net`, `object`).
+//! The README's dependency rules, checked against `cargo metadata`: the engine (and the
+//! crates under it) never reach sockets, TLS or an HTTP client, which come in only
+//! through the crates that implement the engine's seams (`net`, `object`); and the
+//! shipped `hetch` binary carries neither the benchmark harness nor the testbed.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -81,6 +82,11 @@ fn the_engine_reaches_no_socket_tls_or_http_crate() {
         let deps = closure(&meta, krate);
         let bad: Vec<_> = forbidden.iter().filter(|f| deps.contains(**f)).collect();
         assert!(bad.is_empty(), "{krate} depends on {bad:?}");
+    }
+    // The shipped binary carries no benchmark harness or testbed.
+    let shipped = closure(&meta, "hetch");
+    for lab in ["hetch-bench", "hetch-wan", "plotters"] {
+        assert!(!shipped.contains(lab), "hetch depends on {lab}");
     }
     // The check itself sees what it should: the object crate does reach HTTP.
     assert!(closure(&meta, "hetch-object").contains("reqwest"));

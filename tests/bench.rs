@@ -1,7 +1,7 @@
-//! `hetch bench` end to end on tiny datasets: a loopback sweep with hetch and iperf3
+//! `hetch-lab bench` end to end on tiny datasets: a loopback sweep with hetch and iperf3
 //! (the limit), resuming a results file, the report it writes; a loopback streaming
 //! sweep (hetch following a writer, beside a bulk copy of the same files); and, as
-//! root, a sweep through the `hetch wan` testbed.
+//! root, a sweep through the `hetch-lab wan` testbed.
 
 mod util;
 
@@ -325,7 +325,7 @@ fn loopback_streaming_sweep_records_both_modes_with_lag_and_reports_them() {
 #[test]
 fn sweep_through_the_wan_testbed_records_the_link_and_takes_it_down() {
     if !is_root() || !Path::new("/dev/net/tun").exists() {
-        eprintln!("SKIPPED hetch bench through the testbed: needs root and /dev/net/tun");
+        eprintln!("SKIPPED hetch-lab bench through the testbed: needs root and /dev/net/tun");
         return;
     }
     // A congestion control outside the host's allowed list (cubic here) makes the
@@ -376,31 +376,32 @@ fn an_interrupted_sweep_stops_its_servers_and_the_same_command_finishes_it() {
     let data = t.path().join("data");
     let results = t.path().join("i.jsonl");
     let run = || {
-        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_hetch"));
-        c.args([
-            "bench",
-            "sweep",
-            "--min",
-            "64K",
-            "--max",
-            "64K",
-            "--aggregate",
-            "256K",
-        ])
-        .args([
-            "--iterations",
-            "200",
-            "--tools",
-            "hetch",
-            "--no-drop-caches",
-        ])
-        .arg("--data")
-        .arg(&data)
-        .arg("--results")
-        .arg(&results)
-        .env("HETCH_CONFIG_DIR", t.path().join("config"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped());
+        let mut c = std::process::Command::new(lab_bin());
+        c.env("HETCH_BIN", BIN)
+            .args([
+                "bench",
+                "sweep",
+                "--min",
+                "64K",
+                "--max",
+                "64K",
+                "--aggregate",
+                "256K",
+            ])
+            .args([
+                "--iterations",
+                "200",
+                "--tools",
+                "hetch",
+                "--no-drop-caches",
+            ])
+            .arg("--data")
+            .arg(&data)
+            .arg("--results")
+            .arg(&results)
+            .env("HETCH_CONFIG_DIR", t.path().join("config"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
         c
     };
     let mut child = run().spawn().unwrap();

@@ -1,4 +1,4 @@
-//! `hetch bench s3` end to end on loopback with tiny datasets: every tool that is
+//! `hetch-lab bench s3` end to end on loopback with tiny datasets: every tool that is
 //! installed moves both datasets up (file -> MinIO) and down (MinIO -> file), every run
 //! is verified and recorded, the report names every tool (an uninstalled one as
 //! unavailable), nothing is left in the data directory but the datasets, and running

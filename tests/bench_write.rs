@@ -1,4 +1,4 @@
-//! `hetch bench write`, the growing-file writer of the streaming tests, end to end: it
+//! `hetch-lab bench write`, the growing-file writer of the streaming tests, end to end: it
 //! writes files of the exact size asked for, and a file it cannot create fails the
 //! command with one line that names it.
 

@@ -1,4 +1,4 @@
-//! `hetch wan` end to end (root only): bring the testbed up with a 20 ms link, run a
+//! `hetch-lab wan` end to end (root only): bring the testbed up with a 20 ms link, run a
 //! real `hetch serve` on host b, push a tree to it from host a, check the copy, bring
 //! the testbed down and check that nothing is left. Skipped, with a message, where it
 //! cannot run (not root, no /dev/net/tun, no `ip`).
@@ -38,7 +38,7 @@ fn can_run() -> Result<(), &'static str> {
 fn serve_on_b(dir: &Path, root: &Path, extra: &[&str]) -> (std::process::Child, String) {
     std::fs::create_dir_all(root).unwrap();
     let state = dir.join("state");
-    let server = Command::new(env!("CARGO_BIN_EXE_hetch"))
+    let server = Command::new(lab_bin())
         .args([
             "wan",
             "exec",
@@ -103,7 +103,7 @@ fn reconnects(out: &Out) -> u64 {
 /// `cp` recovers each time until the copy is complete and identical.
 #[test]
 fn tls_copy_through_a_link_that_damages_segments_recovers_and_is_identical() {
-    let Some(_turn) = testbed_turn("hetch wan corruption test") else {
+    let Some(_turn) = testbed_turn("hetch-lab wan corruption test") else {
         return;
     };
     let t = tempdir();
@@ -155,7 +155,7 @@ fn tls_copy_through_a_link_that_damages_segments_recovers_and_is_identical() {
 /// the silence, and the one `cp` resumes once the path is back.
 #[test]
 fn a_link_cut_longer_than_the_stall_timeout_then_restored_is_recovered_from() {
-    let Some(_turn) = testbed_turn("hetch wan cut test") else {
+    let Some(_turn) = testbed_turn("hetch-lab wan cut test") else {
         return;
     };
     let t = tempdir();
@@ -225,7 +225,7 @@ fn testbed_turn(what: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
 
 #[test]
 fn push_across_the_emulated_wan_then_down_leaves_nothing() {
-    let Some(_turn) = testbed_turn("hetch wan test") else {
+    let Some(_turn) = testbed_turn("hetch-lab wan test") else {
         return;
     };
     let t = tempdir();
@@ -295,7 +295,7 @@ fn push_across_the_emulated_wan_then_down_leaves_nothing() {
 
 #[test]
 fn auto_picks_netem_exactly_when_the_kernel_has_it_and_refuses_it_clearly_otherwise() {
-    let Some(_turn) = testbed_turn("hetch wan link-choice test") else {
+    let Some(_turn) = testbed_turn("hetch-lab wan link-choice test") else {
         return;
     };
     let _down = Down;

@@ -21,6 +21,31 @@ use std::time::{Duration, Instant, SystemTime};
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_hetch");
 
+/// The subcommands of `hetch-lab` (the benchmark harness and the WAN testbed), which
+/// [`spawn`] runs with that binary.
+const LAB_COMMANDS: [&str; 2] = ["bench", "wan"];
+
+/// The `hetch-lab` binary beside [`BIN`], built (once per test process, with the same
+/// profile) by `cargo build`: cargo builds only the binaries of the package under test
+/// for its tests, and `hetch-lab` is another package of the workspace.
+pub fn lab_bin() -> &'static Path {
+    static LAB: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    LAB.get_or_init(|| {
+        let lab = Path::new(BIN).with_file_name("hetch-lab");
+        let mut build = Command::new(env!("CARGO"));
+        build
+            .args(["build", "--quiet", "-p", "hetch-lab"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if Path::new(BIN).parent().and_then(Path::file_name) == Some("release".as_ref()) {
+            build.arg("--release");
+        }
+        let st = build.status().expect("run cargo build -p hetch-lab");
+        assert!(st.success(), "cargo build -p hetch-lab failed");
+        assert!(lab.is_file(), "no {} after the build", lab.display());
+        lab
+    })
+}
+
 /// A safety net against hangs: no single command may run longer than this. This is not
 /// a performance assertion; every command in these tests normally takes seconds.
 pub const COMMAND_LIMIT: Duration = Duration::from_secs(240);
@@ -227,8 +252,15 @@ fn collect(mut r: impl Read + Send + 'static, seen: Arc<Mutex<Vec<u8>>>) -> Join
 /// Starts `hetch ARGS` with the environment cleaned of anything that could make the
 /// test depend on the machine, plus `env`.
 pub fn spawn(args: &[OsString], env: &[(&str, &str)]) -> Running {
-    let mut cmd = Command::new(BIN);
+    let lab = args
+        .first()
+        .is_some_and(|a| LAB_COMMANDS.iter().any(|c| a == *c));
+    let mut cmd = match lab {
+        true => Command::new(lab_bin()),
+        false => Command::new(BIN),
+    };
     cmd.args(args)
+        .env("HETCH_BIN", BIN)
         .env_remove("HETCH_TOKEN")
         .env_remove("HETCH_FAULT_CORRUPT_BLOCKS")
         .env_remove("HETCH_FAULT_CORRUPT_WRITTEN")
@@ -241,10 +273,11 @@ pub fn spawn(args: &[OsString], env: &[(&str, &str)]) -> Running {
         cmd.env(k, v);
     }
     let shown = format!(
-        "{}hetch {}",
+        "{}{} {}",
         env.iter()
             .map(|(k, v)| format!("{k}={v} "))
             .collect::<String>(),
+        if lab { "hetch-lab" } else { "hetch" },
         args.iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect::<Vec<_>>()

@@ -1,5 +1,5 @@
-//! hetch's benchmark harness (`hetch bench`): it makes datasets, starts the peers'
-//! servers, runs each tool over loopback or the `hetch wan` testbed, appends every run
+//! hetch's benchmark harness (`hetch-lab bench`): it makes datasets, starts the peers'
+//! servers, runs each tool over loopback or the `hetch-lab wan` testbed, appends every run
 //! to a resumable results file, and turns the results into statistics, a Markdown
 //! report and SVG plots, normalised to the best tool as paper 003 does. [`s3`] does the
 //! same for moving files to and from an S3 store.

@@ -317,7 +317,7 @@ pub(crate) fn command_and_date(command: &str, started_unix: u64) -> String {
 
 /// Title, command, date, storage and notes.
 fn header(meta: &Meta) -> String {
-    let mut md = String::from("# hetch bench report\n\n");
+    let mut md = String::from("# hetch-lab bench report\n\n");
     md.push_str(&command_and_date(&meta.command, meta.started_unix));
     let storage = if meta.storage.is_empty() {
         "unknown"
@@ -413,7 +413,7 @@ fn section(s: &Section, tools: &[String], plots: &[Plot]) -> String {
 }
 
 /// What the streaming tables measure and which targets apply where.
-const STREAMING_NOTE: &str = "Streaming: `hetch bench write` appends fixed-size writes \
+const STREAMING_NOTE: &str = "Streaming: `hetch-lab bench write` appends fixed-size writes \
 round-robin to the dataset's files (at the writer rate of the table's title) in an empty \
 directory while `hetch cp --follow` copies them; each file's `.done` marker is made when \
 it is complete. *Streaming Gbit/s* is the dataset's bytes over the time from the copy's \
@@ -959,7 +959,7 @@ mod tests {
         assert_eq!(md_cell("a|b\nc"), "a\\|b c");
         assert_eq!(link_target("r.svg"), "r.svg");
         assert_eq!(link_target("my r.svg"), "<my r.svg>");
-        assert_eq!(fence_for("hetch bench"), "```");
+        assert_eq!(fence_for("hetch-lab bench"), "```");
         assert_eq!(fence_for("echo ```x```"), "````");
         assert_eq!(truncate("abcdef", 4), "abc…");
         assert_eq!(truncate("abc", 4), "abc");

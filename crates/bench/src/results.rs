@@ -190,7 +190,7 @@ mod tests {
         let p = t.path().join("r.jsonl");
         assert_eq!(read_meta(&p).unwrap(), Meta::default());
         let m = Meta {
-            command: "hetch bench".into(),
+            command: "hetch-lab bench".into(),
             storage: "disk".into(),
             ..Meta::default()
         };

@@ -85,7 +85,7 @@ pub struct Plan {
     pub data_dir: PathBuf,
     /// Drop the page cache before each run (disk-to-disk runs).
     pub drop_caches: bool,
-    /// The hetch binary (for `hetch wan`, `hetch bench write` and hetch itself).
+    /// The hetch binary (for `hetch-lab wan`, `hetch-lab bench write` and hetch itself).
     pub hetch: PathBuf,
     /// A run taking longer than this is killed and recorded as failed.
     pub run_timeout: Duration,
@@ -451,7 +451,7 @@ fn writer_seed(ds: &Dataset) -> u64 {
     ds.file_size
 }
 
-/// `hetch bench write` of the files of `ds` into `dir` at `rate` bytes per second,
+/// `hetch-lab bench write` of the files of `ds` into `dir` at `rate` bytes per second,
 /// with a done marker after each file, on the client host.
 fn writer_command(at: &At, spec: &StreamingSpec, dir: &Path, rate: u64) -> Command {
     let mut c = at.ctx.client.command(&at.plan.hetch.to_string_lossy());
@@ -505,7 +505,7 @@ fn final_files(at: &At, spec: &StreamingSpec) -> anyhow::Result<Result<PathBuf, 
 /// has finished (not before: it writes every file's marker only at the end).
 const MARKER_POLL: Duration = Duration::from_millis(10);
 
-/// One streaming run: an empty source directory; the writer (`hetch bench write`,
+/// One streaming run: an empty source directory; the writer (`hetch-lab bench write`,
 /// paced at the slot's rate, done markers on) started on the client once the tool's
 /// following copy has its session up; timed from the copy's start to its exit. Also
 /// times the writer, and when every file and its marker were in place at the
@@ -847,7 +847,7 @@ pub(crate) fn tempdir_in(parent: &Path, name: &str) -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
-/// The hosts of one link condition: loopback, or the `hetch wan` testbed (taken down
+/// The hosts of one link condition: loopback, or the `hetch-lab wan` testbed (taken down
 /// when dropped).
 pub(crate) struct Testbed {
     /// Where clients run.
@@ -860,7 +860,7 @@ pub(crate) struct Testbed {
 }
 
 impl Testbed {
-    /// Brings up `link` with `hetch` (`hetch wan up`), or hands out loopback for a link
+    /// Brings up `link` with `hetch` (`hetch-lab wan up`), or hands out loopback for a link
     /// without an RTT.
     pub(crate) fn up(hetch: &Path, link: &LinkSpec) -> anyhow::Result<Testbed> {
         let Some(rtt) = link.rtt_ms else {
@@ -887,7 +887,7 @@ impl Testbed {
             .with_context(|| format!("{}: cannot run", hetch.display()))?;
         if !out.status.success() {
             bail!(
-                "hetch wan up: {}",
+                "hetch-lab wan up: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             );
         }

@@ -1,4 +1,4 @@
-//! Growing files for streaming tests and the streaming sweep (`hetch bench write`): like
+//! Growing files for streaming tests and the streaming sweep (`hetch-lab bench write`): like
 //! a detector writing several streams, it appends fixed-size writes round-robin across
 //! its files at a steady aggregate rate until each file reaches its final size, and can
 //! keep the files open afterwards and leave a "done" marker beside each one.

@@ -98,7 +98,7 @@ fn meta() -> Meta {
         is_limit,
     };
     Meta {
-        command: "hetch bench sweep --rtt 1,100".into(),
+        command: "hetch-lab bench sweep --rtt 1,100".into(),
         started_unix: 1_700_000_000,
         storage: "memory".into(),
         tools: vec![
@@ -255,7 +255,7 @@ fn markdown_reports_every_dataset_tool_failure_and_plot() {
     let w = write();
     let md = read(&w.dir.join("r.md"));
     let has = |needle: &str| assert!(md.contains(needle), "report lacks {needle:?}:\n{md}");
-    has("```sh\nhetch bench sweep --rtt 1,100\n```");
+    has("```sh\nhetch-lab bench sweep --rtt 1,100\n```");
     has("2023-11-14 22:13:20 UTC");
     has("memory");
     has("synthetic runs");

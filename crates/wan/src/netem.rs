@@ -1,7 +1,7 @@
 //! The kernel's own link emulation, where it exists: the two hosts joined by a veth
 //! pair, each end shaped by a `netem` qdisc (half the RTT, the rate, the loss). Many
 //! kernels (this project's CI machine among them) lack `sch_netem`; [`available`]
-//! probes for it so that `hetch wan up` can fall back to the userspace delay line.
+//! probes for it so that `hetch-lab wan up` can fall back to the userspace delay line.
 
 use crate::netns::{ip, run};
 use crate::testbed::{add_host, Link, A, B, DEVICE};

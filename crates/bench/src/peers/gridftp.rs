@@ -55,7 +55,7 @@ impl Tool for Gridftp {
         let port = net::free_port(&ctx.server)?;
         let addr = &ctx.server.addr;
         // On a testbed host the server resolves its own address through the hosts file
-        // `hetch wan` gives each namespace (it exits when that needs DNS).
+        // `hetch-lab wan` gives each namespace (it exits when that needs DNS).
         let mut cmd = ctx.server.command(&program("setpriv"));
         // As root the server setuids anonymous sessions to -anonymous-user and refuses
         // root itself; running it as nobody (keeping CAP_DAC_OVERRIDE, see `as_user`)

@@ -1,4 +1,4 @@
-//! What `hetch bench s3` writes: one [`S3Record`] per run in a JSONL results file
+//! What `hetch-lab bench s3` writes: one [`S3Record`] per run in a JSONL results file
 //! (appended after every run, so an interrupted benchmark resumes where it stopped),
 //! and an [`S3Meta`] beside it (`STEM.meta.json`) with what the report needs besides
 //! the runs.
@@ -180,7 +180,7 @@ pub fn write_meta(path: &Path, meta: &S3Meta) -> anyhow::Result<()> {
 }
 
 /// Whether `path` holds S3 results (its first record has a direction), so that
-/// `hetch bench report` can tell them from the other suites' results.
+/// `hetch-lab bench report` can tell them from the other suites' results.
 pub fn is_s3_results(path: &Path) -> bool {
     let Ok(text) = std::fs::read_to_string(path) else {
         return false;

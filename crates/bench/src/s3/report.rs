@@ -189,7 +189,7 @@ fn markdown(records: &[S3Record], meta: &S3Meta) -> String {
 
 /// Title, command, date, MinIO, notes.
 fn header(meta: &S3Meta) -> String {
-    let mut md = String::from("# hetch bench s3 report\n\n");
+    let mut md = String::from("# hetch-lab bench s3 report\n\n");
     md.push_str(&crate::report::command_and_date(
         &meta.command,
         meta.started_unix,
@@ -448,7 +448,7 @@ mod tests {
         bad.error = Some("not verified: 3 files, expected 4".into());
         records.push(bad);
         let meta = S3Meta {
-            command: "hetch bench s3 --rtt 100ms".into(),
+            command: "hetch-lab bench s3 --rtt 100ms".into(),
             minio: "minio test".into(),
             tools: vec![
                 S3ToolInfo {

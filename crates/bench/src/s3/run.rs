@@ -1,5 +1,5 @@
 //! Runs an S3 benchmark plan. For each link: bring it up (loopback for RTT 0, else the
-//! `hetch wan` testbed), start MinIO on the server host, start each tool's server (the
+//! `hetch-lab wan` testbed), start MinIO on the server host, start each tool's server (the
 //! hetch agent, iperf3); then for each dataset fill the prefix the downloads read
 //! (once, with hetch on the server host) and, iteration by iteration, run every tool
 //! up and then down, interleaved so that slow drifts of a shared machine touch all
@@ -63,7 +63,7 @@ pub struct S3Plan {
     /// Where datasets (`src`), MinIO's data (`minio`), downloads (`dst`) and scratch
     /// live.
     pub data_dir: PathBuf,
-    /// The hetch binary (the hetch tools, `hetch wan`, seeding and checking uploads).
+    /// The hetch binary (the hetch tools, `hetch-lab wan`, seeding and checking uploads).
     pub hetch: PathBuf,
     /// The MinIO server binary.
     pub minio: PathBuf,

@@ -1,4 +1,4 @@
-//! The tools `hetch bench s3` compares, each moving a directory's files into a prefix
+//! The tools `hetch-lab bench s3` compares, each moving a directory's files into a prefix
 //! of the store (up) and a prefix's objects into a directory (down):
 //! - `hetch-agent`: hetch's intended architecture, `hetch serve --root s3://BUCKET/` on
 //!   the server host next to MinIO, the client talking hetch's protocol to it across
@@ -142,7 +142,7 @@ pub struct Job<'a> {
     pub bytes: u64,
 }
 
-/// A data mover under test in `hetch bench s3` (or the link's limit).
+/// A data mover under test in `hetch-lab bench s3` (or the link's limit).
 pub trait S3Tool {
     /// Its name in results and reports.
     fn name(&self) -> &'static str;

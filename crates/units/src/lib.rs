@@ -1,4 +1,7 @@
-//! Parsing sizes and rates given on the command line.
+//! Parsing sizes, rates and durations given on the command line (shared by the `hetch`
+//! and `hetch-lab` binaries), and showing byte counts.
+
+use std::time::Duration;
 
 /// Parses a size: a number with an optional binary suffix (`K`, `M`, `G`, `T`, also
 /// written `KiB`, `MiB`, ...), since block sizes and buffers are powers of two.
@@ -52,7 +55,7 @@ pub fn parse_socket_buffer(s: &str) -> Result<u32, String> {
 
 /// Parses a stall timeout: 2 s to 1 h, or 0 for none.
 pub fn parse_stall_timeout(s: &str) -> Result<std::time::Duration, String> {
-    let d = crate::wan::parse_duration(s)?;
+    let d = parse_duration(s)?;
     // Peers send keep-alives every second: shorter timeouts would trip on scheduling.
     if d.is_zero()
         || (std::time::Duration::from_secs(2)..=std::time::Duration::from_secs(3600)).contains(&d)
@@ -121,6 +124,31 @@ pub fn human_bytes(n: f64) -> String {
     }
 }
 
+/// Parses a duration: `50ms`, `0.5s`, `100us`, `10m`, `1h`, or a bare number of
+/// milliseconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (t, 1e-3)
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(Duration::from_secs_f64(v * scale)),
+        _ => Err(format!(
+            "'{s}': expected a duration like 50ms, 0.1s, 10m or 1h"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,5 +187,16 @@ mod tests {
         assert_eq!(parse_rate("100MB/s").unwrap(), 100_000_000);
         assert_eq!(parse_rate("1000").unwrap(), 1000);
         assert!(parse_rate("fast").is_err());
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("50ms").unwrap(), Duration::from_millis(50));
+        assert_eq!(parse_duration("0.1s").unwrap(), Duration::from_millis(100));
+        assert_eq!(parse_duration("10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        assert_eq!(parse_duration("100").unwrap(), Duration::from_millis(100));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert!(parse_duration("-1ms").is_err() && parse_duration("fast").is_err());
     }
 }

@@ -1,4 +1,4 @@
-//! `hetch bench`: the benchmark harness's command line. The work is in `hetch-bench`;
+//! `hetch-lab bench`: the benchmark harness's command line. The work is in `hetch-bench`;
 //! this module turns flags into a plan, shows progress, and writes the report.
 
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ use hetch_bench::tool::FollowSettings;
 use hetch_bench::writer::{self, WriterSpec};
 use hetch_bench::{Meta, Mode, ToolInfo};
 
-use crate::{units, wan};
+use hetch_units as units;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
@@ -72,7 +72,7 @@ pub struct SweepArgs {
     /// and nothing new has appeared for this long. Raised, where longer, to twice the
     /// writer's gap between writes to one file (files x write size / rate), so that
     /// no file is taken for complete between two of its writes.
-    #[arg(long, value_parser = wan::parse_duration)]
+    #[arg(long, value_parser = units::parse_duration)]
     follow_idle: Option<Duration>,
     #[command(flatten)]
     common: CommonArgs,
@@ -100,7 +100,7 @@ pub struct WriteArgs {
     rate: u64,
     /// Keep every file open this long after the last write before closing it, so a
     /// follower sees an open, idle writer (10s, 500ms).
-    #[arg(long, value_parser = wan::parse_duration)]
+    #[arg(long, value_parser = units::parse_duration)]
     hold: Option<Duration>,
     /// After closing FILE, create the empty file FILE+SUFFIX (e.g. .done).
     #[arg(long, value_name = "SUFFIX")]
@@ -120,9 +120,9 @@ pub struct S3Args {
     #[arg(long, default_value = "1x1G,1000x1M", value_delimiter = ',', value_parser = parse_dataset)]
     datasets: Vec<Dataset>,
     /// Round-trip times, comma-separated: 0 runs everything on this host's loopback;
-    /// longer ones use the `hetch wan` testbed (root), with MinIO and the agent on host
+    /// longer ones use the `hetch-lab wan` testbed (root), with MinIO and the agent on host
     /// b and every client on host a.
-    #[arg(long, default_value = "0ms,100ms", value_delimiter = ',', value_parser = wan::parse_duration)]
+    #[arg(long, default_value = "0ms,100ms", value_delimiter = ',', value_parser = units::parse_duration)]
     rtt: Vec<Duration>,
     /// Rate of the emulated link (2gbit, 250M bytes/s; 0 = unlimited); loopback has none.
     #[arg(long, default_value = "2gbit", value_parser = units::parse_rate)]
@@ -159,7 +159,7 @@ pub struct S3Args {
     #[arg(long)]
     minio: Option<PathBuf>,
     /// Kill a run that takes longer than this and record it as failed.
-    #[arg(long, default_value = "900s", value_parser = wan::parse_duration)]
+    #[arg(long, default_value = "900s", value_parser = units::parse_duration)]
     run_timeout: Duration,
 }
 
@@ -191,12 +191,12 @@ struct CommonArgs {
     /// rclone, gridftp, xrootd. Peers come from `bench/install-peers.sh`.
     #[arg(long, default_value = "hetch,iperf3", value_delimiter = ',')]
     tools: Vec<String>,
-    /// Round-trip times through the `hetch wan` testbed (root); without --rtt, --loss,
+    /// Round-trip times through the `hetch-lab wan` testbed (root); without --rtt, --loss,
     /// --rate or --cc the tools run on loopback.
-    #[arg(long, value_delimiter = ',', value_parser = wan::parse_duration)]
+    #[arg(long, value_delimiter = ',', value_parser = units::parse_duration)]
     rtt: Vec<Duration>,
     /// Packet losses of the emulated link (0.1% or 0.001), comma-separated.
-    #[arg(long, value_delimiter = ',', value_parser = wan::parse_loss)]
+    #[arg(long, value_delimiter = ',', value_parser = crate::wan::parse_loss)]
     loss: Vec<f64>,
     /// Rates of the emulated link (2gbit, 250M bytes/s), comma-separated; 0 = unlimited.
     #[arg(long, value_delimiter = ',', value_parser = units::parse_rate)]
@@ -222,11 +222,11 @@ struct CommonArgs {
     #[arg(long)]
     no_drop_caches: bool,
     /// Kill a run that takes longer than this and record it as failed.
-    #[arg(long, default_value = "900s", value_parser = wan::parse_duration)]
+    #[arg(long, default_value = "900s", value_parser = units::parse_duration)]
     run_timeout: Duration,
 }
 
-/// Runs `hetch bench ...`.
+/// Runs `hetch-lab bench ...`.
 pub fn main(cmd: BenchCommand, argv: &[String]) -> anyhow::Result<ExitCode> {
     match cmd {
         BenchCommand::Sweep(a) => {
@@ -282,7 +282,7 @@ pub fn main(cmd: BenchCommand, argv: &[String]) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// `hetch bench s3`: checks the flags, records what runs, runs, writes the report.
+/// `hetch-lab bench s3`: checks the flags, records what runs, runs, writes the report.
 fn bench_s3(a: S3Args, argv: &[String]) -> anyhow::Result<ExitCode> {
     if a.datasets.is_empty() || a.rtt.is_empty() || a.tools.is_empty() {
         bail!("--datasets, --rtt and --tools need at least one value each");
@@ -298,7 +298,7 @@ fn bench_s3(a: S3Args, argv: &[String]) -> anyhow::Result<ExitCode> {
     let mut rtts: Vec<f64> = a.rtt.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
     rtts.dedup();
     if rtts.iter().any(|&r| r > 0.0) && unsafe { libc::geteuid() } != 0 {
-        bail!("--rtt above 0 uses the `hetch wan` testbed, which needs root (--rtt 0 runs on loopback)");
+        bail!("--rtt above 0 uses the `hetch-lab wan` testbed, which needs root (--rtt 0 runs on loopback)");
     }
     let minio = match &a.minio {
         Some(m) => m.clone(),
@@ -320,7 +320,7 @@ fn bench_s3(a: S3Args, argv: &[String]) -> anyhow::Result<ExitCode> {
         iterations: a.iterations.max(1),
         streams: a.streams.max(1),
         data_dir: a.data.clone(),
-        hetch: std::env::current_exe()?,
+        hetch: crate::hetch_binary()?,
         minio: minio.clone(),
         run_timeout: a.run_timeout,
     };
@@ -348,13 +348,13 @@ fn bench_s3(a: S3Args, argv: &[String]) -> anyhow::Result<ExitCode> {
     let mut res = s3::S3Results::open(&results_path)?;
     for t in meta.tools.iter().filter(|t| t.unavailable.is_some()) {
         eprintln!(
-            "hetch bench s3: {} unavailable ({}): no runs",
+            "hetch-lab bench s3: {} unavailable ({}): no runs",
             t.name,
             t.unavailable.as_deref().unwrap_or("")
         );
     }
     eprintln!(
-        "hetch bench s3: {} runs ({} datasets x {} links x 2 directions x tools x {}), results in {}",
+        "hetch-lab bench s3: {} runs ({} datasets x {} links x 2 directions x tools x {}), results in {}",
         plan.total_runs()?,
         plan.datasets.len(),
         plan.links.len(),
@@ -365,10 +365,10 @@ fn bench_s3(a: S3Args, argv: &[String]) -> anyhow::Result<ExitCode> {
     // The report covers what ran, also when the run stopped early.
     let report = s3_report(&results_path, res.records(), &meta)?;
     outcome?;
-    eprintln!("hetch bench s3: report: {}", report.display());
+    eprintln!("hetch-lab bench s3: report: {}", report.display());
     let failed = res.records().iter().filter(|r| !r.verified).count();
     if failed > 0 {
-        eprintln!("hetch bench s3: {failed} runs failed (see the report)");
+        eprintln!("hetch-lab bench s3: {failed} runs failed (see the report)");
         return Ok(ExitCode::from(3));
     }
     Ok(ExitCode::SUCCESS)
@@ -389,7 +389,7 @@ fn s3_notes(plan: &s3::S3Plan) -> Vec<String> {
             plan.iterations,
             plan.data_dir.display()
         ),
-        "links: RTT 0 is plain loopback (everything on 127.0.0.1, no rate limit); a longer RTT is the `hetch wan` testbed, MinIO and the hetch agent on host b (10.77.0.2, the agent reaching MinIO over b's own loopback), every client on host a (10.77.0.1)".into(),
+        "links: RTT 0 is plain loopback (everything on 127.0.0.1, no rate limit); a longer RTT is the `hetch-lab wan` testbed, MinIO and the hetch agent on host b (10.77.0.2, the agent reaching MinIO over b's own loopback), every client on host a (10.77.0.1)".into(),
         "time: wall clock around the tool's process, start to exit (connection set-up included); MB/s = dataset bytes / time / 10^6".into(),
         "up: each run into a fresh prefix up/..., verified by `hetch sum --checksum sha256` on the server host (every object read back from MinIO has the source file's SHA-256; none missing or extra; SHA-256 rather than hetch's default BLAKE3, so that hetch's own uploads are not checked with the algorithm hetch computed while copying), then removed".into(),
         "down: every run reads the prefix seed/DATASET, filled once by `hetch cp` on the server host and checked the same way, into a fresh directory, verified by BLAKE3 of every file against the source (none missing or extra), then removed".into(),
@@ -484,7 +484,7 @@ fn check_streaming_tools(tools: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `hetch bench write`: writes, then prints one line of what was written.
+/// `hetch-lab bench write`: writes, then prints one line of what was written.
 fn write(a: WriteArgs) -> anyhow::Result<ExitCode> {
     if a.write_size == 0 || a.write_size > MAX_WRITE_SIZE {
         bail!("--write-size must be between 1 byte and 1G");
@@ -501,7 +501,7 @@ fn write(a: WriteArgs) -> anyhow::Result<ExitCode> {
     let stats = writer::write(&spec)?;
     let rate = stats.rate();
     println!(
-        "hetch bench write: {} bytes ({}) in {} writes to {} files, {:.3} s, {}/s ({:.1} Mbit/s)",
+        "hetch-lab bench write: {} bytes ({}) in {} writes to {} files, {:.3} s, {}/s ({:.1} Mbit/s)",
         stats.bytes,
         units::human_bytes(stats.bytes as f64),
         stats.writes,
@@ -523,7 +523,7 @@ fn bench(
     let links = link_specs(&c);
     check_congestion_controls(&c.cc)?;
     if links.iter().any(|l| l.rtt_ms.is_some()) && unsafe { libc::geteuid() } != 0 {
-        bail!("--rtt/--loss/--rate/--cc use the `hetch wan` testbed, which needs root");
+        bail!("--rtt/--loss/--rate/--cc use the `hetch-lab wan` testbed, which needs root");
     }
     std::fs::create_dir_all(&c.data).with_context(|| c.data.display().to_string())?;
     let memory = is_tmpfs(&c.data);
@@ -540,7 +540,7 @@ fn bench(
         streams: c.streams.max(1),
         data_dir: c.data.clone(),
         drop_caches: !memory && !c.no_drop_caches,
-        hetch: std::env::current_exe()?,
+        hetch: crate::hetch_binary()?,
         run_timeout: c.run_timeout,
         streaming,
     };
@@ -563,7 +563,7 @@ fn bench(
         None => String::new(),
     };
     eprintln!(
-        "hetch bench: {} runs ({} datasets x {} links{writers} x {} tools{} x {}), results in {}",
+        "hetch-lab bench: {} runs ({} datasets x {} links{writers} x {} tools{} x {}), results in {}",
         plan.total_runs(),
         plan.datasets.len(),
         plan.links.len(),
@@ -578,10 +578,10 @@ fn bench(
     );
     run::run(&plan, &mut res, show_progress)?;
     let written = report(&results_path, res.records(), &meta)?;
-    eprintln!("hetch bench: report: {}", written.join(", "));
+    eprintln!("hetch-lab bench: report: {}", written.join(", "));
     let failed = res.records().iter().filter(|r| !r.ok).count();
     if failed > 0 {
-        eprintln!("hetch bench: {failed} runs failed (see the report)");
+        eprintln!("hetch-lab bench: {failed} runs failed (see the report)");
         return Ok(ExitCode::from(3));
     }
     Ok(ExitCode::SUCCESS)
@@ -686,7 +686,7 @@ fn notes(plan: &Plan) -> Vec<String> {
             })
             .collect();
         notes.push(format!(
-            "streaming: `hetch bench write --write-size {} --rate R --done-suffix {}` (R: {}) makes the files in an empty directory while `hetch cp --follow --idle D --json` copies them (D: {} ms, or twice the writer's gap between writes to one file where that is longer), the writer starting on the client once the copy's session is up; once the writer exits the run marker SRC{} is made, which ends the copy as soon as every file is in place; time from the copy's start to its exit; 'to last file' stops when every file and its marker were in place at the destination (looked at every {} ms once the writer was done); lag from the copy's JSON summary",
+            "streaming: `hetch-lab bench write --write-size {} --rate R --done-suffix {}` (R: {}) makes the files in an empty directory while `hetch cp --follow --idle D --json` copies them (D: {} ms, or twice the writer's gap between writes to one file where that is longer), the writer starting on the client once the copy's session is up; once the writer exits the run marker SRC{} is made, which ends the copy as soon as every file is in place; time from the copy's start to its exit; 'to last file' stops when every file and its marker were in place at the destination (looked at every {} ms once the writer was done); lag from the copy's JSON summary",
             s.write_size,
             s.follow.done_suffix,
             rates.join(", "),

@@ -1,5 +1,5 @@
-//! `hetch wan`: the WAN testbed on this machine (two network namespaces joined by an
-//! emulated link). `up` starts a background forwarder (`hetch wan forward`, hidden)
+//! `hetch-lab wan`: the WAN testbed on this machine (two network namespaces joined by
+//! an emulated link). `up` starts a background forwarder (`hetch-lab wan forward`, hidden)
 //! and waits until the link works; `down` stops it and removes the namespaces, also
 //! after a crash; `exec` runs a command on one host.
 
@@ -15,31 +15,6 @@ const STATE_DIR: &str = "/run/hetch-wan";
 
 fn state(name: &str) -> PathBuf {
     Path::new(STATE_DIR).join(name)
-}
-
-/// Parses a duration: `50ms`, `0.5s`, `100us`, `10m`, `1h`, or a bare number of
-/// milliseconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix("us") {
-        (n, 1e-6)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = t.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (t, 1e-3)
-    };
-    match num.trim().parse::<f64>() {
-        Ok(v) if v >= 0.0 && v.is_finite() => Ok(Duration::from_secs_f64(v * scale)),
-        _ => Err(format!(
-            "'{s}': expected a duration like 50ms, 0.1s, 10m or 1h"
-        )),
-    }
 }
 
 /// Parses a fraction of packets (`--loss`, `--corrupt`): `0.01%` or `0.0001`.
@@ -73,7 +48,7 @@ pub fn up(link: Link, kind: LinkKind) -> anyhow::Result<()> {
     if forwarder_pid().is_some()
         || state("netem").exists() && HOSTS.iter().all(|h| netns_exists(h.netns))
     {
-        bail!("the WAN testbed is already up; run `hetch wan down` first");
+        bail!("the WAN testbed is already up; run `hetch-lab wan down` first");
     }
     down_quietly();
     let netem = match kind {
@@ -148,7 +123,7 @@ pub fn up(link: Link, kind: LinkKind) -> anyhow::Result<()> {
 
 fn print_up(link: &Link, how: String) {
     println!(
-        "hetch wan: up: a = {} (netns {}), b = {} (netns {}); RTT {:?}, rate {}, loss {}%, corrupt {}%, MTU {}, TCP buffers {}; link: {how}",
+        "hetch-lab wan: up: a = {} (netns {}), b = {} (netns {}); RTT {:?}, rate {}, loss {}%, corrupt {}%, MTU {}, TCP buffers {}; link: {how}",
         A.addr,
         A.netns,
         B.addr,
@@ -172,7 +147,7 @@ pub fn forward(link: Link) -> anyhow::Result<()> {
     let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let _counters = hetch_wan::forward::start(a, b, link.direction(), 0x5eed, cut.clone());
     std::fs::write(state("ready"), b"")?;
-    // `hetch wan cut` and `restore` make and remove a file: no signals, no sockets.
+    // `hetch-lab wan cut` and `restore` make and remove a file: no signals, no sockets.
     loop {
         cut.store(state("cut").exists(), std::sync::atomic::Ordering::Relaxed);
         std::thread::sleep(Duration::from_millis(20));
@@ -184,7 +159,7 @@ pub fn forward(link: Link) -> anyhow::Result<()> {
 pub fn cut(on: bool) -> anyhow::Result<()> {
     if forwarder_pid().is_none() {
         bail!(
-            "the WAN testbed is not up with a delay-line link (`hetch wan up --link delay-line`)"
+            "the WAN testbed is not up with a delay-line link (`hetch-lab wan up --link delay-line`)"
         );
     }
     if on {
@@ -196,7 +171,10 @@ pub fn cut(on: bool) -> anyhow::Result<()> {
     }
     // The forwarder looks every 20 ms: wait until it has certainly seen it.
     std::thread::sleep(Duration::from_millis(60));
-    eprintln!("hetch wan: link {}", if on { "cut" } else { "restored" });
+    eprintln!(
+        "hetch-lab wan: link {}",
+        if on { "cut" } else { "restored" }
+    );
     Ok(())
 }
 
@@ -205,7 +183,7 @@ pub fn down() -> anyhow::Result<()> {
     let was_up = forwarder_pid().is_some() || HOSTS.iter().any(|h| netns_exists(h.netns));
     down_quietly();
     eprintln!(
-        "hetch wan: {}",
+        "hetch-lab wan: {}",
         if was_up {
             "down"
         } else {
@@ -250,12 +228,12 @@ pub fn exec(host: &str, cmd: &[String]) -> anyhow::Result<ExitCode> {
     };
     if !netns_exists(h.netns) {
         bail!(
-            "the WAN testbed is not up (no netns {}); run `hetch wan up`",
+            "the WAN testbed is not up (no netns {}); run `hetch-lab wan up`",
             h.netns
         );
     }
     // Replace this process (rather than wait for a child), so that signals sent to
-    // `hetch wan exec` reach the command itself.
+    // `hetch-lab wan exec` reach the command itself.
     use std::os::unix::process::CommandExt;
     let err = Command::new("ip")
         .args(["netns", "exec", h.netns])
@@ -269,14 +247,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_and_losses_parse() {
-        assert_eq!(parse_duration("50ms").unwrap(), Duration::from_millis(50));
-        assert_eq!(parse_duration("0.1s").unwrap(), Duration::from_millis(100));
-        assert_eq!(parse_duration("10m").unwrap(), Duration::from_secs(600));
-        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
-        assert_eq!(parse_duration("100").unwrap(), Duration::from_millis(100));
-        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
-        assert!(parse_duration("-1ms").is_err() && parse_duration("fast").is_err());
+    fn losses_parse() {
         assert_eq!(parse_loss("0.1%").unwrap(), 0.001);
         assert_eq!(parse_loss("0.01").unwrap(), 0.01);
         assert!(parse_loss("150%").is_err() && parse_loss("x").is_err());

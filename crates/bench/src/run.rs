@@ -85,8 +85,10 @@ pub struct Plan {
     pub data_dir: PathBuf,
     /// Drop the page cache before each run (disk-to-disk runs).
     pub drop_caches: bool,
-    /// The hetch binary (for `hetch-lab wan`, `hetch-lab bench write` and hetch itself).
+    /// The hetch binary under test.
     pub hetch: PathBuf,
+    /// The lab binary (its `wan` testbed and `bench write` writer).
+    pub lab: PathBuf,
     /// A run taking longer than this is killed and recorded as failed.
     pub run_timeout: Duration,
     /// Streaming runs; `None` for a bulk plan.
@@ -210,7 +212,7 @@ pub fn run(
             done += slots.len() * entries.len();
             continue;
         }
-        let testbed = Testbed::up(&plan.hetch, link)?;
+        let testbed = Testbed::up(&plan.lab, link)?;
         let ctx = ToolContext {
             hetch: plan.hetch.clone(),
             client: testbed.client.clone(),
@@ -454,7 +456,7 @@ fn writer_seed(ds: &Dataset) -> u64 {
 /// `hetch-lab bench write` of the files of `ds` into `dir` at `rate` bytes per second,
 /// with a done marker after each file, on the client host.
 fn writer_command(at: &At, spec: &StreamingSpec, dir: &Path, rate: u64) -> Command {
-    let mut c = at.ctx.client.command(&at.plan.hetch.to_string_lossy());
+    let mut c = at.ctx.client.command(&at.plan.lab.to_string_lossy());
     c.args(["bench", "write", "--size"])
         .arg(at.ds.file_size.to_string())
         .arg("--write-size")
@@ -860,8 +862,8 @@ pub(crate) struct Testbed {
 }
 
 impl Testbed {
-    /// Brings up `link` with `hetch` (`hetch-lab wan up`), or hands out loopback for a link
-    /// without an RTT.
+    /// Brings up `link` with the lab binary `hetch` (`hetch-lab wan up`), or hands out
+    /// loopback for a link without an RTT.
     pub(crate) fn up(hetch: &Path, link: &LinkSpec) -> anyhow::Result<Testbed> {
         let Some(rtt) = link.rtt_ms else {
             return Ok(Testbed {
@@ -1008,6 +1010,7 @@ mod tests {
             data_dir: PathBuf::new(),
             drop_caches: false,
             hetch: PathBuf::new(),
+            lab: PathBuf::new(),
             run_timeout: Duration::from_secs(1),
             streaming: Some(StreamingSpec {
                 write_rates: vec![100, 0],

@@ -321,6 +321,7 @@ fn bench_s3(a: S3Args, argv: &[String]) -> anyhow::Result<ExitCode> {
         streams: a.streams.max(1),
         data_dir: a.data.clone(),
         hetch: crate::hetch_binary()?,
+        lab: std::env::current_exe()?,
         minio: minio.clone(),
         run_timeout: a.run_timeout,
     };
@@ -541,6 +542,7 @@ fn bench(
         data_dir: c.data.clone(),
         drop_caches: !memory && !c.no_drop_caches,
         hetch: crate::hetch_binary()?,
+        lab: std::env::current_exe()?,
         run_timeout: c.run_timeout,
         streaming,
     };

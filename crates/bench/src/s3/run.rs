@@ -63,8 +63,10 @@ pub struct S3Plan {
     /// Where datasets (`src`), MinIO's data (`minio`), downloads (`dst`) and scratch
     /// live.
     pub data_dir: PathBuf,
-    /// The hetch binary (the hetch tools, `hetch-lab wan`, seeding and checking uploads).
+    /// The hetch binary (the hetch tools, seeding and checking uploads).
     pub hetch: PathBuf,
+    /// The lab binary (its `wan` testbed).
+    pub lab: PathBuf,
     /// The MinIO server binary.
     pub minio: PathBuf,
     /// A run taking longer than this is killed and recorded as failed.
@@ -194,7 +196,7 @@ pub fn run(
                 * tools.len();
             continue;
         }
-        let testbed = Testbed::up(&plan.hetch, &link.spec())?;
+        let testbed = Testbed::up(&plan.lab, &link.spec())?;
         // Uploads left by an interrupted benchmark only take memory: each run uploads
         // to a prefix of its own.
         let _ = std::fs::remove_dir_all(plan.minio_data().join(BUCKET).join("up"));

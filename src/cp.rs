@@ -16,9 +16,9 @@ use hetch_engine::{
 use hetch_object::{
     Bucket, ObjectDest, ObjectLocation, ObjectOrigin, S3Config, S3Options, S3Store, S3Url,
 };
-use hetch_proto::{FilterRequest, IntegrityRequest, Op, SessionRequest, Summary};
+use hetch_proto::{FilterRequest, Op, Summary};
 
-use crate::client::{open_session, ClientConfig};
+use crate::client::{open_session, session_request, ClientConfig};
 use crate::location::Location;
 use crate::retry::{self, Recovery, RetryArgs};
 use crate::ui::{print_comparison, print_summary, Display};
@@ -259,34 +259,10 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
         }
     }
     let n = job.sources.len() as u32;
-    let req = |op: Op| SessionRequest {
-        op,
-        streams: job.streams,
-        encrypt_data: job.encrypt,
-        block_size: job.opts.block_size as u32,
-        congestion: job
-            .client
-            .as_ref()
-            .and_then(|c| c.socket.congestion.clone()),
-        send_buffer: job.client.as_ref().map_or(0, |c| c.socket.send_buffer),
-        recv_buffer: job.client.as_ref().map_or(0, |c| c.socket.recv_buffer),
-        rate_limit: job.opts.rate_limit,
-        no_clobber: job.opts.no_clobber,
-        fsync: job.opts.fsync,
-        integrity: IntegrityRequest {
-            checksum: job.opts.checksum.name().to_string(),
-            verify: job.opts.verify,
-            schedule: job.opts.schedule,
-            hash_threads: job.opts.hash_threads.min(u16::MAX as usize) as u16,
-            file_digests: job.opts.file_digests,
-            checksum_skip: job.opts.checksum_skip,
-            compare_only: job.opts.compare_only,
-            retry_changed: job.opts.retry_changed,
-            trust_journal: job.opts.trust_journal,
-        },
-        preserve_special_modes: job.opts.preserve_special_modes,
-        filter: job.filter.clone(),
-        delete: job.opts.delete,
+    let req = |op: Op| {
+        let socket = job.client.as_ref().map(|c| &c.socket);
+        let (streams, encrypt) = (job.streams, job.encrypt);
+        session_request(op, &job.opts, streams, encrypt, socket, job.filter.clone())
     };
     let pull = |host: &String| -> anyhow::Result<Op> {
         if remote_sources.iter().any(|(h, _)| h != host) {

@@ -5,14 +5,12 @@
 //! listed on stderr).
 
 mod clean;
-mod client;
 mod cp;
 mod demo;
 mod follow;
 mod location;
 mod overlap;
 mod retry;
-mod server;
 mod sync;
 mod ui;
 mod watch;
@@ -25,6 +23,7 @@ use hetch_engine::Options;
 use hetch_net::SocketOptions;
 
 use crate::location::Location;
+use hetch_session::{client, server};
 use hetch_units as units;
 
 /// hetch: a fast, encrypted, verified, resumable data mover.

@@ -19,6 +19,7 @@
 mod changed;
 mod dest;
 mod error;
+mod filter;
 mod follow;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
@@ -44,6 +45,7 @@ pub mod wire;
 
 pub use dest::DestSpec;
 pub use error::EngineError;
+pub use filter::glob_filter;
 pub use lag::{LagHistogram, LagSummary};
 pub use liveness::{StopSender, StopSignal};
 pub use local::{copy_between, copy_local};
@@ -58,12 +60,7 @@ pub use rate::RateLimiter;
 pub use sink::{run_sink, run_sink_into};
 pub use source::{run_source, run_source_from};
 
-/// A byte stream the engine can read frames from and write frames to.
-pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static {}
-impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static> Stream for T {}
-
-/// A boxed [`Stream`].
-pub type BoxStream = Box<dyn Stream>;
+pub use hetch_proto::{BoxStream, Stream};
 
 /// The connections of one session, after the handshake.
 pub struct Transport {

@@ -45,8 +45,4 @@ pub use token::{
 };
 pub use trust::{KnownHosts, TlsClient, Trust};
 
-/// A byte stream (TLS or plain TCP) that the engine reads frames from and writes to.
-pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
-impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for T {}
-/// A boxed [`Stream`].
-pub type BoxStream = Box<dyn Stream>;
+pub use hetch_proto::{BoxStream, Stream};

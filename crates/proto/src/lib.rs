@@ -26,3 +26,12 @@ pub use codec::*;
 pub use escape::{escape_bytes, escape_text};
 pub use frame::*;
 pub use path::{validate_operand_path, validate_rel_path};
+
+/// A byte stream frames travel on: TLS or plain TCP between hosts, an in-memory pipe
+/// within one. Defined once here, below both the network crate that makes such streams
+/// and the engine that reads and writes frames on them.
+pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static> Stream for T {}
+
+/// A boxed [`Stream`].
+pub type BoxStream = Box<dyn Stream>;

@@ -284,7 +284,7 @@ async fn authenticate(
     let accepted = hetch_net::accept(socket, &state.socket, &state.tls)
         .await
         .map_err(|e| conn_err(&name, &e.to_string()))?;
-    let mut stream: BoxStream = Box::new(accepted.stream);
+    let mut stream: BoxStream = accepted.stream;
     write_preamble_exact(&mut stream, &name).await?;
     if let Err(e) = read_preamble_exact(&mut stream, &name).await {
         if let EngineError::Proto {
@@ -516,7 +516,7 @@ async fn session(
     // sink keeps what they leave out when it mirrors. A token holder can only narrow
     // what it sends or protect entries from its own deletion; the patterns are bounded
     // by the decoder.
-    opts.filter = match crate::follow::glob_filter(&req.filter.include, &req.filter.exclude) {
+    opts.filter = match hetch_engine::glob_filter(&req.filter.include, &req.filter.exclude) {
         Ok(f) => f,
         Err(e) => return reply_error(&mut control, &peer, ErrorCode::Other, &e).await,
     };

@@ -7,7 +7,7 @@ use futures_util::future::try_join_all;
 use hetch_engine::wire::{read_frame_exact, read_preamble_exact, write_frame_exact};
 use hetch_engine::{BoxStream, Transport};
 use hetch_net::{KnownHosts, SocketOptions, TlsClient, Trust};
-use hetch_proto::{ErrorCode, Frame, Hello, SessionRequest};
+use hetch_proto::{ErrorCode, FilterRequest, Frame, Hello, IntegrityRequest, Op, SessionRequest};
 
 /// How the client reaches and trusts a server.
 #[derive(Debug, Clone)]
@@ -40,6 +40,45 @@ pub fn load_token(token_file: Option<&PathBuf>) -> anyhow::Result<Vec<u8>> {
             Ok(token)
         }
         _ => bail!("no token: set HETCH_TOKEN or pass --token-file (the server prints where its token file is)"),
+    }
+}
+
+/// The session request for `op` with the engine options `opts`: what the server is to
+/// apply on its side (block size, checks, tuning of its data sockets from `socket`,
+/// filters, mirroring).
+pub fn session_request(
+    op: Op,
+    opts: &hetch_engine::Options,
+    streams: u16,
+    encrypt_data: bool,
+    socket: Option<&SocketOptions>,
+    filter: FilterRequest,
+) -> SessionRequest {
+    SessionRequest {
+        op,
+        streams,
+        encrypt_data,
+        block_size: opts.block_size as u32,
+        congestion: socket.and_then(|s| s.congestion.clone()),
+        send_buffer: socket.map_or(0, |s| s.send_buffer),
+        recv_buffer: socket.map_or(0, |s| s.recv_buffer),
+        rate_limit: opts.rate_limit,
+        no_clobber: opts.no_clobber,
+        fsync: opts.fsync,
+        integrity: IntegrityRequest {
+            checksum: opts.checksum.name().to_string(),
+            verify: opts.verify,
+            schedule: opts.schedule,
+            hash_threads: opts.hash_threads.min(u16::MAX as usize) as u16,
+            file_digests: opts.file_digests,
+            checksum_skip: opts.checksum_skip,
+            compare_only: opts.compare_only,
+            retry_changed: opts.retry_changed,
+            trust_journal: opts.trust_journal,
+        },
+        preserve_special_modes: opts.preserve_special_modes,
+        filter,
+        delete: opts.delete,
     }
 }
 
@@ -86,9 +125,7 @@ async fn open_session_now(
         }),
     };
     let tls = TlsClient::new(host, trust)?;
-    let (control, key) = hetch_net::connect_keyed(host, &cfg.socket, Some(&tls)).await?;
-    // Re-boxed: the engine's stream trait is its own (it does not depend on net).
-    let mut control: BoxStream = Box::new(control);
+    let (mut control, key) = hetch_net::connect_keyed(host, &cfg.socket, Some(&tls)).await?;
     let key = key.ok_or_else(|| anyhow!("{host}: the control connection has no TLS key"))?;
     let streams = req.streams;
     let encrypt = req.encrypt_data;
@@ -138,7 +175,7 @@ async fn connect(
     tls: Option<&TlsClient>,
 ) -> anyhow::Result<BoxStream> {
     // Re-boxed: the engine's stream trait is its own (it does not depend on net).
-    Ok(Box::new(hetch_net::connect(host, &cfg.socket, tls).await?))
+    Ok(hetch_net::connect(host, &cfg.socket, tls).await?)
 }
 
 /// Sends preamble and hello; returns the server's answer, turning an error frame into a

@@ -1,0 +1,21 @@
+//! Opening and serving hetch sessions: everything between a TCP connection and the
+//! engine's [`hetch_engine::Transport`].
+//!
+//! - [`client`]: connect, TLS with the server's pinned key, the preamble, `Hello`, the
+//!   token, the `Welcome`, and the data streams joined with a proof bound to the
+//!   control connection's TLS session.
+//! - [`server`]: the listener, limits on connections before authentication, token
+//!   checks with per-address back-off, data streams joining their session, and each
+//!   session run by the engine as a sink (push) or a source (pull), into a directory or
+//!   an object store prefix.
+//!
+//! A test (or any program) opens a session in-process with these; the `hetch` binary
+//! adds flags, output and exit codes.
+
+#![deny(missing_docs)]
+
+pub mod client;
+pub mod server;
+
+pub use client::{load_token, open_session, session_request, ClientConfig, NoAnswer};
+pub use server::{default_state_dir, ServeConfig, ServeRoot, Server};

@@ -25,7 +25,7 @@ async fn serve(dir: &Path, root: &Path) -> (String, hetch_net::Fingerprint, Vec<
     };
     let srv = Server::bind(cfg).await.unwrap();
     let addr = srv.addr.to_string();
-    let fingerprint = srv.fingerprint.clone();
+    let fingerprint = srv.fingerprint;
     let token = std::fs::read(&srv.token_path).unwrap();
     tokio::spawn(srv.run());
     (addr, fingerprint, token.trim_ascii().to_vec())
@@ -90,7 +90,7 @@ async fn a_wrong_token_or_key_opens_nothing() {
     // A token of the right length that is not the server's.
     let mut wrong = token.clone();
     wrong[0] ^= 1;
-    let cfg = client(t.path(), &wrong, fp.clone());
+    let cfg = client(t.path(), &wrong, fp);
     let e = open_session(&addr, &cfg, push("", 1)).await.err().unwrap();
     let msg = format!("{e:#}");
     assert!(msg.contains(&addr), "{msg}");

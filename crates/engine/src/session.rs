@@ -33,9 +33,12 @@ pub(crate) async fn control_writer<W: AsyncWrite + Unpin>(
     let mut finished = false;
     while let Some(mut frame) = rx.recv().await {
         match frame {
-            // Once the summary is out the peer may close at any moment: a keep-alive
-            // arriving after that would make its kernel reset the connection.
-            Frame::KeepAlive if finished => continue,
+            // The summary is a sink's last word: every file's report is queued before
+            // it, so what comes after concerns files already settled (a keep-alive, or
+            // a resend that a writer decided while another block failed the file).
+            // The peer may close at any moment once it has the summary, and a frame
+            // arriving then would make its kernel reset the connection.
+            _ if finished => continue,
             Frame::Finished(_) => finished = true,
             _ => {}
         }

@@ -209,38 +209,40 @@ impl Listing<'_> {
     }
 
     fn object(&mut self, rel: String, info: ObjectInfo) -> bool {
-        let se = SourceEntry {
-            rel: rel.into_bytes(),
-            abs: std::path::PathBuf::new(),
-            kind: SourceKind::File { size: info.size },
-            mode: 0o644,
-            mtime_sec: info.modified.0,
-            mtime_nsec: info.modified.1,
-            ctime_sec: info.modified.0,
-            ctime_nsec: info.modified.1,
-            id: (0, 0),
-        };
+        let kind = SourceKind::File { size: info.size };
         let o = ObjectRef {
             bucket: self.bucket.clone(),
             key: info.key,
             etag: info.etag,
         };
-        (self.found)(Found::Entry(se, Some(Arc::new(o))))
+        self.entry(rel, kind, 0o644, info.modified, Some(Arc::new(o)))
     }
 
+    /// A directory its keys imply: made up, so it has a plain mode and the time now.
     fn dir(&mut self, rel: String) -> bool {
+        self.entry(rel, SourceKind::Dir, 0o755, self.now, None)
+    }
+
+    fn entry(
+        &mut self,
+        rel: String,
+        kind: SourceKind,
+        mode: u32,
+        mtime: (i64, u32),
+        file: Option<Arc<dyn OriginFile>>,
+    ) -> bool {
         let se = SourceEntry {
             rel: rel.into_bytes(),
             abs: std::path::PathBuf::new(),
-            kind: SourceKind::Dir,
-            mode: 0o755,
-            mtime_sec: self.now.0,
-            mtime_nsec: self.now.1,
-            ctime_sec: self.now.0,
-            ctime_nsec: self.now.1,
+            kind,
+            mode,
+            mtime_sec: mtime.0,
+            mtime_nsec: mtime.1,
+            ctime_sec: mtime.0,
+            ctime_nsec: mtime.1,
             id: (0, 0),
         };
-        (self.found)(Found::Entry(se, None))
+        (self.found)(Found::Entry(se, file))
     }
 }
 

@@ -152,15 +152,7 @@ fn clean(p: &Path) -> PathBuf {
 
 impl Store for MemoryStore {
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            read_back: true,
-            random_access: true,
-            directories: true,
-            symlinks: true,
-            mtime_nanos: true,
-            concurrent_puts: 1,
-            resume_unit: 1,
-        }
+        Capabilities::FILE_TREE
     }
 
     fn resolve(&self, first_top: &[u8]) -> Result<(), EngineError> {

@@ -56,6 +56,19 @@ pub struct Capabilities {
     pub resume_unit: u64,
 }
 
+impl Capabilities {
+    /// A tree of files as a POSIX file system keeps it: everything, block by block.
+    pub const FILE_TREE: Capabilities = Capabilities {
+        read_back: true,
+        random_access: true,
+        directories: true,
+        symlinks: true,
+        mtime_nanos: true,
+        concurrent_puts: 1,
+        resume_unit: 1,
+    };
+}
+
 /// The kind of an entry found at the destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -70,6 +83,19 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The kind of a file system entry of type `ft` (as `lstat` sees it).
+    pub fn of(ft: std::fs::FileType) -> Kind {
+        if ft.is_dir() {
+            Kind::Dir
+        } else if ft.is_symlink() {
+            Kind::Symlink
+        } else if ft.is_file() {
+            Kind::File
+        } else {
+            Kind::Other
+        }
+    }
+
     /// The kind with an article, for messages ("a directory").
     pub fn name(self) -> &'static str {
         match self {

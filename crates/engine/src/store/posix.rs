@@ -60,21 +60,9 @@ impl PosixStore {
     }
 }
 
-fn kind_of(ft: std::fs::FileType) -> Kind {
-    if ft.is_dir() {
-        Kind::Dir
-    } else if ft.is_symlink() {
-        Kind::Symlink
-    } else if ft.is_file() {
-        Kind::File
-    } else {
-        Kind::Other
-    }
-}
-
 fn present(md: &std::fs::Metadata) -> Present {
     Present {
-        kind: kind_of(md.file_type()),
+        kind: Kind::of(md.file_type()),
         size: md.len(),
         mtime: (md.mtime(), md.mtime_nsec() as u32),
         kept_mtime: true,
@@ -83,15 +71,7 @@ fn present(md: &std::fs::Metadata) -> Present {
 
 impl Store for PosixStore {
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            read_back: true,
-            random_access: true,
-            directories: true,
-            symlinks: true,
-            mtime_nanos: true,
-            concurrent_puts: 1,
-            resume_unit: 1,
-        }
+        Capabilities::FILE_TREE
     }
 
     fn resolve(&self, first_top: &[u8]) -> Result<(), EngineError> {
@@ -271,7 +251,7 @@ impl Store for PosixStore {
             let temporary_of = part::is_temporary_name(name.as_bytes()).then(|| final_name(&name));
             out.push(Listed {
                 name,
-                kind: kind_of(md.file_type()),
+                kind: Kind::of(md.file_type()),
                 temporary_of,
             });
         }

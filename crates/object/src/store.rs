@@ -196,7 +196,11 @@ impl Store for S3Store {
         rel.as_bytes().to_vec()
     }
 
-    fn prefetch(&self, rels: &[PathBuf]) {
+    fn prefetch(&self, wires: &[&[u8]]) {
+        let rels: Vec<PathBuf> = wires
+            .iter()
+            .filter_map(|w| self.place(w).ok().map(|p| p.rel))
+            .collect();
         let lookups = stream::iter(rels.iter().filter(|r| !self.key(r).is_empty()))
             .map(|rel| async move {
                 let h = self.sh.bucket.head(&self.key(rel)).await;

@@ -30,12 +30,12 @@ pub(crate) fn plan_batch(sh: &SinkShared, batch: Vec<Entry>) -> Result<Planned, 
         sh.resolve(&first.path)?;
     }
     // A store across a network looks the batch up at once, not entry by entry.
-    let places: Vec<_> = batch
+    let wires: Vec<&[u8]> = batch
         .iter()
         .filter(|e| sh.caps.directories || !matches!(e.kind, EntryKind::Dir))
-        .filter_map(|e| sh.place(&e.path).ok().map(|p| p.rel))
+        .map(|e| e.path.as_slice())
         .collect();
-    sh.store.prefetch(&places);
+    sh.store.prefetch(&wires);
     if sh.opts.compare_only {
         for e in batch {
             plan.push(PlanItem {

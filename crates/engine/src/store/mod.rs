@@ -211,9 +211,10 @@ pub trait Store: Send + Sync {
     /// destination the user named, so that `cd DST && b3sum -c MANIFEST` works.
     fn manifest_path(&self, place: &Place) -> Vec<u8>;
 
-    /// Hints that [`Store::stat`] will be asked about each of `rels` next (a store that
-    /// answers over a network looks them up at once).
-    fn prefetch(&self, _rels: &[PathBuf]) {}
+    /// Hints that [`Store::stat`] will be asked next about the entries with these wire
+    /// paths (a store that answers over a network looks them up at once). Called once
+    /// per batch; a store that ignores it pays nothing.
+    fn prefetch(&self, _wires: &[&[u8]]) {}
 
     /// What is at `rel` (not following a symlink), if anything.
     fn stat(&self, rel: &Path) -> Result<Option<Present>, StorageError>;

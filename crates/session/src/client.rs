@@ -174,7 +174,6 @@ async fn connect(
     cfg: &ClientConfig,
     tls: Option<&TlsClient>,
 ) -> anyhow::Result<BoxStream> {
-    // Re-boxed: the engine's stream trait is its own (it does not depend on net).
     Ok(hetch_net::connect(host, &cfg.socket, tls).await?)
 }
 

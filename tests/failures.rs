@@ -94,7 +94,10 @@ fn full_destination_stops_with_no_torn_file() {
     assert_stopped(&out, "no space left on device", &[&dest]);
     let named = out.one_line();
     let files = ["big.bin", "f0.bin", "f1.bin", "f2.bin", "f3.bin"];
-    assert!(files.iter().any(|f| named.contains(f)), "no file named: {named}");
+    assert!(
+        files.iter().any(|f| named.contains(f)),
+        "no file named: {named}"
+    );
     assert!(!small.dir.join("src/big.bin").exists(), "torn file");
     assert_no_temp_files(&small.dir);
     // What did arrive is whole.

@@ -32,20 +32,20 @@ pub(crate) async fn control_writer<W: AsyncWrite + Unpin>(
         .filter(|r| !r.is_empty());
     let mut finished = false;
     while let Some(mut frame) = rx.recv().await {
-        match frame {
-            // The summary is a sink's last word: every file's report is queued before
-            // it, so what comes after concerns files already settled (a keep-alive, or
-            // a resend that a writer decided while another block failed the file).
-            // The peer may close at any moment once it has the summary, and a frame
-            // arriving then would make its kernel reset the connection.
-            _ if finished => continue,
-            Frame::Finished(_) => finished = true,
-            _ => {}
+        // The summary is a sink's last word: every file's report is queued before it,
+        // so what comes after concerns files already settled (a keep-alive, or a
+        // resend that a writer decided while another block failed the file). The peer
+        // may close at any moment once it has the summary, and a frame arriving then
+        // would make its kernel reset the connection.
+        if !finished {
+            finished = matches!(frame, Frame::Finished(_));
+            if let Some(root) = &root {
+                relative_messages(&mut frame, root);
+            }
+            w.send(&frame).await?;
         }
-        if let Some(root) = &root {
-            relative_messages(&mut frame, root);
-        }
-        w.send(&frame).await?;
+        // Whenever the queue runs dry, dropped frames included: the summary may have
+        // gone into the buffer with a frame queued behind it, and the peer waits for it.
         if rx.is_empty() {
             w.flush().await?;
         }
@@ -209,6 +209,28 @@ pub(crate) fn is_zero(buf: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The summary leaves even when a frame was queued behind it and the queue then
+    /// stays open (the sink's tasks wait for the source to end its data streams): a
+    /// dropped frame once skipped the flush, and the summary sat in the buffer while
+    /// both ends waited for each other.
+    #[tokio::test]
+    async fn the_summary_is_flushed_when_a_frame_queued_behind_it_is_dropped() {
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (tx, rx) = mpsc::channel(8);
+        tx.send(Frame::Finished(Default::default())).await.unwrap();
+        tx.send(Frame::KeepAlive).await.unwrap();
+        let writer = tokio::spawn(control_writer(FrameWriter::new(ours, "peer"), rx, None));
+        let mut r = crate::wire::FrameReader::new(theirs, "peer");
+        // A hang guard only: the frame is there at once, or never.
+        let got = tokio::time::timeout(Duration::from_secs(30), r.next_control()).await;
+        let frame = got.expect("the summary never left the buffer").unwrap();
+        assert!(matches!(frame, Some(Frame::Finished(_))), "{frame:?}");
+        drop(tx);
+        writer.await.unwrap().unwrap();
+        // Nothing after the summary: the stream just ends.
+        assert!(r.next_control().await.unwrap().is_none());
+    }
 
     #[test]
     fn messages_to_the_peer_name_paths_below_the_root_only() {

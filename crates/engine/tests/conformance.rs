@@ -577,10 +577,8 @@ mod cases {
     pub async fn a_file_that_cannot_be_repaired_leaves_nothing(b: &dyn Backend) {
         let t = src_dir();
         let src = t.path().join("f");
-        // One block: with several, a rare race when a file fails while other blocks of
-        // it are in flight can stall the session's end (see the note on issue 15); this
-        // case is about what the store is left with.
-        std::fs::write(&src, bytes(9, BS as usize)).unwrap();
+        // Several blocks, so that some are still in flight when the file fails.
+        std::fs::write(&src, bytes(9, 10 * BS as usize)).unwrap();
         let o = Options {
             corrupt_blocks: 1000,
             max_retries: 1,

@@ -83,9 +83,9 @@ fn the_engine_reaches_no_socket_tls_or_http_crate() {
         let bad: Vec<_> = forbidden.iter().filter(|f| deps.contains(**f)).collect();
         assert!(bad.is_empty(), "{krate} depends on {bad:?}");
     }
-    // The shipped binary carries no benchmark harness or testbed.
+    // The shipped binary carries no benchmark harness, testbed or test backend.
     let shipped = closure(&meta, "hetch");
-    for lab in ["hetch-bench", "hetch-wan", "plotters"] {
+    for lab in ["hetch-bench", "hetch-wan", "hetch-testkit", "plotters"] {
         assert!(!shipped.contains(lab), "hetch depends on {lab}");
     }
     // The check itself sees what it should: the object crate does reach HTTP.

@@ -1,9 +1,10 @@
-//! The store conformance suite: every case runs against every store (a directory tree,
-//! memory, and an S3 bucket on a real MinIO), through the whole engine, with a real
-//! source tree on disk. A store passes the cases its capabilities claim; a case it
-//! cannot run says so.
+//! The backend conformance suite: every case runs against every backend (a directory
+//! tree, memory, and an S3 bucket on a real MinIO), through the whole engine. As a
+//! destination (`Store`), each receives from a real source tree on disk; as a source
+//! (a local path, or an `Origin`), each is copied into a real directory. A backend
+//! passes the cases its capabilities claim; a case it cannot run says so.
 //!
-//! A new store adds one `Backend` implementation and one line in `backends()`.
+//! A new backend adds one `Backend` implementation and one line in `backends()`.
 
 mod common;
 
@@ -12,15 +13,17 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use common::{bytes, opts};
-use hetch_engine::store::memory::{MemoryStore, MemoryTree, Node};
 use hetch_engine::store::posix::PosixStore;
 use hetch_engine::store::{Capabilities, FileSpec, Kind, Store};
 use hetch_engine::{copy_between, DestSpec, Destination, Operand, Options, Progress, Report};
 use hetch_storage::part::FinalMeta;
+use hetch_testkit::{MemoryOrigin, MemoryStore, MemoryTree, Node};
 
-/// A store under test, and ways to look at (and prepare) what it holds.
-trait Backend {
+/// A backend under test, and ways to look at (and prepare) what it holds.
+trait Backend: Send + Sync {
     fn name(&self) -> &'static str;
+    /// What it holds at `p`, as a source operand.
+    fn origin(&self, p: &str) -> Operand;
     /// A store writing `sources` operands to `dest` (relative; trailing `/` kept).
     fn store(&self, dest: &str, sources: u32) -> Arc<dyn Store>;
     /// The committed file at `p`.
@@ -41,11 +44,17 @@ trait Backend {
     }
 }
 
+/// How the cases hold a backend (one may hand it to an origin of its own).
+type B = Arc<dyn Backend>;
+
 struct Posix(tempfile::TempDir);
 
 impl Backend for Posix {
     fn name(&self) -> &'static str {
         "posix"
+    }
+    fn origin(&self, p: &str) -> Operand {
+        Operand::Local(self.0.path().join(p))
     }
     fn store(&self, dest: &str, sources: u32) -> Arc<dyn Store> {
         Arc::new(PosixStore::new(DestSpec {
@@ -114,6 +123,9 @@ struct Memory(Arc<Mutex<MemoryTree>>);
 impl Backend for Memory {
     fn name(&self) -> &'static str {
         "memory"
+    }
+    fn origin(&self, p: &str) -> Operand {
+        Operand::Origin(Arc::new(MemoryOrigin::new(self.0.clone(), p)))
     }
     fn store(&self, dest: &str, sources: u32) -> Arc<dyn Store> {
         Arc::new(MemoryStore::new(self.0.clone(), dest, sources))
@@ -199,7 +211,15 @@ impl S3 {
         }
     }
 
-    /// Runs a request from the test's (multi-threaded) runtime.
+    /// Key or prefix `p` of the bucket.
+    fn location(&self, p: &str) -> hetch_object::ObjectLocation {
+        hetch_object::ObjectLocation {
+            bucket: self.bucket.clone(),
+            url: hetch_object::S3Url::parse(&format!("s3://data/{p}")).unwrap(),
+        }
+    }
+
+    /// Runs a request from the test's (multi-threaded) runtime (or a blocking thread).
     fn wait<T>(&self, f: impl std::future::Future<Output = T>) -> T {
         tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
     }
@@ -209,13 +229,13 @@ impl Backend for S3 {
     fn name(&self) -> &'static str {
         "s3"
     }
+    fn origin(&self, p: &str) -> Operand {
+        let origin = hetch_object::ObjectOrigin::new(self.location(p));
+        Operand::Origin(Arc::new(origin))
+    }
     fn store(&self, dest: &str, sources: u32) -> Arc<dyn Store> {
-        let url = hetch_object::S3Url::parse(&format!("s3://data/{dest}")).unwrap();
         let dest = hetch_object::ObjectDest {
-            location: hetch_object::ObjectLocation {
-                bucket: self.bucket.clone(),
-                url,
-            },
+            location: self.location(dest),
             sources,
             as_operand: false,
             state_dir: self.state.path().to_path_buf(),
@@ -272,18 +292,18 @@ impl Backend for S3 {
 
 /// The backends to run: all, or those `HETCH_CONFORMANCE` names (comma-separated:
 /// posix, memory, s3), to work on one.
-fn backends() -> Vec<Box<dyn Backend>> {
+fn backends() -> Vec<Arc<dyn Backend>> {
     let only = std::env::var("HETCH_CONFORMANCE").unwrap_or_default();
     let wanted = |name: &str| only.is_empty() || only.split(',').any(|n| n.trim() == name);
-    let mut out: Vec<Box<dyn Backend>> = Vec::new();
+    let mut out: Vec<Arc<dyn Backend>> = Vec::new();
     if wanted("posix") {
-        out.push(Box::new(Posix(tempfile::tempdir().unwrap())));
+        out.push(Arc::new(Posix(tempfile::tempdir().unwrap())));
     }
     if wanted("memory") {
-        out.push(Box::new(Memory(Arc::default())));
+        out.push(Arc::new(Memory(Arc::default())));
     }
     if wanted("s3") {
-        out.push(Box::new(S3::start()));
+        out.push(Arc::new(S3::start()));
     }
     assert!(!out.is_empty(), "HETCH_CONFORMANCE={only}: no such backend");
     out
@@ -299,36 +319,57 @@ fn suite_opts() -> Options {
     }
 }
 
-async fn copy(b: &dyn Backend, o: Options, srcs: &[&Path], dest: &str) -> Report {
+/// Copies local `srcs` into `dest` of `b`.
+async fn copy(b: &B, o: Options, srcs: &[&Path], dest: &str) -> Report {
     let store = b.store(dest, srcs.len() as u32);
     let operands = srcs
         .iter()
         .map(|p| Operand::Local(p.to_path_buf()))
         .collect();
-    copy_between(
-        o,
-        operands,
-        Destination::Store(store),
-        2,
-        Arc::new(Progress::default()),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{}: copy failed: {e}", b.name()))
+    copy_into(b, o, operands, store).await
+}
+
+/// Copies `operands` into `store`, for the cases about `b`.
+async fn copy_into(b: &B, o: Options, operands: Vec<Operand>, store: Arc<dyn Store>) -> Report {
+    let progress = Arc::new(Progress::default());
+    copy_between(o, operands, Destination::Store(store), 2, progress)
+        .await
+        .unwrap_or_else(|e| panic!("{}: copy failed: {e}", b.name()))
+}
+
+/// Copies operand `p` of `b` to `out` in a fresh directory.
+async fn copy_out(b: &B, o: Options, p: &str) -> (Report, Posix) {
+    let dir = Posix(tempfile::tempdir().unwrap());
+    let r = copy_into(b, o, vec![b.origin(p)], dir.store("out", 1)).await;
+    (r, dir)
 }
 
 /// Each case, for every backend.
 macro_rules! conformance {
-    ($($case:ident),* $(,)?) => {$(
+    ($module:ident: $($case:ident),* $(,)?) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $case() {
             for b in backends() {
-                cases::$case(&*b).await;
+                $module::$case(&b).await;
             }
         }
     )*};
 }
 
+#[path = "conformance/sources.rs"]
+mod sources;
+
 conformance!(
+    sources:
+    as_a_source_every_size_and_name_arrives,
+    as_a_source_a_missing_operand_is_named,
+    as_a_source_blocks_damaged_in_flight_are_read_again,
+    as_a_source_its_digest_decides_checksum_skip,
+    as_a_source_a_file_replaced_after_listing_is_refused,
+);
+
+conformance!(
+    cases:
     boundary_sizes_arrive_whole,
     names_dirs_and_links_keep_their_shape,
     copy_rules_into_as_and_again,
@@ -349,7 +390,7 @@ mod cases {
         tempfile::tempdir().unwrap()
     }
 
-    pub async fn boundary_sizes_arrive_whole(b: &dyn Backend) {
+    pub async fn boundary_sizes_arrive_whole(b: &B) {
         let t = src_dir();
         let src = t.path().join("d");
         std::fs::create_dir(&src).unwrap();
@@ -376,7 +417,7 @@ mod cases {
         assert_eq!(b.leftovers(), 0, "{}", b.name());
     }
 
-    pub async fn names_dirs_and_links_keep_their_shape(b: &dyn Backend) {
+    pub async fn names_dirs_and_links_keep_their_shape(b: &B) {
         let t = src_dir();
         let src = t.path().join("tree");
         std::fs::create_dir_all(src.join("ünï/çødé 漢字")).unwrap();
@@ -429,7 +470,7 @@ mod cases {
         );
     }
 
-    pub async fn copy_rules_into_as_and_again(b: &dyn Backend) {
+    pub async fn copy_rules_into_as_and_again(b: &B) {
         let t = src_dir();
         let src = t.path().join("run7");
         std::fs::create_dir(&src).unwrap();
@@ -465,7 +506,7 @@ mod cases {
         assert!(b.file("made/run7/x").is_some(), "{}", b.name());
     }
 
-    pub async fn resume_takes_up_recorded_blocks_after_checking_them(b: &dyn Backend) {
+    pub async fn resume_takes_up_recorded_blocks_after_checking_them(b: &B) {
         let t = src_dir();
         let src = t.path().join("f");
         // Three parts and a bit; the earlier run got through two and some.
@@ -530,7 +571,7 @@ mod cases {
         assert_eq!(b.leftovers(), 0, "{}", b.name());
     }
 
-    pub async fn blocks_damaged_in_flight_are_sent_again(b: &dyn Backend) {
+    pub async fn blocks_damaged_in_flight_are_sent_again(b: &B) {
         let t = src_dir();
         let src = t.path().join("f");
         std::fs::write(&src, bytes(5, 40 * BS as usize)).unwrap();
@@ -548,7 +589,7 @@ mod cases {
         );
     }
 
-    pub async fn storage_damage_is_found_by_reading_back(b: &dyn Backend) {
+    pub async fn storage_damage_is_found_by_reading_back(b: &B) {
         if !b.store("x", 1).capabilities().read_back {
             eprintln!(
                 "{}: no read-back; storage damage is the store's to find",
@@ -574,7 +615,7 @@ mod cases {
         );
     }
 
-    pub async fn a_file_that_cannot_be_repaired_leaves_nothing(b: &dyn Backend) {
+    pub async fn a_file_that_cannot_be_repaired_leaves_nothing(b: &B) {
         let t = src_dir();
         let src = t.path().join("f");
         // Several blocks, so that some are still in flight when the file fails.
@@ -596,7 +637,7 @@ mod cases {
         assert_eq!(b.leftovers(), 0, "{}", b.name());
     }
 
-    pub async fn no_clobber_keeps_a_differing_file(b: &dyn Backend) {
+    pub async fn no_clobber_keeps_a_differing_file(b: &B) {
         let t = src_dir();
         let src = t.path().join("f");
         std::fs::write(&src, b"new contents").unwrap();
@@ -624,7 +665,7 @@ mod cases {
         );
     }
 
-    pub async fn checksum_skip_trusts_only_the_digest(b: &dyn Backend) {
+    pub async fn checksum_skip_trusts_only_the_digest(b: &B) {
         let t = src_dir();
         let src = t.path().join("f");
         let data = bytes(4, 3 * BS as usize);
@@ -647,7 +688,7 @@ mod cases {
         assert_eq!(b.file("g").as_deref(), Some(&data[..]), "{}", b.name());
     }
 
-    pub async fn manifests_list_every_file_as_stored(b: &dyn Backend) {
+    pub async fn manifests_list_every_file_as_stored(b: &B) {
         let t = src_dir();
         let src = t.path().join("d");
         std::fs::create_dir(&src).unwrap();
@@ -679,7 +720,7 @@ mod cases {
         }
     }
 
-    pub async fn damage_in_the_store_is_found_by_verify(b: &dyn Backend) {
+    pub async fn damage_in_the_store_is_found_by_verify(b: &B) {
         let t = src_dir();
         let src = t.path().join("d");
         std::fs::create_dir(&src).unwrap();

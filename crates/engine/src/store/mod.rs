@@ -8,18 +8,17 @@
 //! the store can) → *record* (a block verified: journal it for resume) → *commit* (the
 //! file appears under its name) or *abort* (nothing appears, nothing is left).
 //!
-//! Implementations: [`posix`] (a directory tree: part file + journal + rename, every
-//! path reached through handles confined to the destination) and [`memory`] (a tree
-//! in memory, for tests) here; a bucket prefix in `hetch_object::store` (blocks
-//! gathered into the parts of a multipart upload, completed on commit).
+//! Implementations: [`posix`] here (a directory tree: part file + journal + rename,
+//! every path reached through handles confined to the destination); a bucket prefix
+//! in `hetch_object::store` (blocks gathered into the parts of a multipart upload,
+//! completed on commit); a tree in memory, for tests, in `hetch_testkit`.
 //!
-//! The source side's seam is [`origin`]. Each passes the conformance suite in `tests/conformance.rs` for
-//! what its [`Capabilities`] claim.
+//! The source side's seam is [`origin`]. Each store passes the conformance suite in
+//! `tests/conformance.rs` for what its [`Capabilities`] claim.
 //!
 //! Every method blocks: the sink calls them on blocking threads, batching the work of
 //! one block or one planned batch into one call where it can.
 
-pub mod memory;
 pub mod origin;
 pub mod posix;
 

@@ -15,8 +15,11 @@ use hetch_integrity::{Algorithm, Digest};
 use hetch_storage::part::FinalMeta;
 use hetch_storage::StorageError;
 
-use super::{Capabilities, FileSpec, Kind, Listed, Opened, Place, Present, Store, StoreFile};
-use crate::error::EngineError;
+use hetch_engine::store::{
+    Capabilities, FileSpec, Kind, Listed, Opened, Place, Present, Store, StoreFile,
+};
+use hetch_engine::sum::sum_bytes;
+use hetch_engine::EngineError;
 
 /// An entry of the tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -277,7 +280,7 @@ impl Store for MemoryStore {
     ) -> Result<Vec<u8>, StorageError> {
         let full = self.full(rel);
         match self.tree().nodes.get(&full) {
-            Some(Node::File { data, .. }) => Ok(crate::sum::sum_bytes(algo, data, block_size)),
+            Some(Node::File { data, .. }) => Ok(sum_bytes(algo, data, block_size)),
             _ => Err(Self::refused(&full, "is not a file")),
         }
     }
@@ -503,7 +506,7 @@ impl StoreFile for MemoryFile {
     }
 
     fn digest(&self, algo: Algorithm, block_size: u64) -> Result<Vec<u8>, StorageError> {
-        self.with(|u| crate::sum::sum_bytes(algo, &u.data, block_size))
+        self.with(|u| sum_bytes(algo, &u.data, block_size))
     }
 
     fn commit(

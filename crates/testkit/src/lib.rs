@@ -1,0 +1,19 @@
+//! What hetch's tests stand on, kept out of the shipped binary.
+//!
+//! - [`memory_store`]: a tree in memory as a destination [`Store`]: tests get the
+//!   whole engine without a disk, and it shows what the seam asks of a store.
+//! - [`memory_origin`]: the same tree as a source [`Origin`].
+//!
+//! Both are implemented only through the engine's public seams, as any new backend
+//! would be.
+//!
+//! [`Store`]: hetch_engine::store::Store
+//! [`Origin`]: hetch_engine::store::origin::Origin
+
+#![deny(missing_docs)]
+
+pub mod memory_origin;
+pub mod memory_store;
+
+pub use memory_origin::MemoryOrigin;
+pub use memory_store::{MemoryStore, MemoryTree, Node, Unfinished};

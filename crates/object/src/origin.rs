@@ -231,17 +231,7 @@ impl Listing<'_> {
         mtime: (i64, u32),
         file: Option<Arc<dyn OriginFile>>,
     ) -> bool {
-        let se = SourceEntry {
-            rel: rel.into_bytes(),
-            abs: std::path::PathBuf::new(),
-            kind,
-            mode,
-            mtime_sec: mtime.0,
-            mtime_nsec: mtime.1,
-            ctime_sec: mtime.0,
-            ctime_nsec: mtime.1,
-            id: (0, 0),
-        };
+        let se = SourceEntry::unlinked(rel.into_bytes(), Default::default(), kind, mode, mtime);
         (self.found)(Found::Entry(se, file))
     }
 }

@@ -48,6 +48,30 @@ pub struct SourceEntry {
     pub id: (u64, u64),
 }
 
+impl SourceEntry {
+    /// An entry of a source that is not a local file system (an object store, memory):
+    /// no inode, and no status-change time apart from its mtime.
+    pub fn unlinked(
+        rel: Vec<u8>,
+        shown: PathBuf,
+        kind: SourceKind,
+        mode: u32,
+        mtime: (i64, u32),
+    ) -> Self {
+        SourceEntry {
+            rel,
+            abs: shown,
+            kind,
+            mode,
+            mtime_sec: mtime.0,
+            mtime_nsec: mtime.1,
+            ctime_sec: mtime.0,
+            ctime_nsec: mtime.1,
+            id: (0, 0),
+        }
+    }
+}
+
 /// What a listing saw of a regular file, to tell whether the file read later is still
 /// that file, unchanged: another inode (replaced under its name), another size, mtime
 /// or ctime (written, truncated, renamed over: unlinking changes the old inode's ctime)

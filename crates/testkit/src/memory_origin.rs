@@ -100,17 +100,7 @@ impl Origin for MemoryOrigin {
                     (SourceKind::File { size }, meta.mode, mtime, Some(file))
                 }
             };
-            let se = SourceEntry {
-                rel,
-                abs: PathBuf::from(shown(&p)),
-                kind,
-                mode,
-                mtime_sec: mtime.0,
-                mtime_nsec: mtime.1,
-                ctime_sec: mtime.0,
-                ctime_nsec: mtime.1,
-                id: (0, 0),
-            };
+            let se = SourceEntry::unlinked(rel, PathBuf::from(shown(&p)), kind, mode, mtime);
             if !found(Found::Entry(se, file)) {
                 break;
             }

@@ -17,6 +17,7 @@ pub(crate) mod ledger;
 pub(crate) mod mirror;
 mod plan;
 mod recheck;
+mod settle;
 mod verify;
 mod write;
 
@@ -198,11 +199,10 @@ pub(crate) struct SinkShared {
     /// The store resolved the destination (on the first entry).
     resolved: OnceLock<()>,
     pub files: Mutex<HashMap<u64, Arc<IncomingFile>>>,
-    /// Files planned for sending and not finished yet.
-    pub pending: AtomicU64,
-    pub end_of_entries: AtomicBool,
-    pub finished_sent: AtomicBool,
-    pub changed: Notify,
+    /// What the summary waits for (see `settle.rs`).
+    settlement: Mutex<settle::Settlement>,
+    /// The settlement changed: the finisher looks again.
+    changed: Notify,
     /// Directories created or reused (relative to the destination directory), with the
     /// metadata to apply at the end.
     pub dirs: Mutex<Vec<(PathBuf, FinalMeta)>>,
@@ -214,15 +214,11 @@ pub(crate) struct SinkShared {
         async_channel::Sender<verify::Job>,
         async_channel::Receiver<verify::Job>,
     ),
-    /// Files written completely and held until everything is written (sequential).
-    pub deferred: Mutex<Vec<u64>>,
     /// Test hook: written blocks still to damage (see `Options::corrupt_written`).
     pub corrupt_left: AtomicU64,
     /// Compare-only and mirroring sessions: destination paths the source announced,
     /// relative to the destination directory (memory grows with the entries).
     pub seen: Mutex<std::collections::HashSet<PathBuf>>,
-    /// Files that ended but whose `FileDone` is not queued yet.
-    ending: Mutex<std::collections::HashSet<u64>>,
     /// Growing files with newly done data, for the durability task (`None` once the
     /// session is finishing).
     pub durable: Mutex<Option<mpsc::UnboundedSender<u64>>>,
@@ -238,10 +234,6 @@ pub(crate) struct SinkShared {
     backlog: Mutex<usize>,
     backlog_shrank: std::sync::Condvar,
 }
-
-/// Files a sequential schedule lets pile up before it checks them (a bound on memory
-/// and on the source's window of unfinished entries, which is larger).
-const SEQUENTIAL_BATCH: u64 = 8192;
 
 impl SinkShared {
     /// A buffer of zeros at least one block long (for all-zero blocks).
@@ -272,10 +264,25 @@ impl SinkShared {
         self.store.place(wire)
     }
 
+    /// The session's settlement, locked.
+    fn settlement(&self) -> std::sync::MutexGuard<'_, settle::Settlement> {
+        self.settlement.lock().expect("settlement lock")
+    }
+
+    /// A file is to be received: the summary waits for its report.
+    pub fn planned(&self) {
+        self.settlement().planned();
+    }
+
     /// File `id` has ended (finished or failed); it stops being pending once its
     /// `FileDone` is queued for the source (see [`SinkShared::reply`]).
     pub fn ended(&self, id: u64) {
-        self.ending.lock().expect("ending lock").insert(id);
+        self.settlement().ended(id);
+    }
+
+    /// Whether the summary went out.
+    pub fn finished(&self) -> bool {
+        self.settlement().finished()
     }
 
     /// Queues a frame for the source. A file's `FileDone` settles it only after it is
@@ -288,26 +295,26 @@ impl SinkShared {
         };
         let sent = ctl.send(frame).await.is_ok();
         if let Some(id) = ending {
-            if self.ending.lock().expect("ending lock").remove(&id) {
-                self.settle();
-            }
+            let now = self.settlement().reported(id);
+            self.changed.notify_one();
+            self.check_files(now);
         }
         sent
     }
 
-    /// One pending file is settled (finished or failed).
-    fn settle(&self) {
-        self.pending.fetch_sub(1, SeqCst);
-        self.changed.notify_one();
-        self.release_deferred();
+    /// Queues files for their read-back check.
+    fn check_files(&self, ids: Vec<u64>) {
+        for id in ids {
+            let _ = self.verify.0.try_send(verify::Job::File(id));
+        }
     }
 
     /// Queues a completely written file for its read-back check, now (file schedule)
     /// or once every pending file is written (sequential schedule).
     pub fn file_written(&self, id: u64) {
         if self.opts.schedule == Schedule::Sequential {
-            self.deferred.lock().expect("deferred lock").push(id);
-            self.release_deferred();
+            let now = self.settlement().written(id);
+            self.check_files(now);
         } else {
             *self.backlog.lock().expect("backlog lock") += 1;
             let _ = self.verify.0.try_send(verify::Job::File(id));
@@ -334,23 +341,6 @@ impl SinkShared {
         while *n > self.opts.hash_threads.max(1) {
             n = self.backlog_shrank.wait(n).expect("backlog lock");
         }
-    }
-
-    /// Sequential schedule: once every pending file is written and the source has
-    /// announced everything (or a batch has piled up), checks them all.
-    pub fn release_deferred(&self) {
-        let mut d = self.deferred.lock().expect("deferred lock");
-        let pending = self.pending.load(SeqCst);
-        let all_written = !d.is_empty() && d.len() as u64 >= pending;
-        if all_written && (self.end_of_entries.load(SeqCst) || pending >= SEQUENTIAL_BATCH) {
-            for id in d.drain(..) {
-                let _ = self.verify.0.try_send(verify::Job::File(id));
-            }
-        }
-    }
-
-    fn all_done(&self) -> bool {
-        self.end_of_entries.load(SeqCst) && self.pending.load(SeqCst) == 0
     }
 
     /// Drops a file after a per-file failure: discard its part file, tell the source.
@@ -480,18 +470,14 @@ pub async fn run_sink_into(
         resolved: OnceLock::new(),
         tops: crate::tops::TopCheck::new(opts_pulled.as_deref()),
         files: Mutex::default(),
-        pending: AtomicU64::new(0),
-        end_of_entries: AtomicBool::new(false),
-        finished_sent: AtomicBool::new(false),
+        settlement: Mutex::default(),
         changed: Notify::new(),
         dirs: Mutex::default(),
         zeros: OnceLock::new(),
         gate: Gate::new(opts_hash_threads),
         verify: async_channel::unbounded(),
-        deferred: Mutex::default(),
         corrupt_left: AtomicU64::new(corrupt_written),
         seen: Mutex::default(),
-        ending: Mutex::default(),
         durable: Mutex::new(None),
         dirs_seen: Mutex::default(),
         announced: AtomicU64::new(0),
@@ -520,7 +506,7 @@ pub async fn run_sink_into(
         let sh = shared.clone();
         tasks.spawn(data_reader(
             peer.clone(),
-            move || sh.finished_sent.load(SeqCst),
+            move || sh.finished(),
             FrameReader::new(stream, &peer).with_mac(mac),
             pool.clone(),
             block_tx.clone(),
@@ -546,16 +532,15 @@ pub async fn run_sink_into(
 }
 
 /// The next frame from the source on the control stream; `None` when it closed after
-/// the summary went out (`finished`, read once the stream has closed), the normal end.
-pub(crate) async fn next_control(
+/// the summary went out, the normal end.
+async fn next_control(
     r: &mut FrameReader<tokio::io::ReadHalf<BoxStream>>,
-    finished: &AtomicBool,
-    peer: &str,
+    sh: &SinkShared,
 ) -> Result<Option<Frame>, EngineError> {
     match r.next_control().await? {
         Some(f) => Ok(Some(f)),
-        None if finished.load(SeqCst) => Ok(None),
-        None => Err(EngineError::closed_early(peer)),
+        None if sh.finished() => Ok(None),
+        None => Err(EngineError::closed_early(&sh.peer)),
     }
 }
 
@@ -566,13 +551,12 @@ async fn control_reader(
 ) -> Result<(), EngineError> {
     let unexpected = |what: String| EngineError::unexpected(&shared.peer, what);
     loop {
-        let finished = &shared.finished_sent;
-        let Some(frame) = crate::sink::next_control(&mut r, finished, &shared.peer).await? else {
+        let Some(frame) = next_control(&mut r, &shared).await? else {
             return Ok(());
         };
         match frame {
             Frame::Entries(batch) => {
-                if shared.end_of_entries.load(SeqCst) {
+                if shared.settlement().entries_over() {
                     return Err(unexpected("entries after the end of entries".into()));
                 }
                 if let Some(tops) = &shared.tops {
@@ -661,9 +645,9 @@ async fn control_reader(
                 }
             }
             Frame::EndOfEntries => {
-                shared.end_of_entries.store(true, SeqCst);
+                let now = shared.settlement().end_of_entries();
                 shared.changed.notify_one();
-                shared.release_deferred();
+                shared.check_files(now);
             }
             Frame::Error(e) => return Err(EngineError::from_peer(&shared.peer, e)),
             other => return Err(unexpected(format!("unexpected frame {other:?}"))),
@@ -721,7 +705,7 @@ pub(crate) fn plan_frames(items: Vec<hetch_proto::PlanItem>) -> Vec<Frame> {
 async fn finisher(shared: Arc<SinkShared>, ctl: mpsc::Sender<Frame>) -> Result<(), EngineError> {
     loop {
         let changed = shared.changed.notified();
-        if shared.all_done() {
+        if shared.settlement().may_finish() {
             break;
         }
         changed.await;
@@ -745,7 +729,7 @@ async fn finisher(shared: Arc<SinkShared>, ctl: mpsc::Sender<Frame>) -> Result<(
     for f in extras {
         let _ = ctl.send(f).await;
     }
-    shared.finished_sent.store(true, SeqCst);
+    shared.settlement().finish();
     let _ = ctl.send(Frame::Finished(shared.progress.summary())).await;
     Ok(())
 }

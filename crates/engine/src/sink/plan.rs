@@ -416,7 +416,7 @@ fn plan_file(
         .lock()
         .expect("files lock")
         .insert(id, Arc::new(inc));
-    sh.pending.fetch_add(1, SeqCst);
+    sh.planned();
     Ok(PlanAction::Send(ranges))
 }
 

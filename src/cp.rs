@@ -14,7 +14,8 @@ use hetch_engine::{
     Options, Progress, Report,
 };
 use hetch_object::{
-    Bucket, ObjectDest, ObjectLocation, ObjectOrigin, S3Config, S3Options, S3Store, S3Url,
+    AzureConfig, Bucket, BucketStore, GcsConfig, ObjectDest, ObjectLocation, ObjectOrigin,
+    ObjectUrl, S3Config, S3Options, Scheme,
 };
 use hetch_proto::{FilterRequest, Op, Summary};
 
@@ -246,7 +247,7 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
                 std::fs::symlink_metadata(p).with_context(|| format!("{}", p.display()))?;
                 operands.push(Operand::Local(p.clone()));
             }
-            Location::S3(url) => {
+            Location::Object(url) => {
                 let loc = buckets.location(url)?;
                 // Like a missing local operand: one clear error before anything starts
                 // (this also finds bad credentials and missing buckets).
@@ -296,7 +297,7 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
             let dest = Destination::Local(spec);
             Ok(copy_between(job.opts.clone(), operands, dest, streams, progress).await?)
         }
-        Location::S3(url) => {
+        Location::Object(url) => {
             let mut opts = job.opts.clone();
             opts.pulled = pull_paths(&remote_sources);
             let dest = ObjectDest {
@@ -305,7 +306,7 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
                 as_operand: job.opts.compare_only,
                 state_dir: hetch_object::journal::default_state_dir(),
             };
-            let store = Arc::new(S3Store::new(dest, opts.effective_buffer_memory()));
+            let store = Arc::new(BucketStore::new(dest, opts.effective_buffer_memory()));
             if let Some((host, _)) = remote_sources.first() {
                 let transport = open_session(host, cfg(), req(pull(host)?)).await?;
                 return Ok(run_sink_into(opts, store, transport, progress).await?);
@@ -327,34 +328,41 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
     }
 }
 
-/// Bucket clients, one per bucket, from one resolved configuration.
+/// Bucket clients, one per bucket, from one resolved configuration per provider.
 pub struct Buckets<'a> {
     opts: &'a S3Options,
-    config: Option<S3Config>,
-    open: HashMap<String, Arc<Bucket>>,
+    s3: Option<S3Config>,
+    open: HashMap<(Scheme, String), Arc<Bucket>>,
 }
 
 impl<'a> Buckets<'a> {
-    /// No configuration is resolved until an s3:// operand needs it.
+    /// No configuration is resolved until an operand of its provider needs it.
     pub fn new(opts: &'a S3Options) -> Self {
         Buckets {
             opts,
-            config: None,
+            s3: None,
             open: HashMap::new(),
         }
     }
 
     /// The client and location of `url`.
-    pub fn location(&mut self, url: &S3Url) -> anyhow::Result<ObjectLocation> {
-        if self.config.is_none() {
-            self.config = Some(S3Config::resolve(self.opts)?);
-        }
-        let cfg = self.config.as_ref().expect("resolved above");
-        let bucket = match self.open.get(&url.bucket) {
+    pub fn location(&mut self, url: &ObjectUrl) -> anyhow::Result<ObjectLocation> {
+        let at = (url.scheme, url.bucket.clone());
+        let bucket = match self.open.get(&at) {
             Some(b) => b.clone(),
             None => {
-                let b = Arc::new(Bucket::open(cfg, &url.bucket)?);
-                self.open.insert(url.bucket.clone(), b.clone());
+                let b = Arc::new(match url.scheme {
+                    Scheme::S3 => {
+                        if self.s3.is_none() {
+                            self.s3 = Some(S3Config::resolve(self.opts)?);
+                        }
+                        let cfg = self.s3.as_ref().expect("resolved above");
+                        Bucket::open(cfg, &url.bucket)?
+                    }
+                    Scheme::Gcs => Bucket::open_gcs(&GcsConfig::resolve(), &url.bucket)?,
+                    Scheme::Azure => Bucket::open_azure(&AzureConfig::resolve()?, &url.bucket)?,
+                });
+                self.open.insert(at, b.clone());
                 b
             }
         };

@@ -1,5 +1,5 @@
-//! Command-line operands: local paths, `hetch://HOST[:PORT]/path` URLs or
-//! `s3://BUCKET/KEY` object store locations.
+//! Command-line operands: local paths, `hetch://HOST[:PORT]/path` URLs or object store
+//! locations (`s3://`, `gs://`, `az://BUCKET/KEY`).
 
 use std::path::PathBuf;
 
@@ -18,15 +18,15 @@ pub enum Location {
         /// Path relative to the server's root (may be empty: the root itself).
         path: String,
     },
-    /// An object or prefix in an object store.
-    S3(hetch_object::S3Url),
+    /// An object or prefix in an object store (S3, GCS, Azure).
+    Object(hetch_object::ObjectUrl),
 }
 
 impl Location {
     /// Parses an operand.
     pub fn parse(s: &str) -> Result<Location, String> {
-        if hetch_object::S3Url::is_s3(s) {
-            return hetch_object::S3Url::parse(s).map(Location::S3);
+        if hetch_object::ObjectUrl::is_object_url(s) {
+            return hetch_object::ObjectUrl::parse(s).map(Location::Object);
         }
         let Some(rest) = s.strip_prefix("hetch://") else {
             return Ok(Location::Local(PathBuf::from(s)));
@@ -93,7 +93,7 @@ mod tests {
         );
         assert!(matches!(
             Location::parse("s3://bucket/a/b"),
-            Ok(Location::S3(u)) if u.bucket == "bucket" && u.key == "a/b"
+            Ok(Location::Object(u)) if u.bucket == "bucket" && u.key == "a/b"
         ));
         assert!(Location::parse("s3:///a").is_err());
         assert!(Location::parse("hetch:///x").is_err());

@@ -501,7 +501,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sync(a) => copy(a, s3, true).await,
         Command::Watch(a) => {
             let dest = match Location::parse(&a.dst) {
-                Ok(Location::S3(_)) => {
+                Ok(Location::Object(_)) => {
                     return Ok(usage_error(
                         "watching into an object store is not supported (objects cannot grow): watch into a directory or a hetch:// server",
                     ))
@@ -592,7 +592,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             engine.rate_limit = a.rate_limit.unwrap_or(0);
             engine.preserve_special_modes = a.preserve_special_modes;
             let root = match Location::parse(&a.root) {
-                Ok(Location::S3(url)) => {
+                Ok(Location::Object(url)) => {
                     let mut b = cp::Buckets::new(&s3);
                     server::ServeRoot::Object(b.location(&url)?)
                 }
@@ -656,7 +656,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for l in locs {
                 match l {
                     Location::Local(p) => paths.push(p),
-                    Location::S3(url) => {
+                    Location::Object(url) => {
                         let loc = buckets.location(&url)?;
                         let mut out = std::io::stdout();
                         errors.extend(
@@ -732,7 +732,7 @@ async fn copy(a: CpArgs, s3: hetch_object::S3Options, sync: bool) -> anyhow::Res
                     "--follow needs local sources: run hetch where the files are written",
                 ));
             }
-            if matches!(dest, Location::S3(_)) {
+            if matches!(dest, Location::Object(_)) {
                 return Ok(usage_error(
                         "--follow into an object store is not supported (objects cannot grow): follow into a directory or a hetch:// server",
                     ));

@@ -1,8 +1,11 @@
-//! One bucket of an S3 store: listing, ranged reads, single and multipart writes.
+//! One bucket of an object store (S3, GCS, or an Azure container): listing, ranged
+//! reads, single and multipart writes.
 //!
-//! The S3 protocol (signing, retries with backoff on throttling and server errors,
-//! pagination, checksum headers) is `object_store`'s; this wraps it in the operations
-//! the engine needs and turns its errors into [`ObjectError`]s that name the object.
+//! The protocols (signing, retries with backoff on throttling and server errors,
+//! pagination, checksum headers) are `object_store`'s; this wraps them in the
+//! operations the engine needs and turns their errors into [`ObjectError`]s that name
+//! the object. The providers differ only in how a bucket is opened (see `cloud.rs` for
+//! GCS and Azure) and in one S3 request made here (a multipart upload with metadata).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -20,6 +23,7 @@ use object_store::{
 
 use crate::config::S3Config;
 use crate::error::ObjectError;
+use crate::url::Scheme;
 
 /// Metadata key for the source file's modification time (`SECONDS.NANOS`).
 pub const MTIME_META: &str = "hetch-mtime";
@@ -63,10 +67,22 @@ pub struct PutMeta {
 /// A bucket to read and write.
 #[derive(Clone)]
 pub struct Bucket {
-    store: Arc<AmazonS3>,
+    store: Arc<dyn ObjectStore>,
+    /// The same store, for multipart uploads that a journal can resume.
+    parts: Arc<dyn MultipartStore>,
+    scheme: Scheme,
     name: String,
     endpoint: String,
-    /// Path-style URL of the bucket (`ENDPOINT/BUCKET`), for the requests made here.
+    /// S3 only: what starting a multipart upload with metadata needs.
+    s3: Option<S3Uploads>,
+}
+
+/// What the one request made here rather than through object_store needs (see
+/// [`Bucket::create_multipart`]).
+#[derive(Clone)]
+struct S3Uploads {
+    store: Arc<AmazonS3>,
+    /// Path-style URL of the bucket (`ENDPOINT/BUCKET`).
     base_url: String,
     region: String,
     http: reqwest::Client,
@@ -75,7 +91,7 @@ pub struct Bucket {
 
 impl std::fmt::Debug for Bucket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Bucket(s3://{} at {})", self.name, self.endpoint)
+        write!(f, "Bucket({} at {})", self.url(""), self.endpoint)
     }
 }
 
@@ -86,18 +102,7 @@ const RETRY_TIMEOUT: Duration = Duration::from_secs(180);
 impl Bucket {
     /// A client for `bucket` (nothing is sent until the first request).
     pub fn open(cfg: &S3Config, bucket: &str) -> Result<Bucket, ObjectError> {
-        let mut client = ClientOptions::new()
-            .with_timeout(Duration::from_secs(300))
-            .with_connect_timeout(Duration::from_secs(10));
-        if let Some(ca) = &cfg.ca_bundle {
-            let pem = std::fs::read(ca)
-                .map_err(|e| ObjectError::Config(format!("{}: {e}", ca.display())))?;
-            let certs = object_store::Certificate::from_pem_bundle(&pem)
-                .map_err(|e| ObjectError::Config(format!("{}: {e}", ca.display())))?;
-            for c in certs {
-                client = client.with_root_certificate(c);
-            }
-        }
+        let mut client = client_options(cfg.ca_bundle.as_deref())?;
         let mut b = AmazonS3Builder::new()
             .with_bucket_name(bucket)
             .with_region(&cfg.region)
@@ -106,15 +111,7 @@ impl Bucket {
             // (MinIO: 4.6 s instead of 3.8 s of CPU per GiB uploaded).
             .with_checksum_algorithm(Checksum::SHA256)
             .with_unsigned_payload(true)
-            .with_retry(RetryConfig {
-                backoff: BackoffConfig {
-                    init_backoff: Duration::from_millis(100),
-                    max_backoff: Duration::from_secs(15),
-                    base: 2.0,
-                },
-                max_retries: 10,
-                retry_timeout: RETRY_TIMEOUT,
-            });
+            .with_retry(retry_config());
         match (&cfg.access_key, &cfg.secret_key) {
             (Some(a), Some(s)) => {
                 b = b.with_access_key_id(a).with_secret_access_key(s);
@@ -147,15 +144,34 @@ impl Bucket {
             .build()
             .map_err(|e| ObjectError::Config(format!("s3://{bucket}: {e}")))?;
         let endpoint = cfg.endpoint_name();
-        Ok(Bucket {
-            store: Arc::new(store),
-            name: bucket.to_string(),
+        let store = Arc::new(store);
+        let s3 = S3Uploads {
+            store: store.clone(),
             base_url: format!("{endpoint}/{bucket}"),
-            endpoint,
             region: cfg.region.clone(),
             http,
             signed: cfg.access_key.is_some(),
-        })
+        };
+        let mut b = Bucket::of(Scheme::S3, bucket, endpoint, store);
+        b.s3 = Some(s3);
+        Ok(b)
+    }
+
+    /// Bucket `name` of `store` (of kind `scheme`, reached at `endpoint`).
+    pub(crate) fn of<S: ObjectStore + MultipartStore>(
+        scheme: Scheme,
+        name: &str,
+        endpoint: String,
+        store: Arc<S>,
+    ) -> Bucket {
+        Bucket {
+            store: store.clone(),
+            parts: store,
+            scheme,
+            name: name.to_string(),
+            endpoint,
+            s3: None,
+        }
     }
 
     /// The bucket's name.
@@ -168,13 +184,19 @@ impl Bucket {
         &self.endpoint
     }
 
-    /// `s3://BUCKET/KEY`, for messages.
+    /// `SCHEME://BUCKET/KEY`, for messages.
     pub fn url(&self, key: &str) -> String {
-        format!("s3://{}/{key}", self.name)
+        format!("{}://{}/{key}", self.scheme.as_str(), self.name)
     }
 
     fn err(&self, key: &str, e: object_store::Error) -> ObjectError {
-        ObjectError::from_store(e, &self.name, &self.url(key), &self.endpoint)
+        let bucket = self.url("");
+        ObjectError::from_store(
+            e,
+            bucket.trim_end_matches('/'),
+            &self.url(key),
+            &self.endpoint,
+        )
     }
 
     /// An error about a multipart upload: "not found" means the upload is gone.
@@ -299,7 +321,7 @@ impl Bucket {
         let mut blake3 = None;
         for (k, v) in r.attributes.iter() {
             if let Attribute::Metadata(name) = k {
-                match name.as_ref() {
+                match meta_name(self.scheme, name.as_ref()).as_ref() {
                     MTIME_META => source_mtime = parse_mtime(v.as_ref()),
                     BLAKE3_META => {
                         blake3 = hex::decode(v.as_ref()).ok().and_then(|d| d.try_into().ok())
@@ -343,6 +365,13 @@ impl Bucket {
             .get_opts(&self.path(key)?, opts)
             .await
             .map_err(|e| self.err(key, e))?;
+        // A store that ignores If-Match (some emulators) still names the version it
+        // sent.
+        if let (Some(want), Some(got)) = (etag, r.meta.e_tag.as_deref()) {
+            if want.trim_matches('"') != got.trim_matches('"') {
+                return Err(ObjectError::Changed { url: self.url(key) });
+            }
+        }
         let data = r.bytes().await.map_err(|e| self.err(key, e))?;
         if data.len() as u64 != want {
             // The object is shorter than listed: it was replaced.
@@ -354,7 +383,7 @@ impl Bucket {
     /// Writes `data` as `key` in one request (the store checks its SHA-256).
     pub async fn put(&self, key: &str, data: Bytes, meta: &PutMeta) -> Result<(), ObjectError> {
         let opts = PutOptions {
-            attributes: attributes(meta),
+            attributes: attributes(self.scheme, meta),
             ..Default::default()
         };
         self.store
@@ -365,11 +394,22 @@ impl Bucket {
     }
 
     /// Starts a multipart upload of `key` whose object will carry `meta`; returns its
-    /// upload id. (object_store's resumable multipart API takes no metadata, so this
-    /// one request is made here, signed with object_store's SigV4 signer; the parts and
-    /// the completion go through object_store.)
+    /// upload id. (object_store's resumable multipart API takes no metadata, so on S3
+    /// this one request is made here, signed with object_store's SigV4 signer; the parts
+    /// and the completion go through object_store. On GCS and Azure an object written
+    /// in parts carries no metadata: its mtime is the store's.)
     pub async fn create_multipart(&self, key: &str, meta: &PutMeta) -> Result<String, ObjectError> {
-        let url = format!("{}/{}?uploads", self.base_url, encode_key(key));
+        let Some(s3) = &self.s3 else {
+            let id = self.parts.create_multipart(&self.path(key)?).await;
+            // Azure has no upload to create (blocks wait, uncommitted, under the blob's
+            // name) and says so with an empty id, which the journal would take for no
+            // upload at all: it gets a name, which Azure's calls ignore.
+            return match id.map_err(|e| self.err(key, e))? {
+                id if id.is_empty() => Ok("uncommitted-blocks".into()),
+                id => Ok(id),
+            };
+        };
+        let url = format!("{}/{}?uploads", s3.base_url, encode_key(key));
         let mut backoff = Duration::from_millis(200);
         let mut tries = 0;
         loop {
@@ -379,7 +419,7 @@ impl Bucket {
                 .uri(&url)
                 .header("x-amz-checksum-algorithm", "SHA256")
                 .header("content-length", "0");
-            for (k, v) in attributes(meta).iter() {
+            for (k, v) in attributes(Scheme::S3, meta).iter() {
                 if let Attribute::Metadata(name) = k {
                     req = req.header(format!("x-amz-meta-{name}"), v.as_ref());
                 }
@@ -387,17 +427,17 @@ impl Bucket {
             let mut req = req
                 .body(object_store::client::HttpRequestBody::empty())
                 .map_err(|e| self.other(key, e.to_string()))?;
-            if self.signed {
-                let cred = self
+            if s3.signed {
+                let cred = s3
                     .store
                     .credentials()
                     .get_credential()
                     .await
                     .map_err(|e| self.err(key, e))?;
-                object_store::aws::AwsAuthorizer::new(&cred, "s3", &self.region)
+                object_store::aws::AwsAuthorizer::new(&cred, "s3", &s3.region)
                     .authorize(&mut req, None);
             }
-            let mut rb = self.http.post(&url);
+            let mut rb = s3.http.post(&url);
             for (k, v) in req.headers() {
                 rb = rb.header(k.as_str(), v.as_bytes());
             }
@@ -420,7 +460,7 @@ impl Bucket {
                     return Err(ObjectError::from_status(
                         st.as_u16(),
                         &body,
-                        &self.name,
+                        self.url("").trim_end_matches('/'),
                         &self.url(key),
                         &self.endpoint,
                     ));
@@ -452,7 +492,7 @@ impl Bucket {
         data: Bytes,
     ) -> Result<String, ObjectError> {
         let id = upload.to_string();
-        self.store
+        self.parts
             .put_part(&self.path(key)?, &id, index, PutPayload::from_bytes(data))
             .await
             .map(|p| p.content_id)
@@ -471,7 +511,7 @@ impl Bucket {
             .into_iter()
             .map(|content_id| PartId { content_id })
             .collect();
-        self.store
+        self.parts
             .complete_multipart(&self.path(key)?, &id, parts)
             .await
             .map_err(|e| self.upload_err(key, upload, e))?;
@@ -481,7 +521,7 @@ impl Bucket {
     /// Aborts an upload: the store drops its parts.
     pub async fn abort_multipart(&self, key: &str, upload: &str) -> Result<(), ObjectError> {
         let id = upload.to_string();
-        match self.store.abort_multipart(&self.path(key)?, &id).await {
+        match self.parts.abort_multipart(&self.path(key)?, &id).await {
             Ok(()) => Ok(()),
             // Already gone (completed or aborted before): nothing is left behind.
             Err(object_store::Error::NotFound { .. }) => Ok(()),
@@ -498,23 +538,63 @@ impl Bucket {
     }
 }
 
+/// How every provider's client connects: generous timeouts for big parts, and the
+/// extra certificate authorities of `ca` (a PEM bundle) trusted.
+pub(crate) fn client_options(ca: Option<&std::path::Path>) -> Result<ClientOptions, ObjectError> {
+    let mut client = ClientOptions::new()
+        .with_timeout(Duration::from_secs(300))
+        .with_connect_timeout(Duration::from_secs(10));
+    if let Some(ca) = ca {
+        let bad = |e: &dyn std::fmt::Display| ObjectError::Config(format!("{}: {e}", ca.display()));
+        let pem = std::fs::read(ca).map_err(|e| bad(&e))?;
+        for c in object_store::Certificate::from_pem_bundle(&pem).map_err(|e| bad(&e))? {
+            client = client.with_root_certificate(c);
+        }
+    }
+    Ok(client)
+}
+
+/// How every provider's requests are retried.
+pub(crate) fn retry_config() -> RetryConfig {
+    RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(15),
+            base: 2.0,
+        },
+        max_retries: 10,
+        retry_timeout: RETRY_TIMEOUT,
+    }
+}
+
 /// A last-modified time in whole seconds: listings give milliseconds but HEAD only
 /// seconds, and an object's time must not depend on how it was found.
 fn whole_seconds(t: &chrono::DateTime<chrono::Utc>) -> (i64, u32) {
     (t.timestamp(), 0)
 }
 
-fn attributes(meta: &PutMeta) -> Attributes {
+/// A metadata name as `scheme`'s store takes it, and back: Azure's must be C#
+/// identifiers, so its `-` is `_` there (the S3 and GCS names stay as earlier versions
+/// wrote them).
+fn meta_name(scheme: Scheme, name: &str) -> std::borrow::Cow<'_, str> {
+    match scheme {
+        Scheme::Azure if name.contains('_') => name.replace('_', "-").into(),
+        Scheme::Azure if name.contains('-') => name.replace('-', "_").into(),
+        _ => name.into(),
+    }
+}
+
+fn attributes(scheme: Scheme, meta: &PutMeta) -> Attributes {
     let mut a = Attributes::new();
     if let Some((s, ns)) = meta.mtime {
         a.insert(
-            Attribute::Metadata(MTIME_META.into()),
+            Attribute::Metadata(meta_name(scheme, MTIME_META).into_owned().into()),
             format!("{s}.{ns:09}").into(),
         );
     }
     if let Some(d) = meta.blake3 {
         a.insert(
-            Attribute::Metadata(BLAKE3_META.into()),
+            Attribute::Metadata(meta_name(scheme, BLAKE3_META).into_owned().into()),
             hex::encode(d).into(),
         );
     }
@@ -555,14 +635,31 @@ mod tests {
 
     #[test]
     fn mtimes_round_trip_through_metadata() {
-        let a = attributes(&PutMeta {
-            mtime: Some((1_700_000_000, 5)),
-            blake3: None,
-        });
+        let a = attributes(
+            Scheme::S3,
+            &PutMeta {
+                mtime: Some((1_700_000_000, 5)),
+                blake3: None,
+            },
+        );
         let v = a.get(&Attribute::Metadata(MTIME_META.into())).unwrap();
         assert_eq!(v.as_ref(), "1700000000.000000005");
         assert_eq!(parse_mtime(v.as_ref()), Some((1_700_000_000, 5)));
         assert_eq!(parse_mtime("garbage"), None);
+        // Azure takes identifiers only, and gives them back.
+        let a = attributes(
+            Scheme::Azure,
+            &PutMeta {
+                mtime: Some((1, 2)),
+                blake3: None,
+            },
+        );
+        let (k, _) = a.iter().next().unwrap();
+        let Attribute::Metadata(name) = k else {
+            panic!()
+        };
+        assert_eq!(name.as_ref(), "hetch_mtime");
+        assert_eq!(meta_name(Scheme::Azure, name), MTIME_META);
     }
 
     #[test]

@@ -7,9 +7,9 @@ pub enum ObjectError {
     #[error("{0}")]
     Config(String),
     /// The bucket does not exist.
-    #[error("s3://{bucket}: no such bucket{at}")]
+    #[error("{bucket}: no such bucket{at}")]
     NoSuchBucket {
-        /// The bucket.
+        /// The bucket, as a URL (`s3://NAME`).
         bucket: String,
         /// " at ENDPOINT", for messages.
         at: String,
@@ -63,7 +63,11 @@ impl ObjectError {
     ) -> ObjectError {
         use object_store::Error as E;
         let text = full_text(&e);
-        if text.contains("NoSuchBucket") {
+        // S3's code, Azure's, and GCS's words.
+        if ["NoSuchBucket", "ContainerNotFound", "bucket does not exist"]
+            .iter()
+            .any(|c| text.contains(c))
+        {
             return ObjectError::NoSuchBucket {
                 bucket: bucket.to_string(),
                 at: format!(" at {endpoint}"),

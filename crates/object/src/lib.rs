@@ -1,9 +1,10 @@
-//! Object stores as sources and destinations: S3 (AWS, MinIO, Ceph, ...) through the
-//! `object_store` crate.
+//! Object stores as sources and destinations: S3 (AWS, MinIO, Ceph, ...), Google Cloud
+//! Storage and Azure Blob Storage, through the `object_store` crate.
 //!
-//! - [`url`]: `s3://BUCKET/KEY` operands.
-//! - [`config`]: credentials, region and endpoint from the environment and the shared
-//!   AWS files.
+//! - [`url`]: `s3://`, `gs://` and `az://BUCKET/KEY` operands.
+//! - [`config`]: S3 credentials, region and endpoint from the environment and the
+//!   shared AWS files.
+//! - [`cloud`]: GCS and Azure: their configuration, and how their buckets open.
 //! - [`bucket`]: listing, ranged reads, single and multipart writes, with the store's
 //!   errors sorted into [`ObjectError`]s.
 //! - [`parts`]: cutting objects into parts of whole transfer blocks within S3's limits.
@@ -17,6 +18,7 @@
 #![deny(missing_docs)]
 
 pub mod bucket;
+pub mod cloud;
 pub mod config;
 mod error;
 pub mod journal;
@@ -27,13 +29,14 @@ pub mod store;
 pub mod url;
 
 pub use bucket::{Bucket, ObjectHead, ObjectInfo, PutMeta};
+pub use cloud::{AzureConfig, GcsConfig};
 pub use config::{S3Config, S3Options};
 pub use error::ObjectError;
 pub use location::{ObjectDest, ObjectLocation};
 pub use origin::{sum_objects, ObjectOrigin};
 pub use parts::PartPlan;
-pub use store::S3Store;
-pub use url::S3Url;
+pub use store::BucketStore;
+pub use url::{ObjectUrl, Scheme};
 
 impl From<ObjectError> for hetch_engine::EngineError {
     fn from(e: ObjectError) -> Self {

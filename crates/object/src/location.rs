@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::{Bucket, S3Url};
+use crate::{Bucket, ObjectUrl};
 
 /// A place in an object store: a bucket client and a key or prefix.
 #[derive(Debug, Clone)]
@@ -11,7 +11,7 @@ pub struct ObjectLocation {
     /// The bucket.
     pub bucket: Arc<Bucket>,
     /// The key or prefix (a trailing `/` marks a prefix to copy into).
-    pub url: S3Url,
+    pub url: ObjectUrl,
 }
 
 /// An object store destination.
@@ -73,7 +73,7 @@ mod tests {
             endpoint: Some("http://127.0.0.1:9".into()),
             ca_bundle: None,
         };
-        let url = S3Url::parse(url).unwrap();
+        let url = ObjectUrl::parse(url).unwrap();
         ObjectDest {
             location: ObjectLocation {
                 bucket: Arc::new(Bucket::open(&cfg, &url.bucket).unwrap()),

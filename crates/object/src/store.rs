@@ -81,7 +81,7 @@ impl Shared {
 }
 
 /// An object store destination (see the module documentation).
-pub struct S3Store {
+pub struct BucketStore {
     dest: ObjectDest,
     sh: Arc<Shared>,
     /// The prefix the entries are placed in, and the name replacing the operand's
@@ -91,7 +91,7 @@ pub struct S3Store {
     heads: Mutex<HashMap<PathBuf, Option<ObjectHead>>>,
 }
 
-impl S3Store {
+impl BucketStore {
     /// A store writing to `dest`. Must be called within a Tokio runtime: the requests
     /// run on it.
     pub fn new(dest: ObjectDest, buffer_memory: usize) -> Self {
@@ -102,7 +102,7 @@ impl S3Store {
             keys: Mutex::default(),
             aborts: Mutex::default(),
         };
-        S3Store {
+        BucketStore {
             dest,
             sh: Arc::new(sh),
             resolved: OnceLock::new(),
@@ -141,7 +141,7 @@ impl S3Store {
     }
 }
 
-impl Store for S3Store {
+impl Store for BucketStore {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             read_back: false,
@@ -286,7 +286,7 @@ impl Store for S3Store {
             part_blocks: plan.part_blocks,
             checksum: spec.checksum.name().to_string(),
         };
-        let file = S3File {
+        let file = BucketFile {
             sh: self.sh.clone(),
             journal_path: journal::journal_path(&self.dest.state_dir, &endpoint, &url),
             key,
@@ -354,7 +354,7 @@ impl Store for S3Store {
 }
 
 /// One object on its way into the store.
-struct S3File {
+struct BucketFile {
     sh: Arc<Shared>,
     key: String,
     header: UploadHeader,
@@ -390,7 +390,7 @@ struct PartBuf {
     have: u64,
 }
 
-impl S3File {
+impl BucketFile {
     fn url(&self) -> String {
         self.sh.bucket.url(&self.key)
     }
@@ -552,7 +552,7 @@ impl S3File {
     }
 }
 
-impl StoreFile for S3File {
+impl StoreFile for BucketFile {
     fn put(&self, offset: u64, data: &[u8]) -> Result<(), StorageError> {
         match self.gather(offset / self.header.block_size, data)? {
             Some((part, bytes)) => self.upload_part(part, bytes),

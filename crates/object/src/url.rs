@@ -1,34 +1,69 @@
-//! `s3://BUCKET/KEY` operands.
+//! Object store operands: `s3://BUCKET/KEY` (S3 and its kin), `gs://BUCKET/KEY` (Google
+//! Cloud Storage), `az://CONTAINER/KEY` (Azure Blob Storage).
 
 use std::fmt;
 
-/// A bucket and a key (or key prefix) in it.
+/// Which kind of object store a URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scheme {
+    /// `s3://`: Amazon S3 and S3-compatible stores (MinIO, Ceph).
+    S3,
+    /// `gs://`: Google Cloud Storage.
+    Gcs,
+    /// `az://`: Azure Blob Storage (the bucket is a container).
+    Azure,
+}
+
+impl Scheme {
+    /// The URL scheme, without `://`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::S3 => "s3",
+            Scheme::Gcs => "gs",
+            Scheme::Azure => "az",
+        }
+    }
+
+    /// The scheme `s` starts with, if it names an object store.
+    fn of(s: &str) -> Option<Scheme> {
+        [Scheme::S3, Scheme::Gcs, Scheme::Azure]
+            .into_iter()
+            .find(|sc| s.starts_with(&format!("{}://", sc.as_str())))
+    }
+}
+
+/// A bucket (or container) and a key (or key prefix) in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct S3Url {
-    /// Bucket name.
+pub struct ObjectUrl {
+    /// Which store.
+    pub scheme: Scheme,
+    /// Bucket name (an Azure container's name).
     pub bucket: String,
     /// Key or prefix, without a leading `/`; empty for the whole bucket. A trailing `/`
     /// is kept: it marks a prefix to copy *into*.
     pub key: String,
 }
 
-impl S3Url {
-    /// Whether `s` is an object store operand (`s3://...`).
-    pub fn is_s3(s: &str) -> bool {
-        s.starts_with("s3://")
+impl ObjectUrl {
+    /// Whether `s` is an object store operand (`s3://`, `gs://` or `az://`).
+    pub fn is_object_url(s: &str) -> bool {
+        Scheme::of(s).is_some()
     }
 
-    /// Parses `s3://BUCKET[/KEY]`.
-    pub fn parse(s: &str) -> Result<S3Url, String> {
-        let rest = s
-            .strip_prefix("s3://")
-            .ok_or_else(|| format!("{s}: not an s3:// URL"))?;
+    /// Parses `SCHEME://BUCKET[/KEY]`.
+    pub fn parse(s: &str) -> Result<ObjectUrl, String> {
+        let scheme =
+            Scheme::of(s).ok_or_else(|| format!("{s}: not an s3://, gs:// or az:// URL"))?;
+        let rest = &s[scheme.as_str().len() + 3..];
         let (bucket, key) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i + 1..]),
             None => (rest, ""),
         };
         if bucket.is_empty() {
-            return Err(format!("{s}: no bucket in URL (expected s3://BUCKET/KEY)"));
+            let sc = scheme.as_str();
+            return Err(format!(
+                "{s}: no bucket in URL (expected {sc}://BUCKET/KEY)"
+            ));
         }
         let valid_bucket = bucket.len() <= 63
             && bucket
@@ -46,7 +81,8 @@ impl S3Url {
                 "{s}: key has an empty, '.' or '..' component, which hetch does not map to files"
             ));
         }
-        Ok(S3Url {
+        Ok(ObjectUrl {
+            scheme,
             bucket: bucket.to_string(),
             key: key.to_string(),
         })
@@ -72,17 +108,18 @@ impl S3Url {
     }
 
     /// The URL of a key in the same bucket.
-    pub fn with_key(&self, key: &str) -> S3Url {
-        S3Url {
+    pub fn with_key(&self, key: &str) -> ObjectUrl {
+        ObjectUrl {
+            scheme: self.scheme,
             bucket: self.bucket.clone(),
             key: key.to_string(),
         }
     }
 }
 
-impl fmt::Display for S3Url {
+impl fmt::Display for ObjectUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "s3://{}/{}", self.bucket, self.key)
+        write!(f, "{}://{}/{}", self.scheme.as_str(), self.bucket, self.key)
     }
 }
 
@@ -102,17 +139,26 @@ mod tests {
 
     #[test]
     fn parses_buckets_keys_and_prefixes() {
-        let u = S3Url::parse("s3://data/run/7/").unwrap();
+        let u = ObjectUrl::parse("s3://data/run/7/").unwrap();
         assert_eq!((u.bucket.as_str(), u.key.as_str()), ("data", "run/7/"));
         assert!(u.is_dir_like());
         assert_eq!(u.operand_name(), "7");
-        let u = S3Url::parse("s3://data").unwrap();
+        let u = ObjectUrl::parse("s3://data").unwrap();
         assert_eq!(u.key, "");
         assert_eq!(u.operand_name(), "data");
-        let u = S3Url::parse("s3://data/ünï/cødé.bin").unwrap();
+        let u = ObjectUrl::parse("s3://data/ünï/cødé.bin").unwrap();
         assert_eq!(u.operand_name(), "cødé.bin");
         assert!(!u.is_dir_like());
         assert_eq!(u.to_string(), "s3://data/ünï/cødé.bin");
+        let u = ObjectUrl::parse("gs://data/a/b").unwrap();
+        assert_eq!(
+            (u.scheme, u.to_string().as_str()),
+            (Scheme::Gcs, "gs://data/a/b")
+        );
+        let u = ObjectUrl::parse("az://box/").unwrap();
+        assert_eq!((u.scheme, u.key.as_str()), (Scheme::Azure, ""));
+        assert!(!ObjectUrl::is_object_url("gcs://data/x"));
+        assert!(ObjectUrl::parse("ftp://data/x").is_err());
     }
 
     #[test]
@@ -125,8 +171,10 @@ mod tests {
             "s3://b/a//k",
             "s3://b//k",
             "s3://b/./k",
+            "gs://",
+            "az:///k",
         ] {
-            assert!(S3Url::parse(bad).is_err(), "{bad}");
+            assert!(ObjectUrl::parse(bad).is_err(), "{bad}");
         }
     }
 

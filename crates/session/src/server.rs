@@ -542,7 +542,7 @@ async fn session(
             hetch_engine::run_sink(opts, dest, transport, progress).await,
         ),
         Role::ObjectSink(dest) => ("push", {
-            let store = Arc::new(hetch_object::S3Store::new(
+            let store = Arc::new(hetch_object::BucketStore::new(
                 dest,
                 opts.effective_buffer_memory(),
             ));

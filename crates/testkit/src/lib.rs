@@ -3,6 +3,7 @@
 //! - [`memory_store`]: a tree in memory as a destination [`Store`]: tests get the
 //!   whole engine without a disk, and it shows what the seam asks of a store.
 //! - [`memory_origin`]: the same tree as a source [`Origin`].
+//! - [`emulators`]: fake-gcs-server and Azurite, started for a test.
 //!
 //! Both are implemented only through the engine's public seams, as any new backend
 //! would be.
@@ -12,6 +13,7 @@
 
 #![deny(missing_docs)]
 
+pub mod emulators;
 pub mod memory_origin;
 pub mod memory_store;
 

@@ -11,22 +11,8 @@
 
 mod util;
 
-use std::path::Path;
-
 use hetch_testkit::emulators::Emulator;
 use util::*;
-
-fn contents(root: &Path) -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = snapshot(root)
-        .into_iter()
-        .filter_map(|(p, e)| match e.kind {
-            Kind::File { hash, .. } => Some((p.display().to_string(), hash)),
-            _ => None,
-        })
-        .collect();
-    v.sort();
-    v
-}
 
 /// The environment of a hetch that may only reach `emulator`'s store.
 fn azure_env<'a>(url: &'a str, state: &'a str) -> Vec<(&'a str, &'a str)> {

@@ -109,19 +109,6 @@ impl Store {
     }
 }
 
-/// Files under `root` with their BLAKE3, by relative path.
-fn contents(root: &Path) -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = snapshot(root)
-        .into_iter()
-        .filter_map(|(p, e)| match e.kind {
-            Kind::File { hash, .. } => Some((p.display().to_string(), hash)),
-            _ => None,
-        })
-        .collect();
-    v.sort();
-    v
-}
-
 fn sample_tree(root: &Path) -> Tree {
     let t = Tree::new(root);
     t.file("multi-part.bin", (20 << 20) + 12_345, 1)

@@ -1090,3 +1090,16 @@ impl Drop for Mount {
         }
     }
 }
+
+/// Files under `root` with their BLAKE3, by relative path, sorted.
+pub fn contents(root: &Path) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = snapshot(root)
+        .into_iter()
+        .filter_map(|(p, e)| match e.kind {
+            Kind::File { hash, .. } => Some((p.display().to_string(), hash)),
+            _ => None,
+        })
+        .collect();
+    v.sort();
+    v
+}

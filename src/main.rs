@@ -41,7 +41,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Copy files and directory trees: local paths or hetch://HOST[:PORT]/path.
+    /// Copy files and directory trees: local paths, hetch://HOST[:PORT]/path, or objects
+    /// (s3://, gs://, az://BUCKET/KEY).
     ///
     /// Directories are copied recursively with `cp -r` rules: into DST when it is an
     /// existing directory, as DST when it does not exist (one source); a DST ending in
@@ -308,8 +309,8 @@ impl Tuning {
 
 #[derive(Args)]
 struct ServeArgs {
-    /// Directory to serve, or s3://BUCKET[/PREFIX] to be an agent next to an object
-    /// store; clients cannot reach outside it.
+    /// Directory to serve, or s3://, gs:// or az://BUCKET[/PREFIX] to be an agent next
+    /// to an object store; clients cannot reach outside it.
     #[arg(long)]
     root: String,
     /// Address to listen on.
@@ -347,7 +348,8 @@ struct ServeArgs {
 
 #[derive(Args)]
 struct SumArgs {
-    /// Files and directories to hash (or s3://BUCKET/KEY objects and prefixes).
+    /// Files and directories to hash (or s3://, gs://, az://BUCKET/KEY objects and
+    /// prefixes).
     #[arg(required = true)]
     paths: Vec<String>,
     /// Block size (a power of two; the digest does not depend on it).
@@ -603,7 +605,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
                 Ok(Location::Remote { .. }) => {
                     return Ok(usage_error(
-                        "--root: a local directory or s3://BUCKET/PREFIX",
+                        "--root: a local directory or s3://, gs:// or az://BUCKET/PREFIX",
                     ))
                 }
                 Err(msg) => return Ok(usage_error(&msg)),
@@ -665,7 +667,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         );
                     }
                     Location::Remote { .. } => {
-                        return Ok(usage_error("hetch sum reads local files and s3:// objects"))
+                        return Ok(usage_error(
+                            "hetch sum reads local files and s3://, gs://, az:// objects",
+                        ))
                     }
                 }
             }

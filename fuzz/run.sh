@@ -14,7 +14,7 @@ if ! [ -x "$tools/bin/cargo-fuzz" ]; then
   cargo install --locked --root "$tools" cargo-fuzz@0.13.2
 fi
 export PATH="$tools/bin:$PATH"
-for target in frame_decoder session_sink session_source ledger; do
+for target in frame_decoder session_sink session_source ledger settle; do
   echo "fuzz/run.sh: $target for ${seconds}s"
   # -rss_limit_mb/-malloc_limit_mb: a peer must never make either side allocate
   # more than this, whatever it announces.

@@ -424,6 +424,27 @@ pub fn ledger_events(data: &[u8]) {
     }
 }
 
+/// Drives a session's settlement (when the summary may go) with the task events the
+/// input encodes and checks it against a plain model; panics where they disagree.
+pub fn settle_events(data: &[u8]) {
+    use crate::sink::settle::{replay, Event};
+    let mut c = Choices { data };
+    let mut events = Vec::new();
+    while !c.done() && events.len() < 512 {
+        let f = c.byte() % 24;
+        events.push(match c.byte() % 5 {
+            0 => Event::Plan(f),
+            1 => Event::Written(f),
+            2 => Event::End(f),
+            3 => Event::Report(f),
+            _ => Event::EndOfEntries,
+        });
+    }
+    if let Err(e) = replay(&events) {
+        panic!("settlement: {e}: {events:?}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -447,6 +468,13 @@ mod tests {
     fn fuzzed_events_keep_the_ledger_right() {
         for p in programs(0x1ed9e5, 300) {
             ledger_events(&p);
+        }
+    }
+
+    #[test]
+    fn fuzzed_events_keep_the_settlement_right() {
+        for p in programs(0x5e771e, 300) {
+            settle_events(&p);
         }
     }
 

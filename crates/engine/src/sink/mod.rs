@@ -17,7 +17,7 @@ pub(crate) mod ledger;
 pub(crate) mod mirror;
 mod plan;
 mod recheck;
-mod settle;
+pub(crate) mod settle;
 mod verify;
 mod write;
 

@@ -99,20 +99,107 @@ impl Settlement {
     }
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
+/// What a session's tasks do to one file (or to the session), for [`replay`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Event {
+    /// The file is planned (ignored after the end of entries, or if planned before).
+    Plan(u8),
+    /// Written completely (sequential schedule; only a planned file, once).
+    Written(u8),
+    /// It ended (only a planned file).
+    End(u8),
+    /// Its report is queued (any id: a report of a file that did not end settles
+    /// nothing).
+    Report(u8),
+    /// The source announced everything.
+    EndOfEntries,
+}
+
+#[cfg(any(test, feature = "fuzzing"))]
+/// A file's life in [`replay`]'s model.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Life {
+    Planned,
+    Ended,
+    Reported,
+}
+
+#[cfg(any(test, feature = "fuzzing"))]
+/// Feeds `events` (those a session's tasks may produce, in the order they may) to a
+/// settlement, then ends and reports every file; checks against a plain model that
+/// the summary never overtakes a report, comes once every planned file is reported
+/// after the end of entries, and that every written file is released for its check
+/// exactly once. Shared by the property test and the fuzz target.
+pub(crate) fn replay(events: &[Event]) -> Result<(), String> {
+    let mut s = Settlement::default();
+    let mut life: std::collections::BTreeMap<u8, Life> = Default::default();
+    let mut written: HashSet<u64> = HashSet::new();
+    let mut released: HashSet<u64> = HashSet::new();
+    let mut over = false;
+    let mut take = |got: Vec<u64>| match got.into_iter().find(|id| !released.insert(*id)) {
+        Some(id) => Err(format!("file {id} released twice")),
+        None => Ok(()),
+    };
+    for (i, e) in events.iter().enumerate() {
+        match *e {
+            Event::Plan(f) if !over && !life.contains_key(&f) => {
+                s.planned();
+                life.insert(f, Life::Planned);
+            }
+            Event::Written(f)
+                if life.get(&f) == Some(&Life::Planned) && written.insert(f.into()) =>
+            {
+                take(s.written(f.into()))?;
+            }
+            Event::End(f) if life.get(&f) == Some(&Life::Planned) => {
+                s.ended(f.into());
+                life.insert(f, Life::Ended);
+            }
+            Event::Report(f) => {
+                take(s.reported(f.into()))?;
+                if life.get(&f) == Some(&Life::Ended) {
+                    life.insert(f, Life::Reported);
+                }
+            }
+            Event::EndOfEntries => {
+                over = true;
+                take(s.end_of_entries())?;
+            }
+            _ => {}
+        }
+        let unsettled = life.values().any(|l| *l != Life::Reported);
+        if s.may_finish() != (over && !unsettled) {
+            return Err(format!("event {i} ({e:?}): may_finish {}", s.may_finish()));
+        }
+    }
+    // Everything ends and is reported: the summary may go, once.
+    let ids: Vec<u8> = life.keys().copied().collect();
+    for f in ids {
+        if life[&f] == Life::Planned {
+            s.ended(f.into());
+        }
+        take(s.reported(f.into()))?;
+        life.insert(f, Life::Reported);
+    }
+    take(s.end_of_entries())?;
+    if !s.may_finish() {
+        return Err("everything reported, but the summary may not go".into());
+    }
+    if released != written {
+        return Err(format!("released {released:?}, written {written:?}"));
+    }
+    s.finish();
+    match s.finished() && !s.may_finish() {
+        true => Ok(()),
+        false => Err("the summary may go twice".into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    /// What a session's tasks do to one file, in the order they may do it.
-    #[derive(Debug, Clone, Copy)]
-    enum Event {
-        Plan(u8),
-        Written(u8),
-        End(u8),
-        Report(u8),
-        EndOfEntries,
-    }
 
     fn event() -> impl Strategy<Value = Event> {
         prop_oneof![
@@ -124,90 +211,13 @@ mod tests {
         ]
     }
 
-    /// A file's life as the tasks see it.
-    #[derive(Debug, Clone, Copy, PartialEq)]
-    enum Life {
-        Planned,
-        Ended,
-        Reported,
-    }
-
     proptest! {
-        /// Against a model: the summary never overtakes a report, comes once every
-        /// planned file is reported after the end of entries, and a sequential
-        /// schedule releases every written file exactly once, only when all pending
-        /// files are written (or the batch is full).
+        /// Whatever the tasks do, the settlement agrees with the model (see [`replay`]).
         #[test]
         fn the_summary_waits_for_every_report(
             events in proptest::collection::vec(event(), 0..120),
         ) {
-            let mut s = Settlement::default();
-            let mut life: std::collections::HashMap<u8, Life> = Default::default();
-            let mut written: HashSet<u8> = HashSet::new();
-            let mut released: HashSet<u64> = HashSet::new();
-            let mut over = false;
-            let mut take = |got: Vec<u64>| {
-                for id in got {
-                    prop_assert!(released.insert(id), "file {} released twice", id);
-                }
-                Ok(())
-            };
-            for e in events {
-                match e {
-                    // The tasks plan a file once, and only before the end of entries.
-                    Event::Plan(f) if !over && !life.contains_key(&f) => {
-                        s.planned();
-                        life.insert(f, Life::Planned);
-                    }
-                    Event::Written(f) if life.get(&f) == Some(&Life::Planned) && written.insert(f) => {
-                        take(s.written(f as u64))?;
-                    }
-                    Event::End(f) if life.get(&f) == Some(&Life::Planned) => {
-                        s.ended(f as u64);
-                        life.insert(f, Life::Ended);
-                    }
-                    // Reports of files that did not end here (or twice) settle nothing.
-                    Event::Report(f) => {
-                        let got = s.reported(f as u64);
-                        if life.get(&f) == Some(&Life::Ended) {
-                            life.insert(f, Life::Reported);
-                        }
-                        take(got)?;
-                    }
-                    Event::EndOfEntries => {
-                        over = true;
-                        take(s.end_of_entries())?;
-                    }
-                    _ => {}
-                }
-                let unsettled = life.values().filter(|l| **l != Life::Reported).count();
-                prop_assert_eq!(s.may_finish(), over && unsettled == 0);
-            }
-            // Everything ends and is reported: the summary may go, once.
-            let ends: Vec<u8> = life
-                .iter()
-                .filter(|(_, l)| **l == Life::Planned)
-                .map(|(f, _)| *f)
-                .collect();
-            for f in ends {
-                s.ended(f as u64);
-                life.insert(f, Life::Ended);
-            }
-            let reports: Vec<u8> = life
-                .iter()
-                .filter(|(_, l)| **l == Life::Ended)
-                .map(|(f, _)| *f)
-                .collect();
-            for f in reports {
-                take(s.reported(f as u64))?;
-                life.insert(f, Life::Reported);
-            }
-            take(s.end_of_entries())?;
-            prop_assert!(s.may_finish());
-            let written: HashSet<u64> = written.into_iter().map(u64::from).collect();
-            prop_assert_eq!(&released, &written, "every written file is checked");
-            s.finish();
-            prop_assert!(s.finished() && !s.may_finish());
+            prop_assert_eq!(replay(&events), Ok(()));
         }
     }
 

@@ -1,0 +1,269 @@
+//! Cutting a job's listing into work units.
+//!
+//! Small files go in batches (bounded by count and by bytes, so that one unit is a
+//! few seconds of one node's work whatever the file sizes); a file larger than the
+//! split size becomes block ranges that several nodes move at once, plus one commit
+//! unit that checks and renames it once every range is done. Files are fed in
+//! listing order and units come out as soon as they are whole, so a listing of
+//! millions of files is planned in memory bounded by one batch.
+
+use serde::{Deserialize, Serialize};
+
+/// One unit of work, as planned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UnitSpec {
+    /// Files `first..end` of the listing (by their index in it), whole.
+    Files {
+        /// The first file's index.
+        first: u64,
+        /// One past the last file's index.
+        end: u64,
+        /// Their bytes.
+        bytes: u64,
+    },
+    /// Blocks `first..end` of file `file`.
+    Range {
+        /// The file's index in the listing.
+        file: u64,
+        /// The first block.
+        first: u64,
+        /// One past the last block.
+        end: u64,
+    },
+    /// File `file`, all of whose `ranges` ranges are done: check it whole and give it
+    /// its final name.
+    Commit {
+        /// The file's index in the listing.
+        file: u64,
+        /// How many range units it waits for.
+        ranges: u64,
+    },
+}
+
+/// How a listing is cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Planner {
+    /// Files per batch, at most (at least 1).
+    pub batch_files: u64,
+    /// Bytes per batch, at most, unless one file alone is larger.
+    pub batch_bytes: u64,
+    /// Files larger than this are moved in ranges by several nodes.
+    pub split_size: u64,
+    /// Bytes per range (rounded down to whole blocks, at least one block).
+    pub range_size: u64,
+    /// The transfer's block size (ranges are whole blocks).
+    pub block_size: u64,
+}
+
+impl Default for Planner {
+    fn default() -> Self {
+        Planner {
+            batch_files: 1000,
+            batch_bytes: 1 << 30,
+            split_size: 1 << 30,
+            range_size: 256 << 20,
+            block_size: 4 << 20,
+        }
+    }
+}
+
+/// A planning under way: feed files in listing order, take the units it hands back.
+#[derive(Debug)]
+pub struct Planning {
+    p: Planner,
+    /// The next file's index.
+    next: u64,
+    /// The batch being filled: its first file and bytes so far.
+    batch: Option<(u64, u64)>,
+}
+
+impl Planner {
+    /// Starts planning a listing.
+    pub fn start(self) -> Planning {
+        Planning {
+            p: self,
+            next: 0,
+            batch: None,
+        }
+    }
+
+    /// Plans a whole listing of file sizes (for tests and small jobs).
+    pub fn plan(self, sizes: impl IntoIterator<Item = u64>) -> Vec<UnitSpec> {
+        let mut planning = self.start();
+        let mut out = Vec::new();
+        for size in sizes {
+            planning.file(size, &mut out);
+        }
+        planning.finish(&mut out);
+        out
+    }
+}
+
+impl Planning {
+    /// The next file of the listing, of `size` bytes: appends the units it completes.
+    pub fn file(&mut self, size: u64, out: &mut Vec<UnitSpec>) {
+        let index = self.next;
+        self.next += 1;
+        if size > self.p.split_size {
+            // A large file does not wait for the batch around it: both go out.
+            self.close_batch(index, out);
+            self.split(index, size, out);
+            return;
+        }
+        if let Some((first, bytes)) = self.batch {
+            let full = index - first >= self.p.batch_files.max(1)
+                || bytes.saturating_add(size) > self.p.batch_bytes;
+            if full {
+                self.close_batch(index, out);
+            }
+        }
+        let (_, bytes) = self.batch.get_or_insert((index, 0));
+        *bytes = bytes.saturating_add(size);
+    }
+
+    /// The listing is over: appends the last batch.
+    pub fn finish(mut self, out: &mut Vec<UnitSpec>) {
+        let end = self.next;
+        self.close_batch(end, out);
+    }
+
+    fn close_batch(&mut self, end: u64, out: &mut Vec<UnitSpec>) {
+        if let Some((first, bytes)) = self.batch.take() {
+            out.push(UnitSpec::Files { first, end, bytes });
+        }
+    }
+
+    fn split(&self, file: u64, size: u64, out: &mut Vec<UnitSpec>) {
+        let bs = self.p.block_size.max(1);
+        let blocks = hetch_integrity::block_count(size, bs);
+        let per = (self.p.range_size / bs).max(1);
+        let mut first = 0;
+        let mut ranges = 0;
+        while first < blocks {
+            let end = (first + per).min(blocks);
+            out.push(UnitSpec::Range { file, first, end });
+            ranges += 1;
+            first = end;
+        }
+        out.push(UnitSpec::Commit { file, ranges });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn planner() -> impl Strategy<Value = Planner> {
+        (1u64..20, 1u64..64, 1u64..200, 1u64..64, 0u32..3).prop_map(
+            |(files, batch_mib, split_mib, range_mib, bs_shift)| Planner {
+                batch_files: files,
+                batch_bytes: batch_mib * MIB,
+                split_size: split_mib * MIB,
+                range_size: range_mib * MIB,
+                block_size: MIB << bs_shift,
+            },
+        )
+    }
+
+    fn size() -> impl Strategy<Value = u64> {
+        prop_oneof![3 => 0u64..2 * MIB, 1 => 0u64..400 * MIB]
+    }
+
+    proptest! {
+        /// Every file is in exactly one unit: whole in a batch, or every block of it
+        /// in exactly one range, with one commit that counts its ranges. Batches keep
+        /// their bounds; units come out in listing order.
+        #[test]
+        fn every_byte_is_planned_once(
+            p in planner(),
+            sizes in proptest::collection::vec(size(), 0..200),
+        ) {
+            let units = p.plan(sizes.iter().copied());
+            let mut next_file = 0u64;
+            let mut ranges_of: std::collections::HashMap<u64, (u64, u64)> = Default::default();
+            for u in &units {
+                match *u {
+                    UnitSpec::Files { first, end, bytes } => {
+                        prop_assert_eq!(first, next_file, "in listing order");
+                        prop_assert!(end > first);
+                        prop_assert!(end - first <= p.batch_files);
+                        let sum: u64 = sizes[first as usize..end as usize].iter().sum();
+                        prop_assert_eq!(sum, bytes);
+                        prop_assert!(bytes <= p.batch_bytes || end - first == 1);
+                        prop_assert!(sizes[first as usize..end as usize].iter().all(|s| *s <= p.split_size));
+                        next_file = end;
+                    }
+                    UnitSpec::Range { file, first, end } => {
+                        prop_assert_eq!(file, next_file, "in listing order");
+                        prop_assert!(sizes[file as usize] > p.split_size);
+                        let (covered, n) = ranges_of.entry(file).or_default();
+                        prop_assert_eq!(first, *covered, "ranges are contiguous");
+                        prop_assert!(end > first);
+                        prop_assert!(end - first <= (p.range_size / p.block_size).max(1));
+                        *covered = end;
+                        *n += 1;
+                    }
+                    UnitSpec::Commit { file, ranges } => {
+                        prop_assert_eq!(file, next_file);
+                        let blocks = hetch_integrity::block_count(sizes[file as usize], p.block_size);
+                        prop_assert_eq!(ranges_of.get(&file).copied(), Some((blocks, ranges)));
+                        next_file = file + 1;
+                    }
+                }
+            }
+            prop_assert_eq!(next_file, sizes.len() as u64, "every file planned");
+        }
+    }
+
+    #[test]
+    fn a_large_file_between_small_ones() {
+        let p = Planner {
+            batch_files: 2,
+            batch_bytes: 10 * MIB,
+            split_size: 8 * MIB,
+            range_size: 4 * MIB,
+            block_size: MIB,
+        };
+        let units = p.plan([MIB, MIB, MIB, 9 * MIB, 0]);
+        assert_eq!(
+            units,
+            vec![
+                UnitSpec::Files {
+                    first: 0,
+                    end: 2,
+                    bytes: 2 * MIB
+                },
+                UnitSpec::Files {
+                    first: 2,
+                    end: 3,
+                    bytes: MIB
+                },
+                UnitSpec::Range {
+                    file: 3,
+                    first: 0,
+                    end: 4
+                },
+                UnitSpec::Range {
+                    file: 3,
+                    first: 4,
+                    end: 8
+                },
+                UnitSpec::Range {
+                    file: 3,
+                    first: 8,
+                    end: 9
+                },
+                UnitSpec::Commit { file: 3, ranges: 3 },
+                UnitSpec::Files {
+                    first: 4,
+                    end: 5,
+                    bytes: 0
+                },
+            ]
+        );
+        assert!(p.plan([]).is_empty());
+    }
+}

@@ -479,6 +479,12 @@ impl BucketFile {
         if let Some(id) = &*up {
             return Ok(id.clone());
         }
+        // A part that was being filled when the file failed must not start a second
+        // upload after the abort took the first: nobody would abort that one. (The
+        // abort closes the file before it takes the id, and takes it under this lock.)
+        if self.st.lock().expect("upload lock").closed {
+            return Err(refused(&self.url(), "upload already finished or dropped"));
+        }
         let meta = PutMeta {
             mtime: Some(self.header.mtime),
             blake3: None, // known only at the end

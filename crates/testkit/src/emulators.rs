@@ -28,6 +28,8 @@ pub struct Emulator {
     pub url: String,
     addr: SocketAddr,
     log: PathBuf,
+    /// A signal that stops the server cleanly, sent before the group is killed.
+    pub(crate) stop_signal: Option<i32>,
 }
 
 impl Emulator {
@@ -92,7 +94,7 @@ impl Emulator {
         Ok(e)
     }
 
-    fn spawn(mut cmd: Command, dir: &Path, port: u16) -> std::io::Result<Emulator> {
+    pub(crate) fn spawn(mut cmd: Command, dir: &Path, port: u16) -> std::io::Result<Emulator> {
         std::fs::create_dir_all(dir)?;
         let log = dir.join("emulator.log");
         let out = std::fs::File::create(&log)?;
@@ -107,9 +109,20 @@ impl Emulator {
             url: format!("http://127.0.0.1:{port}"),
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
             log,
+            stop_signal: None,
         };
         e.wait_ready()?;
         Ok(e)
+    }
+
+    /// The log file the server writes to.
+    pub(crate) fn log(&self) -> &Path {
+        &self.log
+    }
+
+    /// Whether the server has exited (with its status).
+    pub(crate) fn exited(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        self.child.try_wait()
     }
 
     fn wait_ready(&mut self) -> std::io::Result<()> {
@@ -202,13 +215,21 @@ impl Emulator {
 
 impl Drop for Emulator {
     fn drop(&mut self) {
+        if let Some(sig) = self.stop_signal {
+            // SAFETY: signalling the process we started.
+            unsafe { libc::kill(self.child.id() as i32, sig) };
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         // SAFETY: signalling the process group we created for the emulator.
         unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
         let _ = self.child.wait();
     }
 }
 
-fn need(name: &str) -> std::io::Result<PathBuf> {
+pub(crate) fn need(name: &str) -> std::io::Result<PathBuf> {
     Emulator::binary(name).ok_or_else(|| {
         std::io::Error::other(format!(
             "{name} not found: run bench/install-emulators.sh (or put it on PATH)"
@@ -216,7 +237,7 @@ fn need(name: &str) -> std::io::Result<PathBuf> {
     })
 }
 
-fn free_port() -> std::io::Result<u16> {
+pub(crate) fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 

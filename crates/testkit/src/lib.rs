@@ -3,7 +3,8 @@
 //! - [`memory_store`]: a tree in memory as a destination [`Store`]: tests get the
 //!   whole engine without a disk, and it shows what the seam asks of a store.
 //! - [`memory_origin`]: the same tree as a source [`Origin`].
-//! - [`emulators`]: fake-gcs-server and Azurite, started for a test.
+//! - [`emulators`]: fake-gcs-server and Azurite, started for a test, and (in
+//!   `postgres.rs`) a throwaway PostgreSQL server.
 //!
 //! Both are implemented only through the engine's public seams, as any new backend
 //! would be.
@@ -16,6 +17,7 @@
 pub mod emulators;
 pub mod memory_origin;
 pub mod memory_store;
+mod postgres;
 
 pub use memory_origin::MemoryOrigin;
 pub use memory_store::{MemoryStore, MemoryTree, Node, Unfinished};

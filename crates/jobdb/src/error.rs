@@ -1,0 +1,34 @@
+//! What can go wrong talking to the database.
+
+/// A database call that did not go through.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// The URL names no database hetch can use.
+    #[error("database URL {0:?} is not sqlite://PATH or postgres://...")]
+    Url(String),
+    /// The database could not be reached or opened.
+    #[error("cannot open database {url}: {source}")]
+    Open {
+        /// The URL, without its password.
+        url: String,
+        /// Why.
+        source: sqlx::Error,
+    },
+    /// The schema could not be brought up to date.
+    #[error("cannot migrate database {url}: {source}")]
+    Migrate {
+        /// The URL, without its password.
+        url: String,
+        /// Why.
+        source: sqlx::migrate::MigrateError,
+    },
+    /// A statement failed.
+    #[error("database: {0}")]
+    Sql(#[from] sqlx::Error),
+    /// A row held something this version cannot read (a newer schema, or damage).
+    #[error("database row: {0}")]
+    Row(String),
+    /// There is no such job.
+    #[error("no job {0}")]
+    NoJob(String),
+}

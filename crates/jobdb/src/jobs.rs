@@ -1,0 +1,444 @@
+//! Jobs: created with their listing and units, read, listed, cancelled and retried.
+//!
+//! A job is created in state `planning`, its files and units are added in batches
+//! (one transaction each, so a listing of millions of files never sits in memory or
+//! in one transaction), and [`Db::queue`] makes it claimable. Its later states follow
+//! from its units' (see [`crate::leases`]).
+
+use hetch_jobs::UnitSpec;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use crate::{int, uint, Db, DbError};
+
+/// Where a job is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobState {
+    /// Its listing and units are being written; not claimable yet.
+    Planning,
+    /// Waiting for a worker.
+    Queued,
+    /// At least one unit has been claimed.
+    Running,
+    /// Every unit done.
+    Done,
+    /// Every unit final, at least one failed.
+    Failed,
+    /// Cancelled by a user.
+    Cancelled,
+}
+
+impl JobState {
+    /// All states, in their order of life.
+    pub const ALL: [JobState; 6] = [
+        JobState::Planning,
+        JobState::Queued,
+        JobState::Running,
+        JobState::Done,
+        JobState::Failed,
+        JobState::Cancelled,
+    ];
+
+    /// Its name, as stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Planning => "planning",
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Done => "done",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    /// The state named `s`.
+    pub fn parse(s: &str) -> Option<JobState> {
+        JobState::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// Whether the job is over (it can still be retried if failed or cancelled).
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            JobState::Done | JobState::Failed | JobState::Cancelled
+        )
+    }
+}
+
+/// A job as submitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewJob {
+    /// Its id, made by the service (unique).
+    pub id: String,
+    /// Who submitted it (a token's name or an OIDC subject).
+    pub submitted_by: String,
+    /// What to do, as JSON (what `hetch cp` takes); stored as given.
+    pub spec: String,
+    /// Higher goes first.
+    pub priority: i64,
+    /// Bytes per second for the whole job; 0 for none.
+    pub rate_limit: u64,
+}
+
+/// A job as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRow {
+    /// Its id.
+    pub id: String,
+    /// Who submitted it.
+    pub submitted_by: String,
+    /// What to do, as JSON.
+    pub spec: String,
+    /// Higher goes first.
+    pub priority: i64,
+    /// Bytes per second; 0 for none.
+    pub rate_limit: u64,
+    /// Where it is.
+    pub state: JobState,
+    /// When it was submitted.
+    pub created: u64,
+    /// When its first unit was claimed.
+    pub started: Option<u64>,
+    /// When it ended.
+    pub finished: Option<u64>,
+    /// Why it failed (the first failed unit's error).
+    pub error: Option<String>,
+    /// Files in its listing.
+    pub files: u64,
+    /// Bytes in its listing.
+    pub bytes: u64,
+    /// Files moved.
+    pub files_done: u64,
+    /// Bytes moved.
+    pub bytes_done: u64,
+}
+
+/// One file of a job's listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileRow {
+    /// Its path relative to the job's source.
+    pub path: String,
+    /// Its size when listed.
+    pub size: u64,
+}
+
+/// A planned unit with its bytes (a range's share of its file; 0 for a commit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedUnit {
+    /// What it is.
+    pub spec: UnitSpec,
+    /// Bytes it moves.
+    pub bytes: u64,
+}
+
+/// A unit as stored, for showing a job and for tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnitRow {
+    /// Its number within the job.
+    pub seq: u64,
+    /// `files`, `range` or `commit`.
+    pub kind: String,
+    /// `waiting`, `ready`, `leased`, `done`, `failed` or `cancelled`.
+    pub state: String,
+    /// Who holds it, while leased.
+    pub lease_owner: Option<String>,
+    /// Until when, while leased.
+    pub lease_until: Option<u64>,
+    /// Attempts that ended without success.
+    pub attempts: u32,
+    /// The last attempt's error.
+    pub error: Option<String>,
+}
+
+/// How many of a job's units are in each state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnitCounts {
+    /// Commits waiting for their ranges.
+    pub waiting: u64,
+    /// Ready for a worker.
+    pub ready: u64,
+    /// Held by a worker.
+    pub leased: u64,
+    /// Done.
+    pub done: u64,
+    /// Failed for good.
+    pub failed: u64,
+    /// Cancelled.
+    pub cancelled: u64,
+}
+
+const JOB_COLUMNS: &str = "id, submitted_by, spec, priority, rate_limit, state, created, \
+     started, finished, error, files, bytes, files_done, bytes_done";
+
+impl Db {
+    /// Records a new job, in state `planning`, at time `now`.
+    pub async fn create_job(&self, job: &NewJob, now: u64) -> Result<(), DbError> {
+        sqlx::query(
+            "INSERT INTO jobs (id, submitted_by, spec, priority, rate_limit, state, created) \
+             VALUES ($1, $2, $3, $4, $5, 'planning', $6)",
+        )
+        .bind(&job.id)
+        .bind(&job.submitted_by)
+        .bind(&job.spec)
+        .bind(job.priority)
+        .bind(int(job.rate_limit))
+        .bind(int(now))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Appends files `first..` of job `job`'s listing, in one transaction.
+    pub async fn add_files(&self, job: &str, first: u64, files: &[FileRow]) -> Result<(), DbError> {
+        let mut tx = self.pool.begin().await?;
+        for (i, f) in files.iter().enumerate() {
+            sqlx::query("INSERT INTO files (job, idx, path, size) VALUES ($1, $2, $3, $4)")
+                .bind(job)
+                .bind(int(first + i as u64))
+                .bind(&f.path)
+                .bind(int(f.size))
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query("UPDATE jobs SET files = files + $2, bytes = bytes + $3 WHERE id = $1")
+            .bind(job)
+            .bind(int(files.len() as u64))
+            .bind(int(files.iter().map(|f| f.size).sum()))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Appends units `first..` of job `job`, each allowed `max_attempts` attempts, in
+    /// one transaction. Commits wait until their ranges are done.
+    pub async fn add_units(
+        &self,
+        job: &str,
+        first: u64,
+        units: &[PlannedUnit],
+        max_attempts: u32,
+    ) -> Result<(), DbError> {
+        let mut tx = self.pool.begin().await?;
+        for (i, u) in units.iter().enumerate() {
+            let (kind, file_from, file_to, block_from, block_to, state) = match u.spec {
+                UnitSpec::Files { first, end, .. } => ("files", first, end, 0, 0, "ready"),
+                UnitSpec::Range { file, first, end } => {
+                    ("range", file, file + 1, first, end, "ready")
+                }
+                UnitSpec::Commit { file, ranges } => {
+                    ("commit", file, file + 1, 0, ranges, "waiting")
+                }
+            };
+            sqlx::query(
+                "INSERT INTO units (job, seq, kind, file_from, file_to, block_from, block_to, \
+                 bytes, state, max_attempts) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            )
+            .bind(job)
+            .bind(int(first + i as u64))
+            .bind(kind)
+            .bind(int(file_from))
+            .bind(int(file_to))
+            .bind(int(block_from))
+            .bind(int(block_to))
+            .bind(int(u.bytes))
+            .bind(state)
+            .bind(i64::from(max_attempts.max(1)))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Job `job` is planned: it becomes claimable (or done at once if it has no
+    /// units). False if it was not being planned (cancelled meanwhile).
+    pub async fn queue(&self, job: &str, now: u64) -> Result<bool, DbError> {
+        let mut tx = self.pool.begin().await?;
+        let r =
+            sqlx::query("UPDATE jobs SET state = 'queued' WHERE id = $1 AND state = 'planning'")
+                .bind(job)
+                .execute(&mut *tx)
+                .await?;
+        crate::leases::settle(&mut tx, Some(job), now).await?;
+        tx.commit().await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    /// Job `id`, if there is one.
+    pub async fn job(&self, id: &str) -> Result<Option<JobRow>, DbError> {
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1");
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(job_row).transpose()
+    }
+
+    /// Up to `limit` jobs, newest first, in state `state` if given.
+    pub async fn jobs(&self, state: Option<JobState>, limit: u64) -> Result<Vec<JobRow>, DbError> {
+        let filter = match state {
+            Some(_) => "WHERE state = $2",
+            None => "",
+        };
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs {filter} ORDER BY created DESC, id DESC LIMIT $1"
+        );
+        let mut q = sqlx::query(&sql).bind(int(limit));
+        if let Some(st) = state {
+            q = q.bind(st.as_str());
+        }
+        let rows = q.fetch_all(&self.pool).await?;
+        rows.iter().map(job_row).collect()
+    }
+
+    /// How many of job `job`'s units are in each state.
+    pub async fn unit_counts(&self, job: &str) -> Result<UnitCounts, DbError> {
+        let rows =
+            sqlx::query("SELECT state, COUNT(*) AS n FROM units WHERE job = $1 GROUP BY state")
+                .bind(job)
+                .fetch_all(&self.pool)
+                .await?;
+        let mut c = UnitCounts::default();
+        for r in rows {
+            let n = uint(r.try_get("n")?, "count")?;
+            let state: String = r.try_get("state")?;
+            let slot = match state.as_str() {
+                "waiting" => &mut c.waiting,
+                "ready" => &mut c.ready,
+                "leased" => &mut c.leased,
+                "done" => &mut c.done,
+                "failed" => &mut c.failed,
+                "cancelled" => &mut c.cancelled,
+                other => return Err(DbError::Row(format!("unit state {other:?}"))),
+            };
+            *slot = n;
+        }
+        Ok(c)
+    }
+
+    /// Job `job`'s units, in order.
+    pub async fn units(&self, job: &str) -> Result<Vec<UnitRow>, DbError> {
+        let rows = sqlx::query(
+            "SELECT seq, kind, state, lease_owner, lease_until, attempts, error \
+             FROM units WHERE job = $1 ORDER BY seq",
+        )
+        .bind(job)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(UnitRow {
+                    seq: uint(r.try_get("seq")?, "seq")?,
+                    kind: r.try_get("kind")?,
+                    state: r.try_get("state")?,
+                    lease_owner: r.try_get("lease_owner")?,
+                    lease_until: r
+                        .try_get::<Option<i64>, _>("lease_until")?
+                        .map(|v| uint(v, "lease_until"))
+                        .transpose()?,
+                    attempts: u32::try_from(uint(r.try_get("attempts")?, "attempts")?)
+                        .unwrap_or(u32::MAX),
+                    error: r.try_get("error")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Files `from..to` of job `job`'s listing, in order.
+    pub async fn files(&self, job: &str, from: u64, to: u64) -> Result<Vec<FileRow>, DbError> {
+        let rows = sqlx::query(
+            "SELECT path, size FROM files WHERE job = $1 AND idx >= $2 AND idx < $3 ORDER BY idx",
+        )
+        .bind(job)
+        .bind(int(from))
+        .bind(int(to))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(FileRow {
+                    path: r.try_get("path")?,
+                    size: uint(r.try_get("size")?, "size")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Cancels job `id`: its unfinished units are dropped (a worker holding one hears
+    /// so at its next heartbeat, and its finish is refused). False if it had ended.
+    pub async fn cancel(&self, id: &str, now: u64) -> Result<bool, DbError> {
+        let mut tx = self.pool.begin().await?;
+        let r = sqlx::query(
+            "UPDATE jobs SET state = 'cancelled', finished = $2 \
+             WHERE id = $1 AND state IN ('planning', 'queued', 'running')",
+        )
+        .bind(id)
+        .bind(int(now))
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE units SET state = 'cancelled', lease_owner = NULL, lease_until = NULL \
+             WHERE job = $1 AND state IN ('waiting', 'ready', 'leased')",
+        )
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    /// Runs job `id`'s failed and cancelled units again, with fresh attempts; done
+    /// units stay done. Returns how many units it re-queued; 0 if the job is still
+    /// going or there was nothing to redo.
+    pub async fn retry(&self, id: &str, now: u64) -> Result<u64, DbError> {
+        let mut tx = self.pool.begin().await?;
+        let r = sqlx::query(
+            "UPDATE jobs SET state = 'queued', finished = NULL, error = NULL \
+             WHERE id = $1 AND state IN ('failed', 'cancelled')",
+        )
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        if r.rows_affected() == 0 {
+            return Ok(0);
+        }
+        let units = sqlx::query(
+            "UPDATE units SET attempts = 0, error = NULL, \
+             state = CASE WHEN kind = 'commit' THEN 'waiting' ELSE 'ready' END \
+             WHERE job = $1 AND state IN ('failed', 'cancelled')",
+        )
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        crate::leases::settle(&mut tx, Some(id), now).await?;
+        tx.commit().await?;
+        Ok(units.rows_affected())
+    }
+}
+
+fn job_row(r: &AnyRow) -> Result<JobRow, DbError> {
+    let state: String = r.try_get("state")?;
+    let opt = |col: &str| -> Result<Option<u64>, DbError> {
+        r.try_get::<Option<i64>, _>(col)?
+            .map(|v| uint(v, col))
+            .transpose()
+    };
+    Ok(JobRow {
+        id: r.try_get("id")?,
+        submitted_by: r.try_get("submitted_by")?,
+        spec: r.try_get("spec")?,
+        priority: r.try_get("priority")?,
+        rate_limit: uint(r.try_get("rate_limit")?, "rate_limit")?,
+        state: JobState::parse(&state)
+            .ok_or_else(|| DbError::Row(format!("job state {state:?}")))?,
+        created: uint(r.try_get("created")?, "created")?,
+        started: opt("started")?,
+        finished: opt("finished")?,
+        error: r.try_get("error")?,
+        files: uint(r.try_get("files")?, "files")?,
+        bytes: uint(r.try_get("bytes")?, "bytes")?,
+        files_done: uint(r.try_get("files_done")?, "files_done")?,
+        bytes_done: uint(r.try_get("bytes_done")?, "bytes_done")?,
+    })
+}

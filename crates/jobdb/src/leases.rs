@@ -1,0 +1,357 @@
+//! Work units under leases: claim, heartbeat, finish, reap.
+//!
+//! The rules are [`hetch_jobs::lease`]'s, applied by conditional statements so that
+//! any number of service instances may call these at once: a claim takes a ready
+//! unit under a row lock that others skip (PostgreSQL `FOR UPDATE SKIP LOCKED`;
+//! SQLite has one writer), a heartbeat or a finish changes only rows whose lease the
+//! caller holds unexpired, and the reaper voids leases that ran out. After a change,
+//! [`settle`] moves what follows from it: a split file's commit becomes ready when
+//! its last range is done (or fails with it), and a job whose units are all final
+//! ends.
+
+use hetch_jobs::UnitSpec;
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+
+use crate::{int, uint, Backend, Db, DbError};
+
+/// A unit a worker now holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    /// Its job.
+    pub job: String,
+    /// Its number within the job.
+    pub seq: u64,
+    /// What to do.
+    pub spec: UnitSpec,
+    /// Attempts before this one.
+    pub attempts: u32,
+    /// The lease runs out at this time unless extended.
+    pub until: u64,
+}
+
+/// How a worker's unit went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnitOutcome {
+    /// Moved: `files` whole files (a range counts none, a commit its one file) and
+    /// `bytes` bytes.
+    Done {
+        /// Files that reached their final names.
+        files: u64,
+        /// Bytes moved.
+        bytes: u64,
+    },
+    /// It did not go through; another attempt follows unless this was the last.
+    Failed(String),
+}
+
+/// Why a heartbeat or finish was not taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// The caller does not hold the unit (another worker does, or nobody, or the job
+    /// was cancelled).
+    NotOwner,
+    /// The caller's lease ran out: the unit may be another worker's by now.
+    Expired,
+}
+
+const UNIT_COLUMNS: &str =
+    "job, seq, kind, file_from, file_to, block_from, block_to, bytes, attempts, lease_until";
+
+impl Db {
+    /// `worker` takes up to `max` ready units until `now + ttl`: the highest-priority
+    /// job first, and among equal priorities the one with the fewest units in flight
+    /// (so equal jobs share the workers), oldest first; within a job, in order.
+    pub async fn claim(
+        &self,
+        worker: &str,
+        now: u64,
+        ttl: u64,
+        max: usize,
+    ) -> Result<Vec<Claimed>, DbError> {
+        let mut out = Vec::new();
+        let mut misses = 0;
+        while out.len() < max && misses < 3 {
+            let Some(job) = self.next_job().await? else {
+                break;
+            };
+            match self.claim_in(&job, worker, now, ttl).await? {
+                Some(c) => out.push(c),
+                // Another instance took the job's last ready unit since we looked.
+                None => misses += 1,
+            }
+        }
+        Ok(out)
+    }
+
+    /// The job whose turn it is, if any has a ready unit.
+    async fn next_job(&self) -> Result<Option<String>, DbError> {
+        let row = sqlx::query(
+            "SELECT j.id FROM jobs j \
+             WHERE j.state IN ('queued', 'running') \
+               AND EXISTS (SELECT 1 FROM units u WHERE u.job = j.id AND u.state = 'ready') \
+             ORDER BY j.priority DESC, \
+               (SELECT COUNT(*) FROM units l WHERE l.job = j.id AND l.state = 'leased'), \
+               j.created, j.id \
+             LIMIT 1",
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| r.try_get("id")).transpose()?)
+    }
+
+    /// Leases job `job`'s first ready unit to `worker`.
+    async fn claim_in(
+        &self,
+        job: &str,
+        worker: &str,
+        now: u64,
+        ttl: u64,
+    ) -> Result<Option<Claimed>, DbError> {
+        let lock = match self.backend {
+            Backend::Postgres => "FOR UPDATE SKIP LOCKED",
+            Backend::Sqlite => "",
+        };
+        let sql = format!(
+            "UPDATE units SET state = 'leased', lease_owner = $2, lease_until = $3 \
+             WHERE state = 'ready' AND (job, seq) = \
+               (SELECT job, seq FROM units WHERE job = $1 AND state = 'ready' \
+                ORDER BY seq LIMIT 1 {lock}) \
+             RETURNING {UNIT_COLUMNS}"
+        );
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query(&sql)
+            .bind(job)
+            .bind(worker)
+            .bind(int(now.saturating_add(ttl)))
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        sqlx::query(
+            "UPDATE jobs SET state = 'running', started = $2 WHERE id = $1 AND state = 'queued'",
+        )
+        .bind(job)
+        .bind(int(now))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Some(claimed(&row)?))
+    }
+
+    /// `worker` is alive: every lease it holds unexpired now runs until `now + ttl`.
+    /// Returns the units it still holds (in job, seq order); any other it was
+    /// working on is no longer its own (expired, or its job cancelled): it must stop.
+    pub async fn heartbeat(
+        &self,
+        worker: &str,
+        now: u64,
+        ttl: u64,
+    ) -> Result<Vec<(String, u64)>, DbError> {
+        let rows = sqlx::query(
+            "UPDATE units SET lease_until = $2 \
+             WHERE lease_owner = $1 AND state = 'leased' AND lease_until > $3 \
+             RETURNING job, seq",
+        )
+        .bind(worker)
+        .bind(int(now.saturating_add(ttl)))
+        .bind(int(now))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut held = rows
+            .iter()
+            .map(|r| Ok((r.try_get("job")?, uint(r.try_get("seq")?, "seq")?)))
+            .collect::<Result<Vec<_>, DbError>>()?;
+        held.sort();
+        Ok(held)
+    }
+
+    /// `worker` reports unit `seq` of job `job`. Taken only if it holds the unit's
+    /// lease unexpired at `now`; a late or stray word changes nothing.
+    pub async fn finish(
+        &self,
+        worker: &str,
+        job: &str,
+        seq: u64,
+        now: u64,
+        outcome: &UnitOutcome,
+    ) -> Result<Result<(), Refused>, DbError> {
+        let (ok, error, files, bytes) = match outcome {
+            UnitOutcome::Done { files, bytes } => (1i64, None, *files, *bytes),
+            UnitOutcome::Failed(e) => (0, Some(e.as_str()), 0, 0),
+        };
+        let mut tx = self.pool.begin().await?;
+        let r = sqlx::query(
+            "UPDATE units SET \
+               state = CASE WHEN $4 = 1 THEN 'done' \
+                 WHEN attempts + 1 >= max_attempts THEN 'failed' ELSE 'ready' END, \
+               attempts = CASE WHEN $4 = 1 THEN attempts ELSE attempts + 1 END, \
+               error = $5, lease_owner = NULL, lease_until = NULL \
+             WHERE job = $1 AND seq = $2 AND state = 'leased' AND lease_owner = $3 \
+               AND lease_until > $6",
+        )
+        .bind(job)
+        .bind(int(seq))
+        .bind(worker)
+        .bind(ok)
+        .bind(error)
+        .bind(int(now))
+        .execute(&mut *tx)
+        .await?;
+        if r.rows_affected() == 0 {
+            drop(tx);
+            return Ok(Err(self.why_refused(worker, job, seq, now).await?));
+        }
+        if ok == 1 {
+            sqlx::query(
+                "UPDATE jobs SET files_done = files_done + $2, bytes_done = bytes_done + $3 \
+                 WHERE id = $1",
+            )
+            .bind(job)
+            .bind(int(files))
+            .bind(int(bytes))
+            .execute(&mut *tx)
+            .await?;
+        }
+        settle(&mut tx, Some(job), now).await?;
+        tx.commit().await?;
+        Ok(Ok(()))
+    }
+
+    /// Why `worker` may not act on a unit: its lease ran out, or it is not its own.
+    async fn why_refused(
+        &self,
+        worker: &str,
+        job: &str,
+        seq: u64,
+        now: u64,
+    ) -> Result<Refused, DbError> {
+        let row = sqlx::query(
+            "SELECT state, lease_owner, lease_until FROM units WHERE job = $1 AND seq = $2",
+        )
+        .bind(job)
+        .bind(int(seq))
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else {
+            return Ok(Refused::NotOwner);
+        };
+        let state: String = row.try_get("state")?;
+        let owner: Option<String> = row.try_get("lease_owner")?;
+        let until: Option<i64> = row.try_get("lease_until")?;
+        let expired = until.is_some_and(|u| u <= int(now));
+        Ok(
+            match state == "leased" && owner.as_deref() == Some(worker) && expired {
+                true => Refused::Expired,
+                false => Refused::NotOwner,
+            },
+        )
+    }
+
+    /// Voids every lease that ran out by `now`: each unit goes back to ready for
+    /// another attempt, or fails after its last. Returns how many it voided.
+    pub async fn reap(&self, now: u64) -> Result<u64, DbError> {
+        let mut tx = self.pool.begin().await?;
+        let r = sqlx::query(
+            "UPDATE units SET attempts = attempts + 1, \
+               state = CASE WHEN attempts + 1 >= max_attempts THEN 'failed' ELSE 'ready' END, \
+               error = 'lease of ' || lease_owner || ' ran out', \
+               lease_owner = NULL, lease_until = NULL \
+             WHERE state = 'leased' AND lease_until <= $1",
+        )
+        .bind(int(now))
+        .execute(&mut *tx)
+        .await?;
+        if r.rows_affected() > 0 {
+            settle(&mut tx, None, now).await?;
+        }
+        tx.commit().await?;
+        Ok(r.rows_affected())
+    }
+}
+
+/// Moves what follows from a change to job `job`'s units (every job's if `None`):
+/// split files' commits whose ranges are all done become ready, those with a failed
+/// range fail, and jobs whose units are all final end as done or failed.
+pub(crate) async fn settle(
+    tx: &mut Transaction<'static, Any>,
+    job: Option<&str>,
+    now: u64,
+) -> Result<(), DbError> {
+    let (units_of, jobs_of) = match job {
+        Some(_) => ("AND job = $1", "AND id = $1"),
+        None => ("", ""),
+    };
+    let statements = [
+        format!(
+            "UPDATE units SET state = 'ready' \
+             WHERE kind = 'commit' AND state = 'waiting' {units_of} \
+               AND NOT EXISTS (SELECT 1 FROM units r WHERE r.job = units.job \
+                 AND r.kind = 'range' AND r.file_from = units.file_from AND r.state <> 'done')"
+        ),
+        format!(
+            "UPDATE units SET state = 'failed', error = 'a block range of the file failed' \
+             WHERE kind = 'commit' AND state = 'waiting' {units_of} \
+               AND EXISTS (SELECT 1 FROM units r WHERE r.job = units.job \
+                 AND r.kind = 'range' AND r.file_from = units.file_from AND r.state = 'failed')"
+        ),
+    ];
+    for sql in &statements {
+        let mut q = sqlx::query(sql);
+        if let Some(job) = job {
+            q = q.bind(job);
+        }
+        q.execute(&mut **tx).await?;
+    }
+    // The time is the last parameter, so that its number does not depend on whether
+    // a job is named.
+    let now_param = if job.is_some() { "$2" } else { "$1" };
+    let sql = format!(
+        "UPDATE jobs SET finished = {now_param}, \
+           state = CASE WHEN EXISTS (SELECT 1 FROM units u WHERE u.job = jobs.id \
+             AND u.state = 'failed') THEN 'failed' ELSE 'done' END, \
+           error = (SELECT u.error FROM units u WHERE u.job = jobs.id AND u.state = 'failed' \
+             ORDER BY u.seq LIMIT 1) \
+         WHERE state IN ('queued', 'running') {jobs_of} \
+           AND NOT EXISTS (SELECT 1 FROM units u WHERE u.job = jobs.id \
+             AND u.state IN ('waiting', 'ready', 'leased'))"
+    );
+    let mut q = sqlx::query(&sql);
+    if let Some(job) = job {
+        q = q.bind(job);
+    }
+    q.bind(int(now)).execute(&mut **tx).await?;
+    Ok(())
+}
+
+fn claimed(r: &AnyRow) -> Result<Claimed, DbError> {
+    let kind: String = r.try_get("kind")?;
+    let get = |col: &str| -> Result<u64, DbError> { uint(r.try_get(col)?, col) };
+    let (file_from, file_to) = (get("file_from")?, get("file_to")?);
+    let (block_from, block_to) = (get("block_from")?, get("block_to")?);
+    let spec = match kind.as_str() {
+        "files" => UnitSpec::Files {
+            first: file_from,
+            end: file_to,
+            bytes: get("bytes")?,
+        },
+        "range" => UnitSpec::Range {
+            file: file_from,
+            first: block_from,
+            end: block_to,
+        },
+        "commit" => UnitSpec::Commit {
+            file: file_from,
+            ranges: block_to,
+        },
+        other => return Err(DbError::Row(format!("unit kind {other:?}"))),
+    };
+    Ok(Claimed {
+        job: r.try_get("job")?,
+        seq: get("seq")?,
+        spec,
+        attempts: u32::try_from(get("attempts")?).unwrap_or(u32::MAX),
+        until: get("lease_until")?,
+    })
+}

@@ -1,0 +1,134 @@
+//! The transfer service's database (see `docs/design/service.md`): jobs, their
+//! listings, their work units and the units' leases, on an embedded SQLite file (one
+//! machine) or PostgreSQL (a cluster, several service instances), with one schema and
+//! the same statements on both.
+//!
+//! The database is the coordinator: every change of state is one conditional
+//! statement (`... WHERE state = 'leased' AND lease_owner = $w AND lease_until > $now`)
+//! inside a transaction, so any number of service instances can share it, and the
+//! rules are those of [`hetch_jobs::lease`], against which the tests check this crate.
+//! Times are passed in (milliseconds since the epoch), never read here.
+//!
+//! - [`jobs`]: creating a job with its listing and units, reading, listing,
+//!   cancelling and retrying jobs.
+//! - [`leases`]: claiming units, heartbeats, finishing, and reaping expired leases.
+
+#![deny(missing_docs)]
+
+mod error;
+pub mod jobs;
+pub mod leases;
+mod schema;
+
+use sqlx::any::AnyPoolOptions;
+use sqlx::AnyPool;
+
+pub use error::DbError;
+pub use jobs::{FileRow, JobRow, JobState, NewJob, PlannedUnit, UnitCounts, UnitRow};
+pub use leases::{Claimed, Refused, UnitOutcome};
+
+/// Which database is behind a [`Db`]: the statements are the same except the claim's
+/// row lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// An embedded SQLite file; one connection, so writers never contend.
+    Sqlite,
+    /// PostgreSQL, shared by any number of service instances.
+    Postgres,
+}
+
+/// The service's database.
+#[derive(Debug, Clone)]
+pub struct Db {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+impl Db {
+    /// Opens (creating a SQLite file if needed) the database at `url`
+    /// (`sqlite://PATH` or `postgres://USER@HOST:PORT/DB`) and brings its schema up to
+    /// date.
+    pub async fn open(url: &str) -> Result<Db, DbError> {
+        sqlx::any::install_default_drivers();
+        let shown = redact(url);
+        let (backend, url, connections) = if let Some(path) = url.strip_prefix("sqlite://") {
+            // One connection: SQLite has one writer anyway, and one connection cannot
+            // deadlock upgrading a read lock. WAL lets readers elsewhere (a backup,
+            // `sqlite3`) look without stopping it.
+            let url = format!("sqlite://{path}?mode=rwc");
+            (Backend::Sqlite, url, 1)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            (Backend::Postgres, url.to_string(), 8)
+        } else {
+            return Err(DbError::Url(shown));
+        };
+        let pool = AnyPoolOptions::new()
+            .max_connections(connections)
+            .connect(&url)
+            .await
+            .map_err(|source| DbError::Open {
+                url: shown.clone(),
+                source,
+            })?;
+        if backend == Backend::Sqlite {
+            for pragma in ["PRAGMA journal_mode = WAL", "PRAGMA foreign_keys = ON"] {
+                sqlx::query(pragma).execute(&pool).await?;
+            }
+        }
+        schema::migrator()
+            .run(&pool)
+            .await
+            .map_err(|source| DbError::Migrate { url: shown, source })?;
+        Ok(Db { pool, backend })
+    }
+
+    /// Which database this is.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Closes the pool, waiting for connections in use.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// `url` without the password between `:` and `@`, for messages.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    match rest.split_once('@') {
+        Some((user, host)) if user.contains(':') => {
+            let name = user.split(':').next().unwrap_or_default();
+            format!("{scheme}://{name}:***@{host}")
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// A `u64` (time, size, count) as the database's `BIGINT`.
+fn int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// A `BIGINT` read back as a `u64`; a negative one is damage.
+fn uint(v: i64, what: &str) -> Result<u64, DbError> {
+    u64::try_from(v).map_err(|_| DbError::Row(format!("{what} is negative: {v}")))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passwords_are_left_out_of_messages() {
+        assert_eq!(
+            super::redact("postgres://hetch:s3cret@db:5432/hetch"),
+            "postgres://hetch:***@db:5432/hetch"
+        );
+        assert_eq!(
+            super::redact("postgres://hetch@db/x"),
+            "postgres://hetch@db/x"
+        );
+        assert_eq!(super::redact("sqlite:///var/x.db"), "sqlite:///var/x.db");
+    }
+}

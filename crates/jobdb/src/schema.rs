@@ -1,0 +1,34 @@
+//! The schema's migrations, embedded in the binary and applied at start.
+//!
+//! One list of plain-SQL files serves both databases (see the first file's header);
+//! they are embedded by hand rather than by `sqlx::migrate!` so that building needs
+//! no database and no proc-macro.
+
+use std::borrow::Cow;
+
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+
+/// The migrations, oldest first: (version, description, SQL). Never edit one that has
+/// shipped: its checksum is recorded in every database it ran on; add a new one.
+const MIGRATIONS: &[(i64, &str, &str)] =
+    &[(1, "jobs", include_str!("../migrations/0001_jobs.sql"))];
+
+/// The migrator over [`MIGRATIONS`].
+pub fn migrator() -> Migrator {
+    let migrations = MIGRATIONS
+        .iter()
+        .map(|&(version, name, sql)| {
+            Migration::new(
+                version,
+                Cow::Borrowed(name),
+                MigrationType::Simple,
+                Cow::Borrowed(sql),
+                false,
+            )
+        })
+        .collect::<Vec<_>>();
+    Migrator {
+        migrations: Cow::Owned(migrations),
+        ..Migrator::DEFAULT
+    }
+}

@@ -1,0 +1,117 @@
+//! Both databases for every test: an embedded SQLite file and a throwaway PostgreSQL
+//! server (`HETCH_DB=sqlite` or `HETCH_DB=postgres` runs one only).
+
+use std::path::Path;
+
+use hetch_jobdb::{Db, FileRow, NewJob, PlannedUnit};
+use hetch_jobs::{Planner, UnitSpec};
+use hetch_testkit::emulators::Emulator;
+
+/// One database under test, with what keeps it alive.
+pub struct Backend {
+    /// `sqlite` or `postgres`.
+    pub name: &'static str,
+    /// Its URL (another [`Db::open`] of it is a second service instance).
+    pub url: String,
+    /// The server, for PostgreSQL.
+    _server: Option<Emulator>,
+}
+
+/// The backends to run on, each set up in `dir`.
+pub fn backends(dir: &Path) -> Vec<Backend> {
+    let want = std::env::var("HETCH_DB").unwrap_or_else(|_| "sqlite,postgres".into());
+    let mut out = Vec::new();
+    if want.contains("sqlite") {
+        out.push(Backend {
+            name: "sqlite",
+            url: format!("sqlite://{}", dir.join("jobs.db").display()),
+            _server: None,
+        });
+    }
+    if want.contains("postgres") {
+        let pg = Emulator::postgres(&dir.join("postgres")).expect("start postgres");
+        out.push(Backend {
+            name: "postgres",
+            url: pg.url.clone(),
+            _server: Some(pg),
+        });
+    }
+    out
+}
+
+/// Runs `f` on every backend, naming the backend when it fails.
+pub fn on_each<F, Fut>(f: F)
+where
+    F: Fn(Db, String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let dir = tempfile::tempdir().unwrap();
+    for b in backends(dir.path()) {
+        eprintln!("--- on {}", b.name);
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let db = Db::open(&b.url).await.expect("open database");
+            f(db.clone(), b.url.clone()).await;
+            db.close().await;
+        });
+    }
+}
+
+/// Creates and queues job `id` over files of `sizes` (named f0, f1, ...), planned by
+/// `planner`, each unit allowed `attempts` attempts.
+pub async fn job_of(
+    db: &Db,
+    id: &str,
+    priority: i64,
+    sizes: &[u64],
+    planner: Planner,
+    attempts: u32,
+    now: u64,
+) {
+    let job = NewJob {
+        id: id.into(),
+        submitted_by: "tester".into(),
+        spec: "{}".into(),
+        priority,
+        rate_limit: 0,
+    };
+    db.create_job(&job, now).await.unwrap();
+    let files: Vec<FileRow> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &size)| FileRow {
+            path: format!("f{i}"),
+            size,
+        })
+        .collect();
+    db.add_files(id, 0, &files).await.unwrap();
+    let units: Vec<PlannedUnit> = planner
+        .plan(sizes.iter().copied())
+        .into_iter()
+        .map(|spec| {
+            let bytes = match spec {
+                UnitSpec::Files { bytes, .. } => bytes,
+                UnitSpec::Range { file, first, end } => {
+                    let bs = planner.block_size;
+                    (end * bs).min(sizes[file as usize]) - first * bs
+                }
+                UnitSpec::Commit { .. } => 0,
+            };
+            PlannedUnit { spec, bytes }
+        })
+        .collect();
+    db.add_units(id, 0, &units, attempts).await.unwrap();
+    assert!(db.queue(id, now).await.unwrap());
+}
+
+/// A planner that puts `per` files in a batch and splits files above `split` into
+/// ranges of `range` bytes of blocks of `block`.
+pub fn planner(per: u64, split: u64, range: u64, block: u64) -> Planner {
+    Planner {
+        batch_files: per,
+        batch_bytes: u64::MAX,
+        split_size: split,
+        range_size: range,
+        block_size: block,
+    }
+}

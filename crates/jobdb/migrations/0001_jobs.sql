@@ -22,10 +22,13 @@ CREATE TABLE jobs (
 );
 CREATE INDEX jobs_by_state ON jobs (state, created);
 
--- The job's listing, in order: a unit names its files by index.
+-- The job's listing, in order: a unit names its files by index. `path` is the wire
+-- path (the operand's own name, then the path inside it) of source operand number
+-- `operand` of the job.
 CREATE TABLE files (
     job TEXT NOT NULL,
     idx BIGINT NOT NULL,
+    operand BIGINT NOT NULL,
     path TEXT NOT NULL,
     size BIGINT NOT NULL,
     error TEXT,

@@ -116,7 +116,9 @@ pub struct JobRow {
 /// One file of a job's listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileRow {
-    /// Its path relative to the job's source.
+    /// Which of the job's source operands it is under.
+    pub operand: u32,
+    /// Its wire path: the operand's own name, then the path inside it.
     pub path: String,
     /// Its size when listed.
     pub size: u64,
@@ -192,13 +194,16 @@ impl Db {
     pub async fn add_files(&self, job: &str, first: u64, files: &[FileRow]) -> Result<(), DbError> {
         let mut tx = self.pool.begin().await?;
         for (i, f) in files.iter().enumerate() {
-            sqlx::query("INSERT INTO files (job, idx, path, size) VALUES ($1, $2, $3, $4)")
-                .bind(job)
-                .bind(int(first + i as u64))
-                .bind(&f.path)
-                .bind(int(f.size))
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(
+                "INSERT INTO files (job, idx, operand, path, size) VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(job)
+            .bind(int(first + i as u64))
+            .bind(i64::from(f.operand))
+            .bind(&f.path)
+            .bind(int(f.size))
+            .execute(&mut *tx)
+            .await?;
         }
         sqlx::query("UPDATE jobs SET files = files + $2, bytes = bytes + $3 WHERE id = $1")
             .bind(job)
@@ -263,6 +268,44 @@ impl Db {
         crate::leases::settle(&mut tx, Some(job), now).await?;
         tx.commit().await?;
         Ok(r.rows_affected() == 1)
+    }
+
+    /// Job `job` could not be planned: it fails with `error`. False if it was not
+    /// being planned.
+    pub async fn fail_planning(&self, job: &str, error: &str, now: u64) -> Result<bool, DbError> {
+        let r = sqlx::query(
+            "UPDATE jobs SET state = 'failed', error = $2, finished = $3 \
+             WHERE id = $1 AND state = 'planning'",
+        )
+        .bind(job)
+        .bind(error)
+        .bind(int(now))
+        .execute(&self.pool)
+        .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    /// Drops what planning job `job` had written (its listing and units), so that it
+    /// can be planned again from the start: after a restart of the service that was
+    /// planning it.
+    pub async fn reset_planning(&self, job: &str) -> Result<(), DbError> {
+        let mut tx = self.pool.begin().await?;
+        let r = sqlx::query(
+            "UPDATE jobs SET files = 0, bytes = 0 WHERE id = $1 AND state = 'planning'",
+        )
+        .bind(job)
+        .execute(&mut *tx)
+        .await?;
+        if r.rows_affected() == 1 {
+            for sql in [
+                "DELETE FROM files WHERE job = $1",
+                "DELETE FROM units WHERE job = $1",
+            ] {
+                sqlx::query(sql).bind(job).execute(&mut *tx).await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(())
     }
 
     /// Job `id`, if there is one.
@@ -348,7 +391,7 @@ impl Db {
     /// Files `from..to` of job `job`'s listing, in order.
     pub async fn files(&self, job: &str, from: u64, to: u64) -> Result<Vec<FileRow>, DbError> {
         let rows = sqlx::query(
-            "SELECT path, size FROM files WHERE job = $1 AND idx >= $2 AND idx < $3 ORDER BY idx",
+            "SELECT operand, path, size FROM files WHERE job = $1 AND idx >= $2 AND idx < $3 ORDER BY idx",
         )
         .bind(job)
         .bind(int(from))
@@ -358,6 +401,8 @@ impl Db {
         rows.iter()
             .map(|r| {
                 Ok(FileRow {
+                    operand: u32::try_from(uint(r.try_get("operand")?, "operand")?)
+                        .map_err(|_| DbError::Row("operand out of range".into()))?,
                     path: r.try_get("path")?,
                     size: uint(r.try_get("size")?, "size")?,
                 })

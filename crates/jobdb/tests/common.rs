@@ -80,6 +80,7 @@ pub async fn job_of(
         .iter()
         .enumerate()
         .map(|(i, &size)| FileRow {
+            operand: 0,
             path: format!("f{i}"),
             size,
         })

@@ -188,6 +188,12 @@ impl TlsClient {
         }
     }
 
+    /// The TLS configuration (TLS 1.3, this client's pin check) for other protocols
+    /// to the same host: the service's HTTPS API.
+    pub fn rustls_config(&self) -> Arc<rustls::ClientConfig> {
+        self.config.clone()
+    }
+
     /// The `host:port` this client was made for.
     pub fn host(&self) -> &str {
         &self.host

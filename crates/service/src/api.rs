@@ -1,0 +1,278 @@
+//! What the API takes and answers, as JSON. Every request type refuses fields it does
+//! not know (a misspelt option is an error, not silently ignored), and every number a
+//! client sends is bounded in [`JobSpec::check`] before anything is sized by it.
+
+use serde::{Deserialize, Serialize};
+
+/// A job, as submitted: what `hetch cp` takes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// Source operands, relative to the service's root (a shared file system).
+    pub sources: Vec<String>,
+    /// Where to: `hetch://HOST:PORT/PATH` or `s3://`, `gs://`, `az://` URLs, or a
+    /// path relative to the service's root.
+    pub dest: String,
+    /// The copy's options.
+    #[serde(default)]
+    pub options: CopyOptions,
+    /// Higher goes first (-100 to 100).
+    #[serde(default)]
+    pub priority: i64,
+    /// Bytes per second for the whole job; 0 for no limit.
+    #[serde(default)]
+    pub rate_limit: u64,
+}
+
+/// The options of `hetch cp` a job may set; absent ones take `cp`'s defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CopyOptions {
+    /// Block digest algorithm (`--checksum`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<String>,
+    /// `none`, `received` or `written` (`--verify`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<String>,
+    /// Bytes per block, a power of two (`--block-size`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_size: Option<u64>,
+    /// Data streams per session (`--streams`, 1 to 256).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<u16>,
+    /// Never replace an existing file (`--no-clobber`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_clobber: bool,
+}
+
+/// Most source operands in one job (each is listed by the service).
+pub const MAX_SOURCES: usize = 1000;
+/// Longest operand or destination, in bytes.
+pub const MAX_PATH: usize = 4096;
+
+impl JobSpec {
+    /// Whether the spec can be run, as one line naming what is wrong. (Whether the
+    /// sources exist is checked against the root by the caller.)
+    pub fn check(&self) -> Result<(), String> {
+        if self.sources.is_empty() {
+            return Err("a job needs at least one source".into());
+        }
+        if self.sources.len() > MAX_SOURCES {
+            return Err(format!("at most {MAX_SOURCES} sources per job"));
+        }
+        for s in &self.sources {
+            check_relative(s, "source")?;
+        }
+        if self.dest.is_empty() || self.dest.len() > MAX_PATH {
+            return Err("dest must be 1 to 4096 bytes".into());
+        }
+        if !is_url(&self.dest) {
+            check_relative(&self.dest, "dest")?;
+        }
+        if !(-100..=100).contains(&self.priority) {
+            return Err(format!("priority {} is not in -100..=100", self.priority));
+        }
+        let o = &self.options;
+        if let Some(c) = &o.checksum {
+            c.parse::<hetch_integrity::Algorithm>()?;
+        }
+        if let Some(v) = &o.verify {
+            if !["none", "received", "written"].contains(&v.as_str()) {
+                return Err(format!("verify {v:?} is not none, received or written"));
+            }
+        }
+        if let Some(bs) = o.block_size {
+            hetch_integrity::check_block_size(bs).map_err(|e| e.to_string())?;
+        }
+        if let Some(n) = o.streams {
+            if !(1..=256).contains(&n) {
+                return Err(format!("streams {n} is not in 1..=256"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `s` names a remote place rather than a path under the root.
+pub fn is_url(s: &str) -> bool {
+    ["hetch://", "s3://", "gs://", "az://"]
+        .iter()
+        .any(|p| s.starts_with(p))
+}
+
+/// A path below the root: not absolute, no `..`, no NUL.
+fn check_relative(p: &str, what: &str) -> Result<(), String> {
+    if p.is_empty() || p.len() > MAX_PATH {
+        return Err(format!("{what} must be 1 to {MAX_PATH} bytes"));
+    }
+    if is_url(p) {
+        return Err(format!(
+            "{what} {p:?}: only paths under the service's root can be sources yet"
+        ));
+    }
+    if p.starts_with('/') || p.split('/').any(|c| c == "..") || p.contains('\0') {
+        return Err(format!(
+            "{what} {p:?} escapes the service's root (absolute paths and '..' are refused)"
+        ));
+    }
+    Ok(())
+}
+
+/// A job as the API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobView {
+    /// Its id.
+    pub id: String,
+    /// `planning`, `queued`, `running`, `done`, `failed` or `cancelled`.
+    pub state: String,
+    /// Who submitted it.
+    pub submitted_by: String,
+    /// What it does.
+    pub spec: JobSpec,
+    /// Milliseconds since the epoch.
+    pub created: u64,
+    /// When its first unit was claimed.
+    pub started: Option<u64>,
+    /// When it ended.
+    pub finished: Option<u64>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Entries in its listing (files, directories, symlinks).
+    pub files: u64,
+    /// Bytes in its listing.
+    pub bytes: u64,
+    /// Entries moved.
+    pub files_done: u64,
+    /// Bytes moved.
+    pub bytes_done: u64,
+    /// Its work units by state.
+    pub units: UnitsView,
+}
+
+/// A job's units by state.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnitsView {
+    /// Split files' commits waiting for their ranges.
+    pub waiting: u64,
+    /// Ready for a worker.
+    pub ready: u64,
+    /// Held by a worker.
+    pub leased: u64,
+    /// Done.
+    pub done: u64,
+    /// Failed for good.
+    pub failed: u64,
+    /// Cancelled.
+    pub cancelled: u64,
+}
+
+/// An error, as every 4xx and 5xx answer carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// One line saying what was wrong.
+    pub error: String,
+}
+
+/// A worker asking for work.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimRequest {
+    /// The worker's name (unique among workers).
+    pub worker: String,
+    /// Units it can take now (1 to 64).
+    pub max: u32,
+}
+
+/// A unit handed to a worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimedUnit {
+    /// Its job.
+    pub job: String,
+    /// Its number in the job.
+    pub seq: u64,
+    /// What to do (`files`, `range` or `commit`, with their bounds).
+    pub unit: hetch_jobs::UnitSpec,
+    /// The job's spec.
+    pub spec: JobSpec,
+    /// The lease runs out at this time (milliseconds since the epoch) unless a
+    /// heartbeat extends it.
+    pub until: u64,
+}
+
+/// A worker's word of life.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatRequest {
+    /// The worker's name.
+    pub worker: String,
+}
+
+/// A worker's report on a unit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FinishRequest {
+    /// The worker's name.
+    pub worker: String,
+    /// The unit's job.
+    pub job: String,
+    /// The unit's number.
+    pub seq: u64,
+    /// `None` when it went through; else one line saying why not.
+    pub error: Option<String>,
+    /// Entries it moved.
+    #[serde(default)]
+    pub files: u64,
+    /// Bytes it moved.
+    #[serde(default)]
+    pub bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(sources: &[&str], dest: &str) -> JobSpec {
+        JobSpec {
+            sources: sources.iter().map(|s| s.to_string()).collect(),
+            dest: dest.into(),
+            options: CopyOptions::default(),
+            priority: 0,
+            rate_limit: 0,
+        }
+    }
+
+    #[test]
+    fn specs_are_checked_before_anything_runs() {
+        assert!(spec(&["run1"], "hetch://dtn2:7878/in").check().is_ok());
+        assert!(spec(&["a/b"], "copy/of/b").check().is_ok());
+        for (bad, why) in [
+            (spec(&[], "x"), "at least one source"),
+            (spec(&["/etc"], "x"), "escapes"),
+            (spec(&["a/../../etc"], "x"), "escapes"),
+            (spec(&["a"], "../x"), "escapes"),
+            (spec(&["hetch://h/x"], "y"), "only paths"),
+            (spec(&["a"], ""), "1 to 4096"),
+        ] {
+            let e = bad.check().unwrap_err();
+            assert!(e.contains(why), "{e}");
+        }
+        let mut s = spec(&["a"], "b");
+        s.options.verify = Some("sometimes".into());
+        assert!(s.check().unwrap_err().contains("sometimes"));
+        s.options.verify = None;
+        s.options.block_size = Some(3);
+        assert!(s.check().is_err());
+        s.options.block_size = None;
+        s.options.streams = Some(0);
+        assert!(s.check().unwrap_err().contains("streams 0"));
+        s.options.streams = None;
+        s.priority = 1000;
+        assert!(s.check().unwrap_err().contains("priority"));
+        s.priority = 0;
+        s.options.checksum = Some("crc64".into());
+        assert!(s.check().is_err());
+        let e = serde_json::from_str::<JobSpec>(r#"{"sources":["a"],"dest":"b","optoins":{}}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("optoins"), "{e}");
+    }
+}

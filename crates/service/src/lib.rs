@@ -1,0 +1,195 @@
+//! The transfer service (`hetch service`; see `docs/design/service.md`): a REST API
+//! over HTTPS to submit, list, show, cancel and retry jobs, which it plans into work
+//! units in the job database ([`hetch_jobdb`]: SQLite embedded, or PostgreSQL shared
+//! by several instances), and to hand those units to workers under leases.
+//!
+//! - [`api`]: the JSON the API takes and answers, checked before use.
+//! - [`routes`]: the handlers.
+//! - [`auth`]: bearer tokens (the service's token, as `hetch serve`'s), throttled.
+//! - [`planning`]: listing a job's sources into its listing and units, in batches.
+//! - [`listen`]: TLS (the same identity and pinning as `hetch serve`) and HTTP/1.1.
+//! - [`openapi`]: the API's OpenAPI document, served at `/api/openapi.json`.
+
+#![deny(missing_docs)]
+
+pub mod api;
+pub mod auth;
+pub mod listen;
+pub mod openapi;
+pub mod planning;
+pub mod routes;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hetch_jobdb::{Db, DbError, JobState};
+use hetch_jobs::Planner;
+use hetch_net::{Fingerprint, NetError, ServerIdentity};
+
+/// How a service is set up.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// The directory job sources (and local destinations) are relative to.
+    pub root: PathBuf,
+    /// The TLS identity and the token live here (as `hetch serve`'s).
+    pub state_dir: PathBuf,
+    /// `sqlite://PATH` or `postgres://...`.
+    pub db_url: String,
+    /// How long a unit's lease lasts without a heartbeat.
+    pub lease_ttl: Duration,
+    /// How jobs are cut into units.
+    pub planner: Planner,
+}
+
+/// Why the service could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The database.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// The TLS identity or the token.
+    #[error(transparent)]
+    Net(#[from] NetError),
+    /// Listening.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// Where.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The root.
+    #[error("root {0}: {1}")]
+    Root(PathBuf, std::io::Error),
+}
+
+/// What every handler shares.
+#[derive(Debug)]
+pub struct AppState {
+    /// The job database.
+    pub db: Db,
+    /// Job sources are below this (canonical).
+    pub root: PathBuf,
+    /// The token clients and workers present.
+    pub token: Vec<u8>,
+    /// Failed tokens per address.
+    pub throttle: hetch_net::AuthThrottle,
+    /// Lease length, milliseconds.
+    pub lease_ms: u64,
+    /// How jobs are cut.
+    pub planner: Planner,
+}
+
+/// A service bound to its address, ready to run.
+pub struct Service {
+    listener: tokio::net::TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    state: Arc<AppState>,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its certificate's fingerprint, for clients to pin.
+    pub fingerprint: Fingerprint,
+    /// The token file clients need.
+    pub token_path: PathBuf,
+}
+
+impl Service {
+    /// Opens the database (applying migrations), loads or creates the TLS identity and
+    /// token, binds the address, and resumes planning jobs a previous run left
+    /// unplanned.
+    pub async fn bind(cfg: ServiceConfig) -> Result<Service, ServiceError> {
+        let root = std::fs::canonicalize(&cfg.root)
+            .map_err(|e| ServiceError::Root(cfg.root.clone(), e))?;
+        let (identity, _) = ServerIdentity::load_or_create(&cfg.state_dir)?;
+        let (token, token_path) = hetch_net::load_or_create_token(&cfg.state_dir)?;
+        let db = Db::open(&cfg.db_url).await?;
+        let listener = tokio::net::TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|source| ServiceError::Listen {
+                addr: cfg.listen,
+                source,
+            })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| ServiceError::Listen {
+                addr: cfg.listen,
+                source,
+            })?;
+        let state = Arc::new(AppState {
+            db,
+            root,
+            token,
+            throttle: hetch_net::AuthThrottle::default(),
+            lease_ms: cfg.lease_ttl.as_millis() as u64,
+            planner: cfg.planner,
+        });
+        resume_planning(&state).await?;
+        Ok(Service {
+            listener,
+            tls: listen::tls_config(&identity),
+            state,
+            addr,
+            fingerprint: identity.fingerprint,
+            token_path,
+        })
+    }
+
+    /// Serves until the process ends; also voids expired leases every few seconds.
+    pub async fn run(self) -> Result<(), ServiceError> {
+        let reaper = tokio::spawn(reap(self.state.clone()));
+        let app = routes::router(self.state.clone());
+        let r = listen::serve(self.listener, self.tls, app).await;
+        reaper.abort();
+        r.map_err(|source| ServiceError::Listen {
+            addr: self.addr,
+            source,
+        })
+    }
+}
+
+/// Plans again, from the start, every job a previous run was planning when it stopped.
+async fn resume_planning(state: &Arc<AppState>) -> Result<(), ServiceError> {
+    let mut unplanned = state
+        .db
+        .jobs(Some(JobState::Planning), u64::MAX >> 1)
+        .await?;
+    unplanned.reverse(); // oldest first
+    for job in unplanned {
+        state.db.reset_planning(&job.id).await?;
+        match serde_json::from_str::<api::JobSpec>(&job.spec) {
+            Ok(spec) => {
+                let (db, root, planner) = (state.db.clone(), state.root.clone(), state.planner);
+                tokio::spawn(planning::plan(db, root, job.id, spec, planner));
+            }
+            Err(e) => {
+                let why = format!("stored job spec unreadable: {e}");
+                state.db.fail_planning(&job.id, &why, now_ms()).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Voids expired leases now and then (every instance does; the statement is safe to
+/// run from several at once).
+async fn reap(state: Arc<AppState>) {
+    let every = Duration::from_millis((state.lease_ms / 6).clamp(100, 5_000));
+    loop {
+        tokio::time::sleep(every).await;
+        if let Err(e) = state.db.reap(now_ms()).await {
+            eprintln!("hetch service: reaping expired leases: {e}");
+        }
+    }
+}
+
+/// Milliseconds since the epoch: the database's clock.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,110 @@
+//! The API's OpenAPI 3.1 document, served at `/api/openapi.json`. Written out here
+//! (a test checks that it names every route the router serves, and nothing else).
+
+use serde_json::{json, Value};
+
+/// The routes, as the document and the router name them: (method, path, summary).
+pub const ROUTES: &[(&str, &str, &str)] = &[
+    (
+        "post",
+        "/api/jobs",
+        "Submit a job (what `hetch cp` takes); answers 201 with the job, planning",
+    ),
+    (
+        "get",
+        "/api/jobs",
+        "List jobs, newest first (query: state, limit <= 1000)",
+    ),
+    (
+        "get",
+        "/api/jobs/{id}",
+        "Show a job, with its units by state",
+    ),
+    (
+        "post",
+        "/api/jobs/{id}/cancel",
+        "Cancel a job; workers holding its units stop at their next heartbeat",
+    ),
+    (
+        "post",
+        "/api/jobs/{id}/retry",
+        "Run a failed or cancelled job's unfinished units again",
+    ),
+    (
+        "get",
+        "/api/jobs/{id}/files",
+        "Rows from..to of a job's listing (at most 10,000)",
+    ),
+    (
+        "post",
+        "/api/work/claim",
+        "A worker takes up to `max` units under a lease",
+    ),
+    (
+        "post",
+        "/api/work/heartbeat",
+        "A worker extends its leases; answers the units it still holds",
+    ),
+    (
+        "post",
+        "/api/work/finish",
+        "A worker reports a unit it holds as done or failed",
+    ),
+];
+
+/// The document.
+pub fn document() -> Value {
+    let mut paths = serde_json::Map::new();
+    for (method, path, summary) in ROUTES {
+        let entry = paths.entry(path.to_string()).or_insert_with(|| json!({}));
+        let mut op = json!({
+            "summary": summary,
+            "security": [{"bearer": []}],
+            "responses": {
+                "200": {"description": "OK (JSON)"},
+                "201": {"description": "Created (JSON)"},
+                "4XX": {"description": "Refused", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+            }
+        });
+        if path.contains("{id}") {
+            op["parameters"] = json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
+        }
+        if *path == "/api/jobs" && *method == "post" {
+            op["requestBody"] = json!({"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobSpec"}}}});
+        }
+        entry[*method] = op;
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "hetch service", "version": env!("CARGO_PKG_VERSION")},
+        "paths": paths,
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
+                "JobSpec": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["sources", "dest"],
+                    "properties": {
+                        "sources": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 1000},
+                        "dest": {"type": "string"},
+                        "priority": {"type": "integer", "minimum": -100, "maximum": 100},
+                        "rate_limit": {"type": "integer", "minimum": 0},
+                        "options": {
+                            "type": "object",
+                            "additionalProperties": false,
+                            "properties": {
+                                "checksum": {"enum": ["blake3", "xxh3", "crc32c", "md5", "sha256", "adler32"]},
+                                "verify": {"enum": ["none", "received", "written"]},
+                                "block_size": {"type": "integer"},
+                                "streams": {"type": "integer", "minimum": 1, "maximum": 256},
+                                "no_clobber": {"type": "boolean"}
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    })
+}

@@ -1,0 +1,143 @@
+//! Planning a job: listing its sources and writing the listing and its work units to
+//! the database in batches, so that a job of millions of files is planned in memory
+//! bounded by one batch and each batch is one transaction.
+
+use std::path::{Path, PathBuf};
+
+use hetch_jobdb::{Db, FileRow, PlannedUnit};
+use hetch_jobs::{Planner, UnitSpec};
+use hetch_storage::walk::{self, SourceKind};
+
+use crate::api::JobSpec;
+use crate::now_ms;
+
+/// Listing rows (and their units) written per transaction.
+const BATCH: usize = 10_000;
+
+/// Attempts each unit gets before it fails for good.
+pub const MAX_ATTEMPTS: u32 = 3;
+
+/// Lists job `id`'s sources under `root` and writes its listing and units, then
+/// queues it; on an error the job fails with it (one line naming the entry).
+pub async fn plan(db: Db, root: PathBuf, id: String, spec: JobSpec, planner: Planner) {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Vec<(FileRow, SourceKind)>, String>>(2);
+    let sources = spec.sources.clone();
+    let lister = tokio::task::spawn_blocking(move || list(&root, &sources, &tx));
+    let mut planning = planner.start();
+    let (mut next_file, mut next_unit) = (0u64, 0u64);
+    let mut result = Ok(());
+    while let Some(batch) = rx.recv().await {
+        let batch = match batch {
+            Ok(b) => b,
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        };
+        let mut units = Vec::new();
+        for (f, _) in &batch {
+            let mut specs = Vec::new();
+            planning.file(f.size, &mut specs);
+            units.extend(specs.into_iter().map(|s| with_bytes(s, f.size, &planner)));
+        }
+        let rows: Vec<FileRow> = batch.into_iter().map(|(f, _)| f).collect();
+        let written = async {
+            db.add_files(&id, next_file, &rows).await?;
+            db.add_units(&id, next_unit, &units, MAX_ATTEMPTS).await
+        };
+        if let Err(e) = written.await {
+            result = Err(format!("writing the listing: {e}"));
+            break;
+        }
+        next_file += rows.len() as u64;
+        next_unit += units.len() as u64;
+    }
+    drop(rx); // a lister still going stops at its next send
+    let _ = lister.await;
+    if result.is_ok() {
+        let mut last = Vec::new();
+        planning.finish(&mut last);
+        let last: Vec<PlannedUnit> = last
+            .into_iter()
+            .map(|s| with_bytes(s, 0, &planner))
+            .collect();
+        let written = db.add_units(&id, next_unit, &last, MAX_ATTEMPTS).await;
+        result = written.map_err(|e| format!("writing the listing: {e}"));
+    }
+    let done = match result {
+        Ok(()) => db.queue(&id, now_ms()).await.map(|_| ()),
+        Err(e) => db
+            .fail_planning(&id, &format!("planning: {e}"), now_ms())
+            .await
+            .map(|_| ()),
+    };
+    if let Err(e) = done {
+        eprintln!("hetch service: job {id}: {e}");
+    }
+}
+
+/// A planned unit with its bytes: a range's share of the file of `size` bytes just
+/// fed (batches carry their own; commits move none).
+fn with_bytes(spec: UnitSpec, size: u64, p: &Planner) -> PlannedUnit {
+    let bytes = match spec {
+        UnitSpec::Files { bytes, .. } => bytes,
+        UnitSpec::Range { first, end, .. } => {
+            (end.saturating_mul(p.block_size)).min(size)
+                - first.saturating_mul(p.block_size).min(size)
+        }
+        UnitSpec::Commit { .. } => 0,
+    };
+    PlannedUnit { spec, bytes }
+}
+
+/// Lists `sources` under `root` (on a blocking thread), sending batches of rows; stops
+/// at the first entry that cannot be listed, or when nobody listens any more.
+fn list(
+    root: &Path,
+    sources: &[String],
+    tx: &tokio::sync::mpsc::Sender<Result<Vec<(FileRow, SourceKind)>, String>>,
+) {
+    let mut batch = Vec::with_capacity(BATCH);
+    for (operand, src) in sources.iter().enumerate() {
+        let path = root.join(src);
+        let iter = match walk::walk(&path) {
+            Ok(it) => it,
+            Err(e) => {
+                let _ = tx.blocking_send(Err(format!("source {src}: {e}")));
+                return;
+            }
+        };
+        for item in iter {
+            let entry = match item {
+                Ok(e) => e,
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(e.to_string()));
+                    return;
+                }
+            };
+            let Ok(path) = String::from_utf8(entry.rel.clone()) else {
+                let shown = String::from_utf8_lossy(&entry.rel).into_owned();
+                let _ = tx.blocking_send(Err(format!(
+                    "{shown}: file names that are not UTF-8 are not supported by the service yet"
+                )));
+                return;
+            };
+            let size = match entry.kind {
+                SourceKind::File { size } => size,
+                _ => 0,
+            };
+            let row = FileRow {
+                operand: operand as u32,
+                path,
+                size,
+            };
+            batch.push((row, entry.kind));
+            if batch.len() == BATCH && tx.blocking_send(Ok(std::mem::take(&mut batch))).is_err() {
+                return;
+            }
+        }
+    }
+    if !batch.is_empty() {
+        let _ = tx.blocking_send(Ok(batch));
+    }
+}

@@ -1,0 +1,366 @@
+//! The API's handlers. Every answer is JSON; every error is `{"error": "one line"}`
+//! with a 4xx or 5xx status; every route but the OpenAPI document needs the token.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use hetch_jobdb::{JobRow, JobState, NewJob, UnitOutcome};
+use serde::Deserialize;
+
+use crate::api::{
+    ClaimRequest, ClaimedUnit, ErrorBody, FinishRequest, HeartbeatRequest, JobSpec, JobView,
+    UnitsView,
+};
+use crate::auth::{self, Denied};
+use crate::{now_ms, planning, AppState};
+
+/// Largest request body: job specs and reports are small.
+const MAX_BODY: usize = 1 << 20;
+/// Most jobs one listing returns.
+const MAX_LIST: u64 = 1000;
+/// Most listing rows one call returns.
+const MAX_FILES: u64 = 10_000;
+/// Longest worker name.
+const MAX_NAME: usize = 200;
+
+/// The API's routes over `state`.
+pub fn router(state: Arc<AppState>) -> Router {
+    let api = Router::new()
+        .route("/api/jobs", post(submit).get(list))
+        .route("/api/jobs/{id}", get(show))
+        .route("/api/jobs/{id}/cancel", post(cancel))
+        .route("/api/jobs/{id}/retry", post(retry))
+        .route("/api/jobs/{id}/files", get(files))
+        .route("/api/work/claim", post(claim))
+        .route("/api/work/heartbeat", post(heartbeat))
+        .route("/api/work/finish", post(finish))
+        .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
+    Router::new()
+        .route(
+            "/api/openapi.json",
+            get(|| async { Json(crate::openapi::document()) }),
+        )
+        .merge(api)
+        .fallback(|| async { fail(StatusCode::NOT_FOUND, "no such route").into_response() })
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(state)
+}
+
+/// An error answer: a status and one line.
+#[derive(Debug)]
+struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(ErrorBody { error: self.1 })).into_response()
+    }
+}
+
+/// What a handler answers.
+type Answer = Result<Response, ApiError>;
+
+fn fail(status: StatusCode, error: impl Into<String>) -> ApiError {
+    ApiError(status, error.into())
+}
+
+fn bad(error: impl Into<String>) -> ApiError {
+    fail(StatusCode::BAD_REQUEST, error)
+}
+
+fn internal(e: impl std::fmt::Display) -> ApiError {
+    fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+}
+
+/// Who is calling, once authenticated.
+#[derive(Debug, Clone)]
+struct Caller(String);
+
+async fn authenticate(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let header = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.as_bytes());
+    let (status, error, extra) = match auth::check(&state, peer.ip(), header) {
+        Ok(who) => {
+            req.extensions_mut().insert(Caller(who));
+            return next.run(req).await;
+        }
+        Err(Denied::Unauthenticated) => (
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong token (Authorization: Bearer TOKEN)".to_string(),
+            (header::WWW_AUTHENTICATE, "Bearer".to_string()),
+        ),
+        Err(Denied::Throttled(secs)) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("too many wrong tokens; retry in {secs} s"),
+            (header::RETRY_AFTER, secs.to_string()),
+        ),
+    };
+    let mut r = fail(status, error).into_response();
+    if let Ok(v) = extra.1.parse() {
+        r.headers_mut().insert(extra.0, v);
+    }
+    r
+}
+
+/// A JSON body, or a 400 naming what is wrong with it (axum's own rejection is not
+/// JSON).
+fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| bad(format!("request body: {e}")))
+}
+
+async fn submit(
+    State(state): State<Arc<AppState>>,
+    axum::Extension(Caller(who)): axum::Extension<Caller>,
+    body: Bytes,
+) -> Answer {
+    let spec: JobSpec = parse(&body)?;
+    spec.check().map_err(bad)?;
+    // Each source must exist below the root, reached without leaving it.
+    for s in &spec.sources {
+        match std::fs::canonicalize(state.root.join(s)) {
+            Ok(real) if real.starts_with(&state.root) => {}
+            Ok(_) => {
+                return Err(bad(format!(
+                    "source {s:?} leads outside the service's root"
+                )))
+            }
+            Err(e) => return Err(bad(format!("source {s:?}: {e}"))),
+        }
+    }
+    let id = new_id();
+    let job = NewJob {
+        id: id.clone(),
+        submitted_by: who,
+        spec: serde_json::to_string(&spec).map_err(internal)?,
+        priority: spec.priority,
+        rate_limit: spec.rate_limit,
+    };
+    state
+        .db
+        .create_job(&job, now_ms())
+        .await
+        .map_err(internal)?;
+    let (db, root, planner) = (state.db.clone(), state.root.clone(), state.planner);
+    tokio::spawn(planning::plan(db, root, id.clone(), spec, planner));
+    Ok((StatusCode::CREATED, Json(view(&state, &id).await?)).into_response())
+}
+
+/// A new job id: 16 hex digits from the system's random source.
+fn new_id() -> String {
+    hex::encode(rand::random::<[u8; 8]>())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    state: Option<String>,
+    limit: Option<u64>,
+}
+
+async fn list(
+    State(state): State<Arc<AppState>>,
+    q: Result<Query<ListQuery>, QueryRejection>,
+) -> Answer {
+    let Ok(Query(q)) = q else {
+        return Err(bad("query: expected state=STATE and limit=N only"));
+    };
+    let filter = match q.state.as_deref() {
+        None => None,
+        Some(name) => {
+            Some(JobState::parse(name).ok_or_else(|| bad(format!("no job state {name:?}")))?)
+        }
+    };
+    let limit = q.limit.unwrap_or(100).min(MAX_LIST);
+    let rows = state.db.jobs(filter, limit).await.map_err(internal)?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        out.push(job_view(&state, row).await?);
+    }
+    Ok(Json(out).into_response())
+}
+
+async fn show(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Answer {
+    Ok(Json(view(&state, &id).await?).into_response())
+}
+
+async fn cancel(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Answer {
+    view(&state, &id).await?;
+    match state.db.cancel(&id, now_ms()).await.map_err(internal)? {
+        true => show(State(state), Path(id)).await,
+        false => Err(fail(
+            StatusCode::CONFLICT,
+            format!("job {id} has already ended"),
+        )),
+    }
+}
+
+async fn retry(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Answer {
+    view(&state, &id).await?;
+    match state.db.retry(&id, now_ms()).await.map_err(internal)? {
+        0 => Err(fail(
+            StatusCode::CONFLICT,
+            format!("job {id} has nothing to retry (still going, or done)"),
+        )),
+        _ => show(State(state), Path(id)).await,
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilesQuery {
+    from: u64,
+    to: u64,
+}
+
+async fn files(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    q: Result<Query<FilesQuery>, QueryRejection>,
+) -> Answer {
+    let Ok(Query(q)) = q else {
+        return Err(bad("query: expected from=N&to=N"));
+    };
+    if q.to < q.from || q.to - q.from > MAX_FILES {
+        return Err(bad(format!(
+            "from..to must be a range of at most {MAX_FILES} rows"
+        )));
+    }
+    let rows = state.db.files(&id, q.from, q.to).await.map_err(internal)?;
+    let rows: Vec<_> = rows
+        .into_iter()
+        .map(|f| serde_json::json!({"operand": f.operand, "path": f.path, "size": f.size}))
+        .collect();
+    Ok(Json(rows).into_response())
+}
+
+fn check_worker(name: &str) -> Result<(), ApiError> {
+    if name.is_empty() || name.len() > MAX_NAME || name.chars().any(char::is_control) {
+        return Err(bad(format!(
+            "worker name must be 1 to {MAX_NAME} printable characters"
+        )));
+    }
+    Ok(())
+}
+
+async fn claim(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
+    let req: ClaimRequest = parse(&body)?;
+    check_worker(&req.worker)?;
+    if !(1..=64).contains(&req.max) {
+        return Err(bad("max must be 1 to 64"));
+    }
+    let got = state
+        .db
+        .claim(&req.worker, now_ms(), state.lease_ms, req.max as usize)
+        .await
+        .map_err(internal)?;
+    let mut out = Vec::with_capacity(got.len());
+    for c in got {
+        let job = state.db.job(&c.job).await.map_err(internal)?;
+        let job = job.ok_or_else(|| internal(format!("job {} vanished", c.job)))?;
+        let spec = serde_json::from_str::<JobSpec>(&job.spec).map_err(internal)?;
+        out.push(ClaimedUnit {
+            job: c.job,
+            seq: c.seq,
+            unit: c.spec,
+            spec,
+            until: c.until,
+        });
+    }
+    Ok(Json(out).into_response())
+}
+
+async fn heartbeat(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
+    let req: HeartbeatRequest = parse(&body)?;
+    check_worker(&req.worker)?;
+    let held = state
+        .db
+        .heartbeat(&req.worker, now_ms(), state.lease_ms)
+        .await
+        .map_err(internal)?;
+    let held: Vec<_> = held
+        .into_iter()
+        .map(|(job, seq)| serde_json::json!({"job": job, "seq": seq}))
+        .collect();
+    Ok(Json(serde_json::json!({ "held": held })).into_response())
+}
+
+async fn finish(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
+    let req: FinishRequest = parse(&body)?;
+    check_worker(&req.worker)?;
+    let outcome = match req.error {
+        None => UnitOutcome::Done {
+            files: req.files,
+            bytes: req.bytes,
+        },
+        // One line, bounded: it is shown to users.
+        Some(e) => UnitOutcome::Failed(
+            e.lines()
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .take(1000)
+                .collect(),
+        ),
+    };
+    let r = state
+        .db
+        .finish(&req.worker, &req.job, req.seq, now_ms(), &outcome)
+        .await
+        .map_err(internal)?;
+    match r {
+        Ok(()) => Ok(Json(serde_json::json!({})).into_response()),
+        Err(why) => Err(fail(
+            StatusCode::CONFLICT,
+            format!("unit {} of job {} is not yours: {why:?}", req.seq, req.job),
+        )),
+    }
+}
+
+/// Job `id` as the API shows it, or a 404.
+async fn view(state: &AppState, id: &str) -> Result<JobView, ApiError> {
+    match state.db.job(id).await.map_err(internal)? {
+        Some(row) => job_view(state, row).await,
+        None => Err(fail(StatusCode::NOT_FOUND, format!("no job {id}"))),
+    }
+}
+
+async fn job_view(state: &AppState, row: JobRow) -> Result<JobView, ApiError> {
+    let c = state.db.unit_counts(&row.id).await.map_err(internal)?;
+    let spec = serde_json::from_str(&row.spec).map_err(internal)?;
+    Ok(JobView {
+        id: row.id,
+        state: row.state.as_str().to_string(),
+        submitted_by: row.submitted_by,
+        spec,
+        created: row.created,
+        started: row.started,
+        finished: row.finished,
+        error: row.error,
+        files: row.files,
+        bytes: row.bytes,
+        files_done: row.files_done,
+        bytes_done: row.bytes_done,
+        units: UnitsView {
+            waiting: c.waiting,
+            ready: c.ready,
+            leased: c.leased,
+            done: c.done,
+            failed: c.failed,
+            cancelled: c.cancelled,
+        },
+    })
+}

@@ -8,6 +8,7 @@ mod clean;
 mod cp;
 mod demo;
 mod follow;
+mod jobcli;
 mod location;
 mod overlap;
 mod retry;
@@ -92,6 +93,14 @@ enum Command {
     /// Run a demonstration transfer on this machine: a server on loopback, a mixed
     /// dataset pushed and pulled back over TLS, verified, with throughput.
     Demo(DemoArgs),
+    /// Run the transfer service: a REST API over HTTPS (same key and token scheme as
+    /// `serve`) that queues copy jobs in a database (SQLite by default, PostgreSQL for
+    /// several instances), plans them into work units and hands those to workers under
+    /// leases. OpenAPI document at /api/openapi.json.
+    Service(jobcli::ServiceArgs),
+    /// Submit, list, show, cancel, retry and wait for the service's jobs
+    /// (--service HOST:PORT or HETCH_SERVICE; token as for `cp`).
+    Job(jobcli::JobArgs),
 }
 
 #[derive(Args)]
@@ -691,6 +700,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::from(3)
             })
         }
+        Command::Service(a) => jobcli::service(a).await,
+        Command::Job(a) => jobcli::job(a).await,
         Command::Demo(a) => {
             demo::run(a.dir, a.large_mib, a.keep).await?;
             Ok(ExitCode::SUCCESS)

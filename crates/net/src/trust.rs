@@ -189,9 +189,12 @@ impl TlsClient {
     }
 
     /// The TLS configuration (TLS 1.3, this client's pin check) for other protocols
-    /// to the same host: the service's HTTPS API.
-    pub fn rustls_config(&self) -> Arc<rustls::ClientConfig> {
-        self.config.clone()
+    /// to the same host (the service's HTTPS API), once the pin is known: pinned,
+    /// recorded, or learned by a [`connect`](crate::connect) through this client.
+    /// `None` before that, because until then the verifier accepts any certificate
+    /// and only `connect` checks what a first handshake presented.
+    pub fn rustls_config(&self) -> Option<Arc<rustls::ClientConfig>> {
+        self.pinned().map(|_| self.config.clone())
     }
 
     /// The `host:port` this client was made for.

@@ -84,7 +84,7 @@ async fn start(dir: &Path, db_url: &str, planner: Planner) -> (Api, tokio::task:
     let host = svc.addr.to_string();
     let tls = TlsClient::new(&host, Trust::Pinned(svc.fingerprint)).unwrap();
     let http = reqwest::Client::builder()
-        .use_preconfigured_tls((*tls.rustls_config()).clone())
+        .use_preconfigured_tls((*tls.rustls_config().expect("pinned")).clone())
         .build()
         .unwrap();
     let token = std::fs::read_to_string(&svc.token_path)

@@ -1,0 +1,411 @@
+//! `hetch service` (the transfer service) and `hetch job` (its command-line client:
+//! submit, ls, show, cancel, retry, wait), over the service's HTTPS API with the
+//! same token and key pinning as `hetch cp`.
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use clap::{Args, Subcommand};
+use hetch_net::{KnownHosts, TlsClient, Trust};
+use hetch_service::api::{CopyOptions, JobSpec, JobView};
+use serde_json::Value;
+
+/// `hetch service`.
+#[derive(Args)]
+pub struct ServiceArgs {
+    /// Job sources (and local destinations) are paths below this directory: a file
+    /// system the service and its workers share.
+    #[arg(long)]
+    root: PathBuf,
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0:7879")]
+    listen: SocketAddr,
+    /// The job database: sqlite://PATH (default: jobs.db in the state directory) or
+    /// postgres://USER@HOST/DB, which several service instances may share.
+    #[arg(long)]
+    db: Option<String>,
+    /// TLS key, certificate and token (default: ~/.config/hetch/service).
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Seconds a worker's lease on a unit lasts without a heartbeat.
+    #[arg(long, default_value_t = 30)]
+    lease_secs: u64,
+}
+
+/// Runs the service until it is stopped.
+pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
+    let state_dir = a
+        .state_dir
+        .unwrap_or_else(|| hetch_session::server::default_state_dir().with_file_name("service"));
+    std::fs::create_dir_all(&state_dir).with_context(|| format!("{}", state_dir.display()))?;
+    let db_url =
+        a.db.unwrap_or_else(|| format!("sqlite://{}", state_dir.join("jobs.db").display()));
+    let cfg = hetch_service::ServiceConfig {
+        listen: a.listen,
+        root: a.root,
+        state_dir,
+        db_url,
+        lease_ttl: Duration::from_secs(a.lease_secs.max(1)),
+        planner: hetch_jobs::Planner::default(),
+    };
+    let svc = hetch_service::Service::bind(cfg).await?;
+    eprintln!("hetch service: listening on https://{}", svc.addr);
+    eprintln!("hetch service: key fingerprint {}", svc.fingerprint);
+    eprintln!("hetch service: token in {}", svc.token_path.display());
+    svc.run().await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `hetch job`.
+#[derive(Args)]
+pub struct JobArgs {
+    /// The service, HOST:PORT.
+    #[arg(long, env = "HETCH_SERVICE")]
+    service: String,
+    /// Expected service key fingerprint (sha256:...), instead of the known-hosts file.
+    #[arg(long)]
+    fingerprint: Option<hetch_net::Fingerprint>,
+    /// Known-hosts file (default: ~/.config/hetch/known_hosts).
+    #[arg(long)]
+    known_hosts: Option<PathBuf>,
+    /// File holding the token (default: the HETCH_TOKEN environment variable).
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Print the service's JSON answer on stdout.
+    #[arg(long)]
+    json: bool,
+    #[command(subcommand)]
+    cmd: JobCmd,
+}
+
+#[derive(Subcommand)]
+enum JobCmd {
+    /// Queue a copy: sources (paths below the service's root) and a destination
+    /// (hetch://HOST/PATH, s3://..., or a path below the root). Prints the job's id.
+    Submit(SubmitArgs),
+    /// List jobs, newest first.
+    Ls {
+        /// Only jobs in this state (planning, queued, running, done, failed, cancelled).
+        #[arg(long)]
+        state: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: u64,
+    },
+    /// Show one job.
+    Show {
+        /// The job's id.
+        id: String,
+    },
+    /// Cancel a job: workers stop its units within a heartbeat.
+    Cancel {
+        /// The job's id.
+        id: String,
+    },
+    /// Run a failed or cancelled job's unfinished units again.
+    Retry {
+        /// The job's id.
+        id: String,
+    },
+    /// Wait for a job to end. Exit code 0 when it is done, 3 when it failed, 1 when
+    /// it was cancelled.
+    Wait {
+        /// The job's id.
+        id: String,
+    },
+}
+
+#[derive(Args)]
+struct SubmitArgs {
+    /// Sources then destination.
+    #[arg(required = true, num_args = 2.., value_name = "SRC... DST")]
+    paths: Vec<String>,
+    /// Block digest algorithm (as `hetch cp --checksum`).
+    #[arg(long)]
+    checksum: Option<String>,
+    /// What the destination checks (as `hetch cp --verify`): none, received, written.
+    #[arg(long)]
+    verify: Option<String>,
+    /// Block size (as `hetch cp --block-size`).
+    #[arg(long, value_parser = hetch_units::parse_block_size)]
+    block_size: Option<u64>,
+    /// Data streams per session.
+    #[arg(long)]
+    streams: Option<u16>,
+    /// Never replace an existing file.
+    #[arg(long)]
+    no_clobber: bool,
+    /// Higher goes first (-100 to 100).
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+    priority: i64,
+    /// Bytes per second for the whole job (e.g. 100M); 0 for no limit.
+    #[arg(long, value_parser = hetch_units::parse_rate, default_value = "0")]
+    rate_limit: u64,
+    /// Wait for the job to end (exit codes as `hetch job wait`).
+    #[arg(long)]
+    wait: bool,
+}
+
+/// The service's API, as this client reaches it.
+struct Client {
+    http: reqwest::Client,
+    tls: TlsClient,
+    base: String,
+    token: String,
+    host: String,
+}
+
+impl Client {
+    async fn new(a: &JobArgs) -> anyhow::Result<Client> {
+        let token = hetch_session::client::load_token(a.token_file.as_ref())?;
+        let token = String::from_utf8(token).map_err(|_| anyhow!("the token is not text"))?;
+        let trust = match a.fingerprint {
+            Some(fp) => Trust::Pinned(fp),
+            None => Trust::KnownHosts(KnownHosts {
+                path: a
+                    .known_hosts
+                    .clone()
+                    .unwrap_or_else(KnownHosts::default_path),
+            }),
+        };
+        let tls = TlsClient::new(&a.service, trust)?;
+        if tls.pinned().is_none() {
+            // First use: one handshake through hetch's own connect learns the key
+            // (checking the server holds it); from then on the HTTPS client's
+            // connections must present that same key.
+            hetch_net::connect(&a.service, &Default::default(), Some(&tls)).await?;
+        }
+        let config = tls
+            .rustls_config()
+            .expect("the key is known after a handshake");
+        let http = reqwest::Client::builder()
+            .use_preconfigured_tls((*config).clone())
+            .connect_timeout(Duration::from_secs(30))
+            .timeout(Duration::from_secs(120))
+            .build()?;
+        Ok(Client {
+            http,
+            tls,
+            base: format!("https://{}", a.service),
+            token,
+            host: a.service.clone(),
+        })
+    }
+
+    /// Calls the API; a 4xx or 5xx becomes the service's one-line error.
+    async fn call(&self, post: bool, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
+        let url = format!("{}{path}", self.base);
+        let req = match post {
+            true => self
+                .http
+                .post(url)
+                .json(&body.unwrap_or(Value::Object(Default::default()))),
+            false => self.http.get(url),
+        };
+        let resp = req
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|e| anyhow!("{}: {}", self.host, root_cause(&e)))?;
+        let status = resp.status();
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| anyhow!("{}: {e}", self.host))?;
+        let v: Value = serde_json::from_str(&text)
+            .map_err(|_| anyhow!("{}: not a hetch service (answered {status})", self.host))?;
+        // It answered as the service does: its key can be trusted from now on.
+        if let Some(fp) = self.tls.record_learned()? {
+            eprintln!(
+                "hetch: first connection to {}: trusting its key {fp} from now on",
+                self.host
+            );
+        }
+        if !status.is_success() {
+            let e = v["error"].as_str().unwrap_or("(no error message)");
+            bail!("{}: {e}", self.host);
+        }
+        Ok(v)
+    }
+
+    async fn job(&self, id: &str) -> anyhow::Result<JobView> {
+        let v = self
+            .call(false, &format!("/api/jobs/{}", path_segment(id)?), None)
+            .await?;
+        Ok(serde_json::from_value(v)?)
+    }
+}
+
+/// The innermost error of a request: the one that says what went wrong.
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
+}
+
+/// A job id as one path segment (ids are hex; anything else is refused here).
+fn path_segment(id: &str) -> anyhow::Result<&str> {
+    match !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        true => Ok(id),
+        false => bail!("{id:?} is not a job id"),
+    }
+}
+
+/// Runs `hetch job ...`.
+pub async fn job(a: JobArgs) -> anyhow::Result<ExitCode> {
+    let c = Client::new(&a).await?;
+    let print = |v: &Value| {
+        println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    };
+    match &a.cmd {
+        JobCmd::Submit(s) => {
+            let (dest, sources) = s.paths.split_last().expect("clap asks for two");
+            let spec = JobSpec {
+                sources: sources.to_vec(),
+                dest: dest.clone(),
+                options: CopyOptions {
+                    checksum: s.checksum.clone(),
+                    verify: s.verify.clone(),
+                    block_size: s.block_size,
+                    streams: s.streams,
+                    no_clobber: s.no_clobber,
+                },
+                priority: s.priority,
+                rate_limit: s.rate_limit,
+            };
+            let v = c
+                .call(true, "/api/jobs", Some(serde_json::to_value(&spec)?))
+                .await?;
+            let id = v["id"].as_str().unwrap_or_default().to_string();
+            match a.json && !s.wait {
+                true => print(&v),
+                false => println!("{id}"),
+            }
+            if s.wait {
+                return wait(&c, &id, a.json).await;
+            }
+        }
+        JobCmd::Ls { state, limit } => {
+            let mut path = format!("/api/jobs?limit={limit}");
+            if let Some(st) = state {
+                path.push_str(&format!("&state={}", path_segment(st)?));
+            }
+            let v = c.call(false, &path, None).await?;
+            if a.json {
+                print(&v);
+            } else {
+                let jobs: Vec<JobView> = serde_json::from_value(v)?;
+                println!(
+                    "{:<16}  {:<9}  {:>13}  {:>21}  WHAT",
+                    "ID", "STATE", "FILES", "BYTES"
+                );
+                for j in jobs {
+                    println!(
+                        "{:<16}  {:<9}  {:>13}  {:>21}  {} -> {}",
+                        j.id,
+                        j.state,
+                        format!("{}/{}", j.files_done, j.files),
+                        format!(
+                            "{}/{}",
+                            hetch_units::human_bytes(j.bytes_done as f64),
+                            hetch_units::human_bytes(j.bytes as f64)
+                        ),
+                        hetch_proto::escape_text(&j.spec.sources.join(" ")),
+                        hetch_proto::escape_text(&j.spec.dest),
+                    );
+                }
+            }
+        }
+        JobCmd::Show { id } => {
+            let j = c.job(id).await?;
+            match a.json {
+                true => print(&serde_json::to_value(&j)?),
+                false => show(&j),
+            }
+        }
+        JobCmd::Cancel { id } | JobCmd::Retry { id } => {
+            let verb = if matches!(a.cmd, JobCmd::Cancel { .. }) {
+                "cancel"
+            } else {
+                "retry"
+            };
+            let v = c
+                .call(
+                    true,
+                    &format!("/api/jobs/{}/{verb}", path_segment(id)?),
+                    None,
+                )
+                .await?;
+            match a.json {
+                true => print(&v),
+                false => println!("{id}: {}", v["state"].as_str().unwrap_or("?")),
+            }
+        }
+        JobCmd::Wait { id } => return wait(&c, id, a.json).await,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Polls job `id` until it ends, with a line of progress on a terminal.
+async fn wait(c: &Client, id: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let tty = std::io::stderr().is_terminal() && !json;
+    let j = loop {
+        let j = c.job(id).await?;
+        if tty {
+            eprint!(
+                "\r{id}: {} {}/{} files, {} of {}   ",
+                j.state,
+                j.files_done,
+                j.files,
+                hetch_units::human_bytes(j.bytes_done as f64),
+                hetch_units::human_bytes(j.bytes as f64)
+            );
+        }
+        if ["done", "failed", "cancelled"].contains(&j.state.as_str()) {
+            break j;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    if tty {
+        eprintln!();
+    }
+    match json {
+        true => println!("{}", serde_json::to_string_pretty(&j)?),
+        false => show(&j),
+    }
+    Ok(match j.state.as_str() {
+        "done" => ExitCode::SUCCESS,
+        "failed" => ExitCode::from(3),
+        _ => ExitCode::from(1),
+    })
+}
+
+fn show(j: &JobView) {
+    let esc = |s: &str| hetch_proto::escape_text(s);
+    println!("id:           {}", j.id);
+    println!("state:        {}", j.state);
+    println!("submitted by: {}", esc(&j.submitted_by));
+    println!("sources:      {}", esc(&j.spec.sources.join(" ")));
+    println!("destination:  {}", esc(&j.spec.dest));
+    println!("priority:     {}", j.spec.priority);
+    println!("files:        {} of {}", j.files_done, j.files);
+    println!(
+        "bytes:        {} of {}",
+        hetch_units::human_bytes(j.bytes_done as f64),
+        hetch_units::human_bytes(j.bytes as f64)
+    );
+    let u = &j.units;
+    println!(
+        "units:        {} ready, {} running, {} done, {} failed, {} waiting, {} cancelled",
+        u.ready, u.leased, u.done, u.failed, u.waiting, u.cancelled
+    );
+    if let Some(e) = &j.error {
+        println!("error:        {}", esc(e));
+    }
+}

@@ -1,0 +1,162 @@
+//! `hetch service` and `hetch job` end to end: the real binary as the service (on
+//! SQLite, over HTTPS on 127.0.0.1) and as its client: submit, ls, show, cancel, wait,
+//! retry, with the client pinning the service's key on first use; bad input gets one
+//! line naming what is wrong, a non-zero exit code, and nothing queued.
+//! (The API itself, on SQLite and PostgreSQL, is tested in crates/service.)
+
+mod util;
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use util::{hetch, spawn, wait_for, Running};
+
+fn args(a: &[&str]) -> Vec<OsString> {
+    a.iter().map(OsString::from).collect()
+}
+
+struct Service {
+    _proc: Running,
+    addr: String,
+    token: String,
+}
+
+fn start(dir: &Path) -> Service {
+    let root = dir.join("root");
+    std::fs::create_dir_all(root.join("run1/sub")).unwrap();
+    for i in 0..30 {
+        std::fs::write(root.join(format!("run1/sub/f{i}")), vec![b'x'; i]).unwrap();
+    }
+    let state = dir.join("state");
+    let mut a = args(&["service", "--listen", "127.0.0.1:0"]);
+    a.extend([
+        OsString::from("--root"),
+        root.into(),
+        "--state-dir".into(),
+        state.clone().into(),
+    ]);
+    let proc = spawn(&a, &[]);
+    wait_for("the service to listen", || {
+        proc.stderr_so_far().contains("listening on https://")
+    });
+    let err = proc.stderr_so_far();
+    let addr = err
+        .lines()
+        .find_map(|l| l.split("listening on https://").nth(1))
+        .unwrap()
+        .trim()
+        .to_string();
+    let token = std::fs::read_to_string(state.join("token"))
+        .unwrap()
+        .trim()
+        .to_string();
+    Service {
+        _proc: proc,
+        addr,
+        token,
+    }
+}
+
+impl Service {
+    fn job(&self, a: &[&str]) -> util::Out {
+        let mut all = args(&["job", "--service", &self.addr]);
+        all.extend(args(a));
+        hetch(&all, &[("HETCH_TOKEN", &self.token)])
+    }
+}
+
+#[test]
+fn jobs_are_submitted_listed_shown_cancelled_waited_for_and_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = start(dir.path());
+    let out = svc.job(&[
+        "submit",
+        "--verify",
+        "written",
+        "--priority",
+        "-3",
+        "run1",
+        "hetch://127.0.0.1:9/in",
+    ]);
+    out.ok();
+    assert!(
+        out.stderr.contains("trusting its key"),
+        "first use pins the key\n{out:?}"
+    );
+    let id = out.stdout.trim().to_string();
+    assert_eq!(id.len(), 16, "{out:?}");
+    wait_for("planning", || {
+        let show = svc.job(&["--json", "show", &id]);
+        show.ok();
+        show.stdout.contains("\"queued\"")
+    });
+    let show = svc.job(&["--json", "show", &id]);
+    let v: serde_json::Value = serde_json::from_str(&show.stdout).unwrap();
+    assert_eq!(
+        (v["files"].as_u64(), v["spec"]["priority"].as_i64()),
+        (Some(32), Some(-3))
+    );
+    assert_eq!(v["spec"]["options"]["verify"], "written");
+    let ls = svc.job(&["ls"]);
+    ls.ok();
+    assert!(
+        ls.stdout.contains(&id) && ls.stdout.contains("queued"),
+        "{ls:?}"
+    );
+    let human = svc.job(&["show", &id]);
+    assert!(human.stdout.contains("files:        0 of 32"), "{human:?}");
+
+    svc.job(&["cancel", &id]).ok();
+    // Waiting on a cancelled job ends at once, with exit code 1.
+    let w = svc.job(&["wait", &id]);
+    w.expect_code(1);
+    assert!(w.stdout.contains("cancelled"), "{w:?}");
+    let again = svc.job(&["cancel", &id]);
+    again.expect_code(1);
+    again.one_line_naming(&[&id, "already ended"]);
+    let r = svc.job(&["retry", &id]);
+    r.ok();
+    assert!(r.stdout.contains("queued"), "{r:?}");
+}
+
+#[test]
+fn bad_jobs_and_bad_callers_get_one_line_and_nothing_is_queued() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = start(dir.path());
+    svc.job(&["ls"]).ok(); // pins the key (one line saying so)
+    svc.job(&["submit", "../etc", "x"])
+        .expect_code(1)
+        .one_line_naming(&["../etc", "escapes"]);
+    svc.job(&["submit", "missing", "x"])
+        .expect_code(1)
+        .one_line_naming(&["missing"]);
+    svc.job(&["submit", "--verify", "maybe", "run1", "x"])
+        .expect_code(1)
+        .one_line_naming(&["maybe"]);
+    svc.job(&["show", "0123456789abcdef"])
+        .expect_code(1)
+        .one_line_naming(&["no job 0123456789abcdef"]);
+    svc.job(&["show", "../../etc"])
+        .expect_code(1)
+        .one_line_naming(&["not a job id"]);
+    let mut all = args(&["job", "--service", &svc.addr, "ls"]);
+    let wrong = hetch(&all, &[("HETCH_TOKEN", "0123456789abcdef0123456789abcdef")]);
+    wrong.expect_code(1).one_line_naming(&[&svc.addr, "token"]);
+    all.truncate(3);
+    all.extend(args(&["--json", "ls"]));
+    let ls = hetch(&all, &[("HETCH_TOKEN", &svc.token)]);
+    ls.ok();
+    assert_eq!(ls.stdout.trim(), "[]", "nothing queued\n{ls:?}");
+    // A service presenting another key than the one expected is refused.
+    let zeros = format!("sha256:{}", "00".repeat(32));
+    let pinned = args(&["job", "--service", &svc.addr, "--fingerprint", &zeros, "ls"]);
+    let other = hetch(&pinned, &[("HETCH_TOKEN", &svc.token)]);
+    other.expect_code(1).one_line_naming(&[&svc.addr]);
+    assert!(!other.stdout.contains('['), "no answer read\n{other:?}");
+    // A service that is not there: one line naming it.
+    let nobody = hetch(
+        &args(&["job", "--service", "127.0.0.1:9", "ls"]),
+        &[("HETCH_TOKEN", &svc.token)],
+    );
+    nobody.expect_code(1).one_line_naming(&["127.0.0.1:9"]);
+}

@@ -182,7 +182,7 @@ pub async fn run_source_from(
         .iter()
         .filter_map(|o| match o {
             Operand::Origin(o) => Some(o.concurrent_reads()),
-            Operand::Local(_) => None,
+            Operand::Local(_) | Operand::Entries { .. } => None,
         })
         .fold(opts.concurrency, usize::max)
         .max(1);
@@ -239,7 +239,7 @@ pub async fn run_source_from(
             .iter()
             .filter_map(|o| match o {
                 Operand::Local(p) => Some(p.clone()),
-                Operand::Origin(_) => None,
+                Operand::Origin(_) | Operand::Entries { .. } => None,
             })
             .collect();
         tasks.spawn(crate::follow::follower(
@@ -324,6 +324,18 @@ fn walker(
                 })?;
                 if !going {
                     return Ok(());
+                }
+                continue;
+            }
+            Operand::Entries { operand, entries } => {
+                for rel in entries {
+                    let going = match walk::entry_below(&operand, &rel) {
+                        Ok(se) => announce(shared, se, None, &tx),
+                        Err(e) => report(e),
+                    };
+                    if !going {
+                        return Ok(());
+                    }
                 }
                 continue;
             }

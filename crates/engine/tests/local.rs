@@ -73,3 +73,69 @@ async fn unrepairable_corruption_fails_the_file_and_leaves_no_final_name() {
         "leftovers in destination"
     );
 }
+
+/// A worker's share of a listing made elsewhere: only the named entries go, in two
+/// sessions into one destination directory, each finding the parents the other made;
+/// an entry reached through a symlink or outside the operand fails alone, by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listed_entries_of_an_operand_go_and_nothing_else() {
+    use hetch_engine::{copy_between, Destination, Operand};
+    let t = tempfile::tempdir().unwrap();
+    let src = t.path().join("run");
+    std::fs::create_dir_all(src.join("a/b")).unwrap();
+    std::fs::write(src.join("a/one"), bytes(1, 5000)).unwrap();
+    std::fs::write(src.join("a/b/two"), bytes(2, 70_000)).unwrap();
+    std::fs::write(src.join("left-out"), b"not listed").unwrap();
+    std::fs::create_dir_all(t.path().join("outside")).unwrap();
+    std::fs::write(t.path().join("outside/secret"), b"secret").unwrap();
+    std::os::unix::fs::symlink("../outside", src.join("hop")).unwrap();
+    let out = t.path().join("out");
+    let mut into = dest(&out, 1);
+    into.trailing_slash = true;
+    let share = |entries: &[&str]| Operand::Entries {
+        operand: src.clone(),
+        entries: entries.iter().map(|e| e.as_bytes().to_vec()).collect(),
+    };
+    let first = share(&["run", "run/a", "run/a/one"]);
+    let r = copy_between(
+        opts(),
+        vec![first],
+        Destination::Local(into.clone()),
+        2,
+        Arc::default(),
+    )
+    .await
+    .unwrap();
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    let second = share(&["run/a/b", "run/a/b/two", "run/hop/secret", "other/x"]);
+    let r = copy_between(
+        opts(),
+        vec![second],
+        Destination::Local(into),
+        2,
+        Arc::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.errors.len(), 2, "{:?}", r.errors);
+    assert!(
+        r.errors.iter().any(|e| e.contains("run/hop/secret")),
+        "{:?}",
+        r.errors
+    );
+    assert!(
+        r.errors.iter().any(|e| e.contains("other/x")),
+        "{:?}",
+        r.errors
+    );
+    assert_eq!(
+        std::fs::read(out.join("run/a/one")).unwrap(),
+        bytes(1, 5000)
+    );
+    assert_eq!(
+        std::fs::read(out.join("run/a/b/two")).unwrap(),
+        bytes(2, 70_000)
+    );
+    assert!(!out.join("run/left-out").exists(), "not listed, not copied");
+    assert!(!out.join("run/hop").exists());
+}

@@ -163,15 +163,66 @@ pub(crate) const SPECIAL: &str =
 /// Describes one path (lstat, no following).
 pub fn entry(path: &Path, rel: Vec<u8>) -> Result<SourceEntry, StorageError> {
     let md = std::fs::symlink_metadata(path).at(path)?;
+    let target = match md.file_type().is_symlink() {
+        true => Some(std::fs::read_link(path).at(path)?.into_os_string()),
+        false => None,
+    };
+    describe(path, rel, &md, target)
+}
+
+/// Describes entry `rel` (a wire path: the operand's own name, then the path inside
+/// it) of local operand `operand`, looked up below the operand with no symlink
+/// followed on the way: how a listing made elsewhere (a service's planner) is read
+/// back on another node. A path that is not below the operand is refused.
+pub fn entry_below(operand: &Path, rel: &[u8]) -> Result<SourceEntry, StorageError> {
+    let top = operand_name(operand)?;
+    let refused = |reason| StorageError::Refused {
+        path: String::from_utf8_lossy(rel).into_owned(),
+        reason,
+    };
+    let inside = match rel.strip_prefix(top.as_bytes()) {
+        Some([]) => return entry(operand, rel.to_vec()),
+        Some([b'/', inside @ ..]) => inside,
+        _ => return Err(refused("not an entry of this operand")),
+    };
+    let names_ok = inside
+        .split(|&b| b == b'/')
+        .all(|n| !n.is_empty() && n != b"." && n != b".." && !n.contains(&0));
+    if !names_ok {
+        return Err(refused("not a path below the operand"));
+    }
+    let inside = Path::new(std::ffi::OsStr::from_bytes(inside));
+    let dir = crate::confined::Dir::open(operand)?;
+    let abs = operand.join(inside);
+    let md = dir.stat(inside)?.ok_or_else(|| StorageError::Io {
+        path: abs.clone(),
+        source: std::io::Error::from(std::io::ErrorKind::NotFound),
+    })?;
+    let target = match md.file_type().is_symlink() {
+        true => {
+            let (parent, name) = dir.parent(inside)?;
+            Some(parent.read_link(&name)?)
+        }
+        false => None,
+    };
+    describe(&abs, rel.to_vec(), &md, target)
+}
+
+/// An entry from its metadata (and a symlink's target).
+fn describe(
+    path: &Path,
+    rel: Vec<u8>,
+    md: &std::fs::Metadata,
+    target: Option<OsString>,
+) -> Result<SourceEntry, StorageError> {
     let ft = md.file_type();
     let kind = if ft.is_file() {
         SourceKind::File { size: md.len() }
     } else if ft.is_dir() {
         SourceKind::Dir
-    } else if ft.is_symlink() {
-        let target = std::fs::read_link(path).at(path)?;
+    } else if let (true, Some(target)) = (ft.is_symlink(), target) {
         SourceKind::Symlink {
-            target: target.as_os_str().as_bytes().to_vec(),
+            target: target.as_bytes().to_vec(),
         }
     } else {
         return Err(StorageError::WrongType {
@@ -274,5 +325,40 @@ mod tests {
     fn missing_operand_names_the_path() {
         let err = walk(Path::new("/nonexistent/hetch-x")).err().unwrap();
         assert!(err.to_string().contains("/nonexistent/hetch-x"), "{err}");
+    }
+
+    #[test]
+    fn entries_below_an_operand_are_read_back_without_following_symlinks() {
+        let t = tempfile::tempdir().unwrap();
+        let top = t.path().join("top");
+        std::fs::create_dir_all(top.join("a/b")).unwrap();
+        std::fs::write(top.join("a/b/f"), b"hello").unwrap();
+        std::fs::create_dir_all(t.path().join("outside")).unwrap();
+        std::fs::write(t.path().join("outside/secret"), b"x").unwrap();
+        std::os::unix::fs::symlink("../outside", top.join("a/hop")).unwrap();
+        let walked: Vec<_> = walk(&top).unwrap().map(|e| e.unwrap()).collect();
+        for w in &walked {
+            let again = entry_below(&top, &w.rel).unwrap();
+            assert_eq!(&again, w, "{}", String::from_utf8_lossy(&w.rel));
+        }
+        // Through a symlink, outside, above, or another operand's name: refused.
+        for bad in [
+            &b"top/a/hop/secret"[..],
+            b"top/../outside/secret",
+            b"top/a//b",
+            b"other/a",
+            b"topx/a",
+            b"top/",
+        ] {
+            let e = entry_below(&top, bad);
+            assert!(
+                e.is_err(),
+                "{} was let through",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        assert!(entry_below(&top, b"top/a/missing")
+            .unwrap_err()
+            .is_not_found());
     }
 }

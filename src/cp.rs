@@ -53,6 +53,9 @@ pub struct CopyJob {
     pub filter: FilterRequest,
     /// The destination operand as typed, to name deleted entries below it.
     pub dest_shown: String,
+    /// For each local source, only these entries of it (wire paths) instead of all
+    /// of it: a worker's share of a job's listing.
+    pub entries: Option<Vec<Vec<Vec<u8>>>>,
 }
 
 /// Outcome of a copy, for the exit code.
@@ -137,7 +140,7 @@ pub async fn run(mut job: CopyJob) -> anyhow::Result<Outcome> {
 
 /// What the sessions of a run that were lost had done, and how many there were.
 #[derive(Default)]
-struct Recovered {
+pub(crate) struct Recovered {
     /// Counters of the lost sessions, summed.
     lost: Summary,
     /// Sessions opened again.
@@ -159,7 +162,7 @@ impl Recovered {
 /// Runs sessions of `job` until one completes, opening a new one (which resumes from
 /// what the destination verified) after each transient failure, as `job.retry` allows.
 /// Copies that involve no server run once.
-async fn recover(
+pub(crate) async fn recover(
     job: &CopyJob,
     progress: &Arc<Progress>,
     manifest: Option<&Manifest>,
@@ -241,11 +244,17 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
     }
     let mut buckets = Buckets::new(&job.s3);
     let mut operands = Vec::new();
-    for s in &job.sources {
+    for (i, s) in job.sources.iter().enumerate() {
         match s {
             Location::Local(p) => {
                 std::fs::symlink_metadata(p).with_context(|| format!("{}", p.display()))?;
-                operands.push(Operand::Local(p.clone()));
+                operands.push(match job.entries.as_ref().and_then(|e| e.get(i)) {
+                    Some(entries) => Operand::Entries {
+                        operand: p.clone(),
+                        entries: entries.clone(),
+                    },
+                    None => Operand::Local(p.clone()),
+                });
             }
             Location::Object(url) => {
                 let loc = buckets.location(url)?;

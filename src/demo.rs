@@ -153,6 +153,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         retry: Default::default(),
         filter: Default::default(),
         dest_shown: String::new(),
+        entries: None,
     };
     let remote = Location::Remote {
         host: host.clone(),

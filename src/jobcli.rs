@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context};
+use crate::service_client::{path_segment, Client};
+use anyhow::Context;
 use clap::{Args, Subcommand};
-use hetch_net::{KnownHosts, TlsClient, Trust};
 use hetch_service::api::{CopyOptions, JobSpec, JobView};
 use serde_json::Value;
 
@@ -34,6 +34,9 @@ pub struct ServiceArgs {
     /// Seconds a worker's lease on a unit lasts without a heartbeat.
     #[arg(long, default_value_t = 30)]
     lease_secs: u64,
+    /// Most files in one unit of work (a batch one worker copies in one session).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    batch_files: u64,
 }
 
 /// Runs the service until it is stopped.
@@ -50,7 +53,13 @@ pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
         state_dir,
         db_url,
         lease_ttl: Duration::from_secs(a.lease_secs.max(1)),
-        planner: hetch_jobs::Planner::default(),
+        planner: hetch_jobs::Planner {
+            batch_files: a.batch_files,
+            // Files are not split into ranges until workers can move ranges (design
+            // step 4): a large file is one unit of its own.
+            split_size: u64::MAX,
+            ..hetch_jobs::Planner::default()
+        },
     };
     let svc = hetch_service::Service::bind(cfg).await?;
     eprintln!("hetch service: listening on https://{}", svc.addr);
@@ -150,116 +159,10 @@ struct SubmitArgs {
     wait: bool,
 }
 
-/// The service's API, as this client reaches it.
-struct Client {
-    http: reqwest::Client,
-    tls: TlsClient,
-    base: String,
-    token: String,
-    host: String,
-}
-
-impl Client {
-    async fn new(a: &JobArgs) -> anyhow::Result<Client> {
-        let token = hetch_session::client::load_token(a.token_file.as_ref())?;
-        let token = String::from_utf8(token).map_err(|_| anyhow!("the token is not text"))?;
-        let trust = match a.fingerprint {
-            Some(fp) => Trust::Pinned(fp),
-            None => Trust::KnownHosts(KnownHosts {
-                path: a
-                    .known_hosts
-                    .clone()
-                    .unwrap_or_else(KnownHosts::default_path),
-            }),
-        };
-        let tls = TlsClient::new(&a.service, trust)?;
-        if tls.pinned().is_none() {
-            // First use: one handshake through hetch's own connect learns the key
-            // (checking the server holds it); from then on the HTTPS client's
-            // connections must present that same key.
-            hetch_net::connect(&a.service, &Default::default(), Some(&tls)).await?;
-        }
-        let config = tls
-            .rustls_config()
-            .expect("the key is known after a handshake");
-        let http = reqwest::Client::builder()
-            .use_preconfigured_tls((*config).clone())
-            .connect_timeout(Duration::from_secs(30))
-            .timeout(Duration::from_secs(120))
-            .build()?;
-        Ok(Client {
-            http,
-            tls,
-            base: format!("https://{}", a.service),
-            token,
-            host: a.service.clone(),
-        })
-    }
-
-    /// Calls the API; a 4xx or 5xx becomes the service's one-line error.
-    async fn call(&self, post: bool, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
-        let url = format!("{}{path}", self.base);
-        let req = match post {
-            true => self
-                .http
-                .post(url)
-                .json(&body.unwrap_or(Value::Object(Default::default()))),
-            false => self.http.get(url),
-        };
-        let resp = req
-            .bearer_auth(&self.token)
-            .send()
-            .await
-            .map_err(|e| anyhow!("{}: {}", self.host, root_cause(&e)))?;
-        let status = resp.status();
-        let text = resp
-            .text()
-            .await
-            .map_err(|e| anyhow!("{}: {e}", self.host))?;
-        let v: Value = serde_json::from_str(&text)
-            .map_err(|_| anyhow!("{}: not a hetch service (answered {status})", self.host))?;
-        // It answered as the service does: its key can be trusted from now on.
-        if let Some(fp) = self.tls.record_learned()? {
-            eprintln!(
-                "hetch: first connection to {}: trusting its key {fp} from now on",
-                self.host
-            );
-        }
-        if !status.is_success() {
-            let e = v["error"].as_str().unwrap_or("(no error message)");
-            bail!("{}: {e}", self.host);
-        }
-        Ok(v)
-    }
-
-    async fn job(&self, id: &str) -> anyhow::Result<JobView> {
-        let v = self
-            .call(false, &format!("/api/jobs/{}", path_segment(id)?), None)
-            .await?;
-        Ok(serde_json::from_value(v)?)
-    }
-}
-
-/// The innermost error of a request: the one that says what went wrong.
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut cur = e;
-    while let Some(next) = cur.source() {
-        cur = next;
-    }
-    cur.to_string()
-}
-
-/// A job id as one path segment (ids are hex; anything else is refused here).
-fn path_segment(id: &str) -> anyhow::Result<&str> {
-    match !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric()) {
-        true => Ok(id),
-        false => bail!("{id:?} is not a job id"),
-    }
-}
-
 /// Runs `hetch job ...`.
 pub async fn job(a: JobArgs) -> anyhow::Result<ExitCode> {
-    let c = Client::new(&a).await?;
+    let token = hetch_session::client::load_token(a.token_file.as_ref())?;
+    let c = Client::new(&a.service, a.fingerprint, a.known_hosts.clone(), token).await?;
     let print = |v: &Value| {
         println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
     };

@@ -12,9 +12,11 @@ mod jobcli;
 mod location;
 mod overlap;
 mod retry;
+mod service_client;
 mod sync;
 mod ui;
 mod watch;
+mod worker;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -101,6 +103,10 @@ enum Command {
     /// Submit, list, show, cancel, retry and wait for the service's jobs
     /// (--service HOST:PORT or HETCH_SERVICE; token as for `cp`).
     Job(jobcli::JobArgs),
+    /// Run the service's work: claim units of queued jobs, copy them (sources below
+    /// --root, as the service sees them), extend the leases while they run, report
+    /// each; a unit whose lease is lost (expired or cancelled) is stopped.
+    Worker(worker::WorkerArgs),
 }
 
 #[derive(Args)]
@@ -488,7 +494,7 @@ fn usage_error(msg: &str) -> ExitCode {
 }
 
 /// The error and its causes on one line, without repeating a cause already quoted.
-fn one_line(e: &anyhow::Error) -> String {
+pub(crate) fn one_line(e: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in e.chain() {
         let s = cause.to_string();
@@ -568,6 +574,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 },
                 filter: Default::default(),
                 dest_shown: String::new(),
+                entries: None,
             };
             watch::run(job, a.stats_interval).await
         }
@@ -595,6 +602,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 retry: a.retry,
                 filter: Default::default(),
                 dest_shown: String::new(),
+                entries: None,
             };
             Ok(cp::run(job).await?.exit_code())
         }
@@ -702,6 +710,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Service(a) => jobcli::service(a).await,
         Command::Job(a) => jobcli::job(a).await,
+        Command::Worker(a) => worker::run(a).await,
         Command::Demo(a) => {
             demo::run(a.dir, a.large_mib, a.keep).await?;
             Ok(ExitCode::SUCCESS)
@@ -784,6 +793,7 @@ async fn copy(a: CpArgs, s3: hetch_object::S3Options, sync: bool) -> anyhow::Res
             filter: a.filter.request(),
             dest_shown: a.paths.last().cloned().unwrap_or_default(),
             retry: a.retry,
+            entries: None,
         };
         Ok(cp::run(job).await?.exit_code())
     }

@@ -22,6 +22,10 @@ struct Service {
 }
 
 fn start(dir: &Path) -> Service {
+    start_with(dir, &[])
+}
+
+fn start_with(dir: &Path, extra: &[&str]) -> Service {
     let root = dir.join("root");
     std::fs::create_dir_all(root.join("run1/sub")).unwrap();
     for i in 0..30 {
@@ -35,6 +39,7 @@ fn start(dir: &Path) -> Service {
         "--state-dir".into(),
         state.clone().into(),
     ]);
+    a.extend(args(extra));
     let proc = spawn(&a, &[]);
     wait_for("the service to listen", || {
         proc.stderr_so_far().contains("listening on https://")
@@ -58,6 +63,21 @@ fn start(dir: &Path) -> Service {
 }
 
 impl Service {
+    /// A `hetch worker` for this service, named `name`.
+    fn worker(&self, dir: &Path, name: &str) -> Running {
+        let mut a = args(&[
+            "worker",
+            "--service",
+            &self.addr,
+            "--name",
+            name,
+            "--units",
+            "2",
+        ]);
+        a.extend([OsString::from("--root"), dir.join("root").into()]);
+        spawn(&a, &[("HETCH_TOKEN", &self.token)])
+    }
+
     fn job(&self, a: &[&str]) -> util::Out {
         let mut all = args(&["job", "--service", &self.addr]);
         all.extend(args(a));
@@ -159,4 +179,55 @@ fn bad_jobs_and_bad_callers_get_one_line_and_nothing_is_queued() {
         &[("HETCH_TOKEN", &svc.token)],
     );
     nobody.expect_code(1).one_line_naming(&["127.0.0.1:9"]);
+}
+
+/// A tree of `n` files of 40 KiB in a few directories, plus an empty directory and a
+/// symlink, under `root/name`.
+fn big_tree(root: &Path, name: &str, n: usize) {
+    for i in 0..n {
+        let d = root.join(format!("{name}/d{}", i % 4));
+        std::fs::create_dir_all(&d).unwrap();
+        let data: Vec<u8> = (0..40 * 1024).map(|j| (i * 7 + j * 13) as u8).collect();
+        std::fs::write(d.join(format!("f{i}")), data).unwrap();
+    }
+    std::fs::create_dir_all(root.join(format!("{name}/empty"))).unwrap();
+    std::os::unix::fs::symlink("d0/f0", root.join(format!("{name}/link"))).unwrap();
+}
+
+#[test]
+fn workers_run_a_job_and_finish_the_units_of_a_worker_killed_mid_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    big_tree(&root, "data", 120);
+    let svc = start_with(dir.path(), &["--lease-secs", "2", "--batch-files", "10"]);
+    svc.job(&["ls"]).ok(); // pins the key
+
+    // Two workers share a job; it ends done and the copy is identical.
+    let _a = svc.worker(dir.path(), "a");
+    let _b = svc.worker(dir.path(), "b");
+    let out = svc.job(&["submit", "--wait", "data", "copy"]);
+    out.ok();
+    util::assert_same_tree(&root.join("data"), &root.join("copy/data"));
+    drop((_a, _b));
+
+    // One worker, slowed down, is killed while it holds units; another finishes
+    // them once their leases run out, and the copy is identical, with nothing half
+    // done under a final name.
+    let mut c = svc.worker(dir.path(), "c");
+    let id = svc.job(&["submit", "--rate-limit", "2M", "data", "copy2"]);
+    id.ok();
+    let id = id.stdout.trim().to_string();
+    wait_for("c to hold units", || {
+        let show = svc.job(&["--json", "show", &id]);
+        let v: serde_json::Value = serde_json::from_str(&show.stdout).unwrap();
+        v["units"]["leased"].as_u64().unwrap_or(0) > 0
+    });
+    c.kill9();
+    let _d = svc.worker(dir.path(), "d");
+    let w = svc.job(&["wait", &id]);
+    w.ok();
+    util::assert_same_tree(&root.join("data"), &root.join("copy2/data"));
+    let show = svc.job(&["--json", "show", &id]);
+    let v: serde_json::Value = serde_json::from_str(&show.stdout).unwrap();
+    assert_eq!(v["files_done"].as_u64(), v["files"].as_u64(), "{v}");
 }

@@ -1,0 +1,121 @@
+//! A client of the transfer service's HTTPS API, for `hetch job` and `hetch worker`:
+//! the token as for `cp`, and the service's key pinned on first use as for `cp`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail};
+use hetch_net::{KnownHosts, TlsClient, Trust};
+use hetch_service::api::JobView;
+use serde_json::Value;
+
+/// The service's API, as this client reaches it.
+pub struct Client {
+    http: reqwest::Client,
+    tls: TlsClient,
+    base: String,
+    token: String,
+    host: String,
+}
+
+impl Client {
+    /// A client of the service at `service` (`HOST:PORT`), its key pinned by
+    /// `fingerprint` or the known-hosts file, presenting `token`.
+    pub async fn new(
+        service: &str,
+        fingerprint: Option<hetch_net::Fingerprint>,
+        known_hosts: Option<PathBuf>,
+        token: Vec<u8>,
+    ) -> anyhow::Result<Client> {
+        let token = String::from_utf8(token).map_err(|_| anyhow!("the token is not text"))?;
+        let trust = match fingerprint {
+            Some(fp) => Trust::Pinned(fp),
+            None => Trust::KnownHosts(KnownHosts {
+                path: known_hosts.unwrap_or_else(KnownHosts::default_path),
+            }),
+        };
+        let tls = TlsClient::new(service, trust)?;
+        if tls.pinned().is_none() {
+            // First use: one handshake through hetch's own connect learns the key
+            // (checking the server holds it); from then on the HTTPS client's
+            // connections must present that same key.
+            hetch_net::connect(service, &Default::default(), Some(&tls)).await?;
+        }
+        let config = tls
+            .rustls_config()
+            .expect("the key is known after a handshake");
+        let http = reqwest::Client::builder()
+            .use_preconfigured_tls((*config).clone())
+            .connect_timeout(Duration::from_secs(30))
+            .timeout(Duration::from_secs(120))
+            .build()?;
+        Ok(Client {
+            http,
+            tls,
+            base: format!("https://{service}"),
+            token,
+            host: service.to_string(),
+        })
+    }
+
+    /// Calls the API; a 4xx or 5xx becomes the service's one-line error.
+    pub async fn call(&self, post: bool, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
+        let url = format!("{}{path}", self.base);
+        let req = match post {
+            true => self
+                .http
+                .post(url)
+                .json(&body.unwrap_or(Value::Object(Default::default()))),
+            false => self.http.get(url),
+        };
+        let resp = req
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|e| anyhow!("{}: {}", self.host, root_cause(&e)))?;
+        let status = resp.status();
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| anyhow!("{}: {e}", self.host))?;
+        let v: Value = serde_json::from_str(&text)
+            .map_err(|_| anyhow!("{}: not a hetch service (answered {status})", self.host))?;
+        // It answered as the service does: its key can be trusted from now on.
+        if let Some(fp) = self.tls.record_learned()? {
+            eprintln!(
+                "hetch: first connection to {}: trusting its key {fp} from now on",
+                self.host
+            );
+        }
+        if !status.is_success() {
+            let e = v["error"].as_str().unwrap_or("(no error message)");
+            bail!("{}: {e}", self.host);
+        }
+        Ok(v)
+    }
+
+    /// Job `id`.
+    pub async fn job(&self, id: &str) -> anyhow::Result<JobView> {
+        let v = self
+            .call(false, &format!("/api/jobs/{}", path_segment(id)?), None)
+            .await?;
+        Ok(serde_json::from_value(v)?)
+    }
+}
+
+/// The innermost error of a request: the one that says what went wrong.
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
+}
+
+/// A job id as one path segment (ids are hex; anything else is refused here).
+pub fn path_segment(id: &str) -> anyhow::Result<&str> {
+    match !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        true => Ok(id),
+        false => bail!("{id:?} is not a job id"),
+    }
+}

@@ -1,0 +1,347 @@
+//! `hetch worker`: claims work units from the transfer service and runs them, each
+//! as a `hetch cp` of its share of the job's listing, extending its leases while they
+//! run and stopping a unit whose lease it lost (expired, or its job cancelled).
+//!
+//! Today it runs batches of files; block ranges of split files and their commits need
+//! a destination that takes ranges from several writers (design step 4) and are
+//! reported as failed with that reason (the service does not split files yet).
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail};
+use clap::Args;
+use hetch_engine::{Options, StopSender, StopSignal, Verify};
+use hetch_jobs::UnitSpec;
+use hetch_service::api::{ClaimedUnit, JobSpec};
+use serde_json::{json, Value};
+use tokio::task::JoinSet;
+
+use crate::cp::CopyJob;
+use crate::location::Location;
+use crate::service_client::Client;
+
+/// `hetch worker`.
+#[derive(Args)]
+pub struct WorkerArgs {
+    /// The service, HOST:PORT.
+    #[arg(long, env = "HETCH_SERVICE")]
+    service: String,
+    /// Job sources are below this directory here (the service's --root, as this node
+    /// sees the shared file system).
+    #[arg(long)]
+    root: PathBuf,
+    /// This worker's name, unique among the service's workers (default: host and
+    /// process id).
+    #[arg(long)]
+    name: Option<String>,
+    /// Units run at once.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    units: u32,
+    /// Expected service key fingerprint (sha256:...), instead of the known-hosts file.
+    #[arg(long)]
+    fingerprint: Option<hetch_net::Fingerprint>,
+    /// Known-hosts file for the service and the destinations.
+    #[arg(long)]
+    known_hosts: Option<PathBuf>,
+    /// The service's token file (default: the HETCH_SERVICE_TOKEN environment
+    /// variable, then HETCH_TOKEN).
+    #[arg(long)]
+    service_token_file: Option<PathBuf>,
+    /// Token file for hetch:// destinations (default: HETCH_TOKEN).
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Leave after this many seconds with nothing to do (default: never).
+    #[arg(long)]
+    idle_exit: Option<u64>,
+}
+
+/// A unit being run.
+struct Running {
+    stop: StopSender,
+}
+
+/// Runs the worker until it is stopped (or idle for `--idle-exit`).
+pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
+    let name = a.name.clone().unwrap_or_else(default_name);
+    let token = match (&a.service_token_file, std::env::var("HETCH_SERVICE_TOKEN")) {
+        (Some(f), _) => hetch_net::read_token_file(f)?,
+        (None, Ok(t)) if !t.trim().is_empty() => t.trim().as_bytes().to_vec(),
+        _ => hetch_session::client::load_token(None)?,
+    };
+    let api = Client::new(&a.service, a.fingerprint, a.known_hosts.clone(), token).await?;
+    let api = Arc::new(api);
+    let root = std::fs::canonicalize(&a.root).map_err(|e| anyhow!("{}: {e}", a.root.display()))?;
+    eprintln!("hetch worker {name}: working for {}", a.service);
+    let mut running: HashMap<(String, u64), Running> = HashMap::new();
+    let mut tasks: JoinSet<((String, u64), Value)> = JoinSet::new();
+    let mut last_beat = Instant::now();
+    let mut idle_since = Instant::now();
+    loop {
+        // Report what ended.
+        while let Some(done) = tasks.try_join_next() {
+            let ((job, seq), mut report) = done.map_err(|e| anyhow!("unit task: {e}"))?;
+            running.remove(&(job.clone(), seq));
+            report["worker"] = json!(name);
+            if let Err(e) = api.call(true, "/api/work/finish", Some(report)).await {
+                // Refused (the lease moved on) or unreachable: the unit is the
+                // service's to hand out again; nothing here to undo.
+                eprintln!("hetch worker {name}: reporting unit {seq} of job {job}: {e}");
+            }
+        }
+        // Keep the leases; stop what is no longer ours.
+        if !running.is_empty() && last_beat.elapsed() >= Duration::from_secs(3) {
+            last_beat = Instant::now();
+            match api
+                .call(true, "/api/work/heartbeat", Some(json!({"worker": name})))
+                .await
+            {
+                Ok(v) => {
+                    let held: BTreeSet<(String, u64)> = v["held"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|h| Some((h["job"].as_str()?.to_string(), h["seq"].as_u64()?)))
+                        .collect();
+                    for (key, r) in &running {
+                        if !held.contains(key) {
+                            r.stop.stop();
+                        }
+                    }
+                }
+                Err(e) => eprintln!("hetch worker {name}: heartbeat: {e}"),
+            }
+        }
+        // Take more when there is room.
+        let room = a.units.saturating_sub(running.len() as u32);
+        let mut claimed = 0;
+        if room > 0 {
+            match api
+                .call(
+                    true,
+                    "/api/work/claim",
+                    Some(json!({"worker": name, "max": room})),
+                )
+                .await
+            {
+                Ok(v) => {
+                    let units: Vec<ClaimedUnit> = serde_json::from_value(v)?;
+                    claimed = units.len();
+                    for u in units {
+                        let (tx, rx) = StopSignal::new();
+                        running.insert((u.job.clone(), u.seq), Running { stop: tx });
+                        let ctx = UnitContext {
+                            api: api.clone(),
+                            root: root.clone(),
+                            dest_token: a.token_file.clone(),
+                            known_hosts: a.known_hosts.clone(),
+                        };
+                        tasks.spawn(async move {
+                            let key = (u.job.clone(), u.seq);
+                            let report = ctx.run(u, rx).await;
+                            (key, report)
+                        });
+                    }
+                }
+                Err(e) => eprintln!("hetch worker {name}: claiming work: {e}"),
+            }
+        }
+        if claimed > 0 || !running.is_empty() {
+            idle_since = Instant::now();
+        } else if a
+            .idle_exit
+            .is_some_and(|s| idle_since.elapsed() >= Duration::from_secs(s))
+        {
+            return Ok(ExitCode::SUCCESS);
+        }
+        if claimed == 0 {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+}
+
+fn default_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    format!("{}-{}", host.trim(), std::process::id())
+}
+
+/// What a unit needs besides itself.
+struct UnitContext {
+    api: Arc<Client>,
+    root: PathBuf,
+    dest_token: Option<PathBuf>,
+    known_hosts: Option<PathBuf>,
+}
+
+impl UnitContext {
+    /// Runs unit `u` (stopping when `stop` is raised) and returns its report for
+    /// `/api/work/finish` (without the worker's name).
+    async fn run(&self, u: ClaimedUnit, stop: StopSignal) -> Value {
+        let mut report = json!({"job": u.job, "seq": u.seq, "error": null});
+        match self.files_unit(&u, stop).await {
+            Ok((files, bytes)) => {
+                report["files"] = json!(files);
+                report["bytes"] = json!(bytes);
+            }
+            Err(e) => report["error"] = json!(crate::one_line(&e)),
+        }
+        report
+    }
+
+    /// Copies a batch of files: its rows of the listing, each source's share as listed
+    /// entries (with their parent directories, which may be in another unit), into
+    /// the destination.
+    async fn files_unit(&self, u: &ClaimedUnit, stop: StopSignal) -> anyhow::Result<(u64, u64)> {
+        let (first, end, bytes) = match u.unit {
+            UnitSpec::Files { first, end, bytes } => (first, end, bytes),
+            _ => bail!("block ranges of split files are not run by workers yet"),
+        };
+        let rows = self
+            .api
+            .call(
+                false,
+                &format!("/api/jobs/{}/files?from={first}&to={end}", u.job),
+                None,
+            )
+            .await?;
+        let rows = rows.as_array().cloned().unwrap_or_default();
+        if rows.len() as u64 != end - first {
+            bail!(
+                "the service sent {} listing rows of {}",
+                rows.len(),
+                end - first
+            );
+        }
+        let spec = &u.spec;
+        let mut per_source: Vec<Vec<Vec<u8>>> = vec![Vec::new(); spec.sources.len()];
+        for r in &rows {
+            let op = r["operand"].as_u64().unwrap_or(u64::MAX) as usize;
+            let path = r["path"].as_str().unwrap_or_default();
+            let list = per_source.get_mut(op).ok_or_else(|| {
+                anyhow!("listing row names source {op} of {}", spec.sources.len())
+            })?;
+            with_parents(list, path);
+        }
+        let job = self.copy_job(spec, per_source, stop)?;
+        let progress = Arc::new(hetch_engine::Progress::default());
+        let (result, _) = crate::cp::recover(&job, &progress, None).await;
+        let report = result?;
+        if let Some(e) = report.errors.first() {
+            bail!("{e}");
+        }
+        if report.summary.failed > 0 {
+            bail!("{} files failed", report.summary.failed);
+        }
+        Ok((end - first, bytes))
+    }
+
+    /// The `hetch cp` of a job's spec for these listed entries.
+    fn copy_job(
+        &self,
+        spec: &JobSpec,
+        entries: Vec<Vec<Vec<u8>>>,
+        stop: StopSignal,
+    ) -> anyhow::Result<CopyJob> {
+        let sources = spec
+            .sources
+            .iter()
+            .map(|s| Location::Local(self.root.join(s)))
+            .collect::<Vec<_>>();
+        // Into the destination, always: every unit must agree on where entries go,
+        // whichever of them creates the destination directory.
+        let mut dest = Location::parse(&spec.dest).map_err(|e| anyhow!("{e}"))?;
+        match &mut dest {
+            Location::Local(p) => {
+                let into = self.root.join(&*p);
+                *p = PathBuf::from(format!("{}/", into.display()));
+            }
+            Location::Remote { path, .. } if !path.ends_with('/') => path.push('/'),
+            _ => {}
+        }
+        let o = &spec.options;
+        let mut opts = Options {
+            stop: Some(stop),
+            no_clobber: o.no_clobber,
+            rate_limit: spec.rate_limit,
+            ..Options::default()
+        };
+        if let Some(c) = &o.checksum {
+            opts.checksum = c.parse().map_err(|e: String| anyhow!(e))?;
+        }
+        if let Some(v) = &o.verify {
+            opts.verify = match v.as_str() {
+                "none" => Verify::None,
+                "received" => Verify::Received,
+                _ => Verify::Written,
+            };
+        }
+        if let Some(bs) = o.block_size {
+            opts.block_size = bs;
+        }
+        let client = match matches!(dest, Location::Remote { .. }) {
+            true => Some(hetch_session::client::ClientConfig {
+                token: hetch_session::client::load_token(self.dest_token.as_ref())?,
+                fingerprint: None,
+                known_hosts: self.known_hosts.clone(),
+                socket: Default::default(),
+                timeout: Duration::from_secs(30),
+                opened: Default::default(),
+            }),
+            false => None,
+        };
+        Ok(CopyJob {
+            sources,
+            dest_shown: spec.dest.clone(),
+            dest,
+            opts,
+            streams: o.streams.unwrap_or(4),
+            encrypt: true,
+            client,
+            json: false,
+            quiet: true,
+            manifest: None,
+            s3: Default::default(),
+            retry: Default::default(),
+            filter: Default::default(),
+            entries: Some(entries),
+        })
+    }
+}
+
+/// Appends `path` to `list` after those of its parent directories that are not in it
+/// yet (a unit's first entries may live in directories another unit lists).
+fn with_parents(list: &mut Vec<Vec<u8>>, path: &str) {
+    let mut at = 0;
+    while let Some(i) = path[at..].find('/') {
+        let parent = &path.as_bytes()[..at + i];
+        if !list.iter().any(|e| e == parent) {
+            list.push(parent.to_vec());
+        }
+        at += i + 1;
+    }
+    if !list.iter().any(|e| e == path.as_bytes()) {
+        list.push(path.as_bytes().to_vec());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn parents_come_first_once() {
+        let mut l = Vec::new();
+        for p in ["run/a/b/f", "run/a/b/g", "run/c"] {
+            super::with_parents(&mut l, p);
+        }
+        let l: Vec<String> = l
+            .into_iter()
+            .map(|e| String::from_utf8(e).unwrap())
+            .collect();
+        assert_eq!(
+            l,
+            ["run", "run/a", "run/a/b", "run/a/b/f", "run/a/b/g", "run/c"]
+        );
+    }
+}

@@ -451,6 +451,7 @@ conformance!(
     names_dirs_and_links_keep_their_shape,
     copy_rules_into_as_and_again,
     resume_takes_up_recorded_blocks_after_checking_them,
+    an_older_writer_cannot_touch_the_file_a_newer_one_took_over,
     blocks_damaged_in_flight_are_sent_again,
     storage_damage_is_found_by_reading_back,
     a_file_that_cannot_be_repaired_leaves_nothing,
@@ -599,24 +600,10 @@ mod cases {
         // An earlier, interrupted transfer put and recorded the first blocks (the
         // store's calls block: off the async threads).
         tokio::task::block_in_place(|| {
-            use std::os::unix::fs::MetadataExt;
             let store = b.store("g", 1);
             store.resolve(b"f").unwrap();
             let place = store.place(b"f").unwrap();
-            let spec = FileSpec {
-                size: data.len() as u64,
-                blocks,
-                block_size: BS,
-                meta: FinalMeta {
-                    mode: md.mode() & 0o777,
-                    mtime_sec: md.mtime(),
-                    mtime_nsec: md.mtime_nsec() as u32,
-                },
-                checksum: o.checksum,
-                growing: false,
-                read_back_follows: false,
-            };
-            let opened = store.open(&place, &spec).unwrap();
+            let opened = store.open(&place, &spec_of(&md, blocks, &o)).unwrap();
             assert!(opened.recorded.is_none(), "{}", b.name());
             for i in 0..put {
                 let block = &data[(i * BS) as usize..((i + 1) * BS) as usize];
@@ -644,6 +631,69 @@ mod cases {
             b.name(),
             r.summary.bytes
         );
+        assert_eq!(b.file("g").as_deref(), Some(&data[..]), "{}", b.name());
+        assert_eq!(b.leftovers(), 0, "{}", b.name());
+    }
+
+    /// How the engine would open a file like `md` of `blocks` blocks.
+    fn spec_of(md: &std::fs::Metadata, blocks: u64, o: &Options) -> FileSpec {
+        use std::os::unix::fs::MetadataExt;
+        FileSpec {
+            size: md.len(),
+            blocks,
+            block_size: BS,
+            meta: FinalMeta {
+                mode: md.mode() & 0o777,
+                mtime_sec: md.mtime(),
+                mtime_nsec: md.mtime_nsec() as u32,
+            },
+            checksum: o.checksum,
+            growing: false,
+            read_back_follows: false,
+        }
+    }
+
+    /// A transfer resumed while an older session of it still runs (on a server that
+    /// has not yet noticed the old connection is gone): whatever the older writer
+    /// does after the newer one opened the file (write other bytes, give up) neither
+    /// reaches the newer one's file nor removes its part file.
+    pub async fn an_older_writer_cannot_touch_the_file_a_newer_one_took_over(b: &B) {
+        let t = src_dir();
+        let src = t.path().join("f");
+        let blocks = 40;
+        let data = bytes(9, (blocks * BS) as usize - 7);
+        std::fs::write(&src, &data).unwrap();
+        let md = std::fs::metadata(&src).unwrap();
+        let o = suite_opts();
+        let spec = spec_of(&md, blocks, &o);
+        let block = |i: u64| &data[(i * BS) as usize..((i + 1) * BS).min(md.len()) as usize];
+        let digest = |i: u64| o.checksum.block_digest(md.len(), BS, i, block(i));
+        tokio::task::block_in_place(|| {
+            let (old_store, new_store) = (b.store("g", 1), b.store("g", 1));
+            for s in [&old_store, &new_store] {
+                s.resolve(b"f").unwrap();
+            }
+            let place = old_store.place(b"f").unwrap();
+            let old = old_store.open(&place, &spec).unwrap();
+            for i in 0..blocks / 2 {
+                old.file.put(i * BS, block(i)).unwrap();
+                old.file.record(i, &digest(i), BS).unwrap();
+            }
+            let new = new_store.open(&place, &spec).unwrap();
+            new.file.put(0, block(0)).unwrap();
+            // The older writer goes on, then gives up: refused or without effect.
+            let junk = vec![0xA5; BS as usize];
+            let _ = old.file.put(0, &junk);
+            let _ = old.file.put(BS, &junk);
+            old.file.abort();
+            for i in 0..blocks {
+                new.file.put(i * BS, block(i)).unwrap();
+                new.file.record(i, &digest(i), BS).unwrap();
+            }
+            new.file.commit(md.len(), spec.meta, None, false).unwrap();
+            let _ = old.file.put(2 * BS, &junk);
+            let _ = old.file.commit(md.len(), spec.meta, None, false);
+        });
         assert_eq!(b.file("g").as_deref(), Some(&data[..]), "{}", b.name());
         assert_eq!(b.leftovers(), 0, "{}", b.name());
     }

@@ -599,6 +599,11 @@ impl StoreFile for BucketFile {
         xattr: Option<&Digest>,
         _fsync: bool,
     ) -> Result<(), StorageError> {
+        // A file given up (or committed) makes no object: a single-part one would be
+        // put empty, over whatever a newer transfer of it made.
+        if self.st.lock().expect("upload lock").closed {
+            return Err(refused(&self.url(), "upload already finished or dropped"));
+        }
         let mtime = Some((meta.mtime_sec, meta.mtime_nsec));
         let r = if self.plan.single() {
             let data = {

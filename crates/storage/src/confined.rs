@@ -273,6 +273,13 @@ impl Dir {
         rustix::fs::syncfs(&f).map_err(|e| StorageError::io(&self.shown, e.into()))
     }
 
+    /// The directory's device and inode: which directory this is, however it was
+    /// reached.
+    pub fn id(&self) -> Result<(u64, u64), StorageError> {
+        let st = rfs::fstat(self.fd()).map_err(|e| StorageError::io(&self.shown, e.into()))?;
+        Ok((st.st_dev, st.st_ino))
+    }
+
     fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }

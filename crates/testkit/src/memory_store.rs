@@ -63,6 +63,11 @@ pub struct MemoryTree {
     pub unfinished: HashMap<PathBuf, Unfinished>,
     /// Directories created as the copy of an operand, and its name.
     pub marks: HashMap<PathBuf, Vec<u8>>,
+    /// The newest writer of each file being received: an older one that is still
+    /// running is refused, as a newer transfer of the file took it over.
+    pub writers: HashMap<PathBuf, u64>,
+    /// Writers opened so far (the next one's number).
+    pub opened: u64,
 }
 
 impl MemoryTree {
@@ -350,9 +355,12 @@ impl Store for MemoryStore {
             },
             spec.checksum.id(),
         );
-        let recorded = {
+        let (recorded, writer) = {
             let mut tree = self.tree();
-            match tree.unfinished.get(&full) {
+            tree.opened += 1;
+            let writer = tree.opened;
+            tree.writers.insert(full.clone(), writer);
+            let recorded = match tree.unfinished.get(&full) {
                 Some(u) if u.identity == identity && spec.blocks > 1 => Some(
                     u.records
                         .iter()
@@ -365,11 +373,13 @@ impl Store for MemoryStore {
                     None
                 }
                 None => None,
-            }
+            };
+            (recorded, writer)
         };
         let file = MemoryFile {
             tree: self.tree.clone(),
             path: full,
+            writer,
             identity,
             keep: recorded.is_some(),
             state: Mutex::default(),
@@ -431,6 +441,8 @@ impl Store for MemoryStore {
 struct MemoryFile {
     tree: Arc<Mutex<MemoryTree>>,
     path: PathBuf,
+    /// Its number among the writers (see [`MemoryTree::writers`]).
+    writer: u64,
     identity: (u64, u64, (i64, u32), u8),
     /// Takes up the unfinished file an earlier session left.
     keep: bool,
@@ -454,6 +466,9 @@ impl MemoryFile {
             ));
         }
         let mut tree = self.tree.lock().expect("tree lock");
+        if !self.is_newest(&tree) {
+            return Err(MemoryStore::refused(&self.path, TAKEN_OVER));
+        }
         if !st.started {
             st.started = true;
             MemoryStore::parent_is_dir(&tree, &self.path)?;
@@ -470,6 +485,23 @@ impl MemoryFile {
             .get_mut(&self.path)
             .ok_or_else(|| MemoryStore::refused(&self.path, "removed while being received"))?;
         Ok(f(u))
+    }
+}
+
+/// Why an older writer of a file a newer one took over is refused.
+const TAKEN_OVER: &str = "taken over by a newer transfer of the same file";
+
+impl MemoryFile {
+    /// Whether no newer writer of this file was opened since.
+    fn is_newest(&self, tree: &MemoryTree) -> bool {
+        tree.writers.get(&self.path) == Some(&self.writer)
+    }
+
+    /// Ends this writer's claim on the file (a newer one's stays).
+    fn release(&self, tree: &mut MemoryTree) {
+        if self.is_newest(tree) {
+            tree.writers.remove(&self.path);
+        }
     }
 }
 
@@ -520,6 +552,11 @@ impl StoreFile for MemoryFile {
         data.resize(size as usize, 0);
         self.state.lock().expect("file lock").closed = true;
         let mut tree = self.tree.lock().expect("tree lock");
+        // Checked again under the same lock as the commit itself.
+        if !self.is_newest(&tree) {
+            return Err(MemoryStore::refused(&self.path, TAKEN_OVER));
+        }
+        self.release(&mut tree);
         tree.unfinished.remove(&self.path);
         if tree.kind_at(&self.path) == Some(Kind::Dir) {
             return Err(Kind::Dir.found_where(&self.path, "file"));
@@ -535,11 +572,12 @@ impl StoreFile for MemoryFile {
             return;
         }
         st.closed = true;
-        self.tree
-            .lock()
-            .expect("tree lock")
-            .unfinished
-            .remove(&self.path);
+        let mut tree = self.tree.lock().expect("tree lock");
+        // What is unfinished there is the newer writer's.
+        if self.is_newest(&tree) {
+            self.release(&mut tree);
+            tree.unfinished.remove(&self.path);
+        }
     }
 }
 

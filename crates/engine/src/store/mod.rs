@@ -21,6 +21,7 @@
 
 pub mod origin;
 pub mod posix;
+mod writers;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -16,6 +16,7 @@ use hetch_storage::journal::{Journal, JournalHeader};
 use hetch_storage::part::{self, FinalMeta, PartFile, JOURNAL_SUFFIX, PART_SUFFIX};
 use hetch_storage::{meta, StorageError};
 
+use super::writers::{self, Claim, TAKEN_OVER};
 use super::{Capabilities, FileSpec, Kind, Listed, Opened, Place, Present, Store, StoreFile};
 use crate::dest::{DestMap, DestSpec};
 use crate::error::EngineError;
@@ -196,12 +197,15 @@ impl Store for PosixStore {
     }
 
     fn open(&self, place: &Place, spec: &FileSpec) -> Result<Opened, StorageError> {
+        // Before the part file is looked at: an older writer of it is done with it.
+        let claim = writers::claim(self.fs(), &place.rel)?;
         let mut file = PosixFile {
             fs: self.fs().clone(),
             rel: place.rel.clone(),
             header: journal_header(spec),
             spec: *spec,
             resumed: false,
+            claim,
             inner: Mutex::default(),
             one_writer: Mutex::new(()),
         };
@@ -314,6 +318,9 @@ struct PosixFile {
     spec: FileSpec,
     /// The part file holds verified blocks of an earlier run: keep its contents.
     resumed: bool,
+    /// This writer's claim on the file (see [`writers`]): every operation that
+    /// writes or removes holds it.
+    claim: Arc<Claim>,
     inner: Mutex<Inner>,
     /// One write at a time per file: concurrent writes to one file only queue on the
     /// file system's inode lock; other files still write in parallel.
@@ -341,8 +348,17 @@ impl PosixFile {
         self.fs.path().join(&self.rel)
     }
 
+    /// Holds the claim for one operation; refused once a newer writer took over.
+    fn hold(&self) -> Result<std::sync::RwLockReadGuard<'_, bool>, StorageError> {
+        self.claim.hold().ok_or_else(|| StorageError::Refused {
+            path: self.shown().display().to_string(),
+            reason: TAKEN_OVER,
+        })
+    }
+
     /// The part file, opened (and its journal created) on first use.
     fn part(&self) -> Result<Arc<PartFile>, StorageError> {
+        let _held = self.hold()?;
         let mut inner = self.inner.lock().expect("part lock");
         if inner.closed {
             return Err(StorageError::Refused {
@@ -373,6 +389,7 @@ impl StoreFile for PosixFile {
     fn put(&self, offset: u64, data: &[u8]) -> Result<(), StorageError> {
         let part = self.part()?;
         let _one = self.one_writer.lock().expect("write lock");
+        let _held = self.hold()?;
         part.write_at(offset, data)?;
         if self.spec.read_back_follows {
             part.start_writeback(offset, data.len() as u64);
@@ -411,6 +428,7 @@ impl StoreFile for PosixFile {
                 // A growing file's durability task syncs it on its own schedule; its
                 // records go at once (a resume reads them back anyway).
                 drop(inner);
+                let _held = self.hold()?;
                 return journal.append(block, digest);
             }
             inner.unjournaled.push((block, *digest));
@@ -426,6 +444,7 @@ impl StoreFile for PosixFile {
         };
         if let Some((part, journal, records)) = batch {
             // Outside the lock: other blocks go on being written meanwhile.
+            let _held = self.hold()?;
             part.sync_data()?;
             journal.append_all(&records)?;
         }
@@ -453,6 +472,8 @@ impl StoreFile for PosixFile {
         fsync: bool,
     ) -> Result<(), StorageError> {
         let part = self.part()?;
+        // Held to the rename: a newer writer takes over before or after, not during.
+        let _held = self.hold()?;
         let holes = {
             let mut inner = self.inner.lock().expect("part lock");
             // Complete: its records no longer matter; it is renamed after its own sync.
@@ -486,6 +507,10 @@ impl StoreFile for PosixFile {
             inner.part = None;
             inner.journal = None;
         }
+        // The names belong to the newer writer once it took over.
+        let Some(_held) = self.claim.hold() else {
+            return;
+        };
         if let Ok((dir, name)) = self.fs.parent(&self.rel) {
             part::discard(&dir, &name);
         }

@@ -37,10 +37,34 @@ pub struct ServiceArgs {
     /// Most files in one unit of work (a batch one worker copies in one session).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     batch_files: u64,
+    /// Also let in users presenting a token (JWT) of this OpenID Connect issuer, e.g.
+    /// https://login.example.org/realms/hetch; each sees only the jobs they submitted.
+    #[arg(long, requires = "oidc_audience")]
+    oidc_issuer: Option<String>,
+    /// The audience users' tokens must name (their `aud`).
+    #[arg(long, requires = "oidc_issuer")]
+    oidc_audience: Option<String>,
+    /// CA certificate(s), PEM, for the issuer's HTTPS beyond the system's roots.
+    #[arg(long, requires = "oidc_issuer")]
+    oidc_ca: Option<PathBuf>,
+}
+
+/// The OIDC issuer to trust, if one was given.
+fn oidc_config(a: &ServiceArgs) -> anyhow::Result<Option<hetch_oidc::OidcConfig>> {
+    let (Some(issuer), Some(audience)) = (&a.oidc_issuer, &a.oidc_audience) else {
+        return Ok(None);
+    };
+    let mut cfg = hetch_oidc::OidcConfig::new(issuer, audience);
+    if let Some(ca) = &a.oidc_ca {
+        let pem = std::fs::read_to_string(ca).with_context(|| format!("{}", ca.display()))?;
+        cfg = cfg.with_extra_ca_pem(pem);
+    }
+    Ok(Some(cfg))
 }
 
 /// Runs the service until it is stopped.
 pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
+    let oidc = oidc_config(&a)?;
     let state_dir = a
         .state_dir
         .unwrap_or_else(|| hetch_session::server::default_state_dir().with_file_name("service"));
@@ -60,6 +84,7 @@ pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
             split_size: u64::MAX,
             ..hetch_jobs::Planner::default()
         },
+        oidc,
     };
     let svc = hetch_service::Service::bind(cfg).await?;
     eprintln!("hetch service: listening on https://{}", svc.addr);

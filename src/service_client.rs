@@ -89,7 +89,11 @@ impl Client {
         }
         if !status.is_success() {
             let e = v["error"].as_str().unwrap_or("(no error message)");
-            bail!("{}: {e}", self.host);
+            let line = format!("{}: {e}", self.host);
+            if status.as_u16() == 401 || status.as_u16() == 403 {
+                return Err(NotAllowed(line).into());
+            }
+            bail!("{line}");
         }
         Ok(v)
     }
@@ -102,6 +106,18 @@ impl Client {
         Ok(serde_json::from_value(v)?)
     }
 }
+
+/// The service refused the caller (401 or 403): asking again will not help.
+#[derive(Debug)]
+pub struct NotAllowed(pub String);
+
+impl std::fmt::Display for NotAllowed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotAllowed {}
 
 /// The innermost error of a request: the one that says what went wrong.
 fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {

@@ -22,7 +22,7 @@ use tokio::task::JoinSet;
 
 use crate::cp::CopyJob;
 use crate::location::Location;
-use crate::service_client::Client;
+use crate::service_client::{Client, NotAllowed};
 
 /// `hetch worker`.
 #[derive(Args)]
@@ -146,6 +146,9 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                         });
                     }
                 }
+                // A token the service does not take (or not for workers) will not
+                // become good by asking again.
+                Err(e) if e.is::<NotAllowed>() => bail!("{e}"),
                 Err(e) => eprintln!("hetch worker {name}: claiming work: {e}"),
             }
         }

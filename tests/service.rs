@@ -231,3 +231,62 @@ fn workers_run_a_job_and_finish_the_units_of_a_worker_killed_mid_job() {
     let v: serde_json::Value = serde_json::from_str(&show.stdout).unwrap();
     assert_eq!(v["files_done"].as_u64(), v["files"].as_u64(), "{v}");
 }
+
+/// `hetch service --oidc-issuer`: users log in with the issuer's tokens (as
+/// HETCH_TOKEN, as any token), each sees only their own jobs, and a user's token does
+/// not make a worker: the worker stops at once with the service's one line.
+#[test]
+fn oidc_users_submit_and_see_only_their_own_jobs_and_cannot_be_workers() {
+    use hetch_testkit::oidc_issuer::{claims, ec_key, sign, TestIssuer, AUDIENCE};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let key = ec_key("k1");
+    let issuer = rt.block_on(TestIssuer::start(&[&key]));
+    let dir = tempfile::tempdir().unwrap();
+    let svc = start_with(
+        dir.path(),
+        &["--oidc-issuer", &issuer.url, "--oidc-audience", AUDIENCE],
+    );
+    let token_of = |sub: &str| {
+        let mut c = claims(&issuer.url);
+        c["sub"] = serde_json::json!(sub);
+        sign(&key, &c)
+    };
+    let (alice, bob) = (token_of("alice"), token_of("bob"));
+    let as_user = |token: &str, a: &[&str]| {
+        let mut all = args(&["job", "--service", &svc.addr]);
+        all.extend(args(a));
+        hetch(&all, &[("HETCH_TOKEN", token)])
+    };
+
+    let out = as_user(&alice, &["submit", "run1", "hetch://127.0.0.1:9/in"]);
+    out.ok();
+    let id = out.stdout.trim().to_string();
+    let show = as_user(&alice, &["--json", "show", &id]);
+    show.ok();
+    let v: serde_json::Value = serde_json::from_str(&show.stdout).unwrap();
+    assert_eq!(v["submitted_by"], "oidc:alice");
+
+    let theirs = as_user(&bob, &["show", &id]);
+    assert!(!theirs.status.success(), "{theirs:?}");
+    assert!(
+        theirs.stderr.contains(&format!("no job {id}")),
+        "{theirs:?}"
+    );
+    let ls = as_user(&bob, &["ls"]);
+    ls.ok();
+    assert!(!ls.stdout.contains(&id), "{ls:?}");
+    let ls = svc.job(&["ls"]);
+    assert!(ls.stdout.contains(&id), "{ls:?}");
+
+    let mut a = args(&["worker", "--service", &svc.addr, "--idle-exit", "60"]);
+    a.extend([OsString::from("--root"), dir.path().join("root").into()]);
+    let worker = hetch(&a, &[("HETCH_TOKEN", &alice)]);
+    assert!(!worker.status.success(), "{worker:?}");
+    assert!(worker.stderr.contains("service's own token"), "{worker:?}");
+    let after = as_user(&alice, &["--json", "show", &id]);
+    after.ok();
+    let v: serde_json::Value = serde_json::from_str(&after.stdout).unwrap();
+    let units = &v["units"];
+    let claimed = (units["leased"].as_u64(), units["done"].as_u64());
+    assert_eq!(claimed, (Some(0), Some(0)), "{v}");
+}

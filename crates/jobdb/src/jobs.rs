@@ -318,11 +318,25 @@ impl Db {
         row.as_ref().map(job_row).transpose()
     }
 
-    /// Up to `limit` jobs, newest first, in state `state` if given.
-    pub async fn jobs(&self, state: Option<JobState>, limit: u64) -> Result<Vec<JobRow>, DbError> {
-        let filter = match state {
-            Some(_) => "WHERE state = $2",
-            None => "",
+    /// Up to `limit` jobs, newest first, in state `state` and submitted by
+    /// `submitted_by` if given.
+    pub async fn jobs(
+        &self,
+        state: Option<JobState>,
+        submitted_by: Option<&str>,
+        limit: u64,
+    ) -> Result<Vec<JobRow>, DbError> {
+        // Placeholders numbered in the order they are bound.
+        let mut conditions = Vec::new();
+        if state.is_some() {
+            conditions.push(format!("state = ${}", conditions.len() + 2));
+        }
+        if submitted_by.is_some() {
+            conditions.push(format!("submitted_by = ${}", conditions.len() + 2));
+        }
+        let filter = match conditions.is_empty() {
+            true => String::new(),
+            false => format!("WHERE {}", conditions.join(" AND ")),
         };
         let sql = format!(
             "SELECT {JOB_COLUMNS} FROM jobs {filter} ORDER BY created DESC, id DESC LIMIT $1"
@@ -330,6 +344,9 @@ impl Db {
         let mut q = sqlx::query(&sql).bind(int(limit));
         if let Some(st) = state {
             q = q.bind(st.as_str());
+        }
+        if let Some(who) = submitted_by {
+            q = q.bind(who);
         }
         let rows = q.fetch_all(&self.pool).await?;
         rows.iter().map(job_row).collect()

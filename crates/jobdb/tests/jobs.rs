@@ -104,8 +104,20 @@ fn a_job_is_claimed_in_order_and_ends_done_with_its_counts() {
             (JobState::Done, Some(20), 5, 150, None)
         );
         assert_eq!(db.unit_counts("j1").await.unwrap().done, 3);
-        assert_eq!(db.jobs(None, 10).await.unwrap().len(), 1);
-        assert_eq!(db.jobs(Some(JobState::Running), 10).await.unwrap().len(), 0);
+        assert_eq!(db.jobs(None, None, 10).await.unwrap().len(), 1);
+        assert_eq!(
+            db.jobs(Some(JobState::Running), None, 10)
+                .await
+                .unwrap()
+                .len(),
+            0
+        );
+        let done = Some(JobState::Done);
+        assert_eq!(db.jobs(done, Some("tester"), 10).await.unwrap().len(), 1);
+        assert_eq!(
+            db.jobs(None, Some("someone else"), 10).await.unwrap().len(),
+            0
+        );
     });
 }
 

@@ -2,15 +2,13 @@
 //! key type, each way a token can be wrong, key rotation, the refresh rate limit, and
 //! the ways the issuer itself can be wrong or away.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use hetch_oidc::{OidcConfig, OidcError, OidcVerifier, REFRESH_INTERVAL};
+use hetch_testkit::oidc_issuer::*;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{json, Value};
-use support::*;
 
 fn verifier(issuer: &TestIssuer) -> OidcVerifier {
     OidcVerifier::new(OidcConfig::new(&issuer.url, AUDIENCE)).unwrap()

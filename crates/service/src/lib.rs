@@ -43,6 +43,8 @@ pub struct ServiceConfig {
     pub lease_ttl: Duration,
     /// How jobs are cut into units.
     pub planner: Planner,
+    /// Also let in users with a token from this OpenID Connect issuer.
+    pub oidc: Option<hetch_oidc::OidcConfig>,
 }
 
 /// Why the service could not start.
@@ -65,6 +67,9 @@ pub enum ServiceError {
     /// The root.
     #[error("root {0}: {1}")]
     Root(PathBuf, std::io::Error),
+    /// The OIDC configuration.
+    #[error(transparent)]
+    Oidc(#[from] hetch_oidc::OidcError),
 }
 
 /// What every handler shares.
@@ -82,6 +87,8 @@ pub struct AppState {
     pub lease_ms: u64,
     /// How jobs are cut.
     pub planner: Planner,
+    /// Verifies users' OIDC tokens, when an issuer is configured.
+    pub oidc: Option<hetch_oidc::OidcVerifier>,
 }
 
 /// A service bound to its address, ready to run.
@@ -106,6 +113,18 @@ impl Service {
             .map_err(|e| ServiceError::Root(cfg.root.clone(), e))?;
         let (identity, _) = ServerIdentity::load_or_create(&cfg.state_dir)?;
         let (token, token_path) = hetch_net::load_or_create_token(&cfg.state_dir)?;
+        let oidc = cfg.oidc.map(hetch_oidc::OidcVerifier::new).transpose()?;
+        if let Some(v) = &oidc {
+            // Checked now so that a mistake shows at start; an issuer that is away
+            // only for now is asked again when tokens arrive.
+            match v.refresh().await {
+                Ok(keys) => eprintln!(
+                    "hetch service: OIDC issuer {} publishes {keys} keys",
+                    v.config().issuer
+                ),
+                Err(e) => eprintln!("hetch service: warning: {e}"),
+            }
+        }
         let db = Db::open(&cfg.db_url).await?;
         let listener = tokio::net::TcpListener::bind(cfg.listen)
             .await
@@ -126,6 +145,7 @@ impl Service {
             throttle: hetch_net::AuthThrottle::default(),
             lease_ms: cfg.lease_ttl.as_millis() as u64,
             planner: cfg.planner,
+            oidc,
         });
         resume_planning(&state).await?;
         Ok(Service {
@@ -155,7 +175,7 @@ impl Service {
 async fn resume_planning(state: &Arc<AppState>) -> Result<(), ServiceError> {
     let mut unplanned = state
         .db
-        .jobs(Some(JobState::Planning), u64::MAX >> 1)
+        .jobs(Some(JobState::Planning), None, u64::MAX >> 1)
         .await?;
     unplanned.reverse(); // oldest first
     for job in unplanned {

@@ -79,7 +79,11 @@ pub fn document() -> Value {
         "info": {"title": "hetch service", "version": env!("CARGO_PKG_VERSION")},
         "paths": paths,
         "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "securitySchemes": {"bearer": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "The service's token (every job; the /api/work routes), or, with --oidc-issuer, a JWT of that issuer (the caller's own jobs only)",
+            }},
             "schemas": {
                 "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
                 "JobSpec": {

@@ -19,7 +19,7 @@ use crate::api::{
     ClaimRequest, ClaimedUnit, ErrorBody, FinishRequest, HeartbeatRequest, JobSpec, JobView,
     UnitsView,
 };
-use crate::auth::{self, Denied};
+use crate::auth::{self, Caller, Denied};
 use crate::{now_ms, planning, AppState};
 
 /// Largest request body: job specs and reports are small.
@@ -79,10 +79,6 @@ fn internal(e: impl std::fmt::Display) -> ApiError {
     fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
 }
 
-/// Who is calling, once authenticated.
-#[derive(Debug, Clone)]
-struct Caller(String);
-
 async fn authenticate(
     State(state): State<Arc<AppState>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -93,14 +89,22 @@ async fn authenticate(
         .headers()
         .get(header::AUTHORIZATION)
         .map(|v| v.as_bytes());
-    let (status, error, extra) = match auth::check(&state, peer.ip(), header) {
-        Ok(who) => {
-            req.extensions_mut().insert(Caller(who));
+    let (status, error, extra) = match auth::check(&state, peer.ip(), header).await {
+        Ok(caller) => {
+            let worker_route = req.uri().path().starts_with("/api/work/");
+            if worker_route && caller != Caller::Operator {
+                return fail(
+                    StatusCode::FORBIDDEN,
+                    "the worker routes take the service's own token",
+                )
+                .into_response();
+            }
+            req.extensions_mut().insert(caller);
             return next.run(req).await;
         }
-        Err(Denied::Unauthenticated) => (
+        Err(Denied::Unauthenticated(why)) => (
             StatusCode::UNAUTHORIZED,
-            "missing or wrong token (Authorization: Bearer TOKEN)".to_string(),
+            why,
             (header::WWW_AUTHENTICATE, "Bearer".to_string()),
         ),
         Err(Denied::Throttled(secs)) => (
@@ -124,7 +128,7 @@ fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
 
 async fn submit(
     State(state): State<Arc<AppState>>,
-    axum::Extension(Caller(who)): axum::Extension<Caller>,
+    axum::Extension(caller): axum::Extension<Caller>,
     body: Bytes,
 ) -> Answer {
     let spec: JobSpec = parse(&body)?;
@@ -144,7 +148,7 @@ async fn submit(
     let id = new_id();
     let job = NewJob {
         id: id.clone(),
-        submitted_by: who,
+        submitted_by: caller.name().to_string(),
         spec: serde_json::to_string(&spec).map_err(internal)?,
         priority: spec.priority,
         rate_limit: spec.rate_limit,
@@ -156,7 +160,7 @@ async fn submit(
         .map_err(internal)?;
     let (db, root, planner) = (state.db.clone(), state.root.clone(), state.planner);
     tokio::spawn(planning::plan(db, root, id.clone(), spec, planner));
-    Ok((StatusCode::CREATED, Json(view(&state, &id).await?)).into_response())
+    Ok((StatusCode::CREATED, Json(view(&state, &caller, &id).await?)).into_response())
 }
 
 /// A new job id: 16 hex digits from the system's random source.
@@ -173,6 +177,7 @@ struct ListQuery {
 
 async fn list(
     State(state): State<Arc<AppState>>,
+    axum::Extension(caller): axum::Extension<Caller>,
     q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Answer {
     let Ok(Query(q)) = q else {
@@ -185,7 +190,11 @@ async fn list(
         }
     };
     let limit = q.limit.unwrap_or(100).min(MAX_LIST);
-    let rows = state.db.jobs(filter, limit).await.map_err(internal)?;
+    let mine = match &caller {
+        Caller::Operator => None,
+        Caller::User(name) => Some(name.as_str()),
+    };
+    let rows = state.db.jobs(filter, mine, limit).await.map_err(internal)?;
     let mut out = Vec::with_capacity(rows.len());
     for row in rows {
         out.push(job_view(&state, row).await?);
@@ -193,14 +202,25 @@ async fn list(
     Ok(Json(out).into_response())
 }
 
-async fn show(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Answer {
-    Ok(Json(view(&state, &id).await?).into_response())
+/// The caller as the handlers receive it.
+type By = axum::Extension<Caller>;
+
+async fn show(
+    State(state): State<Arc<AppState>>,
+    axum::Extension(caller): By,
+    Path(id): Path<String>,
+) -> Answer {
+    Ok(Json(view(&state, &caller, &id).await?).into_response())
 }
 
-async fn cancel(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Answer {
-    view(&state, &id).await?;
+async fn cancel(
+    State(state): State<Arc<AppState>>,
+    axum::Extension(caller): By,
+    Path(id): Path<String>,
+) -> Answer {
+    view(&state, &caller, &id).await?;
     match state.db.cancel(&id, now_ms()).await.map_err(internal)? {
-        true => show(State(state), Path(id)).await,
+        true => show(State(state), axum::Extension(caller), Path(id)).await,
         false => Err(fail(
             StatusCode::CONFLICT,
             format!("job {id} has already ended"),
@@ -208,14 +228,18 @@ async fn cancel(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> A
     }
 }
 
-async fn retry(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Answer {
-    view(&state, &id).await?;
+async fn retry(
+    State(state): State<Arc<AppState>>,
+    axum::Extension(caller): By,
+    Path(id): Path<String>,
+) -> Answer {
+    view(&state, &caller, &id).await?;
     match state.db.retry(&id, now_ms()).await.map_err(internal)? {
         0 => Err(fail(
             StatusCode::CONFLICT,
             format!("job {id} has nothing to retry (still going, or done)"),
         )),
-        _ => show(State(state), Path(id)).await,
+        _ => show(State(state), axum::Extension(caller), Path(id)).await,
     }
 }
 
@@ -228,6 +252,7 @@ struct FilesQuery {
 
 async fn files(
     State(state): State<Arc<AppState>>,
+    axum::Extension(caller): By,
     Path(id): Path<String>,
     q: Result<Query<FilesQuery>, QueryRejection>,
 ) -> Answer {
@@ -239,6 +264,7 @@ async fn files(
             "from..to must be a range of at most {MAX_FILES} rows"
         )));
     }
+    view(&state, &caller, &id).await?;
     let rows = state.db.files(&id, q.from, q.to).await.map_err(internal)?;
     let rows: Vec<_> = rows
         .into_iter()
@@ -330,11 +356,12 @@ async fn finish(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
     }
 }
 
-/// Job `id` as the API shows it, or a 404.
-async fn view(state: &AppState, id: &str) -> Result<JobView, ApiError> {
+/// Job `id` as the API shows it to `caller`, or a 404: a user is told of no job of
+/// another's, not even that it exists.
+async fn view(state: &AppState, caller: &Caller, id: &str) -> Result<JobView, ApiError> {
     match state.db.job(id).await.map_err(internal)? {
-        Some(row) => job_view(state, row).await,
-        None => Err(fail(StatusCode::NOT_FOUND, format!("no job {id}"))),
+        Some(row) if caller.may_see(&row.submitted_by) => job_view(state, row).await,
+        _ => Err(fail(StatusCode::NOT_FOUND, format!("no job {id}"))),
     }
 }
 

@@ -1,14 +1,15 @@
 //! The service's API over real HTTPS on 127.0.0.1, on SQLite and on PostgreSQL:
 //! authentication, bad input refused with one-line JSON errors and nothing queued,
 //! a job planned from a real tree and run through the work endpoints to done, cancel
-//! and retry, the OpenAPI document naming every route, and a restart that loses
-//! nothing.
+//! and retry, the OpenAPI document naming every route, a restart that loses
+//! nothing, and users of an OIDC issuer who see only their own jobs.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use hetch_jobs::Planner;
 use hetch_net::{TlsClient, Trust};
+use hetch_oidc::OidcConfig;
 use hetch_service::{Service, ServiceConfig};
 use hetch_testkit::emulators::Emulator;
 use serde_json::{json, Value};
@@ -72,6 +73,15 @@ impl Api {
 }
 
 async fn start(dir: &Path, db_url: &str, planner: Planner) -> (Api, tokio::task::JoinHandle<()>) {
+    start_with(dir, db_url, planner, None).await
+}
+
+async fn start_with(
+    dir: &Path,
+    db_url: &str,
+    planner: Planner,
+    oidc: Option<OidcConfig>,
+) -> (Api, tokio::task::JoinHandle<()>) {
     let cfg = ServiceConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         root: dir.join("root"),
@@ -79,6 +89,7 @@ async fn start(dir: &Path, db_url: &str, planner: Planner) -> (Api, tokio::task:
         db_url: db_url.to_string(),
         lease_ttl: Duration::from_secs(30),
         planner,
+        oidc,
     };
     let svc = Service::bind(cfg).await.expect("service starts");
     let host = svc.addr.to_string();
@@ -405,5 +416,108 @@ fn the_openapi_document_names_every_route_and_only_those() {
             .call("GET", "/api/nothing", None, Some(&api.token))
             .await;
         assert_eq!(s, 404);
+    });
+}
+
+/// The classic forgery: HS256 "signed" with the issuer's public key as the secret.
+fn hmac_forgery(key: &hetch_testkit::oidc_issuer::TestKey, claims: &Value) -> String {
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+    header.kid = Some(key.kid.clone());
+    let secret = jsonwebtoken::EncodingKey::from_secret(key.public_pem.as_bytes());
+    jsonwebtoken::encode(&header, claims, &secret).unwrap()
+}
+
+/// With an OIDC issuer configured: its users get in with its tokens, each sees and
+/// acts on their own jobs only (another's is "no job", as an unknown id), none may use
+/// the worker routes; bad tokens of every kind are refused with a reason; the service
+/// token still sees everything.
+#[test]
+fn oidc_users_see_only_their_own_jobs_and_never_the_worker_routes() {
+    use hetch_testkit::oidc_issuer::{claims, ec_key, sign, TestIssuer, AUDIENCE};
+    on_each(|dir, url| async move {
+        let key = ec_key("k1");
+        let issuer = TestIssuer::start(&[&key]).await;
+        let oidc = OidcConfig::new(&issuer.url, AUDIENCE);
+        let (api, _task) = start_with(&dir, &url, planner(), Some(oidc)).await;
+        let as_user = |sub: &str| {
+            let mut c = claims(&issuer.url);
+            c["sub"] = json!(sub);
+            sign(&key, &c)
+        };
+        let (alice, bob) = (as_user("alice"), as_user("bob"));
+        let job = json!({"sources": ["run1"], "dest": "copy"});
+
+        let (s, mine) = api
+            .call("POST", "/api/jobs", Some(job.clone()), Some(&alice))
+            .await;
+        assert_eq!(s, 201, "{mine}");
+        assert_eq!(mine["submitted_by"], "oidc:alice");
+        let id = mine["id"].as_str().unwrap().to_string();
+        let (s, theirs) = api.post("/api/jobs", job.clone()).await;
+        assert_eq!(s, 201, "{theirs}");
+
+        let listed = |v: &Value| -> Vec<String> {
+            let jobs = v.as_array().unwrap_or_else(|| panic!("{v}"));
+            jobs.iter()
+                .map(|j| j["id"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let (_, l) = api.call("GET", "/api/jobs", None, Some(&alice)).await;
+        assert_eq!(listed(&l), vec![id.clone()]);
+        let (_, l) = api.call("GET", "/api/jobs", None, Some(&bob)).await;
+        assert!(listed(&l).is_empty(), "{l}");
+        assert_eq!(listed(&api.get("/api/jobs").await.1).len(), 2);
+
+        // Bob can neither see nor touch Alice's job.
+        for (method, path) in [
+            ("GET", format!("/api/jobs/{id}")),
+            ("GET", format!("/api/jobs/{id}/files?from=0&to=3")),
+            ("POST", format!("/api/jobs/{id}/cancel")),
+            ("POST", format!("/api/jobs/{id}/retry")),
+        ] {
+            let (s, e) = api.call(method, &path, None, Some(&bob)).await;
+            assert_eq!(
+                (s, e["error"].as_str()),
+                (404, Some(&*format!("no job {id}")))
+            );
+        }
+        // Nor is any user a worker.
+        let claim = json!({"worker": "w1", "max": 1});
+        let (s, e) = api
+            .call("POST", "/api/work/claim", Some(claim), Some(&alice))
+            .await;
+        assert_eq!(s, 403, "{e}");
+
+        // Bad tokens, each refused with its reason (and none of them counted as
+        // more than the throttle's free failures).
+        let mut expired = claims(&issuer.url);
+        expired["exp"] = json!(1_000_000);
+        let mut elsewhere = claims(&issuer.url);
+        elsewhere["aud"] = json!("another-service");
+        let stranger = ec_key("k1"); // same kid, a key the issuer never published
+        for (token, why) in [
+            (sign(&key, &expired), "expired"),
+            (sign(&key, &elsewhere), "audience"),
+            (sign(&stranger, &claims(&issuer.url)), "signature"),
+            (hmac_forgery(&key, &claims(&issuer.url)), "not accepted"),
+        ] {
+            let (s, e) = api.call("GET", "/api/jobs", None, Some(&token)).await;
+            assert_eq!(s, 401, "{e}");
+            assert!(e["error"].as_str().unwrap().contains(why), "{e}");
+        }
+
+        let (s, done) = api
+            .call(
+                "POST",
+                &format!("/api/jobs/{id}/cancel"),
+                None,
+                Some(&alice),
+            )
+            .await;
+        assert_eq!(
+            (s, done["state"].as_str()),
+            (200, Some("cancelled")),
+            "{done}"
+        );
     });
 }

@@ -5,6 +5,7 @@
 //! - [`memory_origin`]: the same tree as a source [`Origin`].
 //! - [`emulators`]: fake-gcs-server and Azurite, started for a test, and (in
 //!   `postgres.rs`) a throwaway PostgreSQL server.
+//! - [`oidc_issuer`]: an OpenID Connect issuer with keys of its own, signing tokens.
 //!
 //! Both are implemented only through the engine's public seams, as any new backend
 //! would be.
@@ -17,6 +18,7 @@
 pub mod emulators;
 pub mod memory_origin;
 pub mod memory_store;
+pub mod oidc_issuer;
 mod postgres;
 
 pub use memory_origin::MemoryOrigin;

@@ -1,8 +1,7 @@
 //! A test OIDC issuer on 127.0.0.1: its keys, a tiny HTTP(S) server for its discovery
 //! document and JWKS that counts the requests it gets, token signing, and a clock the
-//! test moves by hand.
-
-#![allow(dead_code)] // Each test binary uses part of it.
+//! test moves by hand. `hetch-oidc`'s tests check the verifier against it; the
+//! service's and the binary's tests log users in with it.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -18,16 +17,22 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+/// The audience the tests configure and sign for.
 pub const AUDIENCE: &str = "hetch-service";
 
 /// A signing key of the test issuer, with its public JWK.
 pub struct TestKey {
+    /// Its key id.
     pub kid: String,
+    /// The algorithm it signs with by default.
     pub alg: Algorithm,
+    /// The private key.
     pub encoding: EncodingKey,
+    /// The public key as the issuer publishes it.
     pub jwk: Value,
     /// The public key as PEM (SPKI) and DER, for the HMAC-confusion forgery.
     pub public_pem: String,
+    /// The same, DER.
     pub public_der: Vec<u8>,
 }
 
@@ -89,6 +94,7 @@ pub fn ed_key(kid: &str) -> TestKey {
     }
 }
 
+/// Base64url without padding, as JWKs spell numbers and points.
 pub fn b64(bytes: &[u8]) -> String {
     URL_SAFE_NO_PAD.encode(bytes)
 }
@@ -125,15 +131,21 @@ pub fn sign_as(key: &TestKey, alg: Algorithm, kid: &str, claims: &Value) -> Stri
 /// What the server answers, and what it was asked.
 #[derive(Default)]
 pub struct ServerState {
+    /// The discovery document served.
     pub discovery: Vec<u8>,
+    /// The JWKS served.
     pub jwks: Vec<u8>,
+    /// How often the discovery document was asked for.
     pub discovery_hits: usize,
+    /// How often the JWKS was asked for.
     pub jwks_hits: usize,
 }
 
 /// The test issuer's HTTP(S) server.
 pub struct TestIssuer {
+    /// The issuer identifier: its base URL.
     pub url: String,
+    /// What it serves and counts.
     pub state: Arc<Mutex<ServerState>>,
 }
 
@@ -179,23 +191,28 @@ impl TestIssuer {
         issuer
     }
 
+    /// Publishes `keys` (replacing the JWKS).
     pub fn set_keys(&self, keys: &[&TestKey]) {
         let jwks = json!({"keys": keys.iter().map(|k| k.jwk.clone()).collect::<Vec<_>>()});
         self.set_jwks_body(serde_json::to_vec(&jwks).unwrap());
     }
 
+    /// Serves `body` as the JWKS, whatever it holds.
     pub fn set_jwks_body(&self, body: Vec<u8>) {
         self.state.lock().unwrap().jwks = body;
     }
 
+    /// Serves `doc` as the discovery document.
     pub fn set_discovery(&self, doc: Value) {
         self.state.lock().unwrap().discovery = serde_json::to_vec(&doc).unwrap();
     }
 
+    /// How often the JWKS was fetched.
     pub fn jwks_hits(&self) -> usize {
         self.state.lock().unwrap().jwks_hits
     }
 
+    /// How often the discovery document was fetched.
     pub fn discovery_hits(&self) -> usize {
         self.state.lock().unwrap().discovery_hits
     }
@@ -250,6 +267,7 @@ pub struct ManualClock {
 }
 
 impl ManualClock {
+    /// A clock at the current instant.
     pub fn new() -> Arc<Self> {
         Arc::new(Self {
             start: Instant::now(),
@@ -257,6 +275,7 @@ impl ManualClock {
         })
     }
 
+    /// Moves the clock on by `by`.
     pub fn advance(&self, by: Duration) {
         *self.offset.lock().unwrap() += by;
     }

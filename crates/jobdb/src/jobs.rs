@@ -169,6 +169,40 @@ pub struct UnitCounts {
     pub cancelled: u64,
 }
 
+impl UnitCounts {
+    /// The counts in rows of (`state`, `n`).
+    pub(crate) fn from_rows(rows: &[sqlx::any::AnyRow]) -> Result<UnitCounts, DbError> {
+        let mut c = UnitCounts::default();
+        for r in rows {
+            let n = uint(r.try_get("n")?, "count")?;
+            let state: String = r.try_get("state")?;
+            let slot = match state.as_str() {
+                "waiting" => &mut c.waiting,
+                "ready" => &mut c.ready,
+                "leased" => &mut c.leased,
+                "done" => &mut c.done,
+                "failed" => &mut c.failed,
+                "cancelled" => &mut c.cancelled,
+                other => return Err(DbError::Row(format!("unit state {other:?}"))),
+            };
+            *slot = n;
+        }
+        Ok(c)
+    }
+
+    /// Each state's name and count, in a fixed order.
+    pub fn by_state(&self) -> [(&'static str, u64); 6] {
+        [
+            ("waiting", self.waiting),
+            ("ready", self.ready),
+            ("leased", self.leased),
+            ("done", self.done),
+            ("failed", self.failed),
+            ("cancelled", self.cancelled),
+        ]
+    }
+}
+
 const JOB_COLUMNS: &str = "id, submitted_by, spec, priority, rate_limit, state, created, \
      started, finished, error, files, bytes, files_done, bytes_done";
 
@@ -359,22 +393,7 @@ impl Db {
                 .bind(job)
                 .fetch_all(&self.pool)
                 .await?;
-        let mut c = UnitCounts::default();
-        for r in rows {
-            let n = uint(r.try_get("n")?, "count")?;
-            let state: String = r.try_get("state")?;
-            let slot = match state.as_str() {
-                "waiting" => &mut c.waiting,
-                "ready" => &mut c.ready,
-                "leased" => &mut c.leased,
-                "done" => &mut c.done,
-                "failed" => &mut c.failed,
-                "cancelled" => &mut c.cancelled,
-                other => return Err(DbError::Row(format!("unit state {other:?}"))),
-            };
-            *slot = n;
-        }
-        Ok(c)
+        UnitCounts::from_rows(&rows)
     }
 
     /// Job `job`'s units, in order.

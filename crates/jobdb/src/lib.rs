@@ -12,6 +12,7 @@
 //! - [`jobs`]: creating a job with its listing and units, reading, listing,
 //!   cancelling and retrying jobs.
 //! - [`leases`]: claiming units, heartbeats, finishing, and reaping expired leases.
+//! - [`stats`]: totals over all jobs, for monitoring.
 
 #![deny(missing_docs)]
 
@@ -19,6 +20,7 @@ mod error;
 pub mod jobs;
 pub mod leases;
 mod schema;
+pub mod stats;
 
 use sqlx::any::AnyPoolOptions;
 use sqlx::AnyPool;
@@ -26,6 +28,7 @@ use sqlx::AnyPool;
 pub use error::DbError;
 pub use jobs::{FileRow, JobRow, JobState, NewJob, PlannedUnit, UnitCounts, UnitRow};
 pub use leases::{Claimed, Refused, UnitOutcome};
+pub use stats::Totals;
 
 /// Which database is behind a [`Db`]: the statements are the same except the claim's
 /// row lock.

@@ -33,6 +33,8 @@ fn a_job_is_claimed_in_order_and_ends_done_with_its_counts() {
             (JobState::Queued, 5, 150)
         );
         let got = db.claim("w1", 10, TTL, 10).await.unwrap();
+        let totals = db.totals().await.unwrap();
+        assert_eq!((totals.active_workers, totals.units.leased), (1, 3));
         let specs: Vec<_> = got
             .iter()
             .map(|c| (c.seq, c.spec.clone(), c.until))
@@ -118,6 +120,13 @@ fn a_job_is_claimed_in_order_and_ends_done_with_its_counts() {
             db.jobs(None, Some("someone else"), 10).await.unwrap().len(),
             0
         );
+        let totals = db.totals().await.unwrap();
+        let done_jobs = totals.jobs.iter().find(|(s, _)| *s == JobState::Done);
+        assert_eq!(done_jobs.map(|(_, n)| *n), Some(1));
+        assert_eq!(totals.jobs.iter().map(|(_, n)| n).sum::<u64>(), 1);
+        assert_eq!((totals.units.done, totals.units.leased), (3, 0));
+        let sums = (totals.files_done, totals.bytes_done, totals.active_workers);
+        assert_eq!(sums, (5, 150, 0));
     });
 }
 

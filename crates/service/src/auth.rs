@@ -81,6 +81,7 @@ pub async fn check(state: &AppState, ip: IpAddr, header: Option<&[u8]>) -> Resul
         }
         Err(why) => {
             state.throttle.failed(ip);
+            state.metrics.auth_failed();
             Err(Denied::Unauthenticated(why))
         }
     }

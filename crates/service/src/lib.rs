@@ -15,6 +15,7 @@
 pub mod api;
 pub mod auth;
 pub mod listen;
+pub mod metrics;
 pub mod openapi;
 pub mod planning;
 pub mod routes;
@@ -89,6 +90,8 @@ pub struct AppState {
     pub planner: Planner,
     /// Verifies users' OIDC tokens, when an issuer is configured.
     pub oidc: Option<hetch_oidc::OidcVerifier>,
+    /// This instance's request counters.
+    pub metrics: metrics::Metrics,
 }
 
 /// A service bound to its address, ready to run.
@@ -146,6 +149,7 @@ impl Service {
             lease_ms: cfg.lease_ttl.as_millis() as u64,
             planner: cfg.planner,
             oidc,
+            metrics: metrics::Metrics::default(),
         });
         resume_planning(&state).await?;
         Ok(Service {

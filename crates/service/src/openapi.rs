@@ -50,6 +50,11 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "/api/work/finish",
         "A worker reports a unit it holds as done or failed",
     ),
+    (
+        "get",
+        "/metrics",
+        "Totals and this instance's counters in Prometheus' text format (service token only)",
+    ),
 ];
 
 /// The document.
@@ -66,6 +71,10 @@ pub fn document() -> Value {
                 "4XX": {"description": "Refused", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
             }
         });
+        if *path == "/metrics" {
+            op["responses"]["200"] =
+                json!({"description": "OK (text/plain, Prometheus' exposition format 0.0.4)"});
+        }
         if path.contains("{id}") {
             op["parameters"] = json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
         }

@@ -42,6 +42,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/work/claim", post(claim))
         .route("/api/work/heartbeat", post(heartbeat))
         .route("/api/work/finish", post(finish))
+        .route("/metrics", get(crate::metrics::scrape))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
     Router::new()
         .route(
@@ -51,6 +52,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(api)
         .fallback(|| async { fail(StatusCode::NOT_FOUND, "no such route").into_response() })
         .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::metrics::count,
+        ))
         .with_state(state)
 }
 

@@ -521,3 +521,63 @@ fn oidc_users_see_only_their_own_jobs_and_never_the_worker_routes() {
         );
     });
 }
+
+/// `GET /metrics`: the database's totals and this instance's counters, in Prometheus'
+/// text format, for the service token only.
+#[test]
+fn metrics_show_the_totals_and_the_requests_to_the_operator_only() {
+    use hetch_testkit::oidc_issuer::{claims, ec_key, sign, TestIssuer, AUDIENCE};
+    on_each(|dir, url| async move {
+        let key = ec_key("k1");
+        let issuer = TestIssuer::start(&[&key]).await;
+        let oidc = OidcConfig::new(&issuer.url, AUDIENCE);
+        let (api, _task) = start_with(&dir, &url, planner(), Some(oidc)).await;
+        let (s, job) = api
+            .post("/api/jobs", json!({"sources": ["run1"], "dest": "copy"}))
+            .await;
+        assert_eq!(s, 201, "{job}");
+        api.planned(job["id"].as_str().unwrap()).await;
+        let (s, got) = api
+            .post("/api/work/claim", json!({"worker": "w1", "max": 2}))
+            .await;
+        assert_eq!(s, 200, "{got}");
+        let _ = api.call("GET", "/api/jobs", None, Some("wrong")).await;
+
+        let text = |resp: reqwest::Response| async move {
+            let kind = resp.headers()[reqwest::header::CONTENT_TYPE].clone();
+            assert!(kind.to_str().unwrap().starts_with("text/plain"), "{kind:?}");
+            resp.text().await.unwrap()
+        };
+        let url = format!("{}/metrics", api.base);
+        let resp = api
+            .http
+            .get(&url)
+            .bearer_auth(&api.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let body = text(resp).await;
+        let value = |series: &str| -> u64 {
+            let line = body.lines().find(|l| l.starts_with(&format!("{series} ")));
+            let line = line.unwrap_or_else(|| panic!("no {series} in\n{body}"));
+            line.rsplit(' ').next().unwrap().parse().unwrap()
+        };
+        assert_eq!(value("hetch_service_jobs{state=\"running\"}"), 1);
+        assert_eq!(value("hetch_service_jobs{state=\"done\"}"), 0);
+        assert_eq!(value("hetch_service_units{state=\"leased\"}"), 2);
+        assert_eq!(value("hetch_service_workers_active"), 1);
+        assert_eq!(value("hetch_service_auth_failures_total"), 1);
+        let claims_seen = "hetch_service_requests_total{route=\"/api/work/claim\",\
+                           method=\"POST\",status=\"200\"}";
+        assert_eq!(value(claims_seen), 1);
+        for line in body.lines().filter(|l| !l.starts_with('#')) {
+            assert!(line.starts_with("hetch_service_"), "{line}");
+        }
+
+        // Users do not see the totals.
+        let user = sign(&key, &claims(&issuer.url));
+        let resp = api.http.get(&url).bearer_auth(&user).send().await.unwrap();
+        assert_eq!(resp.status(), 403);
+    });
+}

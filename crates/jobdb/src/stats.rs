@@ -1,0 +1,62 @@
+//! Totals over every job, for monitoring (the service's `/metrics`): a few aggregate
+//! statements, each one scan at most.
+
+use sqlx::Row;
+
+use crate::jobs::{JobState, UnitCounts};
+use crate::{uint, Db, DbError};
+
+/// What the database holds, summed over all jobs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Jobs in each state, in [`JobState::ALL`]'s order.
+    pub jobs: Vec<(JobState, u64)>,
+    /// Units in each state.
+    pub units: UnitCounts,
+    /// Files and bytes reported done by workers, over all jobs.
+    pub files_done: u64,
+    /// See `files_done`.
+    pub bytes_done: u64,
+    /// Workers holding at least one lease.
+    pub active_workers: u64,
+}
+
+impl Db {
+    /// The totals now.
+    pub async fn totals(&self) -> Result<Totals, DbError> {
+        let rows = sqlx::query("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state")
+            .fetch_all(&self.pool)
+            .await?;
+        let mut jobs: Vec<(JobState, u64)> = JobState::ALL.iter().map(|s| (*s, 0)).collect();
+        for r in &rows {
+            let state: String = r.try_get("state")?;
+            let n = uint(r.try_get("n")?, "count")?;
+            let slot = jobs.iter_mut().find(|(s, _)| s.as_str() == state);
+            let slot = slot.ok_or_else(|| DbError::Row(format!("job state {state:?}")))?;
+            slot.1 = n;
+        }
+        let rows = sqlx::query("SELECT state, COUNT(*) AS n FROM units GROUP BY state")
+            .fetch_all(&self.pool)
+            .await?;
+        let units = UnitCounts::from_rows(&rows)?;
+        // SUM of a BIGINT is NUMERIC on PostgreSQL: cast back for one row type.
+        let done = sqlx::query(
+            "SELECT CAST(COALESCE(SUM(files_done), 0) AS BIGINT) AS f, \
+                    CAST(COALESCE(SUM(bytes_done), 0) AS BIGINT) AS b FROM jobs",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        let workers = sqlx::query(
+            "SELECT COUNT(DISTINCT lease_owner) AS n FROM units WHERE state = 'leased'",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(Totals {
+            jobs,
+            units,
+            files_done: uint(done.try_get("f")?, "files done")?,
+            bytes_done: uint(done.try_get("b")?, "bytes done")?,
+            active_workers: uint(workers.try_get("n")?, "workers")?,
+        })
+    }
+}

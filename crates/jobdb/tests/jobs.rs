@@ -5,7 +5,7 @@
 mod common;
 
 use common::{job_of, on_each, planner};
-use hetch_jobdb::{Db, DbError, JobState, Refused, UnitOutcome};
+use hetch_jobdb::{Db, DbError, FileRow, JobState, Refused, UnitOutcome};
 use hetch_jobs::UnitSpec;
 
 const TTL: u64 = 30_000;
@@ -127,6 +127,36 @@ fn a_job_is_claimed_in_order_and_ends_done_with_its_counts() {
         assert_eq!((totals.units.done, totals.units.leased), (3, 0));
         let sums = (totals.files_done, totals.bytes_done, totals.active_workers);
         assert_eq!(sums, (5, 150, 0));
+    });
+}
+
+/// Listings and units are written many rows per statement: every row lands at its
+/// index, across statement and batch boundaries.
+#[test]
+fn a_large_listing_keeps_every_row_at_its_index() {
+    on_each(|db, _| async move {
+        let sizes: Vec<u64> = (0..1203).map(|i| i % 7).collect();
+        // One file per unit: as many units as files.
+        job_of(&db, "big", 0, &sizes, planner(1, u64::MAX, 1, 1), 3, 5).await;
+        let job = db.job("big").await.unwrap().unwrap();
+        let total: u64 = sizes.iter().sum();
+        assert_eq!((job.files, job.bytes), (1203, total));
+        let rows = db.files("big", 0, 2000).await.unwrap();
+        assert_eq!(rows.len(), 1203);
+        for (i, r) in rows.iter().enumerate() {
+            assert_eq!((r.path.as_str(), r.size), (&*format!("f{i}"), sizes[i]));
+        }
+        let units = db.units("big").await.unwrap();
+        assert_eq!(units.len(), 1203);
+        assert!(units.iter().enumerate().all(|(i, u)| u.seq == i as u64));
+        // A second batch goes on from where the first ended.
+        let more = [FileRow {
+            operand: 1,
+            path: "g".into(),
+            size: 9,
+        }];
+        db.add_files("big", 1203, &more).await.unwrap();
+        assert_eq!(db.files("big", 1203, 1204).await.unwrap(), more.to_vec());
     });
 }
 

@@ -56,6 +56,9 @@ pub struct CopyJob {
     /// For each local source, only these entries of it (wire paths) instead of all
     /// of it: a worker's share of a job's listing.
     pub entries: Option<Vec<Vec<Vec<u8>>>>,
+    /// A local destination must stay inside this directory (canonical), whatever
+    /// symlinks its path holds: a worker's `--root`, as a server's root.
+    pub confine_to: Option<PathBuf>,
 }
 
 /// Outcome of a copy, for the exit code.
@@ -296,7 +299,7 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
                 path: dest.clone(),
                 sources: n,
                 trailing_slash: dest.as_os_str().as_bytes().ends_with(b"/"),
-                confine_to: None,
+                confine_to: job.confine_to.clone(),
                 as_operand: job.opts.compare_only,
             };
             if let Some((host, _)) = remote_sources.first() {

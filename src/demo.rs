@@ -154,6 +154,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         filter: Default::default(),
         dest_shown: String::new(),
         entries: None,
+        confine_to: None,
     };
     let remote = Location::Remote {
         host: host.clone(),

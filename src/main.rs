@@ -575,6 +575,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 filter: Default::default(),
                 dest_shown: String::new(),
                 entries: None,
+                confine_to: None,
             };
             watch::run(job, a.stats_interval).await
         }
@@ -603,6 +604,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 filter: Default::default(),
                 dest_shown: String::new(),
                 entries: None,
+                confine_to: None,
             };
             Ok(cp::run(job).await?.exit_code())
         }
@@ -794,6 +796,7 @@ async fn copy(a: CpArgs, s3: hetch_object::S3Options, sync: bool) -> anyhow::Res
             dest_shown: a.paths.last().cloned().unwrap_or_default(),
             retry: a.retry,
             entries: None,
+            confine_to: None,
         };
         Ok(cp::run(job).await?.exit_code())
     }

@@ -248,11 +248,17 @@ impl UnitContext {
         entries: Vec<Vec<Vec<u8>>>,
         stop: StopSignal,
     ) -> anyhow::Result<CopyJob> {
-        let sources = spec
-            .sources
-            .iter()
-            .map(|s| Location::Local(self.root.join(s)))
-            .collect::<Vec<_>>();
+        // Checked when the job was submitted, and again here: a symlink put in the
+        // path since must not make a job read from outside the root.
+        let mut sources = Vec::with_capacity(spec.sources.len());
+        for s in &spec.sources {
+            let path = self.root.join(s);
+            match std::fs::canonicalize(&path) {
+                Ok(real) if real.starts_with(&self.root) => sources.push(Location::Local(path)),
+                Ok(_) => bail!("source {s} leads outside the root"),
+                Err(e) => bail!("source {s}: {e}"),
+            }
+        }
         // Into the destination, always: every unit must agree on where entries go,
         // whichever of them creates the destination directory.
         let mut dest = Location::parse(&spec.dest).map_err(|e| anyhow!("{e}"))?;
@@ -310,6 +316,7 @@ impl UnitContext {
             retry: Default::default(),
             filter: Default::default(),
             entries: Some(entries),
+            confine_to: Some(self.root.clone()),
         })
     }
 }

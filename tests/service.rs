@@ -232,6 +232,27 @@ fn workers_run_a_job_and_finish_the_units_of_a_worker_killed_mid_job() {
     assert_eq!(v["files_done"].as_u64(), v["files"].as_u64(), "{v}");
 }
 
+/// A destination a symlink below the root leads out of (one an earlier job copied
+/// there, say): the worker does not write through it, the job fails naming why, and
+/// nothing lands outside the root.
+#[test]
+fn a_destination_leading_out_of_the_root_through_a_symlink_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    big_tree(&root, "data", 5);
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("escape")).unwrap();
+    let svc = start(dir.path());
+    svc.job(&["ls"]).ok(); // pins the key
+    let _w = svc.worker(dir.path(), "w");
+    let out = svc.job(&["--json", "submit", "--wait", "data", "escape/in"]);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(out.stdout.contains("\"failed\""), "{out:?}");
+    let left: Vec<_> = std::fs::read_dir(&outside).unwrap().collect();
+    assert!(left.is_empty(), "written outside the root: {left:?}");
+}
+
 /// `hetch service --oidc-issuer`: users log in with the issuer's tokens (as
 /// HETCH_TOKEN, as any token), each sees only their own jobs, and a user's token does
 /// not make a worker: the worker stops at once with the service's one line.

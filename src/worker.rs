@@ -80,9 +80,15 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
     let mut tasks: JoinSet<((String, u64), Value)> = JoinSet::new();
     let mut last_beat = Instant::now();
     let mut idle_since = Instant::now();
+    // A unit that ended while the loop waited.
+    let mut woken_by = None;
     loop {
         // Report what ended.
+        let mut ended: Vec<_> = Option::take(&mut woken_by).into_iter().collect();
         while let Some(done) = tasks.try_join_next() {
+            ended.push(done);
+        }
+        for done in ended {
             let ((job, seq), mut report) = done.map_err(|e| anyhow!("unit task: {e}"))?;
             running.remove(&(job.clone(), seq));
             report["worker"] = json!(name);
@@ -161,7 +167,18 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         if claimed == 0 {
-            tokio::time::sleep(Duration::from_millis(250)).await;
+            // Until a unit ends (to report it and take the next at once), or the next
+            // look for work.
+            let next = Duration::from_millis(250);
+            match tasks.is_empty() {
+                true => tokio::time::sleep(next).await,
+                false => {
+                    woken_by = tokio::time::timeout(next, tasks.join_next())
+                        .await
+                        .ok()
+                        .flatten()
+                }
+            }
         }
     }
 }

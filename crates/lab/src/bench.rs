@@ -36,6 +36,9 @@ pub enum BenchCommand {
     /// next to the store (hetch-agent), hetch talking S3 itself, aws-cli v2, rclone and
     /// s5cmd, with iperf3 as the link's limit; every run verified by BLAKE3.
     S3(S3Args),
+    /// The transfer service on this machine: planning rate and memory, then a job
+    /// copied by 1, 2, 4 workers beside one `hetch cp` of the same tree.
+    Service(crate::service_bench::ServiceArgs),
 }
 
 #[derive(Args)]
@@ -279,6 +282,7 @@ pub fn main(cmd: BenchCommand, argv: &[String]) -> anyhow::Result<ExitCode> {
         }
         BenchCommand::Write(a) => write(a),
         BenchCommand::S3(a) => bench_s3(a, argv),
+        BenchCommand::Service(a) => crate::service_bench::run(a),
     }
 }
 

@@ -3,6 +3,7 @@
 //! or the one `HETCH_BIN` names.
 
 mod bench;
+mod service_bench;
 mod wan;
 
 use std::path::PathBuf;

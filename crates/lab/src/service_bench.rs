@@ -1,0 +1,281 @@
+//! `hetch-lab bench service`: the transfer service on this machine. A real `hetch
+//! service` (SQLite in a fresh state directory) plans a job of a dataset, then 1, 2,
+//! 4... `hetch worker`s copy it into a directory below the root, beside one `hetch cp`
+//! of the same tree as the baseline; every copy is checked against the dataset.
+//!
+//! Measured: planning (files listed and written per second, the service's peak RSS),
+//! and for each copy its wall time and the CPU seconds of every process involved
+//! (workers, or cp; the service's own CPU during the copy beside it). All processes are
+//! this machine's: with workers sharing two CPUs, the numbers show the service's
+//! overhead against cp, not scaling across nodes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use hetch_bench::dataset::Dataset;
+
+use hetch_units as units;
+
+/// Flags of `hetch-lab bench service`.
+#[derive(Args)]
+pub struct ServiceArgs {
+    /// Files in the dataset.
+    #[arg(long, default_value_t = 20_000)]
+    files: u64,
+    /// Bytes per file (16K, 1M...).
+    #[arg(long, default_value = "16K", value_parser = units::parse_size)]
+    file_size: u64,
+    /// Worker counts to run, comma-separated; each copies the whole dataset.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    workers: Vec<u32>,
+    /// Units each worker runs at once.
+    #[arg(long, default_value_t = 2)]
+    units: u32,
+    /// Files per unit (the service's --batch-files).
+    #[arg(long, default_value_t = 1000)]
+    batch_files: u64,
+    /// Where datasets are made (and kept between runs); the service's root.
+    #[arg(long, default_value = "/var/tmp/hetch-bench/data")]
+    data_dir: PathBuf,
+}
+
+/// Milliseconds since the epoch: the clock the service stamps jobs with.
+fn epoch_ms() -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    now.map_or(0, |d| d.as_millis() as u64)
+}
+
+/// CPU seconds (user + system) of the children reaped so far.
+fn children_cpu() -> f64 {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct it is given.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(ru.ru_utime) + secs(ru.ru_stime)
+}
+
+/// CPU seconds of running process `pid` so far, from /proc.
+fn process_cpu(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command's closing parenthesis: utime and stime are the 12th and
+    // 13th of them.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&i| f.get(i).and_then(|v| v.parse::<f64>().ok()))
+        .sum();
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+/// Peak resident memory of process `pid`, bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"));
+    let kb = line.and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok());
+    kb.unwrap_or(0) * 1024
+}
+
+/// A `hetch service` for the run, stopped when dropped.
+struct Service {
+    child: Child,
+    addr: String,
+    env: Vec<(String, String)>,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Service {
+    fn start(hetch: &Path, root: &Path, state: &Path, batch_files: u64) -> anyhow::Result<Self> {
+        let log = std::fs::File::create(state.with_extension("log"))?;
+        let err = log.try_clone()?;
+        let mut child = Command::new(hetch)
+            .args(["service", "--listen", "127.0.0.1:0", "--root"])
+            .arg(root)
+            .arg("--state-dir")
+            .arg(state)
+            .args(["--batch-files", &batch_files.to_string()])
+            .stdout(log)
+            .stderr(err)
+            .spawn()
+            .context("starting hetch service")?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let addr = loop {
+            let text = std::fs::read_to_string(state.with_extension("log"))?;
+            if let Some(a) = text.lines().find_map(|l| l.split("https://").nth(1)) {
+                break a.trim().to_string();
+            }
+            if Instant::now() > deadline || child.try_wait()?.is_some() {
+                bail!("hetch service did not start:\n{text}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let token = std::fs::read_to_string(state.join("token"))?;
+        let config = state.with_extension("config");
+        let env = vec![
+            ("HETCH_TOKEN".to_string(), token.trim().to_string()),
+            ("HETCH_CONFIG_DIR".to_string(), config.display().to_string()),
+        ];
+        Ok(Service { child, addr, env })
+    }
+
+    fn job(&self, hetch: &Path, args: &[&str]) -> anyhow::Result<String> {
+        let out = Command::new(hetch)
+            .args(["job", "--service", &self.addr])
+            .args(args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .output()?;
+        if !out.status.success() {
+            bail!(
+                "hetch job {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    fn state_of(&self, hetch: &Path, id: &str) -> anyhow::Result<String> {
+        let shown = self.job(hetch, &["--json", "show", id])?;
+        let v: serde_json::Value = serde_json::from_str(&shown)?;
+        Ok(v["state"].as_str().unwrap_or("").to_string())
+    }
+}
+
+/// One line of the results.
+struct Row {
+    what: String,
+    seconds: f64,
+    cpu: f64,
+    service_cpu: f64,
+}
+
+/// Runs the benchmark and prints its results (Markdown, with the raw numbers).
+pub fn run(a: ServiceArgs) -> anyhow::Result<ExitCode> {
+    if a.workers.is_empty() || a.workers.contains(&0) {
+        bail!("--workers needs one or more counts above 0");
+    }
+    let hetch = crate::hetch_binary()?;
+    let ds = Dataset::uniform(a.file_size, a.files);
+    std::fs::create_dir_all(&a.data_dir)?;
+    let src = ds.materialise(&a.data_dir)?;
+    let scratch = a.data_dir.join("service-bench");
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch)?;
+    let root = std::fs::canonicalize(&a.data_dir)?;
+    let rel_src = src
+        .strip_prefix(&root)
+        .unwrap_or(&src)
+        .display()
+        .to_string();
+    println!(
+        "dataset {} ({} files of {} bytes), hetch {}",
+        ds.name,
+        ds.files,
+        ds.file_size,
+        hetch.display()
+    );
+
+    let mut rows = Vec::new();
+    let mut planning = Vec::new();
+    for (i, &workers) in a.workers.iter().enumerate() {
+        let state = scratch.join(format!("state{i}"));
+        let svc = Service::start(&hetch, &root, &state, a.batch_files)?;
+        let dest = format!("service-bench/out{i}/");
+        let t0 = Instant::now();
+        let id = svc.job(&hetch, &["submit", &rel_src, &dest])?;
+        while svc.state_of(&hetch, &id)? == "planning" {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let planned = t0.elapsed().as_secs_f64();
+        planning.push((planned, peak_rss(svc.child.id())));
+
+        let cpu0 = children_cpu();
+        let svc_cpu0 = process_cpu(svc.child.id());
+        let t1 = epoch_ms();
+        let mut procs = Vec::new();
+        for w in 0..workers {
+            let mut c = Command::new(&hetch);
+            c.args(["worker", "--service", &svc.addr, "--root"])
+                .arg(&root)
+                .args(["--name", &format!("w{w}"), "--units", &a.units.to_string()])
+                .args(["--idle-exit", "1"])
+                .envs(svc.env.iter().map(|(k, v)| (k, v)))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            procs.push(c.spawn().context("starting hetch worker")?);
+        }
+        let waited = svc.job(&hetch, &["--json", "wait", &id]);
+        let service_cpu = process_cpu(svc.child.id()) - svc_cpu0;
+        // From the job's own end, not when `wait` next looked.
+        let ended: serde_json::Value = serde_json::from_str(waited.as_deref().unwrap_or("{}"))?;
+        let finished = ended["finished"].as_u64().unwrap_or_else(epoch_ms);
+        let seconds = finished.saturating_sub(t1) as f64 / 1000.0;
+        for mut p in procs {
+            p.wait()?;
+        }
+        waited?;
+        ds.check_copy(&root.join(format!("service-bench/out{i}")).join(&ds.name))
+            .map_err(|e| anyhow::anyhow!("{workers} workers: {e}"))?;
+        rows.push(Row {
+            what: format!("service, {workers} worker(s)"),
+            seconds,
+            cpu: children_cpu() - cpu0,
+            service_cpu,
+        });
+    }
+
+    let dest = scratch.join("cp-out");
+    let cpu0 = children_cpu();
+    let t = Instant::now();
+    let st = Command::new(&hetch)
+        .args(["cp", "-q"])
+        .arg(&src)
+        .arg(format!("{}/", dest.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()?;
+    let seconds = t.elapsed().as_secs_f64();
+    if !st.success() {
+        bail!("hetch cp failed: {st}");
+    }
+    ds.check_copy(&dest.join(&ds.name))
+        .map_err(|e| anyhow::anyhow!("cp: {e}"))?;
+    rows.push(Row {
+        what: "hetch cp (baseline)".into(),
+        seconds,
+        cpu: children_cpu() - cpu0,
+        service_cpu: 0.0,
+    });
+
+    println!("\n| planning run | seconds | files/s | service peak RSS (MiB) |\n|---|---|---|---|");
+    for (i, (s, rss)) in planning.iter().enumerate() {
+        let rate = ds.files as f64 / s;
+        let mib = *rss as f64 / (1 << 20) as f64;
+        println!("| {} | {s:.2} | {rate:.0} | {mib:.1} |", i + 1);
+    }
+    let base = rows.last().map_or(1.0, |r| r.seconds);
+    println!("\n| copy | seconds | MB/s | files/s | vs cp | CPU s (workers or cp) | CPU s (service) |\n|---|---|---|---|---|---|---|");
+    for r in &rows {
+        println!(
+            "| {} | {:.2} | {:.1} | {:.0} | {:.2} | {:.2} | {:.2} |",
+            r.what,
+            r.seconds,
+            ds.bytes() as f64 / r.seconds / 1e6,
+            ds.files as f64 / r.seconds,
+            base / r.seconds,
+            r.cpu,
+            r.service_cpu
+        );
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(ExitCode::SUCCESS)
+}

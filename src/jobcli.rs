@@ -35,7 +35,7 @@ pub struct ServiceArgs {
     #[arg(long, default_value_t = 30)]
     lease_secs: u64,
     /// Most files in one unit of work (a batch one worker copies in one session).
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=hetch_service::routes::MAX_FILES))]
     batch_files: u64,
     /// Also let in users presenting a token (JWT) of this OpenID Connect issuer, e.g.
     /// https://login.example.org/realms/hetch; each sees only the jobs they submitted.

@@ -22,7 +22,7 @@ use tokio::task::JoinSet;
 
 use crate::cp::CopyJob;
 use crate::location::Location;
-use crate::service_client::{Client, NotAllowed};
+use crate::service_client::{path_segment, Client, NotAllowed};
 
 /// `hetch worker`.
 #[derive(Args)]
@@ -219,21 +219,23 @@ impl UnitContext {
             UnitSpec::Files { first, end, bytes } => (first, end, bytes),
             _ => bail!("block ranges of split files are not run by workers yet"),
         };
+        // What the service sent is bounded before it sizes or names anything.
+        let count = end
+            .checked_sub(first)
+            .filter(|&n| n <= hetch_service::routes::MAX_FILES)
+            .ok_or_else(|| anyhow!("the service sent a unit of files {first}..{end}"))?;
+        let job = path_segment(&u.job)?;
         let rows = self
             .api
             .call(
                 false,
-                &format!("/api/jobs/{}/files?from={first}&to={end}", u.job),
+                &format!("/api/jobs/{job}/files?from={first}&to={end}"),
                 None,
             )
             .await?;
         let rows = rows.as_array().cloned().unwrap_or_default();
-        if rows.len() as u64 != end - first {
-            bail!(
-                "the service sent {} listing rows of {}",
-                rows.len(),
-                end - first
-            );
+        if rows.len() as u64 != count {
+            bail!("the service sent {} listing rows of {count}", rows.len());
         }
         let spec = &u.spec;
         let mut per_source: Vec<Vec<Vec<u8>>> = vec![Vec::new(); spec.sources.len()];

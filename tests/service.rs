@@ -150,6 +150,15 @@ fn bad_jobs_and_bad_callers_get_one_line_and_nothing_is_queued() {
     svc.job(&["submit", "missing", "x"])
         .expect_code(1)
         .one_line_naming(&["missing"]);
+    // Units larger than a worker reads in one call are refused at start.
+    let big = hetch(
+        &args(&["service", "--root", "/", "--batch-files", "10001"]),
+        &[],
+    );
+    assert!(
+        !big.status.success() && big.stderr.contains("10001"),
+        "{big:?}"
+    );
     svc.job(&["submit", "--verify", "maybe", "run1", "x"])
         .expect_code(1)
         .one_line_naming(&["maybe"]);

@@ -16,7 +16,7 @@ pub enum Operand {
     /// Only these entries of a local operand, in this order, instead of all of it:
     /// wire paths (the operand's own name, then the path inside it), each looked up
     /// below the operand with no symlink followed (see
-    /// [`hetch_storage::walk::entry_below`]). How a worker moves its share of a
+    /// [`hetch_storage::walk::EntriesBelow`]). How a worker moves its share of a
     /// listing made elsewhere; an entry that is not below the operand is an error
     /// naming it, like a file that cannot be read.
     Entries {

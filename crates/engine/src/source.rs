@@ -328,8 +328,15 @@ fn walker(
                 continue;
             }
             Operand::Entries { operand, entries } => {
+                let mut below = match walk::EntriesBelow::new(&operand) {
+                    Ok(b) => b,
+                    Err(e) => match report(e) {
+                        true => continue,
+                        false => return Ok(()),
+                    },
+                };
                 for rel in entries {
-                    let going = match walk::entry_below(&operand, &rel) {
+                    let going = match below.entry(&rel) {
                         Ok(se) => announce(shared, se, None, &tx),
                         Err(e) => report(e),
                     };

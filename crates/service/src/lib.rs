@@ -147,7 +147,11 @@ impl Service {
             token,
             throttle: hetch_net::AuthThrottle::default(),
             lease_ms: cfg.lease_ttl.as_millis() as u64,
-            planner: cfg.planner,
+            // A worker reads a unit's listing rows in one call.
+            planner: Planner {
+                batch_files: cfg.planner.batch_files.clamp(1, routes::MAX_FILES),
+                ..cfg.planner
+            },
             oidc,
             metrics: metrics::Metrics::default(),
         });

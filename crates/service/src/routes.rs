@@ -26,8 +26,9 @@ use crate::{now_ms, planning, AppState};
 const MAX_BODY: usize = 1 << 20;
 /// Most jobs one listing returns.
 const MAX_LIST: u64 = 1000;
-/// Most listing rows one call returns.
-const MAX_FILES: u64 = 10_000;
+/// Most listing rows one call returns: also the most files a unit may hold, so that a
+/// worker reads a unit's rows in one call.
+pub const MAX_FILES: u64 = 10_000;
 /// Longest worker name.
 const MAX_NAME: usize = 200;
 

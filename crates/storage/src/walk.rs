@@ -170,42 +170,64 @@ pub fn entry(path: &Path, rel: Vec<u8>) -> Result<SourceEntry, StorageError> {
     describe(path, rel, &md, target)
 }
 
-/// Describes entry `rel` (a wire path: the operand's own name, then the path inside
-/// it) of local operand `operand`, looked up below the operand with no symlink
-/// followed on the way: how a listing made elsewhere (a service's planner) is read
-/// back on another node. A path that is not below the operand is refused.
-pub fn entry_below(operand: &Path, rel: &[u8]) -> Result<SourceEntry, StorageError> {
-    let top = operand_name(operand)?;
-    let refused = |reason| StorageError::Refused {
-        path: String::from_utf8_lossy(rel).into_owned(),
-        reason,
-    };
-    let inside = match rel.strip_prefix(top.as_bytes()) {
-        Some([]) => return entry(operand, rel.to_vec()),
-        Some([b'/', inside @ ..]) => inside,
-        _ => return Err(refused("not an entry of this operand")),
-    };
-    let names_ok = inside
-        .split(|&b| b == b'/')
-        .all(|n| !n.is_empty() && n != b"." && n != b".." && !n.contains(&0));
-    if !names_ok {
-        return Err(refused("not a path below the operand"));
+/// A local operand whose entries are described one by one, each looked up below it
+/// with no symlink followed on the way: how a listing made elsewhere (a service's
+/// planner) is read back on another node. The operand's directory is opened once, for
+/// all its entries.
+pub struct EntriesBelow {
+    operand: PathBuf,
+    top: OsString,
+    /// Opened on the first entry inside the operand (a file operand has none).
+    dir: Option<crate::confined::Dir>,
+}
+
+impl EntriesBelow {
+    /// The entries of `operand`.
+    pub fn new(operand: &Path) -> Result<Self, StorageError> {
+        Ok(EntriesBelow {
+            operand: operand.to_path_buf(),
+            top: operand_name(operand)?,
+            dir: None,
+        })
     }
-    let inside = Path::new(std::ffi::OsStr::from_bytes(inside));
-    let dir = crate::confined::Dir::open(operand)?;
-    let abs = operand.join(inside);
-    let md = dir.stat(inside)?.ok_or_else(|| StorageError::Io {
-        path: abs.clone(),
-        source: std::io::Error::from(std::io::ErrorKind::NotFound),
-    })?;
-    let target = match md.file_type().is_symlink() {
-        true => {
-            let (parent, name) = dir.parent(inside)?;
-            Some(parent.read_link(&name)?)
+
+    /// Describes entry `rel` (a wire path: the operand's own name, then the path
+    /// inside it). A path that is not below the operand is refused.
+    pub fn entry(&mut self, rel: &[u8]) -> Result<SourceEntry, StorageError> {
+        let refused = |reason| StorageError::Refused {
+            path: String::from_utf8_lossy(rel).into_owned(),
+            reason,
+        };
+        let inside = match rel.strip_prefix(self.top.as_bytes()) {
+            Some([]) => return entry(&self.operand, rel.to_vec()),
+            Some([b'/', inside @ ..]) => inside,
+            _ => return Err(refused("not an entry of this operand")),
+        };
+        let names_ok = inside
+            .split(|&b| b == b'/')
+            .all(|n| !n.is_empty() && n != b"." && n != b".." && !n.contains(&0));
+        if !names_ok {
+            return Err(refused("not a path below the operand"));
         }
-        false => None,
-    };
-    describe(&abs, rel.to_vec(), &md, target)
+        let inside = Path::new(std::ffi::OsStr::from_bytes(inside));
+        let dir = match &mut self.dir {
+            Some(d) => d,
+            empty => empty.insert(crate::confined::Dir::open(&self.operand)?),
+        };
+        let abs = self.operand.join(inside);
+        let md = dir.stat(inside)?.ok_or_else(|| StorageError::Io {
+            path: abs.clone(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        })?;
+        let target = match md.file_type().is_symlink() {
+            true => {
+                let (parent, name) = dir.parent(inside)?;
+                Some(parent.read_link(&name)?)
+            }
+            false => None,
+        };
+        describe(&abs, rel.to_vec(), &md, target)
+    }
 }
 
 /// An entry from its metadata (and a symlink's target).
@@ -337,8 +359,9 @@ mod tests {
         std::fs::write(t.path().join("outside/secret"), b"x").unwrap();
         std::os::unix::fs::symlink("../outside", top.join("a/hop")).unwrap();
         let walked: Vec<_> = walk(&top).unwrap().map(|e| e.unwrap()).collect();
+        let mut below = EntriesBelow::new(&top).unwrap();
         for w in &walked {
-            let again = entry_below(&top, &w.rel).unwrap();
+            let again = below.entry(&w.rel).unwrap();
             assert_eq!(&again, w, "{}", String::from_utf8_lossy(&w.rel));
         }
         // Through a symlink, outside, above, or another operand's name: refused.
@@ -350,15 +373,13 @@ mod tests {
             b"topx/a",
             b"top/",
         ] {
-            let e = entry_below(&top, bad);
+            let e = below.entry(bad);
             assert!(
                 e.is_err(),
                 "{} was let through",
                 String::from_utf8_lossy(bad)
             );
         }
-        assert!(entry_below(&top, b"top/a/missing")
-            .unwrap_err()
-            .is_not_found());
+        assert!(below.entry(b"top/a/missing").unwrap_err().is_not_found());
     }
 }

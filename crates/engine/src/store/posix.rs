@@ -40,6 +40,8 @@ pub struct PosixStore {
     map: OnceLock<DestMap>,
     /// The destination directory (`map.base`), opened when the map is resolved.
     fs: OnceLock<Dir>,
+    /// Its device and inode: what files being written are known by (see `writers`).
+    base_id: OnceLock<(u64, u64)>,
 }
 
 impl PosixStore {
@@ -49,6 +51,7 @@ impl PosixStore {
             spec,
             map: OnceLock::new(),
             fs: OnceLock::new(),
+            base_id: OnceLock::new(),
         }
     }
 
@@ -95,6 +98,7 @@ impl Store for PosixStore {
             }
             None => Dir::open(&map.base)?,
         };
+        let _ = self.base_id.set(base.id()?);
         let _ = self.fs.set(base);
         let _ = self.map.set(map);
         Ok(())
@@ -198,7 +202,8 @@ impl Store for PosixStore {
 
     fn open(&self, place: &Place, spec: &FileSpec) -> Result<Opened, StorageError> {
         // Before the part file is looked at: an older writer of it is done with it.
-        let claim = writers::claim(self.fs(), &place.rel)?;
+        let base = *self.base_id.get().expect("destination resolved before use");
+        let claim = writers::claim(base, &place.rel);
         let mut file = PosixFile {
             fs: self.fs().clone(),
             rel: place.rel.clone(),

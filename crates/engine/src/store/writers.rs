@@ -18,9 +18,6 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, Weak};
 
-use hetch_storage::confined::Dir;
-use hetch_storage::StorageError;
-
 /// A destination file: the destination directory (device, inode) and the path below.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Key {
@@ -47,12 +44,12 @@ pub(crate) struct Claim {
 /// Why an operation of a writer whose file was taken over is refused.
 pub(crate) const TAKEN_OVER: &str = "taken over by a newer transfer of the same file";
 
-/// Claims file `rel` below destination directory `base` for a new writer, taking it
+/// Claims file `rel` below destination directory `base` (device, inode) for a new writer, taking it
 /// over from the writer holding it, if any: returns once that writer's operation in
 /// progress has ended.
-pub(crate) fn claim(base: &Dir, rel: &Path) -> Result<Arc<Claim>, StorageError> {
+pub(crate) fn claim(base: (u64, u64), rel: &Path) -> Arc<Claim> {
     let key = Key {
-        base: base.id()?,
+        base,
         rel: rel.to_path_buf(),
     };
     let new = Arc::new(Claim {
@@ -68,7 +65,7 @@ pub(crate) fn claim(base: &Dir, rel: &Path) -> Result<Arc<Claim>, StorageError> 
         // Not under the map's lock: the old writer may be mid-write for a while.
         *old.taken_over.write().unwrap_or_else(|e| e.into_inner()) = true;
     }
-    Ok(new)
+    new
 }
 
 impl Claim {
@@ -99,12 +96,11 @@ mod tests {
 
     #[test]
     fn a_newer_claim_takes_over_and_the_older_one_then_holds_nothing() {
-        let t = tempfile::tempdir().unwrap();
-        let dir = Dir::open(t.path()).unwrap();
-        let old = claim(&dir, Path::new("f")).unwrap();
+        let dir = (1, 2);
+        let old = claim(dir, Path::new("f"));
         assert!(old.hold().is_some());
-        let other = claim(&dir, Path::new("g")).unwrap();
-        let new = claim(&dir, Path::new("f")).unwrap();
+        let other = claim(dir, Path::new("g"));
+        let new = claim(dir, Path::new("f"));
         assert!(old.hold().is_none(), "the older writer still holds f");
         assert!(new.hold().is_some() && other.hold().is_some());
         // The older one going away leaves the newer one's entry alone.
@@ -117,14 +113,13 @@ mod tests {
 
     #[test]
     fn a_takeover_waits_for_the_operation_in_progress() {
-        let t = tempfile::tempdir().unwrap();
-        let dir = Dir::open(t.path()).unwrap();
-        let old = claim(&dir, Path::new("f")).unwrap();
+        let dir = (1, 3);
+        let old = claim(dir, Path::new("f"));
         let done = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|s| {
             let guard = old.hold().unwrap();
             let taker = s.spawn(|| {
-                let new = claim(&dir, Path::new("f")).unwrap();
+                let new = claim(dir, Path::new("f"));
                 // Only after the old writer's operation ended.
                 assert!(done.load(std::sync::atomic::Ordering::SeqCst));
                 new

@@ -34,6 +34,7 @@ mod operand;
 mod options;
 mod pool;
 mod progress;
+pub mod ranges;
 mod rate;
 mod session;
 mod sink;

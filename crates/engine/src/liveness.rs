@@ -166,6 +166,11 @@ impl StopSignal {
         (StopSender(tx), StopSignal(rx))
     }
 
+    /// Whether the signal has been raised (for work that checks between steps).
+    pub fn is_raised(&self) -> bool {
+        *self.0.borrow()
+    }
+
     /// Resolves once the signal is raised (never, if its sender is dropped unraised).
     pub(crate) async fn raised(mut self) {
         if self.0.wait_for(|stop| *stop).await.is_err() {

@@ -452,6 +452,7 @@ conformance!(
     copy_rules_into_as_and_again,
     resume_takes_up_recorded_blocks_after_checking_them,
     an_older_writer_cannot_touch_the_file_a_newer_one_took_over,
+    a_file_moved_in_ranges_by_several_writers_is_committed_once_whole,
     blocks_damaged_in_flight_are_sent_again,
     storage_damage_is_found_by_reading_back,
     a_file_that_cannot_be_repaired_leaves_nothing,
@@ -694,6 +695,80 @@ mod cases {
             let _ = old.file.put(2 * BS, &junk);
             let _ = old.file.commit(md.len(), spec.meta, None, false);
         });
+        assert_eq!(b.file("g").as_deref(), Some(&data[..]), "{}", b.name());
+        assert_eq!(b.leftovers(), 0, "{}", b.name());
+    }
+
+    /// One file moved in three block ranges by three writers (as three nodes of a
+    /// transfer service would, each with its own store), out of order, one of them
+    /// twice (a range redone after its lease ran out): nothing has the final name
+    /// until the commit, which is refused while a range is missing or a writer still
+    /// holds the file, then checks the whole file from the ranges' records.
+    pub async fn a_file_moved_in_ranges_by_several_writers_is_committed_once_whole(b: &B) {
+        use hetch_engine::ranges::{commit_ranges, copy_range, RangeSource};
+        let t = src_dir();
+        let src = t.path().join("f");
+        let blocks = 40;
+        let mut data = bytes(11, (blocks * BS) as usize - 7);
+        data[(5 * BS) as usize..(6 * BS) as usize].fill(0); // a zero block
+        std::fs::write(&src, &data).unwrap();
+        let open = || RangeSource::new(std::fs::File::open(&src).unwrap(), &src).unwrap();
+        let store = || {
+            let s = b.store("g", 1);
+            s.resolve(b"f").unwrap();
+            s
+        };
+        let v = hetch_engine::Verify::Written;
+        tokio::task::block_in_place(|| {
+            let first = store();
+            let place = first.place(b"f").unwrap();
+            if !b.caps().ranges {
+                let e = first.open_range(&place, &open().spec(BS, v), 0..blocks);
+                assert!(e.is_err(), "{}: takes ranges without saying so", b.name());
+                eprintln!("{}: takes no ranges", b.name());
+                return;
+            }
+            let ranges = [27..blocks, 0..13, 13..27];
+            for r in &ranges[..2] {
+                let got = copy_range(&*store(), &place, &open(), BS, r.clone(), v, None).unwrap();
+                assert_eq!(
+                    got.bytes,
+                    (r.end * BS).min(data.len() as u64) - r.start * BS
+                );
+            }
+            let e = commit_ranges(&*store(), &place, &open(), BS).unwrap_err();
+            assert!(
+                e.to_string().contains("14 of its 40 blocks"),
+                "{}: {e}",
+                b.name()
+            );
+            assert_eq!(
+                b.file("g"),
+                None,
+                "{}: committed with a range missing",
+                b.name()
+            );
+            copy_range(&*store(), &place, &open(), BS, ranges[2].clone(), v, None).unwrap();
+            // Redone: the recorded blocks read back intact and are kept.
+            let again = copy_range(&*store(), &place, &open(), BS, 0..13, v, None).unwrap();
+            assert_eq!((again.bytes, again.kept), (0, 13), "{}", b.name());
+            // A writer still holding its range keeps the file from being committed.
+            let held = store()
+                .open_range(&place, &open().spec(BS, v), 13..27)
+                .unwrap();
+            let e = commit_ranges(&*store(), &place, &open(), BS).unwrap_err();
+            assert!(
+                e.to_string().contains("still has it open"),
+                "{}: {e}",
+                b.name()
+            );
+            drop(held);
+            let whole = commit_ranges(&*store(), &place, &open(), BS).unwrap();
+            assert_eq!(whole, *blake3::hash(&data).as_bytes(), "{}", b.name());
+        });
+        if !b.caps().ranges {
+            return;
+        }
         assert_eq!(b.file("g").as_deref(), Some(&data[..]), "{}", b.name());
         assert_eq!(b.leftovers(), 0, "{}", b.name());
     }

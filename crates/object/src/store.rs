@@ -151,6 +151,7 @@ impl Store for BucketStore {
             mtime_nanos: false,
             concurrent_puts: CONCURRENT_PUTS,
             resume_unit: crate::parts::TARGET_PART,
+            ranges: false,
         }
     }
 

@@ -19,6 +19,11 @@ use crate::meta;
 pub const PART_SUFFIX: &str = ".hetch-part";
 /// Suffix of journals: `.NAME.hetch-journal`.
 pub const JOURNAL_SUFFIX: &str = ".hetch-journal";
+/// Suffix of the part file of a file moved in ranges by several writers,
+/// `.NAME.hetch-split`; each range's journal is `.NAME.hetch-split.FIRST` (its first
+/// block). Not [temporary names](is_temporary_name): between its ranges nobody holds
+/// such a file, so the automatic clean-up after a transfer must not take it.
+pub const SPLIT_SUFFIX: &str = ".hetch-split";
 
 fn sibling(final_path: &Path, suffix: &str) -> PathBuf {
     final_path.with_file_name(sibling_name(
@@ -64,6 +69,30 @@ pub fn journal_name(final_name: &OsStr) -> OsString {
     sibling_name(final_name, JOURNAL_SUFFIX)
 }
 
+/// The part file of `final_name` moved in ranges (see [`SPLIT_SUFFIX`]).
+pub fn split_name(final_name: &OsStr) -> OsString {
+    sibling_name(final_name, SPLIT_SUFFIX)
+}
+
+/// The journal of the range starting at block `first` of `final_name` moved in ranges.
+pub fn range_journal_name(final_name: &OsStr, first: u64) -> OsString {
+    let mut name = split_name(final_name);
+    name.push(format!(".{first}"));
+    name
+}
+
+/// The first block of the range whose journal is `name`, if `name` is one of
+/// `final_name`'s range journals.
+pub fn range_of_journal(final_name: &OsStr, name: &OsStr) -> Option<u64> {
+    let split = split_name(final_name);
+    let rest = name.as_bytes().strip_prefix(split.as_bytes())?;
+    let digits = rest.strip_prefix(b".")?;
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(digits).ok()?.parse().ok()
+}
+
 fn sibling_name(final_name: &OsStr, suffix: &str) -> OsString {
     let mut name = OsString::from(".");
     name.push(final_name);
@@ -92,7 +121,17 @@ impl PartFile {
     /// followed (it is an error). The file is held (see [`crate::leftovers`]) so that
     /// no clean-up removes it while it is open.
     pub fn open(dir: &Dir, name: &OsStr, keep: bool) -> Result<Self, StorageError> {
-        let part = part_name(name);
+        Self::open_as(dir, name, part_name(name), keep)
+    }
+
+    /// [`PartFile::open`] under temporary name `part` instead of the usual one (the
+    /// shared part file of a file moved in ranges, [`split_name`]).
+    pub fn open_as(
+        dir: &Dir,
+        name: &OsStr,
+        part: OsString,
+        keep: bool,
+    ) -> Result<Self, StorageError> {
         let mut flags = OFlags::RDWR | OFlags::CREATE;
         if !keep {
             flags |= OFlags::TRUNC;
@@ -105,6 +144,21 @@ impl PartFile {
             name: name.to_os_string(),
             part,
         })
+    }
+
+    /// Turns this handle's shared hold (see [`crate::leftovers`]) into an exclusive
+    /// one, without waiting: false while another handle of the file still holds it
+    /// (another writer of a file moved in ranges). True where the file system has no
+    /// locks (nothing can be told there).
+    pub fn try_hold_alone(&self) -> Result<bool, StorageError> {
+        use rustix::fs::{flock, FlockOperation};
+        use rustix::io::Errno;
+        match flock(&self.file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(true),
+            Err(Errno::WOULDBLOCK) => Ok(false),
+            Err(Errno::NOLCK) | Err(Errno::OPNOTSUPP) | Err(Errno::INVAL) => Ok(true),
+            Err(e) => Err(StorageError::io(&self.path, e.into())),
+        }
     }
 
     /// Sizes the file (unwritten ranges read as zeros and take no space).
@@ -248,11 +302,25 @@ pub fn discard(dir: &Dir, name: &OsStr) {
     let _ = dir.remove_file(&journal_name(name));
 }
 
+/// Whether a directory entry name is the part file or a range journal of a file moved
+/// in ranges (see [`SPLIT_SUFFIX`]).
+pub fn is_split_name(name: &[u8]) -> bool {
+    if !name.starts_with(b".") {
+        return false;
+    }
+    if name.ends_with(SPLIT_SUFFIX.as_bytes()) {
+        return true;
+    }
+    let digits = name.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+    let stem = &name[..name.len() - digits];
+    digits > 0 && stem.ends_with(format!("{SPLIT_SUFFIX}.").as_bytes())
+}
+
 /// Whether `name` (a final file name) would collide with hetch's temporary names.
 pub fn name_is_reserved(final_path: &Path) -> bool {
     final_path
         .file_name()
-        .map(|n| is_temporary_name(n.as_bytes()))
+        .map(|n| is_temporary_name(n.as_bytes()) || is_split_name(n.as_bytes()))
         .unwrap_or(false)
 }
 
@@ -260,6 +328,36 @@ pub fn name_is_reserved(final_path: &Path) -> bool {
 mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn split_names_are_told_apart_and_reserved() {
+        let f = OsStr::new("big.bin");
+        assert_eq!(split_name(f), ".big.bin.hetch-split");
+        let j = range_journal_name(f, 64);
+        assert_eq!(j, ".big.bin.hetch-split.64");
+        assert_eq!(range_of_journal(f, &j), Some(64));
+        for other in [
+            ".big.bin.hetch-split",
+            ".big.bin.hetch-split.",
+            ".big.bin.hetch-split.6x",
+        ] {
+            assert_eq!(range_of_journal(f, OsStr::new(other)), None, "{other}");
+        }
+        assert_eq!(range_of_journal(OsStr::new("big"), &j), None);
+        for name in [".big.bin.hetch-split", ".big.bin.hetch-split.64"] {
+            assert!(is_split_name(name.as_bytes()), "{name}");
+            assert!(name_is_reserved(Path::new(name)), "{name}");
+            assert!(!is_temporary_name(name.as_bytes()), "{name}");
+        }
+        for name in [
+            "big.bin.hetch-split",
+            ".big.hetch-split.x",
+            ".a.hetch-split.",
+            "big",
+        ] {
+            assert!(!is_split_name(name.as_bytes()), "{name}");
+        }
+    }
 
     #[test]
     fn part_file_is_renamed_only_on_finalize() {

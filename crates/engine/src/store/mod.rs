@@ -21,9 +21,11 @@
 
 pub mod origin;
 pub mod posix;
+mod split;
 mod writers;
 
 use std::ffi::OsString;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -54,6 +56,9 @@ pub struct Capabilities {
     /// Bytes a resume takes up at a time: recorded blocks come in runs of whole parts
     /// of this size (a block for a file system, a multipart part for S3).
     pub resume_unit: u64,
+    /// One file can be written in block ranges by several writers, on this host or
+    /// others sharing the storage ([`Store::open_range`], [`Store::commit_ranges`]).
+    pub ranges: bool,
 }
 
 impl Capabilities {
@@ -66,6 +71,7 @@ impl Capabilities {
         mtime_nanos: true,
         concurrent_puts: 1,
         resume_unit: 1,
+        ranges: false,
     };
 }
 
@@ -246,6 +252,38 @@ pub trait Store: Send + Sync {
     /// before the first block is put.
     fn open(&self, place: &Place, spec: &FileSpec) -> Result<Opened, StorageError>;
 
+    /// Opens blocks `blocks` of file `place` for receiving as one of several writers
+    /// of its ranges (a large file moved by several nodes; see
+    /// [`Capabilities::ranges`]). Nothing is truncated, and this range's verified
+    /// blocks are recorded apart from the other ranges'. [`StoreFile::commit`] makes
+    /// the range durable and recorded, and the file keeps its temporary name;
+    /// [`StoreFile::abort`] drops this range's records only. [`Opened::recorded`]
+    /// holds what an earlier attempt at this range recorded.
+    fn open_range(
+        &self,
+        place: &Place,
+        _spec: &FileSpec,
+        _blocks: Range<u64>,
+    ) -> Result<Opened, StorageError> {
+        Err(no_ranges(place))
+    }
+
+    /// Gives file `place`, received in ranges, its final name once their records
+    /// cover every block of `spec`: the recorded digests (BLAKE3) are merged into the
+    /// whole-file digest, which is returned (and kept where the store keeps one); the
+    /// file is sized, given `spec.meta`, made durable first with `fsync`, and renamed,
+    /// and the ranges' records are removed. Records made for another version of the
+    /// source (another size or mtime) do not count. Refused while another writer
+    /// still has the file open.
+    fn commit_ranges(
+        &self,
+        place: &Place,
+        _spec: &FileSpec,
+        _fsync: bool,
+    ) -> Result<Digest, StorageError> {
+        Err(no_ranges(place))
+    }
+
     /// Removes leftovers of interrupted transfers in directory `rel` that no transfer
     /// holds, reporting each problem to `warn`.
     fn clean_leftovers(&self, _rel: &Path, _warn: &mut dyn FnMut(StorageError)) {}
@@ -261,6 +299,14 @@ pub trait Store: Send + Sync {
 
     /// The destination base for messages, once resolved.
     fn shown_base(&self) -> Option<PathBuf>;
+}
+
+/// The refusal of a store without [`Capabilities::ranges`].
+fn no_ranges(place: &Place) -> StorageError {
+    StorageError::Refused {
+        path: place.shown.display().to_string(),
+        reason: "this destination does not take a file in ranges from several writers",
+    }
 }
 
 /// One file on its way into a store.

@@ -75,7 +75,10 @@ fn present(md: &std::fs::Metadata) -> Present {
 
 impl Store for PosixStore {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::FILE_TREE
+        Capabilities {
+            ranges: true,
+            ..Capabilities::FILE_TREE
+        }
     }
 
     fn resolve(&self, first_top: &[u8]) -> Result<(), EngineError> {
@@ -235,6 +238,26 @@ impl Store for PosixStore {
             file: Arc::new(file),
             recorded,
         })
+    }
+
+    fn open_range(
+        &self,
+        place: &Place,
+        spec: &FileSpec,
+        blocks: std::ops::Range<u64>,
+    ) -> Result<Opened, StorageError> {
+        let base = *self.base_id.get().expect("destination resolved before use");
+        super::split::open_range(self.fs(), base, place, spec, blocks)
+    }
+
+    fn commit_ranges(
+        &self,
+        place: &Place,
+        spec: &FileSpec,
+        fsync: bool,
+    ) -> Result<Digest, StorageError> {
+        let base = *self.base_id.get().expect("destination resolved before use");
+        super::split::commit_ranges(self.fs(), base, place, spec, fsync)
     }
 
     fn clean_leftovers(&self, rel: &Path, warn: &mut dyn FnMut(StorageError)) {

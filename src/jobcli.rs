@@ -37,6 +37,13 @@ pub struct ServiceArgs {
     /// Most files in one unit of work (a batch one worker copies in one session).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=hetch_service::routes::MAX_FILES))]
     batch_files: u64,
+    /// Files larger than this whose destination is a path on the shared storage are
+    /// moved in block ranges by several workers at once ("off": never).
+    #[arg(long, default_value = "1G", value_parser = parse_split_size)]
+    split_size: u64,
+    /// Bytes of one such range (whole blocks; at least one block).
+    #[arg(long, default_value = "256M", value_parser = hetch_units::parse_size)]
+    range_size: u64,
     /// Also let in users presenting a token (JWT) of this OpenID Connect issuer, e.g.
     /// https://login.example.org/realms/hetch; each sees only the jobs they submitted.
     #[arg(long, requires = "oidc_audience")]
@@ -47,6 +54,14 @@ pub struct ServiceArgs {
     /// CA certificate(s), PEM, for the issuer's HTTPS beyond the system's roots.
     #[arg(long, requires = "oidc_issuer")]
     oidc_ca: Option<PathBuf>,
+}
+
+/// `--split-size`: a size, or "off".
+fn parse_split_size(s: &str) -> Result<u64, String> {
+    match s {
+        "off" => Ok(u64::MAX),
+        _ => hetch_units::parse_size(s),
+    }
 }
 
 /// The OIDC issuer to trust, if one was given.
@@ -79,9 +94,8 @@ pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
         lease_ttl: Duration::from_secs(a.lease_secs.max(1)),
         planner: hetch_jobs::Planner {
             batch_files: a.batch_files,
-            // Files are not split into ranges until workers can move ranges (design
-            // step 4): a large file is one unit of its own.
-            split_size: u64::MAX,
+            split_size: a.split_size,
+            range_size: a.range_size.max(1),
             ..hetch_jobs::Planner::default()
         },
         oidc,

@@ -2,9 +2,8 @@
 //! as a `hetch cp` of its share of the job's listing, extending its leases while they
 //! run and stopping a unit whose lease it lost (expired, or its job cancelled).
 //!
-//! Today it runs batches of files; block ranges of split files and their commits need
-//! a destination that takes ranges from several writers (design step 4) and are
-//! reported as failed with that reason (the service does not split files yet).
+//! A unit is a batch of files, or a block range of a large file split over several
+//! workers, or the commit of such a file once its ranges are done (`worker_split.rs`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -189,9 +188,10 @@ fn default_name() -> String {
 }
 
 /// What a unit needs besides itself.
-struct UnitContext {
-    api: Arc<Client>,
-    root: PathBuf,
+#[derive(Clone)]
+pub(crate) struct UnitContext {
+    pub(crate) api: Arc<Client>,
+    pub(crate) root: PathBuf,
     dest_token: Option<PathBuf>,
     known_hosts: Option<PathBuf>,
 }
@@ -201,7 +201,11 @@ impl UnitContext {
     /// `/api/work/finish` (without the worker's name).
     async fn run(&self, u: ClaimedUnit, stop: StopSignal) -> Value {
         let mut report = json!({"job": u.job, "seq": u.seq, "error": null});
-        match self.files_unit(&u, stop).await {
+        let done = match u.unit {
+            UnitSpec::Files { .. } => self.files_unit(&u, stop).await,
+            UnitSpec::Range { .. } | UnitSpec::Commit { .. } => self.split_unit(&u, stop).await,
+        };
+        match done {
             Ok((files, bytes)) => {
                 report["files"] = json!(files);
                 report["bytes"] = json!(bytes);
@@ -217,7 +221,7 @@ impl UnitContext {
     async fn files_unit(&self, u: &ClaimedUnit, stop: StopSignal) -> anyhow::Result<(u64, u64)> {
         let (first, end, bytes) = match u.unit {
             UnitSpec::Files { first, end, bytes } => (first, end, bytes),
-            _ => bail!("block ranges of split files are not run by workers yet"),
+            _ => bail!("not a unit of files"),
         };
         // What the service sent is bounded before it sizes or names anything.
         let count = end
@@ -260,6 +264,16 @@ impl UnitContext {
         Ok((end - first, bytes))
     }
 
+    /// Source operand `s` of a job below the root, checked to lead nowhere outside it.
+    pub(crate) fn source_path(&self, s: &str) -> anyhow::Result<PathBuf> {
+        let path = self.root.join(s);
+        match std::fs::canonicalize(&path) {
+            Ok(real) if real.starts_with(&self.root) => Ok(path),
+            Ok(_) => bail!("source {s} leads outside the root"),
+            Err(e) => bail!("source {s}: {e}"),
+        }
+    }
+
     /// The `hetch cp` of a job's spec for these listed entries.
     fn copy_job(
         &self,
@@ -271,12 +285,7 @@ impl UnitContext {
         // path since must not make a job read from outside the root.
         let mut sources = Vec::with_capacity(spec.sources.len());
         for s in &spec.sources {
-            let path = self.root.join(s);
-            match std::fs::canonicalize(&path) {
-                Ok(real) if real.starts_with(&self.root) => sources.push(Location::Local(path)),
-                Ok(_) => bail!("source {s} leads outside the root"),
-                Err(e) => bail!("source {s}: {e}"),
-            }
+            sources.push(Location::Local(self.source_path(s)?));
         }
         // Into the destination, always: every unit must agree on where entries go,
         // whichever of them creates the destination directory.

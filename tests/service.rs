@@ -241,6 +241,56 @@ fn workers_run_a_job_and_finish_the_units_of_a_worker_killed_mid_job() {
     assert_eq!(v["files_done"].as_u64(), v["files"].as_u64(), "{v}");
 }
 
+/// A job whose tree holds files larger than --split-size: each is cut into block
+/// ranges that three workers move at once into one part file, and committed once the
+/// ranges are done (checked whole from their records); the copy is identical, with no
+/// range's temporary file left.
+#[test]
+fn large_files_are_moved_in_ranges_by_three_workers_and_committed_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    big_tree(&root, "mixed", 20);
+    let big = |n: usize, salt: u8| -> Vec<u8> {
+        (0..n)
+            .map(|i| (i as u8).wrapping_mul(31) ^ salt ^ (i >> 12) as u8)
+            .collect()
+    };
+    std::fs::write(root.join("mixed/d1/big.bin"), big((3 << 20) + 123, 1)).unwrap();
+    std::fs::write(root.join("mixed/big2.bin"), big(2 << 20, 2)).unwrap();
+    let svc = start_with(
+        dir.path(),
+        &[
+            "--split-size",
+            "1M",
+            "--range-size",
+            "256K",
+            "--batch-files",
+            "8",
+        ],
+    );
+    svc.job(&["ls"]).ok(); // pins the key
+    let workers: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|n| svc.worker(dir.path(), n))
+        .collect();
+    let out = svc.job(&["submit", "--wait", "--block-size", "64K", "mixed", "copy"]);
+    out.ok();
+    drop(workers);
+    util::assert_same_tree(&root.join("mixed"), &root.join("copy/mixed"));
+    let id = out.stdout.lines().next().unwrap().trim();
+    let show = svc.job(&["--json", "show", id]);
+    let v: serde_json::Value = serde_json::from_str(&show.stdout).unwrap();
+    assert_eq!(v["files_done"].as_u64(), v["files"].as_u64(), "{v}");
+    // 13 + 8 ranges and two commits besides the batches of the other entries.
+    let units: u64 = v["units"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(|n| n.as_u64())
+        .sum();
+    assert!(units >= 23, "the large files were not split: {v}");
+}
+
 /// A destination a symlink below the root leads out of (one an earlier job copied
 /// there, say): the worker does not write through it, the job fails naming why, and
 /// nothing lands outside the root.

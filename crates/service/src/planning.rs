@@ -20,6 +20,7 @@ pub const MAX_ATTEMPTS: u32 = 3;
 /// Lists job `id`'s sources under `root` and writes its listing and units, then
 /// queues it; on an error the job fails with it (one line naming the entry).
 pub async fn plan(db: Db, root: PathBuf, id: String, spec: JobSpec, planner: Planner) {
+    let planner = job_planner(&spec, planner);
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Vec<(FileRow, SourceKind)>, String>>(2);
     let sources = spec.sources.clone();
     let lister = tokio::task::spawn_blocking(move || list(&root, &sources, &tx));
@@ -73,6 +74,21 @@ pub async fn plan(db: Db, root: PathBuf, id: String, spec: JobSpec, planner: Pla
     };
     if let Err(e) = done {
         eprintln!("hetch service: job {id}: {e}");
+    }
+}
+
+/// The service's planner as job `spec` needs it: its block size, and no file split
+/// unless the destination is a path on the shared storage (where every worker writes
+/// the same part file); a `hetch://` or object-store destination takes each file from
+/// one writer.
+pub fn job_planner(spec: &JobSpec, planner: Planner) -> Planner {
+    Planner {
+        block_size: spec.options.block_size.unwrap_or(planner.block_size),
+        split_size: match crate::api::is_url(&spec.dest) {
+            true => u64::MAX,
+            false => planner.split_size,
+        },
+        ..planner
     }
 }
 

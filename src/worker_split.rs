@@ -1,0 +1,220 @@
+//! A worker's share of a large file moved in block ranges by several workers: a
+//! `range` unit moves blocks `first..end` of the file into the shared part file at the
+//! destination, a `commit` unit (ready once every range is done) checks the whole file
+//! from the ranges' records and renames it (see `hetch_engine::ranges`). Both need the
+//! destination on storage every worker shares: the service splits no file whose
+//! destination is `hetch://` or an object store.
+
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail};
+use hetch_engine::ranges::{self, RangeSource};
+use hetch_engine::store::posix::PosixStore;
+use hetch_engine::store::{Place, Store};
+use hetch_engine::{DestSpec, StopSignal, Verify};
+use hetch_jobs::UnitSpec;
+use hetch_service::api::{ClaimedUnit, JobSpec};
+use hetch_storage::confined::{Dir, OpenHow};
+
+use crate::service_client::path_segment;
+use crate::worker::UnitContext;
+
+/// The split file a unit concerns: where it is read and where it goes.
+struct SplitFile {
+    operand: PathBuf,
+    wire: String,
+    source: RangeSource,
+    store: Arc<dyn Store>,
+    place: Place,
+    block_size: u64,
+    verify: Verify,
+}
+
+impl UnitContext {
+    /// Runs a `range` or `commit` unit; returns (files, bytes) done.
+    pub(crate) async fn split_unit(
+        &self,
+        u: &ClaimedUnit,
+        stop: StopSignal,
+    ) -> anyhow::Result<(u64, u64)> {
+        let file = match u.unit {
+            UnitSpec::Range { file, .. } | UnitSpec::Commit { file, .. } => file,
+            UnitSpec::Files { .. } => bail!("not a unit of a split file"),
+        };
+        let row = self.listing_row(&u.job, file).await?;
+        let ctx = self.clone();
+        let spec = u.spec.clone();
+        let unit = u.unit.clone();
+        tokio::task::spawn_blocking(move || {
+            let f = ctx.open_split(&spec, &row)?;
+            match unit {
+                UnitSpec::Range { first, end, .. } => {
+                    let blocks = hetch_integrity::block_count(f.source.size(), f.block_size);
+                    if first >= end || end > blocks {
+                        bail!("the service sent blocks {first}..{end} of a file of {blocks}");
+                    }
+                    let out = ranges::copy_range(
+                        &*f.store,
+                        &f.place,
+                        &f.source,
+                        f.block_size,
+                        first..end,
+                        f.verify,
+                        Some(&stop),
+                    )?;
+                    Ok((0, out.bytes))
+                }
+                _ => {
+                    ranges::commit_ranges(&*f.store, &f.place, &f.source, f.block_size)?;
+                    f.restore_parent()?;
+                    Ok((1, 0))
+                }
+            }
+        })
+        .await
+        .map_err(|e| anyhow!("range task: {e}"))?
+    }
+
+    /// Row `file` of job `job`'s listing: (operand, wire path, size).
+    async fn listing_row(&self, job: &str, file: u64) -> anyhow::Result<ListingRow> {
+        let job = path_segment(job)?;
+        let end = file
+            .checked_add(1)
+            .ok_or_else(|| anyhow!("the service sent file {file}"))?;
+        let rows = self
+            .api
+            .call(
+                false,
+                &format!("/api/jobs/{job}/files?from={file}&to={end}"),
+                None,
+            )
+            .await?;
+        let row = rows
+            .as_array()
+            .and_then(|r| r.first())
+            .ok_or_else(|| anyhow!("the service has no listing row {file}"))?;
+        Ok(ListingRow {
+            operand: row["operand"].as_u64().unwrap_or(u64::MAX),
+            path: row["path"].as_str().unwrap_or_default().to_string(),
+            size: row["size"].as_u64().unwrap_or(u64::MAX),
+        })
+    }
+
+    /// Opens the source of `row` (below its operand, no symlink followed) and the
+    /// destination store, with the parent directories the file needs.
+    fn open_split(&self, spec: &JobSpec, row: &ListingRow) -> anyhow::Result<SplitFile> {
+        let operand = spec
+            .sources
+            .get(row.operand as usize)
+            .ok_or_else(|| anyhow!("listing row names source {}", row.operand))?;
+        let operand = self.source_path(operand)?;
+        let file = open_below(&operand, &row.path)?;
+        let source = RangeSource::new(file, &operand.join(&row.path))?;
+        if source.size() != row.size {
+            bail!(
+                "{}: {} bytes, listed with {}: changed since the job was planned",
+                row.path,
+                source.size(),
+                row.size
+            );
+        }
+        let dest = match hetch_service::api::is_url(&spec.dest) {
+            true => bail!(
+                "{}: a split file needs a destination on the shared storage",
+                spec.dest
+            ),
+            false => self.root.join(&spec.dest),
+        };
+        let store: Arc<dyn Store> = Arc::new(PosixStore::new(DestSpec {
+            path: dest,
+            sources: spec.sources.len() as u32,
+            trailing_slash: true,
+            confine_to: Some(self.root.clone()),
+            as_operand: false,
+        }));
+        let top = spec
+            .sources
+            .first()
+            .and_then(|s| Path::new(s).file_name())
+            .ok_or_else(|| anyhow!("the job has no source operand"))?;
+        store.resolve(top.as_bytes())?;
+        // Parents first: this unit may run before the one that copies them.
+        let wire = row.path.as_bytes();
+        for (i, _) in wire.iter().enumerate().filter(|(_, b)| **b == b'/') {
+            let parent = store.place(&wire[..i])?;
+            if store.stat(&parent.rel)?.is_none() {
+                match store.make_dir(&parent.rel) {
+                    // Another worker made it just now.
+                    Err(_) if store.stat(&parent.rel)?.is_some() => {}
+                    r => r?,
+                }
+            }
+        }
+        let place = store.place(wire)?;
+        let o = &spec.options;
+        Ok(SplitFile {
+            operand,
+            wire: row.path.clone(),
+            source,
+            store,
+            place,
+            block_size: o
+                .block_size
+                .unwrap_or(hetch_engine::Options::default().block_size),
+            verify: match o.verify.as_deref() {
+                Some("none") => Verify::None,
+                Some("received") => Verify::Received,
+                _ => Verify::Written,
+            },
+        })
+    }
+}
+
+impl SplitFile {
+    /// Gives the file's parent directory the source's mode and mtime again: the
+    /// rename changed its mtime, after the files unit that copied the directory may
+    /// have set it.
+    fn restore_parent(&self) -> anyhow::Result<()> {
+        let Some((parent, _)) = self.wire.rsplit_once('/') else {
+            return Ok(()); // the file is an operand: its parent is not a copy
+        };
+        let md = match parent.split_once('/') {
+            None => std::fs::metadata(&self.operand)?,
+            Some((_, inside)) => Dir::open(&self.operand)?
+                .stat(Path::new(inside))?
+                .ok_or_else(|| anyhow!("{parent}: gone from the source"))?,
+        };
+        let meta = hetch_storage::part::FinalMeta {
+            mode: md.mode() & 0o7777,
+            mtime_sec: md.mtime(),
+            mtime_nsec: md.mtime_nsec() as u32,
+        };
+        let rel = self.store.place(parent.as_bytes())?.rel;
+        Ok(self.store.finish_dir(&rel, meta)?)
+    }
+}
+
+/// A row of a job's listing.
+struct ListingRow {
+    operand: u64,
+    path: String,
+    size: u64,
+}
+
+/// Opens wire path `path` (the operand's own name, then the path inside it) below
+/// `operand`, following no symlink inside it.
+fn open_below(operand: &Path, path: &str) -> anyhow::Result<std::fs::File> {
+    let top = operand
+        .file_name()
+        .ok_or_else(|| anyhow!("{}: not a usable operand", operand.display()))?;
+    let inside = match path.as_bytes().strip_prefix(top.as_bytes()) {
+        Some([]) => return Ok(std::fs::File::open(operand)?),
+        Some([b'/', inside @ ..]) => std::str::from_utf8(inside)?,
+        _ => bail!("{path}: not an entry of {}", operand.display()),
+    };
+    let dir = Dir::open(operand)?;
+    Ok(dir.open_file(&PathBuf::from(inside), OpenHow::READ)?)
+}

@@ -37,6 +37,13 @@ pub struct ServiceArgs {
     /// Files per unit (the service's --batch-files).
     #[arg(long, default_value_t = 1000)]
     batch_files: u64,
+    /// Files above this are moved in block ranges by several workers (the service's
+    /// --split-size; "off": never).
+    #[arg(long, default_value = "1G")]
+    split_size: String,
+    /// Bytes per range (the service's --range-size).
+    #[arg(long, default_value = "256M")]
+    range_size: String,
     /// Where datasets are made (and kept between runs); the service's root.
     #[arg(long, default_value = "/var/tmp/hetch-bench/data")]
     data_dir: PathBuf,
@@ -94,7 +101,7 @@ impl Drop for Service {
 }
 
 impl Service {
-    fn start(hetch: &Path, root: &Path, state: &Path, batch_files: u64) -> anyhow::Result<Self> {
+    fn start(hetch: &Path, root: &Path, state: &Path, a: &ServiceArgs) -> anyhow::Result<Self> {
         let log = std::fs::File::create(state.with_extension("log"))?;
         let err = log.try_clone()?;
         let mut child = Command::new(hetch)
@@ -102,7 +109,8 @@ impl Service {
             .arg(root)
             .arg("--state-dir")
             .arg(state)
-            .args(["--batch-files", &batch_files.to_string()])
+            .args(["--batch-files", &a.batch_files.to_string()])
+            .args(["--split-size", &a.split_size, "--range-size", &a.range_size])
             .stdout(log)
             .stderr(err)
             .spawn()
@@ -188,7 +196,7 @@ pub fn run(a: ServiceArgs) -> anyhow::Result<ExitCode> {
     let mut planning = Vec::new();
     for (i, &workers) in a.workers.iter().enumerate() {
         let state = scratch.join(format!("state{i}"));
-        let svc = Service::start(&hetch, &root, &state, a.batch_files)?;
+        let svc = Service::start(&hetch, &root, &state, &a)?;
         let dest = format!("service-bench/out{i}/");
         let t0 = Instant::now();
         let id = svc.job(&hetch, &["submit", &rel_src, &dest])?;

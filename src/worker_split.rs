@@ -96,9 +96,13 @@ impl UnitContext {
             .as_array()
             .and_then(|r| r.first())
             .ok_or_else(|| anyhow!("the service has no listing row {file}"))?;
+        let path = row["path"].as_str().unwrap_or_default().to_string();
+        // Named below the destination as it is: a wire path, checked as one.
+        hetch_proto::validate_rel_path(path.as_bytes())
+            .map_err(|e| anyhow!("the service sent listing row {file} as {path:?}: {e}"))?;
         Ok(ListingRow {
             operand: row["operand"].as_u64().unwrap_or(u64::MAX),
-            path: row["path"].as_str().unwrap_or_default().to_string(),
+            path,
             size: row["size"].as_u64().unwrap_or(u64::MAX),
         })
     }
@@ -217,4 +221,31 @@ fn open_below(operand: &Path, path: &str) -> anyhow::Result<std::fs::File> {
     };
     let dir = Dir::open(operand)?;
     Ok(dir.open_file(&PathBuf::from(inside), OpenHow::READ)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::open_below;
+
+    /// A listing row is opened below its operand only: not through a symlink inside
+    /// it, not above it, not below another operand of the same prefix.
+    #[test]
+    fn rows_open_only_below_their_operand() {
+        let t = tempfile::tempdir().unwrap();
+        let top = t.path().join("top");
+        std::fs::create_dir_all(top.join("a")).unwrap();
+        std::fs::write(top.join("a/f"), b"data").unwrap();
+        std::fs::write(t.path().join("secret"), b"secret").unwrap();
+        std::os::unix::fs::symlink(t.path(), top.join("hop")).unwrap();
+        assert!(open_below(&top, "top/a/f").is_ok());
+        for bad in [
+            "top/hop/secret",
+            "top/../secret",
+            "topx/a/f",
+            "other/a/f",
+            "top/a/missing",
+        ] {
+            assert!(open_below(&top, bad).is_err(), "{bad} was opened");
+        }
+    }
 }

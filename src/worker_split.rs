@@ -6,8 +6,7 @@
 //! destination is `hetch://` or an object store.
 
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail};
@@ -17,14 +16,14 @@ use hetch_engine::store::{Place, Store};
 use hetch_engine::{DestSpec, StopSignal, Verify};
 use hetch_jobs::UnitSpec;
 use hetch_service::api::{ClaimedUnit, JobSpec};
-use hetch_storage::confined::{Dir, OpenHow};
+use hetch_storage::walk::EntriesBelow;
 
 use crate::service_client::path_segment;
 use crate::worker::UnitContext;
 
 /// The split file a unit concerns: where it is read and where it goes.
 struct SplitFile {
-    operand: PathBuf,
+    below: EntriesBelow,
     wire: String,
     source: RangeSource,
     store: Arc<dyn Store>,
@@ -49,7 +48,7 @@ impl UnitContext {
         let spec = u.spec.clone();
         let unit = u.unit.clone();
         tokio::task::spawn_blocking(move || {
-            let f = ctx.open_split(&spec, &row)?;
+            let mut f = ctx.open_split(&spec, &row)?;
             match unit {
                 UnitSpec::Range { first, end, .. } => {
                     let blocks = hetch_integrity::block_count(f.source.size(), f.block_size);
@@ -115,7 +114,8 @@ impl UnitContext {
             .get(row.operand as usize)
             .ok_or_else(|| anyhow!("listing row names source {}", row.operand))?;
         let operand = self.source_path(operand)?;
-        let file = open_below(&operand, &row.path)?;
+        let mut below = EntriesBelow::new(&operand)?;
+        let file = below.open(row.path.as_bytes())?;
         let source = RangeSource::new(file, &operand.join(&row.path))?;
         if source.size() != row.size {
             bail!(
@@ -160,7 +160,7 @@ impl UnitContext {
         let place = store.place(wire)?;
         let o = &spec.options;
         Ok(SplitFile {
-            operand,
+            below,
             wire: row.path.clone(),
             source,
             store,
@@ -181,20 +181,15 @@ impl SplitFile {
     /// Gives the file's parent directory the source's mode and mtime again: the
     /// rename changed its mtime, after the files unit that copied the directory may
     /// have set it.
-    fn restore_parent(&self) -> anyhow::Result<()> {
+    fn restore_parent(&mut self) -> anyhow::Result<()> {
         let Some((parent, _)) = self.wire.rsplit_once('/') else {
             return Ok(()); // the file is an operand: its parent is not a copy
         };
-        let md = match parent.split_once('/') {
-            None => std::fs::metadata(&self.operand)?,
-            Some((_, inside)) => Dir::open(&self.operand)?
-                .stat(Path::new(inside))?
-                .ok_or_else(|| anyhow!("{parent}: gone from the source"))?,
-        };
+        let dir = self.below.entry(parent.as_bytes())?;
         let meta = hetch_storage::part::FinalMeta {
-            mode: md.mode() & 0o7777,
-            mtime_sec: md.mtime(),
-            mtime_nsec: md.mtime_nsec() as u32,
+            mode: dir.mode,
+            mtime_sec: dir.mtime_sec,
+            mtime_nsec: dir.mtime_nsec,
         };
         let rel = self.store.place(parent.as_bytes())?.rel;
         Ok(self.store.finish_dir(&rel, meta)?)
@@ -208,24 +203,14 @@ struct ListingRow {
     size: u64,
 }
 
-/// Opens wire path `path` (the operand's own name, then the path inside it) below
-/// `operand`, following no symlink inside it.
-fn open_below(operand: &Path, path: &str) -> anyhow::Result<std::fs::File> {
-    let top = operand
-        .file_name()
-        .ok_or_else(|| anyhow!("{}: not a usable operand", operand.display()))?;
-    let inside = match path.as_bytes().strip_prefix(top.as_bytes()) {
-        Some([]) => return Ok(std::fs::File::open(operand)?),
-        Some([b'/', inside @ ..]) => std::str::from_utf8(inside)?,
-        _ => bail!("{path}: not an entry of {}", operand.display()),
-    };
-    let dir = Dir::open(operand)?;
-    Ok(dir.open_file(&PathBuf::from(inside), OpenHow::READ)?)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::open_below;
+    use hetch_storage::walk::EntriesBelow;
+
+    fn open_below(top: &std::path::Path, rel: &str) -> Result<std::fs::File, String> {
+        let mut below = EntriesBelow::new(top).map_err(|e| e.to_string())?;
+        below.open(rel.as_bytes()).map_err(|e| e.to_string())
+    }
 
     /// A listing row is opened below its operand only: not through a symlink inside
     /// it, not above it, not below another operand of the same prefix.

@@ -119,7 +119,8 @@ pub fn copy_range(
     let out = opened.file;
     let recorded: std::collections::BTreeMap<u64, Digest> =
         opened.recorded.unwrap_or_default().into_iter().collect();
-    let read_back = verify == Verify::Written && store.capabilities().read_back;
+    let can_read_back = store.capabilities().read_back;
+    let read_back = verify == Verify::Written && can_read_back;
     let mut data = vec![0u8; block_size as usize];
     let mut back = vec![0u8; if read_back { block_size as usize } else { 0 }];
     let zeros = vec![0u8; block_size as usize];
@@ -135,7 +136,7 @@ pub fn copy_range(
             let len = block_len(src.size, block_size, i) as usize;
             let offset = i * block_size;
             if let Some(want) = recorded.get(&i) {
-                if store.capabilities().read_back {
+                if can_read_back {
                     out.read_back(offset, &mut data[..len])?;
                     if block_digest(src.size, block_size, i, &data[..len]) == *want {
                         done.kept += 1;

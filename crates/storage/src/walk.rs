@@ -194,25 +194,8 @@ impl EntriesBelow {
     /// Describes entry `rel` (a wire path: the operand's own name, then the path
     /// inside it). A path that is not below the operand is refused.
     pub fn entry(&mut self, rel: &[u8]) -> Result<SourceEntry, StorageError> {
-        let refused = |reason| StorageError::Refused {
-            path: String::from_utf8_lossy(rel).into_owned(),
-            reason,
-        };
-        let inside = match rel.strip_prefix(self.top.as_bytes()) {
-            Some([]) => return entry(&self.operand, rel.to_vec()),
-            Some([b'/', inside @ ..]) => inside,
-            _ => return Err(refused("not an entry of this operand")),
-        };
-        let names_ok = inside
-            .split(|&b| b == b'/')
-            .all(|n| !n.is_empty() && n != b"." && n != b".." && !n.contains(&0));
-        if !names_ok {
-            return Err(refused("not a path below the operand"));
-        }
-        let inside = Path::new(std::ffi::OsStr::from_bytes(inside));
-        let dir = match &mut self.dir {
-            Some(d) => d,
-            empty => empty.insert(crate::confined::Dir::open(&self.operand)?),
+        let Some((dir, inside)) = self.below(rel)? else {
+            return entry(&self.operand, rel.to_vec());
         };
         let abs = self.operand.join(inside);
         let md = dir.stat(inside)?.ok_or_else(|| StorageError::Io {
@@ -227,6 +210,52 @@ impl EntriesBelow {
             false => None,
         };
         describe(&abs, rel.to_vec(), &md, target)
+    }
+
+    /// Opens entry `rel` (as [`EntriesBelow::entry`] finds it) for reading; a symlink
+    /// is not followed, not even as the last name.
+    pub fn open(&mut self, rel: &[u8]) -> Result<std::fs::File, StorageError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        match self.below(rel)? {
+            Some((dir, inside)) => dir.open_file(inside, crate::confined::OpenHow::READ),
+            None => std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&self.operand)
+                .at(&self.operand),
+        }
+    }
+
+    /// The operand's directory and the path inside it of entry `rel`; `None` for the
+    /// operand itself. Refuses what is not below the operand.
+    fn below<'a>(
+        &mut self,
+        rel: &'a [u8],
+    ) -> Result<Option<(crate::confined::Dir, &'a Path)>, StorageError> {
+        let refused = |reason| StorageError::Refused {
+            path: String::from_utf8_lossy(rel).into_owned(),
+            reason,
+        };
+        let inside = match rel.strip_prefix(self.top.as_bytes()) {
+            Some([]) => return Ok(None),
+            Some([b'/', inside @ ..]) => inside,
+            _ => return Err(refused("not an entry of this operand")),
+        };
+        let names_ok = inside
+            .split(|&b| b == b'/')
+            .all(|n| !n.is_empty() && n != b"." && n != b".." && !n.contains(&0));
+        if !names_ok {
+            return Err(refused("not a path below the operand"));
+        }
+        let dir = match &mut self.dir {
+            Some(d) => d,
+            empty => empty.insert(crate::confined::Dir::open(&self.operand)?),
+        };
+        // A handle shared with the one kept (reference-counted).
+        Ok(Some((
+            dir.clone(),
+            Path::new(std::ffi::OsStr::from_bytes(inside)),
+        )))
     }
 }
 
@@ -375,11 +404,25 @@ mod tests {
         ] {
             let e = below.entry(bad);
             assert!(
-                e.is_err(),
+                e.is_err() && below.open(bad).is_err(),
                 "{} was let through",
                 String::from_utf8_lossy(bad)
             );
         }
         assert!(below.entry(b"top/a/missing").unwrap_err().is_not_found());
+        // What entry() finds, open() opens: the same file, the operand itself too.
+        use std::os::unix::fs::MetadataExt;
+        for w in walked
+            .iter()
+            .filter(|w| matches!(w.kind, SourceKind::File { .. }))
+        {
+            let md = below.open(&w.rel).unwrap().metadata().unwrap();
+            assert_eq!(md.ino(), std::fs::metadata(&w.abs).unwrap().ino());
+        }
+        // A symlink is not opened, as an entry or as the operand itself.
+        assert!(below.open(b"top/a/hop").is_err());
+        let link = t.path().join("link");
+        std::os::unix::fs::symlink(top.join("a/b/f"), &link).unwrap();
+        assert!(EntriesBelow::new(&link).unwrap().open(b"link").is_err());
     }
 }

@@ -61,7 +61,22 @@ pub struct WorkerArgs {
 /// A unit being run.
 struct Running {
     stop: StopSender,
+    /// Its lease's length.
+    lease: Duration,
+    /// Until when (here) its lease surely holds: when the claim or the last heartbeat
+    /// that extended it was sent, plus its length. A worker cut off from the service
+    /// stops the unit a quarter of a lease before then, since another worker may be
+    /// given it once the lease runs out: two writers of one file would trample it.
+    deadline: Instant,
+    /// Stopped for that reason (said once).
+    fenced: bool,
 }
+
+/// The longest lease a worker accepts from a service (a day), and the shortest.
+const LEASE_BOUNDS: (u64, u64) = (100, 86_400_000);
+
+/// Heartbeats are sent this often at most, and three times per the shortest lease.
+const BEAT_EVERY: Duration = Duration::from_secs(3);
 
 /// Runs the worker until it is stopped (or idle for `--idle-exit`).
 pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
@@ -79,6 +94,8 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
     let mut tasks: JoinSet<((String, u64), Value)> = JoinSet::new();
     let mut last_beat = Instant::now();
     let mut idle_since = Instant::now();
+    // Claims in a row that did not reach the service: the next look waits longer.
+    let mut unreachable = 0u32;
     // A unit that ended while the loop waited.
     let mut woken_by = None;
     loop {
@@ -91,19 +108,24 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
             let ((job, seq), mut report) = done.map_err(|e| anyhow!("unit task: {e}"))?;
             running.remove(&(job.clone(), seq));
             report["worker"] = json!(name);
-            if let Err(e) = api.call(true, "/api/work/finish", Some(report)).await {
+            let call = api.call(true, "/api/work/finish", Some(report));
+            if let Err(e) = bounded(until_fence(&running), call).await {
                 // Refused (the lease moved on) or unreachable: the unit is the
                 // service's to hand out again; nothing here to undo.
                 eprintln!("hetch worker {name}: reporting unit {seq} of job {job}: {e}");
             }
         }
         // Keep the leases; stop what is no longer ours.
-        if !running.is_empty() && last_beat.elapsed() >= Duration::from_secs(3) {
+        let beat_every = running
+            .values()
+            .map(|r| r.lease / 3)
+            .min()
+            .unwrap_or(BEAT_EVERY)
+            .min(BEAT_EVERY);
+        if !running.is_empty() && last_beat.elapsed() >= beat_every {
             last_beat = Instant::now();
-            match api
-                .call(true, "/api/work/heartbeat", Some(json!({"worker": name})))
-                .await
-            {
+            let call = api.call(true, "/api/work/heartbeat", Some(json!({"worker": name})));
+            match bounded(until_fence(&running), call).await {
                 Ok(v) => {
                     let held: BTreeSet<(String, u64)> = v["held"]
                         .as_array()
@@ -111,33 +133,43 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                         .flatten()
                         .filter_map(|h| Some((h["job"].as_str()?.to_string(), h["seq"].as_u64()?)))
                         .collect();
-                    for (key, r) in &running {
-                        if !held.contains(key) {
-                            r.stop.stop();
+                    for (key, r) in running.iter_mut() {
+                        match held.contains(key) {
+                            true => r.deadline = last_beat + r.lease,
+                            false => r.stop.stop(),
                         }
                     }
                 }
                 Err(e) => eprintln!("hetch worker {name}: heartbeat: {e}"),
             }
         }
+        fence(&name, &mut running);
         // Take more when there is room.
         let room = a.units.saturating_sub(running.len() as u32);
         let mut claimed = 0;
         if room > 0 {
-            match api
-                .call(
-                    true,
-                    "/api/work/claim",
-                    Some(json!({"worker": name, "max": room})),
-                )
-                .await
-            {
+            let sent = Instant::now();
+            let call = api.call(
+                true,
+                "/api/work/claim",
+                Some(json!({"worker": name, "max": room})),
+            );
+            match bounded(until_fence(&running), call).await {
                 Ok(v) => {
+                    unreachable = 0;
                     let units: Vec<ClaimedUnit> = serde_json::from_value(v)?;
                     claimed = units.len();
                     for u in units {
                         let (tx, rx) = StopSignal::new();
-                        running.insert((u.job.clone(), u.seq), Running { stop: tx });
+                        let (least, most) = LEASE_BOUNDS;
+                        let lease = Duration::from_millis(u.lease_ms.clamp(least, most));
+                        let r = Running {
+                            stop: tx,
+                            lease,
+                            deadline: sent + lease,
+                            fenced: false,
+                        };
+                        running.insert((u.job.clone(), u.seq), r);
                         let ctx = UnitContext {
                             api: api.clone(),
                             root: root.clone(),
@@ -154,7 +186,10 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                 // A token the service does not take (or not for workers) will not
                 // become good by asking again.
                 Err(e) if e.is::<NotAllowed>() => bail!("{e}"),
-                Err(e) => eprintln!("hetch worker {name}: claiming work: {e}"),
+                Err(e) => {
+                    unreachable += 1;
+                    eprintln!("hetch worker {name}: claiming work: {e}");
+                }
             }
         }
         if claimed > 0 || !running.is_empty() {
@@ -168,7 +203,9 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
         if claimed == 0 {
             // Until a unit ends (to report it and take the next at once), or the next
             // look for work.
-            let next = Duration::from_millis(250);
+            // A quarter of a second; doubling while the service cannot be reached, up
+            // to four seconds, so that an outage is not a flood of log lines.
+            let next = Duration::from_millis(250 << unreachable.min(4));
             match tasks.is_empty() {
                 true => tokio::time::sleep(next).await,
                 false => {
@@ -178,6 +215,47 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                         .flatten()
                 }
             }
+        }
+    }
+}
+
+/// How long a call to the service may take before the loop must look at its units'
+/// leases again: until the first is to be stopped (half a second at least), or a
+/// minute when nothing runs.
+fn until_fence(running: &HashMap<(String, u64), Running>) -> Duration {
+    let now = Instant::now();
+    running
+        .values()
+        .filter(|r| !r.fenced)
+        .map(|r| (r.deadline - r.lease / 4).saturating_duration_since(now))
+        .min()
+        .unwrap_or(Duration::from_secs(60))
+        .max(Duration::from_millis(500))
+}
+
+/// `call`, given up after `limit`.
+async fn bounded<T>(
+    limit: Duration,
+    call: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    match tokio::time::timeout(limit, call).await {
+        Ok(r) => r,
+        Err(_) => bail!("no answer within {} ms", limit.as_millis()),
+    }
+}
+
+/// Stops the units whose leases this worker could not keep (the service unreachable)
+/// and will soon run out.
+fn fence(name: &str, running: &mut HashMap<(String, u64), Running>) {
+    let now = Instant::now();
+    for ((job, seq), r) in running.iter_mut() {
+        if !r.fenced && now + r.lease / 4 >= r.deadline {
+            r.fenced = true;
+            r.stop.stop();
+            eprintln!(
+                "hetch worker {name}: stopping unit {seq} of job {job}: its lease could not \
+                 be extended and is about to run out"
+            );
         }
     }
 }

@@ -16,7 +16,7 @@ fn args(a: &[&str]) -> Vec<OsString> {
 }
 
 struct Service {
-    _proc: Running,
+    proc: Running,
     addr: String,
     token: String,
 }
@@ -25,14 +25,22 @@ fn start(dir: &Path) -> Service {
     start_with(dir, &[])
 }
 
+/// A service on `dir/root` (with a small tree `run1` in it), its state in
+/// `dir/state`, listening on a port of its choosing.
 fn start_with(dir: &Path, extra: &[&str]) -> Service {
+    launch(dir, "127.0.0.1:0", extra)
+}
+
+/// A service on `dir/root` (with a small tree `run1` in it), its state in `dir/state`
+/// (shared with any other service launched on `dir`), listening on `listen`.
+fn launch(dir: &Path, listen: &str, extra: &[&str]) -> Service {
     let root = dir.join("root");
     std::fs::create_dir_all(root.join("run1/sub")).unwrap();
     for i in 0..30 {
         std::fs::write(root.join(format!("run1/sub/f{i}")), vec![b'x'; i]).unwrap();
     }
     let state = dir.join("state");
-    let mut a = args(&["service", "--listen", "127.0.0.1:0"]);
+    let mut a = args(&["service", "--listen", listen]);
     a.extend([
         OsString::from("--root"),
         root.into(),
@@ -55,11 +63,7 @@ fn start_with(dir: &Path, extra: &[&str]) -> Service {
         .unwrap()
         .trim()
         .to_string();
-    Service {
-        _proc: proc,
-        addr,
-        token,
-    }
+    Service { proc, addr, token }
 }
 
 impl Service {
@@ -239,6 +243,106 @@ fn workers_run_a_job_and_finish_the_units_of_a_worker_killed_mid_job() {
     let show = svc.job(&["--json", "show", &id]);
     let v: serde_json::Value = serde_json::from_str(&show.stdout).unwrap();
     assert_eq!(v["files_done"].as_u64(), v["files"].as_u64(), "{v}");
+}
+
+/// Job `id` as `hetch job --json show` gives it.
+fn show(svc: &Service, id: &str) -> serde_json::Value {
+    let out = svc.job(&["--json", "show", id]);
+    out.ok();
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
+/// Submits a job (`hetch job submit ARGS`) and returns its id.
+fn submit(svc: &Service, a: &[&str]) -> String {
+    let mut all = vec!["submit"];
+    all.extend(a);
+    let out = svc.job(&all);
+    out.ok();
+    out.stdout.lines().next().unwrap().trim().to_string()
+}
+
+fn leased(svc: &Service, id: &str) -> u64 {
+    show(svc, id)["units"]["leased"].as_u64().unwrap_or(0)
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// The job is done with every file of its listing moved.
+fn assert_all_done(svc: &Service, id: &str) {
+    let v = show(svc, id);
+    assert_eq!(v["state"], "done", "{v}");
+    assert_eq!(v["files_done"].as_u64(), v["files"].as_u64(), "{v}");
+}
+
+/// The service is killed (-9) while a worker holds units of a job. Started again on
+/// the same database, state and address, it hands out again what the worker could
+/// not report (the worker, cut off for longer than a lease, stops those units), and
+/// the job completes with an identical copy.
+#[test]
+fn a_service_killed_mid_job_is_started_again_and_the_job_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    big_tree(&root, "data", 120);
+    let listen = format!("127.0.0.1:{}", free_port());
+    let extra = ["--lease-secs", "2", "--batch-files", "10"];
+    let mut svc = launch(dir.path(), &listen, &extra);
+    svc.job(&["ls"]).ok(); // pins the key
+    let w = svc.worker(dir.path(), "w");
+    let id = submit(&svc, &["--rate-limit", "1M", "data", "copy"]);
+    wait_for("w to hold units", || leased(&svc, &id) > 0);
+    svc.proc.kill9();
+    wait_for("w to find the service gone", || {
+        w.stderr_so_far().contains("hetch worker w: ")
+    });
+    let svc = launch(dir.path(), &listen, &extra);
+    svc.job(&["wait", &id]).ok();
+    util::assert_same_tree(&root.join("data"), &root.join("copy/data"));
+    assert_all_done(&svc, &id);
+}
+
+/// Two service instances share one PostgreSQL (and one state directory, as the
+/// nodes of a cluster share their configuration), each with a worker of its own: a
+/// job submitted to one is run and waited for through the other. Then one instance
+/// is killed (-9) while its worker holds units: that worker, cut off, stops them
+/// before its leases run out, the other instance voids the leases, and its worker
+/// finishes the job: both copies identical.
+#[test]
+fn two_services_on_one_postgres_share_jobs_and_outlive_one_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    big_tree(&root, "data", 120);
+    let pg = hetch_testkit::emulators::Emulator::postgres(&dir.path().join("postgres"))
+        .expect("start postgres");
+    let extra = ["--db", &pg.url, "--lease-secs", "2", "--batch-files", "10"];
+    let mut a = start_with(dir.path(), &extra);
+    let b = start_with(dir.path(), &extra);
+    a.job(&["ls"]).ok(); // pins the key (the same for both)
+    b.job(&["ls"]).ok();
+    let wa = a.worker(dir.path(), "wa");
+    let wb = b.worker(dir.path(), "wb");
+    let id = submit(&a, &["data", "copy"]);
+    b.job(&["wait", &id]).ok();
+    util::assert_same_tree(&root.join("data"), &root.join("copy/data"));
+    assert_all_done(&a, &id);
+    drop(wb);
+
+    // Only A's worker is there when a slow job starts (a unit takes longer than a
+    // lease); A is killed while it works.
+    big_tree(&root, "slow", 24);
+    let id = submit(&a, &["--rate-limit", "100K", "slow", "copy2"]);
+    wait_for("wa to hold units", || leased(&b, &id) > 0);
+    a.proc.kill9();
+    let _wb = b.worker(dir.path(), "wb2");
+    wait_for("wa to stop the units whose leases it cannot keep", || {
+        wa.stderr_so_far().contains("stopping unit")
+    });
+    b.job(&["wait", &id]).ok();
+    util::assert_same_tree(&root.join("slow"), &root.join("copy2/slow"));
+    assert_all_done(&b, &id);
+    drop(wa);
 }
 
 /// A job whose tree holds files larger than --split-size: each is cut into block

@@ -28,6 +28,10 @@ pub enum DbError {
     /// A row held something this version cannot read (a newer schema, or damage).
     #[error("database row: {0}")]
     Row(String),
+    /// A planning write by an instance that no longer plans the job: it was
+    /// cancelled, or another instance took it over after this one's lease ran out.
+    #[error("job {0} is no longer planned by this instance (cancelled or taken over)")]
+    NotPlanning(String),
     /// There is no such job.
     #[error("no job {0}")]
     NoJob(String),

@@ -1,9 +1,10 @@
-//! Jobs: created with their listing and units, read, listed, cancelled and retried.
+//! Jobs: read, listed, cancelled and retried.
 //!
 //! A job is created in state `planning`, its files and units are added in batches
 //! (one transaction each, so a listing of millions of files never sits in memory or
-//! in one transaction), and [`Db::queue`] makes it claimable. Its later states follow
-//! from its units' (see [`crate::leases`]).
+//! in one transaction) under a planning lease ([`crate::planning`]), and
+//! [`Db::queue`] makes it claimable. Its later states follow from its units' (see
+//! [`crate::leases`]).
 
 use hetch_jobs::UnitSpec;
 use sqlx::any::AnyRow;
@@ -203,177 +204,10 @@ impl UnitCounts {
     }
 }
 
-/// Rows per INSERT statement: one statement per row made planning a round trip per
-/// file. 500 rows of at most 10 columns stay far below both databases' limits on
-/// parameters (SQLite 32,766, PostgreSQL 65,535).
-const ROWS_PER_INSERT: usize = 500;
-
-/// `($1, ..., $cols), ($cols+1, ...), ...` for `rows` rows.
-fn placeholders(rows: usize, cols: usize) -> String {
-    let mut out = String::with_capacity(rows * cols * 6);
-    for r in 0..rows {
-        out.push_str(if r == 0 { "(" } else { ", (" });
-        for c in 0..cols {
-            if c > 0 {
-                out.push_str(", ");
-            }
-            out.push('$');
-            out.push_str(&(r * cols + c + 1).to_string());
-        }
-        out.push(')');
-    }
-    out
-}
-
 const JOB_COLUMNS: &str = "id, submitted_by, spec, priority, rate_limit, state, created, \
      started, finished, error, files, bytes, files_done, bytes_done";
 
 impl Db {
-    /// Records a new job, in state `planning`, at time `now`.
-    pub async fn create_job(&self, job: &NewJob, now: u64) -> Result<(), DbError> {
-        sqlx::query(
-            "INSERT INTO jobs (id, submitted_by, spec, priority, rate_limit, state, created) \
-             VALUES ($1, $2, $3, $4, $5, 'planning', $6)",
-        )
-        .bind(&job.id)
-        .bind(&job.submitted_by)
-        .bind(&job.spec)
-        .bind(job.priority)
-        .bind(int(job.rate_limit))
-        .bind(int(now))
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    /// Appends files `first..` of job `job`'s listing, in one transaction.
-    pub async fn add_files(&self, job: &str, first: u64, files: &[FileRow]) -> Result<(), DbError> {
-        let mut tx = self.pool.begin().await?;
-        for (c, chunk) in files.chunks(ROWS_PER_INSERT).enumerate() {
-            let sql = format!(
-                "INSERT INTO files (job, idx, operand, path, size) VALUES {}",
-                placeholders(chunk.len(), 5)
-            );
-            let mut q = sqlx::query(&sql);
-            let base = first + (c * ROWS_PER_INSERT) as u64;
-            for (i, f) in chunk.iter().enumerate() {
-                q = q
-                    .bind(job)
-                    .bind(int(base + i as u64))
-                    .bind(i64::from(f.operand))
-                    .bind(&f.path)
-                    .bind(int(f.size));
-            }
-            q.execute(&mut *tx).await?;
-        }
-        sqlx::query("UPDATE jobs SET files = files + $2, bytes = bytes + $3 WHERE id = $1")
-            .bind(job)
-            .bind(int(files.len() as u64))
-            .bind(int(files.iter().map(|f| f.size).sum()))
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    /// Appends units `first..` of job `job`, each allowed `max_attempts` attempts, in
-    /// one transaction. Commits wait until their ranges are done.
-    pub async fn add_units(
-        &self,
-        job: &str,
-        first: u64,
-        units: &[PlannedUnit],
-        max_attempts: u32,
-    ) -> Result<(), DbError> {
-        let mut tx = self.pool.begin().await?;
-        for (c, chunk) in units.chunks(ROWS_PER_INSERT).enumerate() {
-            let sql = format!(
-                "INSERT INTO units (job, seq, kind, file_from, file_to, block_from, block_to, \
-                 bytes, state, max_attempts) VALUES {}",
-                placeholders(chunk.len(), 10)
-            );
-            let mut q = sqlx::query(&sql);
-            let base = first + (c * ROWS_PER_INSERT) as u64;
-            for (i, u) in chunk.iter().enumerate() {
-                let (kind, file_from, file_to, block_from, block_to, state) = match u.spec {
-                    UnitSpec::Files { first, end, .. } => ("files", first, end, 0, 0, "ready"),
-                    UnitSpec::Range { file, first, end } => {
-                        ("range", file, file + 1, first, end, "ready")
-                    }
-                    UnitSpec::Commit { file, ranges } => {
-                        ("commit", file, file + 1, 0, ranges, "waiting")
-                    }
-                };
-                q = q
-                    .bind(job)
-                    .bind(int(base + i as u64))
-                    .bind(kind)
-                    .bind(int(file_from))
-                    .bind(int(file_to))
-                    .bind(int(block_from))
-                    .bind(int(block_to))
-                    .bind(int(u.bytes))
-                    .bind(state)
-                    .bind(i64::from(max_attempts.max(1)));
-            }
-            q.execute(&mut *tx).await?;
-        }
-        tx.commit().await?;
-        Ok(())
-    }
-
-    /// Job `job` is planned: it becomes claimable (or done at once if it has no
-    /// units). False if it was not being planned (cancelled meanwhile).
-    pub async fn queue(&self, job: &str, now: u64) -> Result<bool, DbError> {
-        let mut tx = self.pool.begin().await?;
-        let r =
-            sqlx::query("UPDATE jobs SET state = 'queued' WHERE id = $1 AND state = 'planning'")
-                .bind(job)
-                .execute(&mut *tx)
-                .await?;
-        crate::leases::settle(&mut tx, Some(job), now).await?;
-        tx.commit().await?;
-        Ok(r.rows_affected() == 1)
-    }
-
-    /// Job `job` could not be planned: it fails with `error`. False if it was not
-    /// being planned.
-    pub async fn fail_planning(&self, job: &str, error: &str, now: u64) -> Result<bool, DbError> {
-        let r = sqlx::query(
-            "UPDATE jobs SET state = 'failed', error = $2, finished = $3 \
-             WHERE id = $1 AND state = 'planning'",
-        )
-        .bind(job)
-        .bind(error)
-        .bind(int(now))
-        .execute(&self.pool)
-        .await?;
-        Ok(r.rows_affected() == 1)
-    }
-
-    /// Drops what planning job `job` had written (its listing and units), so that it
-    /// can be planned again from the start: after a restart of the service that was
-    /// planning it.
-    pub async fn reset_planning(&self, job: &str) -> Result<(), DbError> {
-        let mut tx = self.pool.begin().await?;
-        let r = sqlx::query(
-            "UPDATE jobs SET files = 0, bytes = 0 WHERE id = $1 AND state = 'planning'",
-        )
-        .bind(job)
-        .execute(&mut *tx)
-        .await?;
-        if r.rows_affected() == 1 {
-            for sql in [
-                "DELETE FROM files WHERE job = $1",
-                "DELETE FROM units WHERE job = $1",
-            ] {
-                sqlx::query(sql).bind(job).execute(&mut *tx).await?;
-            }
-        }
-        tx.commit().await?;
-        Ok(())
-    }
-
     /// Job `id`, if there is one.
     pub async fn job(&self, id: &str) -> Result<Option<JobRow>, DbError> {
         let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1");
@@ -501,20 +335,30 @@ impl Db {
         Ok(r.rows_affected() == 1)
     }
 
-    /// Runs job `id`'s failed and cancelled units again, with fresh attempts; done
-    /// units stay done. Returns how many units it re-queued; 0 if the job is still
-    /// going or there was nothing to redo.
-    pub async fn retry(&self, id: &str, now: u64) -> Result<u64, DbError> {
+    /// Runs job `id` again if it failed or was cancelled: its failed and cancelled
+    /// units with fresh attempts (done units stay done) if its listing was complete;
+    /// otherwise (it ended while being planned) it is planned again from the start,
+    /// by whichever instance takes it over first.
+    pub async fn retry(&self, id: &str, now: u64) -> Result<Retry, DbError> {
         let mut tx = self.pool.begin().await?;
         let r = sqlx::query(
-            "UPDATE jobs SET state = 'queued', finished = NULL, error = NULL \
+            "UPDATE jobs SET finished = NULL, error = NULL, planner = NULL, planner_until = 0, \
+             state = CASE WHEN planned IS NULL THEN 'planning' ELSE 'queued' END \
              WHERE id = $1 AND state IN ('failed', 'cancelled')",
         )
         .bind(id)
         .execute(&mut *tx)
         .await?;
         if r.rows_affected() == 0 {
-            return Ok(0);
+            return Ok(Retry::Nothing);
+        }
+        let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await?;
+        if state == "planning" {
+            tx.commit().await?;
+            return Ok(Retry::Replan);
         }
         let units = sqlx::query(
             "UPDATE units SET attempts = 0, error = NULL, \
@@ -524,10 +368,26 @@ impl Db {
         .bind(id)
         .execute(&mut *tx)
         .await?;
+        if units.rows_affected() == 0 {
+            // Nothing to redo (it failed in none of its units): left as it was.
+            tx.rollback().await?;
+            return Ok(Retry::Nothing);
+        }
         crate::leases::settle(&mut tx, Some(id), now).await?;
         tx.commit().await?;
-        Ok(units.rows_affected())
+        Ok(Retry::Units(units.rows_affected()))
     }
+}
+
+/// What [`Db::retry`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Nothing: the job is still going, done, or had nothing that failed.
+    Nothing,
+    /// Re-queued this many failed or cancelled units.
+    Units(u64),
+    /// Its listing was never complete: it is to be planned again.
+    Replan,
 }
 
 fn job_row(r: &AnyRow) -> Result<JobRow, DbError> {

@@ -9,8 +9,9 @@
 //! rules are those of [`hetch_jobs::lease`], against which the tests check this crate.
 //! Times are passed in (milliseconds since the epoch), never read here.
 //!
-//! - [`jobs`]: creating a job with its listing and units, reading, listing,
-//!   cancelling and retrying jobs.
+//! - [`jobs`]: reading, listing, cancelling and retrying jobs.
+//! - [`planning`]: creating a job and writing its listing and units under a
+//!   planning lease, which another instance takes over once it runs out.
 //! - [`leases`]: claiming units, heartbeats, finishing, and reaping expired leases.
 //! - [`stats`]: totals over all jobs, for monitoring.
 
@@ -19,6 +20,7 @@
 mod error;
 pub mod jobs;
 pub mod leases;
+pub mod planning;
 mod schema;
 pub mod stats;
 
@@ -26,8 +28,9 @@ use sqlx::any::AnyPoolOptions;
 use sqlx::AnyPool;
 
 pub use error::DbError;
-pub use jobs::{FileRow, JobRow, JobState, NewJob, PlannedUnit, UnitCounts, UnitRow};
+pub use jobs::{FileRow, JobRow, JobState, NewJob, PlannedUnit, Retry, UnitCounts, UnitRow};
 pub use leases::{Claimed, Refused, UnitOutcome};
+pub use planning::{PlanningLease, TakenOver};
 pub use stats::Totals;
 
 /// Which database is behind a [`Db`]: the statements are the same except the claim's

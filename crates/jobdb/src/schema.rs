@@ -10,8 +10,14 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 
 /// The migrations, oldest first: (version, description, SQL). Never edit one that has
 /// shipped: its checksum is recorded in every database it ran on; add a new one.
-const MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "jobs", include_str!("../migrations/0001_jobs.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "jobs", include_str!("../migrations/0001_jobs.sql")),
+    (
+        2,
+        "planning leases",
+        include_str!("../migrations/0002_planning_leases.sql"),
+    ),
+];
 
 /// The migrator over [`MIGRATIONS`].
 pub fn migrator() -> Migrator {

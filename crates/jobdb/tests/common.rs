@@ -75,7 +75,10 @@ pub async fn job_of(
         priority,
         rate_limit: 0,
     };
-    db.create_job(&job, now).await.unwrap();
+    let lease = db
+        .create_job(&job, "planner", now + 1_000_000, now)
+        .await
+        .unwrap();
     let files: Vec<FileRow> = sizes
         .iter()
         .enumerate()
@@ -85,7 +88,7 @@ pub async fn job_of(
             size,
         })
         .collect();
-    db.add_files(id, 0, &files).await.unwrap();
+    db.add_files(&lease, 0, &files).await.unwrap();
     let units: Vec<PlannedUnit> = planner
         .plan(sizes.iter().copied())
         .into_iter()
@@ -101,8 +104,8 @@ pub async fn job_of(
             PlannedUnit { spec, bytes }
         })
         .collect();
-    db.add_units(id, 0, &units, attempts).await.unwrap();
-    assert!(db.queue(id, now).await.unwrap());
+    db.add_units(&lease, 0, &units, attempts).await.unwrap();
+    assert!(db.queue(&lease, now).await.unwrap());
 }
 
 /// A planner that puts `per` files in a batch and splits files above `split` into

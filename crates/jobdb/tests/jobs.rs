@@ -5,7 +5,7 @@
 mod common;
 
 use common::{job_of, on_each, planner};
-use hetch_jobdb::{Db, DbError, FileRow, JobState, Refused, UnitOutcome};
+use hetch_jobdb::{Db, DbError, FileRow, JobState, PlanningLease, Refused, Retry, UnitOutcome};
 use hetch_jobs::UnitSpec;
 
 const TTL: u64 = 30_000;
@@ -149,14 +149,19 @@ fn a_large_listing_keeps_every_row_at_its_index() {
         let units = db.units("big").await.unwrap();
         assert_eq!(units.len(), 1203);
         assert!(units.iter().enumerate().all(|(i, u)| u.seq == i as u64));
-        // A second batch goes on from where the first ended.
+        // Once queued, its listing is closed.
+        let lease = PlanningLease {
+            job: "big".into(),
+            owner: "planner".into(),
+        };
         let more = [FileRow {
             operand: 1,
             path: "g".into(),
             size: 9,
         }];
-        db.add_files("big", 1203, &more).await.unwrap();
-        assert_eq!(db.files("big", 1203, 1204).await.unwrap(), more.to_vec());
+        let late = db.add_files(&lease, 1203, &more).await.unwrap_err();
+        assert!(matches!(late, DbError::NotPlanning(_)), "{late}");
+        assert_eq!(db.files("big", 1203, 1204).await.unwrap(), []);
     });
 }
 
@@ -271,7 +276,7 @@ fn a_split_file_commits_once_after_all_its_ranges() {
         );
 
         // Retrying redoes the failed range only; the commit waits for it again.
-        assert_eq!(db.retry("bad", 20).await.unwrap(), 2);
+        assert_eq!(db.retry("bad", 20).await.unwrap(), Retry::Units(2));
         let again = db.claim("w", 21, TTL, 10).await.unwrap();
         assert_eq!(
             again.iter().map(|c| c.seq).collect::<Vec<_>>(),
@@ -361,7 +366,7 @@ fn a_cancelled_job_stops_its_workers_and_a_retry_redoes_only_what_was_not_done()
         assert!(db.claim("w", 6, TTL, 5).await.unwrap().is_empty());
         let job = db.job("j").await.unwrap().unwrap();
         assert_eq!((job.state, job.finished), (JobState::Cancelled, Some(3)));
-        assert_eq!(db.retry("j", 7).await.unwrap(), 2);
+        assert_eq!(db.retry("j", 7).await.unwrap(), Retry::Units(2));
         let again = db.claim("w", 8, TTL, 5).await.unwrap();
         assert_eq!(again.iter().map(|c| c.seq).collect::<Vec<_>>(), [1, 2]);
         for c in &again {
@@ -372,7 +377,11 @@ fn a_cancelled_job_stops_its_workers_and_a_retry_redoes_only_what_was_not_done()
         }
         let job = db.job("j").await.unwrap().unwrap();
         assert_eq!((job.state, job.files_done), (JobState::Done, 3));
-        assert_eq!(db.retry("j", 10).await.unwrap(), 0, "nothing to redo");
+        assert_eq!(
+            db.retry("j", 10).await.unwrap(),
+            Retry::Nothing,
+            "nothing to redo"
+        );
     });
 }
 

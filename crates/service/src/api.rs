@@ -197,6 +197,10 @@ pub struct ClaimedUnit {
     /// The lease runs out at this time (milliseconds since the epoch) unless a
     /// heartbeat extends it.
     pub until: u64,
+    /// How long a lease lasts from a claim or heartbeat, milliseconds: a worker that
+    /// has not been heard for this long must have stopped the unit, since another
+    /// may be running it by then.
+    pub lease_ms: u64,
 }
 
 /// A worker's word of life.

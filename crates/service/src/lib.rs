@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hetch_jobdb::{Db, DbError, JobState};
+use hetch_jobdb::{Db, DbError, PlanningLease};
 use hetch_jobs::Planner;
 use hetch_net::{Fingerprint, NetError, ServerIdentity};
 
@@ -92,6 +92,8 @@ pub struct AppState {
     pub oidc: Option<hetch_oidc::OidcVerifier>,
     /// This instance's request counters.
     pub metrics: metrics::Metrics,
+    /// This instance's name in planning leases (random, new at every start).
+    pub instance: String,
 }
 
 /// A service bound to its address, ready to run.
@@ -154,8 +156,9 @@ impl Service {
             },
             oidc,
             metrics: metrics::Metrics::default(),
+            instance: format!("service-{}", hex::encode(rand::random::<[u8; 8]>())),
         });
-        resume_planning(&state).await?;
+        take_over_planning(&state).await?;
         Ok(Service {
             listener,
             tls: listen::tls_config(&identity),
@@ -179,37 +182,55 @@ impl Service {
     }
 }
 
-/// Plans again, from the start, every job a previous run was planning when it stopped.
-async fn resume_planning(state: &Arc<AppState>) -> Result<(), ServiceError> {
-    let mut unplanned = state
+/// Takes over, and plans again from the start, jobs whose planner stopped: its
+/// planning lease ran out (an instance killed, or cut off) or it has none (retried
+/// after it ended unplanned).
+async fn take_over_planning(state: &Arc<AppState>) -> Result<(), DbError> {
+    let now = now_ms();
+    let until = now + state.lease_ms;
+    for job in state
         .db
-        .jobs(Some(JobState::Planning), None, u64::MAX >> 1)
-        .await?;
-    unplanned.reverse(); // oldest first
-    for job in unplanned {
-        state.db.reset_planning(&job.id).await?;
+        .take_over_planning(&state.instance, until, now, 64)
+        .await?
+    {
         match serde_json::from_str::<api::JobSpec>(&job.spec) {
             Ok(spec) => {
-                let (db, root, planner) = (state.db.clone(), state.root.clone(), state.planner);
-                tokio::spawn(planning::plan(db, root, job.id, spec, planner));
+                eprintln!("hetch service: planning job {} again", job.lease.job);
+                start_planning(state, job.lease, spec);
             }
             Err(e) => {
                 let why = format!("stored job spec unreadable: {e}");
-                state.db.fail_planning(&job.id, &why, now_ms()).await?;
+                state.db.fail_planning(&job.lease, &why, now).await?;
             }
         }
     }
     Ok(())
 }
 
-/// Voids expired leases now and then (every instance does; the statement is safe to
-/// run from several at once).
+/// Plans the job `lease` holds, in the background.
+pub(crate) fn start_planning(state: &AppState, lease: PlanningLease, spec: api::JobSpec) {
+    let (db, root, planner) = (state.db.clone(), state.root.clone(), state.planner);
+    tokio::spawn(planning::plan(
+        db,
+        root,
+        lease,
+        spec,
+        planner,
+        state.lease_ms,
+    ));
+}
+
+/// Voids expired leases now and then, and takes over jobs whose planner stopped
+/// (every instance does; the statements are safe to run from several at once).
 async fn reap(state: Arc<AppState>) {
     let every = Duration::from_millis((state.lease_ms / 6).clamp(100, 5_000));
     loop {
         tokio::time::sleep(every).await;
         if let Err(e) = state.db.reap(now_ms()).await {
             eprintln!("hetch service: reaping expired leases: {e}");
+        }
+        if let Err(e) = take_over_planning(&state).await {
+            eprintln!("hetch service: taking over planning: {e}");
         }
     }
 }

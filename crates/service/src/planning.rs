@@ -1,10 +1,13 @@
 //! Planning a job: listing its sources and writing the listing and its work units to
 //! the database in batches, so that a job of millions of files is planned in memory
-//! bounded by one batch and each batch is one transaction.
+//! bounded by one batch and each batch is one transaction; all under the job's
+//! planning lease ([`hetch_jobdb::planning`]), renewed while the listing goes on, so
+//! that another instance takes the job over if this one stops.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use hetch_jobdb::{Db, FileRow, PlannedUnit};
+use hetch_jobdb::{Db, FileRow, PlannedUnit, PlanningLease};
 use hetch_jobs::{Planner, UnitSpec};
 use hetch_storage::walk::{self, SourceKind};
 
@@ -17,10 +20,41 @@ const BATCH: usize = 10_000;
 /// Attempts each unit gets before it fails for good.
 pub const MAX_ATTEMPTS: u32 = 3;
 
-/// Lists job `id`'s sources under `root` and writes its listing and units, then
-/// queues it; on an error the job fails with it (one line naming the entry).
-pub async fn plan(db: Db, root: PathBuf, id: String, spec: JobSpec, planner: Planner) {
-    let planner = job_planner(&spec, planner);
+/// Lists the sources of the job `lease` holds under `root` and writes its listing and
+/// units, then queues it; on an error the job fails with it (one line naming the
+/// entry). The lease is renewed to `lease_ms` from now, a third of that apart, until
+/// planning ends or the lease is lost (the job cancelled or taken over), after which
+/// nothing more is written.
+pub async fn plan(
+    db: Db,
+    root: PathBuf,
+    lease: PlanningLease,
+    spec: JobSpec,
+    planner: Planner,
+    lease_ms: u64,
+) {
+    let renewer = tokio::spawn(renew(db.clone(), lease.clone(), lease_ms));
+    write_plan(&db, root, &lease, spec, planner).await;
+    renewer.abort();
+}
+
+/// Keeps `lease` for `lease_ms` more every third of that, until it is lost.
+async fn renew(db: Db, lease: PlanningLease, lease_ms: u64) {
+    let every = Duration::from_millis((lease_ms / 3).max(50));
+    loop {
+        tokio::time::sleep(every).await;
+        match db.renew_planning(&lease, now_ms() + lease_ms).await {
+            Ok(true) => {}
+            Ok(false) => return,
+            // Said and tried again: if it stays down the lease runs out, another
+            // instance takes over, and this one's writes are refused.
+            Err(e) => eprintln!("hetch service: job {}: renewing planning: {e}", lease.job),
+        }
+    }
+}
+
+async fn write_plan(db: &Db, root: PathBuf, lease: &PlanningLease, spec: JobSpec, p: Planner) {
+    let planner = job_planner(&spec, p);
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Vec<(FileRow, SourceKind)>, String>>(2);
     let sources = spec.sources.clone();
     let lister = tokio::task::spawn_blocking(move || list(&root, &sources, &tx));
@@ -43,8 +77,8 @@ pub async fn plan(db: Db, root: PathBuf, id: String, spec: JobSpec, planner: Pla
         }
         let rows: Vec<FileRow> = batch.into_iter().map(|(f, _)| f).collect();
         let written = async {
-            db.add_files(&id, next_file, &rows).await?;
-            db.add_units(&id, next_unit, &units, MAX_ATTEMPTS).await
+            db.add_files(lease, next_file, &rows).await?;
+            db.add_units(lease, next_unit, &units, MAX_ATTEMPTS).await
         };
         if let Err(e) = written.await {
             result = Err(format!("writing the listing: {e}"));
@@ -62,18 +96,18 @@ pub async fn plan(db: Db, root: PathBuf, id: String, spec: JobSpec, planner: Pla
             .into_iter()
             .map(|s| with_bytes(s, 0, &planner))
             .collect();
-        let written = db.add_units(&id, next_unit, &last, MAX_ATTEMPTS).await;
+        let written = db.add_units(lease, next_unit, &last, MAX_ATTEMPTS).await;
         result = written.map_err(|e| format!("writing the listing: {e}"));
     }
     let done = match result {
-        Ok(()) => db.queue(&id, now_ms()).await.map(|_| ()),
+        Ok(()) => db.queue(lease, now_ms()).await.map(|_| ()),
         Err(e) => db
-            .fail_planning(&id, &format!("planning: {e}"), now_ms())
+            .fail_planning(lease, &format!("planning: {e}"), now_ms())
             .await
             .map(|_| ()),
     };
     if let Err(e) = done {
-        eprintln!("hetch service: job {id}: {e}");
+        eprintln!("hetch service: job {}: {e}", lease.job);
     }
 }
 

@@ -12,7 +12,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use hetch_jobdb::{JobRow, JobState, NewJob, UnitOutcome};
+use hetch_jobdb::{JobRow, JobState, NewJob, Retry, UnitOutcome};
 use serde::Deserialize;
 
 use crate::api::{
@@ -20,7 +20,7 @@ use crate::api::{
     UnitsView,
 };
 use crate::auth::{self, Caller, Denied};
-use crate::{now_ms, planning, AppState};
+use crate::{now_ms, AppState};
 
 /// Largest request body: job specs and reports are small.
 const MAX_BODY: usize = 1 << 20;
@@ -159,13 +159,13 @@ async fn submit(
         priority: spec.priority,
         rate_limit: spec.rate_limit,
     };
-    state
+    let now = now_ms();
+    let lease = state
         .db
-        .create_job(&job, now_ms())
+        .create_job(&job, &state.instance, now + state.lease_ms, now)
         .await
         .map_err(internal)?;
-    let (db, root, planner) = (state.db.clone(), state.root.clone(), state.planner);
-    tokio::spawn(planning::plan(db, root, id.clone(), spec, planner));
+    crate::start_planning(&state, lease, spec);
     Ok((StatusCode::CREATED, Json(view(&state, &caller, &id).await?)).into_response())
 }
 
@@ -241,11 +241,15 @@ async fn retry(
 ) -> Answer {
     view(&state, &caller, &id).await?;
     match state.db.retry(&id, now_ms()).await.map_err(internal)? {
-        0 => Err(fail(
+        Retry::Nothing => Err(fail(
             StatusCode::CONFLICT,
             format!("job {id} has nothing to retry (still going, or done)"),
         )),
-        _ => show(State(state), axum::Extension(caller), Path(id)).await,
+        // Planned again by whichever instance takes it over first (this one at its
+        // next look, unless another is quicker).
+        Retry::Units(_) | Retry::Replan => {
+            show(State(state), axum::Extension(caller), Path(id)).await
+        }
     }
 }
 
@@ -310,6 +314,7 @@ async fn claim(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
             unit: c.spec,
             spec,
             until: c.until,
+            lease_ms: state.lease_ms,
         });
     }
     Ok(Json(out).into_response())

@@ -1,0 +1,301 @@
+//! Planning a job under a planning lease: the service instance that writes a job's
+//! listing and units holds the job (`jobs.planner`) until a time it keeps pushing
+//! forward (`jobs.planner_until`). Every write of the listing first checks, in its own
+//! transaction, that the job is still being planned by that instance; so when an
+//! instance stops (killed, or cut off from the database) another one takes the job
+//! over once the lease has run out, starts its listing again from nothing, and the
+//! first one can no longer add a row, even if it comes back.
+//!
+//! Several instances sharing one PostgreSQL (or processes sharing one SQLite file)
+//! therefore never plan one job twice, and a job whose planner died is not stuck.
+
+use hetch_jobs::UnitSpec;
+use sqlx::Row;
+
+use crate::jobs::{FileRow, NewJob, PlannedUnit};
+use crate::{int, Db, DbError};
+
+/// An instance's hold on planning one job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanningLease {
+    /// The job.
+    pub job: String,
+    /// The instance planning it.
+    pub owner: String,
+}
+
+/// A job taken over from a planner whose lease ran out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakenOver {
+    /// The new hold on it.
+    pub lease: PlanningLease,
+    /// What to do, as submitted (JSON).
+    pub spec: String,
+}
+
+/// Rows per INSERT statement: one statement per row made planning a round trip per
+/// file. 500 rows of at most 10 columns stay far below both databases' limits on
+/// parameters (SQLite 32,766, PostgreSQL 65,535).
+const ROWS_PER_INSERT: usize = 500;
+
+/// `($1, ..., $cols), ($cols+1, ...), ...` for `rows` rows.
+fn placeholders(rows: usize, cols: usize) -> String {
+    let mut out = String::with_capacity(rows * cols * 6);
+    for r in 0..rows {
+        out.push_str(if r == 0 { "(" } else { ", (" });
+        for c in 0..cols {
+            if c > 0 {
+                out.push_str(", ");
+            }
+            out.push('$');
+            out.push_str(&(r * cols + c + 1).to_string());
+        }
+        out.push(')');
+    }
+    out
+}
+
+/// Adds `files` and `bytes` to the job's totals if `lease` still holds it; this is
+/// the first statement of every planning write, so it also takes the job's row lock
+/// (PostgreSQL) or the write lock (SQLite) before anything else is written.
+async fn hold(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    lease: &PlanningLease,
+    files: u64,
+    bytes: u64,
+) -> Result<(), DbError> {
+    let r = sqlx::query(
+        "UPDATE jobs SET files = files + $3, bytes = bytes + $4 \
+         WHERE id = $1 AND state = 'planning' AND planner = $2",
+    )
+    .bind(&lease.job)
+    .bind(&lease.owner)
+    .bind(int(files))
+    .bind(int(bytes))
+    .execute(&mut **tx)
+    .await?;
+    match r.rows_affected() {
+        1 => Ok(()),
+        _ => Err(DbError::NotPlanning(lease.job.clone())),
+    }
+}
+
+impl Db {
+    /// Records a new job, in state `planning`, at time `now`, planned by instance
+    /// `owner` until `until` unless renewed.
+    pub async fn create_job(
+        &self,
+        job: &NewJob,
+        owner: &str,
+        until: u64,
+        now: u64,
+    ) -> Result<PlanningLease, DbError> {
+        sqlx::query(
+            "INSERT INTO jobs (id, submitted_by, spec, priority, rate_limit, state, created, \
+             planner, planner_until) VALUES ($1, $2, $3, $4, $5, 'planning', $6, $7, $8)",
+        )
+        .bind(&job.id)
+        .bind(&job.submitted_by)
+        .bind(&job.spec)
+        .bind(job.priority)
+        .bind(int(job.rate_limit))
+        .bind(int(now))
+        .bind(owner)
+        .bind(int(until))
+        .execute(&self.pool)
+        .await?;
+        Ok(PlanningLease {
+            job: job.id.clone(),
+            owner: owner.to_string(),
+        })
+    }
+
+    /// Pushes the end of `lease` to `until`. False if it no longer holds (the job was
+    /// cancelled, or taken over).
+    pub async fn renew_planning(&self, lease: &PlanningLease, until: u64) -> Result<bool, DbError> {
+        let r = sqlx::query(
+            "UPDATE jobs SET planner_until = $3 \
+             WHERE id = $1 AND state = 'planning' AND planner = $2",
+        )
+        .bind(&lease.job)
+        .bind(&lease.owner)
+        .bind(int(until))
+        .execute(&self.pool)
+        .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    /// Takes over up to `max` jobs, oldest first, whose planning lease ran out before
+    /// `now`, for instance `owner` until `until`: each one's listing and units so far
+    /// are dropped, to be planned again from the start. A job is taken by one
+    /// instance only, however many try at once.
+    pub async fn take_over_planning(
+        &self,
+        owner: &str,
+        until: u64,
+        now: u64,
+        max: u64,
+    ) -> Result<Vec<TakenOver>, DbError> {
+        let expired = sqlx::query(
+            "SELECT id, spec FROM jobs WHERE state = 'planning' AND planner_until < $1 \
+             ORDER BY created LIMIT $2",
+        )
+        .bind(int(now))
+        .bind(int(max))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut taken = Vec::new();
+        for row in expired {
+            let id: String = row.try_get("id")?;
+            let mut tx = self.pool.begin().await?;
+            // Checked again under the row's lock: another instance may have been first.
+            let r = sqlx::query(
+                "UPDATE jobs SET planner = $2, planner_until = $3, files = 0, bytes = 0 \
+                 WHERE id = $1 AND state = 'planning' AND planner_until < $4",
+            )
+            .bind(&id)
+            .bind(owner)
+            .bind(int(until))
+            .bind(int(now))
+            .execute(&mut *tx)
+            .await?;
+            if r.rows_affected() != 1 {
+                continue;
+            }
+            for sql in [
+                "DELETE FROM files WHERE job = $1",
+                "DELETE FROM units WHERE job = $1",
+            ] {
+                sqlx::query(sql).bind(&id).execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+            taken.push(TakenOver {
+                lease: PlanningLease {
+                    job: id,
+                    owner: owner.to_string(),
+                },
+                spec: row.try_get("spec")?,
+            });
+        }
+        Ok(taken)
+    }
+
+    /// Appends files `first..` of the job's listing, in one transaction, if `lease`
+    /// still holds the job ([`DbError::NotPlanning`] if not).
+    pub async fn add_files(
+        &self,
+        lease: &PlanningLease,
+        first: u64,
+        files: &[FileRow],
+    ) -> Result<(), DbError> {
+        let mut tx = self.pool.begin().await?;
+        let bytes = files.iter().map(|f| f.size).sum();
+        hold(&mut tx, lease, files.len() as u64, bytes).await?;
+        for (c, chunk) in files.chunks(ROWS_PER_INSERT).enumerate() {
+            let sql = format!(
+                "INSERT INTO files (job, idx, operand, path, size) VALUES {}",
+                placeholders(chunk.len(), 5)
+            );
+            let mut q = sqlx::query(&sql);
+            let base = first + (c * ROWS_PER_INSERT) as u64;
+            for (i, f) in chunk.iter().enumerate() {
+                q = q
+                    .bind(&lease.job)
+                    .bind(int(base + i as u64))
+                    .bind(i64::from(f.operand))
+                    .bind(&f.path)
+                    .bind(int(f.size));
+            }
+            q.execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Appends units `first..` of the job, each allowed `max_attempts` attempts, in one
+    /// transaction, if `lease` still holds the job. Commits wait until their ranges
+    /// are done.
+    pub async fn add_units(
+        &self,
+        lease: &PlanningLease,
+        first: u64,
+        units: &[PlannedUnit],
+        max_attempts: u32,
+    ) -> Result<(), DbError> {
+        let mut tx = self.pool.begin().await?;
+        hold(&mut tx, lease, 0, 0).await?;
+        for (c, chunk) in units.chunks(ROWS_PER_INSERT).enumerate() {
+            let sql = format!(
+                "INSERT INTO units (job, seq, kind, file_from, file_to, block_from, block_to, \
+                 bytes, state, max_attempts) VALUES {}",
+                placeholders(chunk.len(), 10)
+            );
+            let mut q = sqlx::query(&sql);
+            let base = first + (c * ROWS_PER_INSERT) as u64;
+            for (i, u) in chunk.iter().enumerate() {
+                let (kind, file_from, file_to, block_from, block_to, state) = match u.spec {
+                    UnitSpec::Files { first, end, .. } => ("files", first, end, 0, 0, "ready"),
+                    UnitSpec::Range { file, first, end } => {
+                        ("range", file, file + 1, first, end, "ready")
+                    }
+                    UnitSpec::Commit { file, ranges } => {
+                        ("commit", file, file + 1, 0, ranges, "waiting")
+                    }
+                };
+                q = q
+                    .bind(&lease.job)
+                    .bind(int(base + i as u64))
+                    .bind(kind)
+                    .bind(int(file_from))
+                    .bind(int(file_to))
+                    .bind(int(block_from))
+                    .bind(int(block_to))
+                    .bind(int(u.bytes))
+                    .bind(state)
+                    .bind(i64::from(max_attempts.max(1)));
+            }
+            q.execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The job of `lease` is planned: it becomes claimable (or done at once if it has
+    /// no units). False if the lease no longer holds (cancelled, or taken over).
+    pub async fn queue(&self, lease: &PlanningLease, now: u64) -> Result<bool, DbError> {
+        let mut tx = self.pool.begin().await?;
+        let r = sqlx::query(
+            "UPDATE jobs SET state = 'queued', planned = $3 \
+             WHERE id = $1 AND state = 'planning' AND planner = $2",
+        )
+        .bind(&lease.job)
+        .bind(&lease.owner)
+        .bind(int(now))
+        .execute(&mut *tx)
+        .await?;
+        crate::leases::settle(&mut tx, Some(&lease.job), now).await?;
+        tx.commit().await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    /// The job of `lease` could not be planned: it fails with `error`. False if the
+    /// lease no longer holds.
+    pub async fn fail_planning(
+        &self,
+        lease: &PlanningLease,
+        error: &str,
+        now: u64,
+    ) -> Result<bool, DbError> {
+        let r = sqlx::query(
+            "UPDATE jobs SET state = 'failed', error = $3, finished = $4 \
+             WHERE id = $1 AND state = 'planning' AND planner = $2",
+        )
+        .bind(&lease.job)
+        .bind(&lease.owner)
+        .bind(error)
+        .bind(int(now))
+        .execute(&self.pool)
+        .await?;
+        Ok(r.rows_affected() == 1)
+    }
+}

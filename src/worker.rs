@@ -5,7 +5,7 @@
 //! A unit is a batch of files, or a block range of a large file split over several
 //! workers, or the commit of such a file once its ranges are done (`worker_split.rs`).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
 use clap::Args;
-use hetch_engine::{Options, StopSender, StopSignal, Verify};
+use hetch_engine::{Options, RateLimiter, StopSender, StopSignal, Verify};
 use hetch_jobs::UnitSpec;
 use hetch_service::api::{ClaimedUnit, JobSpec};
 use serde_json::{json, Value};
@@ -61,6 +61,8 @@ pub struct WorkerArgs {
 /// A unit being run.
 struct Running {
     stop: StopSender,
+    /// Its share of its job's rate limit, as the service last said.
+    rate: Arc<RateLimiter>,
     /// Its lease's length.
     lease: Duration,
     /// Until when (here) its lease surely holds: when the claim or the last heartbeat
@@ -127,16 +129,22 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
             let call = api.call(true, "/api/work/heartbeat", Some(json!({"worker": name})));
             match bounded(until_fence(&running), call).await {
                 Ok(v) => {
-                    let held: BTreeSet<(String, u64)> = v["held"]
+                    let held: HashMap<(String, u64), u64> = v["held"]
                         .as_array()
                         .into_iter()
                         .flatten()
-                        .filter_map(|h| Some((h["job"].as_str()?.to_string(), h["seq"].as_u64()?)))
+                        .filter_map(|h| {
+                            let key = (h["job"].as_str()?.to_string(), h["seq"].as_u64()?);
+                            Some((key, h["rate_limit"].as_u64().unwrap_or(0)))
+                        })
                         .collect();
                     for (key, r) in running.iter_mut() {
-                        match held.contains(key) {
-                            true => r.deadline = last_beat + r.lease,
-                            false => r.stop.stop(),
+                        match held.get(key) {
+                            Some(&rate) => {
+                                r.deadline = last_beat + r.lease;
+                                r.rate.set_rate(rate);
+                            }
+                            None => r.stop.stop(),
                         }
                     }
                 }
@@ -163,8 +171,10 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                         let (tx, rx) = StopSignal::new();
                         let (least, most) = LEASE_BOUNDS;
                         let lease = Duration::from_millis(u.lease_ms.clamp(least, most));
+                        let rate = Arc::new(RateLimiter::adjustable(u.rate_limit));
                         let r = Running {
                             stop: tx,
+                            rate: rate.clone(),
                             lease,
                             deadline: sent + lease,
                             fenced: false,
@@ -178,7 +188,7 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                         };
                         tasks.spawn(async move {
                             let key = (u.job.clone(), u.seq);
-                            let report = ctx.run(u, rx).await;
+                            let report = ctx.run(u, rx, rate).await;
                             (key, report)
                         });
                     }
@@ -277,11 +287,13 @@ pub(crate) struct UnitContext {
 impl UnitContext {
     /// Runs unit `u` (stopping when `stop` is raised) and returns its report for
     /// `/api/work/finish` (without the worker's name).
-    async fn run(&self, u: ClaimedUnit, stop: StopSignal) -> Value {
+    async fn run(&self, u: ClaimedUnit, stop: StopSignal, rate: Arc<RateLimiter>) -> Value {
         let mut report = json!({"job": u.job, "seq": u.seq, "error": null});
         let done = match u.unit {
-            UnitSpec::Files { .. } => self.files_unit(&u, stop).await,
-            UnitSpec::Range { .. } | UnitSpec::Commit { .. } => self.split_unit(&u, stop).await,
+            UnitSpec::Files { .. } => self.files_unit(&u, stop, rate).await,
+            UnitSpec::Range { .. } | UnitSpec::Commit { .. } => {
+                self.split_unit(&u, stop, rate).await
+            }
         };
         match done {
             Ok((files, bytes)) => {
@@ -296,7 +308,12 @@ impl UnitContext {
     /// Copies a batch of files: its rows of the listing, each source's share as listed
     /// entries (with their parent directories, which may be in another unit), into
     /// the destination.
-    async fn files_unit(&self, u: &ClaimedUnit, stop: StopSignal) -> anyhow::Result<(u64, u64)> {
+    async fn files_unit(
+        &self,
+        u: &ClaimedUnit,
+        stop: StopSignal,
+        rate: Arc<RateLimiter>,
+    ) -> anyhow::Result<(u64, u64)> {
         let (first, end, bytes) = match u.unit {
             UnitSpec::Files { first, end, bytes } => (first, end, bytes),
             _ => bail!("not a unit of files"),
@@ -329,7 +346,7 @@ impl UnitContext {
             })?;
             with_parents(list, path);
         }
-        let job = self.copy_job(spec, per_source, stop)?;
+        let job = self.copy_job(spec, per_source, stop, rate)?;
         let progress = Arc::new(hetch_engine::Progress::default());
         let (result, _) = crate::cp::recover(&job, &progress, None).await;
         let report = result?;
@@ -358,6 +375,7 @@ impl UnitContext {
         spec: &JobSpec,
         entries: Vec<Vec<Vec<u8>>>,
         stop: StopSignal,
+        rate: Arc<RateLimiter>,
     ) -> anyhow::Result<CopyJob> {
         // Checked when the job was submitted, and again here: a symlink put in the
         // path since must not make a job read from outside the root.
@@ -380,7 +398,7 @@ impl UnitContext {
         let mut opts = Options {
             stop: Some(stop),
             no_clobber: o.no_clobber,
-            rate_limit: spec.rate_limit,
+            shared_rate: Some(rate),
             ..Options::default()
         };
         if let Some(c) = &o.checksum {

@@ -13,7 +13,7 @@ use anyhow::{anyhow, bail};
 use hetch_engine::ranges::{self, RangeSource};
 use hetch_engine::store::posix::PosixStore;
 use hetch_engine::store::{Place, Store};
-use hetch_engine::{DestSpec, StopSignal, Verify};
+use hetch_engine::{DestSpec, RateLimiter, StopSignal, Verify};
 use hetch_jobs::UnitSpec;
 use hetch_service::api::{ClaimedUnit, JobSpec};
 use hetch_storage::walk::EntriesBelow;
@@ -38,6 +38,7 @@ impl UnitContext {
         &self,
         u: &ClaimedUnit,
         stop: StopSignal,
+        rate: Arc<RateLimiter>,
     ) -> anyhow::Result<(u64, u64)> {
         let file = match u.unit {
             UnitSpec::Range { file, .. } | UnitSpec::Commit { file, .. } => file,
@@ -62,7 +63,10 @@ impl UnitContext {
                         f.block_size,
                         first..end,
                         f.verify,
-                        Some(&stop),
+                        ranges::RangeControl {
+                            stop: Some(&stop),
+                            rate: Some(&rate),
+                        },
                     )?;
                     Ok((0, out.bytes))
                 }

@@ -395,6 +395,50 @@ fn large_files_are_moved_in_ranges_by_three_workers_and_committed_once() {
     assert!(units >= 23, "the large files were not split: {v}");
 }
 
+/// A worker is killed (-9) in the middle of the ranges of a large file (slowed by the
+/// job's rate limit, which its ranges share): another worker takes the ranges up once
+/// their leases run out, keeping the blocks the first one recorded, and the file is
+/// committed whole, identical, with none of the ranges' temporary files left.
+#[test]
+fn a_worker_killed_mid_range_leaves_its_blocks_to_the_next_and_the_file_is_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("one")).unwrap();
+    let data: Vec<u8> = (0..(3 << 20) + 4321)
+        .map(|i: usize| (i as u8).wrapping_mul(13) ^ (i >> 11) as u8)
+        .collect();
+    std::fs::write(root.join("one/big.bin"), data).unwrap();
+    let svc = start_with(
+        dir.path(),
+        &[
+            "--lease-secs",
+            "2",
+            "--split-size",
+            "1M",
+            "--range-size",
+            "512K",
+        ],
+    );
+    svc.job(&["ls"]).ok(); // pins the key
+    let mut c = svc.worker(dir.path(), "c");
+    let id = submit(
+        &svc,
+        &["--block-size", "64K", "--rate-limit", "1M", "one", "copy"],
+    );
+    wait_for("c to hold ranges", || leased(&svc, &id) > 0);
+    // Some blocks recorded, the ranges not done.
+    wait_for("c to have written into the shared part file", || {
+        std::fs::metadata(root.join("copy/one/.big.bin.hetch-split")).is_ok_and(|m| m.len() > 0)
+    });
+    c.kill9();
+    let _d = svc.worker(dir.path(), "d");
+    svc.job(&["wait", &id]).ok();
+    util::assert_same_tree(&root.join("one"), &root.join("copy/one"));
+    assert_all_done(&svc, &id);
+    let v = show(&svc, &id);
+    assert!(v["units"]["done"].as_u64() >= Some(8), "split: {v}");
+}
+
 /// A destination a symlink below the root leads out of (one an earlier job copied
 /// there, say): the worker does not write through it, the job fails naming why, and
 /// nothing lands outside the root.

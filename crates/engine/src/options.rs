@@ -20,6 +20,10 @@ pub struct Options {
     pub buffer_memory: usize,
     /// Cap on the data rate in bytes per second (0 = none).
     pub rate_limit: u64,
+    /// A limiter to pass the data through instead of one of `rate_limit`: shared with
+    /// whoever else adjusts or uses it (a transfer service worker sets it to the
+    /// unit's share of its job's rate).
+    pub shared_rate: Option<std::sync::Arc<crate::RateLimiter>>,
     /// Refuse to replace existing files that differ.
     pub no_clobber: bool,
     /// fdatasync every file before it is renamed into place.
@@ -96,6 +100,7 @@ impl Default for Options {
             writers: 4,
             buffer_memory: 64 << 20,
             rate_limit: 0,
+            shared_rate: None,
             no_clobber: false,
             fsync: false,
             preserve_special_modes: false,

@@ -23,7 +23,7 @@ use hetch_storage::StorageError;
 
 use crate::options::{Algorithm, Verify};
 use crate::store::{FileSpec, Place, Store};
-use crate::StopSignal;
+use crate::{RateLimiter, StopSignal};
 
 /// A local source file of a split transfer, as it was when opened.
 pub struct RangeSource {
@@ -102,9 +102,18 @@ fn meta_of(md: &std::fs::Metadata) -> FinalMeta {
     }
 }
 
+/// What paces a range as it goes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RangeControl<'a> {
+    /// Once raised, the range stops between blocks.
+    pub stop: Option<&'a StopSignal>,
+    /// Each block read from the source passes through it first.
+    pub rate: Option<&'a RateLimiter>,
+}
+
 /// Moves blocks `blocks` of `src` (cut into `block_size` blocks) into `store` at
-/// `place`, checking each block as `verify` says; stops between blocks when `stop` is
-/// raised. Blocks an earlier attempt recorded are read back and kept when intact.
+/// `place`, checking each block as `verify` says, paced by `control`. Blocks an
+/// earlier attempt recorded are read back and kept when intact.
 pub fn copy_range(
     store: &dyn Store,
     place: &Place,
@@ -112,7 +121,7 @@ pub fn copy_range(
     block_size: u64,
     blocks: Range<u64>,
     verify: Verify,
-    stop: Option<&StopSignal>,
+    control: RangeControl<'_>,
 ) -> Result<RangeOutcome, StorageError> {
     let spec = src.spec(block_size, verify);
     let opened = store.open_range(place, &spec, blocks.clone())?;
@@ -127,7 +136,7 @@ pub fn copy_range(
     let mut done = RangeOutcome::default();
     let result = (|| {
         for i in blocks {
-            if stop.is_some_and(StopSignal::is_raised) {
+            if control.stop.is_some_and(StopSignal::is_raised) {
                 return Err(StorageError::Refused {
                     path: place.shown.display().to_string(),
                     reason: "stopped",
@@ -143,6 +152,9 @@ pub fn copy_range(
                         continue;
                     }
                 }
+            }
+            if let Some(rate) = control.rate {
+                rate.acquire_blocking(len);
             }
             src.file
                 .read_exact_at(&mut data[..len], offset)

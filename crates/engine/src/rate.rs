@@ -3,46 +3,98 @@
 use std::sync::Mutex;
 use tokio::time::{Duration, Instant};
 
-/// Caps the rate of bytes passed through [`RateLimiter::acquire`].
+/// Caps the rate of bytes passed through [`RateLimiter::acquire`]. The rate can be
+/// changed while transfers use it ([`RateLimiter::set_rate`]): a transfer service
+/// worker's unit gets its share of its job's rate, which changes as other units of
+/// the job start and end.
 #[derive(Debug)]
 pub struct RateLimiter {
+    state: Mutex<Bucket>,
+}
+
+#[derive(Debug)]
+struct Bucket {
+    /// Bytes per second; 0 for none.
     rate: f64,
+    /// Most bytes saved up.
     burst: f64,
-    state: Mutex<(f64, Instant)>,
+    /// Bytes that may pass now (negative: debt).
+    level: f64,
+    /// When `level` was computed.
+    at: Instant,
+}
+
+impl Bucket {
+    fn new(rate: u64) -> Bucket {
+        let rate = rate as f64;
+        // The bucket holds a tenth of a second of traffic, so short bursts stay smooth.
+        let burst = (rate / 10.0).max(64.0 * 1024.0);
+        Bucket {
+            rate,
+            burst,
+            level: burst,
+            at: Instant::now(),
+        }
+    }
 }
 
 impl RateLimiter {
     /// A limiter for `rate` bytes per second, or `None` when `rate` is 0 (no limit).
-    /// The bucket holds a tenth of a second of traffic, so short bursts stay smooth.
     pub fn new(rate: u64) -> Option<Self> {
-        (rate > 0).then(|| {
-            let rate = rate as f64;
-            let burst = (rate / 10.0).max(64.0 * 1024.0);
-            RateLimiter {
-                rate,
-                burst,
-                state: Mutex::new((burst, Instant::now())),
-            }
-        })
+        (rate > 0).then(|| RateLimiter::adjustable(rate))
+    }
+
+    /// A limiter for `rate` bytes per second (0: none, until [`RateLimiter::set_rate`]
+    /// sets one).
+    pub fn adjustable(rate: u64) -> Self {
+        RateLimiter {
+            state: Mutex::new(Bucket::new(rate)),
+        }
+    }
+
+    /// From now on, `rate` bytes per second (0: none).
+    pub fn set_rate(&self, rate: u64) {
+        let mut b = self.state.lock().expect("rate lock");
+        if b.rate != rate as f64 {
+            // What the old rate refilled until now is counted at the old rate.
+            let now = Instant::now();
+            let refill = now.duration_since(b.at).as_secs_f64() * b.rate;
+            let fresh = Bucket::new(rate);
+            b.level = (b.level + refill).min(fresh.burst);
+            (b.rate, b.burst, b.at) = (fresh.rate, fresh.burst, now);
+        }
+    }
+
+    /// Takes `n` bytes from the bucket; returns how long to wait before they pass.
+    fn reserve(&self, n: usize) -> Duration {
+        let mut b = self.state.lock().expect("rate lock");
+        if b.rate <= 0.0 {
+            return Duration::ZERO;
+        }
+        let now = Instant::now();
+        let refill = now.duration_since(b.at).as_secs_f64() * b.rate;
+        b.level = (b.level + refill).min(b.burst) - n as f64;
+        b.at = now;
+        match b.level < 0.0 {
+            true => Duration::from_secs_f64(-b.level / b.rate),
+            false => Duration::ZERO,
+        }
     }
 
     /// Waits until `n` bytes may pass. Large requests go into debt and wait it off, so
     /// a block bigger than the bucket still passes at the set rate.
     pub async fn acquire(&self, n: usize) {
-        let wait = {
-            let mut s = self.state.lock().expect("rate lock");
-            let now = Instant::now();
-            let refill = now.duration_since(s.1).as_secs_f64() * self.rate;
-            s.0 = (s.0 + refill).min(self.burst) - n as f64;
-            s.1 = now;
-            if s.0 < 0.0 {
-                Duration::from_secs_f64(-s.0 / self.rate)
-            } else {
-                Duration::ZERO
-            }
-        };
+        let wait = self.reserve(n);
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// [`RateLimiter::acquire`] for a blocking thread.
+    pub fn acquire_blocking(&self, n: usize) {
+        let wait = self.reserve(n);
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
         }
     }
 }
@@ -67,5 +119,31 @@ mod tests {
     #[test]
     fn zero_means_unlimited() {
         assert!(RateLimiter::new(0).is_none());
+        assert!(RateLimiter::adjustable(0).reserve(1 << 30).is_zero());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_changed_rate_applies_to_what_follows() {
+        let rl = RateLimiter::adjustable(0);
+        let start = Instant::now();
+        for _ in 0..10 {
+            rl.acquire(1_000_000).await; // no limit yet
+        }
+        assert_eq!(start.elapsed().as_secs_f64(), 0.0);
+        rl.set_rate(2_000_000);
+        let start = Instant::now();
+        for _ in 0..20 {
+            rl.acquire(100_000).await;
+        }
+        let secs = start.elapsed().as_secs_f64();
+        // 2 MB at 2 MB/s, less the bucket of 0.2 MB saved up.
+        assert!((0.85..=1.05).contains(&secs), "took {secs} virtual seconds");
+        rl.set_rate(500_000);
+        let start = Instant::now();
+        for _ in 0..10 {
+            rl.acquire(100_000).await;
+        }
+        let secs = start.elapsed().as_secs_f64();
+        assert!((1.9..=2.1).contains(&secs), "took {secs} virtual seconds");
     }
 }

@@ -209,7 +209,10 @@ pub async fn run_source_from(
         relisting: AtomicUsize::new(0),
     });
     let (data_tx, data_rx) = async_channel::bounded::<OutBlock>(64);
-    let limiter = RateLimiter::new(shared.opts.rate_limit).map(Arc::new);
+    let limiter = match &shared.opts.shared_rate {
+        Some(shared) => Some(shared.clone()),
+        None => RateLimiter::new(shared.opts.rate_limit).map(Arc::new),
+    };
     let summary = Arc::new(Mutex::new(Summary::default()));
 
     let mut tasks = JoinSet::new();

@@ -730,7 +730,16 @@ mod cases {
             }
             let ranges = [27..blocks, 0..13, 13..27];
             for r in &ranges[..2] {
-                let got = copy_range(&*store(), &place, &open(), BS, r.clone(), v, None).unwrap();
+                let got = copy_range(
+                    &*store(),
+                    &place,
+                    &open(),
+                    BS,
+                    r.clone(),
+                    v,
+                    Default::default(),
+                )
+                .unwrap();
                 assert_eq!(
                     got.bytes,
                     (r.end * BS).min(data.len() as u64) - r.start * BS
@@ -748,9 +757,19 @@ mod cases {
                 "{}: committed with a range missing",
                 b.name()
             );
-            copy_range(&*store(), &place, &open(), BS, ranges[2].clone(), v, None).unwrap();
+            copy_range(
+                &*store(),
+                &place,
+                &open(),
+                BS,
+                ranges[2].clone(),
+                v,
+                Default::default(),
+            )
+            .unwrap();
             // Redone: the recorded blocks read back intact and are kept.
-            let again = copy_range(&*store(), &place, &open(), BS, 0..13, v, None).unwrap();
+            let again =
+                copy_range(&*store(), &place, &open(), BS, 0..13, v, Default::default()).unwrap();
             assert_eq!((again.bytes, again.kept), (0, 13), "{}", b.name());
             // A writer still holding its range keeps the file from being committed.
             let held = store()

@@ -201,6 +201,10 @@ pub struct ClaimedUnit {
     /// has not been heard for this long must have stopped the unit, since another
     /// may be running it by then.
     pub lease_ms: u64,
+    /// Bytes per second this unit may move (0: no limit): its share of the job's rate
+    /// limit, split evenly among the job's units held now. Heartbeats bring the
+    /// share up to date as units start and end.
+    pub rate_limit: u64,
 }
 
 /// A worker's word of life.

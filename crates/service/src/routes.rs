@@ -309,6 +309,7 @@ async fn claim(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
         let job = job.ok_or_else(|| internal(format!("job {} vanished", c.job)))?;
         let spec = serde_json::from_str::<JobSpec>(&job.spec).map_err(internal)?;
         out.push(ClaimedUnit {
+            rate_limit: rate_share(&state, &job.id, job.rate_limit).await?,
             job: c.job,
             seq: c.seq,
             unit: c.spec,
@@ -320,6 +321,17 @@ async fn claim(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
     Ok(Json(out).into_response())
 }
 
+/// A unit's share of job `job`'s rate limit `rate` (0: none): split evenly among the
+/// job's units held now, whichever workers hold them, so that the job as a whole
+/// keeps to its limit (once heartbeats have brought every share up to date).
+async fn rate_share(state: &AppState, job: &str, rate: u64) -> Result<u64, ApiError> {
+    if rate == 0 {
+        return Ok(0);
+    }
+    let held = state.db.leased_units(job).await.map_err(internal)?;
+    Ok((rate / held.max(1)).max(1))
+}
+
 async fn heartbeat(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
     let req: HeartbeatRequest = parse(&body)?;
     check_worker(&req.worker)?;
@@ -328,9 +340,23 @@ async fn heartbeat(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
         .heartbeat(&req.worker, now_ms(), state.lease_ms)
         .await
         .map_err(internal)?;
+    // Each held unit's share of its job's rate, as it is now.
+    let mut shares = std::collections::BTreeMap::new();
+    for (job, _) in &held {
+        if !shares.contains_key(job) {
+            let rate = match state.db.job(job).await.map_err(internal)? {
+                Some(row) => rate_share(&state, job, row.rate_limit).await?,
+                None => 0,
+            };
+            shares.insert(job.clone(), rate);
+        }
+    }
     let held: Vec<_> = held
         .into_iter()
-        .map(|(job, seq)| serde_json::json!({"job": job, "seq": seq}))
+        .map(|(job, seq)| {
+            let rate = shares.get(&job).copied().unwrap_or(0);
+            serde_json::json!({"job": job, "seq": seq, "rate_limit": rate})
+        })
         .collect();
     Ok(Json(serde_json::json!({ "held": held })).into_response())
 }

@@ -581,3 +581,74 @@ fn metrics_show_the_totals_and_the_requests_to_the_operator_only() {
         assert_eq!(resp.status(), 403);
     });
 }
+
+/// QoS: a job's rate limit is split evenly among its units held now, whichever
+/// workers hold them; heartbeats bring each holder's share up to date as units start
+/// and end; a job without a limit gives its units none.
+#[test]
+fn a_jobs_rate_limit_is_shared_among_its_units_held_now() {
+    on_each(|dir, url| async move {
+        let (api, _task) = start(&dir, &url, planner()).await;
+        let (s, job) = api
+            .post(
+                "/api/jobs",
+                json!({"sources": ["run1/sub"], "dest": "copy", "rate_limit": 3_000_000}),
+            )
+            .await;
+        assert_eq!(s, 201, "{job}");
+        let id = job["id"].as_str().unwrap().to_string();
+        api.planned(&id).await;
+        let claim = |w: &'static str, max: u64| {
+            let api = &api;
+            async move {
+                let (s, v) = api
+                    .post("/api/work/claim", json!({"worker": w, "max": max}))
+                    .await;
+                assert_eq!(s, 200, "{v}");
+                v.as_array().unwrap().clone()
+            }
+        };
+        let beat = |w: &'static str| {
+            let api = &api;
+            async move {
+                let (_, hb) = api.post("/api/work/heartbeat", json!({"worker": w})).await;
+                let rates: Vec<u64> = hb["held"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|h| h["rate_limit"].as_u64().unwrap())
+                    .collect();
+                rates
+            }
+        };
+        let one = claim("w1", 1).await;
+        assert_eq!(one[0]["rate_limit"], 3_000_000, "alone, it has it all");
+        let two = claim("w2", 2).await;
+        assert_eq!(two.len(), 2, "{two:?}");
+        // Claimed one after the other: the second saw three units held.
+        assert_eq!(two[1]["rate_limit"], 1_000_000);
+        assert_eq!(beat("w1").await, [1_000_000]);
+        assert_eq!(beat("w2").await, [1_000_000, 1_000_000]);
+        for u in &two {
+            let (s, v) = api
+                .post(
+                    "/api/work/finish",
+                    json!({"worker": "w2", "job": id, "seq": u["seq"], "error": null}),
+                )
+                .await;
+            assert_eq!(s, 200, "{v}");
+        }
+        assert_eq!(beat("w1").await, [3_000_000], "the others ended");
+
+        let (_, free) = api
+            .post(
+                "/api/jobs",
+                json!({"sources": ["run1/sub"], "dest": "copy2"}),
+            )
+            .await;
+        api.planned(free["id"].as_str().unwrap()).await;
+        let got = claim("w3", 1).await;
+        assert_eq!(got[0]["job"], free["id"], "{got:?}");
+        assert_eq!(got[0]["rate_limit"], 0, "no limit, no share");
+    });
+}

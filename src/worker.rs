@@ -58,8 +58,11 @@ pub struct WorkerArgs {
     idle_exit: Option<u64>,
 }
 
-/// A unit being run.
+/// A unit being run (under one claim of it: a unit stopped here and claimed again
+/// may briefly run twice, the old run ending).
 struct Running {
+    /// Its job and number.
+    key: (String, u64),
     stop: StopSender,
     /// Its share of its job's rate limit, as the service last said.
     rate: Arc<RateLimiter>,
@@ -92,8 +95,10 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
     let api = Arc::new(api);
     let root = std::fs::canonicalize(&a.root).map_err(|e| anyhow!("{}: {e}", a.root.display()))?;
     eprintln!("hetch worker {name}: working for {}", a.service);
-    let mut running: HashMap<(String, u64), Running> = HashMap::new();
-    let mut tasks: JoinSet<((String, u64), Value)> = JoinSet::new();
+    // By claim: a number of this worker's own for each unit it was given.
+    let mut running: HashMap<u64, Running> = HashMap::new();
+    let mut claims = 0u64;
+    let mut tasks: JoinSet<(u64, Value)> = JoinSet::new();
     let mut last_beat = Instant::now();
     let mut idle_since = Instant::now();
     // Claims in a row that did not reach the service: the next look waits longer.
@@ -107,8 +112,16 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
             ended.push(done);
         }
         for done in ended {
-            let ((job, seq), mut report) = done.map_err(|e| anyhow!("unit task: {e}"))?;
-            running.remove(&(job.clone(), seq));
+            let (claim, mut report) = done.map_err(|e| anyhow!("unit task: {e}"))?;
+            let Some(ended) = running.remove(&claim) else {
+                continue;
+            };
+            if running.values().any(|r| r.key == ended.key) {
+                // A run stopped here whose unit this worker was given again: the
+                // report is the newer run's to make.
+                continue;
+            }
+            let (job, seq) = ended.key;
             report["worker"] = json!(name);
             let call = api.call(true, "/api/work/finish", Some(report));
             if let Err(e) = bounded(until_fence(&running), call).await {
@@ -116,6 +129,7 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                 // service's to hand out again; nothing here to undo.
                 eprintln!("hetch worker {name}: reporting unit {seq} of job {job}: {e}");
             }
+            fence(&name, &mut running);
         }
         // Keep the leases; stop what is no longer ours.
         let beat_every = running
@@ -126,7 +140,18 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
             .min(BEAT_EVERY);
         if !running.is_empty() && last_beat.elapsed() >= beat_every {
             last_beat = Instant::now();
-            let call = api.call(true, "/api/work/heartbeat", Some(json!({"worker": name})));
+            // Only the units running here (not being stopped) are kept.
+            let units: std::collections::BTreeSet<&(String, u64)> = running
+                .values()
+                .filter(|r| !r.fenced)
+                .map(|r| &r.key)
+                .collect();
+            let units: Vec<Value> = units
+                .into_iter()
+                .map(|(job, seq)| json!({"job": job, "seq": seq}))
+                .collect();
+            let body = json!({"worker": name, "units": units});
+            let call = api.call(true, "/api/work/heartbeat", Some(body));
             match bounded(until_fence(&running), call).await {
                 Ok(v) => {
                     let held: HashMap<(String, u64), u64> = v["held"]
@@ -138,8 +163,8 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                             Some((key, h["rate_limit"].as_u64().unwrap_or(0)))
                         })
                         .collect();
-                    for (key, r) in running.iter_mut() {
-                        match held.get(key) {
+                    for r in running.values_mut() {
+                        match held.get(&r.key) {
                             Some(&rate) => {
                                 r.deadline = last_beat + r.lease;
                                 r.rate.set_rate(rate);
@@ -172,25 +197,24 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                         let (least, most) = LEASE_BOUNDS;
                         let lease = Duration::from_millis(u.lease_ms.clamp(least, most));
                         let rate = Arc::new(RateLimiter::adjustable(u.rate_limit));
+                        claims += 1;
                         let r = Running {
+                            key: (u.job.clone(), u.seq),
                             stop: tx,
                             rate: rate.clone(),
                             lease,
                             deadline: sent + lease,
                             fenced: false,
                         };
-                        running.insert((u.job.clone(), u.seq), r);
+                        running.insert(claims, r);
                         let ctx = UnitContext {
                             api: api.clone(),
                             root: root.clone(),
                             dest_token: a.token_file.clone(),
                             known_hosts: a.known_hosts.clone(),
                         };
-                        tasks.spawn(async move {
-                            let key = (u.job.clone(), u.seq);
-                            let report = ctx.run(u, rx, rate).await;
-                            (key, report)
-                        });
+                        let claim = claims;
+                        tasks.spawn(async move { (claim, ctx.run(u, rx, rate).await) });
                     }
                 }
                 // A token the service does not take (or not for workers) will not
@@ -201,6 +225,8 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                     eprintln!("hetch worker {name}: claiming work: {e}");
                 }
             }
+            // A claim answered late may be due for stopping already.
+            fence(&name, &mut running);
         }
         if claimed > 0 || !running.is_empty() {
             idle_since = Instant::now();
@@ -215,7 +241,7 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
             // look for work.
             // A quarter of a second; doubling while the service cannot be reached, up
             // to four seconds, so that an outage is not a flood of log lines.
-            let next = Duration::from_millis(250 << unreachable.min(4));
+            let next = Duration::from_millis(250 << unreachable.min(4)).min(until_fence(&running));
             match tasks.is_empty() {
                 true => tokio::time::sleep(next).await,
                 false => {
@@ -232,7 +258,7 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
 /// How long a call to the service may take before the loop must look at its units'
 /// leases again: until the first is to be stopped (half a second at least), or a
 /// minute when nothing runs.
-fn until_fence(running: &HashMap<(String, u64), Running>) -> Duration {
+fn until_fence(running: &HashMap<u64, Running>) -> Duration {
     let now = Instant::now();
     running
         .values()
@@ -256,9 +282,10 @@ async fn bounded<T>(
 
 /// Stops the units whose leases this worker could not keep (the service unreachable)
 /// and will soon run out.
-fn fence(name: &str, running: &mut HashMap<(String, u64), Running>) {
+fn fence(name: &str, running: &mut HashMap<u64, Running>) {
     let now = Instant::now();
-    for ((job, seq), r) in running.iter_mut() {
+    for r in running.values_mut() {
+        let (job, seq) = &r.key;
         if !r.fenced && now + r.lease / 4 >= r.deadline {
             r.fenced = true;
             r.stop.stop();

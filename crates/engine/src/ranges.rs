@@ -134,13 +134,15 @@ pub fn copy_range(
     let mut back = vec![0u8; if read_back { block_size as usize } else { 0 }];
     let zeros = vec![0u8; block_size as usize];
     let mut done = RangeOutcome::default();
+    let stopped = || control.stop.is_some_and(StopSignal::is_raised);
+    let stop_error = || StorageError::Refused {
+        path: place.shown.display().to_string(),
+        reason: "stopped",
+    };
     let result = (|| {
         for i in blocks {
-            if control.stop.is_some_and(StopSignal::is_raised) {
-                return Err(StorageError::Refused {
-                    path: place.shown.display().to_string(),
-                    reason: "stopped",
-                });
+            if stopped() {
+                return Err(stop_error());
             }
             let len = block_len(src.size, block_size, i) as usize;
             let offset = i * block_size;
@@ -153,8 +155,12 @@ pub fn copy_range(
                     }
                 }
             }
+            // A long wait for the rate ends when the range is stopped (its lease may
+            // be running out), and nothing is written after it.
             if let Some(rate) = control.rate {
-                rate.acquire_blocking(len);
+                if !rate.acquire_blocking_unless(len, stopped) {
+                    return Err(stop_error());
+                }
             }
             src.file
                 .read_exact_at(&mut data[..len], offset)

@@ -90,11 +90,20 @@ impl RateLimiter {
         }
     }
 
-    /// [`RateLimiter::acquire`] for a blocking thread.
-    pub fn acquire_blocking(&self, n: usize) {
-        let wait = self.reserve(n);
-        if !wait.is_zero() {
-            std::thread::sleep(wait);
+    /// [`RateLimiter::acquire`] for a blocking thread, waking every tenth of a second
+    /// to ask `stopped`: false (the bytes not to be sent) once it says so, however
+    /// long the wait was to be.
+    pub fn acquire_blocking_unless(&self, n: usize, stopped: impl Fn() -> bool) -> bool {
+        let until = std::time::Instant::now() + self.reserve(n);
+        loop {
+            if stopped() {
+                return false;
+            }
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(100)));
         }
     }
 }
@@ -114,6 +123,17 @@ mod tests {
         let secs = start.elapsed().as_secs_f64();
         // 10 MB at 1 MB/s, less the initial bucket of 0.1 s.
         assert!((9.8..=10.1).contains(&secs), "took {secs} virtual seconds");
+    }
+
+    #[test]
+    fn a_blocking_wait_ends_when_asked_to_stop() {
+        let rl = RateLimiter::adjustable(1);
+        // A day's wait at 1 byte/s, given up at the first look.
+        assert!(!rl.acquire_blocking_unless(100_000, || true));
+        let looks = std::sync::atomic::AtomicU32::new(0);
+        let stop_at_third = || looks.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= 2;
+        assert!(!rl.acquire_blocking_unless(100_000, stop_at_third));
+        assert!(RateLimiter::adjustable(0).acquire_blocking_unless(1 << 30, || false));
     }
 
     #[test]

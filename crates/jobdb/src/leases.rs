@@ -149,16 +149,52 @@ impl Db {
         now: u64,
         ttl: u64,
     ) -> Result<Vec<(String, u64)>, DbError> {
-        let rows = sqlx::query(
+        self.extend(worker, now, ttl, None).await
+    }
+
+    /// [`Db::heartbeat`] for the units `running` only: a unit the worker holds but
+    /// does not say it runs (its claim's answer lost on the way) is left to run out
+    /// and go to another worker, instead of being kept alive by a worker that will
+    /// never run it.
+    pub async fn heartbeat_units(
+        &self,
+        worker: &str,
+        now: u64,
+        ttl: u64,
+        running: &[(String, u64)],
+    ) -> Result<Vec<(String, u64)>, DbError> {
+        match running.is_empty() {
+            true => Ok(Vec::new()),
+            false => self.extend(worker, now, ttl, Some(running)).await,
+        }
+    }
+
+    async fn extend(
+        &self,
+        worker: &str,
+        now: u64,
+        ttl: u64,
+        only: Option<&[(String, u64)]>,
+    ) -> Result<Vec<(String, u64)>, DbError> {
+        let mut sql = String::from(
             "UPDATE units SET lease_until = $2 \
-             WHERE lease_owner = $1 AND state = 'leased' AND lease_until > $3 \
-             RETURNING job, seq",
-        )
-        .bind(worker)
-        .bind(int(now.saturating_add(ttl)))
-        .bind(int(now))
-        .fetch_all(&self.pool)
-        .await?;
+             WHERE lease_owner = $1 AND state = 'leased' AND lease_until > $3",
+        );
+        if let Some(units) = only {
+            let pairs: Vec<String> = (0..units.len())
+                .map(|i| format!("(job = ${} AND seq = ${})", 4 + 2 * i, 5 + 2 * i))
+                .collect();
+            sql.push_str(&format!(" AND ({})", pairs.join(" OR ")));
+        }
+        sql.push_str(" RETURNING job, seq");
+        let mut q = sqlx::query(&sql)
+            .bind(worker)
+            .bind(int(now.saturating_add(ttl)))
+            .bind(int(now));
+        for (job, seq) in only.unwrap_or_default() {
+            q = q.bind(job).bind(int(*seq));
+        }
+        let rows = q.fetch_all(&self.pool).await?;
         let mut held = rows
             .iter()
             .map(|r| Ok((r.try_get("job")?, uint(r.try_get("seq")?, "seq")?)))

@@ -20,8 +20,18 @@ use crate::{int, Db, DbError};
 pub struct PlanningLease {
     /// The job.
     pub job: String,
-    /// The instance planning it.
+    /// This hold: the instance's name and a number of its own (`INSTANCE#N`), so that
+    /// an instance taking over a job it was planning before (retried after a cancel,
+    /// or its own lease ran out while its planner stalled) shuts out its own earlier
+    /// planner too.
     pub owner: String,
+}
+
+/// `INSTANCE#N`, N new for every hold taken in this process.
+fn hold_name(instance: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!("{instance}#{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// A job taken over from a planner whose lease ran out.
@@ -82,14 +92,15 @@ async fn hold(
 
 impl Db {
     /// Records a new job, in state `planning`, at time `now`, planned by instance
-    /// `owner` until `until` unless renewed.
+    /// `instance` until `until` unless renewed.
     pub async fn create_job(
         &self,
         job: &NewJob,
-        owner: &str,
+        instance: &str,
         until: u64,
         now: u64,
     ) -> Result<PlanningLease, DbError> {
+        let owner = hold_name(instance);
         sqlx::query(
             "INSERT INTO jobs (id, submitted_by, spec, priority, rate_limit, state, created, \
              planner, planner_until) VALUES ($1, $2, $3, $4, $5, 'planning', $6, $7, $8)",
@@ -100,13 +111,13 @@ impl Db {
         .bind(job.priority)
         .bind(int(job.rate_limit))
         .bind(int(now))
-        .bind(owner)
+        .bind(&owner)
         .bind(int(until))
         .execute(&self.pool)
         .await?;
         Ok(PlanningLease {
             job: job.id.clone(),
-            owner: owner.to_string(),
+            owner,
         })
     }
 
@@ -126,12 +137,12 @@ impl Db {
     }
 
     /// Takes over up to `max` jobs, oldest first, whose planning lease ran out before
-    /// `now`, for instance `owner` until `until`: each one's listing and units so far
-    /// are dropped, to be planned again from the start. A job is taken by one
+    /// `now`, for instance `instance` until `until`: each one's listing and units so
+    /// far are dropped, to be planned again from the start. A job is taken by one
     /// instance only, however many try at once.
     pub async fn take_over_planning(
         &self,
-        owner: &str,
+        instance: &str,
         until: u64,
         now: u64,
         max: u64,
@@ -147,6 +158,7 @@ impl Db {
         let mut taken = Vec::new();
         for row in expired {
             let id: String = row.try_get("id")?;
+            let owner = hold_name(instance);
             let mut tx = self.pool.begin().await?;
             // Checked again under the row's lock: another instance may have been first.
             let r = sqlx::query(
@@ -154,7 +166,7 @@ impl Db {
                  WHERE id = $1 AND state = 'planning' AND planner_until < $4",
             )
             .bind(&id)
-            .bind(owner)
+            .bind(&owner)
             .bind(int(until))
             .bind(int(now))
             .execute(&mut *tx)
@@ -170,10 +182,7 @@ impl Db {
             }
             tx.commit().await?;
             taken.push(TakenOver {
-                lease: PlanningLease {
-                    job: id,
-                    owner: owner.to_string(),
-                },
+                lease: PlanningLease { job: id, owner },
                 spec: row.try_get("spec")?,
             });
         }

@@ -296,6 +296,39 @@ fn a_split_file_commits_once_after_all_its_ranges() {
     });
 }
 
+/// A worker names the units it runs in its heartbeat: one it holds but does not run
+/// (its claim's answer was lost) is not kept alive, and goes to another worker.
+#[test]
+fn a_held_unit_the_worker_does_not_run_runs_out_and_goes_to_another() {
+    on_each(|db, _| async move {
+        job_of(&db, "j", 0, &[1, 1, 1], planner(1, u64::MAX, 1, 1), 3, 0).await;
+        let got = db.claim("w", 0, TTL, 2).await.unwrap();
+        let (runs, lost) = (got[0].seq, got[1].seq);
+        let mine = [("j".to_string(), runs)];
+        assert_eq!(
+            db.heartbeat_units("w", TTL - 1, TTL, &mine).await.unwrap(),
+            mine
+        );
+        assert!(db
+            .heartbeat_units("w", TTL - 1, TTL, &[])
+            .await
+            .unwrap()
+            .is_empty());
+        assert_eq!(db.reap(TTL).await.unwrap(), 1, "the lost claim ran out");
+        let other = db.claim("v", TTL + 1, TTL, 5).await.unwrap();
+        let seqs: Vec<u64> = other.iter().map(|c| c.seq).collect();
+        assert!(seqs.contains(&lost), "{seqs:?}");
+        assert!(!seqs.contains(&runs), "{seqs:?}");
+        // Another worker's units are not extended by naming them.
+        let theirs = [("j".to_string(), lost)];
+        assert!(db
+            .heartbeat_units("w", TTL + 2, TTL, &theirs)
+            .await
+            .unwrap()
+            .is_empty());
+    });
+}
+
 #[test]
 fn an_expired_lease_goes_to_another_worker_and_the_late_one_is_refused() {
     on_each(|db, _| async move {

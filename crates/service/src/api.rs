@@ -213,6 +213,20 @@ pub struct ClaimedUnit {
 pub struct HeartbeatRequest {
     /// The worker's name.
     pub worker: String,
+    /// The units it runs (at most 64), whose leases are extended; without it, every
+    /// lease it holds is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub units: Option<Vec<UnitKey>>,
+}
+
+/// A unit of a job, by number.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnitKey {
+    /// Its job.
+    pub job: String,
+    /// Its number in the job.
+    pub seq: u64,
 }
 
 /// A worker's report on a unit.

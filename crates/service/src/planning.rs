@@ -33,9 +33,18 @@ pub async fn plan(
     planner: Planner,
     lease_ms: u64,
 ) {
-    let renewer = tokio::spawn(renew(db.clone(), lease.clone(), lease_ms));
+    // Aborted when planning ends, however it ends (a panic included): a lease kept
+    // alive by nobody planning would leave the job stuck.
+    let _renewer = AbortOnDrop(tokio::spawn(renew(db.clone(), lease.clone(), lease_ms)));
     write_plan(&db, root, &lease, spec, planner).await;
-    renewer.abort();
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Keeps `lease` for `lease_ms` more every third of that, until it is lost.

@@ -335,11 +335,24 @@ async fn rate_share(state: &AppState, job: &str, rate: u64) -> Result<u64, ApiEr
 async fn heartbeat(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
     let req: HeartbeatRequest = parse(&body)?;
     check_worker(&req.worker)?;
-    let held = state
-        .db
-        .heartbeat(&req.worker, now_ms(), state.lease_ms)
-        .await
-        .map_err(internal)?;
+    let held = match &req.units {
+        None => {
+            state
+                .db
+                .heartbeat(&req.worker, now_ms(), state.lease_ms)
+                .await
+        }
+        Some(units) if units.len() > 64 => return Err(bad("units: at most 64")),
+        Some(units) => {
+            let keys: Vec<(String, u64)> = units.iter().map(|u| (u.job.clone(), u.seq)).collect();
+            let ms = state.lease_ms;
+            state
+                .db
+                .heartbeat_units(&req.worker, now_ms(), ms, &keys)
+                .await
+        }
+    }
+    .map_err(internal)?;
     // Each held unit's share of its job's rate, as it is now.
     let mut shares = std::collections::BTreeMap::new();
     for (job, _) in &held {

@@ -126,6 +126,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         socket: SocketOptions::default(),
         engine: Options::default(),
         limits: Default::default(),
+        relay: Default::default(),
     })
     .await?;
     let host = format!("127.0.0.1:{}", server.addr.port());
@@ -155,6 +156,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         dest_shown: String::new(),
         entries: None,
         confine_to: None,
+        dest_server: Default::default(),
     };
     let remote = Location::Remote {
         host: host.clone(),

@@ -468,6 +468,7 @@ impl UnitContext {
             filter: Default::default(),
             entries: Some(entries),
             confine_to: Some(self.root.clone()),
+            dest_server: Default::default(),
         })
     }
 }

@@ -341,7 +341,19 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
         Location::Remote { host, path } => {
             if let Some((source, _)) = remote_sources.first() {
                 let op = relay_op(job, pull(source)?, host, path).await?;
-                return hetch_session::relay(source, cfg(), req(op), &progress).await;
+                let relay = hetch_session::relay(source, cfg(), req(op), &progress);
+                // Leaving ends the relay at the source server too.
+                let stop = job.opts.stop.clone();
+                let stopped = async move {
+                    match stop {
+                        Some(s) => s.raised().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                return tokio::select! {
+                    r = relay => r,
+                    _ = stopped => bail!("{source}: relay stopped"),
+                };
             }
             let op = Op::Push {
                 dest: path.as_bytes().to_vec(),

@@ -133,7 +133,9 @@ pub struct JobArgs {
 #[derive(Subcommand)]
 enum JobCmd {
     /// Queue a copy: sources (paths below the service's root) and a destination
-    /// (hetch://HOST/PATH, s3://..., or a path below the root). Prints the job's id.
+    /// (hetch://HOST/PATH, s3://..., or a path below the root); or sources on one
+    /// hetch:// server and a hetch:// destination, which that server pushes to
+    /// directly (a copy between two servers). Prints the job's id.
     Submit(SubmitArgs),
     /// List jobs, newest first.
     Ls {

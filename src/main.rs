@@ -17,6 +17,7 @@ mod sync;
 mod ui;
 mod watch;
 mod worker;
+mod worker_relay;
 mod worker_split;
 
 use std::path::PathBuf;

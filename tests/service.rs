@@ -518,3 +518,65 @@ fn oidc_users_submit_and_see_only_their_own_jobs_and_cannot_be_workers() {
     let claimed = (units["leased"].as_u64(), units["done"].as_u64());
     assert_eq!(claimed, (Some(0), Some(0)), "{v}");
 }
+
+/// A copy between two servers as a job: the service (which cannot see either server's
+/// storage) plans one relay unit per source, a worker asks server A to push each to
+/// server B, and the copy at B is identical, with the job's totals those of the tree.
+#[test]
+fn a_job_between_two_servers_is_pushed_by_the_source_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path();
+    let b = util::Server::start(&t.join("b-root"), &t.join("b-state"));
+    let a = util::Server::start_with(
+        &t.join("a-root"),
+        &t.join("a-state"),
+        &["--relay-to", &b.addr],
+        &[],
+    );
+    big_tree(&a.root, "data", 40);
+    util::write_random(&a.root.join("one.bin"), 3 << 20, 9);
+    let svc = start_with(t, &["--lease-secs", "5"]);
+    svc.job(&["ls"]).ok();
+    // The worker knows both servers' keys and holds both tokens.
+    let known = t.join("known_hosts");
+    std::fs::write(
+        &known,
+        format!(
+            "{} {}\n{} {}\n",
+            a.addr, a.fingerprint, b.addr, b.fingerprint
+        ),
+    )
+    .unwrap();
+    let mut w = args(&[
+        "worker",
+        "--service",
+        &svc.addr,
+        "--name",
+        "w",
+        "--known-hosts",
+    ]);
+    w.extend([
+        OsString::from(&known),
+        "--root".into(),
+        t.join("root").into(),
+        "--token-file".into(),
+        b.token_path.clone().into(),
+        "--source-token-file".into(),
+        a.token_path.clone().into(),
+    ]);
+    let _worker = spawn(&w, &[("HETCH_TOKEN", &svc.token)]);
+
+    let id = submit(&svc, &[&a.url("data"), &a.url("one.bin"), &b.url("copy")]);
+    svc.job(&["wait", &id]).ok();
+    util::assert_same_tree(&a.root.join("data"), &b.root.join("copy/data"));
+    assert_eq!(
+        util::hash_file(&a.root.join("one.bin")),
+        util::hash_file(&b.root.join("copy/one.bin"))
+    );
+    util::assert_no_temp_files(&b.root);
+    let v = show(&svc, &id);
+    let files = util::count_files(&a.root.join("data")) + 1;
+    assert_eq!(v["files_done"].as_u64(), Some(files), "{v}");
+    assert_eq!(v["files"].as_u64(), Some(files), "{v}");
+    assert!(a.log().contains("relay done"), "{}", a.log());
+}

@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobSpec {
-    /// Source operands, relative to the service's root (a shared file system).
+    /// Source operands, relative to the service's root (a shared file system); or,
+    /// for a copy between two servers, `hetch://HOST:PORT/PATH` URLs all on one server
+    /// (with a `hetch://` destination), which that server pushes to the destination.
     pub sources: Vec<String>,
     /// Where to: `hetch://HOST:PORT/PATH` or `s3://`, `gs://`, `az://` URLs, or a
     /// path relative to the service's root.
@@ -60,11 +62,16 @@ impl JobSpec {
         if self.sources.len() > MAX_SOURCES {
             return Err(format!("at most {MAX_SOURCES} sources per job"));
         }
-        for s in &self.sources {
-            check_relative(s, "source")?;
-        }
         if self.dest.is_empty() || self.dest.len() > MAX_PATH {
             return Err("dest must be 1 to 4096 bytes".into());
+        }
+        match self.is_relay() {
+            false => {
+                for s in &self.sources {
+                    check_relative(s, "source")?;
+                }
+            }
+            true => self.check_relay()?,
         }
         if !is_url(&self.dest) {
             check_relative(&self.dest, "dest")?;
@@ -91,6 +98,54 @@ impl JobSpec {
         }
         Ok(())
     }
+}
+
+impl JobSpec {
+    /// Whether this is a copy between two servers: its sources are on a `hetch://`
+    /// server, which pushes them to the destination server itself.
+    pub fn is_relay(&self) -> bool {
+        self.sources.iter().any(|s| s.starts_with("hetch://"))
+    }
+
+    /// A copy between two servers: every source on one server, a `hetch://`
+    /// destination, and no path that leaves a server's root.
+    fn check_relay(&self) -> Result<(), String> {
+        let mut host = None;
+        for s in &self.sources {
+            let (h, path) = hetch_url(s).ok_or_else(|| {
+                format!("source {s:?}: sources are all paths under the root or all hetch:// URLs")
+            })?;
+            if *host.get_or_insert(h) != h {
+                return Err(
+                    "the sources of a copy between two servers are all on one server".into(),
+                );
+            }
+            check_server_path(path, &format!("source {s:?}"))?;
+        }
+        let (_, path) = hetch_url(&self.dest).ok_or_else(|| {
+            "a job with hetch:// sources copies between two servers: its dest is a hetch:// URL too"
+                .to_string()
+        })?;
+        check_server_path(path, "dest")
+    }
+}
+
+/// The host and path of a `hetch://HOST[:PORT]/PATH` URL (`None` for anything else,
+/// or no host).
+pub fn hetch_url(s: &str) -> Option<(&str, &str)> {
+    let rest = s.strip_prefix("hetch://")?;
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    (!host.is_empty()).then_some((host, path))
+}
+
+/// A path under a server's root, as the server itself would take it: no `..`, no NUL.
+fn check_server_path(p: &str, what: &str) -> Result<(), String> {
+    if p.split('/').any(|c| c == "..") || p.contains('\0') {
+        return Err(format!(
+            "{what} escapes the server's root ('..' and NUL are refused)"
+        ));
+    }
+    Ok(())
 }
 
 /// Whether `s` names a remote place rather than a path under the root.

@@ -100,8 +100,9 @@ pub fn document() -> Value {
                     "additionalProperties": false,
                     "required": ["sources", "dest"],
                     "properties": {
-                        "sources": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 1000},
-                        "dest": {"type": "string"},
+                        "sources": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 1000,
+                                    "description": "Paths below the service's root; or hetch://HOST:PORT/PATH URLs all on one server, which pushes them to a hetch:// dest (a copy between two servers)."},
+                        "dest": {"type": "string", "description": "hetch://, s3://, gs:// or az:// URL, or a path below the service's root."},
                         "priority": {"type": "integer", "minimum": -100, "maximum": 100},
                         "rate_limit": {"type": "integer", "minimum": 0},
                         "options": {

@@ -382,7 +382,7 @@ impl UnitContext {
             })?;
             with_parents(list, path);
         }
-        let job = self.copy_job(spec, per_source, stop, rate)?;
+        let job = self.copy_job(u, per_source, stop, rate)?;
         let progress = Arc::new(hetch_engine::Progress::default());
         let (result, _) = crate::cp::recover(&job, &progress, None).await;
         let report = result?;
@@ -408,18 +408,19 @@ impl UnitContext {
     /// The `hetch cp` of a job's spec for these listed entries.
     fn copy_job(
         &self,
-        spec: &JobSpec,
+        u: &ClaimedUnit,
         entries: Vec<Vec<Vec<u8>>>,
         stop: StopSignal,
         rate: Arc<RateLimiter>,
     ) -> anyhow::Result<CopyJob> {
+        let spec = &u.spec;
         // Checked when the job was submitted, and again here: a symlink put in the
         // path since must not make a job read from outside the root.
         let mut sources = Vec::with_capacity(spec.sources.len());
         for s in &spec.sources {
             sources.push(Location::Local(self.source_path(s)?));
         }
-        let dest = self.dest_of(spec)?;
+        let dest = self.dest_of(u)?;
         let opts = unit_options(spec, stop, rate)?;
         let client = match matches!(dest, Location::Remote { .. }) {
             true => Some(self.client_config(self.dest_token.as_ref())?),
@@ -451,7 +452,16 @@ impl UnitContext {
             quiet: true,
             manifest: None,
             s3: Default::default(),
-            retry: Default::default(),
+            // With several destination nodes, a unit that loses its node fails at
+            // once: the service gives it again, to the next node, rather than this
+            // run waiting for the lost one to come back.
+            retry: match spec.dest_nodes.is_empty() {
+                true => Default::default(),
+                false => crate::retry::RetryArgs {
+                    retries: 0,
+                    retry_for: Duration::ZERO,
+                },
+            },
             filter: Default::default(),
             entries: None,
             confine_to: Some(self.root.clone()),
@@ -461,10 +471,12 @@ impl UnitContext {
 }
 
 impl UnitContext {
-    /// The job's destination, to copy *into* always: every unit must agree on where
-    /// entries go, whichever of them creates the destination directory.
-    pub(crate) fn dest_of(&self, spec: &JobSpec) -> anyhow::Result<Location> {
-        let mut dest = Location::parse(&spec.dest).map_err(|e| anyhow!("{e}"))?;
+    /// Unit `u`'s destination (its node of the job's destination nodes), to copy
+    /// *into* always: every unit must agree on where entries go, whichever of them
+    /// creates the destination directory.
+    pub(crate) fn dest_of(&self, u: &ClaimedUnit) -> anyhow::Result<Location> {
+        let dest = u.spec.dest_for(u.seq, u.attempts);
+        let mut dest = Location::parse(&dest).map_err(|e| anyhow!("{e}"))?;
         match &mut dest {
             Location::Local(p) => {
                 let into = self.root.join(&*p);

@@ -33,7 +33,7 @@ impl UnitContext {
             Ok(l @ Location::Remote { .. }) => l,
             _ => bail!("source {source}: not a hetch:// URL"),
         };
-        let dest = self.dest_of(spec)?;
+        let dest = self.dest_of(u)?;
         if !matches!(dest, Location::Remote { .. }) {
             bail!("dest {}: not a hetch:// URL", spec.dest);
         }

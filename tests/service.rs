@@ -580,3 +580,85 @@ fn a_job_between_two_servers_is_pushed_by_the_source_server() {
     assert_eq!(v["files"].as_u64(), Some(files), "{v}");
     assert!(a.log().contains("relay done"), "{}", a.log());
 }
+
+/// A job to a destination of three `hetch serve` nodes sharing one storage, run by
+/// three workers: the units are spread over the nodes, and when one node is killed
+/// (-9) mid-job its units fail there and are run again on the next node; the node
+/// started again takes units again. The copy is identical, every file renamed into
+/// place once (no temporary file left, nothing missing).
+#[test]
+fn a_job_spreads_over_three_destination_nodes_and_outlives_one_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path();
+    let root = t.join("root");
+    big_tree(&root, "data", 300);
+    let shared = t.join("dest-storage");
+    let token = t.join("dest-token");
+    std::fs::write(&token, "a-token-shared-by-the-destination-nodes").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let token_arg = token.to_str().unwrap();
+    let node = |i: usize, extra: &[&str]| {
+        let mut flags = vec!["--token-file", token_arg];
+        flags.extend(extra);
+        util::Server::start_with(&shared, &t.join(format!("node{i}")), &flags, &[])
+    };
+    let mut nodes = [node(0, &[]), node(1, &[]), node(2, &[])];
+    let known = t.join("known_hosts");
+    let lines: String = nodes
+        .iter()
+        .map(|n| format!("{} {}\n", n.addr, n.fingerprint))
+        .collect();
+    std::fs::write(&known, lines).unwrap();
+    let svc = start_with(t, &["--lease-secs", "3", "--batch-files", "10"]);
+    svc.job(&["ls"]).ok();
+    let workers: Vec<Running> = ["w1", "w2", "w3"]
+        .iter()
+        .map(|name| {
+            let mut a = args(&["worker", "--service", &svc.addr, "--name", name]);
+            a.extend([
+                OsString::from("--known-hosts"),
+                known.clone().into(),
+                "--root".into(),
+                root.clone().into(),
+                "--token-file".into(),
+                token.clone().into(),
+            ]);
+            spawn(&a, &[("HETCH_TOKEN", &svc.token)])
+        })
+        .collect();
+    let dest = nodes[0].url("copy/");
+    let (n1, n2) = (nodes[1].addr.clone(), nodes[2].addr.clone());
+    let job = |to: &str| {
+        let nodes = ["--dest-node", &n1, "--dest-node", &n2];
+        submit(
+            &svc,
+            &[&["--rate-limit", "4M"][..], &nodes, &["data", to]].concat(),
+        )
+    };
+    let id = job(&dest);
+    wait_for("units done at every node", || {
+        nodes.iter().all(|n| n.log().contains("push done"))
+    });
+    // Node 1 dies mid-job: its units fail there and run again on the next node.
+    nodes[1].kill9();
+    svc.job(&["wait", &id]).ok();
+    util::assert_same_tree(&root.join("data"), &shared.join("copy/data"));
+    util::assert_no_temp_files(&shared);
+    assert_all_done(&svc, &id);
+    let retried = show(&svc, &id)["units"]["retried"].as_u64();
+    assert!(
+        retried.unwrap_or(0) > 0,
+        "no unit was run again: {retried:?}"
+    );
+
+    // Started again, it takes its share of the next job.
+    let listen = nodes[1].addr.clone();
+    nodes[1] = node(1, &["--listen", &listen]);
+    let id = job(&nodes[0].url("again/"));
+    svc.job(&["wait", &id]).ok();
+    util::assert_same_tree(&root.join("data"), &shared.join("again/data"));
+    util::assert_no_temp_files(&shared);
+    assert!(nodes[1].log().contains("push done"), "{}", nodes[1].log());
+    drop(workers);
+}

@@ -105,6 +105,8 @@ pub fn document() -> Value {
                         "dest": {"type": "string", "description": "hetch://, s3://, gs:// or az:// URL, or a path below the service's root."},
                         "priority": {"type": "integer", "minimum": -100, "maximum": 100},
                         "rate_limit": {"type": "integer", "minimum": 0},
+                        "dest_nodes": {"type": "array", "items": {"type": "string"}, "maxItems": 64,
+                                       "description": "Other hetch serve nodes (HOST[:PORT]) serving the same storage as the hetch:// dest's server; units are spread over all of them."},
                         "options": {
                             "type": "object",
                             "additionalProperties": false,

@@ -320,6 +320,7 @@ async fn claim(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
             unit: c.spec,
             spec,
             until: c.until,
+            attempts: c.attempts,
             lease_ms: state.lease_ms,
         });
     }
@@ -442,6 +443,7 @@ async fn job_view(state: &AppState, row: JobRow) -> Result<JobView, ApiError> {
             leased: c.leased,
             done: c.done,
             failed: c.failed,
+            retried: c.retried,
             cancelled: c.cancelled,
         },
     })

@@ -389,8 +389,9 @@ fn large_files_are_moved_in_ranges_by_three_workers_and_committed_once() {
     let units: u64 = v["units"]
         .as_object()
         .unwrap()
-        .values()
-        .filter_map(|n| n.as_u64())
+        .iter()
+        .filter(|(state, _)| *state != "retried")
+        .filter_map(|(_, n)| n.as_u64())
         .sum();
     assert!(units >= 23, "the large files were not split: {v}");
 }
@@ -661,4 +662,74 @@ fn a_job_spreads_over_three_destination_nodes_and_outlives_one_killed() {
     util::assert_no_temp_files(&shared);
     assert!(nodes[1].log().contains("push done"), "{}", nodes[1].log());
     drop(workers);
+}
+
+/// A job cancelled while two workers run it: they stop their units (at their next
+/// heartbeat), nothing appears under a final name that is not a whole, identical copy
+/// of its source, and a retry runs only the units that were not done (what is done
+/// counts once: files done ends equal to the listing).
+#[test]
+fn a_cancelled_job_stops_leaves_nothing_half_done_and_a_retry_runs_only_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    big_tree(&root, "data", 200);
+    util::write_random(&root.join("data/big.bin"), 12 << 20, 5);
+    let flags = [
+        "--split-size",
+        "4M",
+        "--range-size",
+        "1M",
+        "--batch-files",
+        "10",
+    ];
+    let svc = start_with(dir.path(), &flags);
+    svc.job(&["ls"]).ok();
+    let workers: Vec<_> = ["a", "b"]
+        .iter()
+        .map(|n| svc.worker(dir.path(), n))
+        .collect();
+    let id = submit(
+        &svc,
+        &["--rate-limit", "3M", "--block-size", "256K", "data", "copy"],
+    );
+    wait_for("some units done and some running", || {
+        let v = show(&svc, &id);
+        v["units"]["done"].as_u64() > Some(2) && v["units"]["leased"].as_u64() > Some(0)
+    });
+    svc.job(&["cancel", &id]).ok();
+    wait_for("the workers to stop the job's units", || {
+        leased(&svc, &id) == 0
+    });
+    let v = show(&svc, &id);
+    assert_eq!(v["state"], "cancelled", "{v}");
+    let done_at_cancel = v["units"]["done"].as_u64().unwrap();
+    assert!(v["units"]["cancelled"].as_u64() > Some(0), "{v}");
+    // Whatever carries a final name is whole and identical.
+    let copy = root.join("copy/data");
+    let temporary = util::temp_files(&root.join("copy"));
+    for (path, kind) in util::paths_under(&copy) {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if !kind.is_file() || temporary.contains(&path) || name.contains(".hetch-") {
+            continue;
+        }
+        let rel = path.strip_prefix(&copy).unwrap();
+        assert_eq!(
+            util::hash_file(&path),
+            util::hash_file(&root.join("data").join(rel)),
+            "{} is under its final name but not a whole copy",
+            rel.display()
+        );
+    }
+
+    svc.job(&["retry", &id]).ok();
+    svc.job(&["wait", &id]).ok();
+    drop(workers);
+    util::assert_same_tree(&root.join("data"), &copy);
+    let v = show(&svc, &id);
+    assert_eq!(
+        v["files_done"].as_u64(),
+        v["files"].as_u64(),
+        "done units ran again: {v}"
+    );
+    assert!(v["units"]["done"].as_u64() > Some(done_at_cancel), "{v}");
 }

@@ -433,6 +433,24 @@ macro_rules! conformance {
     )*};
 }
 
+/// A directory another writer of the same tree makes between this writer's look and
+/// its `mkdir` (two units of one service job, each with the parent directories it
+/// needs) is taken as made: the copy succeeds, whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_another_writer_makes_at_the_same_moment_is_taken() {
+    let tree: Arc<Mutex<MemoryTree>> = Arc::default();
+    tree.lock().unwrap().racing_dirs = true;
+    let b: B = Arc::new(Memory(tree));
+    let src = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(src.path().join("run/a/b")).unwrap();
+    std::fs::write(src.path().join("run/a/b/f"), b"data").unwrap();
+    std::fs::write(src.path().join("run/g"), b"more").unwrap();
+    let r = copy(&b, suite_opts(), &[&src.path().join("run")], "out/").await;
+    assert_eq!((r.summary.failed, r.errors.len()), (0, 0), "{r:?}");
+    assert_eq!(b.file("out/run/a/b/f").as_deref(), Some(&b"data"[..]));
+    assert_eq!(b.kind("out/run/a"), Some(Kind::Dir));
+}
+
 #[path = "conformance/sources.rs"]
 mod sources;
 

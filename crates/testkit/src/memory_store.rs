@@ -68,6 +68,10 @@ pub struct MemoryTree {
     pub writers: HashMap<PathBuf, u64>,
     /// Writers opened so far (the next one's number).
     pub opened: u64,
+    /// Every directory made is found made by another writer just before (as two
+    /// units of one service job writing one tree may): `make_dir` creates it and then
+    /// fails with `AlreadyExists`, as the second `mkdir` of a race does.
+    pub racing_dirs: bool,
 }
 
 impl MemoryTree {
@@ -294,17 +298,20 @@ impl Store for MemoryStore {
         let full = self.full(rel);
         let mut tree = self.tree();
         Self::parent_is_dir(&tree, &full)?;
+        let meta = FinalMeta {
+            mode: 0o700,
+            mtime_sec: 0,
+            mtime_nsec: 0,
+        };
+        if tree.racing_dirs && !tree.nodes.contains_key(&full) {
+            tree.nodes.insert(full.clone(), Node::Dir(meta));
+        }
         if tree.nodes.contains_key(&full) {
             return Err(StorageError::io(
                 &full,
                 std::io::ErrorKind::AlreadyExists.into(),
             ));
         }
-        let meta = FinalMeta {
-            mode: 0o700,
-            mtime_sec: 0,
-            mtime_nsec: 0,
-        };
         tree.nodes.insert(full, Node::Dir(meta));
         Ok(())
     }

@@ -126,6 +126,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         socket: SocketOptions::default(),
         engine: Options::default(),
         limits: Default::default(),
+        metrics: None,
     })
     .await?;
     let host = format!("127.0.0.1:{}", server.addr.port());

@@ -17,6 +17,7 @@ mod sync;
 mod ui;
 mod watch;
 mod worker;
+mod worker_metrics;
 mod worker_split;
 
 use std::path::PathBuf;
@@ -358,6 +359,13 @@ struct ServeArgs {
     /// token).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     auth_timeout: u64,
+    /// Serve metrics in Prometheus' text format at http://ADDR/metrics (HOST:PORT; off
+    /// by default). Plain HTTP without a token: they are counts (sessions, bytes,
+    /// files, failures, refused connections), never a path, a client's address or a
+    /// token; bind it to loopback or a monitoring network if the volume of traffic is
+    /// not for everyone to see.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
     #[command(flatten)]
     tuning: Tuning,
 }
@@ -643,12 +651,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     deadline: std::time::Duration::from_secs(a.auth_timeout),
                     ..Default::default()
                 },
+                metrics: a.metrics,
             };
             let srv = server::Server::bind(cfg).await?;
             if srv.new_identity {
                 eprintln!("hetch serve: created a new key");
             }
             eprintln!("hetch serve: listening on {}", srv.addr);
+            if let Some(addr) = srv.metrics_addr {
+                eprintln!("hetch serve: metrics on http://{addr}/metrics");
+            }
             eprintln!("hetch serve: fingerprint {}", srv.fingerprint);
             eprintln!("hetch serve: token in {}", srv.token_path.display());
             srv.run_until(watch::shutdown()).await?;

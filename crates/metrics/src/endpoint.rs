@@ -55,9 +55,14 @@ impl Endpoint {
         })
     }
 
-    /// Serves `render`'s text at `GET /metrics` until dropped (abort its task); every
-    /// scrape calls it afresh.
-    pub async fn serve(self, render: impl Fn() -> String + Send + Sync + 'static) {
+    /// Serves `render`'s text at `GET /metrics` on a task of its own until the returned
+    /// guard is dropped; every scrape calls it afresh.
+    pub fn spawn(self, render: impl Fn() -> String + Send + Sync + 'static) -> Serving {
+        Serving(tokio::spawn(self.serve(render)))
+    }
+
+    /// Serves `render`'s text at `GET /metrics`, forever.
+    async fn serve(self, render: impl Fn() -> String + Send + Sync + 'static) {
         let render = Arc::new(render);
         let app = Router::new().route(
             "/metrics",
@@ -91,6 +96,16 @@ impl Endpoint {
     }
 }
 
+/// An [`Endpoint`] being served; dropping it stops it.
+#[derive(Debug)]
+pub struct Serving(tokio::task::JoinHandle<()>);
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,10 +129,10 @@ mod tests {
         assert_ne!(addr.port(), 0);
         let n = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let seen = n.clone();
-        let task = tokio::spawn(ep.serve(move || {
+        let serving = ep.spawn(move || {
             let v = seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             format!("# HELP x_total X.\n# TYPE x_total counter\nx_total {v}\n")
-        }));
+        });
         let (head, body) = request(addr, "GET /metrics HTTP/1.1").await;
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
         assert!(head.to_ascii_lowercase().contains(CONTENT_TYPE), "{head}");
@@ -132,7 +147,17 @@ mod tests {
             let (head, _) = request(addr, other).await;
             assert!(head.starts_with("HTTP/1.1 404"), "{other}: {head}");
         }
-        task.abort();
+        drop(serving);
+        // The task ends (and closes its listener) once the runtime polls it again.
+        let mut gone = false;
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+            if tokio::net::TcpStream::connect(addr).await.is_err() {
+                gone = true;
+                break;
+            }
+        }
+        assert!(gone, "still served once its guard is dropped");
     }
 
     #[tokio::test]
@@ -154,7 +179,7 @@ mod tests {
     async fn silent_clients_are_cut_off() {
         let ep = Endpoint::bind("127.0.0.1:0").await.unwrap();
         let addr = ep.addr;
-        let task = tokio::spawn(ep.serve(|| "x 1\n".to_string()));
+        let _serving = ep.spawn(|| "x 1\n".to_string());
         let mut silent = Vec::new();
         for _ in 0..MAX_CONNECTIONS * 2 {
             let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -168,6 +193,5 @@ mod tests {
             .expect("a scrape got a slot");
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
         assert_eq!(body, "x 1\n");
-        task.abort();
     }
 }

@@ -13,5 +13,5 @@
 mod endpoint;
 mod text;
 
-pub use endpoint::Endpoint;
+pub use endpoint::{Endpoint, Serving};
 pub use text::{Exposition, Family, Kind, CONTENT_TYPE};

@@ -1,0 +1,166 @@
+//! `hetch serve --metrics ADDR` end to end: the real server, real `hetch cp` pushes and
+//! pulls, and every scrape read by a real Prometheus text-format parser. The counters
+//! equal what the clients moved, bytes advance while a session runs, a wrong token is
+//! counted, and nothing a client chose (paths, its address) shows in the exposition.
+//! (`hetch worker --metrics` is tested with the service, in tests/service.rs.)
+
+mod util;
+
+use util::*;
+
+/// A name no exposition may ever hold: it is only ever a path a client pushed.
+const MARKER: &str = "zq-client-chose-this";
+
+#[test]
+fn serve_metrics_count_what_sessions_moved_and_refused_tokens() {
+    let dir = tempdir();
+    let src = Tree::new(dir.path().join("src"));
+    src.file("a.bin", 300_000, 1)
+        .file("sub/b.bin", 70_001, 2)
+        .bytes("empty", b"")
+        .bytes(&format!("{MARKER}/x\"}} 9"), b"forged_total 1\n");
+    let srv = Server::start_with(
+        &dir.path().join("root"),
+        &dir.path().join("state"),
+        &["--metrics", "127.0.0.1:0"],
+        &[],
+    );
+    let addr = srv.metrics_addr();
+    let (m, _) = scrape(&addr);
+    assert_eq!(m.value("hetch_serve_sessions_running", &[]), 0);
+    assert_eq!(m.kind("hetch_serve_sessions_running"), "gauge");
+    assert_eq!(m.sum("hetch_serve_bytes_total"), 0);
+
+    let pushed = srv
+        .cp(&args!["--json", &src.root, srv.url("in/")])
+        .ok()
+        .json();
+    assert!(pushed.files >= 4 && pushed.bytes >= 370_001, "{pushed:?}");
+    let (m, _) = scrape(&addr);
+    let received = [("direction", "received")];
+    assert_eq!(m.value("hetch_serve_bytes_total", &received), pushed.bytes);
+    assert_eq!(m.value("hetch_serve_files_total", &received), pushed.files);
+    assert_eq!(m.kind("hetch_serve_bytes_total"), "counter");
+    let push_ok = [("op", "push"), ("outcome", "ok")];
+    assert_eq!(m.value("hetch_serve_sessions_ended_total", &push_ok), 1);
+    assert_eq!(m.value("hetch_serve_files_failed_total", &[]), 0);
+
+    let out = dir.path().join("out");
+    let pulled = srv
+        .cp(&args!["--json", srv.url("in/src"), &out])
+        .ok()
+        .json();
+    let (m, _) = scrape(&addr);
+    let sent = [("direction", "sent")];
+    assert_eq!(m.value("hetch_serve_bytes_total", &sent), pulled.bytes);
+    assert_eq!(pulled.bytes, pushed.bytes);
+    assert_eq!(m.value("hetch_serve_files_total", &sent), pulled.files);
+    let pull_ok = [("op", "pull"), ("outcome", "ok")];
+    assert_eq!(m.value("hetch_serve_sessions_ended_total", &pull_ok), 1);
+
+    // A wrong token: refused, counted, and not a session.
+    let wrong = "0123456789abcdef0123456789abcdef";
+    srv.cp_env(
+        &args![src.path("a.bin"), srv.url("w")],
+        &[("HETCH_TOKEN", wrong)],
+    )
+    .failed()
+    .one_line_naming(&["token"]);
+    // A pull of nothing: a session that ends in an error.
+    srv.cp(&args![srv.url("nothing-zq"), dir.path().join("none")])
+        .failed();
+    let (m, body) = scrape(&addr);
+    let wrong = [("reason", "wrong")];
+    assert_eq!(m.value("hetch_serve_tokens_refused_total", &wrong), 1);
+    assert!(m.value("hetch_serve_unauthenticated_total", &[]) >= 1);
+    assert_eq!(m.value("hetch_serve_sessions_running", &[]), 0);
+    assert_eq!(m.value("hetch_serve_sessions_ended_total", &push_ok), 1);
+    let pull_failed = [("op", "pull"), ("outcome", "failed")];
+    assert_eq!(m.value("hetch_serve_sessions_ended_total", &pull_failed), 1);
+
+    // Nothing a client chose or is: labels only from the sets the server writes.
+    for leaked in [MARKER, "forged", "127.0.0.1", "nothing-zq", &srv.token] {
+        assert!(!body.contains(leaked), "{leaked:?} in\n{body}");
+    }
+    let allowed = [
+        ("op", &["push", "pull"][..]),
+        ("outcome", &["ok", "failed"]),
+        ("direction", &["received", "sent"]),
+        ("reason", &["wrong", "throttled"]),
+    ];
+    for s in &m.samples {
+        assert!(s.name.starts_with("hetch_serve_"), "{s:?}");
+        for (k, v) in &s.labels {
+            let set = allowed.iter().find(|(name, _)| name == k);
+            assert!(set.is_some_and(|(_, vs)| vs.contains(&v.as_str())), "{s:?}");
+        }
+    }
+}
+
+/// Bytes count while a session runs, not only at its end (so that rate() is the
+/// throughput): a push slowed by its rate limit is seen part way, still running.
+#[test]
+fn serve_metrics_count_bytes_while_a_session_runs() {
+    let dir = tempdir();
+    let src = Tree::new(dir.path().join("src"));
+    let size = 3 << 20;
+    src.file("slow.bin", size, 7);
+    let srv = Server::start_with(
+        &dir.path().join("root"),
+        &dir.path().join("state"),
+        &["--metrics", "127.0.0.1:0"],
+        &[],
+    );
+    let addr = srv.metrics_addr();
+    let push = srv.spawn_cp(
+        &args![
+            "--rate-limit",
+            "1M",
+            "--block-size",
+            "64K",
+            src.path("slow.bin"),
+            srv.url("slow.bin")
+        ],
+        &[],
+    );
+    let received = [("direction", "received")];
+    wait_for("bytes counted part way through the push", || {
+        let (m, _) = scrape(&addr);
+        let bytes = m.value("hetch_serve_bytes_total", &received);
+        let running = m.value("hetch_serve_sessions_running", &[]);
+        assert!(
+            bytes < size || running == 0,
+            "more than the file while running"
+        );
+        running == 1 && bytes > 0 && bytes < size
+    });
+    push.wait().ok();
+    let (m, _) = scrape(&addr);
+    assert_eq!(m.value("hetch_serve_bytes_total", &received), size);
+    assert_eq!(m.value("hetch_serve_sessions_running", &[]), 0);
+}
+
+/// An address that cannot be bound stops the server at once, with one line naming it.
+#[test]
+fn serve_metrics_on_a_taken_address_is_one_line_naming_it() {
+    let dir = tempdir();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let out = hetch(
+        &args![
+            "serve",
+            "--root",
+            &root,
+            "--state-dir",
+            dir.path().join("state"),
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics",
+            &addr
+        ],
+        &[],
+    );
+    out.failed().one_line_naming(&[&addr, "metrics"]);
+}

@@ -140,6 +140,40 @@ fn serve_metrics_count_bytes_while_a_session_runs() {
     assert_eq!(m.value("hetch_serve_sessions_running", &[]), 0);
 }
 
+/// Connections over the limits on unauthenticated connections are counted as refused,
+/// and those admitted that never authenticate (closed by the client, or by the server
+/// once --auth-timeout is up) as such.
+#[test]
+fn serve_metrics_count_connections_refused_before_authentication() {
+    let dir = tempdir();
+    let srv = Server::start_with(
+        &dir.path().join("root"),
+        &dir.path().join("state"),
+        &[
+            "--metrics",
+            "127.0.0.1:0",
+            "--max-unauthenticated-per-address",
+            "1",
+            "--auth-timeout",
+            "1",
+        ],
+        &[],
+    );
+    let addr = srv.metrics_addr();
+    // Holds the one slot without a word.
+    let held = std::net::TcpStream::connect(&srv.addr).unwrap();
+    wait_for("a second connection refused and counted", || {
+        drop(std::net::TcpStream::connect(&srv.addr));
+        let (m, _) = scrape(&addr);
+        m.value("hetch_serve_connections_refused_total", &[]) >= 1
+    });
+    wait_for("connections that never authenticated counted", || {
+        let (m, _) = scrape(&addr);
+        m.value("hetch_serve_unauthenticated_total", &[]) >= 1
+    });
+    drop(held);
+}
+
 /// An address that cannot be bound stops the server at once, with one line naming it.
 #[test]
 fn serve_metrics_on_a_taken_address_is_one_line_naming_it() {

@@ -69,6 +69,11 @@ fn launch(dir: &Path, listen: &str, extra: &[&str]) -> Service {
 impl Service {
     /// A `hetch worker` for this service, named `name`.
     fn worker(&self, dir: &Path, name: &str) -> Running {
+        self.worker_with(dir, name, &[])
+    }
+
+    /// A `hetch worker` for this service, named `name`, with `extra` flags.
+    fn worker_with(&self, dir: &Path, name: &str, extra: &[&str]) -> Running {
         let mut a = args(&[
             "worker",
             "--service",
@@ -79,6 +84,7 @@ impl Service {
             "2",
         ]);
         a.extend([OsString::from("--root"), dir.join("root").into()]);
+        a.extend(args(extra));
         spawn(&a, &[("HETCH_TOKEN", &self.token)])
     }
 
@@ -393,6 +399,101 @@ fn large_files_are_moved_in_ranges_by_three_workers_and_committed_once() {
         .filter_map(|n| n.as_u64())
         .sum();
     assert!(units >= 23, "the large files were not split: {v}");
+}
+
+/// `hetch worker --metrics`, read by a real Prometheus text-format parser: while a
+/// job runs, its units are shown under its id; once it is done, the worker's files and
+/// bytes equal the job's, every unit ended done by kind, nothing runs, the job's series
+/// are gone, and no name from the job's tree is in the exposition.
+#[test]
+fn a_workers_metrics_count_its_units_and_equal_the_jobs_totals() {
+    const MARKER: &str = "zq-named-by-the-jobs-owner";
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    big_tree(&root, "data", 20);
+    std::fs::create_dir_all(root.join(format!("data/{MARKER}\"}} 1"))).unwrap();
+    let big: Vec<u8> = (0..(5 << 19) + 77)
+        .map(|i: usize| (i % 251) as u8)
+        .collect();
+    std::fs::write(root.join(format!("data/d1/{MARKER}.bin")), big).unwrap();
+    let svc = start_with(
+        dir.path(),
+        &[
+            "--split-size",
+            "1M",
+            "--range-size",
+            "256K",
+            "--batch-files",
+            "8",
+        ],
+    );
+    svc.job(&["ls"]).ok(); // pins the key
+    let w = svc.worker_with(dir.path(), "m", &["--metrics", "127.0.0.1:0"]);
+    wait_for("the worker's metrics address", || {
+        w.stderr_so_far().contains("/metrics")
+    });
+    let err = w.stderr_so_far();
+    let addr = err
+        .lines()
+        .find_map(|l| l.strip_prefix("hetch worker m: metrics on http://"))
+        .and_then(|a| a.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("no metrics address in\n{err}"))
+        .to_string();
+    let (m, _) = util::scrape(&addr);
+    assert_eq!(m.value("hetch_worker_files_total", &[]), 0);
+    assert_eq!(m.sum("hetch_worker_units_running"), 0);
+
+    let id = submit(
+        &svc,
+        &["--rate-limit", "2M", "--block-size", "64K", "data", "copy"],
+    );
+    wait_for("the job's units shown under its id", || {
+        let (m, _) = util::scrape(&addr);
+        m.get("hetch_worker_job_units_running", &[("job", &id)])
+            .is_some_and(|n| n >= 1.0)
+    });
+    svc.job(&["wait", &id]).ok();
+    util::assert_same_tree(&root.join("data"), &root.join("copy/data"));
+    let v = show(&svc, &id);
+    let (m, body) = util::scrape(&addr);
+    assert_eq!(
+        m.value("hetch_worker_files_total", &[]),
+        v["files_done"].as_u64().unwrap(),
+        "{v}"
+    );
+    assert_eq!(
+        m.value("hetch_worker_bytes_total", &[]),
+        v["bytes_done"].as_u64().unwrap(),
+        "{v}"
+    );
+    let ended = |kind: &str, outcome: &str| {
+        let labels = [("kind", kind), ("outcome", outcome)];
+        m.value("hetch_worker_units_ended_total", &labels)
+    };
+    assert!(ended("files", "done") >= 3, "{body}");
+    assert!(ended("range", "done") >= 10, "{body}");
+    assert_eq!(ended("commit", "done"), 1, "{body}");
+    let done = v["units"]["done"].as_u64().unwrap();
+    assert_eq!(m.sum("hetch_worker_units_ended_total"), done, "{v}\n{body}");
+    assert_eq!(m.sum("hetch_worker_units_running"), 0);
+    assert!(m
+        .get("hetch_worker_job_units_running", &[("job", &id)])
+        .is_none());
+    assert_eq!(m.sum("hetch_worker_service_calls_failed_total"), 0);
+    assert_eq!(m.value("hetch_worker_service_unreachable", &[]), 0);
+    assert!(!body.contains(MARKER), "{body}");
+    for s in &m.samples {
+        assert!(s.name.starts_with("hetch_worker_"), "{s:?}");
+        for (k, v) in &s.labels {
+            let known = match k.as_str() {
+                "kind" => ["files", "range", "commit"].contains(&v.as_str()),
+                "outcome" => ["done", "failed", "stopped"].contains(&v.as_str()),
+                "call" => ["claim", "heartbeat", "finish"].contains(&v.as_str()),
+                _ => false,
+            };
+            assert!(known, "{s:?}");
+        }
+    }
 }
 
 /// A worker is killed (-9) in the middle of the ranges of a large file (slowed by the

@@ -296,17 +296,47 @@ fn a_service_killed_mid_job_is_started_again_and_the_job_completes() {
     let extra = ["--lease-secs", "2", "--batch-files", "10"];
     let mut svc = launch(dir.path(), &listen, &extra);
     svc.job(&["ls"]).ok(); // pins the key
-    let w = svc.worker(dir.path(), "w");
+    let w = svc.worker_with(dir.path(), "w", &["--metrics", "127.0.0.1:0"]);
+    let metrics = metrics_addr(&w);
     let id = submit(&svc, &["--rate-limit", "1M", "data", "copy"]);
     wait_for("w to hold units", || leased(&svc, &id) > 0);
     svc.proc.kill9();
     wait_for("w to find the service gone", || {
         w.stderr_so_far().contains("hetch worker w: ")
     });
+    // Its metrics say so.
+    wait_for("w's metrics to show the service unreachable", || {
+        let (m, _) = util::scrape(&metrics);
+        m.value("hetch_worker_service_unreachable", &[]) == 1
+    });
     let svc = launch(dir.path(), &listen, &extra);
     svc.job(&["wait", &id]).ok();
     util::assert_same_tree(&root.join("data"), &root.join("copy/data"));
     assert_all_done(&svc, &id);
+    let (m, body) = util::scrape(&metrics);
+    assert!(
+        m.sum("hetch_worker_service_calls_failed_total") >= 1,
+        "{body}"
+    );
+    assert_eq!(
+        m.value("hetch_worker_service_unreachable", &[]),
+        0,
+        "{body}"
+    );
+}
+
+/// The metrics address a worker started with `--metrics` printed.
+fn metrics_addr(w: &Running) -> String {
+    let name = "metrics on http://";
+    wait_for("the worker's metrics address", || {
+        w.stderr_so_far().contains(name)
+    });
+    let err = w.stderr_so_far();
+    err.lines()
+        .find_map(|l| l.split(name).nth(1))
+        .and_then(|a| a.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("no metrics address in\n{err}"))
+        .to_string()
 }
 
 /// Two service instances share one PostgreSQL (and one state directory, as the
@@ -327,7 +357,8 @@ fn two_services_on_one_postgres_share_jobs_and_outlive_one_killed() {
     let b = start_with(dir.path(), &extra);
     a.job(&["ls"]).ok(); // pins the key (the same for both)
     b.job(&["ls"]).ok();
-    let wa = a.worker(dir.path(), "wa");
+    let wa = a.worker_with(dir.path(), "wa", &["--metrics", "127.0.0.1:0"]);
+    let wa_metrics = metrics_addr(&wa);
     let wb = b.worker(dir.path(), "wb");
     let id = submit(&a, &["data", "copy"]);
     b.job(&["wait", &id]).ok();
@@ -344,6 +375,12 @@ fn two_services_on_one_postgres_share_jobs_and_outlive_one_killed() {
     let _wb = b.worker(dir.path(), "wb2");
     wait_for("wa to stop the units whose leases it cannot keep", || {
         wa.stderr_so_far().contains("stopping unit")
+    });
+    // Its metrics count them as stopped once they end.
+    wait_for("wa's metrics to count a unit stopped", || {
+        let (m, _) = util::scrape(&wa_metrics);
+        let stopped = [("kind", "files"), ("outcome", "stopped")];
+        m.value("hetch_worker_units_ended_total", &stopped) >= 1
     });
     b.job(&["wait", &id]).ok();
     util::assert_same_tree(&root.join("slow"), &root.join("copy2/slow"));
@@ -429,16 +466,7 @@ fn a_workers_metrics_count_its_units_and_equal_the_jobs_totals() {
     );
     svc.job(&["ls"]).ok(); // pins the key
     let w = svc.worker_with(dir.path(), "m", &["--metrics", "127.0.0.1:0"]);
-    wait_for("the worker's metrics address", || {
-        w.stderr_so_far().contains("/metrics")
-    });
-    let err = w.stderr_so_far();
-    let addr = err
-        .lines()
-        .find_map(|l| l.strip_prefix("hetch worker m: metrics on http://"))
-        .and_then(|a| a.strip_suffix("/metrics"))
-        .unwrap_or_else(|| panic!("no metrics address in\n{err}"))
-        .to_string();
+    let addr = metrics_addr(&w);
     let (m, _) = util::scrape(&addr);
     assert_eq!(m.value("hetch_worker_files_total", &[]), 0);
     assert_eq!(m.sum("hetch_worker_units_running"), 0);

@@ -1,6 +1,7 @@
 //! What `hetch worker --metrics ADDR` exposes: units running and finished by kind and
-//! outcome, what they moved (advancing while they run), calls to the service that
-//! failed, and per job what its units running here now are doing.
+//! outcome, what they moved (bytes advancing while they run, files as each ends),
+//! calls to the service that failed, and per job what its units running here now are
+//! doing.
 //!
 //! Labels come from finite sets written here, except `job`: a job id from the
 //! service, used only once checked as the worker checks it before naming it in a URL
@@ -70,8 +71,13 @@ struct UnitRun {
 /// A worker's counters, from its start.
 #[derive(Default)]
 pub(crate) struct WorkerMetrics {
-    /// Files and bytes of units, live.
+    /// Bytes of units, live.
     moved: Arc<Tally>,
+    /// Files of units done, as they report them (as the service counts a job's files).
+    /// Not live: a unit that fails part way (to be done again, here or elsewhere) would
+    /// have counted files the service never counts for it, and its retry counts them
+    /// again; its bytes do count, being traffic that happened.
+    files: AtomicU64,
     /// Units running, by claim.
     running: Mutex<HashMap<u64, UnitRun>>,
     /// Units ended, by kind and outcome.
@@ -108,8 +114,8 @@ impl WorkerMetrics {
     }
 
     /// Claim `claim`'s unit ended with `report` (its `/api/work/finish` body); `lost`
-    /// when it was stopped for its lease. A unit done counts at least the files and
-    /// bytes it reports (the service's counts: directories of its listing are files).
+    /// when it was stopped for its lease. A unit done counts the files it reports (the
+    /// service's count: directories of its listing are files) and at least the bytes.
     pub(crate) fn ended(&self, claim: u64, report: &Value, lost: bool) {
         let Some(run) = self.running.lock().expect("metrics lock").remove(&claim) else {
             return;
@@ -120,11 +126,14 @@ impl WorkerMetrics {
             (false, false) => Outcome::Failed,
         };
         let floor = match outcome {
-            Outcome::Done => Summary {
-                files: report["files"].as_u64().unwrap_or(0),
-                bytes: report["bytes"].as_u64().unwrap_or(0),
-                ..Summary::default()
-            },
+            Outcome::Done => {
+                let files = report["files"].as_u64().unwrap_or(0);
+                self.files.fetch_add(files, Relaxed);
+                Summary {
+                    bytes: report["bytes"].as_u64().unwrap_or(0),
+                    ..Summary::default()
+                }
+            }
             _ => Summary::default(),
         };
         run.tracked.end(floor);
@@ -186,10 +195,10 @@ impl WorkerMetrics {
         e.single(
             "hetch_worker_files_total",
             Kind::Counter,
-            "Files moved by units, counted as they finish (a unit done counts the \
-             entries of its listing it reports, directories included, as the service \
-             counts a job's files).",
-            moved.files,
+            "Files moved by units done here, counted as each unit ends (the entries of \
+             its listing it reports, directories included, as the service counts a \
+             job's files).",
+            self.files.load(Relaxed),
         );
         let mut f = e.family(
             "hetch_worker_service_calls_failed_total",

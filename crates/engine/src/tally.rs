@@ -82,8 +82,8 @@ impl Tally {
 
 impl Tracked {
     /// Ends the session's tracking, counting at least `floor` for it: what it reports
-    /// as done, where that counts more than its live counters did (a worker's unit
-    /// counts the directories of its listing as files, the engine only files).
+    /// as done, where that is more than its live counters showed (they may have
+    /// started over for a new attempt since they were last seen).
     pub fn end(self, floor: Summary) {
         self.tally.end(self.id, floor);
         // Drop finds nothing left to end.

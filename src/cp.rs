@@ -59,6 +59,18 @@ pub struct CopyJob {
     /// A local destination must stay inside this directory (canonical), whatever
     /// symlinks its path holds: a worker's `--root`, as a server's root.
     pub confine_to: Option<PathBuf>,
+    /// The destination server of a copy between two servers.
+    pub dest_server: DestServer,
+}
+
+/// How the source server of a copy between two servers reaches the destination
+/// server, which it pushes to directly.
+#[derive(Clone, Default)]
+pub struct DestServer {
+    /// The destination server's token (default: the source server's).
+    pub token: Option<Vec<u8>>,
+    /// The key it must present (default: the known-hosts file's, learned on first use).
+    pub fingerprint: Option<hetch_net::Fingerprint>,
 }
 
 /// Outcome of a copy, for the exit code.
@@ -327,8 +339,21 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
             Ok(copy_between(job.opts.clone(), operands, dest, streams, progress).await?)
         }
         Location::Remote { host, path } => {
-            if !remote_sources.is_empty() {
-                bail!("copying from one server to another is not supported yet; copy through a local directory");
+            if let Some((source, _)) = remote_sources.first() {
+                let op = relay_op(job, pull(source)?, host, path).await?;
+                let relay = hetch_session::relay(source, cfg(), req(op), &progress);
+                // Leaving ends the relay at the source server too.
+                let stop = job.opts.stop.clone();
+                let stopped = async move {
+                    match stop {
+                        Some(s) => s.raised().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                return tokio::select! {
+                    r = relay => r,
+                    _ = stopped => bail!("{source}: relay stopped"),
+                };
             }
             let op = Op::Push {
                 dest: path.as_bytes().to_vec(),
@@ -338,6 +363,41 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> anyhow::Result<
             Ok(run_source_from(job.opts.clone(), operands, transport, progress).await?)
         }
     }
+}
+
+/// The request to the source server of a copy between two servers (`pull` names its
+/// sources) to push them to the server `host`, under `path` there.
+async fn relay_op(job: &CopyJob, pull: Op, host: &str, path: &str) -> anyhow::Result<Op> {
+    let Op::Pull { sources } = pull else {
+        unreachable!("a pull of the remote sources")
+    };
+    if job.opts.manifest.is_some() {
+        bail!("--manifest is not available for copies between two servers yet");
+    }
+    let client = job
+        .client
+        .as_ref()
+        .expect("client config for remote copies");
+    let fingerprint = hetch_session::server_key(
+        host,
+        job.dest_server.fingerprint,
+        client.known_hosts.as_deref(),
+        &client.socket,
+    )
+    .await?;
+    Ok(Op::Relay {
+        sources,
+        to: Box::new(hetch_proto::RelayTarget {
+            host: host.to_string(),
+            fingerprint: fingerprint.0,
+            token: job
+                .dest_server
+                .token
+                .clone()
+                .unwrap_or_else(|| client.token.clone()),
+            dest: path.as_bytes().to_vec(),
+        }),
+    })
 }
 
 /// Bucket clients, one per bucket, from one resolved configuration per provider.

@@ -127,6 +127,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         engine: Options::default(),
         limits: Default::default(),
         metrics: None,
+        relay: Default::default(),
     })
     .await?;
     let host = format!("127.0.0.1:{}", server.addr.port());
@@ -156,6 +157,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         dest_shown: String::new(),
         entries: None,
         confine_to: None,
+        dest_server: Default::default(),
     };
     let remote = Location::Remote {
         host: host.clone(),

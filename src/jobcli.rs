@@ -133,7 +133,9 @@ pub struct JobArgs {
 #[derive(Subcommand)]
 enum JobCmd {
     /// Queue a copy: sources (paths below the service's root) and a destination
-    /// (hetch://HOST/PATH, s3://..., or a path below the root). Prints the job's id.
+    /// (hetch://HOST/PATH, s3://..., or a path below the root); or sources on one
+    /// hetch:// server and a hetch:// destination, which that server pushes to
+    /// directly (a copy between two servers). Prints the job's id.
     Submit(SubmitArgs),
     /// List jobs, newest first.
     Ls {
@@ -196,6 +198,10 @@ struct SubmitArgs {
     /// Wait for the job to end (exit codes as `hetch job wait`).
     #[arg(long)]
     wait: bool,
+    /// Another `hetch serve` node (HOST[:PORT]) serving the same storage as the
+    /// hetch:// destination's server; repeatable. Units are spread over all of them.
+    #[arg(long, value_name = "HOST[:PORT]")]
+    dest_node: Vec<String>,
 }
 
 /// Runs `hetch job ...`.
@@ -220,6 +226,7 @@ pub async fn job(a: JobArgs) -> anyhow::Result<ExitCode> {
                 },
                 priority: s.priority,
                 rate_limit: s.rate_limit,
+                dest_nodes: s.dest_node.clone(),
             };
             let v = c
                 .call(true, "/api/jobs", Some(serde_json::to_value(&spec)?))
@@ -335,6 +342,9 @@ fn show(j: &JobView) {
     println!("submitted by: {}", esc(&j.submitted_by));
     println!("sources:      {}", esc(&j.spec.sources.join(" ")));
     println!("destination:  {}", esc(&j.spec.dest));
+    if !j.spec.dest_nodes.is_empty() {
+        println!("dest nodes:   {}", esc(&j.spec.dest_nodes.join(" ")));
+    }
     println!("priority:     {}", j.spec.priority);
     println!("files:        {} of {}", j.files_done, j.files);
     println!(
@@ -344,8 +354,8 @@ fn show(j: &JobView) {
     );
     let u = &j.units;
     println!(
-        "units:        {} ready, {} running, {} done, {} failed, {} waiting, {} cancelled",
-        u.ready, u.leased, u.done, u.failed, u.waiting, u.cancelled
+        "units:        {} ready, {} running, {} done, {} failed, {} waiting, {} cancelled ({} tried again)",
+        u.ready, u.leased, u.done, u.failed, u.waiting, u.cancelled, u.retried
     );
     if let Some(e) = &j.error {
         println!("error:        {}", esc(e));

@@ -18,6 +18,7 @@ mod ui;
 mod watch;
 mod worker;
 mod worker_metrics;
+mod worker_relay;
 mod worker_split;
 
 use std::path::PathBuf;
@@ -366,6 +367,12 @@ struct ServeArgs {
     /// not for everyone to see.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
+    /// Servers (HOST[:PORT], repeatable or comma-separated) this one may push to when a
+    /// client asks it to relay a copy between two servers (`hetch cp hetch://THIS/x
+    /// hetch://OTHER/y`); `any` for every server. Off by default: a token holder
+    /// cannot make this server connect anywhere else.
+    #[arg(long, value_delimiter = ',')]
+    relay_to: Vec<String>,
     #[command(flatten)]
     tuning: Tuning,
 }
@@ -426,6 +433,16 @@ struct ConnArgs {
     /// File holding the token (default: the HETCH_TOKEN environment variable).
     #[arg(long)]
     token_file: Option<PathBuf>,
+    /// Copies between two servers: the destination server's token file (default: the
+    /// HETCH_DEST_TOKEN environment variable, else the source server's token). The
+    /// source server presents it there, inside TLS.
+    #[arg(long)]
+    dest_token_file: Option<PathBuf>,
+    /// Copies between two servers: the destination server's key fingerprint
+    /// (sha256:...), which the source server pins (default: the known-hosts file's,
+    /// learned on first use like any server's).
+    #[arg(long)]
+    dest_fingerprint: Option<hetch_net::Fingerprint>,
     /// Seconds to wait for a server to answer while connecting and setting up.
     #[arg(long, default_value_t = 30)]
     timeout: u64,
@@ -460,6 +477,25 @@ impl ConnArgs {
             timeout: std::time::Duration::from_secs(self.timeout.max(1)),
             opened: Default::default(),
         }))
+    }
+
+    /// The destination server of a copy between two servers, as far as flags and
+    /// environment say.
+    fn dest_server(&self) -> anyhow::Result<cp::DestServer> {
+        let token = match (&self.dest_token_file, std::env::var("HETCH_DEST_TOKEN")) {
+            (Some(p), _) => Some(hetch_net::read_token_file(p)?),
+            (None, Ok(t)) if !t.trim().is_empty() => {
+                let token = t.trim().as_bytes().to_vec();
+                hetch_net::check_token_len(&token)
+                    .map_err(|e| anyhow::anyhow!("HETCH_DEST_TOKEN: {e}"))?;
+                Some(token)
+            }
+            _ => None,
+        };
+        Ok(cp::DestServer {
+            token,
+            fingerprint: self.dest_fingerprint,
+        })
     }
 }
 
@@ -585,6 +621,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 dest_shown: String::new(),
                 entries: None,
                 confine_to: None,
+                dest_server: Default::default(),
             };
             watch::run(job, a.stats_interval).await
         }
@@ -614,6 +651,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 dest_shown: String::new(),
                 entries: None,
                 confine_to: None,
+                dest_server: Default::default(),
             };
             Ok(cp::run(job).await?.exit_code())
         }
@@ -652,6 +690,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     ..Default::default()
                 },
                 metrics: a.metrics,
+                relay: match hetch_session::RelayPolicy::parse(&a.relay_to, location::DEFAULT_PORT)
+                {
+                    Ok(p) => p,
+                    Err(msg) => return Ok(usage_error(&msg)),
+                },
             };
             let srv = server::Server::bind(cfg).await?;
             if srv.new_identity {
@@ -810,6 +853,7 @@ async fn copy(a: CpArgs, s3: hetch_object::S3Options, sync: bool) -> anyhow::Res
             retry: a.retry,
             entries: None,
             confine_to: None,
+            dest_server: a.conn.dest_server()?,
         };
         Ok(cp::run(job).await?.exit_code())
     }

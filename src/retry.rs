@@ -8,10 +8,6 @@
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use hetch_engine::EngineError;
-use hetch_net::NetError;
-
-use crate::client::NoAnswer;
 use hetch_units::parse_duration;
 
 /// Longest pause between two attempts.
@@ -40,26 +36,7 @@ impl Default for RetryArgs {
     }
 }
 
-/// Whether another session may get past `e`: the connection was lost, stalled,
-/// damaged on the way, refused or unanswered while a server restarts, or the server
-/// said it is shutting down.
-pub fn is_transient(e: &anyhow::Error) -> bool {
-    for cause in e.chain() {
-        if let Some(e) = cause.downcast_ref::<EngineError>() {
-            return e.is_transient()
-                // On plain data streams damage can show as a malformed frame before
-                // its MAC is checked.
-                || matches!(e, EngineError::Proto { .. });
-        }
-        if let Some(e) = cause.downcast_ref::<NetError>() {
-            return matches!(e, NetError::Connect { .. } | NetError::Tls { .. });
-        }
-        if cause.downcast_ref::<NoAnswer>().is_some() {
-            return true;
-        }
-    }
-    false
-}
+pub use hetch_session::is_transient;
 
 /// The state of one run's recovery.
 pub struct Recovery {
@@ -117,6 +94,7 @@ pub fn moved(attempt: &hetch_proto::Summary) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hetch_engine::EngineError;
 
     fn lost() -> anyhow::Error {
         anyhow::Error::new(EngineError::Connection {
@@ -130,37 +108,6 @@ mod tests {
             retries,
             retry_for: Duration::from_secs(600),
         }
-    }
-
-    #[test]
-    fn transient_errors_are_told_from_final_ones() {
-        assert!(is_transient(&lost()));
-        assert!(is_transient(&lost().context("pushing to h:1")));
-        let stalled = EngineError::Stalled {
-            peer: "h".into(),
-            secs: 60,
-        };
-        assert!(is_transient(&anyhow::Error::new(stalled)));
-        let leaving = EngineError::Peer {
-            peer: "h".into(),
-            code: hetch_proto::ErrorCode::Unavailable,
-            message: "shutting down".into(),
-        };
-        assert!(is_transient(&anyhow::Error::new(leaving)));
-        let refused = NetError::Connect {
-            host: "h:1".into(),
-            source: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
-        };
-        assert!(is_transient(&anyhow::Error::new(refused)));
-        let full = EngineError::Peer {
-            peer: "h".into(),
-            code: hetch_proto::ErrorCode::NoSpace,
-            message: "disk full".into(),
-        };
-        assert!(!is_transient(&anyhow::Error::new(full)));
-        assert!(!is_transient(&anyhow::anyhow!("h: authentication failed")));
-        let path = EngineError::Destination("not a directory".into());
-        assert!(!is_transient(&anyhow::Error::new(path)));
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! run and stopping a unit whose lease it lost (expired, or its job cancelled).
 //!
 //! A unit is a batch of files, or a block range of a large file split over several
-//! workers, or the commit of such a file once its ranges are done (`worker_split.rs`).
+//! workers, or the commit of such a file once its ranges are done (`worker_split.rs`),
+//! or a source of a copy between two servers, which the worker has the source server
+//! push (`worker_relay.rs`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -54,6 +56,10 @@ pub struct WorkerArgs {
     /// Token file for hetch:// destinations (default: HETCH_TOKEN).
     #[arg(long)]
     token_file: Option<PathBuf>,
+    /// Token file for the source servers of copies between two servers, which this
+    /// worker asks to push to the destination (default: the --token-file token).
+    #[arg(long)]
+    source_token_file: Option<PathBuf>,
     /// Leave after this many seconds with nothing to do (default: never).
     #[arg(long)]
     idle_exit: Option<u64>,
@@ -246,6 +252,7 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                             api: api.clone(),
                             root: root.clone(),
                             dest_token: a.token_file.clone(),
+                            source_token: a.source_token_file.clone(),
                             known_hosts: a.known_hosts.clone(),
                         };
                         let claim = claims;
@@ -345,7 +352,8 @@ fn default_name() -> String {
 pub(crate) struct UnitContext {
     pub(crate) api: Arc<Client>,
     pub(crate) root: PathBuf,
-    dest_token: Option<PathBuf>,
+    pub(crate) dest_token: Option<PathBuf>,
+    pub(crate) source_token: Option<PathBuf>,
     known_hosts: Option<PathBuf>,
 }
 
@@ -366,6 +374,7 @@ impl UnitContext {
             UnitSpec::Range { .. } | UnitSpec::Commit { .. } => {
                 self.split_unit(&u, stop, rate, progress).await
             }
+            UnitSpec::Relay { operand } => self.relay_unit(&u, operand, stop, rate, progress).await,
         };
         match done {
             Ok((files, bytes)) => {
@@ -419,7 +428,7 @@ impl UnitContext {
             })?;
             with_parents(list, path);
         }
-        let job = self.copy_job(spec, per_source, stop, rate)?;
+        let job = self.copy_job(u, per_source, stop, rate)?;
         let (result, _) = crate::cp::recover(&job, &progress, None).await;
         let report = result?;
         if let Some(e) = report.errors.first() {
@@ -444,20 +453,75 @@ impl UnitContext {
     /// The `hetch cp` of a job's spec for these listed entries.
     fn copy_job(
         &self,
-        spec: &JobSpec,
+        u: &ClaimedUnit,
         entries: Vec<Vec<Vec<u8>>>,
         stop: StopSignal,
         rate: Arc<RateLimiter>,
     ) -> anyhow::Result<CopyJob> {
+        let spec = &u.spec;
         // Checked when the job was submitted, and again here: a symlink put in the
         // path since must not make a job read from outside the root.
         let mut sources = Vec::with_capacity(spec.sources.len());
         for s in &spec.sources {
             sources.push(Location::Local(self.source_path(s)?));
         }
-        // Into the destination, always: every unit must agree on where entries go,
-        // whichever of them creates the destination directory.
-        let mut dest = Location::parse(&spec.dest).map_err(|e| anyhow!("{e}"))?;
+        let dest = self.dest_of(u)?;
+        let opts = unit_options(spec, stop, rate)?;
+        let client = match matches!(dest, Location::Remote { .. }) {
+            true => Some(self.client_config(self.dest_token.as_ref())?),
+            false => None,
+        };
+        let mut job = self.unit_copy(spec, sources, dest, opts, client);
+        job.entries = Some(entries);
+        Ok(job)
+    }
+
+    /// The `hetch cp` of a unit of job `spec`: `sources` into `dest`.
+    pub(crate) fn unit_copy(
+        &self,
+        spec: &JobSpec,
+        sources: Vec<Location>,
+        dest: Location,
+        opts: Options,
+        client: Option<hetch_session::client::ClientConfig>,
+    ) -> CopyJob {
+        CopyJob {
+            sources,
+            dest_shown: spec.dest.clone(),
+            dest,
+            opts,
+            streams: spec.options.streams.unwrap_or(4),
+            encrypt: true,
+            client,
+            json: false,
+            quiet: true,
+            manifest: None,
+            s3: Default::default(),
+            // With several destination nodes, a unit that loses its node fails at
+            // once: the service gives it again, to the next node, rather than this
+            // run waiting for the lost one to come back.
+            retry: match spec.dest_nodes.is_empty() {
+                true => Default::default(),
+                false => crate::retry::RetryArgs {
+                    retries: 0,
+                    retry_for: Duration::ZERO,
+                },
+            },
+            filter: Default::default(),
+            entries: None,
+            confine_to: Some(self.root.clone()),
+            dest_server: Default::default(),
+        }
+    }
+}
+
+impl UnitContext {
+    /// Unit `u`'s destination (its node of the job's destination nodes), to copy
+    /// *into* always: every unit must agree on where entries go, whichever of them
+    /// creates the destination directory.
+    pub(crate) fn dest_of(&self, u: &ClaimedUnit) -> anyhow::Result<Location> {
+        let dest = u.spec.dest_for(u.seq, u.attempts);
+        let mut dest = Location::parse(&dest).map_err(|e| anyhow!("{e}"))?;
         match &mut dest {
             Location::Local(p) => {
                 let into = self.root.join(&*p);
@@ -466,55 +530,54 @@ impl UnitContext {
             Location::Remote { path, .. } if !path.ends_with('/') => path.push('/'),
             _ => {}
         }
-        let o = &spec.options;
-        let mut opts = Options {
-            stop: Some(stop),
-            no_clobber: o.no_clobber,
-            shared_rate: Some(rate),
-            ..Options::default()
-        };
-        if let Some(c) = &o.checksum {
-            opts.checksum = c.parse().map_err(|e: String| anyhow!(e))?;
-        }
-        if let Some(v) = &o.verify {
-            opts.verify = match v.as_str() {
-                "none" => Verify::None,
-                "received" => Verify::Received,
-                _ => Verify::Written,
-            };
-        }
-        if let Some(bs) = o.block_size {
-            opts.block_size = bs;
-        }
-        let client = match matches!(dest, Location::Remote { .. }) {
-            true => Some(hetch_session::client::ClientConfig {
-                token: hetch_session::client::load_token(self.dest_token.as_ref())?,
-                fingerprint: None,
-                known_hosts: self.known_hosts.clone(),
-                socket: Default::default(),
-                timeout: Duration::from_secs(30),
-                opened: Default::default(),
-            }),
-            false => None,
-        };
-        Ok(CopyJob {
-            sources,
-            dest_shown: spec.dest.clone(),
-            dest,
-            opts,
-            streams: o.streams.unwrap_or(4),
-            encrypt: true,
-            client,
-            json: false,
-            quiet: true,
-            manifest: None,
-            s3: Default::default(),
-            retry: Default::default(),
-            filter: Default::default(),
-            entries: Some(entries),
-            confine_to: Some(self.root.clone()),
+        Ok(dest)
+    }
+
+    /// How this worker reaches a server with the token in `token_file` (else
+    /// `HETCH_TOKEN`), its key from the known-hosts file.
+    pub(crate) fn client_config(
+        &self,
+        token_file: Option<&PathBuf>,
+    ) -> anyhow::Result<hetch_session::client::ClientConfig> {
+        Ok(hetch_session::client::ClientConfig {
+            token: hetch_session::client::load_token(token_file)?,
+            fingerprint: None,
+            known_hosts: self.known_hosts.clone(),
+            socket: Default::default(),
+            timeout: Duration::from_secs(30),
+            opened: Default::default(),
         })
     }
+}
+
+/// The engine settings of a job's unit: its copy options, stopped by `stop`, at its
+/// share `rate` of the job's rate limit.
+pub(crate) fn unit_options(
+    spec: &JobSpec,
+    stop: StopSignal,
+    rate: Arc<RateLimiter>,
+) -> anyhow::Result<Options> {
+    let o = &spec.options;
+    let mut opts = Options {
+        stop: Some(stop),
+        no_clobber: o.no_clobber,
+        shared_rate: Some(rate),
+        ..Options::default()
+    };
+    if let Some(c) = &o.checksum {
+        opts.checksum = c.parse().map_err(|e: String| anyhow!(e))?;
+    }
+    if let Some(v) = &o.verify {
+        opts.verify = match v.as_str() {
+            "none" => Verify::None,
+            "received" => Verify::Received,
+            _ => Verify::Written,
+        };
+    }
+    if let Some(bs) = o.block_size {
+        opts.block_size = bs;
+    }
+    Ok(opts)
 }
 
 /// Appends `path` to `list` after those of its parent directories that are not in it

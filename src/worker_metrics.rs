@@ -26,9 +26,10 @@ enum UnitKind {
     Files,
     Range,
     Commit,
+    Relay,
 }
 
-const KINDS: [&str; 3] = ["files", "range", "commit"];
+const KINDS: [&str; 4] = ["files", "range", "commit", "relay"];
 
 /// How a unit ended, in the order of [`OUTCOMES`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +82,7 @@ pub(crate) struct WorkerMetrics {
     /// Units running, by claim.
     running: Mutex<HashMap<u64, UnitRun>>,
     /// Units ended, by kind and outcome.
-    ended: [[AtomicU64; 3]; 3],
+    ended: [[AtomicU64; 3]; 4],
     /// Calls to the service that failed, by call.
     failed_calls: [AtomicU64; 3],
     /// Whether the last claim could not reach the service (0 or 1).
@@ -96,6 +97,7 @@ impl WorkerMetrics {
             UnitSpec::Files { .. } => UnitKind::Files,
             UnitSpec::Range { .. } => UnitKind::Range,
             UnitSpec::Commit { .. } => UnitKind::Commit,
+            UnitSpec::Relay { .. } => UnitKind::Relay,
         };
         let progress = Arc::new(Progress::default());
         let run = UnitRun {
@@ -153,7 +155,7 @@ impl WorkerMetrics {
     /// The exposition.
     pub(crate) fn render(&self) -> String {
         let mut e = Exposition::new();
-        let mut by_kind = [0u64; 3];
+        let mut by_kind = [0u64; 4];
         // Per job: (units running here, bytes they moved so far).
         let mut jobs: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         for run in self.running.lock().expect("metrics lock").values() {
@@ -168,7 +170,8 @@ impl WorkerMetrics {
             "hetch_worker_units_running",
             Kind::Gauge,
             "Units running here, by kind (files: a batch of files; range: blocks of a \
-             large file; commit: checking and renaming a large file).",
+             large file; commit: checking and renaming a large file; relay: a source \
+             server pushing to the destination server).",
         );
         for (kind, n) in KINDS.iter().zip(by_kind) {
             f.sample(&[("kind", kind)], n);

@@ -44,7 +44,9 @@ impl UnitContext {
     ) -> anyhow::Result<(u64, u64)> {
         let file = match u.unit {
             UnitSpec::Range { file, .. } | UnitSpec::Commit { file, .. } => file,
-            UnitSpec::Files { .. } => bail!("not a unit of a split file"),
+            UnitSpec::Files { .. } | UnitSpec::Relay { .. } => {
+                bail!("not a unit of a split file")
+            }
         };
         let row = self.listing_row(&u.job, file).await?;
         let ctx = self.clone();

@@ -83,7 +83,7 @@ fn serve_metrics_count_what_sessions_moved_and_refused_tokens() {
         assert!(!body.contains(leaked), "{leaked:?} in\n{body}");
     }
     let allowed = [
-        ("op", &["push", "pull"][..]),
+        ("op", &["push", "pull", "relay"][..]),
         ("outcome", &["ok", "failed"]),
         ("direction", &["received", "sent"]),
         ("reason", &["wrong", "throttled"]),

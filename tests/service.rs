@@ -432,8 +432,9 @@ fn large_files_are_moved_in_ranges_by_three_workers_and_committed_once() {
     let units: u64 = v["units"]
         .as_object()
         .unwrap()
-        .values()
-        .filter_map(|n| n.as_u64())
+        .iter()
+        .filter(|(state, _)| *state != "retried")
+        .filter_map(|(_, n)| n.as_u64())
         .sum();
     assert!(units >= 23, "the large files were not split: {v}");
 }
@@ -521,7 +522,7 @@ fn a_workers_metrics_count_its_units_and_equal_the_jobs_totals() {
         assert!(s.name.starts_with("hetch_worker_"), "{s:?}");
         for (k, v) in &s.labels {
             let known = match k.as_str() {
-                "kind" => ["files", "range", "commit"].contains(&v.as_str()),
+                "kind" => ["files", "range", "commit", "relay"].contains(&v.as_str()),
                 "outcome" => ["done", "failed", "stopped"].contains(&v.as_str()),
                 "call" => ["claim", "heartbeat", "finish"].contains(&v.as_str()),
                 _ => false,
@@ -653,4 +654,218 @@ fn oidc_users_submit_and_see_only_their_own_jobs_and_cannot_be_workers() {
     let units = &v["units"];
     let claimed = (units["leased"].as_u64(), units["done"].as_u64());
     assert_eq!(claimed, (Some(0), Some(0)), "{v}");
+}
+
+/// A copy between two servers as a job: the service (which cannot see either server's
+/// storage) plans one relay unit per source, a worker asks server A to push each to
+/// server B, and the copy at B is identical, with the job's totals those of the tree.
+#[test]
+fn a_job_between_two_servers_is_pushed_by_the_source_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path();
+    let b = util::Server::start(&t.join("b-root"), &t.join("b-state"));
+    let a = util::Server::start_with(
+        &t.join("a-root"),
+        &t.join("a-state"),
+        &["--relay-to", &b.addr],
+        &[],
+    );
+    big_tree(&a.root, "data", 40);
+    util::write_random(&a.root.join("one.bin"), 3 << 20, 9);
+    let svc = start_with(t, &["--lease-secs", "5"]);
+    svc.job(&["ls"]).ok();
+    // The worker knows both servers' keys and holds both tokens.
+    let known = t.join("known_hosts");
+    std::fs::write(
+        &known,
+        format!(
+            "{} {}\n{} {}\n",
+            a.addr, a.fingerprint, b.addr, b.fingerprint
+        ),
+    )
+    .unwrap();
+    let mut w = args(&[
+        "worker",
+        "--service",
+        &svc.addr,
+        "--name",
+        "w",
+        "--known-hosts",
+    ]);
+    w.extend([
+        OsString::from(&known),
+        "--root".into(),
+        t.join("root").into(),
+        "--token-file".into(),
+        b.token_path.clone().into(),
+        "--source-token-file".into(),
+        a.token_path.clone().into(),
+    ]);
+    let _worker = spawn(&w, &[("HETCH_TOKEN", &svc.token)]);
+
+    let id = submit(&svc, &[&a.url("data"), &a.url("one.bin"), &b.url("copy")]);
+    svc.job(&["wait", &id]).ok();
+    util::assert_same_tree(&a.root.join("data"), &b.root.join("copy/data"));
+    assert_eq!(
+        util::hash_file(&a.root.join("one.bin")),
+        util::hash_file(&b.root.join("copy/one.bin"))
+    );
+    util::assert_no_temp_files(&b.root);
+    let v = show(&svc, &id);
+    let files = util::count_files(&a.root.join("data")) + 1;
+    assert_eq!(v["files_done"].as_u64(), Some(files), "{v}");
+    assert_eq!(v["files"].as_u64(), Some(files), "{v}");
+    assert!(a.log().contains("relay done"), "{}", a.log());
+}
+
+/// A job to a destination of three `hetch serve` nodes sharing one storage, run by
+/// three workers: the units are spread over the nodes, and when one node is killed
+/// (-9) mid-job its units fail there and are run again on the next node; the node
+/// started again takes units again. The copy is identical, every file renamed into
+/// place once (no temporary file left, nothing missing).
+#[test]
+fn a_job_spreads_over_three_destination_nodes_and_outlives_one_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path();
+    let root = t.join("root");
+    big_tree(&root, "data", 300);
+    let shared = t.join("dest-storage");
+    let token = t.join("dest-token");
+    std::fs::write(&token, "a-token-shared-by-the-destination-nodes").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let token_arg = token.to_str().unwrap();
+    let node = |i: usize, extra: &[&str]| {
+        let mut flags = vec!["--token-file", token_arg];
+        flags.extend(extra);
+        util::Server::start_with(&shared, &t.join(format!("node{i}")), &flags, &[])
+    };
+    let mut nodes = [node(0, &[]), node(1, &[]), node(2, &[])];
+    let known = t.join("known_hosts");
+    let lines: String = nodes
+        .iter()
+        .map(|n| format!("{} {}\n", n.addr, n.fingerprint))
+        .collect();
+    std::fs::write(&known, lines).unwrap();
+    let svc = start_with(t, &["--lease-secs", "3", "--batch-files", "10"]);
+    svc.job(&["ls"]).ok();
+    let workers: Vec<Running> = ["w1", "w2", "w3"]
+        .iter()
+        .map(|name| {
+            let mut a = args(&["worker", "--service", &svc.addr, "--name", name]);
+            a.extend([
+                OsString::from("--known-hosts"),
+                known.clone().into(),
+                "--root".into(),
+                root.clone().into(),
+                "--token-file".into(),
+                token.clone().into(),
+            ]);
+            spawn(&a, &[("HETCH_TOKEN", &svc.token)])
+        })
+        .collect();
+    let dest = nodes[0].url("copy/");
+    let (n1, n2) = (nodes[1].addr.clone(), nodes[2].addr.clone());
+    let job = |to: &str| {
+        let nodes = ["--dest-node", &n1, "--dest-node", &n2];
+        submit(
+            &svc,
+            &[&["--rate-limit", "4M"][..], &nodes, &["data", to]].concat(),
+        )
+    };
+    let id = job(&dest);
+    wait_for("units done at every node", || {
+        nodes.iter().all(|n| n.log().contains("push done"))
+    });
+    // Node 1 dies mid-job: its units fail there and run again on the next node.
+    nodes[1].kill9();
+    svc.job(&["wait", &id]).ok();
+    util::assert_same_tree(&root.join("data"), &shared.join("copy/data"));
+    util::assert_no_temp_files(&shared);
+    assert_all_done(&svc, &id);
+    let retried = show(&svc, &id)["units"]["retried"].as_u64();
+    assert!(
+        retried.unwrap_or(0) > 0,
+        "no unit was run again: {retried:?}"
+    );
+
+    // Started again, it takes its share of the next job.
+    let listen = nodes[1].addr.clone();
+    nodes[1] = node(1, &["--listen", &listen]);
+    let id = job(&nodes[0].url("again/"));
+    svc.job(&["wait", &id]).ok();
+    util::assert_same_tree(&root.join("data"), &shared.join("again/data"));
+    util::assert_no_temp_files(&shared);
+    assert!(nodes[1].log().contains("push done"), "{}", nodes[1].log());
+    drop(workers);
+}
+
+/// A job cancelled while two workers run it: they stop their units (at their next
+/// heartbeat), nothing appears under a final name that is not a whole, identical copy
+/// of its source, and a retry runs only the units that were not done (what is done
+/// counts once: files done ends equal to the listing).
+#[test]
+fn a_cancelled_job_stops_leaves_nothing_half_done_and_a_retry_runs_only_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    big_tree(&root, "data", 200);
+    util::write_random(&root.join("data/big.bin"), 12 << 20, 5);
+    let flags = [
+        "--split-size",
+        "4M",
+        "--range-size",
+        "1M",
+        "--batch-files",
+        "10",
+    ];
+    let svc = start_with(dir.path(), &flags);
+    svc.job(&["ls"]).ok();
+    let workers: Vec<_> = ["a", "b"]
+        .iter()
+        .map(|n| svc.worker(dir.path(), n))
+        .collect();
+    let id = submit(
+        &svc,
+        &["--rate-limit", "3M", "--block-size", "256K", "data", "copy"],
+    );
+    wait_for("some units done and some running", || {
+        let v = show(&svc, &id);
+        v["units"]["done"].as_u64() > Some(2) && v["units"]["leased"].as_u64() > Some(0)
+    });
+    svc.job(&["cancel", &id]).ok();
+    wait_for("the workers to stop the job's units", || {
+        leased(&svc, &id) == 0
+    });
+    let v = show(&svc, &id);
+    assert_eq!(v["state"], "cancelled", "{v}");
+    let done_at_cancel = v["units"]["done"].as_u64().unwrap();
+    assert!(v["units"]["cancelled"].as_u64() > Some(0), "{v}");
+    // Whatever carries a final name is whole and identical.
+    let copy = root.join("copy/data");
+    let temporary = util::temp_files(&root.join("copy"));
+    for (path, kind) in util::paths_under(&copy) {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if !kind.is_file() || temporary.contains(&path) || name.contains(".hetch-") {
+            continue;
+        }
+        let rel = path.strip_prefix(&copy).unwrap();
+        assert_eq!(
+            util::hash_file(&path),
+            util::hash_file(&root.join("data").join(rel)),
+            "{} is under its final name but not a whole copy",
+            rel.display()
+        );
+    }
+
+    svc.job(&["retry", &id]).ok();
+    svc.job(&["wait", &id]).ok();
+    drop(workers);
+    util::assert_same_tree(&root.join("data"), &copy);
+    let v = show(&svc, &id);
+    assert_eq!(
+        v["files_done"].as_u64(),
+        v["files"].as_u64(),
+        "done units ran again: {v}"
+    );
+    assert!(v["units"]["done"].as_u64() > Some(done_at_cancel), "{v}");
 }

@@ -172,7 +172,7 @@ impl StopSignal {
     }
 
     /// Resolves once the signal is raised (never, if its sender is dropped unraised).
-    pub(crate) async fn raised(mut self) {
+    pub async fn raised(mut self) {
         if self.0.wait_for(|stop| *stop).await.is_err() {
             std::future::pending::<()>().await;
         }

@@ -52,6 +52,11 @@ impl RateLimiter {
         }
     }
 
+    /// Bytes per second now (0: none).
+    pub fn rate(&self) -> u64 {
+        self.state.lock().expect("rate lock").rate as u64
+    }
+
     /// From now on, `rate` bytes per second (0: none).
     pub fn set_rate(&self, rate: u64) {
         let mut b = self.state.lock().expect("rate lock");

@@ -168,6 +168,9 @@ pub struct UnitCounts {
     pub failed: u64,
     /// Cancelled.
     pub cancelled: u64,
+    /// Units, in any state, that were tried more than once (a run failed, or a lease
+    /// ran out): not a state of their own, so not in [`UnitCounts::by_state`].
+    pub retried: u64,
 }
 
 impl UnitCounts {
@@ -259,7 +262,14 @@ impl Db {
                 .bind(job)
                 .fetch_all(&self.pool)
                 .await?;
-        UnitCounts::from_rows(&rows)
+        let mut counts = UnitCounts::from_rows(&rows)?;
+        let retried =
+            sqlx::query("SELECT COUNT(*) AS n FROM units WHERE job = $1 AND attempts > 0")
+                .bind(job)
+                .fetch_one(&self.pool)
+                .await?;
+        counts.retried = uint(retried.try_get("n")?, "count")?;
+        Ok(counts)
     }
 
     /// Job `job`'s units, in order.

@@ -250,13 +250,20 @@ impl Db {
             return Ok(Err(self.why_refused(worker, job, seq, now).await?));
         }
         if ok == 1 {
+            // A relay's files were never listed: what it moved counts towards the
+            // job's totals as well as towards what is done.
             sqlx::query(
-                "UPDATE jobs SET files_done = files_done + $2, bytes_done = bytes_done + $3 \
+                "UPDATE jobs SET files_done = files_done + $2, bytes_done = bytes_done + $3, \
+                   files = files + CASE WHEN r.n > 0 THEN $2 ELSE 0 END, \
+                   bytes = bytes + CASE WHEN r.n > 0 THEN $3 ELSE 0 END \
+                 FROM (SELECT COUNT(*) AS n FROM units \
+                       WHERE job = $1 AND seq = $4 AND kind = 'relay') AS r \
                  WHERE id = $1",
             )
             .bind(job)
             .bind(int(files))
             .bind(int(bytes))
+            .bind(int(seq))
             .execute(&mut *tx)
             .await?;
         }
@@ -391,6 +398,7 @@ fn claimed(r: &AnyRow) -> Result<Claimed, DbError> {
             file: file_from,
             ranges: block_to,
         },
+        "relay" => UnitSpec::Relay { operand: file_from },
         other => return Err(DbError::Row(format!("unit kind {other:?}"))),
     };
     Ok(Claimed {

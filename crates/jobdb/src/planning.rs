@@ -250,6 +250,7 @@ impl Db {
                     UnitSpec::Commit { file, ranges } => {
                         ("commit", file, file + 1, 0, ranges, "waiting")
                     }
+                    UnitSpec::Relay { operand } => ("relay", operand, operand + 1, 0, 0, "ready"),
                 };
                 q = q
                     .bind(&lease.job)

@@ -38,6 +38,13 @@ pub enum UnitSpec {
         /// How many range units it waits for.
         ranges: u64,
     },
+    /// Source operand `operand` of a copy between two servers, whole: the source
+    /// server pushes it to the destination server at a worker's request (a
+    /// third-party copy, which the service does not list: it cannot see the source).
+    Relay {
+        /// The operand's index in the job's sources.
+        operand: u64,
+    },
 }
 
 /// How a listing is cut.
@@ -212,6 +219,7 @@ mod tests {
                         prop_assert_eq!(ranges_of.get(&file).copied(), Some((blocks, ranges)));
                         next_file = file + 1;
                     }
+                    UnitSpec::Relay { .. } => prop_assert!(false, "a listing plans no relays"),
                 }
             }
             prop_assert_eq!(next_file, sizes.len() as u64, "every file planned");

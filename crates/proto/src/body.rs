@@ -15,6 +15,7 @@ const ROLE_CONTROL: u8 = 0;
 const ROLE_DATA: u8 = 1;
 const OP_PUSH: u8 = 0;
 const OP_PULL: u8 = 1;
+const OP_RELAY: u8 = 2;
 const ENTRY_FILE: u8 = 0;
 const ENTRY_DIR: u8 = 1;
 const ENTRY_SYMLINK: u8 = 2;
@@ -190,6 +191,20 @@ pub(crate) fn encode_body(frame: &Frame, out: &mut Vec<u8>) {
                 out.put_u64(v);
             }
         }
+        Frame::Progress(p) => {
+            for v in [
+                p.files,
+                p.total_files,
+                p.bytes,
+                p.total_bytes,
+                p.skipped,
+                p.skipped_bytes,
+                p.failed,
+                p.retried_blocks,
+            ] {
+                out.put_u64(v);
+            }
+        }
         Frame::Change(c) => {
             out.put_u8(match c.action {
                 ChangeAction::Deleted => CHANGE_DELETED,
@@ -256,6 +271,16 @@ pub(crate) fn decode_body(kind: FrameKind, body: &[u8]) -> Result<Frame, ProtoEr
             digest: r.array()?,
         },
         FrameKind::Change => Frame::Change(decode_change(&mut r)?),
+        FrameKind::Progress => Frame::Progress(RelayProgress {
+            files: r.u64()?,
+            total_files: r.u64()?,
+            bytes: r.u64()?,
+            total_bytes: r.u64()?,
+            skipped: r.u64()?,
+            skipped_bytes: r.u64()?,
+            failed: r.u64()?,
+            retried_blocks: r.u64()?,
+        }),
     };
     r.finish()?;
     Ok(frame)
@@ -324,10 +349,15 @@ fn encode_hello(hello: &Hello, out: &mut Vec<u8>) {
                 }
                 Op::Pull { sources } => {
                     out.put_u8(OP_PULL);
-                    out.put_len(sources.len());
-                    for source in sources {
-                        out.put_bytes(source);
-                    }
+                    encode_operands(sources, out);
+                }
+                Op::Relay { sources, to } => {
+                    out.put_u8(OP_RELAY);
+                    encode_operands(sources, out);
+                    out.put_bytes(to.host.as_bytes());
+                    out.extend_from_slice(&to.fingerprint);
+                    out.put_bytes(&to.token);
+                    out.put_bytes(&to.dest);
                 }
             }
             out.put_u16(req.streams);
@@ -400,13 +430,30 @@ fn decode_session_request(r: &mut Reader<'_>) -> Result<SessionRequest, ProtoErr
             dest: r.bytes()?,
             sources: r.u32()?,
         },
-        OP_PULL => {
-            // Operands, not entry paths: `dir/` and `` (the root) are legitimate here.
-            let sources = r.list(BYTES_MIN_LEN, Reader::bytes)?;
-            if let Some(why) = sources.iter().find_map(|s| operand_path_problem(s)) {
-                return Err(r.err(why));
+        OP_PULL => Op::Pull {
+            sources: decode_operands(r)?,
+        },
+        OP_RELAY => {
+            let sources = decode_operands(r)?;
+            let host = r.string()?;
+            if host.is_empty() || host.len() > MAX_RELAY_HOST {
+                return Err(r.err("relay host empty or too long"));
             }
-            Op::Pull { sources }
+            let fingerprint = r.array()?;
+            let token = r.bytes()?;
+            if token.len() > MAX_RELAY_TOKEN {
+                return Err(r.err("relay token too long"));
+            }
+            Op::Relay {
+                sources,
+                to: Box::new(RelayTarget {
+                    host,
+                    fingerprint,
+                    token,
+                    // Like a push's destination: resolved by the destination server.
+                    dest: r.bytes()?,
+                }),
+            }
         }
         _ => return Err(r.err("unknown session op")),
     };
@@ -438,6 +485,27 @@ fn decode_session_request(r: &mut Reader<'_>) -> Result<SessionRequest, ProtoErr
         return Err(r.err("block size is not a power of two between 1 KiB and MAX_BLOCK"));
     }
     Ok(req)
+}
+
+/// Longest destination token a relay may carry (tokens are short secrets; this only
+/// bounds what a hostile client can make the server hold).
+const MAX_RELAY_TOKEN: usize = 4096;
+
+fn encode_operands(sources: &[Vec<u8>], out: &mut Vec<u8>) {
+    out.put_len(sources.len());
+    for source in sources {
+        out.put_bytes(source);
+    }
+}
+
+/// Source operands of a pull or relay: operands, not entry paths, so `dir/` and ``
+/// (the root) are legitimate here; `..`, a leading `/` and NUL are not.
+fn decode_operands(r: &mut Reader<'_>) -> Result<Vec<Vec<u8>>, ProtoError> {
+    let sources = r.list(BYTES_MIN_LEN, Reader::bytes)?;
+    if let Some(why) = sources.iter().find_map(|s| operand_path_problem(s)) {
+        return Err(r.err(why));
+    }
+    Ok(sources)
 }
 
 fn encode_filter(f: &FilterRequest, out: &mut Vec<u8>) {

@@ -103,6 +103,8 @@ pub enum FrameKind {
     KeepAlive = 18,
     /// [`Frame::Change`]
     Change = 19,
+    /// [`Frame::Progress`]
+    Progress = 20,
 }
 
 /// A decoded frame header.
@@ -116,7 +118,7 @@ pub struct FrameHeader {
 
 impl FrameKind {
     /// Every kind, in kind-byte order.
-    pub const ALL: [FrameKind; 19] = [
+    pub const ALL: [FrameKind; 20] = [
         FrameKind::Hello,
         FrameKind::Welcome,
         FrameKind::Error,
@@ -136,11 +138,12 @@ impl FrameKind {
         FrameKind::Cover,
         FrameKind::KeepAlive,
         FrameKind::Change,
+        FrameKind::Progress,
     ];
 
     /// The kind with this kind byte, if any.
     pub fn from_u8(byte: u8) -> Option<FrameKind> {
-        // Kind bytes are 1..=19 in `ALL`'s order.
+        // Kind bytes are 1..=20 in `ALL`'s order.
         let index = usize::from(byte).checked_sub(1)?;
         FrameKind::ALL.get(index).copied()
     }
@@ -167,6 +170,7 @@ impl FrameKind {
             FrameKind::Cover => "cover",
             FrameKind::KeepAlive => "keep-alive",
             FrameKind::Change => "change",
+            FrameKind::Progress => "progress",
         }
     }
 
@@ -203,6 +207,7 @@ impl Frame {
             Frame::Cover { .. } => FrameKind::Cover,
             Frame::KeepAlive => FrameKind::KeepAlive,
             Frame::Change(_) => FrameKind::Change,
+            Frame::Progress(_) => FrameKind::Progress,
         }
     }
 }

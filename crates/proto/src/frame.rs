@@ -108,6 +108,9 @@ pub enum Frame {
         /// The block's digest.
         digest: BlockDigest,
     },
+    /// Server -> client of an [`Op::Relay`] session, about once a second while the
+    /// onward push runs: how far it has got.
+    Progress(RelayProgress),
 }
 
 /// The end of a growing file (see [`Frame::Seal`]).
@@ -325,6 +328,70 @@ pub enum Op {
         /// Source paths, relative to the server's root.
         sources: Vec<Vec<u8>>,
     },
+    /// Third-party copy: the server sends the given paths (relative to its root) to
+    /// another server, `to`, as a push from itself; the client only watches. No data
+    /// streams join this session: the request's streams and options are those of the
+    /// onward push, and the client hears [`Frame::Progress`], then the push's
+    /// per-file errors ([`Frame::FileError`]) and its [`Frame::Finished`] summary.
+    Relay {
+        /// Source paths, relative to this server's root.
+        sources: Vec<Vec<u8>>,
+        /// Where they go (boxed: rarely sent, and larger than the other ops).
+        to: Box<RelayTarget>,
+    },
+}
+
+/// The destination server of an [`Op::Relay`]: everything the relaying server needs to
+/// open a push to it as a client would, with the key it must present pinned.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RelayTarget {
+    /// `host:port` of the destination server (at most [`MAX_RELAY_HOST`] bytes).
+    pub host: String,
+    /// SHA-256 of the destination server's certificate: the relaying server refuses
+    /// any other key (it never learns a key on first use for a client).
+    pub fingerprint: [u8; 32],
+    /// The destination server's token, for the relaying server to present there. It
+    /// travels only inside this TLS connection and is never logged.
+    pub token: Vec<u8>,
+    /// Destination path, relative to the destination server's root.
+    pub dest: Vec<u8>,
+}
+
+/// Longest `host:port` a relay may name (a DNS name is at most 253 bytes).
+pub const MAX_RELAY_HOST: usize = 300;
+
+// The token stays out of logs and error messages that print the request.
+impl std::fmt::Debug for RelayTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RelayTarget")
+            .field("host", &self.host)
+            .field("fingerprint", &self.fingerprint)
+            .field("token", &"(hidden)")
+            .field("dest", &self.dest)
+            .finish()
+    }
+}
+
+/// How far a relayed push has got (see [`Frame::Progress`]): the relaying server's
+/// counters as a source, like GridFTP's performance markers in a third-party transfer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RelayProgress {
+    /// Files finished.
+    pub files: u64,
+    /// Files announced so far.
+    pub total_files: u64,
+    /// Payload bytes sent.
+    pub bytes: u64,
+    /// Bytes of all files announced so far.
+    pub total_bytes: u64,
+    /// Files skipped because they were already at the destination.
+    pub skipped: u64,
+    /// Bytes in skipped files (or skipped blocks of resumed files).
+    pub skipped_bytes: u64,
+    /// Files that failed.
+    pub failed: u64,
+    /// Blocks sent again.
+    pub retried_blocks: u64,
 }
 
 /// The server's answer to a [`Hello::Control`].

@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobSpec {
-    /// Source operands, relative to the service's root (a shared file system).
+    /// Source operands, relative to the service's root (a shared file system); or,
+    /// for a copy between two servers, `hetch://HOST:PORT/PATH` URLs all on one server
+    /// (with a `hetch://` destination), which that server pushes to the destination.
     pub sources: Vec<String>,
     /// Where to: `hetch://HOST:PORT/PATH` or `s3://`, `gs://`, `az://` URLs, or a
     /// path relative to the service's root.
@@ -22,7 +24,18 @@ pub struct JobSpec {
     /// Bytes per second for the whole job; 0 for no limit.
     #[serde(default)]
     pub rate_limit: u64,
+    /// Other `hetch serve` nodes (`HOST[:PORT]`) serving the same storage as the
+    /// `hetch://` destination's server (a parallel file system or one bucket behind
+    /// several data transfer nodes): units are spread over all of them, and a unit
+    /// run again after a failure goes to the next node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dest_nodes: Vec<String>,
 }
+
+/// Most destination nodes of one job.
+pub const MAX_DEST_NODES: usize = 64;
+/// Longest destination node name (`HOST:PORT`; a DNS name is at most 253 bytes).
+const MAX_NODE: usize = 300;
 
 /// The options of `hetch cp` a job may set; absent ones take `cp`'s defaults.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,15 +73,21 @@ impl JobSpec {
         if self.sources.len() > MAX_SOURCES {
             return Err(format!("at most {MAX_SOURCES} sources per job"));
         }
-        for s in &self.sources {
-            check_relative(s, "source")?;
-        }
         if self.dest.is_empty() || self.dest.len() > MAX_PATH {
             return Err("dest must be 1 to 4096 bytes".into());
+        }
+        match self.is_relay() {
+            false => {
+                for s in &self.sources {
+                    check_relative(s, "source")?;
+                }
+            }
+            true => self.check_relay()?,
         }
         if !is_url(&self.dest) {
             check_relative(&self.dest, "dest")?;
         }
+        self.check_dest_nodes()?;
         if !(-100..=100).contains(&self.priority) {
             return Err(format!("priority {} is not in -100..=100", self.priority));
         }
@@ -91,6 +110,93 @@ impl JobSpec {
         }
         Ok(())
     }
+}
+
+impl JobSpec {
+    /// Whether this is a copy between two servers: its sources are on a `hetch://`
+    /// server, which pushes them to the destination server itself.
+    pub fn is_relay(&self) -> bool {
+        self.sources.iter().any(|s| s.starts_with("hetch://"))
+    }
+
+    /// A copy between two servers: every source on one server, a `hetch://`
+    /// destination, and no path that leaves a server's root.
+    fn check_relay(&self) -> Result<(), String> {
+        let mut host = None;
+        for s in &self.sources {
+            let (h, path) = hetch_url(s).ok_or_else(|| {
+                format!("source {s:?}: sources are all paths under the root or all hetch:// URLs")
+            })?;
+            if *host.get_or_insert(h) != h {
+                return Err(
+                    "the sources of a copy between two servers are all on one server".into(),
+                );
+            }
+            check_server_path(path, &format!("source {s:?}"))?;
+        }
+        let (_, path) = hetch_url(&self.dest).ok_or_else(|| {
+            "a job with hetch:// sources copies between two servers: its dest is a hetch:// URL too"
+                .to_string()
+        })?;
+        check_server_path(path, "dest")
+    }
+}
+
+impl JobSpec {
+    /// Destination nodes: only for a `hetch://` destination, each a `HOST[:PORT]`.
+    fn check_dest_nodes(&self) -> Result<(), String> {
+        if self.dest_nodes.is_empty() {
+            return Ok(());
+        }
+        if hetch_url(&self.dest).is_none() {
+            return Err("dest_nodes are for a hetch:// dest".into());
+        }
+        if self.dest_nodes.len() > MAX_DEST_NODES {
+            return Err(format!("at most {MAX_DEST_NODES} dest_nodes"));
+        }
+        for n in &self.dest_nodes {
+            let bad = n.is_empty()
+                || n.len() > MAX_NODE
+                || n.contains(['/', '\0', ' '])
+                || n.contains("://");
+            if bad {
+                return Err(format!("dest node {n:?} is not HOST[:PORT]"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The destination for attempt `attempt` of unit `seq`: the destination's server
+    /// and the `dest_nodes` take the units in turn, and a unit tried again moves on
+    /// to the next node (one that failed it may be down).
+    pub fn dest_for(&self, seq: u64, attempt: u32) -> String {
+        let Some((host, path)) = hetch_url(&self.dest) else {
+            return self.dest.clone();
+        };
+        let nodes = 1 + self.dest_nodes.len() as u64;
+        match (seq + u64::from(attempt)) % nodes {
+            0 => format!("hetch://{host}/{path}"),
+            i => format!("hetch://{}/{path}", self.dest_nodes[i as usize - 1]),
+        }
+    }
+}
+
+/// The host and path of a `hetch://HOST[:PORT]/PATH` URL (`None` for anything else,
+/// or no host).
+pub fn hetch_url(s: &str) -> Option<(&str, &str)> {
+    let rest = s.strip_prefix("hetch://")?;
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    (!host.is_empty()).then_some((host, path))
+}
+
+/// A path under a server's root, as the server itself would take it: no `..`, no NUL.
+fn check_server_path(p: &str, what: &str) -> Result<(), String> {
+    if p.split('/').any(|c| c == "..") || p.contains('\0') {
+        return Err(format!(
+            "{what} escapes the server's root ('..' and NUL are refused)"
+        ));
+    }
+    Ok(())
 }
 
 /// Whether `s` names a remote place rather than a path under the root.
@@ -164,6 +270,9 @@ pub struct UnitsView {
     pub failed: u64,
     /// Cancelled.
     pub cancelled: u64,
+    /// Units (in any state) tried more than once: a run failed, or a lease ran out.
+    #[serde(default)]
+    pub retried: u64,
 }
 
 /// An error, as every 4xx and 5xx answer carries it.
@@ -197,6 +306,9 @@ pub struct ClaimedUnit {
     /// The lease runs out at this time (milliseconds since the epoch) unless a
     /// heartbeat extends it.
     pub until: u64,
+    /// Times this unit was tried before (a run that failed, or a lease that ran out).
+    #[serde(default)]
+    pub attempts: u32,
     /// How long a lease lasts from a claim or heartbeat, milliseconds: a worker that
     /// has not been heard for this long must have stopped the unit, since another
     /// may be running it by then.
@@ -260,7 +372,39 @@ mod tests {
             options: CopyOptions::default(),
             priority: 0,
             rate_limit: 0,
+            dest_nodes: Vec::new(),
         }
+    }
+
+    #[test]
+    fn units_take_destination_nodes_in_turn_and_move_on_when_tried_again() {
+        let mut s = spec(&["run1"], "hetch://dtn1:7878/in/");
+        assert_eq!(s.dest_for(5, 1), "hetch://dtn1:7878/in/");
+        s.dest_nodes = vec!["dtn2:7878".into(), "dtn3".into()];
+        assert!(s.check().is_ok());
+        let got: Vec<String> = (0..4).map(|seq| s.dest_for(seq, 0)).collect();
+        assert_eq!(
+            got,
+            [
+                "hetch://dtn1:7878/in/",
+                "hetch://dtn2:7878/in/",
+                "hetch://dtn3/in/",
+                "hetch://dtn1:7878/in/"
+            ]
+        );
+        assert_eq!(s.dest_for(1, 1), "hetch://dtn3/in/");
+        for bad in ["", "a/b", "hetch://x", "a b"] {
+            s.dest_nodes = vec![bad.into()];
+            assert!(
+                s.check().unwrap_err().contains("not HOST[:PORT]"),
+                "{bad:?}"
+            );
+        }
+        s.dest_nodes = vec!["n".into(); MAX_DEST_NODES + 1];
+        assert!(s.check().is_err());
+        let mut local = spec(&["run1"], "copy");
+        local.dest_nodes = vec!["dtn2".into()];
+        assert!(local.check().unwrap_err().contains("hetch:// dest"));
     }
 
     #[test]
@@ -272,7 +416,10 @@ mod tests {
             (spec(&["/etc"], "x"), "escapes"),
             (spec(&["a/../../etc"], "x"), "escapes"),
             (spec(&["a"], "../x"), "escapes"),
-            (spec(&["hetch://h/x"], "y"), "only paths"),
+            (
+                spec(&["hetch://h/x"], "y"),
+                "its dest is a hetch:// URL too",
+            ),
             (spec(&["a"], ""), "1 to 4096"),
         ] {
             let e = bad.check().unwrap_err();

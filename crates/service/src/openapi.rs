@@ -100,10 +100,13 @@ pub fn document() -> Value {
                     "additionalProperties": false,
                     "required": ["sources", "dest"],
                     "properties": {
-                        "sources": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 1000},
-                        "dest": {"type": "string"},
+                        "sources": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 1000,
+                                    "description": "Paths below the service's root; or hetch://HOST:PORT/PATH URLs all on one server, which pushes them to a hetch:// dest (a copy between two servers)."},
+                        "dest": {"type": "string", "description": "hetch://, s3://, gs:// or az:// URL, or a path below the service's root."},
                         "priority": {"type": "integer", "minimum": -100, "maximum": 100},
                         "rate_limit": {"type": "integer", "minimum": 0},
+                        "dest_nodes": {"type": "array", "items": {"type": "string"}, "maxItems": 64,
+                                       "description": "Other hetch serve nodes (HOST[:PORT]) serving the same storage as the hetch:// dest's server; units are spread over all of them."},
                         "options": {
                             "type": "object",
                             "additionalProperties": false,

@@ -63,6 +63,9 @@ async fn renew(db: Db, lease: PlanningLease, lease_ms: u64) {
 }
 
 async fn write_plan(db: &Db, root: PathBuf, lease: &PlanningLease, spec: JobSpec, p: Planner) {
+    if spec.is_relay() {
+        return write_relays(db, lease, &spec).await;
+    }
     let planner = job_planner(&spec, p);
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Vec<(FileRow, SourceKind)>, String>>(2);
     let sources = spec.sources.clone();
@@ -108,6 +111,29 @@ async fn write_plan(db: &Db, root: PathBuf, lease: &PlanningLease, spec: JobSpec
         let written = db.add_units(lease, next_unit, &last, MAX_ATTEMPTS).await;
         result = written.map_err(|e| format!("writing the listing: {e}"));
     }
+    end_planning(db, lease, result).await;
+}
+
+/// A copy between two servers: the service cannot list the source server, so each
+/// source operand is one relay unit, which a worker has the source server push whole.
+async fn write_relays(db: &Db, lease: &PlanningLease, spec: &JobSpec) {
+    let units: Vec<PlannedUnit> = (0..spec.sources.len() as u64)
+        .map(|operand| PlannedUnit {
+            spec: UnitSpec::Relay { operand },
+            bytes: 0,
+        })
+        .collect();
+    let written = db.add_units(lease, 0, &units, MAX_ATTEMPTS).await;
+    end_planning(
+        db,
+        lease,
+        written.map_err(|e| format!("writing the units: {e}")),
+    )
+    .await;
+}
+
+/// Queues the planned job, or fails it with what went wrong.
+async fn end_planning(db: &Db, lease: &PlanningLease, result: Result<(), String>) {
     let done = match result {
         Ok(()) => db.queue(lease, now_ms()).await.map(|_| ()),
         Err(e) => db
@@ -144,7 +170,7 @@ fn with_bytes(spec: UnitSpec, size: u64, p: &Planner) -> PlannedUnit {
             (end.saturating_mul(p.block_size)).min(size)
                 - first.saturating_mul(p.block_size).min(size)
         }
-        UnitSpec::Commit { .. } => 0,
+        UnitSpec::Commit { .. } | UnitSpec::Relay { .. } => 0,
     };
     PlannedUnit { spec, bytes }
 }

@@ -139,8 +139,13 @@ async fn submit(
 ) -> Answer {
     let spec: JobSpec = parse(&body)?;
     spec.check().map_err(bad)?;
-    // Each source must exist below the root, reached without leaving it.
-    for s in &spec.sources {
+    // Each source must exist below the root, reached without leaving it (a copy
+    // between two servers has its sources on the source server, which checks them).
+    let local_sources = match spec.is_relay() {
+        true => &[][..],
+        false => &spec.sources[..],
+    };
+    for s in local_sources {
         match std::fs::canonicalize(state.root.join(s)) {
             Ok(real) if real.starts_with(&state.root) => {}
             Ok(_) => {
@@ -315,6 +320,7 @@ async fn claim(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
             unit: c.spec,
             spec,
             until: c.until,
+            attempts: c.attempts,
             lease_ms: state.lease_ms,
         });
     }
@@ -437,6 +443,7 @@ async fn job_view(state: &AppState, row: JobRow) -> Result<JobView, ApiError> {
             leased: c.leased,
             done: c.done,
             failed: c.failed,
+            retried: c.retried,
             cancelled: c.cancelled,
         },
     })

@@ -209,6 +209,32 @@ fn bad_requests_are_refused_with_one_line_and_nothing_is_queued() {
                 "priority",
             ),
             (json!("not an object"), "request body"),
+            // Copies between two servers: all sources on one server, a hetch://
+            // destination, nothing above either root.
+            (
+                json!({"sources": ["run1", "hetch://a:1/x"], "dest": "hetch://b:1/y"}),
+                "all paths under the root or all hetch:// URLs",
+            ),
+            (
+                json!({"sources": ["hetch://a:1/x", "hetch://c:1/x"], "dest": "hetch://b:1/y"}),
+                "all on one server",
+            ),
+            (
+                json!({"sources": ["hetch://a:1/x"], "dest": "copy"}),
+                "its dest is a hetch:// URL too",
+            ),
+            (
+                json!({"sources": ["hetch://a:1/../x"], "dest": "hetch://b:1/y"}),
+                "escapes the server's root",
+            ),
+            (
+                json!({"sources": ["hetch://a:1/x"], "dest": "hetch://b:1/y/../.."}),
+                "escapes the server's root",
+            ),
+            (
+                json!({"sources": ["hetch:///x"], "dest": "hetch://b:1/y"}),
+                "all paths under the root or all hetch:// URLs",
+            ),
         ];
         for (body, names) in cases {
             let (s, v) = api.post("/api/jobs", body.clone()).await;
@@ -332,6 +358,64 @@ fn a_job_is_planned_from_its_tree_and_run_through_the_work_api_to_done() {
             .post("/api/work/claim", json!({"worker": "w1", "max": 0}))
             .await;
         assert_eq!(s, 400, "{v}");
+    });
+}
+
+/// A copy between two servers is planned as one relay unit per source (the service
+/// cannot list the source server); what a relay reports moved becomes the job's
+/// totals as well as what is done.
+#[test]
+fn a_copy_between_two_servers_is_one_relay_unit_per_source() {
+    on_each(|dir, url| async move {
+        let (api, _task) = start(&dir, &url, planner()).await;
+        let sources = [
+            "hetch://a.example:7878/run1",
+            "hetch://a.example:7878/run2/",
+        ];
+        let (s, job) = api
+            .post(
+                "/api/jobs",
+                json!({"sources": sources, "dest": "hetch://b.example:7878/in"}),
+            )
+            .await;
+        assert_eq!(s, 201, "{job}");
+        let id = job["id"].as_str().unwrap().to_string();
+        let job = api.planned(&id).await;
+        assert_eq!(job["state"], "queued", "{job}");
+        assert_eq!(
+            (job["files"].as_u64(), job["bytes"].as_u64()),
+            (Some(0), Some(0))
+        );
+        let (s, units) = api
+            .post("/api/work/claim", json!({"worker": "w1", "max": 8}))
+            .await;
+        assert_eq!(s, 200, "{units}");
+        let operands: Vec<u64> = units
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| u["unit"]["Relay"]["operand"].as_u64().unwrap())
+            .collect();
+        assert_eq!(operands, [0, 1], "{units}");
+        for (u, (files, bytes)) in units.as_array().unwrap().iter().zip([(3, 300), (4, 4000)]) {
+            let report = json!({"worker": "w1", "job": id, "seq": u["seq"], "error": null,
+                                "files": files, "bytes": bytes});
+            let (s, v) = api.post("/api/work/finish", report).await;
+            assert_eq!(s, 200, "{v}");
+        }
+        let (_, job) = api.get(&format!("/api/jobs/{id}")).await;
+        assert_eq!(job["state"], "done", "{job}");
+        let totals = |k: &str| job[k].as_u64();
+        assert_eq!(
+            (
+                totals("files"),
+                totals("files_done"),
+                totals("bytes"),
+                totals("bytes_done")
+            ),
+            (Some(7), Some(7), Some(4300), Some(4300)),
+            "{job}"
+        );
     });
 }
 

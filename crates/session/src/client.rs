@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail, Context};
 use futures_util::future::try_join_all;
 use hetch_engine::wire::{read_frame_exact, read_preamble_exact, write_frame_exact};
-use hetch_engine::{BoxStream, Transport};
+use hetch_engine::{BoxStream, EngineError, Transport};
 use hetch_net::{KnownHosts, SocketOptions, TlsClient, Trust};
 use hetch_proto::{ErrorCode, FilterRequest, Frame, Hello, IntegrityRequest, Op, SessionRequest};
 
@@ -115,16 +115,7 @@ async fn open_session_now(
     cfg: &ClientConfig,
     req: SessionRequest,
 ) -> anyhow::Result<Transport> {
-    let trust = match cfg.fingerprint {
-        Some(fp) => Trust::Pinned(fp),
-        None => Trust::KnownHosts(KnownHosts {
-            path: cfg
-                .known_hosts
-                .clone()
-                .unwrap_or_else(KnownHosts::default_path),
-        }),
-    };
-    let tls = TlsClient::new(host, trust)?;
+    let tls = tls_client(host, cfg)?;
     let (mut control, key) = hetch_net::connect_keyed(host, &cfg.socket, Some(&tls)).await?;
     let key = key.ok_or_else(|| anyhow!("{host}: the control connection has no TLS key"))?;
     let streams = req.streams;
@@ -169,6 +160,21 @@ async fn open_session_now(
     })
 }
 
+/// The TLS client for `host` under `cfg`'s trust: its `--fingerprint`, else the
+/// known-hosts file.
+pub(crate) fn tls_client(host: &str, cfg: &ClientConfig) -> anyhow::Result<TlsClient> {
+    let trust = match cfg.fingerprint {
+        Some(fp) => Trust::Pinned(fp),
+        None => Trust::KnownHosts(KnownHosts {
+            path: cfg
+                .known_hosts
+                .clone()
+                .unwrap_or_else(KnownHosts::default_path),
+        }),
+    };
+    Ok(TlsClient::new(host, trust)?)
+}
+
 async fn connect(
     host: &str,
     cfg: &ClientConfig,
@@ -181,7 +187,7 @@ async fn connect(
 /// one-line error naming the host. A key learned on first use is recorded only once the
 /// server has answered with a hetch preamble and frame: a TLS server that is something
 /// else leaves no known-hosts entry.
-async fn handshake(
+pub(crate) async fn handshake(
     s: &mut BoxStream,
     host: &str,
     hello: &Frame,
@@ -205,5 +211,74 @@ async fn handshake(
             bail!("{host}: {what}: {}", e.message)
         }
         other => Ok(other),
+    }
+}
+
+/// Whether another session may get past `e`: the connection was lost, stalled,
+/// damaged on the way, refused or unanswered while a server restarts, or the server
+/// said it is shutting down.
+pub fn is_transient(e: &anyhow::Error) -> bool {
+    for cause in e.chain() {
+        if let Some(e) = cause.downcast_ref::<EngineError>() {
+            return e.is_transient()
+                // On plain data streams damage can show as a malformed frame before
+                // its MAC is checked.
+                || matches!(e, EngineError::Proto { .. })
+                || matches!(e, EngineError::ShuttingDown);
+        }
+        if let Some(e) = cause.downcast_ref::<hetch_net::NetError>() {
+            return matches!(
+                e,
+                hetch_net::NetError::Connect { .. } | hetch_net::NetError::Tls { .. }
+            );
+        }
+        if cause.downcast_ref::<NoAnswer>().is_some() {
+            return true;
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hetch_net::NetError;
+
+    fn lost() -> anyhow::Error {
+        anyhow::Error::new(EngineError::Connection {
+            peer: "h:1".into(),
+            cause: std::io::Error::from(std::io::ErrorKind::ConnectionReset),
+        })
+    }
+
+    #[test]
+    fn transient_errors_are_told_from_final_ones() {
+        assert!(is_transient(&lost()));
+        assert!(is_transient(&lost().context("pushing to h:1")));
+        let stalled = EngineError::Stalled {
+            peer: "h".into(),
+            secs: 60,
+        };
+        assert!(is_transient(&anyhow::Error::new(stalled)));
+        let leaving = EngineError::Peer {
+            peer: "h".into(),
+            code: hetch_proto::ErrorCode::Unavailable,
+            message: "shutting down".into(),
+        };
+        assert!(is_transient(&anyhow::Error::new(leaving)));
+        let refused = NetError::Connect {
+            host: "h:1".into(),
+            source: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+        };
+        assert!(is_transient(&anyhow::Error::new(refused)));
+        let full = EngineError::Peer {
+            peer: "h".into(),
+            code: hetch_proto::ErrorCode::NoSpace,
+            message: "disk full".into(),
+        };
+        assert!(!is_transient(&anyhow::Error::new(full)));
+        assert!(!is_transient(&anyhow::anyhow!("h: authentication failed")));
+        let path = EngineError::Destination("not a directory".into());
+        assert!(!is_transient(&anyhow::Error::new(path)));
     }
 }

@@ -4,6 +4,8 @@
 //! - [`client`]: connect, TLS with the server's pinned key, the preamble, `Hello`, the
 //!   token, the `Welcome`, and the data streams joined with a proof bound to the
 //!   control connection's TLS session.
+//! - [`relay`]: third-party copies, a server pushing its files to another server at
+//!   a client's request (the client only watches).
 //! - [`server`]: the listener, limits on connections before authentication, token
 //!   checks with per-address back-off, data streams joining their session, and each
 //!   session run by the engine as a sink (push) or a source (pull), into a directory or
@@ -16,7 +18,9 @@
 
 pub mod client;
 mod metrics;
+pub mod relay;
 pub mod server;
 
-pub use client::{load_token, open_session, session_request, ClientConfig, NoAnswer};
+pub use client::{is_transient, load_token, open_session, session_request, ClientConfig, NoAnswer};
+pub use relay::{relay, server_key, RelayPolicy};
 pub use server::{default_state_dir, ServeConfig, ServeRoot, Server};

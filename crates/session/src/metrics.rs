@@ -18,10 +18,10 @@ use hetch_proto::Op;
 pub(crate) struct ServeMetrics {
     /// What push sessions received, live.
     received: Arc<Tally>,
-    /// What pull sessions sent, live.
+    /// What pull and relay sessions sent, live.
     sent: Arc<Tally>,
-    /// Sessions ended, by [push, pull] and [ok, failed].
-    ended: [[AtomicU64; 2]; 2],
+    /// Sessions ended, by [push, pull, relay] and [ok, failed].
+    ended: [[AtomicU64; 2]; 3],
     /// Connections closed at once, over the limits on unauthenticated connections.
     pub(crate) refused: AtomicU64,
     /// Control connections that presented a wrong token.
@@ -40,6 +40,8 @@ pub(crate) enum Side {
     Push,
     /// The client receives; this server sends.
     Pull,
+    /// This server sends to another server, for the client.
+    Relay,
 }
 
 impl Side {
@@ -48,12 +50,13 @@ impl Side {
         match op {
             Op::Push { .. } => Side::Push,
             Op::Pull { .. } => Side::Pull,
+            Op::Relay { .. } => Side::Relay,
         }
     }
 }
 
 /// Labels of [`Side`]s, in its order.
-const OPS: [&str; 2] = ["push", "pull"];
+const OPS: [&str; 3] = ["push", "pull", "relay"];
 /// Labels of outcomes: ended well, or in an error.
 const OUTCOMES: [&str; 2] = ["ok", "failed"];
 
@@ -62,7 +65,7 @@ impl ServeMetrics {
     pub(crate) fn track(&self, side: Side, progress: Arc<Progress>) -> Tracked {
         match side {
             Side::Push => self.received.track(progress),
-            Side::Pull => self.sent.track(progress),
+            Side::Pull | Side::Relay => self.sent.track(progress),
         }
     }
 
@@ -84,7 +87,7 @@ impl ServeMetrics {
             "hetch_serve_sessions_ended_total",
             Kind::Counter,
             "Sessions ended, by operation (push: a client sent, pull: a client \
-             received) and outcome (failed: the session ended in an error; files that \
+             received, relay: this server sent to another for a client) and outcome (failed: the session ended in an error; files that \
              failed in a session that ended well are in hetch_serve_files_failed_total).",
         );
         for (op, by_outcome) in OPS.iter().zip(&self.ended) {
@@ -97,8 +100,8 @@ impl ServeMetrics {
         let mut f = e.family(
             "hetch_serve_bytes_total",
             Kind::Counter,
-            "Payload bytes received (pushes) and sent (pulls), counted as sessions run: \
-             rate() of it is the throughput.",
+            "Payload bytes received (pushes) and sent (pulls, relays), counted as \
+             sessions run: rate() of it is the throughput.",
         );
         for (direction, s) in directions {
             f.sample(&[("direction", direction)], s.bytes);
@@ -106,7 +109,8 @@ impl ServeMetrics {
         let mut f = e.family(
             "hetch_serve_files_total",
             Kind::Counter,
-            "Files received (pushes) and sent (pulls) whole, counted as sessions run.",
+            "Files received (pushes) and sent (pulls, relays) whole, counted as sessions \
+             run.",
         );
         for (direction, s) in directions {
             f.sample(&[("direction", direction)], s.files);

@@ -61,6 +61,8 @@ pub struct ServeConfig {
     pub limits: PreAuthLimits,
     /// Where to serve metrics (plain HTTP, `GET /metrics`), if anywhere.
     pub metrics: Option<String>,
+    /// Which servers this one pushes to when a client asks it to relay.
+    pub relay: crate::RelayPolicy,
 }
 
 /// A running server.
@@ -117,6 +119,8 @@ struct State {
     sessions: std::sync::atomic::AtomicUsize,
     /// Counters for `--metrics`.
     metrics: ServeMetrics,
+    /// Which servers this one relays to.
+    relay: crate::RelayPolicy,
 }
 
 impl Server {
@@ -171,6 +175,7 @@ impl Server {
                 pre_auth_log: RateLimitedLog::new(PRE_AUTH_LOG_INTERVAL),
                 sessions: Default::default(),
                 metrics: ServeMetrics::default(),
+                relay: cfg.relay,
             }),
         })
     }
@@ -478,8 +483,40 @@ async fn session(
         Ok(r) => r,
         Err(msg) => return reply_error(&mut control, &peer, ErrorCode::Path, &msg).await,
     };
+    let opts = match session_options(&state.engine, &req) {
+        Ok(o) => o,
+        Err(msg) => return reply_error(&mut control, &peer, ErrorCode::Other, &msg).await,
+    };
     let mut id = [0u8; 16];
     rand::rng().fill_bytes(&mut id);
+    let welcome = Frame::Welcome(Welcome {
+        session: id,
+        server: format!("hetch {}", env!("CARGO_PKG_VERSION")),
+    });
+    let role = match role {
+        Role::Relay(operands) => {
+            let run = crate::relay::RelayRun {
+                control,
+                peer: peer.clone(),
+                socket: match requested_tuning(&req) {
+                    t if t == SocketOptions::default() => state.socket.clone(),
+                    t => t,
+                },
+                req,
+                opts,
+                operands,
+                welcome,
+                progress: Arc::new(Progress::default()),
+            };
+            let _running = Running::new(&state.sessions);
+            let _tracked = state.metrics.track(side, run.progress.clone());
+            let started = std::time::Instant::now();
+            let report = crate::relay::serve(run).await?;
+            log_done(&peer, "relay", &report, started);
+            return Ok(());
+        }
+        other => other,
+    };
     let (tx, mut rx) = mpsc::channel(req.streams as usize);
     let data_mac = (!req.encrypt_data).then(|| key.frame_mac_key());
     state.joining.lock().expect("joining lock").insert(
@@ -492,10 +529,6 @@ async fn session(
             tx,
         },
     );
-    let welcome = Frame::Welcome(Welcome {
-        session: id,
-        server: format!("hetch {}", env!("CARGO_PKG_VERSION")),
-    });
     let joined = async {
         write_frame_exact(&mut control, &peer, false, &welcome).await?;
         let mut slots: Vec<Option<BoxStream>> = (0..req.streams).map(|_| None).collect();
@@ -522,46 +555,6 @@ async fn session(
     .await;
     state.joining.lock().expect("joining lock").remove(&id);
     let data = joined?;
-    let mut opts = state.engine.clone();
-    opts.block_size = req.block_size as u64;
-    opts.rate_limit = match (opts.rate_limit, req.rate_limit) {
-        (0, r) | (r, 0) => r,
-        (a, b) => a.min(b),
-    };
-    opts.no_clobber = req.no_clobber;
-    // Only when both ask: the server's own flag is the ceiling.
-    opts.preserve_special_modes &= req.preserve_special_modes;
-    opts.fsync = req.fsync || opts.fsync;
-    let i = &req.integrity;
-    opts.checksum = match i.checksum.parse() {
-        Ok(a) => a,
-        Err(e) => return reply_error(&mut control, &peer, ErrorCode::Other, &e).await,
-    };
-    opts.verify = i.verify;
-    opts.schedule = i.schedule;
-    if i.hash_threads > 0 {
-        // A session's own setting, within reason: each thread is a blocking thread
-        // with a block-sized buffer.
-        opts.hash_threads = (i.hash_threads as usize).min(MAX_HASH_THREADS);
-    }
-    opts.file_digests = i.file_digests;
-    opts.checksum_skip = i.checksum_skip;
-    opts.compare_only = i.compare_only;
-    // The client's globs: a pull's source sends only what they let through, a push's
-    // sink keeps what they leave out when it mirrors. A token holder can only narrow
-    // what it sends or protect entries from its own deletion; the patterns are bounded
-    // by the decoder.
-    opts.filter = match hetch_engine::glob_filter(&req.filter.include, &req.filter.exclude) {
-        Ok(f) => f,
-        Err(e) => return reply_error(&mut control, &peer, ErrorCode::Other, &e).await,
-    };
-    // Deletions happen only below the destination the client writes to, through the
-    // sink's confined handle: nothing it could not overwrite anyway.
-    opts.delete = req.delete;
-    // Each is the client's call for its own data: a retry costs the server only reads
-    // it would do anyway, and trusting a journal risks only the client's copy.
-    opts.retry_changed = i.retry_changed;
-    opts.trust_journal = i.trust_journal;
     let transport = Transport {
         control,
         data,
@@ -585,13 +578,19 @@ async fn session(
             ));
             hetch_engine::run_sink_into(opts, store, transport, progress).await
         }),
+        Role::Relay(_) => unreachable!("relays are served above"),
         Role::Source(operands) => (
             "pull",
             hetch_engine::run_source_from(opts, operands, transport, progress).await,
         ),
     };
-    let report = result?;
-    let s = report.summary;
+    log_done(&peer, what, &result?, started);
+    Ok(())
+}
+
+/// The server's line about a finished session.
+fn log_done(peer: &str, what: &str, report: &hetch_engine::Report, started: std::time::Instant) {
+    let s = &report.summary;
     eprintln!(
         "hetch serve: {peer}: {what} done: {} files, {} bytes, {} skipped, {} failed, {} blocks re-sent, {:.2} s",
         s.files,
@@ -601,7 +600,46 @@ async fn session(
         s.retried_blocks,
         started.elapsed().as_secs_f64()
     );
-    Ok(())
+}
+
+/// The engine settings of a session: the server's own, with what the client may
+/// choose for its session taken from `req`; `Err` is the message for the client.
+fn session_options(engine: &Options, req: &SessionRequest) -> Result<Options, String> {
+    let mut opts = engine.clone();
+    opts.block_size = req.block_size as u64;
+    opts.rate_limit = match (opts.rate_limit, req.rate_limit) {
+        (0, r) | (r, 0) => r,
+        (a, b) => a.min(b),
+    };
+    opts.no_clobber = req.no_clobber;
+    // Only when both ask: the server's own flag is the ceiling.
+    opts.preserve_special_modes &= req.preserve_special_modes;
+    opts.fsync = req.fsync || opts.fsync;
+    let i = &req.integrity;
+    opts.checksum = i.checksum.parse()?;
+    opts.verify = i.verify;
+    opts.schedule = i.schedule;
+    if i.hash_threads > 0 {
+        // A session's own setting, within reason: each thread is a blocking thread
+        // with a block-sized buffer.
+        opts.hash_threads = (i.hash_threads as usize).min(MAX_HASH_THREADS);
+    }
+    opts.file_digests = i.file_digests;
+    opts.checksum_skip = i.checksum_skip;
+    opts.compare_only = i.compare_only;
+    // The client's globs: a pull's source sends only what they let through, a push's
+    // sink keeps what they leave out when it mirrors. A token holder can only narrow
+    // what it sends or protect entries from its own deletion; the patterns are bounded
+    // by the decoder.
+    opts.filter = hetch_engine::glob_filter(&req.filter.include, &req.filter.exclude)?;
+    // Deletions happen only below the destination the client writes to, through the
+    // sink's confined handle: nothing it could not overwrite anyway.
+    opts.delete = req.delete;
+    // Each is the client's call for its own data: a retry costs the server only reads
+    // it would do anyway, and trusting a journal risks only the client's copy.
+    opts.retry_changed = i.retry_changed;
+    opts.trust_journal = i.trust_journal;
+    Ok(opts)
 }
 
 /// Counts a session as running while it lives.
@@ -636,11 +674,31 @@ enum Role {
     Sink(DestSpec),
     ObjectSink(hetch_object::ObjectDest),
     Source(Vec<Operand>),
+    /// The source of a push to another server ([`Op::Relay`]).
+    Relay(Vec<Operand>),
 }
 
 /// What a session does, with its paths resolved under the root; `Err` is the message
 /// for the client (a path outside the root, a source that does not exist).
 async fn resolve_role(state: &State, req: &SessionRequest) -> Result<Role, String> {
+    match &req.op {
+        Op::Pull { sources } => return source_operands(state, sources).map(Role::Source),
+        Op::Relay { sources, to } => {
+            // Before anything is resolved or connected: a server relays only where its
+            // operator allowed, whatever a token holder asks.
+            if !state.relay.allows(&to.host) {
+                return Err(format!(
+                    "relaying to {} is not allowed by this server (hetch serve --relay-to)",
+                    hetch_proto::escape_text(&to.host)
+                ));
+            }
+            if req.delete.is_some() || req.integrity.compare_only {
+                return Err("a relay copies only (no mirroring or comparing yet)".into());
+            }
+            return source_operands(state, sources).map(Role::Relay);
+        }
+        Op::Push { .. } => {}
+    }
     match (&state.root, &req.op) {
         (ServeRoot::Local(root), Op::Push { dest, sources }) => {
             let path =
@@ -653,20 +711,6 @@ async fn resolve_role(state: &State, req: &SessionRequest) -> Result<Role, Strin
                 as_operand: req.integrity.compare_only,
             }))
         }
-        (ServeRoot::Local(root), Op::Pull { sources }) => {
-            let mut operands = Vec::new();
-            for s in sources {
-                let p = hetch_storage::paths::confine(root, s, false).map_err(|e| e.to_string())?;
-                if std::fs::symlink_metadata(&p).is_err() {
-                    return Err(format!(
-                        "{}: no such file or directory on the server",
-                        String::from_utf8_lossy(s)
-                    ));
-                }
-                operands.push(Operand::Local(p));
-            }
-            Ok(Role::Source(operands))
-        }
         (ServeRoot::Object(root), Op::Push { dest, sources }) => {
             Ok(Role::ObjectSink(hetch_object::ObjectDest {
                 location: object_under(root, dest)?,
@@ -675,17 +719,32 @@ async fn resolve_role(state: &State, req: &SessionRequest) -> Result<Role, Strin
                 state_dir: state.state_dir.clone(),
             }))
         }
-        (ServeRoot::Object(root), Op::Pull { sources }) => {
-            let mut operands = Vec::new();
-            for s in sources {
-                let loc = object_under(root, s)?;
-                operands.push(Operand::Origin(Arc::new(hetch_object::ObjectOrigin::new(
-                    loc,
-                ))));
-            }
-            Ok(Role::Source(operands))
-        }
+        (_, Op::Pull { .. } | Op::Relay { .. }) => unreachable!("resolved above"),
     }
+}
+
+/// The operands a pull or relay sends, resolved under the root; `Err` is the message
+/// for the client (a path outside the root, a source that does not exist).
+fn source_operands(state: &State, sources: &[Vec<u8>]) -> Result<Vec<Operand>, String> {
+    let mut operands = Vec::new();
+    for s in sources {
+        operands.push(match &state.root {
+            ServeRoot::Local(root) => {
+                let p = hetch_storage::paths::confine(root, s, false).map_err(|e| e.to_string())?;
+                if std::fs::symlink_metadata(&p).is_err() {
+                    return Err(format!(
+                        "{}: no such file or directory on the server",
+                        String::from_utf8_lossy(s)
+                    ));
+                }
+                Operand::Local(p)
+            }
+            ServeRoot::Object(root) => Operand::Origin(Arc::new(hetch_object::ObjectOrigin::new(
+                object_under(root, s)?,
+            ))),
+        });
+    }
+    Ok(operands)
 }
 
 /// The object store location of wire path `wire` under an object store root (the

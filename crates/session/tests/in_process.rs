@@ -30,6 +30,7 @@ async fn serve(
         engine: Options::default(),
         limits,
         metrics: None,
+        relay: Default::default(),
     };
     let srv = Server::bind(cfg).await.unwrap();
     let addr = srv.addr.to_string();

@@ -51,7 +51,7 @@ fn other_versions_are_refused() {
 
 #[test]
 fn unknown_kinds_are_refused() {
-    for kind in [0, 20, 0x7f, 0xff] {
+    for kind in [0, 21, 0x7f, 0xff] {
         assert_eq!(
             decode_header(&header(0, kind)),
             Err(ProtoError::UnknownKind(kind))

@@ -96,6 +96,23 @@ impl RawHello {
         b
     }
 
+    /// A relay of `sources` to `host` with a token of `token_len` bytes.
+    fn relay(sources: &[&[u8]], host: &[u8], token_len: usize) -> Self {
+        let mut op = vec![2];
+        op.put_u32(sources.len() as u32);
+        for s in sources {
+            op.put_bytes(s);
+        }
+        op.put_bytes(host);
+        op.extend_from_slice(&[7; 32]);
+        op.put_bytes(&vec![b't'; token_len]);
+        op.put_bytes(b"incoming");
+        RawHello {
+            op,
+            ..RawHello::default()
+        }
+    }
+
     fn pull(sources: &[&[u8]]) -> Self {
         let mut op = vec![1];
         op.put_u32(sources.len() as u32);
@@ -173,11 +190,39 @@ fn bad_utf8() -> Vec<u8> {
 fn raw_builders_are_valid() {
     assert!(decode_body(FrameKind::Hello, &RawHello::default().body()).is_ok());
     assert!(decode_body(FrameKind::Hello, &RawHello::pull(&[b"a", b"b/c"]).body()).is_ok());
+    let relay = RawHello::relay(&[b"a"], b"b.example:7878", 32);
+    assert!(decode_body(FrameKind::Hello, &relay.body()).is_ok());
     assert!(decode_body(FrameKind::Entries, &RawEntry::default().body()).is_ok());
     assert!(decode_body(FrameKind::Entries, &RawEntry::symlink(b"/x/../y").body()).is_ok());
 }
 
-const CONTROL_KINDS: [FrameKind; 12] = [
+/// A relay names its destination within bounds, and its sources as a pull's: a
+/// hostile client cannot make the server hold a huge host or token, nor read above its
+/// root.
+#[test]
+fn relay_targets_and_sources_are_bounded() {
+    let hello = |h: RawHello| refused(FrameKind::Hello, &h.body());
+    assert_eq!(
+        hello(RawHello::relay(&[b"a"], b"", 32)),
+        "relay host empty or too long"
+    );
+    let long = vec![b'h'; MAX_RELAY_HOST + 1];
+    assert_eq!(
+        hello(RawHello::relay(&[b"a"], &long, 32)),
+        "relay host empty or too long"
+    );
+    assert_eq!(
+        hello(RawHello::relay(&[b"a"], b"b:1", 4097)),
+        "relay token too long"
+    );
+    assert!(hello(RawHello::relay(&[b"../etc"], b"b:1", 32)).contains(".."));
+    let body = RawHello::relay(&[b"a"], b"b:1", 32).body();
+    for cut in [20, 40, 60] {
+        assert!(decode_body(FrameKind::Hello, &body[..cut]).is_err());
+    }
+}
+
+const CONTROL_KINDS: [FrameKind; 13] = [
     FrameKind::Hello,
     FrameKind::Welcome,
     FrameKind::Error,
@@ -190,6 +235,7 @@ const CONTROL_KINDS: [FrameKind; 12] = [
     FrameKind::Finished,
     FrameKind::StreamEnd,
     FrameKind::Change,
+    FrameKind::Progress,
 ];
 
 /// One valid, non-trivial frame of each control kind.
@@ -226,6 +272,7 @@ fn samples() -> Vec<Frame> {
             action: ChangeAction::Deleted,
             path: b"a/old".to_vec(),
         }),
+        Frame::Progress(RelayProgress::default()),
     ]
 }
 
@@ -325,7 +372,7 @@ fn unknown_tags_are_refused() {
     );
     assert_eq!(
         hello(RawHello {
-            op: vec![2],
+            op: vec![3],
             ..RawHello::default()
         }),
         "unknown session op"

@@ -85,6 +85,9 @@ proptest! {
     fn finished_round_trip(s in summary()) { check_round_trip(&Frame::Finished(s))?; }
 
     #[test]
+    fn progress_round_trip(p in relay_progress()) { check_round_trip(&Frame::Progress(p))?; }
+
+    #[test]
     fn change_round_trip(c in change()) { check_round_trip(&Frame::Change(c))?; }
 
     #[test]
@@ -216,6 +219,6 @@ fn frame_kind_bytes() {
         assert_eq!(FrameKind::from_u8(*kind as u8), Some(*kind));
     }
     assert_eq!(FrameKind::from_u8(0), None);
-    assert_eq!(FrameKind::from_u8(20), None);
+    assert_eq!(FrameKind::from_u8(21), None);
     assert_eq!(FrameKind::from_u8(255), None);
 }

@@ -61,7 +61,39 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         (bytes(16), any::<u32>()).prop_map(|(dest, sources)| Op::Push { dest, sources }),
         vec(operand(), 0..4).prop_map(|sources| Op::Pull { sources }),
+        (vec(operand(), 0..4), relay_target()).prop_map(|(sources, to)| Op::Relay {
+            sources,
+            to: Box::new(to)
+        }),
     ]
+}
+
+fn relay_target() -> impl Strategy<Value = RelayTarget> {
+    (
+        "[a-z0-9.-]{1,40}:[0-9]{1,5}",
+        any::<[u8; 32]>(),
+        bytes(64),
+        bytes(16),
+    )
+        .prop_map(|(host, fingerprint, token, dest)| RelayTarget {
+            host,
+            fingerprint,
+            token,
+            dest,
+        })
+}
+
+pub(super) fn relay_progress() -> impl Strategy<Value = RelayProgress> {
+    any::<[u64; 8]>().prop_map(|v| RelayProgress {
+        files: v[0],
+        total_files: v[1],
+        bytes: v[2],
+        total_bytes: v[3],
+        skipped: v[4],
+        skipped_bytes: v[5],
+        failed: v[6],
+        retried_blocks: v[7],
+    })
 }
 
 fn session_request() -> impl Strategy<Value = SessionRequest> {
@@ -326,6 +358,7 @@ pub(super) fn frame() -> impl Strategy<Value = Frame> {
         (any::<u64>(), string()).prop_map(|(file, message)| Frame::FileError { file, message }),
         Just(Frame::EndOfEntries),
         summary().prop_map(Frame::Finished),
+        relay_progress().prop_map(Frame::Progress),
         change().prop_map(Frame::Change),
         Just(Frame::StreamEnd),
         Just(Frame::KeepAlive),

@@ -1,0 +1,66 @@
+//! `hetch worker`'s relay units: one source of a copy between two servers, which the
+//! worker asks the source server to push to the destination server (a third-party
+//! copy: the data goes from server to server, not through the worker). The service
+//! cannot list the source server, so the unit is the whole operand; a run after a
+//! lost lease or a failure resumes from what the destination verified.
+
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail};
+use hetch_engine::{Progress, RateLimiter, StopSignal};
+use hetch_service::api::ClaimedUnit;
+
+use crate::cp::DestServer;
+use crate::location::Location;
+use crate::worker::{unit_options, UnitContext};
+
+impl UnitContext {
+    /// Has source operand `operand` of the unit's job pushed by its server into the
+    /// job's destination (what it moved counted into `progress` as the source server
+    /// reports it); returns the files (copied or found in place) and bytes moved.
+    pub(crate) async fn relay_unit(
+        &self,
+        u: &ClaimedUnit,
+        operand: u64,
+        stop: StopSignal,
+        rate: Arc<RateLimiter>,
+        progress: Arc<Progress>,
+    ) -> anyhow::Result<(u64, u64)> {
+        let spec = &u.spec;
+        let source = usize::try_from(operand)
+            .ok()
+            .and_then(|i| spec.sources.get(i))
+            .ok_or_else(|| anyhow!("the service sent a relay of source {operand}"))?;
+        let source = match Location::parse(source) {
+            Ok(l @ Location::Remote { .. }) => l,
+            _ => bail!("source {source}: not a hetch:// URL"),
+        };
+        let dest = self.dest_of(u)?;
+        if !matches!(dest, Location::Remote { .. }) {
+            bail!("dest {}: not a hetch:// URL", spec.dest);
+        }
+        let mut opts = unit_options(spec, stop, rate.clone())?;
+        // The source server paces the push: it takes the unit's share of the job's
+        // rate as it is when the relay starts.
+        opts.shared_rate = None;
+        opts.rate_limit = rate.rate();
+        let source_token = self.source_token.as_ref().or(self.dest_token.as_ref());
+        let client = self.client_config(source_token)?;
+        let dest_token = hetch_session::client::load_token(self.dest_token.as_ref())?;
+        let mut job = self.unit_copy(spec, vec![source], dest, opts, Some(client));
+        job.dest_server = DestServer {
+            token: Some(dest_token),
+            fingerprint: None,
+        };
+        let (result, _) = crate::cp::recover(&job, &progress, None).await;
+        let report = result?;
+        if let Some(e) = report.errors.first() {
+            bail!("{e}");
+        }
+        let s = report.summary;
+        if s.failed > 0 {
+            bail!("{} files failed", s.failed);
+        }
+        Ok((s.files + s.skipped, s.bytes))
+    }
+}

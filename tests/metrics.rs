@@ -1,5 +1,5 @@
-//! `hetch serve --metrics ADDR` end to end: the real server, real `hetch cp` pushes and
-//! pulls, and every scrape read by a real Prometheus text-format parser. The counters
+//! `hetch serve --metrics ADDR` end to end: the real server, real `hetch cp` pushes,
+//! pulls and relays, and every scrape read by a real Prometheus text-format parser. The counters
 //! equal what the clients moved, bytes advance while a session runs, a wrong token is
 //! counted, and nothing a client chose (paths, its address) shows in the exposition.
 //! (`hetch worker --metrics` is tested with the service, in tests/service.rs.)
@@ -138,6 +138,58 @@ fn serve_metrics_count_bytes_while_a_session_runs() {
     let (m, _) = scrape(&addr);
     assert_eq!(m.value("hetch_serve_bytes_total", &received), size);
     assert_eq!(m.value("hetch_serve_sessions_running", &[]), 0);
+}
+
+/// A copy between two servers: the source server counts a relay session and what it
+/// sent, the destination a push and what it received, each what the client was told.
+#[test]
+fn serve_metrics_count_a_relay_at_both_servers() {
+    let dir = tempdir();
+    let metrics = ["--metrics", "127.0.0.1:0"];
+    let b_root = dir.path().join("b-root");
+    let b = Server::start_with(&b_root, &dir.path().join("b-state"), &metrics, &[]);
+    let a = Server::start_with(
+        &dir.path().join("a-root"),
+        &dir.path().join("a-state"),
+        &["--metrics", "127.0.0.1:0", "--relay-to", &b.addr],
+        &[],
+    );
+    Tree::new(a.root.join("run1"))
+        .file("one.bin", 200_000, 3)
+        .file(&format!("{MARKER}/two.bin"), 1234, 4);
+    let s = hetch(
+        &args![
+            "cp",
+            "-q",
+            "--json",
+            "--fingerprint",
+            &a.fingerprint,
+            "--dest-fingerprint",
+            &b.fingerprint,
+            "--dest-token-file",
+            &b.token_path,
+            a.url("run1"),
+            b.url("copy/")
+        ],
+        &[("HETCH_TOKEN", &a.token)],
+    )
+    .ok()
+    .json();
+    assert_eq!(s.bytes, 201_234, "{s:?}");
+    let (m, body) = scrape(&a.metrics_addr());
+    let relay_ok = [("op", "relay"), ("outcome", "ok")];
+    assert_eq!(m.value("hetch_serve_sessions_ended_total", &relay_ok), 1);
+    let sent = [("direction", "sent")];
+    assert_eq!(m.value("hetch_serve_bytes_total", &sent), s.bytes);
+    assert_eq!(m.value("hetch_serve_files_total", &sent), s.files);
+    assert!(!body.contains(MARKER) && !body.contains(&b.addr), "{body}");
+    let (m, _) = scrape(&b.metrics_addr());
+    let push_ok = [("op", "push"), ("outcome", "ok")];
+    assert_eq!(m.value("hetch_serve_sessions_ended_total", &push_ok), 1);
+    let received = [("direction", "received")];
+    assert_eq!(m.value("hetch_serve_bytes_total", &received), s.bytes);
+    assert_eq!(m.value("hetch_serve_files_total", &received), s.files);
+    assert_same_tree(&a.root.join("run1"), &b_root.join("copy/run1"));
 }
 
 /// Connections over the limits on unauthenticated connections are counted as refused,

@@ -6,10 +6,30 @@
 
 mod util;
 
+use hetch_testkit::prometheus::Scrape;
 use util::*;
 
 /// A name no exposition may ever hold: it is only ever a path a client pushed.
 const MARKER: &str = "zq-client-chose-this";
+
+/// One session of `op` ended well, and what it moved in `direction` is what its
+/// client's summary says.
+fn assert_one_session(m: &Scrape, op: &str, direction: &str, moved: &Summary) {
+    let ok = [("op", op), ("outcome", "ok")];
+    assert_eq!(m.value("hetch_serve_sessions_ended_total", &ok), 1);
+    let way = [("direction", direction)];
+    assert_eq!(m.value("hetch_serve_bytes_total", &way), moved.bytes);
+    assert_eq!(m.value("hetch_serve_files_total", &way), moved.files);
+}
+
+/// `hetch serve --metrics 127.0.0.1:0` with `extra` flags, its root and state in `dir`;
+/// the server and the metrics address it printed.
+fn serve_with_metrics(dir: &std::path::Path, extra: &[&str]) -> (Server, String) {
+    let flags = [&["--metrics", "127.0.0.1:0"][..], extra].concat();
+    let srv = Server::start_with(&dir.join("root"), &dir.join("state"), &flags, &[]);
+    let addr = srv.metrics_addr();
+    (srv, addr)
+}
 
 #[test]
 fn serve_metrics_count_what_sessions_moved_and_refused_tokens() {
@@ -19,13 +39,7 @@ fn serve_metrics_count_what_sessions_moved_and_refused_tokens() {
         .file("sub/b.bin", 70_001, 2)
         .bytes("empty", b"")
         .bytes(&format!("{MARKER}/x\"}} 9"), b"forged_total 1\n");
-    let srv = Server::start_with(
-        &dir.path().join("root"),
-        &dir.path().join("state"),
-        &["--metrics", "127.0.0.1:0"],
-        &[],
-    );
-    let addr = srv.metrics_addr();
+    let (srv, addr) = serve_with_metrics(dir.path(), &[]);
     let (m, _) = scrape(&addr);
     assert_eq!(m.value("hetch_serve_sessions_running", &[]), 0);
     assert_eq!(m.kind("hetch_serve_sessions_running"), "gauge");
@@ -37,12 +51,8 @@ fn serve_metrics_count_what_sessions_moved_and_refused_tokens() {
         .json();
     assert!(pushed.files >= 4 && pushed.bytes >= 370_001, "{pushed:?}");
     let (m, _) = scrape(&addr);
-    let received = [("direction", "received")];
-    assert_eq!(m.value("hetch_serve_bytes_total", &received), pushed.bytes);
-    assert_eq!(m.value("hetch_serve_files_total", &received), pushed.files);
+    assert_one_session(&m, "push", "received", &pushed);
     assert_eq!(m.kind("hetch_serve_bytes_total"), "counter");
-    let push_ok = [("op", "push"), ("outcome", "ok")];
-    assert_eq!(m.value("hetch_serve_sessions_ended_total", &push_ok), 1);
     assert_eq!(m.value("hetch_serve_files_failed_total", &[]), 0);
 
     let out = dir.path().join("out");
@@ -51,12 +61,8 @@ fn serve_metrics_count_what_sessions_moved_and_refused_tokens() {
         .ok()
         .json();
     let (m, _) = scrape(&addr);
-    let sent = [("direction", "sent")];
-    assert_eq!(m.value("hetch_serve_bytes_total", &sent), pulled.bytes);
+    assert_one_session(&m, "pull", "sent", &pulled);
     assert_eq!(pulled.bytes, pushed.bytes);
-    assert_eq!(m.value("hetch_serve_files_total", &sent), pulled.files);
-    let pull_ok = [("op", "pull"), ("outcome", "ok")];
-    assert_eq!(m.value("hetch_serve_sessions_ended_total", &pull_ok), 1);
 
     // A wrong token: refused, counted, and not a session.
     let wrong = "0123456789abcdef0123456789abcdef";
@@ -70,6 +76,7 @@ fn serve_metrics_count_what_sessions_moved_and_refused_tokens() {
     srv.cp(&args![srv.url("nothing-zq"), dir.path().join("none")])
         .failed();
     let (m, body) = scrape(&addr);
+    let push_ok = [("op", "push"), ("outcome", "ok")];
     let wrong = [("reason", "wrong")];
     assert_eq!(m.value("hetch_serve_tokens_refused_total", &wrong), 1);
     assert!(m.value("hetch_serve_unauthenticated_total", &[]) >= 1);
@@ -105,13 +112,7 @@ fn serve_metrics_count_bytes_while_a_session_runs() {
     let src = Tree::new(dir.path().join("src"));
     let size = 3 << 20;
     src.file("slow.bin", size, 7);
-    let srv = Server::start_with(
-        &dir.path().join("root"),
-        &dir.path().join("state"),
-        &["--metrics", "127.0.0.1:0"],
-        &[],
-    );
-    let addr = srv.metrics_addr();
+    let (srv, addr) = serve_with_metrics(dir.path(), &[]);
     let push = srv.spawn_cp(
         &args![
             "--rate-limit",
@@ -145,51 +146,21 @@ fn serve_metrics_count_bytes_while_a_session_runs() {
 #[test]
 fn serve_metrics_count_a_relay_at_both_servers() {
     let dir = tempdir();
-    let metrics = ["--metrics", "127.0.0.1:0"];
-    let b_root = dir.path().join("b-root");
-    let b = Server::start_with(&b_root, &dir.path().join("b-state"), &metrics, &[]);
-    let a = Server::start_with(
-        &dir.path().join("a-root"),
-        &dir.path().join("a-state"),
-        &["--metrics", "127.0.0.1:0", "--relay-to", &b.addr],
-        &[],
-    );
+    let (b, b_metrics) = serve_with_metrics(&dir.path().join("b"), &[]);
+    let (a, a_metrics) = serve_with_metrics(&dir.path().join("a"), &["--relay-to", &b.addr]);
     Tree::new(a.root.join("run1"))
         .file("one.bin", 200_000, 3)
         .file(&format!("{MARKER}/two.bin"), 1234, 4);
-    let s = hetch(
-        &args![
-            "cp",
-            "-q",
-            "--json",
-            "--fingerprint",
-            &a.fingerprint,
-            "--dest-fingerprint",
-            &b.fingerprint,
-            "--dest-token-file",
-            &b.token_path,
-            a.url("run1"),
-            b.url("copy/")
-        ],
-        &[("HETCH_TOKEN", &a.token)],
-    )
-    .ok()
-    .json();
+    let relay = relay_args(&a, &b, "run1", "copy/", &[]);
+    let s = hetch(&os_args(&relay), &[("HETCH_TOKEN", &a.token)])
+        .ok()
+        .json();
     assert_eq!(s.bytes, 201_234, "{s:?}");
-    let (m, body) = scrape(&a.metrics_addr());
-    let relay_ok = [("op", "relay"), ("outcome", "ok")];
-    assert_eq!(m.value("hetch_serve_sessions_ended_total", &relay_ok), 1);
-    let sent = [("direction", "sent")];
-    assert_eq!(m.value("hetch_serve_bytes_total", &sent), s.bytes);
-    assert_eq!(m.value("hetch_serve_files_total", &sent), s.files);
+    let (m, body) = scrape(&a_metrics);
+    assert_one_session(&m, "relay", "sent", &s);
     assert!(!body.contains(MARKER) && !body.contains(&b.addr), "{body}");
-    let (m, _) = scrape(&b.metrics_addr());
-    let push_ok = [("op", "push"), ("outcome", "ok")];
-    assert_eq!(m.value("hetch_serve_sessions_ended_total", &push_ok), 1);
-    let received = [("direction", "received")];
-    assert_eq!(m.value("hetch_serve_bytes_total", &received), s.bytes);
-    assert_eq!(m.value("hetch_serve_files_total", &received), s.files);
-    assert_same_tree(&a.root.join("run1"), &b_root.join("copy/run1"));
+    assert_one_session(&scrape(&b_metrics).0, "push", "received", &s);
+    assert_same_tree(&a.root.join("run1"), &b.root.join("copy/run1"));
 }
 
 /// Connections over the limits on unauthenticated connections are counted as refused,
@@ -198,20 +169,13 @@ fn serve_metrics_count_a_relay_at_both_servers() {
 #[test]
 fn serve_metrics_count_connections_refused_before_authentication() {
     let dir = tempdir();
-    let srv = Server::start_with(
-        &dir.path().join("root"),
-        &dir.path().join("state"),
-        &[
-            "--metrics",
-            "127.0.0.1:0",
-            "--max-unauthenticated-per-address",
-            "1",
-            "--auth-timeout",
-            "1",
-        ],
-        &[],
-    );
-    let addr = srv.metrics_addr();
+    let limits = [
+        "--max-unauthenticated-per-address",
+        "1",
+        "--auth-timeout",
+        "1",
+    ];
+    let (srv, addr) = serve_with_metrics(dir.path(), &limits);
     // Holds the one slot without a word.
     let held = std::net::TcpStream::connect(&srv.addr).unwrap();
     wait_for("a second connection refused and counted", || {

@@ -251,6 +251,12 @@ fn workers_run_a_job_and_finish_the_units_of_a_worker_killed_mid_job() {
     assert_eq!(v["files_done"].as_u64(), v["files"].as_u64(), "{v}");
 }
 
+/// A service that cuts files above 1 MiB into ranges of 256 KiB, with batches of 8.
+fn start_splitting(dir: &Path) -> Service {
+    let split = ["--split-size", "1M", "--range-size", "256K"];
+    start_with(dir, &[&split[..], &["--batch-files", "8"]].concat())
+}
+
 /// Job `id` as `hetch job --json show` gives it.
 fn show(svc: &Service, id: &str) -> serde_json::Value {
     let out = svc.job(&["--json", "show", id]);
@@ -404,17 +410,7 @@ fn large_files_are_moved_in_ranges_by_three_workers_and_committed_once() {
     };
     std::fs::write(root.join("mixed/d1/big.bin"), big((3 << 20) + 123, 1)).unwrap();
     std::fs::write(root.join("mixed/big2.bin"), big(2 << 20, 2)).unwrap();
-    let svc = start_with(
-        dir.path(),
-        &[
-            "--split-size",
-            "1M",
-            "--range-size",
-            "256K",
-            "--batch-files",
-            "8",
-        ],
-    );
+    let svc = start_splitting(dir.path());
     svc.job(&["ls"]).ok(); // pins the key
     let workers: Vec<_> = ["a", "b", "c"]
         .iter()
@@ -454,17 +450,7 @@ fn a_workers_metrics_count_its_units_and_equal_the_jobs_totals() {
         .map(|i: usize| (i % 251) as u8)
         .collect();
     std::fs::write(root.join(format!("data/d1/{MARKER}.bin")), big).unwrap();
-    let svc = start_with(
-        dir.path(),
-        &[
-            "--split-size",
-            "1M",
-            "--range-size",
-            "256K",
-            "--batch-files",
-            "8",
-        ],
-    );
+    let svc = start_splitting(dir.path());
     svc.job(&["ls"]).ok(); // pins the key
     let w = svc.worker_with(dir.path(), "m", &["--metrics", "127.0.0.1:0"]);
     let addr = metrics_addr(&w);

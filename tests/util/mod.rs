@@ -603,6 +603,33 @@ impl Server {
     }
 }
 
+/// `hetch cp -q --json` from server `a` to server `b`, with `a`'s token in the
+/// environment, `b`'s in a file, and both keys pinned; `extra` goes before the operands.
+pub fn relay_args(a: &Server, b: &Server, from: &str, to: &str, extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "cp",
+        "-q",
+        "--json",
+        "--fingerprint",
+        &a.fingerprint,
+        "--dest-fingerprint",
+        &b.fingerprint,
+        "--dest-token-file",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.push(b.token_path.display().to_string());
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v.push(a.url(from));
+    v.push(b.url(to));
+    v
+}
+
+pub fn os_args(v: &[String]) -> Vec<std::ffi::OsString> {
+    v.iter().map(Into::into).collect()
+}
+
 /// `GET http://ADDR/metrics`: the body as Prometheus parses it, and as it is. Panics
 /// unless it is served as the text format, and all of it parses.
 pub fn scrape(addr: &str) -> (hetch_testkit::prometheus::Scrape, String) {

@@ -142,9 +142,12 @@ fn is_name(name: &str, metric: bool) -> bool {
 mod tests {
     use super::*;
 
-    /// The samples of `text` as a real Prometheus text parser reads them:
-    /// (family, labels, value); the whole text must parse.
-    fn parse(text: &str) -> Vec<(String, Vec<(String, String)>, f64)> {
+    /// A sample as the parser reads it: (name, labels, value).
+    type Parsed = (String, Vec<(String, String)>, f64);
+
+    /// The samples of `text` as a real Prometheus text parser reads them; the whole
+    /// text must parse.
+    fn parse(text: &str) -> Vec<Parsed> {
         let (rest, families) =
             nom_openmetrics::parser::prometheus(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         assert!(rest.is_empty(), "left over: {rest:?}");

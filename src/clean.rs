@@ -1,5 +1,7 @@
-//! `hetch clean DIR [--dry-run]`: lists and removes the part files and journals that
-//! interrupted transfers left under DIR and that no running transfer holds.
+//! `hetch clean DIR [--dry-run] [--split]`: lists and removes the part files and
+//! journals that interrupted transfers left under DIR and that no running transfer
+//! holds (with `--split`, also those of large files a transfer service moved in
+//! ranges).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -12,10 +14,11 @@ use crate::units::human_bytes;
 /// Cleans `dir`: one line per leftover on stdout (what was, or with `dry_run` would
 /// be, removed; what a running transfer holds and was kept), a total on stderr, each
 /// error on stderr. Exit 0, or 3 when something could not be looked at or removed.
-pub fn run(dir: &Path, dry_run: bool) -> ExitCode {
+pub fn run(dir: &Path, dry_run: bool, split: bool) -> ExitCode {
     let how = Clean {
         dry_run,
         symlinks: true,
+        split,
     };
     let (mut count, mut bytes, mut kept, mut errors) = (0u64, 0u64, 0u64, 0u64);
     clean_tree(dir, how, &mut |r| match r {

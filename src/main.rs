@@ -402,6 +402,11 @@ struct CleanArgs {
     /// Only list what would be removed.
     #[arg(long)]
     dry_run: bool,
+    /// Also the part files and range journals of large files a transfer service
+    /// moved in ranges (`.NAME.hetch-split*`), e.g. of a job cancelled for good.
+    /// Between two ranges nobody holds them: not while such a job may still run.
+    #[arg(long)]
+    split: bool,
 }
 
 #[derive(Args)]
@@ -718,8 +723,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     a.dir.display()
                 )));
             }
-            let (dir, dry_run) = (a.dir, a.dry_run);
-            Ok(tokio::task::spawn_blocking(move || clean::run(&dir, dry_run)).await?)
+            let (dir, dry_run, split) = (a.dir, a.dry_run, a.split);
+            Ok(tokio::task::spawn_blocking(move || clean::run(&dir, dry_run, split)).await?)
         }
         Command::Sum(a) => {
             let (bs, threads, algo) = (a.block_size, a.threads, a.checksum);

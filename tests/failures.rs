@@ -361,6 +361,22 @@ fn hetch_clean_removes_leftovers_below_a_directory() {
         "followed a symlink"
     );
 
+    // A split file's leftovers (a cancelled service job's) go only with --split.
+    d.bytes("a/.big.bin.hetch-split", &[2; 300])
+        .bytes("a/.big.bin.hetch-split.0", b"j0")
+        .bytes("a/.big.bin.hetch-split.64", b"j64");
+    let out = hetch(&args!["clean", &d.root], &[]);
+    out.ok();
+    assert!(d.path("a/.big.bin.hetch-split").exists(), "{out:?}");
+    let out = hetch(&args!["clean", "--split", &d.root], &[]);
+    out.ok();
+    assert!(
+        out.one_line().contains("removed 3 leftover files"),
+        "{out:?}"
+    );
+    assert!(!d.path("a/.big.bin.hetch-split").exists());
+    assert!(!d.path("a/.big.bin.hetch-split.64").exists());
+
     // Not a directory: bad usage.
     hetch(&args!["clean", d.path("a/keep.txt")], &[]).expect_code(2);
 }

@@ -25,7 +25,7 @@ use rustix::io::Errno;
 
 use crate::confined::{Dir, Links, OpenHow};
 use crate::error::StorageError;
-use crate::part::{is_temporary_name, JOURNAL_SUFFIX, PART_SUFFIX};
+use crate::part::{is_split_name, is_temporary_name, JOURNAL_SUFFIX, PART_SUFFIX, SPLIT_SUFFIX};
 
 /// Takes a shared lock on `file`, just opened as `name` in `dir`, and checks that the
 /// name still leads to it. False when a cleaner removed it meanwhile: open it again.
@@ -77,6 +77,12 @@ pub struct Clean {
     /// be told from one being made right now: only an explicit `hetch clean` takes
     /// them, not the automatic clean-up after a transfer.
     pub symlinks: bool,
+    /// Also the part files and range journals of files moved in ranges by several
+    /// writers (`.NAME.hetch-split[.FIRST]`, a transfer service's large files).
+    /// Between two ranges nobody holds them, so a clean while such a job runs would
+    /// take what it still needs: only on request, where no such job runs (after a
+    /// job was cancelled and will not be retried).
+    pub split: bool,
 }
 
 /// Removes (or lists, see [`Clean`]) the leftovers in `dir` itself, not below it.
@@ -98,7 +104,7 @@ fn clean_names(
     // Part file and journal of one final name go together.
     let mut groups: BTreeMap<&[u8], Vec<OsString>> = BTreeMap::new();
     for n in names {
-        if let Some(stem) = stem_of(n.as_bytes()) {
+        if let Some(stem) = stem_of(n.as_bytes(), how.split) {
             groups.entry(stem).or_default().push(n.clone());
         }
     }
@@ -107,8 +113,16 @@ fn clean_names(
     }
 }
 
-/// `x` for `.x.hetch-part` and `.x.hetch-journal`.
-fn stem_of(name: &[u8]) -> Option<&[u8]> {
+/// `x` for `.x.hetch-part` and `.x.hetch-journal`; with `split`, also for
+/// `.x.hetch-split` and `.x.hetch-split.FIRST`.
+fn stem_of(name: &[u8], split: bool) -> Option<&[u8]> {
+    if split && is_split_name(name) {
+        let inner = &name[1..];
+        let end = inner
+            .windows(SPLIT_SUFFIX.len())
+            .rposition(|w| w == SPLIT_SUFFIX.as_bytes())?;
+        return Some(&inner[..end]);
+    }
     if !is_temporary_name(name) {
         return None;
     }

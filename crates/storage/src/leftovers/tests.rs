@@ -45,6 +45,7 @@ fn stale_files_go_held_ones_stay() {
         Clean {
             dry_run: true,
             symlinks: false,
+            split: false,
         },
     );
     assert_eq!(dry.len(), 5, "{dry:?}");
@@ -75,6 +76,7 @@ fn stale_files_go_held_ones_stay() {
     let all = Clean {
         dry_run: false,
         symlinks: true,
+        split: false,
     };
     assert_eq!(collect(t.path(), all).len(), 3);
     assert!(!sub.join(".live.hetch-part").exists());
@@ -102,4 +104,42 @@ fn a_part_file_removed_while_opened_is_made_again() {
     std::fs::remove_file(t.path().join(".f.hetch-journal")).unwrap();
     let r = Journal::resume(&d, OsStr::new(".f.hetch-journal"), &H, |_, _| {}).unwrap();
     assert!(r.is_none());
+}
+
+/// A split file's part file and range journals go only on request, all of them
+/// together, and not while a writer holds one of them.
+#[test]
+fn split_files_go_only_when_asked_and_not_while_held() {
+    let t = tempfile::tempdir().unwrap();
+    let names = [
+        ".big.hetch-split",
+        ".big.hetch-split.0",
+        ".big.hetch-split.64",
+    ];
+    for n in names {
+        std::fs::write(t.path().join(n), b"x").unwrap();
+    }
+    // Not split names: left alone either way.
+    std::fs::write(t.path().join(".big.hetch-split.x"), b"x").unwrap();
+    std::fs::write(t.path().join("big.hetch-split"), b"x").unwrap();
+    assert!(collect(t.path(), Clean::default()).is_empty());
+    let split = Clean {
+        split: true,
+        ..Clean::default()
+    };
+    // A range being written holds the part file (shared lock): the group stays.
+    let writer = std::fs::File::open(t.path().join(".big.hetch-split")).unwrap();
+    rustix::fs::flock(&writer, FlockOperation::LockShared).unwrap();
+    let held = collect(t.path(), split);
+    assert_eq!(held.len(), 3, "{held:?}");
+    assert!(held.iter().all(|l| l.outcome == Outcome::InUse), "{held:?}");
+    drop(writer);
+    let removed = collect(t.path(), split);
+    assert_eq!(removed.len(), 3, "{removed:?}");
+    assert!(removed.iter().all(|l| l.outcome == Outcome::Removed));
+    for n in names {
+        assert!(!t.path().join(n).exists(), "{n}");
+    }
+    assert!(t.path().join(".big.hetch-split.x").exists());
+    assert!(t.path().join("big.hetch-split").exists());
 }

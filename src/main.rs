@@ -17,6 +17,7 @@ mod sync;
 mod ui;
 mod watch;
 mod worker;
+mod worker_metrics;
 mod worker_relay;
 mod worker_split;
 
@@ -359,6 +360,13 @@ struct ServeArgs {
     /// token).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     auth_timeout: u64,
+    /// Serve metrics in Prometheus' text format at http://ADDR/metrics (HOST:PORT; off
+    /// by default). Plain HTTP without a token: they are counts (sessions, bytes,
+    /// files, failures, refused connections), never a path, a client's address or a
+    /// token; bind it to loopback or a monitoring network if the volume of traffic is
+    /// not for everyone to see.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
     /// Servers (HOST[:PORT], repeatable or comma-separated) this one may push to when a
     /// client asks it to relay a copy between two servers (`hetch cp hetch://THIS/x
     /// hetch://OTHER/y`); `any` for every server. Off by default: a token holder
@@ -686,6 +694,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     deadline: std::time::Duration::from_secs(a.auth_timeout),
                     ..Default::default()
                 },
+                metrics: a.metrics,
                 relay: match hetch_session::RelayPolicy::parse(&a.relay_to, location::DEFAULT_PORT)
                 {
                     Ok(p) => p,
@@ -697,6 +706,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 eprintln!("hetch serve: created a new key");
             }
             eprintln!("hetch serve: listening on {}", srv.addr);
+            if let Some(addr) = srv.metrics_addr {
+                eprintln!("hetch serve: metrics on http://{addr}/metrics");
+            }
             eprintln!("hetch serve: fingerprint {}", srv.fingerprint);
             eprintln!("hetch serve: token in {}", srv.token_path.display());
             srv.run_until(watch::shutdown()).await?;

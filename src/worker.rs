@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
 use clap::Args;
-use hetch_engine::{Options, RateLimiter, StopSender, StopSignal, Verify};
+use hetch_engine::{Options, Progress, RateLimiter, StopSender, StopSignal, Verify};
 use hetch_jobs::UnitSpec;
 use hetch_service::api::{ClaimedUnit, JobSpec};
 use serde_json::{json, Value};
@@ -24,6 +24,7 @@ use tokio::task::JoinSet;
 use crate::cp::CopyJob;
 use crate::location::Location;
 use crate::service_client::{path_segment, Client, NotAllowed};
+use crate::worker_metrics::{Call, WorkerMetrics};
 
 /// `hetch worker`.
 #[derive(Args)]
@@ -62,6 +63,12 @@ pub struct WorkerArgs {
     /// Leave after this many seconds with nothing to do (default: never).
     #[arg(long)]
     idle_exit: Option<u64>,
+    /// Serve metrics in Prometheus' text format at http://ADDR/metrics (HOST:PORT; off
+    /// by default). Plain HTTP without a token: they are counts, and the ids of the
+    /// jobs with a unit running here, never a path or a token; bind it to loopback or
+    /// a monitoring network if that is not for everyone to see.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
 }
 
 /// A unit being run (under one claim of it: a unit stopped here and claimed again
@@ -81,6 +88,9 @@ struct Running {
     deadline: Instant,
     /// Stopped for that reason (said once).
     fenced: bool,
+    /// Stopped because the service no longer holds it for this worker (its lease ran
+    /// out, or its job was cancelled).
+    released: bool,
 }
 
 /// The longest lease a worker accepts from a service (a day), and the shortest.
@@ -96,6 +106,20 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
         (Some(f), _) => hetch_net::read_token_file(f)?,
         (None, Ok(t)) if !t.trim().is_empty() => t.trim().as_bytes().to_vec(),
         _ => hetch_session::client::load_token(None)?,
+    };
+    let metrics = Arc::new(WorkerMetrics::default());
+    // Bound before anything else, so that a wrong address is the first thing said.
+    let _serving = match &a.metrics {
+        Some(addr) => {
+            let endpoint = hetch_metrics::Endpoint::bind(addr).await?;
+            eprintln!(
+                "hetch worker {name}: metrics on http://{}/metrics",
+                endpoint.addr
+            );
+            let m = metrics.clone();
+            Some(endpoint.spawn(move || m.render()))
+        }
+        None => None,
     };
     let api = Client::new(&a.service, a.fingerprint, a.known_hosts.clone(), token).await?;
     let api = Arc::new(api);
@@ -119,6 +143,8 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
         }
         for done in ended {
             let (claim, mut report) = done.map_err(|e| anyhow!("unit task: {e}"))?;
+            let lost = running.get(&claim).is_some_and(|r| r.fenced || r.released);
+            metrics.ended(claim, &report, lost);
             let Some(ended) = running.remove(&claim) else {
                 continue;
             };
@@ -131,6 +157,7 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
             report["worker"] = json!(name);
             let call = api.call(true, "/api/work/finish", Some(report));
             if let Err(e) = bounded(until_fence(&running), call).await {
+                metrics.call_failed(Call::Finish);
                 // Refused (the lease moved on) or unreachable: the unit is the
                 // service's to hand out again; nothing here to undo.
                 eprintln!("hetch worker {name}: reporting unit {seq} of job {job}: {e}");
@@ -175,11 +202,17 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                                 r.deadline = last_beat + r.lease;
                                 r.rate.set_rate(rate);
                             }
-                            None => r.stop.stop(),
+                            None => {
+                                r.released = true;
+                                r.stop.stop();
+                            }
                         }
                     }
                 }
-                Err(e) => eprintln!("hetch worker {name}: heartbeat: {e}"),
+                Err(e) => {
+                    metrics.call_failed(Call::Heartbeat);
+                    eprintln!("hetch worker {name}: heartbeat: {e}");
+                }
             }
         }
         fence(&name, &mut running);
@@ -196,6 +229,7 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
             match bounded(until_fence(&running), call).await {
                 Ok(v) => {
                     unreachable = 0;
+                    metrics.reachable(true);
                     let units: Vec<ClaimedUnit> = serde_json::from_value(v)?;
                     claimed = units.len();
                     for u in units {
@@ -211,6 +245,7 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                             lease,
                             deadline: sent + lease,
                             fenced: false,
+                            released: false,
                         };
                         running.insert(claims, r);
                         let ctx = UnitContext {
@@ -221,7 +256,8 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                             known_hosts: a.known_hosts.clone(),
                         };
                         let claim = claims;
-                        tasks.spawn(async move { (claim, ctx.run(u, rx, rate).await) });
+                        let progress = metrics.started(claim, &u);
+                        tasks.spawn(async move { (claim, ctx.run(u, rx, rate, progress).await) });
                     }
                 }
                 // A token the service does not take (or not for workers) will not
@@ -229,6 +265,8 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                 Err(e) if e.is::<NotAllowed>() => bail!("{e}"),
                 Err(e) => {
                     unreachable += 1;
+                    metrics.call_failed(Call::Claim);
+                    metrics.reachable(false);
                     eprintln!("hetch worker {name}: claiming work: {e}");
                 }
             }
@@ -320,16 +358,23 @@ pub(crate) struct UnitContext {
 }
 
 impl UnitContext {
-    /// Runs unit `u` (stopping when `stop` is raised) and returns its report for
-    /// `/api/work/finish` (without the worker's name).
-    async fn run(&self, u: ClaimedUnit, stop: StopSignal, rate: Arc<RateLimiter>) -> Value {
+    /// Runs unit `u` (stopping when `stop` is raised, counting what it moves into
+    /// `progress` as it goes) and returns its report for `/api/work/finish` (without
+    /// the worker's name).
+    async fn run(
+        &self,
+        u: ClaimedUnit,
+        stop: StopSignal,
+        rate: Arc<RateLimiter>,
+        progress: Arc<Progress>,
+    ) -> Value {
         let mut report = json!({"job": u.job, "seq": u.seq, "error": null});
         let done = match u.unit {
-            UnitSpec::Files { .. } => self.files_unit(&u, stop, rate).await,
+            UnitSpec::Files { .. } => self.files_unit(&u, stop, rate, progress).await,
             UnitSpec::Range { .. } | UnitSpec::Commit { .. } => {
-                self.split_unit(&u, stop, rate).await
+                self.split_unit(&u, stop, rate, progress).await
             }
-            UnitSpec::Relay { operand } => self.relay_unit(&u, operand, stop, rate).await,
+            UnitSpec::Relay { operand } => self.relay_unit(&u, operand, stop, rate, progress).await,
         };
         match done {
             Ok((files, bytes)) => {
@@ -349,6 +394,7 @@ impl UnitContext {
         u: &ClaimedUnit,
         stop: StopSignal,
         rate: Arc<RateLimiter>,
+        progress: Arc<Progress>,
     ) -> anyhow::Result<(u64, u64)> {
         let (first, end, bytes) = match u.unit {
             UnitSpec::Files { first, end, bytes } => (first, end, bytes),
@@ -383,7 +429,6 @@ impl UnitContext {
             with_parents(list, path);
         }
         let job = self.copy_job(u, per_source, stop, rate)?;
-        let progress = Arc::new(hetch_engine::Progress::default());
         let (result, _) = crate::cp::recover(&job, &progress, None).await;
         let report = result?;
         if let Some(e) = report.errors.first() {

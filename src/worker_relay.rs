@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail};
-use hetch_engine::{RateLimiter, StopSignal};
+use hetch_engine::{Progress, RateLimiter, StopSignal};
 use hetch_service::api::ClaimedUnit;
 
 use crate::cp::DestServer;
@@ -16,13 +16,15 @@ use crate::worker::{unit_options, UnitContext};
 
 impl UnitContext {
     /// Has source operand `operand` of the unit's job pushed by its server into the
-    /// job's destination; returns the files (copied or found in place) and bytes moved.
+    /// job's destination (what it moved counted into `progress` as the source server
+    /// reports it); returns the files (copied or found in place) and bytes moved.
     pub(crate) async fn relay_unit(
         &self,
         u: &ClaimedUnit,
         operand: u64,
         stop: StopSignal,
         rate: Arc<RateLimiter>,
+        progress: Arc<Progress>,
     ) -> anyhow::Result<(u64, u64)> {
         let spec = &u.spec;
         let source = usize::try_from(operand)
@@ -50,7 +52,6 @@ impl UnitContext {
             token: Some(dest_token),
             fingerprint: None,
         };
-        let progress = Arc::new(hetch_engine::Progress::default());
         let (result, _) = crate::cp::recover(&job, &progress, None).await;
         let report = result?;
         if let Some(e) = report.errors.first() {

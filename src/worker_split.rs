@@ -13,7 +13,7 @@ use anyhow::{anyhow, bail};
 use hetch_engine::ranges::{self, RangeSource};
 use hetch_engine::store::posix::PosixStore;
 use hetch_engine::store::{Place, Store};
-use hetch_engine::{DestSpec, RateLimiter, StopSignal, Verify};
+use hetch_engine::{DestSpec, Progress, RateLimiter, StopSignal, Verify};
 use hetch_jobs::UnitSpec;
 use hetch_service::api::{ClaimedUnit, JobSpec};
 use hetch_storage::walk::EntriesBelow;
@@ -33,12 +33,14 @@ struct SplitFile {
 }
 
 impl UnitContext {
-    /// Runs a `range` or `commit` unit; returns (files, bytes) done.
+    /// Runs a `range` or `commit` unit (a range counts its bytes into `progress` as it
+    /// goes); returns (files, bytes) done.
     pub(crate) async fn split_unit(
         &self,
         u: &ClaimedUnit,
         stop: StopSignal,
         rate: Arc<RateLimiter>,
+        progress: Arc<Progress>,
     ) -> anyhow::Result<(u64, u64)> {
         let file = match u.unit {
             UnitSpec::Range { file, .. } | UnitSpec::Commit { file, .. } => file,
@@ -68,6 +70,7 @@ impl UnitContext {
                         ranges::RangeControl {
                             stop: Some(&stop),
                             rate: Some(&rate),
+                            progress: Some(&progress),
                         },
                     )?;
                     Ok((0, out.bytes))

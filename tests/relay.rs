@@ -11,33 +11,6 @@ use std::time::Duration;
 
 use util::*;
 
-/// `hetch cp -q --json` from server `a` to server `b`, with `a`'s token in the
-/// environment, `b`'s in a file, and both keys pinned; `extra` goes before the operands.
-fn relay_args(a: &Server, b: &Server, from: &str, to: &str, extra: &[&str]) -> Vec<String> {
-    let mut v: Vec<String> = [
-        "cp",
-        "-q",
-        "--json",
-        "--fingerprint",
-        &a.fingerprint,
-        "--dest-fingerprint",
-        &b.fingerprint,
-        "--dest-token-file",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    v.push(b.token_path.display().to_string());
-    v.extend(extra.iter().map(|s| s.to_string()));
-    v.push(a.url(from));
-    v.push(b.url(to));
-    v
-}
-
-fn os_args(v: &[String]) -> Vec<std::ffi::OsString> {
-    v.iter().map(Into::into).collect()
-}
-
 /// Server A, allowed to relay to `b_addr` (or not, with `None`), serving `root`.
 fn server_a(t: &Path, relay_to: Option<&str>) -> Server {
     let extra: Vec<&str> = match relay_to {

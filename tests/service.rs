@@ -69,6 +69,11 @@ fn launch(dir: &Path, listen: &str, extra: &[&str]) -> Service {
 impl Service {
     /// A `hetch worker` for this service, named `name`.
     fn worker(&self, dir: &Path, name: &str) -> Running {
+        self.worker_with(dir, name, &[])
+    }
+
+    /// A `hetch worker` for this service, named `name`, with `extra` flags.
+    fn worker_with(&self, dir: &Path, name: &str, extra: &[&str]) -> Running {
         let mut a = args(&[
             "worker",
             "--service",
@@ -79,6 +84,7 @@ impl Service {
             "2",
         ]);
         a.extend([OsString::from("--root"), dir.join("root").into()]);
+        a.extend(args(extra));
         spawn(&a, &[("HETCH_TOKEN", &self.token)])
     }
 
@@ -245,6 +251,12 @@ fn workers_run_a_job_and_finish_the_units_of_a_worker_killed_mid_job() {
     assert_eq!(v["files_done"].as_u64(), v["files"].as_u64(), "{v}");
 }
 
+/// A service that cuts files above 1 MiB into ranges of 256 KiB, with batches of 8.
+fn start_splitting(dir: &Path) -> Service {
+    let split = ["--split-size", "1M", "--range-size", "256K"];
+    start_with(dir, &[&split[..], &["--batch-files", "8"]].concat())
+}
+
 /// Job `id` as `hetch job --json show` gives it.
 fn show(svc: &Service, id: &str) -> serde_json::Value {
     let out = svc.job(&["--json", "show", id]);
@@ -290,17 +302,47 @@ fn a_service_killed_mid_job_is_started_again_and_the_job_completes() {
     let extra = ["--lease-secs", "2", "--batch-files", "10"];
     let mut svc = launch(dir.path(), &listen, &extra);
     svc.job(&["ls"]).ok(); // pins the key
-    let w = svc.worker(dir.path(), "w");
+    let w = svc.worker_with(dir.path(), "w", &["--metrics", "127.0.0.1:0"]);
+    let metrics = metrics_addr(&w);
     let id = submit(&svc, &["--rate-limit", "1M", "data", "copy"]);
     wait_for("w to hold units", || leased(&svc, &id) > 0);
     svc.proc.kill9();
     wait_for("w to find the service gone", || {
         w.stderr_so_far().contains("hetch worker w: ")
     });
+    // Its metrics say so.
+    wait_for("w's metrics to show the service unreachable", || {
+        let (m, _) = util::scrape(&metrics);
+        m.value("hetch_worker_service_unreachable", &[]) == 1
+    });
     let svc = launch(dir.path(), &listen, &extra);
     svc.job(&["wait", &id]).ok();
     util::assert_same_tree(&root.join("data"), &root.join("copy/data"));
     assert_all_done(&svc, &id);
+    let (m, body) = util::scrape(&metrics);
+    assert!(
+        m.sum("hetch_worker_service_calls_failed_total") >= 1,
+        "{body}"
+    );
+    assert_eq!(
+        m.value("hetch_worker_service_unreachable", &[]),
+        0,
+        "{body}"
+    );
+}
+
+/// The metrics address a worker started with `--metrics` printed.
+fn metrics_addr(w: &Running) -> String {
+    let name = "metrics on http://";
+    wait_for("the worker's metrics address", || {
+        w.stderr_so_far().contains(name)
+    });
+    let err = w.stderr_so_far();
+    err.lines()
+        .find_map(|l| l.split(name).nth(1))
+        .and_then(|a| a.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("no metrics address in\n{err}"))
+        .to_string()
 }
 
 /// Two service instances share one PostgreSQL (and one state directory, as the
@@ -321,7 +363,8 @@ fn two_services_on_one_postgres_share_jobs_and_outlive_one_killed() {
     let b = start_with(dir.path(), &extra);
     a.job(&["ls"]).ok(); // pins the key (the same for both)
     b.job(&["ls"]).ok();
-    let wa = a.worker(dir.path(), "wa");
+    let wa = a.worker_with(dir.path(), "wa", &["--metrics", "127.0.0.1:0"]);
+    let wa_metrics = metrics_addr(&wa);
     let wb = b.worker(dir.path(), "wb");
     let id = submit(&a, &["data", "copy"]);
     b.job(&["wait", &id]).ok();
@@ -338,6 +381,12 @@ fn two_services_on_one_postgres_share_jobs_and_outlive_one_killed() {
     let _wb = b.worker(dir.path(), "wb2");
     wait_for("wa to stop the units whose leases it cannot keep", || {
         wa.stderr_so_far().contains("stopping unit")
+    });
+    // Its metrics count them as stopped once they end.
+    wait_for("wa's metrics to count a unit stopped", || {
+        let (m, _) = util::scrape(&wa_metrics);
+        let stopped = [("kind", "files"), ("outcome", "stopped")];
+        m.value("hetch_worker_units_ended_total", &stopped) >= 1
     });
     b.job(&["wait", &id]).ok();
     util::assert_same_tree(&root.join("slow"), &root.join("copy2/slow"));
@@ -361,17 +410,7 @@ fn large_files_are_moved_in_ranges_by_three_workers_and_committed_once() {
     };
     std::fs::write(root.join("mixed/d1/big.bin"), big((3 << 20) + 123, 1)).unwrap();
     std::fs::write(root.join("mixed/big2.bin"), big(2 << 20, 2)).unwrap();
-    let svc = start_with(
-        dir.path(),
-        &[
-            "--split-size",
-            "1M",
-            "--range-size",
-            "256K",
-            "--batch-files",
-            "8",
-        ],
-    );
+    let svc = start_splitting(dir.path());
     svc.job(&["ls"]).ok(); // pins the key
     let workers: Vec<_> = ["a", "b", "c"]
         .iter()
@@ -394,6 +433,89 @@ fn large_files_are_moved_in_ranges_by_three_workers_and_committed_once() {
         .filter_map(|(_, n)| n.as_u64())
         .sum();
     assert!(units >= 23, "the large files were not split: {v}");
+}
+
+/// `hetch worker --metrics`, read by a real Prometheus text-format parser: while a
+/// job runs, its units are shown under its id; once it is done, the worker's files and
+/// bytes equal the job's, every unit ended done by kind, nothing runs, the job's series
+/// are gone, and no name from the job's tree is in the exposition.
+#[test]
+fn a_workers_metrics_count_its_units_and_equal_the_jobs_totals() {
+    const MARKER: &str = "zq-named-by-the-jobs-owner";
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    big_tree(&root, "data", 20);
+    std::fs::create_dir_all(root.join(format!("data/{MARKER}\"}} 1"))).unwrap();
+    let big: Vec<u8> = (0..(5 << 19) + 77)
+        .map(|i: usize| (i % 251) as u8)
+        .collect();
+    std::fs::write(root.join(format!("data/d1/{MARKER}.bin")), big).unwrap();
+    let svc = start_splitting(dir.path());
+    svc.job(&["ls"]).ok(); // pins the key
+    let w = svc.worker_with(dir.path(), "m", &["--metrics", "127.0.0.1:0"]);
+    let addr = metrics_addr(&w);
+    let (m, _) = util::scrape(&addr);
+    assert_eq!(m.value("hetch_worker_files_total", &[]), 0);
+    assert_eq!(m.sum("hetch_worker_units_running"), 0);
+
+    let id = submit(
+        &svc,
+        &["--rate-limit", "2M", "--block-size", "64K", "data", "copy"],
+    );
+    wait_for("the job's units shown under its id", || {
+        let (m, _) = util::scrape(&addr);
+        m.get("hetch_worker_job_units_running", &[("job", &id)])
+            .is_some_and(|n| n >= 1.0)
+    });
+    svc.job(&["wait", &id]).ok();
+    util::assert_same_tree(&root.join("data"), &root.join("copy/data"));
+    let v = show(&svc, &id);
+    let (m, body) = util::scrape(&addr);
+    let ended = |kind: &str, outcome: &str| {
+        let labels = [("kind", kind), ("outcome", outcome)];
+        m.value("hetch_worker_units_ended_total", &labels)
+    };
+    assert!(ended("files", "done") >= 3, "{body}");
+    assert!(ended("range", "done") >= 10, "{body}");
+    assert_eq!(ended("commit", "done"), 1, "{body}");
+    let done: u64 = ["files", "range", "commit"]
+        .iter()
+        .map(|k| ended(k, "done"))
+        .sum();
+    assert_eq!(done, v["units"]["done"].as_u64().unwrap(), "{v}\n{body}");
+    // Files count as units end done; bytes as they move, so a unit that failed here
+    // (and was done again) counts the bytes it moved before failing too.
+    let failed: u64 = ["files", "range", "commit"]
+        .iter()
+        .map(|k| ended(k, "failed") + ended(k, "stopped"))
+        .sum();
+    let files_done = v["files_done"].as_u64().unwrap();
+    assert_eq!(m.value("hetch_worker_files_total", &[]), files_done, "{v}");
+    let bytes = m.value("hetch_worker_bytes_total", &[]);
+    let bytes_done = v["bytes_done"].as_u64().unwrap();
+    match failed {
+        0 => assert_eq!(bytes, bytes_done, "{v}\n{body}"),
+        _ => assert!(bytes >= bytes_done, "{v}\n{body}"),
+    }
+    assert_eq!(m.sum("hetch_worker_units_running"), 0);
+    assert!(m
+        .get("hetch_worker_job_units_running", &[("job", &id)])
+        .is_none());
+    assert_eq!(m.sum("hetch_worker_service_calls_failed_total"), 0);
+    assert_eq!(m.value("hetch_worker_service_unreachable", &[]), 0);
+    assert!(!body.contains(MARKER), "{body}");
+    for s in &m.samples {
+        assert!(s.name.starts_with("hetch_worker_"), "{s:?}");
+        for (k, v) in &s.labels {
+            let known = match k.as_str() {
+                "kind" => ["files", "range", "commit", "relay"].contains(&v.as_str()),
+                "outcome" => ["done", "failed", "stopped"].contains(&v.as_str()),
+                "call" => ["claim", "heartbeat", "finish"].contains(&v.as_str()),
+                _ => false,
+            };
+            assert!(known, "{s:?}");
+        }
+    }
 }
 
 /// A worker is killed (-9) in the middle of the ranges of a large file (slowed by the

@@ -590,6 +590,65 @@ impl Server {
     pub fn log(&self) -> String {
         self.log.lock().unwrap().join("\n")
     }
+
+    /// The `--metrics` address it printed (`HOST:PORT`; printed before the lines
+    /// [`Server::start_with`] waits for).
+    pub fn metrics_addr(&self) -> String {
+        let log = self.log();
+        log.lines()
+            .find_map(|l| l.strip_prefix("hetch serve: metrics on http://"))
+            .and_then(|a| a.strip_suffix("/metrics"))
+            .unwrap_or_else(|| panic!("no metrics address in\n{log}"))
+            .to_string()
+    }
+}
+
+/// `hetch cp -q --json` from server `a` to server `b`, with `a`'s token in the
+/// environment, `b`'s in a file, and both keys pinned; `extra` goes before the operands.
+pub fn relay_args(a: &Server, b: &Server, from: &str, to: &str, extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "cp",
+        "-q",
+        "--json",
+        "--fingerprint",
+        &a.fingerprint,
+        "--dest-fingerprint",
+        &b.fingerprint,
+        "--dest-token-file",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.push(b.token_path.display().to_string());
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v.push(a.url(from));
+    v.push(b.url(to));
+    v
+}
+
+pub fn os_args(v: &[String]) -> Vec<std::ffi::OsString> {
+    v.iter().map(Into::into).collect()
+}
+
+/// `GET http://ADDR/metrics`: the body as Prometheus parses it, and as it is. Panics
+/// unless it is served as the text format, and all of it parses.
+pub fn scrape(addr: &str) -> (hetch_testkit::prometheus::Scrape, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("{addr}: {e}"));
+    s.set_read_timeout(Some(COMMAND_LIMIT)).unwrap();
+    let req = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("not HTTP: {answer}"));
+    assert!(head.starts_with("HTTP/1.1 200 "), "{answer}");
+    let kind = "content-type: text/plain; version=0.0.4; charset=utf-8";
+    assert!(head.to_ascii_lowercase().contains(kind), "{head}");
+    (
+        hetch_testkit::prometheus::Scrape::parse(body),
+        body.to_string(),
+    )
 }
 
 impl Drop for Server {

@@ -41,6 +41,7 @@ mod sink;
 mod source;
 pub mod store;
 pub mod sum;
+mod tally;
 mod tops;
 pub mod wire;
 
@@ -60,6 +61,7 @@ pub use progress::{Progress, Report};
 pub use rate::RateLimiter;
 pub use sink::{run_sink, run_sink_into};
 pub use source::{run_source, run_source_from};
+pub use tally::{Tally, Tracked};
 
 pub use hetch_proto::{BoxStream, Stream};
 

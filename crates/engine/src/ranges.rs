@@ -109,6 +109,9 @@ pub struct RangeControl<'a> {
     pub stop: Option<&'a StopSignal>,
     /// Each block read from the source passes through it first.
     pub rate: Option<&'a RateLimiter>,
+    /// Counts the bytes moved as each block is recorded (for metrics to read while the
+    /// range runs).
+    pub progress: Option<&'a crate::Progress>,
 }
 
 /// Moves blocks `blocks` of `src` (cut into `block_size` blocks) into `store` at
@@ -183,6 +186,9 @@ pub fn copy_range(
             }
             out.record(i, &digest, len as u64)?;
             done.bytes += len as u64;
+            if let Some(p) = control.progress {
+                crate::Progress::add(&p.bytes, len as u64);
+            }
         }
         src.check_unchanged()?;
         out.commit(src.size, src.meta, None, true)

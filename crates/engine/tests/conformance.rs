@@ -748,20 +748,19 @@ mod cases {
             }
             let ranges = [27..blocks, 0..13, 13..27];
             for r in &ranges[..2] {
-                let got = copy_range(
-                    &*store(),
-                    &place,
-                    &open(),
-                    BS,
-                    r.clone(),
-                    v,
-                    Default::default(),
-                )
-                .unwrap();
+                // Metrics read the bytes moved as the range goes.
+                let progress = hetch_engine::Progress::default();
+                let control = hetch_engine::ranges::RangeControl {
+                    progress: Some(&progress),
+                    ..Default::default()
+                };
+                let got =
+                    copy_range(&*store(), &place, &open(), BS, r.clone(), v, control).unwrap();
                 assert_eq!(
                     got.bytes,
                     (r.end * BS).min(data.len() as u64) - r.start * BS
                 );
+                assert_eq!(progress.summary().bytes, got.bytes, "{}", b.name());
             }
             let e = commit_ranges(&*store(), &place, &open(), BS).unwrap_err();
             assert!(

@@ -7,7 +7,6 @@
 //! set (route templates, GET/POST/other, status codes), so a caller cannot grow them.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
@@ -16,6 +15,7 @@ use axum::http::{header, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hetch_jobdb::Totals;
+use hetch_metrics::{Exposition, Kind, CONTENT_TYPE};
 
 use crate::auth::Caller;
 use crate::AppState;
@@ -76,32 +76,19 @@ pub async fn scrape(
         Err(e) => return json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
     let body = render(&totals, &state.metrics);
-    let kind = "text/plain; version=0.0.4; charset=utf-8";
-    ([(header::CONTENT_TYPE, kind)], body).into_response()
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response()
 }
 
 /// The text exposition of `totals` and `m`.
 pub fn render(totals: &Totals, m: &Metrics) -> String {
-    let mut out = String::new();
-    let head = |out: &mut String, name: &str, kind: &str, help: &str| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    };
-    head(&mut out, "hetch_service_jobs", "gauge", "Jobs by state.");
+    let mut e = Exposition::new();
+    let mut f = e.family("hetch_service_jobs", Kind::Gauge, "Jobs by state.");
     for (state, n) in &totals.jobs {
-        let _ = writeln!(
-            out,
-            "hetch_service_jobs{{state=\"{}\"}} {n}",
-            state.as_str()
-        );
+        f.sample(&[("state", state.as_str())], *n);
     }
-    head(
-        &mut out,
-        "hetch_service_units",
-        "gauge",
-        "Work units by state.",
-    );
+    let mut f = e.family("hetch_service_units", Kind::Gauge, "Work units by state.");
     for (state, n) in totals.units.by_state() {
-        let _ = writeln!(out, "hetch_service_units{{state=\"{state}\"}} {n}");
+        f.sample(&[("state", state)], n);
     }
     let gauges = [
         (
@@ -121,29 +108,25 @@ pub fn render(totals: &Totals, m: &Metrics) -> String {
         ),
     ];
     for (name, help, v) in gauges {
-        head(&mut out, name, "gauge", help);
-        let _ = writeln!(out, "{name} {v}");
+        e.single(name, Kind::Gauge, help, v);
     }
-    let name = "hetch_service_requests_total";
-    head(
-        &mut out,
-        name,
-        "counter",
+    let mut f = e.family(
+        "hetch_service_requests_total",
+        Kind::Counter,
         "API requests answered by this instance.",
     );
     for ((route, method, status), n) in m.requests.lock().expect("metrics lock").iter() {
-        let _ = writeln!(
-            out,
-            "{name}{{route=\"{route}\",method=\"{method}\",status=\"{status}\"}} {n}"
+        let status = status.to_string();
+        f.sample(
+            &[("route", route), ("method", method), ("status", &status)],
+            *n,
         );
     }
-    let name = "hetch_service_auth_failures_total";
-    head(
-        &mut out,
-        name,
-        "counter",
+    e.single(
+        "hetch_service_auth_failures_total",
+        Kind::Counter,
         "Requests refused for their token.",
+        m.auth_failures.load(Relaxed),
     );
-    let _ = writeln!(out, "{name} {}", m.auth_failures.load(Relaxed));
-    out
+    e.into_text()
 }

@@ -626,6 +626,13 @@ fn metrics_show_the_totals_and_the_requests_to_the_operator_only() {
             .await;
         assert_eq!(s, 200, "{got}");
         let _ = api.call("GET", "/api/jobs", None, Some("wrong")).await;
+        // What a caller puts in a path never becomes a label value: routes are counted
+        // by their template.
+        let _ = api.get("/api/jobs/hostile0000000001").await;
+        let _ = api.get("/hostile/path").await;
+        let _ = api
+            .call("PUT", "/api/hostile", None, Some(&api.token))
+            .await;
 
         let text = |resp: reqwest::Response| async move {
             let kind = resp.headers()[reqwest::header::CONTENT_TYPE].clone();
@@ -642,22 +649,30 @@ fn metrics_show_the_totals_and_the_requests_to_the_operator_only() {
             .unwrap();
         assert_eq!(resp.status(), 200);
         let body = text(resp).await;
-        let value = |series: &str| -> u64 {
-            let line = body.lines().find(|l| l.starts_with(&format!("{series} ")));
-            let line = line.unwrap_or_else(|| panic!("no {series} in\n{body}"));
-            line.rsplit(' ').next().unwrap().parse().unwrap()
-        };
-        assert_eq!(value("hetch_service_jobs{state=\"running\"}"), 1);
-        assert_eq!(value("hetch_service_jobs{state=\"done\"}"), 0);
-        assert_eq!(value("hetch_service_units{state=\"leased\"}"), 2);
-        assert_eq!(value("hetch_service_workers_active"), 1);
-        assert_eq!(value("hetch_service_auth_failures_total"), 1);
-        let claims_seen = "hetch_service_requests_total{route=\"/api/work/claim\",\
-                           method=\"POST\",status=\"200\"}";
-        assert_eq!(value(claims_seen), 1);
-        for line in body.lines().filter(|l| !l.starts_with('#')) {
-            assert!(line.starts_with("hetch_service_"), "{line}");
+        let m = hetch_testkit::prometheus::Scrape::parse(&body);
+        assert_eq!(m.value("hetch_service_jobs", &[("state", "running")]), 1);
+        assert_eq!(m.value("hetch_service_jobs", &[("state", "done")]), 0);
+        assert_eq!(m.value("hetch_service_units", &[("state", "leased")]), 2);
+        assert_eq!(m.value("hetch_service_workers_active", &[]), 1);
+        assert_eq!(m.value("hetch_service_auth_failures_total", &[]), 1);
+        assert_eq!(m.kind("hetch_service_auth_failures_total"), "counter");
+        let claims_seen = [
+            ("route", "/api/work/claim"),
+            ("method", "POST"),
+            ("status", "200"),
+        ];
+        assert_eq!(m.value("hetch_service_requests_total", &claims_seen), 1);
+        for s in &m.samples {
+            assert!(s.name.starts_with("hetch_service_"), "{s:?}");
         }
+        assert!(!body.contains("hostile"), "{body}");
+        let routes: std::collections::BTreeSet<_> = m
+            .samples
+            .iter()
+            .filter_map(|s| s.labels.get("route"))
+            .collect();
+        assert!(routes.contains(&"/api/jobs/{id}".to_string()), "{routes:?}");
+        assert!(routes.contains(&"unmatched".to_string()), "{routes:?}");
 
         // Users do not see the totals.
         let user = sign(&key, &claims(&issuer.url));

@@ -9,7 +9,7 @@
 //! - [`server`]: the listener, limits on connections before authentication, token
 //!   checks with per-address back-off, data streams joining their session, and each
 //!   session run by the engine as a sink (push) or a source (pull), into a directory or
-//!   an object store prefix.
+//!   an object store prefix; with `metrics`, its counters in Prometheus' text format.
 //!
 //! A test (or any program) opens a session in-process with these; the `hetch` binary
 //! adds flags, output and exit codes.
@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 
 pub mod client;
+mod metrics;
 pub mod relay;
 pub mod server;
 

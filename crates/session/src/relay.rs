@@ -116,6 +116,8 @@ pub(crate) struct RelayRun {
     pub socket: SocketOptions,
     /// The welcome to send once the relay starts.
     pub welcome: Frame,
+    /// What the push moves, as it goes (read by the server's metrics too).
+    pub progress: Arc<Progress>,
 }
 
 /// Serves one relay session: welcomes the client, pushes `operands` to the target as a
@@ -129,6 +131,7 @@ pub(crate) async fn serve(run: RelayRun) -> Result<Report, EngineError> {
         operands,
         socket,
         welcome,
+        progress,
     } = run;
     let Op::Relay { to, .. } = &req.op else {
         unreachable!("serve is called for relay sessions only");
@@ -150,7 +153,6 @@ pub(crate) async fn serve(run: RelayRun) -> Result<Report, EngineError> {
         ..req.clone()
     };
     write_frame_exact(&mut control, &peer, false, &welcome).await?;
-    let progress = Arc::new(Progress::default());
     let push = async {
         let target = target.as_str();
         let transport = open_session(target, &cfg, onward)

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,6 +22,8 @@ use hetch_proto::{
 use rand::RngCore;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
+
+use crate::metrics::{ServeMetrics, Side};
 
 /// How long a client has to open all data streams of a session once welcomed.
 const JOIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -56,6 +59,8 @@ pub struct ServeConfig {
     pub engine: Options,
     /// Limits on connections that have not authenticated yet.
     pub limits: PreAuthLimits,
+    /// Where to serve metrics (plain HTTP, `GET /metrics`), if anywhere.
+    pub metrics: Option<String>,
     /// Which servers this one pushes to when a client asks it to relay.
     pub relay: crate::RelayPolicy,
 }
@@ -70,6 +75,9 @@ pub struct Server {
     pub token_path: PathBuf,
     /// Whether the identity was created on this start.
     pub new_identity: bool,
+    /// The metrics endpoint's address, when one was asked for.
+    pub metrics_addr: Option<SocketAddr>,
+    metrics: Option<hetch_metrics::Endpoint>,
     listener: TcpListener,
     state: Arc<State>,
     /// Ends every session (see [`Server::run_until`]).
@@ -109,6 +117,8 @@ struct State {
     pre_auth_log: RateLimitedLog,
     /// Sessions running.
     sessions: std::sync::atomic::AtomicUsize,
+    /// Counters for `--metrics`.
+    metrics: ServeMetrics,
     /// Which servers this one relays to.
     relay: crate::RelayPolicy,
 }
@@ -136,6 +146,10 @@ impl Server {
             .await
             .with_context(|| format!("cannot listen on {}", cfg.listen))?;
         cfg.socket.apply_to_listener(&listener)?;
+        let metrics = match &cfg.metrics {
+            Some(addr) => Some(hetch_metrics::Endpoint::bind(addr).await?),
+            None => None,
+        };
         let (stop, stop_signal) = hetch_engine::StopSignal::new();
         let mut engine = cfg.engine;
         engine.stop = Some(stop_signal);
@@ -145,6 +159,8 @@ impl Server {
             fingerprint: identity.fingerprint,
             token_path,
             new_identity,
+            metrics_addr: metrics.as_ref().map(|m| m.addr),
+            metrics,
             listener,
             state: Arc::new(State {
                 root,
@@ -158,6 +174,7 @@ impl Server {
                 throttle: AuthThrottle::default(),
                 pre_auth_log: RateLimitedLog::new(PRE_AUTH_LOG_INTERVAL),
                 sessions: Default::default(),
+                metrics: ServeMetrics::default(),
                 relay: cfg.relay,
             }),
         })
@@ -172,10 +189,17 @@ impl Server {
     /// client that the server is going away (their part files and journals stay, so a
     /// new session resumes them), and waits a moment for them to end.
     pub async fn run_until(
-        self,
+        mut self,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> anyhow::Result<()> {
         tokio::pin!(shutdown);
+        let _metrics = self.metrics.take().map(|endpoint| {
+            let state = self.state.clone();
+            endpoint.spawn(move || {
+                let running = state.sessions.load(Relaxed);
+                state.metrics.render(running as u64)
+            })
+        });
         let mut connections = tokio::task::JoinSet::new();
         loop {
             let accepted = tokio::select! {
@@ -196,6 +220,7 @@ impl Server {
                 Ok(p) => p,
                 Err(refusal) => {
                     drop(socket);
+                    self.state.metrics.refused.fetch_add(1, Relaxed);
                     self.state
                         .log_pre_auth(format_args!("refused {peer}: {refusal}"));
                     continue;
@@ -263,17 +288,24 @@ async fn handle(
     let authenticated = match authenticated {
         Ok(Ok(a)) => a,
         Ok(Err(e)) => {
+            state.metrics.unauthenticated.fetch_add(1, Relaxed);
             state.log_pre_auth(format_args!("{name}: {e}"));
             return Ok(());
         }
         Err(_) => {
+            state.metrics.unauthenticated.fetch_add(1, Relaxed);
             let secs = deadline.as_secs();
             state.log_pre_auth(format_args!("{name}: not authenticated within {secs} s"));
             return Ok(());
         }
     };
     match authenticated {
-        Authenticated::Control(stream, req, key) => session(state, stream, name, *req, key).await,
+        Authenticated::Control(stream, req, key) => {
+            let side = Side::of(&req.op);
+            let ended = session(state.clone(), stream, name, *req, key).await;
+            state.metrics.session_ended(side, ended.is_ok());
+            ended
+        }
         Authenticated::Joined => Ok(()),
     }
 }
@@ -334,6 +366,7 @@ async fn authenticate(
             };
             let ip = peer.ip();
             if let Err(wait) = state.throttle.check(ip) {
+                state.metrics.throttled.fetch_add(1, Relaxed);
                 let msg = format!(
                     "too many failed attempts from {}, retry in {} s",
                     ip.to_canonical(),
@@ -343,6 +376,7 @@ async fn authenticate(
             }
             if !hetch_net::tokens_equal(&token, &state.token) {
                 state.throttle.failed(ip);
+                state.metrics.wrong_tokens.fetch_add(1, Relaxed);
                 let msg = "authentication failed: wrong token";
                 return refuse(&mut stream, &name, ErrorCode::Auth, msg).await;
             }
@@ -431,6 +465,7 @@ async fn session(
     req: SessionRequest,
     key: SessionKey,
 ) -> Result<(), EngineError> {
+    let side = Side::of(&req.op);
     if req.streams == 0 || req.streams > 256 {
         return reply_error(
             &mut control,
@@ -471,8 +506,10 @@ async fn session(
                 opts,
                 operands,
                 welcome,
+                progress: Arc::new(Progress::default()),
             };
             let _running = Running::new(&state.sessions);
+            let _tracked = state.metrics.track(side, run.progress.clone());
             let started = std::time::Instant::now();
             let report = crate::relay::serve(run).await?;
             log_done(&peer, "relay", &report, started);
@@ -527,6 +564,8 @@ async fn session(
     let progress = Arc::new(Progress::default());
     let started = std::time::Instant::now();
     let _running = Running::new(&state.sessions);
+    // Bytes and files count in the metrics as they move, not only at the end.
+    let _tracked = state.metrics.track(side, progress.clone());
     let (what, result) = match role {
         Role::Sink(dest) => (
             "push",

@@ -29,6 +29,7 @@ async fn serve(
         socket: Default::default(),
         engine: Options::default(),
         limits,
+        metrics: None,
         relay: Default::default(),
     };
     let srv = Server::bind(cfg).await.unwrap();

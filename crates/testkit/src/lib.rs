@@ -6,6 +6,7 @@
 //! - [`emulators`]: fake-gcs-server and Azurite, started for a test, and (in
 //!   `postgres.rs`) a throwaway PostgreSQL server.
 //! - [`oidc_issuer`]: an OpenID Connect issuer with keys of its own, signing tokens.
+//! - [`prometheus`]: a metrics endpoint's body, parsed as Prometheus parses it.
 //!
 //! Both are implemented only through the engine's public seams, as any new backend
 //! would be.
@@ -20,6 +21,7 @@ pub mod memory_origin;
 pub mod memory_store;
 pub mod oidc_issuer;
 mod postgres;
+pub mod prometheus;
 
 pub use memory_origin::MemoryOrigin;
 pub use memory_store::{MemoryStore, MemoryTree, Node, Unfinished};

@@ -63,11 +63,13 @@ macro_rules! args {
 // Running the binary
 // ---------------------------------------------------------------------------------------
 
-/// Config directory used when a test does not pass its own `HETCH_CONFIG_DIR`. Tests
-/// that talk to servers pass `--fingerprint`, so nothing is recorded here; it only
-/// keeps the binary away from the real `~/.config`.
+/// Config directory used when a test does not pass its own `HETCH_CONFIG_DIR`: it
+/// keeps the binary away from the real `~/.config`. One per test process: keys
+/// learned on first use in one run (the service tests' clients learn them) must not
+/// meet a later run's servers on the same reused port.
 fn default_config_dir() -> PathBuf {
-    let p = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hetch-e2e-config");
+    let name = format!("hetch-e2e-config-{}", std::process::id());
+    let p = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     std::fs::create_dir_all(&p).expect("create default config dir");
     p
 }

@@ -258,16 +258,8 @@ fn push_across_the_emulated_wan_then_down_leaves_nothing() {
     for ns in ["hetch-a", "hetch-b"] {
         assert!(Path::new("/run/netns").join(ns).exists(), "{ns} missing");
     }
-    // Each host resolves the other by name (servers that look up their own address,
-    // as GridFTP does, need it: the namespaces have no DNS).
-    let lookup = Command::new("ip")
-        .args(["netns", "exec", "hetch-a", "getent", "hosts", "hetch-b"])
-        .output()
-        .unwrap();
-    assert!(
-        String::from_utf8_lossy(&lookup.stdout).contains("10.77.0.2"),
-        "{lookup:?}"
-    );
+    // Each host resolves the other by name.
+    assert_resolves("hetch-a", "hetch-b", "10.77.0.2");
 
     let root = t.path().join("root");
     let (mut server, token) = serve_on_b(t.path(), &root, &[]);
@@ -341,6 +333,19 @@ fn auto_picks_netem_exactly_when_the_kernel_has_it_and_refuses_it_clearly_otherw
     assert!(!Path::new("/run/netns/hetch-a").exists());
 }
 
+/// Asserts that in namespace `netns`, `name` resolves to `addr` (servers that look up
+/// their own address, as GridFTP does, need it: the namespaces have no DNS).
+fn assert_resolves(netns: &str, name: &str, addr: &str) {
+    let lookup = Command::new("ip")
+        .args(["netns", "exec", netns, "getent", "hosts", name])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&lookup.stdout).contains(addr),
+        "{netns}: {name}: {lookup:?}"
+    );
+}
+
 /// The testbed's namespaces that exist now.
 fn testbed_namespaces() -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir("/run/netns")
@@ -383,14 +388,8 @@ fn two_pairs_push_crosswise_at_once_into_one_shared_directory_then_down_leaves_n
         ["hetch-a1", "hetch-a2", "hetch-b1", "hetch-b2"]
     );
     // Every host resolves every other by name.
-    let lookup = Command::new("ip")
-        .args(["netns", "exec", "hetch-a1", "getent", "hosts", "hetch-b2"])
-        .output()
-        .unwrap();
-    assert!(
-        String::from_utf8_lossy(&lookup.stdout).contains("10.77.0.102"),
-        "{lookup:?}"
-    );
+    assert_resolves("hetch-a1", "hetch-b2", "10.77.0.102");
+    assert_resolves("hetch-b1", "hetch-a2", "10.77.0.2");
 
     // Every host reaches every other: with nothing listening yet, each connection is
     // refused by the other host's kernel (an unreachable one would go unanswered).
@@ -398,23 +397,13 @@ fn two_pairs_push_crosswise_at_once_into_one_shared_directory_then_down_leaves_n
     for (from, _) in hosts {
         for (_, to) in hosts.iter().filter(|(h, _)| *h != from) {
             let url = format!("hetch://10.77.0.{to}:7878/x");
-            let out = hetch(
-                &args![
-                    "wan",
-                    "exec",
-                    from,
-                    "--",
-                    env!("CARGO_BIN_EXE_hetch"),
-                    "cp",
-                    "--retries",
-                    "0",
-                    "--known-hosts",
-                    t.path().join("known_hosts.probe"),
-                    &src1,
-                    &url
-                ],
-                &[("HETCH_TOKEN", "0123456789abcdef0123456789abcdef")],
-            );
+            let probe = t.path().join("known_hosts.probe");
+            let out = cp_on(
+                from,
+                "0123456789abcdef0123456789abcdef",
+                &args!["--retries", "0", "--known-hosts", &probe, &src1, &url],
+            )
+            .wait();
             assert!(
                 out.stderr.contains("Connection refused"),
                 "{from} -> {url}: {out:?}"

@@ -1,7 +1,8 @@
 //! `hetch-lab wan` end to end (root only): bring the testbed up with a 20 ms link, run a
 //! real `hetch serve` on host b, push a tree to it from host a, check the copy, bring
-//! the testbed down and check that nothing is left. Skipped, with a message, where it
-//! cannot run (not root, no /dev/net/tun, no `ip`).
+//! the testbed down and check that nothing is left; the same with two pairs of hosts
+//! and one directory they share. Skipped, with a message, where it cannot run (not
+//! root, no /dev/net/tun, no `ip`).
 
 mod util;
 
@@ -36,18 +37,30 @@ fn can_run() -> Result<(), &'static str> {
 /// Starts `hetch serve` on host b (10.77.0.2:7878) serving `root`, with its state under
 /// `dir`; returns the process and the token.
 fn serve_on_b(dir: &Path, root: &Path, extra: &[&str]) -> (std::process::Child, String) {
+    serve_on("b", "10.77.0.2:7878", dir, root, extra)
+}
+
+/// Starts `hetch serve` on `host`, listening on `listen`, serving `root`, with its state
+/// under `dir`; returns the process and the token.
+fn serve_on(
+    host: &str,
+    listen: &str,
+    dir: &Path,
+    root: &Path,
+    extra: &[&str],
+) -> (std::process::Child, String) {
     std::fs::create_dir_all(root).unwrap();
     let state = dir.join("state");
     let server = Command::new(lab_bin())
         .args([
             "wan",
             "exec",
-            "b",
+            host,
             "--",
             env!("CARGO_BIN_EXE_hetch"),
             "serve",
             "--listen",
-            "10.77.0.2:7878",
+            listen,
         ])
         .arg("--root")
         .arg(root)
@@ -68,7 +81,7 @@ fn serve_on_b(dir: &Path, root: &Path, extra: &[&str]) -> (std::process::Child, 
     {
         assert!(
             Instant::now() < deadline,
-            "the server on host b did not start"
+            "the server on host {host} did not start"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -79,10 +92,15 @@ fn serve_on_b(dir: &Path, root: &Path, extra: &[&str]) -> (std::process::Child, 
 
 /// `hetch cp ARGS` on host a (started, not waited for).
 fn cp_on_a(token: &str, args: &[std::ffi::OsString]) -> Running {
+    cp_on("a", token, args)
+}
+
+/// `hetch cp ARGS` on `host` (started, not waited for).
+fn cp_on(host: &str, token: &str, args: &[std::ffi::OsString]) -> Running {
     let mut full = Vec::from(args![
         "wan",
         "exec",
-        "a",
+        host,
         "--",
         env!("CARGO_BIN_EXE_hetch"),
         "cp"
@@ -240,16 +258,8 @@ fn push_across_the_emulated_wan_then_down_leaves_nothing() {
     for ns in ["hetch-a", "hetch-b"] {
         assert!(Path::new("/run/netns").join(ns).exists(), "{ns} missing");
     }
-    // Each host resolves the other by name (servers that look up their own address,
-    // as GridFTP does, need it: the namespaces have no DNS).
-    let lookup = Command::new("ip")
-        .args(["netns", "exec", "hetch-a", "getent", "hosts", "hetch-b"])
-        .output()
-        .unwrap();
-    assert!(
-        String::from_utf8_lossy(&lookup.stdout).contains("10.77.0.2"),
-        "{lookup:?}"
-    );
+    // Each host resolves the other by name.
+    assert_resolves("hetch-a", "hetch-b", "10.77.0.2");
 
     let root = t.path().join("root");
     let (mut server, token) = serve_on_b(t.path(), &root, &[]);
@@ -321,4 +331,127 @@ fn auto_picks_netem_exactly_when_the_kernel_has_it_and_refuses_it_clearly_otherw
     assert!(auto.stdout.contains(used), "expected {used}: {auto:?}");
     hetch(&args!["wan", "down"], &[]).ok();
     assert!(!Path::new("/run/netns/hetch-a").exists());
+}
+
+/// Asserts that in namespace `netns`, `name` resolves to `addr` (servers that look up
+/// their own address, as GridFTP does, need it: the namespaces have no DNS).
+fn assert_resolves(netns: &str, name: &str, addr: &str) {
+    let lookup = Command::new("ip")
+        .args(["netns", "exec", netns, "getent", "hosts", name])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&lookup.stdout).contains(addr),
+        "{netns}: {name}: {lookup:?}"
+    );
+}
+
+/// The testbed's namespaces that exist now.
+fn testbed_namespaces() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir("/run/netns")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("hetch-a") || n.starts_with("hetch-b"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Two pairs of hosts, each on its own 200 MB/s link, every one reaching every other,
+/// and two `hetch serve` nodes (b1, b2) serving one directory, as nodes on a shared file system do: a1 pushes to b2
+/// while a2 pushes to b1, across each other's links, and both copies land whole in the
+/// one directory the test (outside every namespace) reads. Down, even after the
+/// forwarder crashed and its state is gone, leaves no namespace.
+#[test]
+fn two_pairs_push_crosswise_at_once_into_one_shared_directory_then_down_leaves_nothing() {
+    let Some(_turn) = testbed_turn("hetch-lab wan --pairs test") else {
+        return;
+    };
+    let t = tempdir();
+    let (src1, src2) = (t.path().join("one"), t.path().join("two"));
+    Tree::new(&src1)
+        .file("big.bin", 12 << 20, 101)
+        .file("d/small", 3000, 102);
+    Tree::new(&src2)
+        .file("big.bin", 12 << 20, 103)
+        .bytes("empty", b"");
+    let _down = Down;
+    let up = hetch(
+        &args!["wan", "up", "--pairs", "2", "--rtt", "10ms", "--rate", "200M"],
+        &[],
+    );
+    up.ok();
+    assert!(up.stdout.contains("b2 = 10.77.0.102"), "{up:?}");
+    assert_eq!(
+        testbed_namespaces(),
+        ["hetch-a1", "hetch-a2", "hetch-b1", "hetch-b2"]
+    );
+    // Every host resolves every other by name.
+    assert_resolves("hetch-a1", "hetch-b2", "10.77.0.102");
+    assert_resolves("hetch-b1", "hetch-a2", "10.77.0.2");
+
+    // Every host reaches every other: with nothing listening yet, each connection is
+    // refused by the other host's kernel (an unreachable one would go unanswered).
+    let hosts = [("a1", 1), ("a2", 2), ("b1", 101), ("b2", 102)];
+    for (from, _) in hosts {
+        for (_, to) in hosts.iter().filter(|(h, _)| *h != from) {
+            let url = format!("hetch://10.77.0.{to}:7878/x");
+            let probe = t.path().join("known_hosts.probe");
+            let out = cp_on(
+                from,
+                "0123456789abcdef0123456789abcdef",
+                &args!["--retries", "0", "--known-hosts", &probe, &src1, &url],
+            )
+            .wait();
+            assert!(
+                out.stderr.contains("Connection refused"),
+                "{from} -> {url}: {out:?}"
+            );
+        }
+    }
+
+    let shared = t.path().join("shared");
+    let (b1, b2) = (t.path().join("b1"), t.path().join("b2"));
+    let (mut s1, token1) = serve_on("b1", "10.77.0.101:7878", &b1, &shared, &[]);
+    let (mut s2, token2) = serve_on("b2", "10.77.0.102:7878", &b2, &shared, &[]);
+    let push = |host: &str, token: &str, src: &Path, url: &str| {
+        let known = t.path().join(format!("known_hosts.{host}"));
+        cp_on(
+            host,
+            token,
+            &args!["-q", "--json", "--known-hosts", &known, src, url],
+        )
+    };
+    let one = push("a1", &token2, &src1, "hetch://10.77.0.102:7878/from-a1");
+    let two = push("a2", &token1, &src2, "hetch://10.77.0.101:7878/from-a2");
+    let (one, two) = (one.wait(), two.wait());
+    for s in [&mut s1, &mut s2] {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+    one.ok();
+    two.ok();
+    assert_eq!(
+        (one.json().files, two.json().files),
+        (2, 2),
+        "{one:?}\n{two:?}"
+    );
+    assert_same_tree(&src1, &shared.join("from-a1"));
+    assert_same_tree(&src2, &shared.join("from-a2"));
+    assert_no_temp_files(&shared);
+
+    // As after a crash: the forwarder killed and its state gone, `down` still finds the
+    // namespaces by name.
+    let pid = std::fs::read_to_string("/run/hetch-wan/pid").unwrap();
+    let killed = Command::new("kill").args(["-9", pid.trim()]).status();
+    assert!(killed.unwrap().success());
+    std::fs::remove_dir_all("/run/hetch-wan").unwrap();
+    hetch(&args!["wan", "down"], &[]).ok();
+    assert_eq!(testbed_namespaces(), Vec::<String>::new(), "left behind");
+    assert!(
+        !Path::new("/etc/netns/hetch-a1").exists(),
+        "hosts file left"
+    );
+    assert!(!Path::new("/run/hetch-wan").exists(), "state left behind");
 }

@@ -21,8 +21,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// WAN testbed on this machine: two hosts (network namespaces) joined by an emulated
-    /// link with the given RTT, rate and loss (root only).
+    /// WAN testbed on this machine: two hosts (network namespaces), or N pairs, joined by
+    /// emulated links with the given RTT, rate and loss (root only).
     #[command(subcommand)]
     Wan(WanCommand),
     /// Benchmark harness: sweeps over file sizes and links, the datasets of paper 003,
@@ -33,11 +33,13 @@ enum Command {
 
 #[derive(Subcommand)]
 enum WanCommand {
-    /// Create hosts a (10.77.0.1) and b (10.77.0.2) and the link between them.
+    /// Create hosts a (10.77.0.1) and b (10.77.0.2) and the link between them; with
+    /// --pairs N, hosts a1..aN (10.77.0.1..N) and b1..bN (10.77.0.101..100+N), each on
+    /// its own link.
     Up(WanLinkArgs),
-    /// Run a command on host a or b: `hetch-lab wan exec a -- CMD...`.
+    /// Run a command on a host: `hetch-lab wan exec a -- CMD...` (or a1, b2, ...).
     Exec {
-        /// a or b.
+        /// a or b; with --pairs, a1..aN or b1..bN.
         host: String,
         /// The command and its arguments.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
@@ -45,7 +47,7 @@ enum WanCommand {
     },
     /// Stop the link and remove the hosts (also what a crash left behind).
     Down,
-    /// Cut the link: every packet is dropped, silently, until `restore` (delay-line
+    /// Cut the link (every host's): every packet is dropped, silently, until `restore` (delay-line
     /// links only).
     Cut,
     /// Restore a cut link.
@@ -57,13 +59,19 @@ enum WanCommand {
 
 #[derive(Args)]
 struct WanLinkArgs {
-    /// Round-trip time (50ms, 0.1s).
+    /// Pairs of hosts: 1 is hosts a and b; N (up to 8) is sources a1..aN and
+    /// destinations b1..bN, every host reaching every other, each on its own link with
+    /// the settings below (the delay-line link only).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=hetch_wan::hosts::MAX_PAIRS as i64))]
+    pairs: u8,
+    /// Round-trip time between any two hosts (50ms, 0.1s).
     #[arg(long, default_value = "0ms", value_parser = hetch_units::parse_duration)]
     rtt: std::time::Duration,
-    /// Rate of each direction: bytes/s with SI suffixes (250M) or bits (2gbit); 0 = unlimited.
+    /// Rate each host sends at (each direction, with one pair): bytes/s with SI suffixes
+    /// (250M) or bits (2gbit); 0 = unlimited.
     #[arg(long, default_value = "0", value_parser = hetch_units::parse_rate)]
     rate: u64,
-    /// Packet loss in each direction (0.1% or 0.001).
+    /// Packet loss on what each host sends (each direction, with one pair): 0.1% or 0.001.
     #[arg(long, default_value = "0", value_parser = wan::parse_loss)]
     loss: f64,
     /// TCP segments whose payload is damaged, with the TCP checksum fixed so that the
@@ -116,12 +124,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Wan(w) => match w {
-            WanCommand::Up(l) => wan::up(l.link(), l.link).map(|_| ExitCode::SUCCESS),
+            WanCommand::Up(l) => wan::up(l.link(), l.link, l.pairs).map(|_| ExitCode::SUCCESS),
             WanCommand::Down => wan::down().map(|_| ExitCode::SUCCESS),
             WanCommand::Cut => wan::cut(true).map(|_| ExitCode::SUCCESS),
             WanCommand::Restore => wan::cut(false).map(|_| ExitCode::SUCCESS),
             WanCommand::Exec { host, cmd } => wan::exec(&host, &cmd),
-            WanCommand::Forward(l) => wan::forward(l.link()).map(|_| ExitCode::SUCCESS),
+            WanCommand::Forward(l) => wan::forward(l.link(), l.pairs).map(|_| ExitCode::SUCCESS),
         },
         Command::Bench(b) => {
             let argv: Vec<String> = std::env::args().skip(1).collect();

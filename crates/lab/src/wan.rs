@@ -1,5 +1,5 @@
-//! `hetch-lab wan`: the WAN testbed on this machine (two network namespaces joined by
-//! an emulated link). `up` starts a background forwarder (`hetch-lab wan forward`, hidden)
+//! `hetch-lab wan`: the WAN testbed on this machine (network namespaces joined by
+//! emulated links: two hosts, or N pairs). `up` starts a background forwarder (`hetch-lab wan forward`, hidden)
 //! and waits until the link works; `down` stops it and removes the namespaces, also
 //! after a crash; `exec` runs a command on one host.
 
@@ -8,7 +8,8 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use hetch_wan::testbed::{self, Link, A, B, HOSTS};
+use hetch_wan::hosts::{hosts, Host};
+use hetch_wan::testbed::{self, Link};
 
 /// Where the running forwarder leaves its pid, its log and its "ready" mark.
 const STATE_DIR: &str = "/run/hetch-wan";
@@ -43,16 +44,20 @@ pub enum LinkKind {
     DelayLine,
 }
 
-/// Starts the testbed.
-pub fn up(link: Link, kind: LinkKind) -> anyhow::Result<()> {
+/// Starts the testbed with `pairs` pairs of hosts.
+pub fn up(link: Link, kind: LinkKind, pairs: u8) -> anyhow::Result<()> {
     if forwarder_pid().is_some()
-        || state("netem").exists() && HOSTS.iter().all(|h| netns_exists(h.netns))
+        || state("netem").exists() && !testbed::existing_namespaces().is_empty()
     {
         bail!("the WAN testbed is already up; run `hetch-lab wan down` first");
     }
     down_quietly();
     let netem = match kind {
         LinkKind::DelayLine => false,
+        LinkKind::Netem if pairs > 1 => bail!(
+            "--pairs above 1 needs the delay-line link (a veth pair joins two hosts only): use --link delay-line"
+        ),
+        LinkKind::Auto if pairs > 1 => false,
         LinkKind::Netem if link.corrupt > 0.0 => bail!(
             "--corrupt needs the delay-line link (netem's corruption is caught by TCP's checksum): use --link delay-line"
         ),
@@ -71,7 +76,7 @@ pub fn up(link: Link, kind: LinkKind) -> anyhow::Result<()> {
             down_quietly();
             return Err(e).context("creating the emulated hosts with netem");
         }
-        print_up(&link, "tc netem on a veth pair".to_string());
+        print_up(&link, pairs, "tc netem on a veth pair".to_string());
         return Ok(());
     }
     let log = std::fs::File::create(state("forwarder.log"))?;
@@ -83,6 +88,7 @@ pub fn up(link: Link, kind: LinkKind) -> anyhow::Result<()> {
         .arg(format!("--loss={}", link.loss))
         .arg(format!("--corrupt={}", link.corrupt))
         .arg(format!("--mtu={}", link.mtu))
+        .arg(format!("--pairs={pairs}"))
         .args((!link.tuned).then_some("--untuned"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -116,18 +122,21 @@ pub fn up(link: Link, kind: LinkKind) -> anyhow::Result<()> {
     }
     print_up(
         &link,
+        pairs,
         format!("userspace TUN delay line (pid {})", child.id()),
     );
     Ok(())
 }
 
-fn print_up(link: &Link, how: String) {
+fn print_up(link: &Link, pairs: u8, how: String) {
+    let hosts: Vec<String> = hosts(pairs)
+        .iter()
+        .map(|h| format!("{} = {} (netns {})", h.name, h.addr, h.netns))
+        .collect();
     println!(
-        "hetch-lab wan: up: a = {} (netns {}), b = {} (netns {}); RTT {:?}, rate {}, loss {}%, corrupt {}%, MTU {}, TCP buffers {}; link: {how}",
-        A.addr,
-        A.netns,
-        B.addr,
-        B.netns,
+        "hetch-lab wan: up: {}; {}RTT {:?}, rate {}, loss {}%, corrupt {}%, MTU {}, TCP buffers {}; link: {how}",
+        hosts.join(", "),
+        if pairs > 1 { "each host's link: " } else { "" },
         link.rtt,
         if link.rate == 0 {
             "unlimited".to_string()
@@ -142,10 +151,10 @@ fn print_up(link: &Link, how: String) {
 }
 
 /// The forwarder itself (runs in the background until killed).
-pub fn forward(link: Link) -> anyhow::Result<()> {
-    let (a, b) = testbed::create(&link).context("creating the emulated hosts")?;
+pub fn forward(link: Link, pairs: u8) -> anyhow::Result<()> {
+    let ports = testbed::create(pairs, &link).context("creating the emulated hosts")?;
     let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let _counters = hetch_wan::forward::start(a, b, link.direction(), 0x5eed, cut.clone());
+    let _counters = hetch_wan::forward::start(ports, link.direction(), 0x5eed, cut.clone());
     std::fs::write(state("ready"), b"")?;
     // `hetch-lab wan cut` and `restore` make and remove a file: no signals, no sockets.
     loop {
@@ -154,8 +163,8 @@ pub fn forward(link: Link) -> anyhow::Result<()> {
     }
 }
 
-/// Cuts the link (`true`: every packet is dropped from now on, silently) or restores
-/// it. Only the delay line can: netem links have no forwarder.
+/// Cuts every host's link (`true`: every packet is dropped from now on, silently) or
+/// restores them. Only the delay line can: netem links have no forwarder.
 pub fn cut(on: bool) -> anyhow::Result<()> {
     if forwarder_pid().is_none() {
         bail!(
@@ -180,7 +189,7 @@ pub fn cut(on: bool) -> anyhow::Result<()> {
 
 /// Stops the testbed and removes everything it made.
 pub fn down() -> anyhow::Result<()> {
-    let was_up = forwarder_pid().is_some() || HOSTS.iter().any(|h| netns_exists(h.netns));
+    let was_up = forwarder_pid().is_some() || !testbed::existing_namespaces().is_empty();
     down_quietly();
     eprintln!(
         "hetch-lab wan: {}",
@@ -221,22 +230,35 @@ fn netns_exists(name: &str) -> bool {
     Path::new("/run/netns").join(name).exists()
 }
 
-/// Runs `cmd` on host `host` (`a` or `b`) in place of this process.
+/// Runs `cmd` on host `host` (`a`, `b`, `a1`, `b3`, ...) in place of this process.
 pub fn exec(host: &str, cmd: &[String]) -> anyhow::Result<ExitCode> {
-    let Some(h) = HOSTS.iter().find(|h| h.name == host) else {
-        bail!("unknown host '{host}': the testbed's hosts are a and b");
-    };
-    if !netns_exists(h.netns) {
+    let Some(h) = Host::named(host) else {
         bail!(
-            "the WAN testbed is not up (no netns {}); run `hetch-lab wan up`",
-            h.netns
+            "unknown host '{host}': the testbed's hosts are a and b, or with --pairs N a1..aN and b1..bN"
+        );
+    };
+    if !netns_exists(&h.netns) {
+        let up: Vec<String> = testbed::existing_namespaces()
+            .iter()
+            .filter_map(|ns| Host::of_netns(ns).map(|h| h.name))
+            .collect();
+        if up.is_empty() {
+            bail!(
+                "the WAN testbed is not up (no netns {}); run `hetch-lab wan up`",
+                h.netns
+            );
+        }
+        bail!(
+            "the WAN testbed has no host {host} (no netns {}); its hosts are {}",
+            h.netns,
+            up.join(", ")
         );
     }
     // Replace this process (rather than wait for a child), so that signals sent to
     // `hetch-lab wan exec` reach the command itself.
     use std::os::unix::process::CommandExt;
     let err = Command::new("ip")
-        .args(["netns", "exec", h.netns])
+        .args(["netns", "exec", &h.netns])
         .args(cmd)
         .exec();
     Err(err).context("running ip netns exec")

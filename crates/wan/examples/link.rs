@@ -1,5 +1,5 @@
 //! Manual check of the delay line (root): `cargo run -p hetch-wan --example link -- 50`
-//! makes the testbed's namespaces joined by a link of the given RTT in ms and forwards
+//! makes the two hosts of the testbed joined by a link of the given RTT in ms and forwards
 //! until killed. `hetch wan up` does the same as a background process.
 
 use std::time::Duration;
@@ -18,8 +18,8 @@ fn main() -> std::io::Result<()> {
         mtu: 9000,
         tuned: true,
     };
-    let (a, b) = testbed::create(&link)?;
-    let _counters = forward::start(a, b, link.direction(), 1, Default::default());
+    let ports = testbed::create(1, &link)?;
+    let _counters = forward::start(ports, link.direction(), 1, Default::default());
     loop {
         std::thread::sleep(Duration::from_secs(3600));
     }

@@ -3,8 +3,9 @@
 //! kernels (this project's CI machine among them) lack `sch_netem`; [`available`]
 //! probes for it so that `hetch-lab wan up` can fall back to the userspace delay line.
 
+use crate::hosts::hosts;
 use crate::netns::{ip, run};
-use crate::testbed::{add_host, Link, A, B, DEVICE};
+use crate::testbed::{add_host, remove_namespaces, Link, DEVICE};
 
 /// The namespace the probe uses (removed again at once).
 const PROBE_NS: &str = "hetch-probe";
@@ -27,24 +28,24 @@ pub fn available() -> bool {
     ok
 }
 
-/// Creates hosts a and b joined by a veth pair named [`DEVICE`] on both sides, with a
-/// netem qdisc on each end.
+/// Creates hosts a and b (one pair: a veth pair joins two hosts only) joined by a veth
+/// pair named [`DEVICE`] on both sides, with a netem qdisc on each end.
 pub fn create(link: &Link) -> std::io::Result<()> {
-    for h in [A, B] {
-        let _ = ip(&["netns", "del", h.netns]);
-    }
-    for h in [A, B] {
-        ip(&["netns", "add", h.netns])?;
+    remove_namespaces();
+    let all = hosts(1);
+    let [a, b] = [&all[0], &all[1]];
+    for h in &all {
+        ip(&["netns", "add", &h.netns])?;
     }
     ip(&[
-        "link", "add", DEVICE, "netns", A.netns, "type", "veth", "peer", "name", DEVICE, "netns",
-        B.netns,
+        "link", "add", DEVICE, "netns", &a.netns, "type", "veth", "peer", "name", DEVICE, "netns",
+        &b.netns,
     ])?;
-    for (me, peer) in [(A, B), (B, A)] {
+    for me in &all {
         let args = qdisc_args(link);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        tc(me.netns, &args)?;
-        add_host(me, peer, link)?;
+        tc(&me.netns, &args)?;
+        add_host(me, &all, link)?;
     }
     Ok(())
 }

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# bench/service-scaling.sh: one transfer-service job moved by N workers on N source
+# hosts into N `hetch serve` destination nodes sharing one directory, on the WAN
+# testbed of N pairs (each host's link --rate, --rtt between any two hosts), for each
+# N given; TLS and --verify written (the defaults). Source and destination on tmpfs,
+# so the links and the CPUs are what is measured. Root only (network namespaces).
+#
+# Usage: bench/service-scaling.sh [FILES] [FILE_SIZE] (default 800 1M)
+#   NS="1 2 4" RATE=500mbit RTT=20ms RUNS=1 BATCH=20 (files per unit)
+#   HETCH_BIN=target/release/hetch
+#   LAB_BIN=target/release/hetch-lab
+# Output: per run: N, seconds (the job's own start to end), MB/s, ratio to the mean
+# one-pair rate of this run, and the machine's CPU seconds.
+set -euo pipefail
+files=${1:-800}; size=${2:-1M}
+ns=${NS:-1 2 4}; rate=${RATE:-500mbit}; rtt=${RTT:-20ms}; runs=${RUNS:-1}; batch=${BATCH:-20}
+bin=$(realpath "${HETCH_BIN:-target/release/hetch}")
+lab=$(realpath "${LAB_BIN:-target/release/hetch-lab}")
+max=0; for n in $ns; do [ "$n" -gt "$max" ] && max=$n; done
+[ "$max" -ge 2 ] || max=2   # --pairs 1 names its hosts a and b: use a1/b1 of two pairs
+work=$(mktemp -d /dev/shm/scaling.XXXXXX)
+cleanup() { pkill -f "$work" 2>/dev/null || true; "$lab" wan down >/dev/null 2>&1 || true; rm -rf "$work"; }
+trap cleanup EXIT
+export HETCH_CONFIG_DIR="$work/config"
+bytes=$("$bin" --version >/dev/null; python3 -c "import sys;u={'K':1<<10,'M':1<<20,'G':1<<30};s=sys.argv[1];print(int(s[:-1])*u[s[-1]] if s[-1] in u else int(s))" "$size")
+mkdir -p "$work/src/run"
+for i in $(seq "$files"); do head -c "$bytes" /dev/urandom > "$work/src/run/f$i"; done
+(umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token")
+"$lab" wan up --pairs "$max" --rtt "$rtt" --rate "$rate" >&2
+busy() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
+tck=$(getconf CLK_TCK)
+wait_log() { for _ in $(seq 200); do grep -q "$2" "$1" 2>/dev/null && return; sleep 0.1; done; echo "no '$2' in $1" >&2; exit 1; }
+one() {   # one N: prints "N seconds MB/s CPU-s"
+    local n=$1 d="$work/run$1.$RANDOM" i b0 b1
+    mkdir -p "$d/dst"
+    for i in $(seq "$n"); do
+        "$lab" wan exec "b$i" -- "$bin" serve --root "$d/dst" --listen "10.77.0.$((100 + i)):7878" \
+            --state-dir "$d/b$i" --token-file "$work/token" 2>"$d/b$i.log" &
+        wait_log "$d/b$i.log" "token in"
+    done
+    "$lab" wan exec a1 -- "$bin" service --root "$work/src" --listen 10.77.0.1:7879 \
+        --state-dir "$d/svc" --db "sqlite://$d/jobs.db" --batch-files "$batch" 2>"$d/svc.log" &
+    wait_log "$d/svc.log" "listening on"
+    local tok; tok=$(cat "$d/svc/token")
+    for i in $(seq "$n"); do
+        HETCH_TOKEN=$tok "$lab" wan exec "a$i" -- "$bin" worker --service 10.77.0.1:7879 \
+            --root "$work/src" --name "w$i" --units 4 --token-file "$work/token" \
+            --known-hosts "$d/kh.a$i" 2>"$d/w$i.log" &
+    done
+    local nodes=""; for i in $(seq 2 "$n"); do nodes="$nodes --dest-node 10.77.0.$((100 + i)):7878"; done
+    sleep 1
+    b0=$(busy)
+    # shellcheck disable=SC2086
+    HETCH_TOKEN=$tok "$lab" wan exec a1 -- "$bin" job --service 10.77.0.1:7879 \
+        --known-hosts "$d/kh.job" submit --wait $nodes run hetch://10.77.0.101:7878/in/ \
+        >"$d/job.out" 2>/dev/null
+    b1=$(busy)
+    local id; id=$(head -n 1 "$d/job.out")
+    HETCH_TOKEN=$tok "$lab" wan exec a1 -- "$bin" job --service 10.77.0.1:7879 \
+        --known-hosts "$d/kh.job" --json show "$id" >"$d/job.json"
+    diff -rq "$work/src/run" "$d/dst/in/run" >/dev/null || { echo "N=$n: copy differs" >&2; exit 1; }
+    pkill -f "$d" 2>/dev/null || true; sleep 0.5
+    python3 - "$d/job.json" "$n" "$b0" "$b1" "$tck" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+s = (j["finished"] - j["started"]) / 1000
+print(sys.argv[2], f"{s:.2f}", f"{j['bytes_done'] / s / 1e6:.1f}", f"{(float(sys.argv[4]) - float(sys.argv[3])) / float(sys.argv[5]):.2f}")
+PY
+    rm -rf "$d"
+}
+echo "hetch service scaling: $files x $size in units of $batch files, link $rate per host, RTT $rtt, $(nproc) CPUs"
+results=()
+for _ in $(seq "$runs"); do for n in $ns; do results+=("$(one "$n")"); done; done
+printf '%s\n' "${results[@]}" | awk '
+    { n[NR]=$1; s[NR]=$2; r[NR]=$3; c[NR]=$4; if ($1 == 1) { one += $3; k++ } }
+    END { base = k ? one / k : 0
+          for (i = 1; i <= NR; i++)
+              printf "N=%s  %7.2f s  %7.1f MB/s  %5.2f x one pair (%4.2f of N x)  machine %6.2f CPU-s\n",
+                     n[i], s[i], r[i], base ? r[i] / base : 0, base ? r[i] / base / n[i] : 0, c[i] }'

@@ -159,11 +159,7 @@ impl UnitContext {
         for (i, _) in wire.iter().enumerate().filter(|(_, b)| **b == b'/') {
             let parent = store.place(&wire[..i])?;
             if store.stat(&parent.rel)?.is_none() {
-                match store.make_dir(&parent.rel) {
-                    // Another worker made it just now.
-                    Err(_) if store.stat(&parent.rel)?.is_some() => {}
-                    r => r?,
-                }
+                store.make_shared_dir(&parent.rel)?;
             }
         }
         let place = store.place(wire)?;

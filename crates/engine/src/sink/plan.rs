@@ -160,12 +160,7 @@ fn plan_dir(sh: &SinkShared, at: &Place, fm: FinalMeta) -> Result<PlanAction, St
         Some(p) => return Err(p.kind.found_where(&at.shown, "directory")),
         // Owner-writable until the end, so that a read-only source directory can still
         // be filled; its real mode is applied by `finish_dirs`.
-        None => match sh.store.make_dir(&at.rel) {
-            // Another writer of the same tree made it just now (units of one service
-            // job, each with the parent directories it needs): it is there, as asked.
-            Err(_) if sh.store.stat(&at.rel)?.is_some_and(|p| p.kind == Kind::Dir) => {}
-            r => r?,
-        },
+        None => sh.store.make_shared_dir(&at.rel)?,
     }
     // A followed tree announces a directory again whenever something appears in it:
     // its metadata is applied once, at the end.

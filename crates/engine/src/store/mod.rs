@@ -237,6 +237,17 @@ pub trait Store: Send + Sync {
     /// [`Store::finish_dir`] applies its real mode.
     fn make_dir(&self, rel: &Path) -> Result<(), StorageError>;
 
+    /// [`Store::make_dir`] where other writers of the same tree may make the same
+    /// directory at the same moment (units of one service job each make the parent
+    /// directories they need): a directory that is there once `make_dir` failed was
+    /// made by one of them, and counts as made.
+    fn make_shared_dir(&self, rel: &Path) -> Result<(), StorageError> {
+        match self.make_dir(rel) {
+            Err(_) if self.stat(rel)?.is_some_and(|p| p.kind == Kind::Dir) => Ok(()),
+            r => r,
+        }
+    }
+
     /// Marks directory `rel`, created as the copy of operand `top`, so that the same
     /// command run again copies into it *as* that operand (see [`crate::DestSpec`]).
     fn mark_copy(&self, _rel: &Path, _top: &[u8]) {}

@@ -37,6 +37,8 @@ one() {   # one N: prints "N seconds MB/s CPU-s"
         "$lab" wan exec "b$i" -- "$bin" serve --root "$d/dst" --listen "10.77.0.$((100 + i)):7878" \
             --state-dir "$d/b$i" --token-file "$work/token" 2>"$d/b$i.log" &
         wait_log "$d/b$i.log" "token in"
+        # Workers connect only to servers pinned in their known-hosts file.
+        echo "10.77.0.$((100 + i)):7878 $(sed -n 's/.*fingerprint //p' "$d/b$i.log")" >>"$d/kh.workers"
     done
     "$lab" wan exec a1 -- "$bin" service --root "$work/src" --listen 10.77.0.1:7879 \
         --state-dir "$d/svc" --db "sqlite://$d/jobs.db" --batch-files "$batch" 2>"$d/svc.log" &
@@ -45,7 +47,7 @@ one() {   # one N: prints "N seconds MB/s CPU-s"
     for i in $(seq "$n"); do
         HETCH_TOKEN=$tok "$lab" wan exec "a$i" -- "$bin" worker --service 10.77.0.1:7879 \
             --root "$work/src" --name "w$i" --units 4 --token-file "$work/token" \
-            --known-hosts "$d/kh.a$i" 2>"$d/w$i.log" &
+            --known-hosts "$d/kh.workers" 2>"$d/w$i.log" &
     done
     local nodes=""; for i in $(seq 2 "$n"); do nodes="$nodes --dest-node 10.77.0.$((100 + i)):7878"; done
     sleep 1

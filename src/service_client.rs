@@ -98,6 +98,11 @@ impl Client {
         Ok(v)
     }
 
+    /// Whether `token` is the one this client presents to the service.
+    pub fn is_token(&self, token: &[u8]) -> bool {
+        hetch_net::tokens_equal(token, self.token.as_bytes())
+    }
+
     /// Job `id`.
     pub async fn job(&self, id: &str) -> anyhow::Result<JobView> {
         let v = self

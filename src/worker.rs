@@ -467,9 +467,11 @@ impl UnitContext {
         }
         let dest = self.dest_of(u)?;
         let opts = unit_options(spec, stop, rate)?;
-        let client = match matches!(dest, Location::Remote { .. }) {
-            true => Some(self.client_config(self.dest_token.as_ref())?),
-            false => None,
+        let client = match &dest {
+            Location::Remote { host, .. } => {
+                Some(self.client_config(host, self.dest_token.as_ref())?)
+            }
+            _ => None,
         };
         let mut job = self.unit_copy(spec, sources, dest, opts, client);
         job.entries = Some(entries);
@@ -516,6 +518,39 @@ impl UnitContext {
 }
 
 impl UnitContext {
+    /// The key server `host` must present: its entry in this worker's known-hosts
+    /// file. A worker learns no key on first use: the servers a job names are a job
+    /// submitter's choice (any user's), and a worker presents its token only to
+    /// servers its operator pinned.
+    pub(crate) fn pinned(&self, host: &str) -> anyhow::Result<hetch_net::Fingerprint> {
+        let kh = hetch_net::KnownHosts {
+            path: self
+                .known_hosts
+                .clone()
+                .unwrap_or_else(hetch_net::KnownHosts::default_path),
+        };
+        kh.lookup(host)?.ok_or_else(|| {
+            anyhow!(
+                "{host}: not in this worker's known-hosts file ({}): a worker connects \
+                 only to servers pinned there (HOST:PORT sha256:...)",
+                kh.path.display()
+            )
+        })
+    }
+
+    /// The token for a server, from `token_file` (else `HETCH_TOKEN`), which must not
+    /// be the service's own: that one never goes to a data server.
+    pub(crate) fn server_token(&self, token_file: Option<&PathBuf>) -> anyhow::Result<Vec<u8>> {
+        let token = hetch_session::client::load_token(token_file)?;
+        if self.api.is_token(&token) {
+            bail!(
+                "no token for hetch:// servers: the service's token is not sent to them \
+                 (give the servers' token with --token-file)"
+            );
+        }
+        Ok(token)
+    }
+
     /// Unit `u`'s destination (its node of the job's destination nodes), to copy
     /// *into* always: every unit must agree on where entries go, whichever of them
     /// creates the destination directory.
@@ -533,15 +568,16 @@ impl UnitContext {
         Ok(dest)
     }
 
-    /// How this worker reaches a server with the token in `token_file` (else
-    /// `HETCH_TOKEN`), its key from the known-hosts file.
+    /// How this worker reaches server `host` with the token in `token_file` (else
+    /// `HETCH_TOKEN`): see [`UnitContext::server_token`] and [`UnitContext::pinned`].
     pub(crate) fn client_config(
         &self,
+        host: &str,
         token_file: Option<&PathBuf>,
     ) -> anyhow::Result<hetch_session::client::ClientConfig> {
         Ok(hetch_session::client::ClientConfig {
-            token: hetch_session::client::load_token(token_file)?,
-            fingerprint: None,
+            token: self.server_token(token_file)?,
+            fingerprint: Some(self.pinned(host)?),
             known_hosts: self.known_hosts.clone(),
             socket: Default::default(),
             timeout: Duration::from_secs(30),

@@ -31,27 +31,38 @@ impl UnitContext {
             .ok()
             .and_then(|i| spec.sources.get(i))
             .ok_or_else(|| anyhow!("the service sent a relay of source {operand}"))?;
-        let source = match Location::parse(source) {
-            Ok(l @ Location::Remote { .. }) => l,
+        let (source, source_host) = match Location::parse(source) {
+            Ok(Location::Remote { host, path }) => (
+                Location::Remote {
+                    host: host.clone(),
+                    path,
+                },
+                host,
+            ),
             _ => bail!("source {source}: not a hetch:// URL"),
         };
         let dest = self.dest_of(u)?;
-        if !matches!(dest, Location::Remote { .. }) {
+        let Location::Remote {
+            host: dest_host, ..
+        } = &dest
+        else {
             bail!("dest {}: not a hetch:// URL", spec.dest);
-        }
+        };
+        // Both servers pinned by the operator: the source server is told to pin the
+        // destination's key as this worker knows it.
+        let dest_server = DestServer {
+            token: Some(self.server_token(self.dest_token.as_ref())?),
+            fingerprint: Some(self.pinned(dest_host)?),
+        };
         let mut opts = unit_options(spec, stop, rate.clone())?;
         // The source server paces the push: it takes the unit's share of the job's
         // rate as it is when the relay starts.
         opts.shared_rate = None;
         opts.rate_limit = rate.rate();
         let source_token = self.source_token.as_ref().or(self.dest_token.as_ref());
-        let client = self.client_config(source_token)?;
-        let dest_token = hetch_session::client::load_token(self.dest_token.as_ref())?;
+        let client = self.client_config(&source_host, source_token)?;
         let mut job = self.unit_copy(spec, vec![source], dest, opts, Some(client));
-        job.dest_server = DestServer {
-            token: Some(dest_token),
-            fingerprint: None,
-        };
+        job.dest_server = dest_server;
         let (result, _) = crate::cp::recover(&job, &progress, None).await;
         let report = result?;
         if let Some(e) = report.errors.first() {

@@ -852,3 +852,67 @@ fn a_cancelled_job_stops_leaves_nothing_half_done_and_a_retry_runs_only_the_rest
     );
     assert!(v["units"]["done"].as_u64() > Some(done_at_cancel), "{v}");
 }
+
+/// A job names its servers, but a worker presents a token only to servers its
+/// operator pinned, and never the service's own token: a job to a server missing from
+/// the worker's known-hosts file, or run by a worker holding no servers' token, fails
+/// with one line saying so, and the server never sees a token.
+#[test]
+fn workers_present_tokens_only_to_pinned_servers_and_never_the_services() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path();
+    let b = util::Server::start(&t.join("b-root"), &t.join("b-state"));
+    let svc = start_with(t, &["--lease-secs", "5"]);
+    svc.job(&["ls"]).ok();
+    let known = t.join("known_hosts");
+    let worker = |known_hosts: &str, token_file: Option<&Path>| {
+        let mut w = args(&[
+            "worker",
+            "--service",
+            &svc.addr,
+            "--known-hosts",
+            known_hosts,
+        ]);
+        w.extend([OsString::from("--root"), t.join("root").into()]);
+        if let Some(f) = token_file {
+            w.extend([OsString::from("--token-file"), f.into()]);
+        }
+        spawn(&w, &[("HETCH_TOKEN", &svc.token)])
+    };
+    let failed_with = |id: &str| {
+        svc.job(&["wait", id]).expect_code(3);
+        show(&svc, id)["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+
+    // B is not pinned: nothing is sent to it.
+    std::fs::write(&known, "").unwrap();
+    let w = worker(known.to_str().unwrap(), Some(&b.token_path));
+    let id = submit(&svc, &["run1", &b.url("copy")]);
+    let e = failed_with(&id);
+    assert!(e.contains(&b.addr) && e.contains("known-hosts"), "{e}");
+    drop(w);
+
+    // Pinned, but the worker holds only the service's token.
+    std::fs::write(&known, format!("{} {}\n", b.addr, b.fingerprint)).unwrap();
+    let w = worker(known.to_str().unwrap(), None);
+    let id = submit(&svc, &["run1", &b.url("copy")]);
+    let e = failed_with(&id);
+    assert!(e.contains("service's token is not sent"), "{e}");
+    drop(w);
+
+    assert!(!b.root.join("copy").exists());
+    let log = b.log();
+    assert!(
+        !log.contains("wrong token") && !log.contains("push"),
+        "{log}"
+    );
+
+    // Pinned and with the servers' token: the job runs.
+    let _w = worker(known.to_str().unwrap(), Some(&b.token_path));
+    let id = submit(&svc, &["run1", &b.url("copy")]);
+    svc.job(&["wait", &id]).ok();
+    util::assert_same_tree(&t.join("root/run1"), &b.root.join("copy/run1"));
+}

@@ -1,9 +1,11 @@
 //! A worker's share of a large file moved in block ranges by several workers: a
 //! `range` unit moves blocks `first..end` of the file into the shared part file at the
 //! destination, a `commit` unit (ready once every range is done) checks the whole file
-//! from the ranges' records and renames it (see `hetch_engine::ranges`). Both need the
-//! destination on storage every worker shares: the service splits no file whose
-//! destination is `hetch://` or an object store.
+//! from the ranges' records and renames it (see `hetch_engine::ranges`). The
+//! destination is storage every worker shares, written by the workers themselves, or
+//! `hetch serve` nodes of one shared storage, which take the ranges over the network
+//! (`hetch_session::range`): either way one part file is assembled from every
+//! worker's ranges. The service splits no file whose destination is an object store.
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -15,21 +17,41 @@ use hetch_engine::store::posix::PosixStore;
 use hetch_engine::store::{Place, Store};
 use hetch_engine::{DestSpec, Progress, RateLimiter, StopSignal, Verify};
 use hetch_jobs::UnitSpec;
+use hetch_proto::{Op, RangeStep};
 use hetch_service::api::{ClaimedUnit, JobSpec};
+use hetch_session::client::ClientConfig;
+use hetch_session::range::{self as remote, RangePacing};
+use hetch_storage::part::FinalMeta;
 use hetch_storage::walk::EntriesBelow;
 
+use crate::location::Location;
 use crate::service_client::path_segment;
-use crate::worker::UnitContext;
+use crate::worker::{unit_options, UnitContext};
 
 /// The split file a unit concerns: where it is read and where it goes.
 struct SplitFile {
     below: EntriesBelow,
     wire: String,
     source: RangeSource,
-    store: Arc<dyn Store>,
-    place: Place,
+    to: SplitDest,
     block_size: u64,
     verify: Verify,
+}
+
+/// Where a split file is assembled.
+enum SplitDest {
+    /// Storage this worker shares with the others, written directly.
+    Shared { store: Arc<dyn Store>, place: Place },
+    /// A `hetch serve` node of the destination's storage.
+    Node {
+        host: String,
+        client: ClientConfig,
+        /// The destination directory on the node.
+        dest: String,
+        /// The job's first source operand's name (how a push resolves the
+        /// destination).
+        top: Vec<u8>,
+    },
 }
 
 impl UnitContext {
@@ -49,20 +71,43 @@ impl UnitContext {
             }
         };
         let row = self.listing_row(&u.job, file).await?;
+        let dest = self.dest_of(u)?;
         let ctx = self.clone();
         let spec = u.spec.clone();
-        let unit = u.unit.clone();
+        let f = tokio::task::spawn_blocking(move || ctx.open_split(&spec, &row, dest))
+            .await
+            .map_err(|e| anyhow!("range task: {e}"))??;
+        if let UnitSpec::Range { first, end, .. } = u.unit {
+            let blocks = hetch_integrity::block_count(f.source.size(), f.block_size);
+            if first >= end || end > blocks {
+                bail!("the service sent blocks {first}..{end} of a file of {blocks}");
+            }
+        }
+        match &f.to {
+            SplitDest::Shared { .. } => {
+                Self::split_here(f, u.unit.clone(), stop, rate, progress).await
+            }
+            SplitDest::Node { .. } => self.split_to_node(u, f, stop, rate, progress).await,
+        }
+    }
+
+    /// Runs a unit of a file assembled on storage this worker writes itself.
+    async fn split_here(
+        mut f: SplitFile,
+        unit: UnitSpec,
+        stop: StopSignal,
+        rate: Arc<RateLimiter>,
+        progress: Arc<Progress>,
+    ) -> anyhow::Result<(u64, u64)> {
         tokio::task::spawn_blocking(move || {
-            let mut f = ctx.open_split(&spec, &row)?;
+            let SplitDest::Shared { store, place } = &f.to else {
+                bail!("not a shared destination");
+            };
             match unit {
                 UnitSpec::Range { first, end, .. } => {
-                    let blocks = hetch_integrity::block_count(f.source.size(), f.block_size);
-                    if first >= end || end > blocks {
-                        bail!("the service sent blocks {first}..{end} of a file of {blocks}");
-                    }
                     let out = ranges::copy_range(
-                        &*f.store,
-                        &f.place,
+                        &**store,
+                        place,
                         &f.source,
                         f.block_size,
                         first..end,
@@ -76,14 +121,80 @@ impl UnitContext {
                     Ok((0, out.bytes))
                 }
                 _ => {
-                    ranges::commit_ranges(&*f.store, &f.place, &f.source, f.block_size)?;
-                    f.restore_parent()?;
+                    ranges::commit_ranges(&**store, place, &f.source, f.block_size)?;
+                    let (store, rel) = (store.clone(), place.rel.clone());
+                    if let Some(meta) = f.parent_meta()? {
+                        let parent = rel.parent().unwrap_or(Path::new(""));
+                        store.finish_dir(parent, meta)?;
+                    }
                     Ok((1, 0))
                 }
             }
         })
         .await
         .map_err(|e| anyhow!("range task: {e}"))?
+    }
+
+    /// Runs a unit of a file assembled by a destination node: sends the range to it,
+    /// or asks it to commit the file.
+    async fn split_to_node(
+        &self,
+        u: &ClaimedUnit,
+        mut f: SplitFile,
+        stop: StopSignal,
+        rate: Arc<RateLimiter>,
+        progress: Arc<Progress>,
+    ) -> anyhow::Result<(u64, u64)> {
+        let SplitDest::Node {
+            host,
+            client,
+            dest,
+            top,
+        } = &f.to
+        else {
+            bail!("not a destination node");
+        };
+        let (host, client, dest, top) = (host.clone(), client.clone(), dest.clone(), top.clone());
+        let step = match u.unit {
+            UnitSpec::Range { first, end, .. } => RangeStep::Blocks { first, end },
+            _ => {
+                f.source.check_unchanged()?;
+                RangeStep::Commit {
+                    parent: f
+                        .parent_meta()?
+                        .map(|m| (m.mode, m.mtime_sec, m.mtime_nsec)),
+                }
+            }
+        };
+        let commit = matches!(step, RangeStep::Commit { .. });
+        let range = remote::range_request(
+            dest.as_bytes(),
+            u.spec.sources.len() as u32,
+            &top,
+            f.wire.as_bytes(),
+            &f.source,
+            step,
+        );
+        let opts = unit_options(&u.spec, stop.clone(), rate.clone())?;
+        let req = hetch_session::session_request(
+            Op::Range(Box::new(range)),
+            &opts,
+            1,
+            true,
+            None,
+            Default::default(),
+        );
+        if commit {
+            remote::commit_ranges(&host, &client, req).await?;
+            return Ok((1, 0));
+        }
+        let pacing = RangePacing {
+            stop: Some(stop),
+            rate: Some(rate),
+            progress: Some(progress),
+        };
+        let out = remote::push_range(&host, &client, req, Arc::new(f.source), pacing).await?;
+        Ok((0, out.bytes))
     }
 
     /// Row `file` of job `job`'s listing: (operand, wire path, size).
@@ -115,9 +226,15 @@ impl UnitContext {
         })
     }
 
-    /// Opens the source of `row` (below its operand, no symlink followed) and the
-    /// destination store, with the parent directories the file needs.
-    fn open_split(&self, spec: &JobSpec, row: &ListingRow) -> anyhow::Result<SplitFile> {
+    /// Opens the source of `row` (below its operand, no symlink followed) and its
+    /// destination `dest` (the unit's): the store, with the parent directories the
+    /// file needs, or the node.
+    fn open_split(
+        &self,
+        spec: &JobSpec,
+        row: &ListingRow,
+        dest: Location,
+    ) -> anyhow::Result<SplitFile> {
         let operand = spec
             .sources
             .get(row.operand as usize)
@@ -134,42 +251,27 @@ impl UnitContext {
                 row.size
             );
         }
-        let dest = match hetch_service::api::is_url(&spec.dest) {
-            true => bail!(
-                "{}: a split file needs a destination on the shared storage",
-                spec.dest
-            ),
-            false => self.root.join(&spec.dest),
-        };
-        let store: Arc<dyn Store> = Arc::new(PosixStore::new(DestSpec {
-            path: dest,
-            sources: spec.sources.len() as u32,
-            trailing_slash: true,
-            confine_to: Some(self.root.clone()),
-            as_operand: false,
-        }));
         let top = spec
             .sources
             .first()
             .and_then(|s| Path::new(s).file_name())
             .ok_or_else(|| anyhow!("the job has no source operand"))?;
-        store.resolve(top.as_bytes())?;
-        // Parents first: this unit may run before the one that copies them.
-        let wire = row.path.as_bytes();
-        for (i, _) in wire.iter().enumerate().filter(|(_, b)| **b == b'/') {
-            let parent = store.place(&wire[..i])?;
-            if store.stat(&parent.rel)?.is_none() {
-                store.make_shared_dir(&parent.rel)?;
-            }
-        }
-        let place = store.place(wire)?;
+        let to = match dest {
+            Location::Remote { host, path } => SplitDest::Node {
+                client: self.client_config(&host, self.dest_token.as_ref())?,
+                host,
+                dest: path,
+                top: top.as_bytes().to_vec(),
+            },
+            Location::Local(_) => self.shared_dest(spec, top.as_bytes(), &row.path)?,
+            _ => bail!("{}: a split file goes to a directory tree", spec.dest),
+        };
         let o = &spec.options;
         Ok(SplitFile {
             below,
             wire: row.path.clone(),
             source,
-            store,
-            place,
+            to,
             block_size: o
                 .block_size
                 .unwrap_or(hetch_engine::Options::default().block_size),
@@ -180,24 +282,46 @@ impl UnitContext {
             },
         })
     }
+
+    /// The job's destination on the storage this worker shares, with the parent
+    /// directories of the file at `wire` made.
+    fn shared_dest(&self, spec: &JobSpec, top: &[u8], wire: &str) -> anyhow::Result<SplitDest> {
+        let store: Arc<dyn Store> = Arc::new(PosixStore::new(DestSpec {
+            path: self.root.join(&spec.dest),
+            sources: spec.sources.len() as u32,
+            trailing_slash: true,
+            confine_to: Some(self.root.clone()),
+            as_operand: false,
+        }));
+        store.resolve(top)?;
+        // Parents first: this unit may run before the one that copies them.
+        let wire = wire.as_bytes();
+        for (i, _) in wire.iter().enumerate().filter(|(_, b)| **b == b'/') {
+            let parent = store.place(&wire[..i])?;
+            if store.stat(&parent.rel)?.is_none() {
+                store.make_shared_dir(&parent.rel)?;
+            }
+        }
+        let place = store.place(wire)?;
+        Ok(SplitDest::Shared { store, place })
+    }
 }
 
 impl SplitFile {
-    /// Gives the file's parent directory the source's mode and mtime again: the
-    /// rename changed its mtime, after the files unit that copied the directory may
-    /// have set it.
-    fn restore_parent(&mut self) -> anyhow::Result<()> {
+    /// The mode and mtime of the file's parent directory at the source, which the
+    /// commit gives the copy again: the rename changed its mtime, after the files unit
+    /// that copied the directory may have set it. `None` when the file is an operand
+    /// itself, whose parent is not a copy.
+    fn parent_meta(&mut self) -> anyhow::Result<Option<FinalMeta>> {
         let Some((parent, _)) = self.wire.rsplit_once('/') else {
-            return Ok(()); // the file is an operand: its parent is not a copy
+            return Ok(None);
         };
         let dir = self.below.entry(parent.as_bytes())?;
-        let meta = hetch_storage::part::FinalMeta {
+        Ok(Some(FinalMeta {
             mode: dir.mode,
             mtime_sec: dir.mtime_sec,
             mtime_nsec: dir.mtime_nsec,
-        };
-        let rel = self.store.place(parent.as_bytes())?.rel;
-        Ok(self.store.finish_dir(&rel, meta)?)
+        }))
     }
 }
 

@@ -78,8 +78,13 @@ impl RangeSource {
         }
     }
 
+    /// Its mode and mtime when it was opened.
+    pub fn meta(&self) -> FinalMeta {
+        self.meta
+    }
+
     /// Refuses a source that is no longer the version it was when opened.
-    fn check_unchanged(&self) -> Result<(), StorageError> {
+    pub fn check_unchanged(&self) -> Result<(), StorageError> {
         let md = self
             .file
             .metadata()
@@ -114,6 +119,157 @@ pub struct RangeControl<'a> {
     pub progress: Option<&'a crate::Progress>,
 }
 
+/// Where the blocks of a range go as they are read from the source: a store on this
+/// machine ([`RangeWriter`]), or a server that writes them into its own.
+pub trait RangeSink {
+    /// Whether block `i` (`len` bytes) is there already, recorded by an earlier
+    /// attempt and intact, so that it is neither read nor sent again.
+    fn keeps(&mut self, i: u64, len: usize) -> Result<bool, StorageError>;
+    /// Takes block `i` as the source read it, with its digest (computed as it was read).
+    fn take(&mut self, i: u64, data: &[u8], digest: &Digest) -> Result<(), StorageError>;
+}
+
+/// A range of a file open for writing in a store: each block put, read back and
+/// checked where the store can and `--verify written` asks, then recorded.
+pub struct RangeWriter {
+    out: std::sync::Arc<dyn crate::store::StoreFile>,
+    recorded: std::collections::BTreeMap<u64, Digest>,
+    can_read_back: bool,
+    read_back: bool,
+    size: u64,
+    block_size: u64,
+    shown: PathBuf,
+    back: Vec<u8>,
+    zeros: Vec<u8>,
+}
+
+impl RangeWriter {
+    /// Opens blocks `blocks` of the file `spec` describes at `place` in `store`.
+    pub fn open(
+        store: &dyn Store,
+        place: &Place,
+        spec: &FileSpec,
+        blocks: Range<u64>,
+        verify: Verify,
+    ) -> Result<RangeWriter, StorageError> {
+        let opened = store.open_range(place, spec, blocks)?;
+        let can_read_back = store.capabilities().read_back;
+        let read_back = verify == Verify::Written && can_read_back;
+        let bs = spec.block_size as usize;
+        Ok(RangeWriter {
+            out: opened.file,
+            recorded: opened.recorded.unwrap_or_default().into_iter().collect(),
+            can_read_back,
+            read_back,
+            size: spec.size,
+            block_size: spec.block_size,
+            shown: place.shown.clone(),
+            back: vec![0u8; if can_read_back { bs } else { 0 }],
+            zeros: vec![0u8; bs],
+        })
+    }
+
+    /// Makes the range durable and recorded, to be committed with the others (the
+    /// file keeps its temporary name).
+    pub fn finish(&self, meta: FinalMeta) -> Result<(), StorageError> {
+        self.out.commit(self.size, meta, None, true)
+    }
+
+    /// Keeps what this attempt recorded, for the next one to take up.
+    pub fn keep_for_retry(&self) {
+        let _ = self.out.sync();
+    }
+}
+
+impl RangeSink for RangeWriter {
+    fn keeps(&mut self, i: u64, len: usize) -> Result<bool, StorageError> {
+        let Some(want) = self.recorded.get(&i) else {
+            return Ok(false);
+        };
+        if !self.can_read_back {
+            return Ok(false);
+        }
+        self.out
+            .read_back(i * self.block_size, &mut self.back[..len])?;
+        Ok(block_digest(self.size, self.block_size, i, &self.back[..len]) == *want)
+    }
+
+    fn take(&mut self, i: u64, data: &[u8], digest: &Digest) -> Result<(), StorageError> {
+        let offset = i * self.block_size;
+        let len = data.len();
+        if crate::session::is_zero(data) {
+            self.out.put_zeros(offset, len as u64, &self.zeros)?;
+        } else {
+            self.out.put(offset, data)?;
+        }
+        if self.read_back {
+            self.out.prefetch(offset, len as u64);
+            self.out.read_back(offset, &mut self.back[..len])?;
+            if block_digest(self.size, self.block_size, i, &self.back[..len]) != *digest {
+                return Err(StorageError::io(
+                    &self.shown,
+                    std::io::Error::other(format!("block {i} read back differs")),
+                ));
+            }
+        }
+        self.out.record(i, digest, len as u64)
+    }
+}
+
+/// Whether `data` is all zeros (such a block travels as its length only).
+pub fn is_zero(data: &[u8]) -> bool {
+    crate::session::is_zero(data)
+}
+
+/// Reads blocks `blocks` of `src` (cut into `block_size` blocks), hashing each, into
+/// `sink`, paced by `control`; blocks the sink keeps are not read. `shown` names the
+/// destination when the range is stopped. At the end the source must still be the
+/// version it was when opened.
+pub fn read_range(
+    src: &RangeSource,
+    block_size: u64,
+    blocks: Range<u64>,
+    control: RangeControl<'_>,
+    sink: &mut dyn RangeSink,
+    shown: &Path,
+) -> Result<RangeOutcome, StorageError> {
+    let mut data = vec![0u8; block_size as usize];
+    let mut done = RangeOutcome::default();
+    let stopped = || control.stop.is_some_and(StopSignal::is_raised);
+    let stop_error = || StorageError::Refused {
+        path: shown.display().to_string(),
+        reason: "stopped",
+    };
+    for i in blocks {
+        if stopped() {
+            return Err(stop_error());
+        }
+        let len = block_len(src.size, block_size, i) as usize;
+        if sink.keeps(i, len)? {
+            done.kept += 1;
+            continue;
+        }
+        // A long wait for the rate ends when the range is stopped (its lease may be
+        // running out), and nothing is written after it.
+        if let Some(rate) = control.rate {
+            if !rate.acquire_blocking_unless(len, stopped) {
+                return Err(stop_error());
+            }
+        }
+        src.file
+            .read_exact_at(&mut data[..len], i * block_size)
+            .map_err(|e| StorageError::io(&src.shown, e))?;
+        let digest = block_digest(src.size, block_size, i, &data[..len]);
+        sink.take(i, &data[..len], &digest)?;
+        done.bytes += len as u64;
+        if let Some(p) = control.progress {
+            crate::Progress::add(&p.bytes, len as u64);
+        }
+    }
+    src.check_unchanged()?;
+    Ok(done)
+}
+
 /// Moves blocks `blocks` of `src` (cut into `block_size` blocks) into `store` at
 /// `place`, checking each block as `verify` says, paced by `control`. Blocks an
 /// earlier attempt recorded are read back and kept when intact.
@@ -127,77 +283,13 @@ pub fn copy_range(
     control: RangeControl<'_>,
 ) -> Result<RangeOutcome, StorageError> {
     let spec = src.spec(block_size, verify);
-    let opened = store.open_range(place, &spec, blocks.clone())?;
-    let out = opened.file;
-    let recorded: std::collections::BTreeMap<u64, Digest> =
-        opened.recorded.unwrap_or_default().into_iter().collect();
-    let can_read_back = store.capabilities().read_back;
-    let read_back = verify == Verify::Written && can_read_back;
-    let mut data = vec![0u8; block_size as usize];
-    let mut back = vec![0u8; if read_back { block_size as usize } else { 0 }];
-    let zeros = vec![0u8; block_size as usize];
-    let mut done = RangeOutcome::default();
-    let stopped = || control.stop.is_some_and(StopSignal::is_raised);
-    let stop_error = || StorageError::Refused {
-        path: place.shown.display().to_string(),
-        reason: "stopped",
-    };
-    let result = (|| {
-        for i in blocks {
-            if stopped() {
-                return Err(stop_error());
-            }
-            let len = block_len(src.size, block_size, i) as usize;
-            let offset = i * block_size;
-            if let Some(want) = recorded.get(&i) {
-                if can_read_back {
-                    out.read_back(offset, &mut data[..len])?;
-                    if block_digest(src.size, block_size, i, &data[..len]) == *want {
-                        done.kept += 1;
-                        continue;
-                    }
-                }
-            }
-            // A long wait for the rate ends when the range is stopped (its lease may
-            // be running out), and nothing is written after it.
-            if let Some(rate) = control.rate {
-                if !rate.acquire_blocking_unless(len, stopped) {
-                    return Err(stop_error());
-                }
-            }
-            src.file
-                .read_exact_at(&mut data[..len], offset)
-                .map_err(|e| StorageError::io(&src.shown, e))?;
-            let digest = block_digest(src.size, block_size, i, &data[..len]);
-            if crate::session::is_zero(&data[..len]) {
-                out.put_zeros(offset, len as u64, &zeros)?;
-            } else {
-                out.put(offset, &data[..len])?;
-            }
-            if read_back {
-                out.prefetch(offset, len as u64);
-                out.read_back(offset, &mut back[..len])?;
-                if block_digest(src.size, block_size, i, &back[..len]) != digest {
-                    return Err(StorageError::io(
-                        &place.shown,
-                        std::io::Error::other(format!("block {i} read back differs")),
-                    ));
-                }
-            }
-            out.record(i, &digest, len as u64)?;
-            done.bytes += len as u64;
-            if let Some(p) = control.progress {
-                crate::Progress::add(&p.bytes, len as u64);
-            }
-        }
-        src.check_unchanged()?;
-        out.commit(src.size, src.meta, None, true)
-    })();
+    let mut w = RangeWriter::open(store, place, &spec, blocks.clone(), verify)?;
+    let result = read_range(src, block_size, blocks, control, &mut w, &place.shown)
+        .and_then(|done| w.finish(src.meta).map(|()| done));
     if result.is_err() {
-        // What this attempt recorded stays: the next one takes it up.
-        let _ = out.sync();
+        w.keep_for_retry();
     }
-    result.map(|()| done)
+    result
 }
 
 /// Gives `src`'s copy at `place` its final name once every range of it is recorded

@@ -16,6 +16,7 @@ const ROLE_DATA: u8 = 1;
 const OP_PUSH: u8 = 0;
 const OP_PULL: u8 = 1;
 const OP_RELAY: u8 = 2;
+const OP_RANGE: u8 = 3;
 const ENTRY_FILE: u8 = 0;
 const ENTRY_DIR: u8 = 1;
 const ENTRY_SYMLINK: u8 = 2;
@@ -359,6 +360,10 @@ fn encode_hello(hello: &Hello, out: &mut Vec<u8>) {
                     out.put_bytes(&to.token);
                     out.put_bytes(&to.dest);
                 }
+                Op::Range(r) => {
+                    out.put_u8(OP_RANGE);
+                    encode_range(r, out);
+                }
             }
             out.put_u16(req.streams);
             out.put_bool(req.encrypt_data);
@@ -455,6 +460,7 @@ fn decode_session_request(r: &mut Reader<'_>) -> Result<SessionRequest, ProtoErr
                 }),
             }
         }
+        OP_RANGE => Op::Range(Box::new(decode_range(r)?)),
         _ => return Err(r.err("unknown session op")),
     };
     let req = SessionRequest {
@@ -485,6 +491,78 @@ fn decode_session_request(r: &mut Reader<'_>) -> Result<SessionRequest, ProtoErr
         return Err(r.err("block size is not a power of two between 1 KiB and MAX_BLOCK"));
     }
     Ok(req)
+}
+
+const STEP_BLOCKS: u8 = 0;
+const STEP_COMMIT: u8 = 1;
+
+fn encode_range(req: &RangeRequest, out: &mut Vec<u8>) {
+    out.put_bytes(&req.dest);
+    out.put_u32(req.sources);
+    out.put_bytes(&req.top);
+    out.put_bytes(&req.path);
+    out.put_u64(req.size);
+    out.put_u32(req.mode);
+    out.put_i64(req.mtime_sec);
+    out.put_u32(req.mtime_nsec);
+    match req.step {
+        RangeStep::Blocks { first, end } => {
+            out.put_u8(STEP_BLOCKS);
+            out.put_u64(first);
+            out.put_u64(end);
+        }
+        RangeStep::Commit { parent } => {
+            out.put_u8(STEP_COMMIT);
+            match parent {
+                None => out.put_u8(0),
+                Some((mode, sec, nsec)) => {
+                    out.put_u8(1);
+                    out.put_u32(mode);
+                    out.put_i64(sec);
+                    out.put_u32(nsec);
+                }
+            }
+        }
+    }
+}
+
+fn decode_range(r: &mut Reader<'_>) -> Result<RangeRequest, ProtoError> {
+    // Like a push's destination: resolved by the server against its root.
+    let dest = r.bytes()?;
+    let sources = r.u32()?;
+    let top = r.bytes()?;
+    if top.contains(&b'/') {
+        return Err(r.err("range source name has a slash"));
+    }
+    let path = r.bytes()?;
+    if let Some(why) = rel_path_problem(&top).or_else(|| rel_path_problem(&path)) {
+        return Err(r.err(why));
+    }
+    let (size, mode, mtime_sec, mtime_nsec) = (r.u64()?, r.u32()?, r.i64()?, r.u32()?);
+    let step = match r.u8()? {
+        STEP_BLOCKS => {
+            let (first, end) = (r.u64()?, r.u64()?);
+            if first >= end {
+                return Err(r.err("range of no blocks"));
+            }
+            RangeStep::Blocks { first, end }
+        }
+        STEP_COMMIT => RangeStep::Commit {
+            parent: r.option(|r| Ok((r.u32()?, r.i64()?, r.u32()?)))?,
+        },
+        _ => return Err(r.err("unknown range step")),
+    };
+    Ok(RangeRequest {
+        dest,
+        sources,
+        top,
+        path,
+        size,
+        mode,
+        mtime_sec,
+        mtime_nsec,
+        step,
+    })
 }
 
 /// Longest destination token a relay may carry (tokens are short secrets; this only

@@ -339,6 +339,61 @@ pub enum Op {
         /// Where they go (boxed: rarely sent, and larger than the other ops).
         to: Box<RelayTarget>,
     },
+    /// One node's share of a large file that several nodes move in block ranges (a
+    /// transfer service's workers, each reading the source where it is): the server
+    /// writes into the one shared part file at the destination. No data streams join
+    /// this session: for [`RangeStep::Blocks`] the server answers with a
+    /// [`Frame::Plan`] naming the blocks it still needs, the client sends them as
+    /// [`Frame::Data`] on the control connection, then [`Frame::EndOfEntries`], and the
+    /// server answers [`Frame::Finished`] once they are durable and recorded. For
+    /// [`RangeStep::Commit`] it answers [`Frame::Finished`] once the file has its
+    /// final name. Boxed: rarely sent, and larger than the other ops.
+    Range(Box<RangeRequest>),
+}
+
+/// The file and the step of an [`Op::Range`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeRequest {
+    /// The destination directory, relative to the server's root: the file goes *into*
+    /// it, where a push to `dest/` would place it.
+    pub dest: Vec<u8>,
+    /// How many source operands the transfer has.
+    pub sources: u32,
+    /// The first source operand's name (a single component), which a push would send
+    /// first: the destination is resolved from it as for a push.
+    pub top: Vec<u8>,
+    /// The file's path below the destination, as an entry's path on the wire.
+    pub path: Vec<u8>,
+    /// The source file's size.
+    pub size: u64,
+    /// Its permission bits.
+    pub mode: u32,
+    /// Its modification time, seconds since the epoch.
+    pub mtime_sec: i64,
+    /// Its modification time, nanoseconds part.
+    pub mtime_nsec: u32,
+    /// What this session does with the file.
+    pub step: RangeStep,
+}
+
+/// What an [`Op::Range`] session does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RangeStep {
+    /// Write blocks `first..end` (of the session's block size).
+    Blocks {
+        /// First block.
+        first: u64,
+        /// One past the last block.
+        end: u64,
+    },
+    /// Every range is recorded: check the whole file from their records, give it its
+    /// final name, then give its parent directory `parent` (mode, mtime seconds,
+    /// nanoseconds) again, which the rename changed (`None` when the file is a source
+    /// operand itself, whose parent is not a copy).
+    Commit {
+        /// The parent directory's mode and mtime at the source.
+        parent: Option<(u32, i64, u32)>,
+    },
 }
 
 /// The destination server of an [`Op::Relay`]: everything the relaying server needs to

@@ -147,15 +147,17 @@ async fn end_planning(db: &Db, lease: &PlanningLease, result: Result<(), String>
 }
 
 /// The service's planner as job `spec` needs it: its block size, and no file split
-/// unless the destination is a path on the shared storage (where every worker writes
-/// the same part file); a `hetch://` or object-store destination takes each file from
-/// one writer.
+/// unless the destination is a directory tree that takes one part file from several
+/// writers: a path on the shared storage (the workers write it) or `hetch://` nodes
+/// (they do, for the workers); an object-store destination takes each file from one
+/// writer.
 pub fn job_planner(spec: &JobSpec, planner: Planner) -> Planner {
+    let tree = !crate::api::is_url(&spec.dest) || spec.dest.starts_with("hetch://");
     Planner {
         block_size: spec.options.block_size.unwrap_or(planner.block_size),
-        split_size: match crate::api::is_url(&spec.dest) {
-            true => u64::MAX,
-            false => planner.split_size,
+        split_size: match tree {
+            true => planner.split_size,
+            false => u64::MAX,
         },
         ..planner
     }

@@ -6,6 +6,9 @@
 //!   control connection's TLS session.
 //! - [`relay`]: third-party copies, a server pushing its files to another server at
 //!   a client's request (the client only watches).
+//! - [`range`]: one node's block range of a large file that several nodes move
+//!   (a transfer service's workers), written into the destination server's shared
+//!   part file, and the commit once every range is there.
 //! - [`server`]: the listener, limits on connections before authentication, token
 //!   checks with per-address back-off, data streams joining their session, and each
 //!   session run by the engine as a sink (push) or a source (pull), into a directory or
@@ -18,6 +21,7 @@
 
 pub mod client;
 mod metrics;
+pub mod range;
 pub mod relay;
 pub mod server;
 

@@ -48,7 +48,8 @@ impl Side {
     /// The side of a session asking for `op`.
     pub(crate) fn of(op: &Op) -> Side {
         match op {
-            Op::Push { .. } => Side::Push,
+            // A range is a push of part of a file.
+            Op::Push { .. } | Op::Range(_) => Side::Push,
             Op::Pull { .. } => Side::Pull,
             Op::Relay { .. } => Side::Relay,
         }

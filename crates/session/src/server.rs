@@ -515,6 +515,28 @@ async fn session(
             log_done(&peer, "relay", &report, started);
             return Ok(());
         }
+        Role::Range { dest, root } => {
+            let Op::Range(range) = &req.op else {
+                unreachable!("a range role comes from a range op")
+            };
+            let run = crate::range::RangeRun {
+                control,
+                peer: peer.clone(),
+                req: (**range).clone(),
+                block_size: u64::from(req.block_size),
+                opts,
+                dest,
+                root,
+                welcome,
+                progress: Arc::new(Progress::default()),
+            };
+            let _running = Running::new(&state.sessions);
+            let _tracked = state.metrics.track(side, run.progress.clone());
+            let started = std::time::Instant::now();
+            let report = crate::range::serve(run).await?;
+            log_done(&peer, "range", &report, started);
+            return Ok(());
+        }
         other => other,
     };
     let (tx, mut rx) = mpsc::channel(req.streams as usize);
@@ -578,7 +600,7 @@ async fn session(
             ));
             hetch_engine::run_sink_into(opts, store, transport, progress).await
         }),
-        Role::Relay(_) => unreachable!("relays are served above"),
+        Role::Relay(_) | Role::Range { .. } => unreachable!("served above"),
         Role::Source(operands) => (
             "pull",
             hetch_engine::run_source_from(opts, operands, transport, progress).await,
@@ -676,6 +698,11 @@ enum Role {
     Source(Vec<Operand>),
     /// The source of a push to another server ([`Op::Relay`]).
     Relay(Vec<Operand>),
+    /// A block range of a file, or its commit ([`Op::Range`]), into `dest` below `root`.
+    Range {
+        dest: PathBuf,
+        root: PathBuf,
+    },
 }
 
 /// What a session does, with its paths resolved under the root; `Err` is the message
@@ -697,7 +724,7 @@ async fn resolve_role(state: &State, req: &SessionRequest) -> Result<Role, Strin
             }
             return source_operands(state, sources).map(Role::Relay);
         }
-        Op::Push { .. } => {}
+        Op::Push { .. } | Op::Range(_) => {}
     }
     match (&state.root, &req.op) {
         (ServeRoot::Local(root), Op::Push { dest, sources }) => {
@@ -719,6 +746,22 @@ async fn resolve_role(state: &State, req: &SessionRequest) -> Result<Role, Strin
                 state_dir: state.state_dir.clone(),
             }))
         }
+        (ServeRoot::Local(root), Op::Range(r)) => {
+            if req.delete.is_some() || req.integrity.compare_only {
+                return Err("a range is written only (no mirroring or comparing)".into());
+            }
+            let dest =
+                hetch_storage::paths::confine(root, &r.dest, true).map_err(|e| e.to_string())?;
+            Ok(Role::Range {
+                dest,
+                root: root.clone(),
+            })
+        }
+        (ServeRoot::Object(_), Op::Range(_)) => Err(
+            "ranges of one file from several nodes need a directory tree; this server \
+             serves an object store"
+                .into(),
+        ),
         (_, Op::Pull { .. } | Op::Relay { .. }) => unreachable!("resolved above"),
     }
 }

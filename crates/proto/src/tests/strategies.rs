@@ -65,7 +65,38 @@ fn op() -> impl Strategy<Value = Op> {
             sources,
             to: Box::new(to)
         }),
+        range_request().prop_map(|r| Op::Range(Box::new(r))),
     ]
+}
+
+fn range_request() -> impl Strategy<Value = RangeRequest> {
+    let step = prop_oneof![
+        (0u64..1 << 40, 1u64..1 << 20).prop_map(|(first, n)| RangeStep::Blocks {
+            first,
+            end: first + n
+        }),
+        proptest::option::of(any::<(u32, i64, u32)>())
+            .prop_map(|parent| RangeStep::Commit { parent }),
+    ];
+    (
+        bytes(16),
+        any::<u32>(),
+        "[a-z0-9]{1,12}",
+        rel_path(),
+        any::<(u64, u32, i64, u32)>(),
+        step,
+    )
+        .prop_map(|(dest, sources, top, path, m, step)| RangeRequest {
+            dest,
+            sources,
+            top: top.into_bytes(),
+            path,
+            size: m.0,
+            mode: m.1,
+            mtime_sec: m.2,
+            mtime_nsec: m.3,
+            step,
+        })
 }
 
 fn relay_target() -> impl Strategy<Value = RelayTarget> {

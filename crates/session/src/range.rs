@@ -1,0 +1,681 @@
+//! Block ranges of one large file written by several nodes into a server
+//! ([`Op::Range`]): each worker of a transfer service reads its range of the source
+//! where it is and sends it to a `hetch serve` node of the destination, which writes it
+//! into the one shared part file (the POSIX store's ranges, see
+//! `hetch_engine::store::split`); once every range is recorded, one worker asks a node
+//! to commit the file, which is checked as a whole from the ranges' records and
+//! renamed once. The destination nodes share the storage, so any node takes any range.
+//!
+//! A range session has no data streams: the server answers the request with a
+//! [`Frame::Plan`] of the blocks it lacks (an earlier attempt's recorded blocks that
+//! read back intact are kept), the client sends them as [`Frame::Data`] on the control
+//! connection, each with the digest it computed as it read the block, then
+//! [`Frame::EndOfEntries`]. The server checks each block's digest on arrival, puts it,
+//! reads it back and checks it again where `--verify written` asks, records it, and
+//! answers [`Frame::Finished`] once the range is durable and recorded.
+
+use std::collections::BTreeSet;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail};
+use hetch_engine::ranges::{self, RangeControl, RangeOutcome, RangeSink, RangeSource, RangeWriter};
+use hetch_engine::store::posix::PosixStore;
+use hetch_engine::store::{FileSpec, Place, Store};
+use hetch_engine::wire::{FrameReader, FrameWriter, Incoming};
+use hetch_engine::{
+    BoxStream, BufferPool, DestSpec, EngineError, Options, Progress, Report, Verify,
+};
+use hetch_integrity::{block_count, block_digest, block_len, Algorithm, Digest};
+use hetch_proto::{
+    DataHeader, Frame, Hello, PlanAction, PlanItem, RangeRequest, RangeStep, SessionRequest,
+    Summary,
+};
+use hetch_storage::part::FinalMeta;
+use hetch_storage::StorageError;
+use tokio::sync::mpsc;
+
+use crate::client::{handshake, tls_client, ClientConfig};
+
+/// How long either side waits for the other's next frame (blocks come one after the
+/// other unless the client's rate share holds them back; the server's answers follow
+/// a read-back or a durability barrier).
+const RANGE_SILENCE: Duration = Duration::from_secs(120);
+
+/// Blocks a client holds queued for its connection while it reads the next.
+const QUEUED_BLOCKS: usize = 4;
+
+// ---------------------------------------------------------------------------------
+// Server side.
+
+/// What the server needs to serve one range session.
+pub(crate) struct RangeRun {
+    /// The client's control connection.
+    pub control: BoxStream,
+    /// The client, for messages.
+    pub peer: String,
+    /// The file and step.
+    pub req: RangeRequest,
+    /// The session's block size.
+    pub block_size: u64,
+    /// The session's engine settings (its check and special-mode policy).
+    pub opts: Options,
+    /// The destination directory, confined to the root, and the root.
+    pub dest: PathBuf,
+    /// The server's root.
+    pub root: PathBuf,
+    /// The welcome to send once the file is open.
+    pub welcome: Frame,
+    /// What the range moves, as it goes (read by the server's metrics too).
+    pub progress: Arc<Progress>,
+}
+
+/// The file of a range session, opened in the store below the server's root.
+struct Target {
+    store: Arc<dyn Store>,
+    place: Place,
+    spec: FileSpec,
+}
+
+/// Serves one range session: writes the client's blocks, or commits the file.
+pub(crate) async fn serve(run: RangeRun) -> Result<Report, EngineError> {
+    let RangeRun {
+        mut control,
+        peer,
+        req,
+        block_size,
+        opts,
+        dest,
+        root,
+        welcome,
+        progress,
+    } = run;
+    let target = {
+        let req = req.clone();
+        let verify = opts.verify;
+        let preserve = opts.preserve_special_modes;
+        blocking(move || open_target(&req, dest, root, block_size, verify, preserve)).await
+    };
+    let target = match target {
+        Ok(t) => t,
+        Err(e) => return Err(refuse(&mut control, &peer, e).await),
+    };
+    match req.step {
+        RangeStep::Blocks { first, end } => {
+            if end > target.spec.blocks {
+                let e = EngineError::Unexpected {
+                    peer: peer.clone(),
+                    what: format!("blocks {first}..{end} of a file of {}", target.spec.blocks),
+                };
+                return Err(refuse(&mut control, &peer, e).await);
+            }
+            let verify = opts.verify;
+            let opened = blocking(move || {
+                let w = RangeWriter::open(
+                    &*target.store,
+                    &target.place,
+                    &target.spec,
+                    first..end,
+                    verify,
+                )?;
+                Ok::<_, StorageError>((w, target))
+            })
+            .await;
+            let (writer, target) = match opened {
+                Ok(o) => o,
+                Err(e) => return Err(refuse(&mut control, &peer, e).await),
+            };
+            hetch_engine::wire::write_frame_exact(&mut control, &peer, false, &welcome).await?;
+            let mut session = ServedRange {
+                peer: peer.clone(),
+                target,
+                writer: Some(writer),
+                progress,
+            };
+            let (rd, wr) = tokio::io::split(control);
+            let mut w = FrameWriter::new(wr, &peer);
+            let result = session.receive(rd, &mut w, first..end).await;
+            if let Some(writer) = session.writer.take() {
+                writer.keep_for_retry();
+            }
+            answer(&mut w, result).await
+        }
+        RangeStep::Commit { parent } => {
+            hetch_engine::wire::write_frame_exact(&mut control, &peer, false, &welcome).await?;
+            let fsync = true;
+            let result = blocking(move || {
+                target
+                    .store
+                    .commit_ranges(&target.place, &target.spec, fsync)?;
+                if let (Some((mode, mtime_sec, mtime_nsec)), Some(dir)) =
+                    (parent, target.place.rel.parent())
+                {
+                    let meta = FinalMeta {
+                        mode: mode & 0o7777,
+                        mtime_sec,
+                        mtime_nsec,
+                    };
+                    target.store.finish_dir(dir, meta)?;
+                }
+                Ok::<_, StorageError>(Summary {
+                    files: 1,
+                    ..Summary::default()
+                })
+            })
+            .await;
+            let mut w = FrameWriter::new(control, &peer);
+            answer(&mut w, result).await
+        }
+    }
+}
+
+/// Sends the session's outcome to the client: its summary, or the error.
+async fn answer<W: tokio::io::AsyncWrite + Unpin>(
+    w: &mut FrameWriter<W>,
+    result: Result<Summary, EngineError>,
+) -> Result<Report, EngineError> {
+    match result {
+        Ok(summary) => {
+            w.send(&Frame::Finished(summary)).await?;
+            w.flush().await?;
+            Ok(Report {
+                summary,
+                ..Report::default()
+            })
+        }
+        Err(e) => {
+            let _ = w.send(&Frame::Error(e.to_frame())).await;
+            let _ = w.shutdown().await;
+            Err(e)
+        }
+    }
+}
+
+/// Tells the client why its range session cannot start, and returns that error.
+async fn refuse(control: &mut BoxStream, peer: &str, e: EngineError) -> EngineError {
+    let _ =
+        hetch_engine::wire::write_frame_exact(control, peer, false, &Frame::Error(e.to_frame()))
+            .await;
+    use tokio::io::AsyncWriteExt;
+    let _ = control.shutdown().await;
+    e
+}
+
+/// Runs `f` on a blocking thread.
+async fn blocking<T: Send + 'static, E: Into<EngineError> + Send + 'static>(
+    f: impl FnOnce() -> Result<T, E> + Send + 'static,
+) -> Result<T, EngineError> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r.map_err(Into::into),
+        Err(e) => Err(EngineError::Storage(StorageError::io(
+            Path::new("range"),
+            std::io::Error::other(e.to_string()),
+        ))),
+    }
+}
+
+/// Resolves the request's file below `dest` (inside `root`) as a push into `dest/`
+/// would place it, with the parent directories it needs (made as another writer of
+/// the same tree may make them at the same moment).
+fn open_target(
+    req: &RangeRequest,
+    dest: PathBuf,
+    root: PathBuf,
+    block_size: u64,
+    verify: Verify,
+    preserve_special_modes: bool,
+) -> Result<Target, EngineError> {
+    let store: Arc<dyn Store> = Arc::new(PosixStore::new(DestSpec {
+        path: dest,
+        sources: req.sources,
+        trailing_slash: true,
+        confine_to: Some(root),
+        as_operand: false,
+    }));
+    store.resolve(&req.top)?;
+    let wire = &req.path;
+    for (i, _) in wire.iter().enumerate().filter(|(_, b)| **b == b'/') {
+        let parent = store.place(&wire[..i])?;
+        if store.stat(&parent.rel)?.is_none() {
+            store.make_shared_dir(&parent.rel)?;
+        }
+    }
+    let place = store.place(wire)?;
+    // As a push would: special bits only where both ends asked for them.
+    let modes = if preserve_special_modes {
+        0o7777
+    } else {
+        0o777
+    };
+    let spec = FileSpec {
+        size: req.size,
+        blocks: block_count(req.size, block_size),
+        block_size,
+        meta: FinalMeta {
+            mode: req.mode & modes,
+            mtime_sec: req.mtime_sec,
+            mtime_nsec: req.mtime_nsec,
+        },
+        checksum: Algorithm::Blake3,
+        growing: false,
+        read_back_follows: verify == Verify::Written,
+    };
+    Ok(Target { store, place, spec })
+}
+
+/// A range session being received.
+struct ServedRange {
+    peer: String,
+    target: Target,
+    /// Taken while a block is written on a blocking thread, and when the range ends.
+    writer: Option<RangeWriter>,
+    progress: Arc<Progress>,
+}
+
+impl ServedRange {
+    fn unexpected(&self, what: String) -> EngineError {
+        EngineError::Unexpected {
+            peer: self.peer.clone(),
+            what,
+        }
+    }
+
+    /// Plans blocks `blocks`, takes them from `rd` and makes them durable.
+    async fn receive<R, W>(
+        &mut self,
+        rd: R,
+        w: &mut FrameWriter<W>,
+        blocks: Range<u64>,
+    ) -> Result<Summary, EngineError>
+    where
+        R: tokio::io::AsyncRead + Unpin,
+        W: tokio::io::AsyncWrite + Unpin,
+    {
+        // What an earlier attempt recorded and still reads back intact is kept.
+        let mut writer = self.writer.take().expect("open writer");
+        let size = self.target.spec.size;
+        let bs = self.target.spec.block_size;
+        let scan = blocks.clone();
+        let (writer, kept) = blocking(move || {
+            let mut kept = BTreeSet::new();
+            for i in scan {
+                if writer.keeps(i, block_len(size, bs, i) as usize)? {
+                    kept.insert(i);
+                }
+            }
+            Ok::<_, StorageError>((writer, kept))
+        })
+        .await?;
+        self.writer = Some(writer);
+        let mut needed: BTreeSet<u64> = blocks.clone().filter(|i| !kept.contains(i)).collect();
+        w.send(&Frame::Plan(vec![PlanItem {
+            id: 0,
+            action: PlanAction::Send(runs(&needed)),
+        }]))
+        .await?;
+        w.flush().await?;
+        let pool = BufferPool::new(2 * bs as usize);
+        let mut r = FrameReader::new(rd, &self.peer);
+        let mut bytes = 0;
+        loop {
+            let next = tokio::time::timeout(RANGE_SILENCE, r.next(Some(&pool)))
+                .await
+                .map_err(|_| EngineError::Stalled {
+                    peer: self.peer.clone(),
+                    secs: RANGE_SILENCE.as_secs(),
+                })??;
+            match next {
+                Some(Incoming::Data(h, buf)) => {
+                    if h.file != 0 || !needed.remove(&h.block) {
+                        return Err(self.unexpected(format!("block {} not asked for", h.block)));
+                    }
+                    let len = block_len(size, bs, h.block) as usize;
+                    let data = match buf {
+                        Some(b) => b.to_vec(),
+                        None => vec![0u8; h.zero_len as usize],
+                    };
+                    if data.len() != len {
+                        return Err(self.unexpected(format!(
+                            "block {} of {} bytes, expected {len}",
+                            h.block,
+                            data.len()
+                        )));
+                    }
+                    self.write(h, data).await?;
+                    bytes += len as u64;
+                    Progress::add(&self.progress.bytes, len as u64);
+                }
+                Some(Incoming::Frame(Frame::EndOfEntries)) => break,
+                Some(Incoming::Frame(Frame::Error(e))) => {
+                    return Err(EngineError::Peer {
+                        peer: self.peer.clone(),
+                        code: e.code,
+                        message: hetch_proto::escape_text(&e.message),
+                    })
+                }
+                Some(Incoming::Frame(f)) => {
+                    return Err(self.unexpected(format!("{} frame in a range", f.kind().name())))
+                }
+                None => {
+                    return Err(EngineError::ClosedEarly {
+                        peer: self.peer.clone(),
+                    })
+                }
+            }
+        }
+        if let Some(missing) = needed.first() {
+            return Err(self.unexpected(format!("the range ended without block {missing}")));
+        }
+        let writer = self.writer.take().expect("open writer");
+        let meta = self.target.spec.meta;
+        blocking(move || writer.finish(meta)).await?;
+        Ok(Summary {
+            bytes,
+            reverified: kept.len() as u64,
+            ..Summary::default()
+        })
+    }
+
+    /// Checks block `h` as it arrived against the digest the client computed as it
+    /// read it, then has the writer put, check and record it.
+    async fn write(&mut self, h: DataHeader, data: Vec<u8>) -> Result<(), EngineError> {
+        let spec = self.target.spec;
+        if block_digest(spec.size, spec.block_size, h.block, &data) != h.digest {
+            return Err(EngineError::Tampered {
+                peer: self.peer.clone(),
+                what: format!("block {} arrived damaged", h.block),
+            });
+        }
+        let mut writer = self.writer.take().expect("open writer");
+        let writer = blocking(move || match writer.take(h.block, &data, &h.digest) {
+            Ok(()) => Ok(writer),
+            Err(e) => {
+                // What this attempt recorded stays for the next one.
+                writer.keep_for_retry();
+                Err(e)
+            }
+        })
+        .await?;
+        self.writer = Some(writer);
+        Ok(())
+    }
+}
+
+/// `set` as half-open runs of consecutive numbers.
+fn runs(set: &BTreeSet<u64>) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for &i in set {
+        match out.last_mut() {
+            Some(last) if last.1 == i => last.1 = i + 1,
+            _ => out.push((i, i + 1)),
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------
+// Client side.
+
+/// A range's file as the client sends it: the request fields that describe the
+/// source file, for [`range_request`].
+pub fn range_request(
+    dest: &[u8],
+    sources: u32,
+    top: &[u8],
+    path: &[u8],
+    src: &RangeSource,
+    step: RangeStep,
+) -> RangeRequest {
+    let meta = src.meta();
+    RangeRequest {
+        dest: dest.to_vec(),
+        sources,
+        top: top.to_vec(),
+        path: path.to_vec(),
+        size: src.size(),
+        mode: meta.mode,
+        mtime_sec: meta.mtime_sec,
+        mtime_nsec: meta.mtime_nsec,
+        step,
+    }
+}
+
+/// What paces a range sent to a server (owned, to travel to a blocking thread).
+#[derive(Clone, Default)]
+pub struct RangePacing {
+    /// Once raised, the range stops between blocks.
+    pub stop: Option<hetch_engine::StopSignal>,
+    /// Each block read passes through it first.
+    pub rate: Option<Arc<hetch_engine::RateLimiter>>,
+    /// Counts the bytes sent.
+    pub progress: Option<Arc<Progress>>,
+}
+
+/// Sends blocks `first..end` (the request's step) of `src` to the server at `host`,
+/// which writes them into the file's shared part file (`req.op` is an [`Op::Range`]
+/// with [`RangeStep::Blocks`]). Blocks the server holds from an earlier attempt are
+/// not sent again.
+///
+/// [`Op::Range`]: hetch_proto::Op::Range
+pub async fn push_range(
+    host: &str,
+    cfg: &ClientConfig,
+    req: SessionRequest,
+    src: Arc<RangeSource>,
+    pacing: RangePacing,
+) -> anyhow::Result<RangeOutcome> {
+    let (blocks, shown) = match &req.op {
+        hetch_proto::Op::Range(r) => match r.step {
+            RangeStep::Blocks { first, end } => (
+                first..end,
+                PathBuf::from(format!("{host}:{}", String::from_utf8_lossy(&r.path))),
+            ),
+            RangeStep::Commit { .. } => bail!("push_range of a commit"),
+        },
+        _ => bail!("push_range of another op"),
+    };
+    let block_size = u64::from(req.block_size);
+    let control = open(host, cfg, req).await?;
+    let (rd, wr) = tokio::io::split(control);
+    let mut r = FrameReader::new(rd, host);
+    let needed = match next_frame(&mut r, host).await? {
+        Frame::Plan(items) => planned(host, &items, &blocks)?,
+        other => return Err(answer_error(host, other)),
+    };
+    let (tx, mut rx) = mpsc::channel::<Frame>(QUEUED_BLOCKS);
+    let peer = host.to_string();
+    let sender = tokio::spawn(async move {
+        let mut w = FrameWriter::new(wr, &peer);
+        while let Some(f) = rx.recv().await {
+            match &f {
+                Frame::Data(h, data) => w.send_data(h, data).await?,
+                other => w.send(other).await?,
+            }
+            if rx.is_empty() {
+                w.flush().await?;
+            }
+        }
+        Ok::<_, EngineError>(())
+    });
+    let read = tokio::task::spawn_blocking(move || {
+        let mut sink = RemoteRange {
+            needed,
+            tx,
+            size: src.size(),
+            block_size,
+        };
+        let control = RangeControl {
+            stop: pacing.stop.as_ref(),
+            rate: pacing.rate.as_deref(),
+            progress: pacing.progress.as_deref(),
+        };
+        let done = ranges::read_range(&src, block_size, blocks, control, &mut sink, &shown)?;
+        sink.send(Frame::EndOfEntries)?;
+        Ok::<_, StorageError>(done)
+    })
+    .await
+    .map_err(|e| anyhow!("range task: {e}"))?;
+    let sent = sender.await.map_err(|e| anyhow!("range sender: {e}"))?;
+    // The server's answer: its summary, or why it stopped taking blocks (which is
+    // what failed sending shows up as, so it comes first).
+    let answer = match (&read, &sent) {
+        (Ok(_), Ok(())) => next_frame(&mut r, host).await,
+        _ => tokio::time::timeout(Duration::from_secs(5), r.next_control())
+            .await
+            .map_err(|_| anyhow!("{host}: no answer"))
+            .and_then(|f| f.map_err(anyhow::Error::from))
+            .and_then(|f| f.ok_or_else(|| anyhow!("{host}: closed"))),
+    };
+    match answer {
+        Ok(Frame::Finished(_)) if read.is_ok() && sent.is_ok() => Ok(read?),
+        Ok(Frame::Error(e)) => Err(peer_error(host, e)),
+        _ => {
+            read?;
+            sent?;
+            Err(answer
+                .err()
+                .unwrap_or_else(|| anyhow!("{host}: unexpected answer")))
+        }
+    }
+}
+
+/// Asks the server at `host` to commit the file of `req` (an [`Op::Range`] with
+/// [`RangeStep::Commit`]): its ranges' records must cover it.
+///
+/// [`Op::Range`]: hetch_proto::Op::Range
+pub async fn commit_ranges(
+    host: &str,
+    cfg: &ClientConfig,
+    req: SessionRequest,
+) -> anyhow::Result<()> {
+    let control = open(host, cfg, req).await?;
+    let mut r = FrameReader::new(control, host);
+    match next_frame(&mut r, host).await? {
+        Frame::Finished(_) => Ok(()),
+        other => Err(answer_error(host, other)),
+    }
+}
+
+/// Connects and has the range session welcomed.
+async fn open(host: &str, cfg: &ClientConfig, req: SessionRequest) -> anyhow::Result<BoxStream> {
+    let tls = tls_client(host, cfg)?;
+    let hello = Frame::Hello(Hello::Control {
+        token: cfg.token.clone(),
+        request: req,
+    });
+    let set_up = async {
+        let mut control = hetch_net::connect(host, &cfg.socket, Some(&tls)).await?;
+        let welcome = handshake(&mut control, host, &hello, &tls).await?;
+        Ok::<_, anyhow::Error>((control, welcome))
+    };
+    let (control, welcome) = tokio::time::timeout(cfg.timeout, set_up)
+        .await
+        .map_err(|_| crate::NoAnswer {
+            host: host.to_string(),
+            secs: cfg.timeout.as_secs(),
+        })??;
+    let Frame::Welcome(_) = welcome else {
+        bail!("{host}: unexpected answer to hello");
+    };
+    cfg.opened.fetch_add(1, Relaxed);
+    Ok(control)
+}
+
+/// The server's next control frame, within [`RANGE_SILENCE`].
+async fn next_frame<R: tokio::io::AsyncRead + Unpin>(
+    r: &mut FrameReader<R>,
+    host: &str,
+) -> anyhow::Result<Frame> {
+    tokio::time::timeout(RANGE_SILENCE, r.next_control())
+        .await
+        .map_err(|_| EngineError::Stalled {
+            peer: host.to_string(),
+            secs: RANGE_SILENCE.as_secs(),
+        })??
+        .ok_or_else(|| {
+            EngineError::ClosedEarly {
+                peer: host.to_string(),
+            }
+            .into()
+        })
+}
+
+fn peer_error(host: &str, e: hetch_proto::ErrorFrame) -> anyhow::Error {
+    EngineError::Peer {
+        peer: host.to_string(),
+        code: e.code,
+        message: hetch_proto::escape_text(&e.message),
+    }
+    .into()
+}
+
+fn answer_error(host: &str, f: Frame) -> anyhow::Error {
+    match f {
+        Frame::Error(e) => peer_error(host, e),
+        other => anyhow!(
+            "{host}: unexpected {} frame in a range",
+            other.kind().name()
+        ),
+    }
+}
+
+/// The blocks a server's plan asks for, which must lie in `blocks`.
+fn planned(host: &str, items: &[PlanItem], blocks: &Range<u64>) -> anyhow::Result<BTreeSet<u64>> {
+    let mut needed = BTreeSet::new();
+    for item in items {
+        let PlanAction::Send(runs) = &item.action else {
+            continue;
+        };
+        for &(a, b) in runs {
+            if item.id != 0 || a >= b || a < blocks.start || b > blocks.end {
+                bail!("{host}: asked for blocks {a}..{b} of a range {blocks:?}");
+            }
+            needed.extend(a..b);
+        }
+    }
+    Ok(needed)
+}
+
+/// The client's end of a range: sends the blocks the server asked for.
+struct RemoteRange {
+    needed: BTreeSet<u64>,
+    tx: mpsc::Sender<Frame>,
+    size: u64,
+    block_size: u64,
+}
+
+impl RemoteRange {
+    fn send(&self, f: Frame) -> Result<(), StorageError> {
+        self.tx.blocking_send(f).map_err(|_| {
+            StorageError::io(
+                Path::new("range"),
+                std::io::Error::other("the connection to the server closed"),
+            )
+        })
+    }
+}
+
+impl RangeSink for RemoteRange {
+    fn keeps(&mut self, i: u64, _len: usize) -> Result<bool, StorageError> {
+        Ok(!self.needed.contains(&i))
+    }
+
+    fn take(&mut self, i: u64, data: &[u8], digest: &Digest) -> Result<(), StorageError> {
+        debug_assert_eq!(data.len() as u64, block_len(self.size, self.block_size, i));
+        let zero = ranges::is_zero(data);
+        let h = DataHeader {
+            file: 0,
+            block: i,
+            digest: *digest,
+            zero,
+            zero_len: if zero { data.len() as u32 } else { 0 },
+        };
+        self.send(Frame::Data(
+            h,
+            if zero { Vec::new() } else { data.to_vec() },
+        ))
+    }
+}

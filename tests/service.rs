@@ -712,6 +712,12 @@ fn a_job_spreads_over_three_destination_nodes_and_outlives_one_killed() {
     let t = dir.path();
     let root = t.join("root");
     big_tree(&root, "data", 300);
+    // A large file, moved in ranges of 256 KiB by all three workers through all
+    // three nodes into one part file, committed once.
+    let big: Vec<u8> = (0..(6 << 20) + 4321u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(root.join("data/d2/big.bin"), &big).unwrap();
     let shared = t.join("dest-storage");
     let token = t.join("dest-token");
     std::fs::write(&token, "a-token-shared-by-the-destination-nodes").unwrap();
@@ -730,7 +736,11 @@ fn a_job_spreads_over_three_destination_nodes_and_outlives_one_killed() {
         .map(|n| format!("{} {}\n", n.addr, n.fingerprint))
         .collect();
     std::fs::write(&known, lines).unwrap();
-    let svc = start_with(t, &["--lease-secs", "3", "--batch-files", "10"]);
+    let split = ["--split-size", "1M", "--range-size", "256K"];
+    let svc = start_with(
+        t,
+        &[&split[..], &["--lease-secs", "3", "--batch-files", "10"]].concat(),
+    );
     svc.job(&["ls"]).ok();
     let workers: Vec<Running> = ["w1", "w2", "w3"]
         .iter()
@@ -751,14 +761,14 @@ fn a_job_spreads_over_three_destination_nodes_and_outlives_one_killed() {
     let (n1, n2) = (nodes[1].addr.clone(), nodes[2].addr.clone());
     let job = |to: &str| {
         let nodes = ["--dest-node", &n1, "--dest-node", &n2];
-        submit(
-            &svc,
-            &[&["--rate-limit", "4M"][..], &nodes, &["data", to]].concat(),
-        )
+        let opts = ["--rate-limit", "6M", "--block-size", "64K"];
+        submit(&svc, &[&opts[..], &nodes, &["data", to]].concat())
     };
     let id = job(&dest);
-    wait_for("units done at every node", || {
-        nodes.iter().all(|n| n.log().contains("push done"))
+    wait_for("files and ranges done at every node", || {
+        nodes
+            .iter()
+            .all(|n| n.log().contains("push done") && n.log().contains("range done"))
     });
     // Node 1 dies mid-job: its units fail there and run again on the next node.
     nodes[1].kill9();
@@ -771,6 +781,12 @@ fn a_job_spreads_over_three_destination_nodes_and_outlives_one_killed() {
         retried.unwrap_or(0) > 0,
         "no unit was run again: {retried:?}"
     );
+    // The large file was given its final name by exactly one commit, at one node.
+    let commits: usize = nodes
+        .iter()
+        .map(|n| n.log().matches("range done: 1 files").count())
+        .sum();
+    assert_eq!(commits, 1, "commits of the large file");
 
     // Started again, it takes its share of the next job.
     let listen = nodes[1].addr.clone();

@@ -801,6 +801,9 @@ mod cases {
             drop(held);
             let whole = commit_ranges(&*store(), &place, &open(), BS).unwrap();
             assert_eq!(whole, *blake3::hash(&data).as_bytes(), "{}", b.name());
+            // A commit run again (its node lost before it reported) finds it done.
+            let again = commit_ranges(&*store(), &place, &open(), BS).unwrap();
+            assert_eq!(again, whole, "{}", b.name());
         });
         if !b.caps().ranges {
             return;

@@ -679,3 +679,166 @@ impl RangeSink for RemoteRange {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! A hostile client of a range session, speaking frames the real client never
+    //! sends: each is refused with one line, and nothing gets a final name.
+
+    use super::*;
+    use hetch_engine::wire::FrameWriter;
+
+    const BS: u64 = 16 << 10;
+
+    /// A server's side of a range of blocks `0..4` of a 4-block file below `t`,
+    /// receiving what `frames` sends; returns the outcome and the server's answers.
+    async fn serve_frames(
+        t: &Path,
+        frames: Vec<Frame>,
+    ) -> (Result<Summary, EngineError>, Vec<Frame>) {
+        let req = RangeRequest {
+            dest: b"copy".to_vec(),
+            sources: 1,
+            top: b"f".to_vec(),
+            path: b"f".to_vec(),
+            size: 4 * BS,
+            mode: 0o644,
+            mtime_sec: 1_600_000_000,
+            mtime_nsec: 0,
+            step: RangeStep::Blocks { first: 0, end: 4 },
+        };
+        let root = t.to_path_buf();
+        let target =
+            open_target(&req, root.join("copy"), root, BS, Verify::Written, false).unwrap();
+        let writer = RangeWriter::open(
+            &*target.store,
+            &target.place,
+            &target.spec,
+            0..4,
+            Verify::Written,
+        )
+        .unwrap();
+        let mut served = ServedRange {
+            peer: "test".into(),
+            target,
+            writer: Some(writer),
+            progress: Arc::default(),
+        };
+        let (client, server) = tokio::io::duplex(1 << 20);
+        let (srd, swr) = tokio::io::split(server);
+        let (crd, cwr) = tokio::io::split(client);
+        let sending = tokio::spawn(async move {
+            let mut w = FrameWriter::new(cwr, "server");
+            for f in frames {
+                match &f {
+                    Frame::Data(h, d) => w.send_data(h, d).await?,
+                    other => w.send(other).await?,
+                }
+            }
+            w.flush().await
+        });
+        let mut w = FrameWriter::new(swr, "client");
+        let result = served.receive(srd, &mut w, 0..4).await;
+        let _ = w.flush().await;
+        drop(w);
+        let _ = sending.await;
+        let mut r = FrameReader::new(crd, "server");
+        let mut answers = Vec::new();
+        while let Ok(Ok(Some(f))) =
+            tokio::time::timeout(Duration::from_millis(200), r.next_control()).await
+        {
+            answers.push(f);
+        }
+        (result, answers)
+    }
+
+    fn block(i: u64, data: &[u8]) -> Frame {
+        let digest = block_digest(4 * BS, BS, i, data);
+        let h = DataHeader {
+            file: 0,
+            block: i,
+            digest,
+            zero: false,
+            zero_len: 0,
+        };
+        Frame::Data(h, data.to_vec())
+    }
+
+    fn fill(i: u64) -> Vec<u8> {
+        vec![i as u8 + 1; BS as usize]
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_client_sends_the_plans_blocks_and_the_range_is_recorded() {
+        let t = tempfile::tempdir().unwrap();
+        let mut frames: Vec<Frame> = (0..4).map(|i| block(i, &fill(i))).collect();
+        frames.push(Frame::EndOfEntries);
+        let (result, answers) = serve_frames(t.path(), frames).await;
+        assert_eq!(result.unwrap().bytes, 4 * BS);
+        assert!(
+            matches!(answers.first(), Some(Frame::Plan(_))),
+            "{answers:?}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn crafted_blocks_are_refused_with_one_line() {
+        let damaged = {
+            let Frame::Data(h, mut d) = block(1, &fill(1)) else {
+                unreachable!()
+            };
+            d[7] ^= 1;
+            Frame::Data(h, d)
+        };
+        let cases: Vec<(&str, Vec<Frame>)> = vec![
+            (
+                "not asked for",
+                vec![block(0, &fill(0)), block(0, &fill(0))],
+            ),
+            ("arrived damaged", vec![damaged]),
+            ("expected 16384", {
+                let Frame::Data(h, mut d) = block(2, &fill(2)) else {
+                    unreachable!()
+                };
+                d.truncate(100);
+                vec![Frame::Data(h, d)]
+            }),
+            (
+                "without block 1",
+                vec![block(0, &fill(0)), Frame::EndOfEntries],
+            ),
+            (
+                "not asked for",
+                vec![Frame::Data(
+                    DataHeader {
+                        file: 9,
+                        block: 0,
+                        digest: [0; 32],
+                        zero: true,
+                        zero_len: BS as u32,
+                    },
+                    Vec::new(),
+                )],
+            ),
+            ("keep_alive", vec![Frame::Abandon { file: 0 }]),
+        ];
+        for (want, frames) in cases {
+            let t = tempfile::tempdir().unwrap();
+            let (result, _) = serve_frames(t.path(), frames).await;
+            let e = result.unwrap_err().to_string();
+            assert!(!e.contains('\n'), "{e}");
+            assert!(
+                e.contains(want) || want == "keep_alive" && e.contains("frame in a range"),
+                "{want}: {e}"
+            );
+            let names: Vec<_> = std::fs::read_dir(t.path().join("copy"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert!(
+                !names.iter().any(|n| n == "f"),
+                "{want}: a final name: {names:?}"
+            );
+        }
+    }
+}

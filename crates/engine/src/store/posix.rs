@@ -257,7 +257,14 @@ impl Store for PosixStore {
         fsync: bool,
     ) -> Result<Digest, StorageError> {
         let base = *self.base_id.get().expect("destination resolved before use");
-        super::split::commit_ranges(self.fs(), base, place, spec, fsync)
+        match super::split::commit_ranges(self.fs(), base, place, spec, fsync)? {
+            Some(whole) => Ok(whole),
+            // Committed before: its digest is that of the file as it is.
+            None => self
+                .digest(&place.rel, Algorithm::Blake3, spec.block_size)?
+                .try_into()
+                .map_err(|_| StorageError::io(&place.shown, std::io::Error::other("digest"))),
+        }
     }
 
     fn clean_leftovers(&self, rel: &Path, warn: &mut dyn FnMut(StorageError)) {

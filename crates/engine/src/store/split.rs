@@ -230,20 +230,26 @@ impl StoreFile for RangeFile {
     }
 }
 
-/// Commits file `place` below `fs` from its ranges' records (see the module's doc).
+/// Commits file `place` below `fs` from its ranges' records (see the module's doc);
+/// returns its whole-file digest, or `None` when an earlier commit did it already.
 pub(super) fn commit_ranges(
     fs: &Dir,
     base: (u64, u64),
     place: &Place,
     spec: &FileSpec,
     fsync: bool,
-) -> Result<Digest, StorageError> {
+) -> Result<Option<Digest>, StorageError> {
     // A whole-file writer of this very file in this process is done with it.
     let claim = writers::claim(base, &place.rel);
     let (dir, name) = fs.parent(&place.rel)?;
     let split = part::split_name(&name);
     if dir.stat(Path::new(&split))?.is_none() {
-        return Err(refused(place, "none of its ranges was received"));
+        // A commit run again after an earlier one gave the file its name (and was lost
+        // before it could report) finds the file as that commit left it.
+        return match is_committed(&dir, &name, spec)? {
+            true => Ok(None),
+            false => Err(refused(place, "none of its ranges was received")),
+        };
     }
     let part = PartFile::open_as(&dir, &name, split, true)?;
     if !part.try_hold_alone()? {
@@ -300,5 +306,23 @@ pub(super) fn commit_ranges(
     for n in journals {
         dir.remove_file(&n)?;
     }
-    Ok(whole)
+    Ok(Some(whole))
+}
+
+/// Whether `name` in `dir` is a regular file of `spec`'s size and mtime: the commit's
+/// result, with no part file or range journal left beside it.
+fn is_committed(dir: &Dir, name: &OsString, spec: &FileSpec) -> Result<bool, StorageError> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(md) = dir.stat(Path::new(name))? else {
+        return Ok(false);
+    };
+    let journals = dir
+        .names()?
+        .iter()
+        .any(|n| part::range_of_journal(name, n).is_some());
+    Ok(md.is_file()
+        && !journals
+        && md.len() == spec.size
+        && md.mtime() == spec.meta.mtime_sec
+        && md.mtime_nsec() as u32 == spec.meta.mtime_nsec)
 }

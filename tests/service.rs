@@ -765,10 +765,13 @@ fn a_job_spreads_over_three_destination_nodes_and_outlives_one_killed() {
         submit(&svc, &[&opts[..], &nodes, &["data", to]].concat())
     };
     let id = job(&dest);
+    // Once every node took files and ranges and the large file is committed (so its
+    // one commit is not run again because of the kill below):
     wait_for("files and ranges done at every node", || {
-        nodes
-            .iter()
-            .all(|n| n.log().contains("push done") && n.log().contains("range done"))
+        let logs: Vec<String> = nodes.iter().map(|n| n.log()).collect();
+        logs.iter()
+            .all(|l| l.contains("push done") && l.contains("range done"))
+            && logs.iter().any(|l| l.contains("range done: 1 files"))
     });
     // Node 1 dies mid-job: its units fail there and run again on the next node.
     nodes[1].kill9();

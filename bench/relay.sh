@@ -15,7 +15,7 @@ runs=${RUNS:-3}
 bin=${HETCH_BIN:-target/release/hetch}
 [ -x "$bin" ] || { echo "relay.sh: no $bin (cargo build --release)" >&2; exit 2; }
 work=$(mktemp -d /dev/shm/relay.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 mkdir -p "$work/a" "$work/b"
 head -c "$((size << 20))" /dev/urandom > "$work/a/file.bin"
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/b.token"; chmod 600 "$work/b.token"

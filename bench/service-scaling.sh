@@ -7,18 +7,28 @@
 #
 # Usage: bench/service-scaling.sh [FILES] [FILE_SIZE] (default 800 1M)
 #   NS="1 2 4" RATE=500mbit RTT=20ms RUNS=1 BATCH=20 (files per unit)
+#   SERVICE_ARGS="--range-size 256M" (more `hetch service` flags: how large files split)
+#   WORK_DIR=/dev/shm (where the source and destination trees live; a disk for data
+#     larger than memory allows twice)
+#   KILL_AT=0.5: besides each undisturbed run of N >= 2, one where worker wN is killed
+#     (-9) once the job has moved this share of its bytes (LEASE=10 s leases)
+#   CP_TOO=1: for N = 1, also the same copy by `hetch cp` from a1 to b1's server (the
+#     service's overhead against the command it runs)
 #   HETCH_BIN=target/release/hetch
 #   LAB_BIN=target/release/hetch-lab
-# Output: per run: N, seconds (the job's own start to end), MB/s, ratio to the mean
-# one-pair rate of this run, and the machine's CPU seconds.
+# Output: per run: N, seconds (the job's submission to its end; for cp its wall time),
+# MB/s, ratio to the mean one-pair rate of this run, the machine's CPU seconds, and
+# the start: seconds from the job's submission until a worker claimed its first unit
+# (the service's own stamps; the worker starts reading the unit's first file then).
 set -euo pipefail
 files=${1:-800}; size=${2:-1M}
 ns=${NS:-1 2 4}; rate=${RATE:-500mbit}; rtt=${RTT:-20ms}; runs=${RUNS:-1}; batch=${BATCH:-20}
+kill_at=${KILL_AT:-}; cp_too=${CP_TOO:-}; lease=${LEASE:-10}
 bin=$(realpath "${HETCH_BIN:-target/release/hetch}")
 lab=$(realpath "${LAB_BIN:-target/release/hetch-lab}")
 max=0; for n in $ns; do [ "$n" -gt "$max" ] && max=$n; done
 [ "$max" -ge 2 ] || max=2   # --pairs 1 names its hosts a and b: use a1/b1 of two pairs
-work=$(mktemp -d /dev/shm/scaling.XXXXXX)
+work=$(mktemp -d "${WORK_DIR:-/dev/shm}/scaling.XXXXXX")
 cleanup() { pkill -f "$work" 2>/dev/null || true; "$lab" wan down >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
 export HETCH_CONFIG_DIR="$work/config"
@@ -30,8 +40,11 @@ for i in $(seq "$files"); do head -c "$bytes" /dev/urandom > "$work/src/run/f$i"
 busy() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
 tck=$(getconf CLK_TCK)
 wait_log() { for _ in $(seq 200); do grep -q "$2" "$1" 2>/dev/null && return; sleep 0.1; done; echo "no '$2' in $1" >&2; exit 1; }
-one() {   # one N: prints "N seconds MB/s CPU-s"
-    local n=$1 d="$work/run$1.$RANDOM" i b0 b1
+job() { HETCH_TOKEN=$tok "$lab" wan exec a1 -- "$bin" job --service 10.77.0.1:7879 --known-hosts "$d/kh.job" "$@"; }
+field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]] or 0)" "$d/job.json" "$1"; }
+one() {   # one N [kill]: prints "N seconds MB/s CPU-s start-s what"
+    local n=$1 kill=${2:-} i b0 b1 killed="" state
+    d="$work/run$1.$RANDOM"
     mkdir -p "$d/dst"
     for i in $(seq "$n"); do
         "$lab" wan exec "b$i" -- "$bin" serve --root "$d/dst" --listen "10.77.0.$((100 + i)):7878" \
@@ -40,10 +53,12 @@ one() {   # one N: prints "N seconds MB/s CPU-s"
         # Workers connect only to servers pinned in their known-hosts file.
         echo "10.77.0.$((100 + i)):7878 $(sed -n 's/.*fingerprint //p' "$d/b$i.log")" >>"$d/kh.workers"
     done
+    # shellcheck disable=SC2086
     "$lab" wan exec a1 -- "$bin" service --root "$work/src" --listen 10.77.0.1:7879 \
-        --state-dir "$d/svc" --db "sqlite://$d/jobs.db" --batch-files "$batch" 2>"$d/svc.log" &
+        --state-dir "$d/svc" --db "sqlite://$d/jobs.db" --batch-files "$batch" \
+        --lease-secs "$lease" ${SERVICE_ARGS:-} 2>"$d/svc.log" &
     wait_log "$d/svc.log" "listening on"
-    local tok; tok=$(cat "$d/svc/token")
+    tok=$(cat "$d/svc/token")
     for i in $(seq "$n"); do
         HETCH_TOKEN=$tok "$lab" wan exec "a$i" -- "$bin" worker --service 10.77.0.1:7879 \
             --root "$work/src" --name "w$i" --units 4 --token-file "$work/token" \
@@ -53,29 +68,65 @@ one() {   # one N: prints "N seconds MB/s CPU-s"
     sleep 1
     b0=$(busy)
     # shellcheck disable=SC2086
-    HETCH_TOKEN=$tok "$lab" wan exec a1 -- "$bin" job --service 10.77.0.1:7879 \
-        --known-hosts "$d/kh.job" submit --wait $nodes run hetch://10.77.0.101:7878/in/ \
-        >"$d/job.out" 2>/dev/null
-    b1=$(busy)
+    job submit $nodes run hetch://10.77.0.101:7878/in/ >"$d/job.out" 2>/dev/null
     local id; id=$(head -n 1 "$d/job.out")
-    HETCH_TOKEN=$tok "$lab" wan exec a1 -- "$bin" job --service 10.77.0.1:7879 \
-        --known-hosts "$d/kh.job" --json show "$id" >"$d/job.json"
+    while :; do
+        job --json show "$id" >"$d/job.json"
+        state=$(field state)
+        if [ -n "$kill" ] && [ -z "$killed" ] && awk -v done="$(field bytes_done)" \
+            -v at="$kill_at" -v all="$(field bytes)" 'BEGIN { exit !(done >= at * all) }'; then
+            pkill -9 -f -- "--name w$n --units" && killed=1 || { echo "N=$n: no worker w$n to kill" >&2; exit 1; }
+        fi
+        case $state in done) break ;; failed|cancelled) echo "N=$n: job $state" >&2; exit 1 ;; esac
+        sleep 0.2
+    done
+    b1=$(busy)
     diff -rq "$work/src/run" "$d/dst/in/run" >/dev/null || { echo "N=$n: copy differs" >&2; exit 1; }
     pkill -f "$d" 2>/dev/null || true; sleep 0.5
-    python3 - "$d/job.json" "$n" "$b0" "$b1" "$tck" <<'PY'
+    python3 - "$d/job.json" "$n" "$b0" "$b1" "$tck" "${kill:+w$n killed at $kill_at}" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
-s = (j["finished"] - j["started"]) / 1000
-print(sys.argv[2], f"{s:.2f}", f"{j['bytes_done'] / s / 1e6:.1f}", f"{(float(sys.argv[4]) - float(sys.argv[3])) / float(sys.argv[5]):.2f}")
+s = (j["finished"] - j["created"]) / 1000
+cpu = (float(sys.argv[4]) - float(sys.argv[3])) / float(sys.argv[5])
+start = (j["started"] - j["created"]) / 1000
+note = f"{sys.argv[6]} ({j['units']['retried']} units run again)" if sys.argv[6] else ""
+print(sys.argv[2], f"{s:.2f}", f"{j['bytes_done'] / s / 1e6:.1f}", f"{cpu:.2f}", f"{start:.2f}", "service", note)
 PY
+    rm -rf "$d"
+}
+cp_one() {   # the same copy by hetch cp from a1 into b1's server
+    local b0 b1 t0 t1 total
+    d="$work/cp.$RANDOM"
+    mkdir -p "$d/dst"
+    "$lab" wan exec b1 -- "$bin" serve --root "$d/dst" --listen 10.77.0.101:7878 \
+        --state-dir "$d/b1" --token-file "$work/token" 2>"$d/b1.log" &
+    wait_log "$d/b1.log" "token in"
+    echo "10.77.0.101:7878 $(sed -n 's/.*fingerprint //p' "$d/b1.log")" >"$d/kh"
+    b0=$(busy); t0=$(date +%s.%N)
+    "$lab" wan exec a1 -- "$bin" cp -q --token-file "$work/token" --known-hosts "$d/kh" \
+        "$work/src/run" hetch://10.77.0.101:7878/in/
+    t1=$(date +%s.%N); b1=$(busy)
+    diff -rq "$work/src/run" "$d/dst/in/run" >/dev/null || { echo "cp: copy differs" >&2; exit 1; }
+    pkill -f "$d" 2>/dev/null || true; sleep 0.5
+    total=$(du -sb "$work/src/run" | cut -f1)
+    python3 -c "import sys; s=float(sys.argv[2])-float(sys.argv[1]); print(1, f'{s:.2f}', f'{int(sys.argv[3])/s/1e6:.1f}', f'{(float(sys.argv[5])-float(sys.argv[4]))/float(sys.argv[6]):.2f}', '-', 'cp')" \
+        "$t0" "$t1" "$total" "$b0" "$b1" "$tck"
     rm -rf "$d"
 }
 echo "hetch service scaling: $files x $size in units of $batch files, link $rate per host, RTT $rtt, $(nproc) CPUs"
 results=()
-for _ in $(seq "$runs"); do for n in $ns; do results+=("$(one "$n")"); done; done
+for _ in $(seq "$runs"); do
+    for n in $ns; do
+        results+=("$(one "$n")")
+        if [ -n "$kill_at" ] && [ "$n" -ge 2 ]; then results+=("$(one "$n" kill)"); fi
+        if [ -n "$cp_too" ] && [ "$n" = 1 ]; then results+=("$(cp_one)"); fi
+    done
+done
 printf '%s\n' "${results[@]}" | awk '
-    { n[NR]=$1; s[NR]=$2; r[NR]=$3; c[NR]=$4; if ($1 == 1) { one += $3; k++ } }
+    { n[NR]=$1; s[NR]=$2; r[NR]=$3; c[NR]=$4; f[NR]=$5; w[NR]=$6; x[NR]=""
+      for (i = 7; i <= NF; i++) x[NR] = x[NR] " " $i
+      if ($1 == 1 && $6 == "service") { one += $3; k++ } }
     END { base = k ? one / k : 0
           for (i = 1; i <= NR; i++)
-              printf "N=%s  %7.2f s  %7.1f MB/s  %5.2f x one pair (%4.2f of N x)  machine %6.2f CPU-s\n",
-                     n[i], s[i], r[i], base ? r[i] / base : 0, base ? r[i] / base / n[i] : 0, c[i] }'
+              printf "N=%s %-7s %7.2f s  %7.1f MB/s  %5.2f x one pair (%4.2f of N x)  machine %6.2f CPU-s  started after %s s%s\n",
+                     n[i], w[i], s[i], r[i], base ? r[i] / base : 0, base ? r[i] / base / n[i] : 0, c[i], f[i], x[i] }'

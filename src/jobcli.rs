@@ -37,8 +37,10 @@ pub struct ServiceArgs {
     /// Most files in one unit of work (a batch one worker copies in one session).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=hetch_service::routes::MAX_FILES))]
     batch_files: u64,
-    /// Files larger than this whose destination is a path on the shared storage are
-    /// moved in block ranges by several workers at once ("off": never).
+    /// Files larger than this are moved in block ranges by several workers at once
+    /// ("off": never), into one part file at a destination that is a directory tree:
+    /// a path on the shared storage, or `hetch serve` nodes (`hetch://`) that serve a
+    /// directory (not an object store: use "off" for those).
     #[arg(long, default_value = "1G", value_parser = parse_split_size)]
     split_size: u64,
     /// Bytes of one such range (whole blocks; at least one block).

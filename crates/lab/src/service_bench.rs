@@ -44,6 +44,10 @@ pub struct ServiceArgs {
     /// Bytes per range (the service's --range-size).
     #[arg(long, default_value = "256M")]
     range_size: String,
+    /// Plan the job of each worker count and stop there: no copies, no cp (for
+    /// planning large listings).
+    #[arg(long)]
+    plan_only: bool,
     /// Where datasets are made (and kept between runs); the service's root.
     #[arg(long, default_value = "/var/tmp/hetch-bench/data")]
     data_dir: PathBuf,
@@ -158,6 +162,31 @@ impl Service {
     }
 }
 
+/// One job's planning.
+struct Planned {
+    seconds: f64,
+    rss: u64,
+    show_median_ms: f64,
+    show_max_ms: f64,
+}
+
+fn print_planning(planning: &[Planned], files: u64) {
+    println!(
+        "\n| planning run | seconds | files/s | service peak RSS (MiB) | `job show` while planning, median / max (ms) |\n|---|---|---|---|---|"
+    );
+    for (i, p) in planning.iter().enumerate() {
+        let rate = files as f64 / p.seconds;
+        let mib = p.rss as f64 / (1 << 20) as f64;
+        println!(
+            "| {} | {:.2} | {rate:.0} | {mib:.1} | {:.0} / {:.0} |",
+            i + 1,
+            p.seconds,
+            p.show_median_ms,
+            p.show_max_ms
+        );
+    }
+}
+
 /// One line of the results.
 struct Row {
     what: String,
@@ -200,11 +229,29 @@ pub fn run(a: ServiceArgs) -> anyhow::Result<ExitCode> {
         let dest = format!("service-bench/out{i}/");
         let t0 = Instant::now();
         let id = svc.job(&hetch, &["submit", &rel_src, &dest])?;
-        while svc.state_of(&hetch, &id)? == "planning" {
+        // Each look is a whole `hetch job --json show` (process, TLS, query): how
+        // long a user waits for it while the service plans.
+        let mut shows = Vec::new();
+        loop {
+            let asked = Instant::now();
+            let state = svc.state_of(&hetch, &id)?;
+            shows.push(asked.elapsed().as_secs_f64() * 1000.0);
+            if state != "planning" {
+                break;
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
         let planned = t0.elapsed().as_secs_f64();
-        planning.push((planned, peak_rss(svc.child.id())));
+        shows.sort_by(f64::total_cmp);
+        planning.push(Planned {
+            seconds: planned,
+            rss: peak_rss(svc.child.id()),
+            show_median_ms: shows[shows.len() / 2],
+            show_max_ms: shows[shows.len() - 1],
+        });
+        if a.plan_only {
+            continue;
+        }
 
         let cpu0 = children_cpu();
         let svc_cpu0 = process_cpu(svc.child.id());
@@ -241,6 +288,11 @@ pub fn run(a: ServiceArgs) -> anyhow::Result<ExitCode> {
         });
     }
 
+    print_planning(&planning, ds.files);
+    if a.plan_only {
+        let _ = std::fs::remove_dir_all(&scratch);
+        return Ok(ExitCode::SUCCESS);
+    }
     let dest = scratch.join("cp-out");
     let cpu0 = children_cpu();
     let t = Instant::now();
@@ -264,12 +316,6 @@ pub fn run(a: ServiceArgs) -> anyhow::Result<ExitCode> {
         service_cpu: 0.0,
     });
 
-    println!("\n| planning run | seconds | files/s | service peak RSS (MiB) |\n|---|---|---|---|");
-    for (i, (s, rss)) in planning.iter().enumerate() {
-        let rate = ds.files as f64 / s;
-        let mib = *rss as f64 / (1 << 20) as f64;
-        println!("| {} | {s:.2} | {rate:.0} | {mib:.1} |", i + 1);
-    }
     let base = rows.last().map_or(1.0, |r| r.seconds);
     println!("\n| copy | seconds | MB/s | files/s | vs cp | CPU s (workers or cp) | CPU s (service) |\n|---|---|---|---|---|---|---|");
     for r in &rows {

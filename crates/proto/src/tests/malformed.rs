@@ -370,13 +370,16 @@ fn unknown_tags_are_refused() {
         }),
         "unknown hello role"
     );
-    assert_eq!(
-        hello(RawHello {
-            op: vec![3],
-            ..RawHello::default()
-        }),
-        "unknown session op"
-    );
+    // 0..=3 are push, pull, relay and range.
+    for op in [4, u8::MAX] {
+        assert_eq!(
+            hello(RawHello {
+                op: vec![op],
+                ..RawHello::default()
+            }),
+            "unknown session op"
+        );
+    }
     let mut congestion = RawHello::default().congestion;
     congestion[0] = 2;
     assert_eq!(

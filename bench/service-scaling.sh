@@ -41,9 +41,10 @@ busy() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
 tck=$(getconf CLK_TCK)
 wait_log() { for _ in $(seq 200); do grep -q "$2" "$1" 2>/dev/null && return; sleep 0.1; done; echo "no '$2' in $1" >&2; exit 1; }
 job() { HETCH_TOKEN=$tok "$lab" wan exec a1 -- "$bin" job --service 10.77.0.1:7879 --known-hosts "$d/kh.job" "$@"; }
-field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]] or 0)" "$d/job.json" "$1"; }
+# The job's state, bytes moved and bytes in all, from its `job --json show`.
+progress() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(j['state'], j['bytes_done'] or 0, j['bytes'] or 0)" "$d/job.json"; }
 one() {   # one N [kill]: prints "N seconds MB/s CPU-s start-s what"
-    local n=$1 kill=${2:-} i b0 b1 killed="" state
+    local n=$1 kill=${2:-} i b0 b1 t0 killed="" state done all
     d="$work/run$1.$RANDOM"
     mkdir -p "$d/dst"
     for i in $(seq "$n"); do
@@ -66,24 +67,25 @@ one() {   # one N [kill]: prints "N seconds MB/s CPU-s start-s what"
     done
     local nodes=""; for i in $(seq 2 "$n"); do nodes="$nodes --dest-node 10.77.0.$((100 + i)):7878"; done
     sleep 1
-    b0=$(busy)
+    b0=$(busy); t0=$(date +%s)
     # shellcheck disable=SC2086
     job submit $nodes run hetch://10.77.0.101:7878/in/ >"$d/job.out" 2>/dev/null
     local id; id=$(head -n 1 "$d/job.out")
     while :; do
         job --json show "$id" >"$d/job.json"
-        state=$(field state)
-        if [ -n "$kill" ] && [ -z "$killed" ] && awk -v done="$(field bytes_done)" \
-            -v at="$kill_at" -v all="$(field bytes)" 'BEGIN { exit !(done >= at * all) }'; then
-            pkill -9 -f -- "--name w$n --units" && killed=1 || { echo "N=$n: no worker w$n to kill" >&2; exit 1; }
+        read -r state done all < <(progress)
+        # Only once the listing is whole (while planning, its bytes are not all known).
+        if [ -n "$kill" ] && [ -z "$killed" ] && [ "$state" = running ] && awk -v done="$done" \
+            -v at="$kill_at" -v all="$all" 'BEGIN { exit !(all > 0 && done >= at * all) }'; then
+            pkill -9 -f -- "--name w$n --units" && killed="$(($(date +%s) - t0)) s" || { echo "N=$n: no worker w$n to kill" >&2; exit 1; }
         fi
         case $state in done) break ;; failed|cancelled) echo "N=$n: job $state" >&2; exit 1 ;; esac
-        sleep 0.2
+        sleep 1   # a look costs a process, a TLS handshake and a query: keep them rare
     done
     b1=$(busy)
     diff -rq "$work/src/run" "$d/dst/in/run" >/dev/null || { echo "N=$n: copy differs" >&2; exit 1; }
     pkill -f "$d" 2>/dev/null || true; sleep 0.5
-    python3 - "$d/job.json" "$n" "$b0" "$b1" "$tck" "${kill:+w$n killed at $kill_at}" <<'PY'
+    python3 - "$d/job.json" "$n" "$b0" "$b1" "$tck" "${kill:+w$n killed at $kill_at of the bytes, after $killed}" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
 s = (j["finished"] - j["created"]) / 1000

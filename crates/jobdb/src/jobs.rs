@@ -216,7 +216,7 @@ impl Db {
         let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1");
         let row = sqlx::query(&sql)
             .bind(id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.reads)
             .await?;
         row.as_ref().map(job_row).transpose()
     }
@@ -251,7 +251,7 @@ impl Db {
         if let Some(who) = submitted_by {
             q = q.bind(who);
         }
-        let rows = q.fetch_all(&self.pool).await?;
+        let rows = q.fetch_all(&self.reads).await?;
         rows.iter().map(job_row).collect()
     }
 
@@ -260,13 +260,13 @@ impl Db {
         let rows =
             sqlx::query("SELECT state, COUNT(*) AS n FROM units WHERE job = $1 GROUP BY state")
                 .bind(job)
-                .fetch_all(&self.pool)
+                .fetch_all(&self.reads)
                 .await?;
         let mut counts = UnitCounts::from_rows(&rows)?;
         let retried =
             sqlx::query("SELECT COUNT(*) AS n FROM units WHERE job = $1 AND attempts > 0")
                 .bind(job)
-                .fetch_one(&self.pool)
+                .fetch_one(&self.reads)
                 .await?;
         counts.retried = uint(retried.try_get("n")?, "count")?;
         Ok(counts)
@@ -279,7 +279,7 @@ impl Db {
              FROM units WHERE job = $1 ORDER BY seq",
         )
         .bind(job)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reads)
         .await?;
         rows.iter()
             .map(|r| {
@@ -308,7 +308,7 @@ impl Db {
         .bind(job)
         .bind(int(from))
         .bind(int(to))
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reads)
         .await?;
         rows.iter()
             .map(|r| {

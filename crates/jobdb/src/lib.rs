@@ -43,10 +43,18 @@ pub enum Backend {
     Postgres,
 }
 
+/// Read-only SQLite connections: requests that only look run at once.
+const READERS: u32 = 4;
+
 /// The service's database.
 #[derive(Debug, Clone)]
 pub struct Db {
     pool: AnyPool,
+    /// Where reads that change nothing go (showing and listing jobs, a unit's
+    /// files, totals). On SQLite, read-only connections of their own: in WAL mode they
+    /// read the last commit while the one writer plans a listing, instead of queueing
+    /// behind its transactions of thousands of rows. On PostgreSQL, the same pool.
+    reads: AnyPool,
     backend: Backend,
 }
 
@@ -84,8 +92,23 @@ impl Db {
         schema::migrator()
             .run(&pool)
             .await
-            .map_err(|source| DbError::Migrate { url: shown, source })?;
-        Ok(Db { pool, backend })
+            .map_err(|source| DbError::Migrate {
+                url: shown.clone(),
+                source,
+            })?;
+        let reads = match url.strip_suffix("?mode=rwc") {
+            Some(file) if backend == Backend::Sqlite => AnyPoolOptions::new()
+                .max_connections(READERS)
+                .connect(&format!("{file}?mode=ro"))
+                .await
+                .map_err(|source| DbError::Open { url: shown, source })?,
+            _ => pool.clone(),
+        };
+        Ok(Db {
+            pool,
+            reads,
+            backend,
+        })
     }
 
     /// Which database this is.
@@ -93,9 +116,10 @@ impl Db {
         self.backend
     }
 
-    /// Closes the pool, waiting for connections in use.
+    /// Closes the pools, waiting for connections in use.
     pub async fn close(&self) {
         self.pool.close().await;
+        self.reads.close().await;
     }
 }
 
@@ -125,6 +149,45 @@ fn uint(v: i64, what: &str) -> Result<u64, DbError> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// A job shown while the one SQLite writer is inside a transaction (a planner
+    /// writing thousands of rows) answers with the last commit instead of waiting for
+    /// the writer's only connection. Without the read pool this never returns while
+    /// the transaction is open (the timeout is a liveness guard, not a speed check).
+    #[tokio::test]
+    async fn sqlite_reads_do_not_wait_for_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&format!(
+            "sqlite://{}",
+            dir.path().join("jobs.db").display()
+        ))
+        .await
+        .unwrap();
+        let job = NewJob {
+            id: "j1".into(),
+            submitted_by: "tester".into(),
+            spec: "{}".into(),
+            priority: 0,
+            rate_limit: 0,
+        };
+        db.create_job(&job, "planner", 2_000, 1_000).await.unwrap();
+        let mut writer = db.pool.begin().await.unwrap();
+        sqlx::query("UPDATE jobs SET priority = 7 WHERE id = 'j1'")
+            .execute(&mut *writer)
+            .await
+            .unwrap();
+        let look = tokio::time::timeout(std::time::Duration::from_secs(30), db.job("j1"));
+        let seen = look.await.expect("a read waited for the writer").unwrap();
+        assert_eq!(
+            seen.map(|j| j.priority),
+            Some(0),
+            "saw an uncommitted write"
+        );
+        writer.commit().await.unwrap();
+        assert_eq!(db.job("j1").await.unwrap().map(|j| j.priority), Some(7));
+    }
+
     #[test]
     fn passwords_are_left_out_of_messages() {
         assert_eq!(

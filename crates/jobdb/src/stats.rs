@@ -25,7 +25,7 @@ impl Db {
     /// The totals now.
     pub async fn totals(&self) -> Result<Totals, DbError> {
         let rows = sqlx::query("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state")
-            .fetch_all(&self.pool)
+            .fetch_all(&self.reads)
             .await?;
         let mut jobs: Vec<(JobState, u64)> = JobState::ALL.iter().map(|s| (*s, 0)).collect();
         for r in &rows {
@@ -36,7 +36,7 @@ impl Db {
             slot.1 = n;
         }
         let rows = sqlx::query("SELECT state, COUNT(*) AS n FROM units GROUP BY state")
-            .fetch_all(&self.pool)
+            .fetch_all(&self.reads)
             .await?;
         let units = UnitCounts::from_rows(&rows)?;
         // SUM of a BIGINT is NUMERIC on PostgreSQL: cast back for one row type.
@@ -44,12 +44,12 @@ impl Db {
             "SELECT CAST(COALESCE(SUM(files_done), 0) AS BIGINT) AS f, \
                     CAST(COALESCE(SUM(bytes_done), 0) AS BIGINT) AS b FROM jobs",
         )
-        .fetch_one(&self.pool)
+        .fetch_one(&self.reads)
         .await?;
         let workers = sqlx::query(
             "SELECT COUNT(DISTINCT lease_owner) AS n FROM units WHERE state = 'leased'",
         )
-        .fetch_one(&self.pool)
+        .fetch_one(&self.reads)
         .await?;
         Ok(Totals {
             jobs,

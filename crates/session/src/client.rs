@@ -110,6 +110,37 @@ pub struct NoAnswer {
     pub secs: u64,
 }
 
+/// Connects to `host` for a session on the control connection alone (a relay, a
+/// range) and has it welcomed, all within the client's timeout.
+pub(crate) async fn open_control(
+    host: &str,
+    cfg: &ClientConfig,
+    req: SessionRequest,
+) -> anyhow::Result<BoxStream> {
+    let tls = tls_client(host, cfg)?;
+    let hello = Frame::Hello(Hello::Control {
+        token: cfg.token.clone(),
+        request: req,
+    });
+    let set_up = async {
+        let mut control = hetch_net::connect(host, &cfg.socket, Some(&tls)).await?;
+        let welcome = handshake(&mut control, host, &hello, &tls).await?;
+        Ok::<_, anyhow::Error>((control, welcome))
+    };
+    let (control, welcome) = tokio::time::timeout(cfg.timeout, set_up)
+        .await
+        .map_err(|_| NoAnswer {
+            host: host.to_string(),
+            secs: cfg.timeout.as_secs(),
+        })??;
+    let Frame::Welcome(_) = welcome else {
+        bail!("{host}: unexpected answer to hello");
+    };
+    cfg.opened
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok(control)
+}
+
 async fn open_session_now(
     host: &str,
     cfg: &ClientConfig,

@@ -17,7 +17,6 @@
 use std::collections::BTreeSet;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,14 +30,13 @@ use hetch_engine::{
 };
 use hetch_integrity::{block_count, block_digest, block_len, Algorithm, Digest};
 use hetch_proto::{
-    DataHeader, Frame, Hello, PlanAction, PlanItem, RangeRequest, RangeStep, SessionRequest,
-    Summary,
+    DataHeader, Frame, PlanAction, PlanItem, RangeRequest, RangeStep, SessionRequest, Summary,
 };
 use hetch_storage::part::FinalMeta;
 use hetch_storage::StorageError;
 use tokio::sync::mpsc;
 
-use crate::client::{handshake, tls_client, ClientConfig};
+use crate::client::{open_control, ClientConfig};
 
 /// How long either side waits for the other's next frame (blocks come one after the
 /// other unless the client's rate share holds them back; the server's answers follow
@@ -478,7 +476,7 @@ pub async fn push_range(
         _ => bail!("push_range of another op"),
     };
     let block_size = u64::from(req.block_size);
-    let control = open(host, cfg, req).await?;
+    let control = open_control(host, cfg, req).await?;
     let (rd, wr) = tokio::io::split(control);
     let mut r = FrameReader::new(rd, host);
     let needed = match next_frame(&mut r, host).await? {
@@ -551,37 +549,12 @@ pub async fn commit_ranges(
     cfg: &ClientConfig,
     req: SessionRequest,
 ) -> anyhow::Result<()> {
-    let control = open(host, cfg, req).await?;
+    let control = open_control(host, cfg, req).await?;
     let mut r = FrameReader::new(control, host);
     match next_frame(&mut r, host).await? {
         Frame::Finished(_) => Ok(()),
         other => Err(answer_error(host, other)),
     }
-}
-
-/// Connects and has the range session welcomed.
-async fn open(host: &str, cfg: &ClientConfig, req: SessionRequest) -> anyhow::Result<BoxStream> {
-    let tls = tls_client(host, cfg)?;
-    let hello = Frame::Hello(Hello::Control {
-        token: cfg.token.clone(),
-        request: req,
-    });
-    let set_up = async {
-        let mut control = hetch_net::connect(host, &cfg.socket, Some(&tls)).await?;
-        let welcome = handshake(&mut control, host, &hello, &tls).await?;
-        Ok::<_, anyhow::Error>((control, welcome))
-    };
-    let (control, welcome) = tokio::time::timeout(cfg.timeout, set_up)
-        .await
-        .map_err(|_| crate::NoAnswer {
-            host: host.to_string(),
-            secs: cfg.timeout.as_secs(),
-        })??;
-    let Frame::Welcome(_) = welcome else {
-        bail!("{host}: unexpected answer to hello");
-    };
-    cfg.opened.fetch_add(1, Relaxed);
-    Ok(control)
 }
 
 /// The server's next control frame, within [`RANGE_SILENCE`].

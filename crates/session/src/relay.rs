@@ -23,10 +23,10 @@ use anyhow::anyhow;
 use hetch_engine::wire::{read_frame_limited, write_frame_exact};
 use hetch_engine::{BoxStream, EngineError, Operand, Options, Progress, Report};
 use hetch_net::{Fingerprint, KnownHosts, SocketOptions, TlsClient, Trust};
-use hetch_proto::{ErrorCode, ErrorFrame, Frame, Hello, Op, RelayProgress, SessionRequest};
+use hetch_proto::{ErrorCode, ErrorFrame, Frame, Op, RelayProgress, SessionRequest};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::client::{handshake, is_transient, open_session, tls_client, ClientConfig};
+use crate::client::{is_transient, open_control, open_session, ClientConfig};
 
 /// How often the relaying server tells its client how far the push has got.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
@@ -264,27 +264,7 @@ pub async fn relay(
     req: SessionRequest,
     progress: &Progress,
 ) -> anyhow::Result<Report> {
-    let tls = tls_client(host, cfg)?;
-    let hello = Frame::Hello(Hello::Control {
-        token: cfg.token.clone(),
-        request: req,
-    });
-    let set_up = async {
-        let mut control = hetch_net::connect(host, &cfg.socket, Some(&tls)).await?;
-        let welcome = handshake(&mut control, host, &hello, &tls).await?;
-        Ok::<_, anyhow::Error>((control, welcome))
-    };
-    let (mut control, welcome) =
-        tokio::time::timeout(cfg.timeout, set_up)
-            .await
-            .map_err(|_| crate::NoAnswer {
-                host: host.to_string(),
-                secs: cfg.timeout.as_secs(),
-            })??;
-    let Frame::Welcome(_) = welcome else {
-        anyhow::bail!("{host}: unexpected answer to hello");
-    };
-    cfg.opened.fetch_add(1, Relaxed);
+    let mut control = open_control(host, cfg, req).await?;
     let mut errors = Vec::new();
     loop {
         let frame = tokio::time::timeout(

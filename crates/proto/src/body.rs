@@ -46,6 +46,10 @@ pub const MAX_PIECE: usize = crate::MAX_CONTROL_BODY / 2;
 pub const MAX_REWRITTEN: usize = 64 * 1024;
 /// Most tail blocks one [`Seal`] may carry digests of.
 pub const MAX_TAIL_BLOCKS: usize = 64;
+
+/// Most blocks in one range session (a range of 1 MiB blocks is then at most 1 TiB;
+/// the service's ranges are 256 MiB).
+pub const MAX_RANGE_BLOCKS: u64 = 1 << 20;
 /// Smallest encoding of a [`PlanItem`] (a skip).
 const PLAN_ITEM_MIN_LEN: usize = 8 + 1;
 /// Encoding of one block range.
@@ -544,6 +548,10 @@ fn decode_range(r: &mut Reader<'_>) -> Result<RangeRequest, ProtoError> {
             let (first, end) = (r.u64()?, r.u64()?);
             if first >= end {
                 return Err(r.err("range of no blocks"));
+            }
+            // The server holds a set of the range's blocks and looks at each: bound it.
+            if end - first > MAX_RANGE_BLOCKS {
+                return Err(r.err("range of too many blocks"));
             }
             RangeStep::Blocks { first, end }
         }

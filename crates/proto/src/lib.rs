@@ -21,7 +21,7 @@ pub mod fuzzing;
 #[cfg(test)]
 mod tests;
 
-pub use body::{MAX_PIECE, MAX_REWRITTEN, MAX_TAIL_BLOCKS};
+pub use body::{MAX_PIECE, MAX_RANGE_BLOCKS, MAX_REWRITTEN, MAX_TAIL_BLOCKS};
 pub use codec::*;
 pub use escape::{escape_bytes, escape_text};
 pub use frame::*;

@@ -835,3 +835,17 @@ fn hostile_filters_and_changes_are_refused() {
         assert!(change(action, path).is_err(), "{action} {path:?}");
     }
 }
+
+proptest::proptest! {
+    /// A range session asking for more blocks than a server will track is refused
+    /// before anything is sized from it.
+    #[test]
+    fn ranges_of_too_many_blocks_are_refused(mut req in super::strategies::session_request(), first in 0u64..1 << 40) {
+        let Op::Range(range) = &mut req.op else { return Ok(()) };
+        range.step = RangeStep::Blocks { first, end: first + MAX_RANGE_BLOCKS + 1 };
+        let hello = Frame::Hello(Hello::Control { token: Vec::new(), request: req });
+        let bytes = encoded(&hello);
+        let refused = format!("{:?}", decode_one(&bytes));
+        proptest::prop_assert!(refused.contains("range of too many blocks"), "{}", refused);
+    }
+}

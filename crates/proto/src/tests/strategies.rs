@@ -127,7 +127,7 @@ pub(super) fn relay_progress() -> impl Strategy<Value = RelayProgress> {
     })
 }
 
-fn session_request() -> impl Strategy<Value = SessionRequest> {
+pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
     (
         op(),
         any::<u16>(),

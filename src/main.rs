@@ -213,6 +213,31 @@ struct StreamArgs {
     /// Do not encrypt data streams (control stays TLS). For trusted links only.
     #[arg(long)]
     no_encrypt: bool,
+    /// Compress blocks on the wire: `zstd` (level 3), `zstd:LEVEL` (1 to 19), `auto`
+    /// (zstd level 1 while the link, not the CPU, is the bottleneck) or `none`. Blocks
+    /// that do not shrink go as they are; digests are over the uncompressed bytes.
+    #[arg(long, default_value = "none", value_parser = parse_compression)]
+    compress: hetch_engine::Compression,
+}
+
+fn parse_compression(s: &str) -> Result<hetch_engine::Compression, String> {
+    use hetch_engine::Compression;
+    use hetch_proto::{MAX_ZSTD_LEVEL, MIN_ZSTD_LEVEL};
+    let level = |l: &str| match l.parse::<u8>() {
+        Ok(n) if (MIN_ZSTD_LEVEL..=MAX_ZSTD_LEVEL).contains(&n) => Ok(Compression::Zstd(n)),
+        _ => Err(format!(
+            "'{s}': the zstd level must be {MIN_ZSTD_LEVEL} to {MAX_ZSTD_LEVEL}"
+        )),
+    };
+    match s {
+        "none" | "off" => Ok(Compression::Off),
+        "auto" => Ok(Compression::Auto),
+        "zstd" => Ok(Compression::Zstd(3)),
+        _ => match s.strip_prefix("zstd:") {
+            Some(l) => level(l),
+            None => Err(format!("'{s}': choose zstd, zstd:LEVEL, auto or none")),
+        },
+    }
 }
 
 /// How transfers check what they wrote (`cp` and `verify`).
@@ -585,6 +610,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             let mut opts = a.tuning.engine()?;
             opts.rate_limit = a.streams.rate_limit.unwrap_or(0);
+            opts.compression = a.streams.compress;
             a.integrity.apply(&mut opts);
             if let Err(msg) = a.follow_args.apply(&mut opts, true) {
                 return Ok(usage_error(&msg));
@@ -801,6 +827,7 @@ async fn copy(a: CpArgs, s3: hetch_object::S3Options, sync: bool) -> anyhow::Res
         }
         let mut opts = a.tuning.engine()?;
         opts.rate_limit = a.streams.rate_limit.unwrap_or(0);
+        opts.compression = a.streams.compress;
         opts.no_clobber = a.no_clobber;
         opts.fsync = a.fsync;
         opts.preserve_special_modes = a.preserve_special_modes;

@@ -99,6 +99,24 @@ pub fn print_comparison(report: &Report, started: Instant, json: bool, reconnect
     }
 }
 
+/// Compression on the wire, as this side saw it: the blocks' bytes, the bytes their
+/// payloads took on the wire, and the ratio of the two (1 when nothing was compressed).
+fn compression_json(progress: &Progress) -> serde_json::Value {
+    let wire = progress.wire_bytes.load(Relaxed);
+    let blocks = progress.compressed_blocks.load(Relaxed);
+    let raw = progress.bytes.load(Relaxed);
+    let ratio = if wire > 0 && blocks > 0 {
+        raw as f64 / wire as f64
+    } else {
+        1.0
+    };
+    serde_json::json!({
+        "compressed_blocks": blocks,
+        "wire_bytes": wire,
+        "ratio": ratio,
+    })
+}
+
 /// Prints the end-of-transfer summary (one line, or JSON on stdout) and the per-file
 /// errors: each on stderr, and with `json` also in the summary's `errors` list;
 /// `reconnects` counts the sessions opened again after lost ones.
@@ -136,6 +154,7 @@ pub fn print_summary(
         if let Some(l) = lag {
             v["lag"] = lag_json(&l);
         }
+        v["compression"] = compression_json(progress);
         if let Some(m) = mirror {
             v["deleted"] = report.deleted.into();
             v["deleted_paths"] = report.deleted_paths.clone().into();

@@ -238,7 +238,8 @@ pub fn sink_session(data: &[u8]) {
                         block: c.num(),
                         digest: c.digest(),
                         zero,
-                        zero_len: if zero {
+                        compressed: false,
+                        raw_len: if zero {
                             (c.num() % (hetch_proto::MAX_BLOCK as u64 + 1)) as u32
                         } else {
                             0

@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 
 mod changed;
+mod compress;
 mod dest;
 mod error;
 mod filter;
@@ -54,7 +55,8 @@ pub use local::{copy_between, copy_local};
 pub use manifest::Manifest;
 pub use operand::{Destination, Operand};
 pub use options::{
-    default_hash_threads, Algorithm, DeleteRequest, EntryFilter, Follow, Options, Schedule, Verify,
+    default_hash_threads, Algorithm, Compression, DeleteRequest, EntryFilter, Follow, Options,
+    Schedule, Verify,
 };
 pub use pool::{BufferPool, PooledBuf};
 pub use progress::{Progress, Report};

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 pub use hetch_integrity::Algorithm;
-pub use hetch_proto::{DeleteRequest, Schedule, Verify};
+pub use hetch_proto::{Compression, DeleteRequest, Schedule, Verify};
 
 use crate::manifest::Manifest;
 
@@ -90,6 +90,9 @@ pub struct Options {
     /// of this many of the first blocks (simulates storage damage, which only
     /// `--verify written` can see).
     pub corrupt_written: u64,
+    /// Compression of blocks on the wire when this side is the source (see
+    /// `compress.rs`); a sink takes compressed blocks whatever this says.
+    pub compression: Compression,
 }
 
 impl Default for Options {
@@ -125,6 +128,7 @@ impl Default for Options {
             corrupt_blocks: 0,
             corrupt_written: 0,
             pulled: None,
+            compression: Compression::Off,
         }
     }
 }

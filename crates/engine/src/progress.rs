@@ -24,6 +24,11 @@ pub struct Progress {
     pub skipped_bytes: AtomicU64,
     /// Blocks sent again after failing their check.
     pub retried_blocks: AtomicU64,
+    /// Payload bytes of data blocks as they crossed the wire (compressed blocks
+    /// counted compressed), beside `bytes` as the blocks' own bytes.
+    pub wire_bytes: AtomicU64,
+    /// Data blocks that crossed the wire compressed.
+    pub compressed_blocks: AtomicU64,
     /// Files that failed.
     pub failed: AtomicU64,
     /// Journaled blocks of resumed part files read back and found intact.

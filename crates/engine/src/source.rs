@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::changed::CachedFile;
+use crate::compress::{Backoff, Packer};
 use crate::error::EngineError;
 use crate::follow::Followed;
 use crate::gate::Gate;
@@ -91,6 +92,8 @@ pub(crate) struct Shared {
     pub window: Semaphore,
     pub jobs: (async_channel::Sender<Job>, async_channel::Receiver<Job>),
     pool: BufferPool,
+    /// Compresses blocks on the wire, when the session asks for it.
+    packer: Option<Packer>,
     corrupt_left: AtomicU64,
     /// Bounds the threads hashing at once.
     gate: Gate,
@@ -188,6 +191,7 @@ pub async fn run_source_from(
         .max(1);
     let shared = Arc::new(Shared {
         corrupt_left: AtomicU64::new(opts.corrupt_blocks),
+        packer: Packer::new(opts.compression),
         gate: Gate::new(opts.hash_threads),
         opts,
         peer: peer.clone(),
@@ -721,6 +725,7 @@ async fn reader(
     ctl: mpsc::Sender<Frame>,
 ) -> Result<(), EngineError> {
     let bs = shared.opts.block_size;
+    let mut backoff = Backoff::default();
     while let Ok(job) = shared.jobs.1.recv().await {
         let turn_end = job.end.min(job.start + BLOCKS_PER_TURN);
         if turn_end < job.end {
@@ -746,7 +751,11 @@ async fn reader(
             }
         };
         if let Some(o) = origin {
-            if !read_origin(&shared, &job, turn_end, size, &*o, &data, &ctl).await {
+            let turn = Job {
+                end: turn_end,
+                ..job
+            };
+            if !read_origin(&shared, &turn, size, &*o, &data, &ctl, &mut backoff).await {
                 return Ok(());
             }
             continue;
@@ -792,11 +801,13 @@ async fn reader(
             let f = file.clone();
             let sh = shared.clone();
             let path = abs.clone();
+            let try_pack = wants_pack(&shared, &data, &mut backoff, job.file);
             let read = tokio::task::spawn_blocking(move || {
                 let r = f.read_exact_at(&mut buf[..], index * bs);
                 let zero = r.is_ok() && is_zero(&buf);
                 let algo = sh.opts.checksum;
                 let digest = sh.gate.run(|| algo.block_digest(size, bs, index, &buf));
+                let packed = (try_pack && r.is_ok() && !zero).then(|| pack(&sh, &mut buf));
                 // The block is good only if the file is still the one listed after it
                 // was read: checked before it is queued, so a torn copy cannot finish.
                 let last = index + 1 == blocks;
@@ -812,13 +823,16 @@ async fn reader(
                         }),
                     _ => None,
                 };
-                r.map(|_| (buf, zero, digest, changed))
+                r.map(|_| (buf, zero, digest, packed, changed))
             })
             .await
             .expect("read task panicked");
-            let (buf, zero, digest) = match read {
-                Ok((buf, zero, digest, None)) => (buf, zero, digest),
-                Ok((_, _, _, Some(why))) => {
+            let (buf, zero, digest, packed) = match read {
+                Ok((buf, zero, digest, packed, None)) => {
+                    packed.inspect(|&p| backoff.tried(p));
+                    (buf, zero, digest, packed == Some(true))
+                }
+                Ok((_, _, _, _, Some(why))) => {
                     crate::changed::changed(&shared, job.file, &abs, &why, &ctl).await;
                     break;
                 }
@@ -838,6 +852,7 @@ async fn reader(
                 len,
                 buf,
                 zero,
+                packed,
                 digest,
             };
             if !queue_block(&shared, &job, size, block, &data, &ctl).await {
@@ -883,7 +898,31 @@ struct ReadBlock {
     len: u64,
     buf: PooledBuf,
     zero: bool,
+    /// `buf` holds the block compressed (see `compress.rs`).
+    packed: bool,
     digest: integrity::Digest,
+}
+
+/// Whether to try compressing the next block of `file`: the session compresses, its
+/// mode wants it now (`auto`: blocks wait for the network, the data queue being at
+/// least half full), and this reader's back-off from blocks that did not shrink allows.
+fn wants_pack(
+    sh: &Shared,
+    data: &async_channel::Sender<OutBlock>,
+    backoff: &mut Backoff,
+    file: u64,
+) -> bool {
+    let Some(p) = &sh.packer else { return false };
+    let queued = data.capacity().is_some_and(|cap| 2 * data.len() >= cap);
+    p.wants(queued, sh.progress.wire_bytes.load(Relaxed)) && backoff.wants(file)
+}
+
+/// Compresses a read and hashed block in place if that pays (under the hashing gate:
+/// it is CPU work of the same kind). True if it did.
+fn pack(sh: &Shared, buf: &mut PooledBuf) -> bool {
+    sh.packer
+        .as_ref()
+        .is_some_and(|p| sh.gate.run(|| p.pack(buf)))
 }
 
 /// Hands a read block on: to the data streams, or as a `Cover` when pieces carried its
@@ -901,6 +940,7 @@ async fn queue_block(
         len,
         mut buf,
         zero,
+        packed,
         digest,
     } = block;
     if size == crate::follow::GROWING {
@@ -914,7 +954,10 @@ async fn queue_block(
         };
         return ctl.send(cover).await.is_ok();
     }
+    // (A compressed payload is damaged only to fail inflating: the hook damages blocks
+    // sent as they are.)
     if !zero
+        && !packed
         && shared
             .corrupt_left
             .fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1))
@@ -927,7 +970,8 @@ async fn queue_block(
         block: index,
         digest,
         zero,
-        zero_len: if zero { len as u32 } else { 0 },
+        compressed: packed,
+        raw_len: if zero || packed { len as u32 } else { 0 },
     };
     let payload = (!zero).then_some(buf);
     data.send(OutBlock {
@@ -939,19 +983,19 @@ async fn queue_block(
     .is_ok()
 }
 
-/// Reads blocks `job.start..end` of an origin's file, hashes and queues them. False
-/// when the session is over.
+/// Reads blocks `job.start..job.end` of an origin's file, hashes and queues them.
+/// False when the session is over.
 async fn read_origin(
     shared: &Arc<Shared>,
     job: &Job,
-    end: u64,
     size: u64,
     o: &dyn OriginFile,
     data: &async_channel::Sender<OutBlock>,
     ctl: &mpsc::Sender<Frame>,
+    backoff: &mut Backoff,
 ) -> bool {
     let bs = shared.opts.block_size;
-    for index in job.start..end {
+    for index in job.start..job.end {
         let len = integrity::block_len(size, bs, index);
         let start = index * bs;
         // The buffer first: the pool's budget then also bounds the reads in flight
@@ -962,19 +1006,24 @@ async fn read_origin(
             return true;
         }
         let sh = shared.clone();
-        let (buf, zero, digest) = tokio::task::spawn_blocking(move || {
+        let try_pack = wants_pack(shared, data, backoff, job.file);
+        let (buf, zero, digest, packed) = tokio::task::spawn_blocking(move || {
             let zero = is_zero(&buf);
             let algo = sh.opts.checksum;
             let digest = sh.gate.run(|| algo.block_digest(size, bs, index, &buf));
-            (buf, zero, digest)
+            let packed = (try_pack && !zero).then(|| pack(&sh, &mut buf));
+            (buf, zero, digest, packed)
         })
         .await
         .expect("hash task panicked");
+        packed.inspect(|&p| backoff.tried(p));
+        let packed = packed == Some(true);
         let block = ReadBlock {
             index,
             len,
             buf,
             zero,
+            packed,
             digest,
         };
         if !queue_block(shared, job, size, block, data, ctl).await {
@@ -1010,6 +1059,10 @@ async fn stream_writer(
         }
         w.send_data(&block.header, payload).await?;
         Progress::add(&shared.progress.bytes, block.len);
+        Progress::add(&shared.progress.wire_bytes, payload.len() as u64);
+        if block.header.compressed {
+            Progress::add(&shared.progress.compressed_blocks, 1);
+        }
     }
     w.send(&Frame::StreamEnd).await?;
     w.shutdown().await

@@ -86,7 +86,19 @@ pub struct FrameReader<R> {
     r: BufReader<R>,
     peer: String,
     mac: Option<FrameMac>,
+    /// Longest block taken, as sent or once inflated (the session's block size).
+    max_block: usize,
+    /// A compressed payload, read here before it is inflated into a pooled buffer: a
+    /// reader holds at most one, so it cannot wait for the pool while holding pool
+    /// buffers others wait for.
+    packed: Vec<u8>,
+    /// Payload bytes of data frames read so far, as they were on the wire.
+    wire_bytes: u64,
 }
+
+/// Compressed blocks up to this long are inflated on the reading task itself; longer
+/// ones on a blocking thread (a 4 MiB block takes milliseconds).
+const INLINE_UNPACK: usize = 256 << 10;
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// Wraps a stream; `peer` names it in errors.
@@ -95,7 +107,22 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             r: BufReader::with_capacity(IO_BUF, r),
             peer: peer.to_string(),
             mac: None,
+            max_block: proto::MAX_BLOCK,
+            packed: Vec::new(),
+            wire_bytes: 0,
         }
+    }
+
+    /// Refuses data frames whose block (as sent, or once inflated) is longer than
+    /// `max_block` bytes, before any buffer is taken for it: the session's block size.
+    pub fn with_block_limit(mut self, max_block: u64) -> Self {
+        self.max_block = max_block.min(proto::MAX_BLOCK as u64) as usize;
+        self
+    }
+
+    /// Payload bytes of the data frames read so far, as they crossed the wire.
+    pub fn wire_bytes(&self) -> u64 {
+        self.wire_bytes
     }
 
     /// Checks every frame's tag with `mac` (plain data streams); `None` for streams
@@ -190,8 +217,21 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             let dh = proto::decode_data_fixed(&fixed).map_err(|e| self.proto(e))?;
             let len = header.len as usize - proto::DATA_FIXED_LEN;
             proto::check_data_payload(&dh, len).map_err(|e| self.proto(e))?;
+            if len.max(dh.raw_len as usize) > self.max_block {
+                return Err(EngineError::Unexpected {
+                    peer: self.peer.clone(),
+                    what: format!(
+                        "block {} of file {} longer than the session's {}-byte blocks",
+                        dh.block, dh.file, self.max_block
+                    ),
+                });
+            }
+            self.wire_bytes += len as u64;
             if dh.zero {
                 return Ok(Some(Incoming::Data(dh, None)));
+            }
+            if dh.compressed {
+                return self.inflate(dh, len, pool).await;
             }
             let mut buf = pool.get(len).await;
             self.r
@@ -209,6 +249,43 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             .await?;
         let frame = proto::decode_body(header.kind, &body).map_err(|e| self.proto(e))?;
         Ok(Some(Incoming::Frame(frame)))
+    }
+
+    /// Reads a compressed payload of `len` bytes and inflates it into a pooled buffer of
+    /// the block's length; a payload that does not inflate to exactly that length ends
+    /// the session (a peer bug or attack: over TLS nothing else can damage it).
+    async fn inflate(
+        &mut self,
+        dh: DataHeader,
+        len: usize,
+        pool: &BufferPool,
+    ) -> Result<Option<Incoming>, EngineError> {
+        let mut packed = std::mem::take(&mut self.packed);
+        packed.resize(len, 0);
+        self.r
+            .read_exact(&mut packed)
+            .await
+            .map_err(|e| self.conn(e))?;
+        let mut buf = pool.get(dh.raw_len as usize).await;
+        let (packed, buf, r) = if len <= INLINE_UNPACK {
+            let r = crate::compress::unpack(&packed, &mut buf[..]);
+            (packed, buf, r)
+        } else {
+            tokio::task::spawn_blocking(move || {
+                let r = crate::compress::unpack(&packed, &mut buf[..]);
+                (packed, buf, r)
+            })
+            .await
+            .expect("inflate task panicked")
+        };
+        self.packed = packed;
+        match r {
+            Ok(()) => Ok(Some(Incoming::Data(dh, Some(buf)))),
+            Err(why) => Err(EngineError::Unexpected {
+                peer: self.peer.clone(),
+                what: format!("block {} of file {}: {why}", dh.block, dh.file),
+            }),
+        }
     }
 
     /// The next control frame, `Ok(None)` on a clean end of stream (for control
@@ -447,7 +524,8 @@ mod tests {
             block: i,
             digest: *blake3::hash(&payload).as_bytes(),
             zero: false,
-            zero_len: 0,
+            compressed: false,
+            raw_len: 0,
         };
         (h, payload)
     }

@@ -6,7 +6,7 @@ mod common;
 mod hostile;
 
 use common::*;
-use hetch_proto::{Frame, Piece, PlanAction, Seal};
+use hetch_proto::{DataHeader, Frame, Piece, PlanAction, Seal};
 use hostile::{FakeSink, FakeSource, PEER};
 
 /// Peak memory any of these tests may reach: far below what the announced numbers
@@ -274,4 +274,86 @@ async fn overlapping_plan_ranges_end_the_session_at_the_source() {
     let e = s.ctl.expect_error().await;
     assert_protocol_error(&e, "bad block range 0..1");
     assert!(s.result().await.is_err());
+}
+
+/// A compressed block of file 1 (a file of `len` bytes), declaring `raw_len`.
+fn packed_header(len: u64, bs: u64, block: u64, bytes: &[u8], raw_len: u32) -> DataHeader {
+    DataHeader {
+        file: 1,
+        block,
+        digest: hetch_integrity::block_digest(len, bs, block, bytes),
+        zero: false,
+        compressed: true,
+        raw_len,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compressed_blocks_that_lie_about_their_length_end_the_session() {
+    // The block inflates to more than it declares, to less, past the session's block
+    // size (a "zip bomb"), or is not zstd at all: each ends the session with a protocol
+    // error naming the peer, allocates nothing by the payload's claims and leaves
+    // nothing under the file's final name.
+    let bomb = zstd::bulk::compress(&vec![0u8; 64 << 20], 1).unwrap();
+    for case in ["longer", "shorter", "bomb", "garbage"] {
+        let t = tempfile::tempdir().unwrap();
+        let out = t.path().join("out");
+        let mut s = FakeSource::start(opts(), dest(&out, 1));
+        let bs = s.bs;
+        let data: Vec<u8> = (0..bs).map(|i| b"hetch,"[i as usize % 6]).collect();
+        s.send(Frame::Entries(vec![hostile::file(1, "f", bs)]))
+            .await;
+        let _plan = s.recv().await.unwrap();
+        let packed = zstd::bulk::compress(&data, 3).unwrap();
+        let (payload, raw_len, about) = match case {
+            "longer" => (packed, bs as u32 - 1, "inflate"),
+            "shorter" => (
+                zstd::bulk::compress(&data[1..], 3).unwrap(),
+                bs as u32,
+                "inflates to",
+            ),
+            "bomb" => (bomb.clone(), 64 << 20, "longer than the session's"),
+            _ => (
+                b"definitely not zstd".to_vec(),
+                bs as u32,
+                "does not inflate",
+            ),
+        };
+        let h = packed_header(bs, bs, 0, &data, raw_len);
+        s.send_header(&h, &payload).await;
+        let e = s.expect_error().await;
+        assert_protocol_error(&e, about);
+        assert!(s.end().await.is_err(), "{case}");
+        assert!(!out.is_file(), "{case}: a final name was written");
+    }
+    assert!(hostile::peak_rss() < RSS_CEILING);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_honest_compressed_block_is_written_and_checked() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("out");
+    let mut s = FakeSource::start(opts(), dest(&out, 1));
+    let bs = s.bs;
+    let data: Vec<u8> = (0..bs).map(|i| b"hetch,"[i as usize % 6]).collect();
+    s.send(Frame::Entries(vec![hostile::file(1, "f", bs)]))
+        .await;
+    let _plan = s.recv().await.unwrap();
+    let packed = zstd::bulk::compress(&data, 3).unwrap();
+    s.send_header(&packed_header(bs, bs, 0, &data, bs as u32), &packed)
+        .await;
+    assert_eq!(file_done(&mut s, 1).await, None);
+    s.send(Frame::EndOfEntries).await;
+    loop {
+        match s.recv().await.expect("a summary") {
+            Frame::Finished(sum) => {
+                assert_eq!((sum.files, sum.failed), (1, 0));
+                break;
+            }
+            Frame::Error(e) => panic!("{}", e.message),
+            _ => {}
+        }
+    }
+    s.end().await.expect("the session ends cleanly");
+    assert_eq!(std::fs::read(&out).unwrap(), data);
 }

@@ -402,6 +402,7 @@ fn encode_hello(hello: &Hello, out: &mut Vec<u8>) {
                     out.put_bool(d.delete_excluded);
                 }
             }
+            encode_compression(req.compression, out);
         }
         Hello::Data {
             session,
@@ -488,6 +489,7 @@ fn decode_session_request(r: &mut Reader<'_>) -> Result<SessionRequest, ProtoErr
                 delete_excluded: r.bool()?,
             })
         })?,
+        compression: decode_compression(r)?,
     };
     // The engine sizes buffers from the block size, so a hostile one must not get in.
     let bs = req.block_size;
@@ -495,6 +497,27 @@ fn decode_session_request(r: &mut Reader<'_>) -> Result<SessionRequest, ProtoErr
         return Err(r.err("block size is not a power of two between 1 KiB and MAX_BLOCK"));
     }
     Ok(req)
+}
+
+const COMPRESS_OFF: u8 = 0;
+const COMPRESS_AUTO: u8 = 255;
+
+/// One byte: 0 off, 255 auto, otherwise the zstd level.
+fn encode_compression(c: Compression, out: &mut Vec<u8>) {
+    out.put_u8(match c {
+        Compression::Off => COMPRESS_OFF,
+        Compression::Auto => COMPRESS_AUTO,
+        Compression::Zstd(level) => level,
+    });
+}
+
+fn decode_compression(r: &mut Reader<'_>) -> Result<Compression, ProtoError> {
+    Ok(match r.u8()? {
+        COMPRESS_OFF => Compression::Off,
+        COMPRESS_AUTO => Compression::Auto,
+        l if (MIN_ZSTD_LEVEL..=MAX_ZSTD_LEVEL).contains(&l) => Compression::Zstd(l),
+        _ => return Err(r.err("zstd level outside 1..=19")),
+    })
 }
 
 const STEP_BLOCKS: u8 = 0;

@@ -12,12 +12,14 @@ use crate::frame::*;
 pub const MAGIC: [u8; 6] = *b"HETCH\0";
 /// Protocol version spoken by this build. 4: data-stream hellos carry a session proof
 /// instead of the token, and plain (`--no-encrypt`) data streams a MAC per frame.
-pub const VERSION: u16 = 5;
+/// 6: data blocks may be zstd-compressed ([`DataHeader::compressed`]), as the session
+/// asks ([`SessionRequest::compression`]).
+pub const VERSION: u16 = 6;
 /// Length of the preamble: `MAGIC | VERSION (u16 LE)`.
 pub const PREAMBLE_LEN: usize = 8;
 /// Length of a frame header: `len: u32 LE | kind: u8`.
 pub const HEADER_LEN: usize = 5;
-/// Length of the fixed part of a data frame body: `file u64 | block u64 | digest [32] | flags u8 | zero_len u32`.
+/// Length of the fixed part of a data frame body: `file u64 | block u64 | digest [32] | flags u8 | raw_len u32`.
 pub const DATA_FIXED_LEN: usize = 8 + 8 + DIGEST_LEN + 1 + 4;
 /// Largest payload a data frame may carry (the largest block size).
 pub const MAX_BLOCK: usize = 256 << 20;
@@ -214,6 +216,8 @@ impl Frame {
 
 /// Bit of the data frame flags byte saying the block is all zeros.
 const FLAG_ZERO: u8 = 1;
+/// Bit of the data frame flags byte saying the payload is zstd-compressed.
+const FLAG_ZSTD: u8 = 2;
 
 /// The preamble this build sends.
 pub fn preamble() -> [u8; PREAMBLE_LEN] {
@@ -320,31 +324,19 @@ pub fn decode_body(kind: FrameKind, body: &[u8]) -> Result<Frame, ProtoError> {
 ///
 /// # Panics
 ///
-/// If `payload_len` exceeds [`MAX_BLOCK`], if a zero block has a payload, if a zero
-/// block's `zero_len` exceeds `MAX_BLOCK`, or if a non-zero block has a `zero_len`:
-/// the peer would reject all of these.
+/// If the frame would be refused by [`decode_data_fixed`] or [`check_data_payload`]:
+/// a payload above [`MAX_BLOCK`], a zero block with a payload, a block both zero and
+/// compressed, a `raw_len` above `MAX_BLOCK`, a `raw_len` on a block sent as-is, a
+/// compressed payload empty or not shorter than its `raw_len`. Sending such a frame is
+/// a bug of the caller.
 pub fn encode_data_prefix(
     header: &DataHeader,
     payload_len: usize,
 ) -> [u8; HEADER_LEN + DATA_FIXED_LEN] {
-    assert!(
-        payload_len <= MAX_BLOCK,
-        "hetch-proto: data payload of {payload_len} bytes exceeds MAX_BLOCK"
-    );
-    assert!(
-        !header.zero || payload_len == 0,
-        "hetch-proto: zero block with a payload"
-    );
-    assert!(
-        if header.zero {
-            header.zero_len as usize <= MAX_BLOCK
-        } else {
-            header.zero_len == 0
-        },
-        "hetch-proto: zero_len {} invalid for a {} block",
-        header.zero_len,
-        if header.zero { "zero" } else { "non-zero" }
-    );
+    if let Err(e) = check_data_fixed(header).and_then(|()| check_data_payload(header, payload_len))
+    {
+        panic!("hetch-proto: data frame the peer would refuse ({payload_len} payload bytes): {e}");
+    }
     let mut out = [0; HEADER_LEN + DATA_FIXED_LEN];
     let len = (DATA_FIXED_LEN + payload_len) as u32;
     let mut put = |at: usize, bytes: &[u8]| out[at..at + bytes.len()].copy_from_slice(bytes);
@@ -353,52 +345,73 @@ pub fn encode_data_prefix(
     put(5, &header.file.to_le_bytes());
     put(13, &header.block.to_le_bytes());
     put(21, &header.digest);
-    put(53, &[if header.zero { FLAG_ZERO } else { 0 }]);
-    put(54, &header.zero_len.to_le_bytes());
+    let flags =
+        if header.zero { FLAG_ZERO } else { 0 } | if header.compressed { FLAG_ZSTD } else { 0 };
+    put(53, &[flags]);
+    put(54, &header.raw_len.to_le_bytes());
     out
 }
 
 /// Decodes the fixed part of a data frame body.
 ///
-/// Rejects (as [`ProtoError::Malformed`]) unknown flag bits, a `zero_len` on a non-zero
-/// block and a `zero_len` above [`MAX_BLOCK`]. Whether the payload agrees with the flags
-/// can only be known with the frame length: check it with [`check_data_payload`].
+/// Rejects (as [`ProtoError::Malformed`]) unknown flag bits, a block both zero and
+/// compressed, a `raw_len` on a block sent as-is, and a `raw_len` of 0 or above
+/// [`MAX_BLOCK`] on a zero or compressed block. Whether the payload agrees with the
+/// flags can only be known with the frame length: check it with [`check_data_payload`].
 pub fn decode_data_fixed(bytes: &[u8; DATA_FIXED_LEN]) -> Result<DataHeader, ProtoError> {
     let mut r = crate::wire::Reader::new("data", bytes);
     let file = r.u64()?;
     let block = r.u64()?;
     let digest = r.array()?;
     let flags = r.u8()?;
-    let zero_len = r.u32()?;
+    let raw_len = r.u32()?;
     r.finish()?;
-    if flags & !FLAG_ZERO != 0 {
+    if flags & !(FLAG_ZERO | FLAG_ZSTD) != 0 {
         return Err(data_err("unknown data flags"));
     }
-    let zero = flags & FLAG_ZERO != 0;
-    if !zero && zero_len != 0 {
-        return Err(data_err("zero_len set on a block that is not all zeros"));
-    }
-    if zero_len as usize > MAX_BLOCK {
-        return Err(data_err("zero block longer than MAX_BLOCK"));
-    }
-    Ok(DataHeader {
+    let header = DataHeader {
         file,
         block,
         digest,
-        zero,
-        zero_len,
-    })
+        zero: flags & FLAG_ZERO != 0,
+        compressed: flags & FLAG_ZSTD != 0,
+        raw_len,
+    };
+    check_data_fixed(&header)?;
+    Ok(header)
+}
+
+fn check_data_fixed(h: &DataHeader) -> Result<(), ProtoError> {
+    if h.zero && h.compressed {
+        return Err(data_err("block both all zeros and compressed"));
+    }
+    if !h.zero && !h.compressed && h.raw_len != 0 {
+        return Err(data_err("raw_len set on a block sent as it is"));
+    }
+    if h.raw_len as usize > MAX_BLOCK {
+        return Err(data_err("raw_len above MAX_BLOCK"));
+    }
+    if h.compressed && h.raw_len == 0 {
+        return Err(data_err("compressed block of no bytes"));
+    }
+    Ok(())
 }
 
 /// Checks that a data frame's payload length (the header's `len` minus
-/// [`DATA_FIXED_LEN`]) agrees with its fixed part: a zero block carries no payload.
-/// Call it after [`decode_data_fixed`], before reading the payload.
+/// [`DATA_FIXED_LEN`]) agrees with its fixed part: a zero block carries no payload, a
+/// compressed one a payload shorter than the block (the source sends a block that does
+/// not shrink as it is). Call it after [`decode_data_fixed`], before reading the payload.
 pub fn check_data_payload(header: &DataHeader, payload_len: usize) -> Result<(), ProtoError> {
     if header.zero && payload_len != 0 {
         return Err(data_err("zero block with a payload"));
     }
     if payload_len > MAX_BLOCK {
         return Err(data_err("payload longer than MAX_BLOCK"));
+    }
+    if header.compressed && (payload_len == 0 || payload_len >= header.raw_len as usize) {
+        return Err(data_err(
+            "compressed payload empty or not shorter than its block",
+        ));
     }
     Ok(())
 }

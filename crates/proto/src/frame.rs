@@ -205,6 +205,9 @@ pub struct SessionRequest {
     pub filter: FilterRequest,
     /// Mirror: remove what the source lacks, after everything else succeeded.
     pub delete: Option<DeleteRequest>,
+    /// Compression of data blocks by the source (the client in a push, the server in a
+    /// pull).
+    pub compression: Compression,
 }
 
 /// The integrity settings of a session.
@@ -557,11 +560,38 @@ pub struct DataHeader {
     pub block: u64,
     /// Digest of the block's bytes as read at the source.
     pub digest: BlockDigest,
-    /// When set, the block is all zeros and no payload follows; `zero_len` gives its length.
+    /// When set, the block is all zeros and no payload follows; `raw_len` gives its length.
     pub zero: bool,
-    /// Length of an all-zero block (0 unless `zero`).
-    pub zero_len: u32,
+    /// When set, the payload is one zstd frame holding the block's `raw_len` bytes (the
+    /// digest is over those bytes, not the payload). Never with `zero`.
+    pub compressed: bool,
+    /// The block's length when the payload does not carry it as-is: of an all-zero block,
+    /// or of a compressed block once decompressed (0 otherwise).
+    pub raw_len: u32,
 }
+
+/// Whether and how the source compresses blocks on the wire (see [`DataHeader`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// Blocks go as they are.
+    #[default]
+    Off,
+    /// Every block that shrinks enough is sent compressed with zstd at this level
+    /// ([`MIN_ZSTD_LEVEL`]..=[`MAX_ZSTD_LEVEL`]).
+    Zstd(u8),
+    /// The source compresses (zstd at [`AUTO_ZSTD_LEVEL`]) only while the link, not its
+    /// CPU, limits the transfer.
+    Auto,
+}
+
+/// Lowest zstd level a session may ask for.
+pub const MIN_ZSTD_LEVEL: u8 = 1;
+/// Highest zstd level a session may ask for: above it zstd's "ultra" levels need
+/// hundreds of MiB per context, which a peer must not be able to make a server spend.
+pub const MAX_ZSTD_LEVEL: u8 = 19;
+/// The level `auto` compresses with: zstd's fastest regular level, several hundred MB/s
+/// per core, so that it helps on any link slower than the CPU.
+pub const AUTO_ZSTD_LEVEL: u8 = 1;
 
 /// Totals at the end of a session.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

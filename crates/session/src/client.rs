@@ -79,6 +79,7 @@ pub fn session_request(
         preserve_special_modes: opts.preserve_special_modes,
         filter,
         delete: opts.delete,
+        compression: opts.compression,
     }
 }
 

@@ -333,7 +333,7 @@ impl ServedRange {
                     let len = block_len(size, bs, h.block) as usize;
                     let data = match buf {
                         Some(b) => b.to_vec(),
-                        None => vec![0u8; h.zero_len as usize],
+                        None => vec![0u8; h.raw_len as usize],
                     };
                     if data.len() != len {
                         return Err(self.unexpected(format!(
@@ -644,7 +644,8 @@ impl RangeSink for RemoteRange {
             block: i,
             digest: *digest,
             zero,
-            zero_len: if zero { data.len() as u32 } else { 0 },
+            compressed: false,
+            raw_len: if zero { data.len() as u32 } else { 0 },
         };
         self.send(Frame::Data(
             h,
@@ -732,7 +733,8 @@ mod tests {
             block: i,
             digest,
             zero: false,
-            zero_len: 0,
+            compressed: false,
+            raw_len: 0,
         };
         Frame::Data(h, data.to_vec())
     }
@@ -788,7 +790,8 @@ mod tests {
                         block: 0,
                         digest: [0; 32],
                         zero: true,
-                        zero_len: BS as u32,
+                        compressed: false,
+                        raw_len: BS as u32,
                     },
                     Vec::new(),
                 )],

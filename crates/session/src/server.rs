@@ -661,6 +661,9 @@ fn session_options(engine: &Options, req: &SessionRequest) -> Result<Options, St
     // it would do anyway, and trusting a journal risks only the client's copy.
     opts.retry_changed = i.retry_changed;
     opts.trust_journal = i.trust_journal;
+    // The client's call: compression costs the server CPU only at levels the decoder
+    // allows (1..=19), and only as the source of a pull or relay.
+    opts.compression = req.compression;
     Ok(opts)
 }
 

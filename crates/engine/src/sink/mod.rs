@@ -507,9 +507,12 @@ pub async fn run_sink_into(
         tasks.spawn(data_reader(
             peer.clone(),
             move || sh.finished(),
-            FrameReader::new(stream, &peer).with_mac(mac),
+            FrameReader::new(stream, &peer)
+                .with_mac(mac)
+                .with_block_limit(shared.opts.block_size),
             pool.clone(),
             block_tx.clone(),
+            shared.progress.clone(),
         ));
     }
     drop(block_tx);
@@ -742,10 +745,17 @@ pub(crate) async fn data_reader(
     mut r: FrameReader<BoxStream>,
     pool: BufferPool,
     tx: async_channel::Sender<(DataHeader, Option<PooledBuf>)>,
+    progress: Arc<Progress>,
 ) -> Result<(), EngineError> {
+    let mut wire = 0;
     loop {
         match r.next(Some(&pool)).await {
             Ok(Some(Incoming::Data(h, payload))) => {
+                Progress::add(&progress.wire_bytes, r.wire_bytes() - wire);
+                wire = r.wire_bytes();
+                if h.compressed {
+                    Progress::add(&progress.compressed_blocks, 1);
+                }
                 if tx.send((h, payload)).await.is_err() {
                     return Ok(());
                 }

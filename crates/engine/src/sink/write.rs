@@ -61,7 +61,7 @@ fn handle_block(
     };
     let data: &[u8] = match &payload {
         Some(b) => &b[..],
-        None if (h.zero_len as usize) <= sh.zeros().len() => &sh.zeros()[..h.zero_len as usize],
+        None if (h.raw_len as usize) <= sh.zeros().len() => &sh.zeros()[..h.raw_len as usize],
         None => return Err(protocol("zero block longer than the block size".into())),
     };
     let admitted = inc

@@ -157,10 +157,16 @@ impl FakeSource {
             block,
             digest,
             zero: false,
-            zero_len: 0,
+            compressed: false,
+            raw_len: 0,
         };
+        self.send_header(&h, p).await;
+    }
+
+    /// Sends a data frame with exactly this header and payload.
+    pub async fn send_header(&mut self, h: &DataHeader, p: &[u8]) {
         let w = &mut self.data[0];
-        let _ = w.send_data(&h, p).await;
+        let _ = w.send_data(h, p).await;
         let _ = w.flush().await;
     }
 

@@ -35,6 +35,8 @@ struct RawHello {
     preserve_special_modes: u8,
     /// Filter lists and delete request.
     tail: Vec<u8>,
+    /// Compression: 0 off, 255 auto, else the zstd level.
+    compression: u8,
 }
 
 /// A valid integrity request: blake3, written, block, default threads, no flags.
@@ -71,6 +73,7 @@ impl Default for RawHello {
             preserve_special_modes: 0,
             // No include, no exclude, no deletion phase.
             tail: vec![0, 0, 0, 0, 0, 0, 0, 0, 0],
+            compression: 0,
         }
     }
 }
@@ -93,6 +96,7 @@ impl RawHello {
         b.extend_from_slice(&self.integrity);
         b.put_u8(self.preserve_special_modes);
         b.extend_from_slice(&self.tail);
+        b.put_u8(self.compression);
         b
     }
 
@@ -319,7 +323,8 @@ fn data_kind_is_refused_by_decode_body() {
             block: 0,
             digest: [0; DIGEST_LEN],
             zero: false,
-            zero_len: 0,
+            compressed: false,
+            raw_len: 0,
         },
         vec![1, 2, 3],
     );
@@ -639,10 +644,10 @@ fn huge_list_counts_are_refused_before_allocating() {
     assert_eq!(refused(FrameKind::Welcome, &welcome), "body ends early");
 }
 
-fn data_fixed(flags: u8, zero_len: u32) -> [u8; DATA_FIXED_LEN] {
+fn data_fixed(flags: u8, raw_len: u32) -> [u8; DATA_FIXED_LEN] {
     let mut b = [0; DATA_FIXED_LEN];
     b[48] = flags;
-    b[49..].copy_from_slice(&zero_len.to_le_bytes());
+    b[49..].copy_from_slice(&raw_len.to_le_bytes());
     b
 }
 
@@ -653,7 +658,7 @@ fn bad_data_frames_are_refused() {
     }
 
     assert_eq!(
-        decode_data_fixed(&data_fixed(2, 0)),
+        decode_data_fixed(&data_fixed(4, 0)),
         malformed("unknown data flags")
     );
     assert_eq!(
@@ -662,11 +667,11 @@ fn bad_data_frames_are_refused() {
     );
     assert_eq!(
         decode_data_fixed(&data_fixed(0, 1)),
-        malformed("zero_len set on a block that is not all zeros")
+        malformed("raw_len set on a block sent as it is")
     );
     assert_eq!(
         decode_data_fixed(&data_fixed(1, MAX_BLOCK as u32 + 1)),
-        malformed("zero block longer than MAX_BLOCK")
+        malformed("raw_len above MAX_BLOCK")
     );
 
     // A zero block carrying a payload.
@@ -688,8 +693,73 @@ fn bad_data_frames_are_refused() {
     let body = data_fixed(0, 3);
     assert_eq!(
         decode_one(&raw_frame(FrameKind::Data as u8, &body)),
-        malformed("zero_len set on a block that is not all zeros")
+        malformed("raw_len set on a block sent as it is")
     );
+}
+
+#[test]
+fn bad_compressed_data_frames_are_refused() {
+    fn malformed<T>(why: &'static str) -> Result<T, ProtoError> {
+        Err(ProtoError::Malformed { what: "data", why })
+    }
+    assert_eq!(
+        decode_data_fixed(&data_fixed(3, 100)),
+        malformed("block both all zeros and compressed")
+    );
+    assert_eq!(
+        decode_data_fixed(&data_fixed(2, 0)),
+        malformed("compressed block of no bytes")
+    );
+    // A block claiming to inflate past the largest block: refused before any buffer.
+    assert_eq!(
+        decode_data_fixed(&data_fixed(2, MAX_BLOCK as u32 + 1)),
+        malformed("raw_len above MAX_BLOCK")
+    );
+    let header = decode_data_fixed(&data_fixed(2, 100)).unwrap();
+    assert!(header.compressed && !header.zero);
+    assert_eq!(check_data_payload(&header, 99), Ok(()));
+    for len in [0, 100, 101] {
+        assert_eq!(
+            check_data_payload(&header, len),
+            malformed("compressed payload empty or not shorter than its block")
+        );
+    }
+    let mut body = data_fixed(2, 4).to_vec();
+    body.extend([1, 2, 3, 4]);
+    assert_eq!(
+        decode_one(&raw_frame(FrameKind::Data as u8, &body)),
+        malformed("compressed payload empty or not shorter than its block")
+    );
+}
+
+#[test]
+fn zstd_levels_outside_the_allowed_range_are_refused() {
+    use super::strategies::session_request;
+    use proptest::strategy::{Strategy, ValueTree};
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let mut req = session_request().new_tree(&mut runner).unwrap().current();
+    for (level, ok) in [
+        (1, true),
+        (19, true),
+        (20, false),
+        (254, false),
+        (255, true),
+    ] {
+        req.compression = match level {
+            255 => Compression::Auto,
+            l => Compression::Zstd(l),
+        };
+        let mut bytes = Vec::new();
+        encode(
+            &Frame::Hello(Hello::Control {
+                token: b"t".to_vec(),
+                request: req.clone(),
+            }),
+            &mut bytes,
+        );
+        let got = decode_one(&bytes);
+        assert_eq!(got.is_ok(), ok, "level {level}: {got:?}");
+    }
 }
 
 #[test]
@@ -700,7 +770,8 @@ fn encoding_a_zero_block_with_payload_panics() {
         block: 0,
         digest: [0; DIGEST_LEN],
         zero: true,
-        zero_len: 3,
+        compressed: false,
+        raw_len: 3,
     };
     encoded(&Frame::Data(header, vec![1]));
 }

@@ -159,7 +159,8 @@ fn golden_encodings() {
         block: 7,
         digest: [0xaa; DIGEST_LEN],
         zero: true,
-        zero_len: 4096,
+        compressed: false,
+        raw_len: 4096,
     };
     let mut expected = vec![
         53, 0, 0, 0, 6, 2, 1, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0,

@@ -140,7 +140,12 @@ pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
         any::<bool>(),
         any::<bool>(),
         integrity(),
-        (any::<bool>(), filter(), proptest::option::of(delete())),
+        (
+            any::<bool>(),
+            filter(),
+            proptest::option::of(delete()),
+            compression(),
+        ),
     )
         .prop_map(
             |(
@@ -155,7 +160,7 @@ pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
                 no_clobber,
                 fsync,
                 integrity,
-                (preserve_special_modes, filter, delete),
+                (preserve_special_modes, filter, delete, compression),
             )| SessionRequest {
                 op,
                 streams,
@@ -171,8 +176,17 @@ pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
                 preserve_special_modes,
                 filter,
                 delete,
+                compression,
             },
         )
+}
+
+fn compression() -> impl Strategy<Value = Compression> {
+    prop_oneof![
+        Just(Compression::Off),
+        Just(Compression::Auto),
+        (MIN_ZSTD_LEVEL..=MAX_ZSTD_LEVEL).prop_map(Compression::Zstd),
+    ]
 }
 
 fn filter() -> impl Strategy<Value = FilterRequest> {
@@ -331,26 +345,38 @@ pub(super) fn plan() -> impl Strategy<Value = Vec<PlanItem>> {
     )
 }
 
-/// A data frame: a zero block (no payload) or a block with a payload.
+/// A data frame: a zero block (no payload), a block with a payload, or a compressed
+/// block (a payload shorter than its `raw_len`).
 pub(super) fn data() -> impl Strategy<Value = (DataHeader, Vec<u8>)> {
-    let zero_block = (0..=MAX_BLOCK as u32).prop_map(|len| (true, len, Vec::new()));
-    let payload_block = bytes(300).prop_map(|payload| (false, 0, payload));
+    let zero_block = (0..=MAX_BLOCK as u32).prop_map(|len| (true, false, len, Vec::new()));
+    let payload_block = bytes(300).prop_map(|payload| (false, false, 0, payload));
+    let compressed_block = (bytes(300), 1..=MAX_BLOCK as u32).prop_map(|(mut payload, len)| {
+        payload.truncate(len as usize - 1);
+        if payload.is_empty() {
+            payload.push(0);
+        }
+        let len = len.max(payload.len() as u32 + 1);
+        (false, true, len, payload)
+    });
     (
         any::<u64>(),
         any::<u64>(),
         any::<BlockDigest>(),
-        prop_oneof![zero_block, payload_block],
+        prop_oneof![zero_block, payload_block, compressed_block],
     )
-        .prop_map(|(file, block, digest, (zero, zero_len, payload))| {
-            let header = DataHeader {
-                file,
-                block,
-                digest,
-                zero,
-                zero_len,
-            };
-            (header, payload)
-        })
+        .prop_map(
+            |(file, block, digest, (zero, compressed, raw_len, payload))| {
+                let header = DataHeader {
+                    file,
+                    block,
+                    digest,
+                    zero,
+                    compressed,
+                    raw_len,
+                };
+                (header, payload)
+            },
+        )
 }
 
 pub(super) fn summary() -> impl Strategy<Value = Summary> {

@@ -226,7 +226,7 @@ def main():
     w("| --- | --- | --- | --- | --- |")
     w(ratio_row("hetch push, defaults (TLS + block digests) / iperf3",
                 P("warm-big", "hetch-tls"), ip, 0.70, pct=True))
-    w(ratio_row("hetch push --no-encrypt / iperf3", P("warm-big", "hetch-plain"), ip, 0.85, pct=True))
+    w(ratio_row("hetch push --no-encrypt --verify none / iperf3", P("warm-big", "hetch-plain"), ip, 0.80, pct=True))
     w("")
 
     # ---- 3. cold copies
@@ -257,6 +257,59 @@ def main():
         h = P("cold-16K", "hetch")
         w(ratio_row("hetch / tar -cf - \\| tar -xf - (local pipe)", h, P("cold-16K", "tar"), 0.5))
         w(ratio_row("hetch / rsync -a over ssh to 127.0.0.1", h, P("cold-16K", "rsync-ssh"), 3.0))
+        w("")
+
+    # ---- 4b. cost per byte and per file (issue 17)
+    cold = [c for c in ("cold-big", "cold-1M", "cold-16K") if any(k[0] == c for k in points)]
+    if cold:
+        tools = ["hetch", "hetch-plain", "cp", "tar", "rsyncd", "rsync-ssh", "gridftp", "scp"]
+        names = {"hetch": "hetch (defaults: TLS, --verify written)",
+                 "hetch-plain": "hetch --no-encrypt --verify none", "cp": "cp -r",
+                 "tar": "tar \\| tar", "rsyncd": "rsync daemon", "rsync-ssh": "rsync over ssh",
+                 "gridftp": "GridFTP (clear, no checksum)", "scp": "scp"}
+        tools = [t for t in tools if any(P(c, t) for c in cold)]
+        w("## 4b. Cost per byte and per file: seconds and CPU-seconds (issue 17)")
+        w("")
+        w("Median wall seconds (the final `sync` included) and median CPU-seconds of the whole "
+          "machine over the same interval (both ends of the copy, their helpers and kernel "
+          "writeback; /proc/stat user+nice+system+irq+softirq+steal).")
+        w("")
+        w("| dataset | " + " | ".join(names[t] for t in tools) + " |")
+        w("|---|" + "---|" * len(tools))
+
+        def med(p, key):
+            vals = p.values(key) if p else []
+            return statistics.median(vals) if vals else None
+
+        for c in cold:
+            cells = []
+            for t in tools:
+                p = P(c, t)
+                s_, cpu = med(p, "seconds"), med(p, "cpu_s")
+                cells.append("n/a" if s_ is None else f"{s_:.2f} s, {fmt(cpu) if cpu is not None else '?'}")
+            w(f"| {m('size.' + c.split('-')[1], c)} | " + " | ".join(cells) + " |")
+        w("")
+        w("| target | measured | result |")
+        w("| --- | --- | --- |")
+
+        def target(label, a, b, factor, key, less=True):
+            x, y = med(a, key), med(b, key)
+            if x is None or y is None:
+                w(f"| {label} | n/a | n/a |")
+                return
+            ok = x <= factor * y if less else x >= factor * y
+            w(f"| {label} | {x:.2f} vs {y:.2f} ({x / y:.2f}x) | {'**PASS**' if ok else '**MISS**'} |")
+
+        h16 = P("cold-16K", "hetch")
+        for peer in ("tar", "rsync-ssh", "rsyncd"):
+            target(f"16 KiB files: hetch seconds < {names[peer]}", h16, P("cold-16K", peer), 1.0, "seconds")
+        target("16 KiB files: hetch CPU-s <= rsync daemon", h16, P("cold-16K", "rsyncd"), 1.0, "cpu_s")
+        h1 = P("cold-1M", "hetch")
+        target("1 MiB files: hetch seconds <= 1.05 x cp -r", h1, P("cold-1M", "cp"), 1.05, "seconds")
+        target("1 MiB files: hetch CPU-s <= 1.5 x GridFTP", h1, P("cold-1M", "gridftp"), 1.5, "cpu_s")
+        hb = P("cold-big", "hetch")
+        target("big file: hetch seconds <= 1.05 x cp -r", hb, P("cold-big", "cp"), 1.05, "seconds")
+        target("big file: hetch CPU-s <= GridFTP", hb, P("cold-big", "gridftp"), 1.0, "cpu_s")
         w("")
 
     # ---- 5. RSS

@@ -134,7 +134,7 @@ fn incompressible_data_goes_as_it_is() {
 #[test]
 fn auto_compresses_when_the_link_is_the_bottleneck() {
     // A rate limit makes the link the bottleneck: blocks queue for it, and this host
-    // compresses text far faster than 4 x 8 MB/s.
+    // compresses text far faster than twice 8 MB/s.
     let t = tempdir();
     let src = t.path().join("src");
     Tree::new(&src).bytes("big.csv", &text(24 << 20, 9));

@@ -6,25 +6,30 @@
 //! as it is, and after each block of a file that did not shrink the next 1, 3, 7 ... up
 //! to 63 blocks of that file are not even tried, so an incompressible file costs a
 //! compression attempt in 64 blocks at most (small files, one block each, are each
-//! tried: a mixed tree keeps compressing its text). With `auto` the source compresses only while blocks queue for the
-//! network (the link is the bottleneck) and this host compresses at least
-//! [`AUTO_HEADROOM`] times faster than the link carries (the CPU is not): on a fast link
-//! compression would only make a CPU-bound transfer slower.
+//! tried: a mixed tree keeps compressing its text).
+//!
+//! With `auto` the source compresses once blocks have queued for the network (the link,
+//! not the source's storage, is the bottleneck; this is not forgotten, since once
+//! compressing the queue drains when the CPU becomes the limit, and going back to
+//! uncompressed blocks would then be slower), and only while this host's compressing
+//! threads together
+//! compress at least [`AUTO_HEADROOM`] times faster than the link carries (the CPU is
+//! not): on a fast link compression would only make a CPU-bound transfer slower.
 //!
 //! The receiver inflates each compressed block into a buffer of the block's declared
 //! length (at most the session's block size), and refuses one that does not fill it
 //! exactly: a peer cannot make it allocate or write more than an uncompressed block.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::Instant;
 
 use hetch_proto::{Compression, AUTO_ZSTD_LEVEL};
 
-/// Under `auto`, compression is used only while this host compresses at least this many
-/// times faster (bytes per second of one thread) than bytes leave on the link: then it
-/// takes at most a quarter of one core at the link's rate.
-pub(crate) const AUTO_HEADROOM: f64 = 4.0;
+/// Under `auto`, compression is used only while the threads that may compress (the
+/// hashing threads) together compress at least this many times faster than bytes
+/// leave on the link: then keeping the link busy takes at most half of their time.
+pub(crate) const AUTO_HEADROOM: f64 = 2.0;
 
 /// A compressed block must save at least 1/`MIN_SAVING` of its length to be sent so.
 const MIN_SAVING: usize = 32;
@@ -45,17 +50,22 @@ struct Slot {
 /// many as hash at once: it runs under the same gate), and what `auto` decides by.
 pub(crate) struct Packer {
     auto: bool,
+    /// Threads that may compress at once (the hashing gate's).
+    threads: usize,
     level: i32,
     slots: Mutex<Vec<Slot>>,
     /// Bytes compressed and the nanoseconds that took (auto's speed estimate).
     tried_bytes: AtomicU64,
     tried_nanos: AtomicU64,
+    /// Blocks have queued for the network: the link, not the source, limits.
+    link_bound: AtomicBool,
     started: Instant,
 }
 
 impl Packer {
-    /// The compressor for a session's `Compression`; `None` when it is off.
-    pub(crate) fn new(mode: Compression) -> Option<Packer> {
+    /// The compressor for a session's `Compression`, run on up to `threads` threads at
+    /// once; `None` when it is off.
+    pub(crate) fn new(mode: Compression, threads: usize) -> Option<Packer> {
         let (auto, level) = match mode {
             Compression::Off => return None,
             Compression::Auto => (true, AUTO_ZSTD_LEVEL),
@@ -63,10 +73,12 @@ impl Packer {
         };
         Some(Packer {
             auto,
+            threads: threads.max(1),
             level: level.into(),
             slots: Mutex::default(),
             tried_bytes: AtomicU64::new(0),
             tried_nanos: AtomicU64::new(0),
+            link_bound: AtomicBool::new(false),
             started: Instant::now(),
         })
     }
@@ -78,13 +90,21 @@ impl Packer {
         if !self.auto {
             return true;
         }
+        if queued {
+            self.link_bound.store(true, Relaxed);
+        }
+        let link_bound = self.link_bound.load(Relaxed);
         let secs = self.started.elapsed().as_secs_f64();
         let link = if secs > 0.0 {
             wire_bytes as f64 / secs
         } else {
             0.0
         };
-        auto_pays(queued, self.speed(), link)
+        auto_pays(
+            link_bound,
+            self.speed().map(|s| s * self.threads as f64),
+            link,
+        )
     }
 
     /// Bytes per second one thread compresses, once enough was compressed to tell.
@@ -179,11 +199,12 @@ fn compress_bounded(
     (n > 0 && n < src.len()).then_some(n)
 }
 
-/// Auto's rule: compress while blocks queue for the network and this host compresses at
-/// least [`AUTO_HEADROOM`] times faster than the link carries. Until the speed is known
-/// (`None`), blocks that queue are compressed, which measures it.
-pub(crate) fn auto_pays(queued: bool, speed: Option<f64>, link: f64) -> bool {
-    queued && speed.is_none_or(|s| s >= AUTO_HEADROOM * link)
+/// Auto's rule: compress while the link is the bottleneck and this host compresses
+/// (`speed`, bytes per second over all compressing threads) at least [`AUTO_HEADROOM`]
+/// times faster than the link carries. Until the speed is known (`None`), blocks that
+/// queue are compressed, which measures it.
+pub(crate) fn auto_pays(link_bound: bool, speed: Option<f64>, link: f64) -> bool {
+    link_bound && speed.is_none_or(|s| s >= AUTO_HEADROOM * link)
 }
 
 /// Inflates one compressed block into `out`, which must be exactly the block's length:
@@ -241,7 +262,7 @@ mod tests {
 
     #[test]
     fn text_is_packed_and_unpacks_to_the_same_bytes() {
-        let p = Packer::new(Compression::Zstd(3)).unwrap();
+        let p = Packer::new(Compression::Zstd(3), 1).unwrap();
         let orig = text(1 << 20);
         let mut buf = orig.clone();
         assert!(p.pack(&mut buf));
@@ -253,7 +274,7 @@ mod tests {
 
     #[test]
     fn incompressible_blocks_go_as_they_are_and_later_ones_are_skipped() {
-        let p = Packer::new(Compression::Zstd(1)).unwrap();
+        let p = Packer::new(Compression::Zstd(1), 1).unwrap();
         let orig = random(64 << 10);
         let mut buf = orig.clone();
         assert!(!p.pack(&mut buf));
@@ -289,8 +310,8 @@ mod tests {
         assert!(!auto_pays(false, Some(1e9), 1e6));
         // Queued, speed not known yet: try, to measure it.
         assert!(auto_pays(true, None, 0.0));
-        // A 62.5 MB/s link and 400 MB/s compression: the link limits.
-        assert!(auto_pays(true, Some(400e6), 62.5e6));
+        // A 62.5 MB/s link and 200 MB/s compression: the link limits.
+        assert!(auto_pays(true, Some(200e6), 62.5e6));
         // A 1.5 GB/s link and 400 MB/s compression: the CPU would.
         assert!(!auto_pays(true, Some(400e6), 1.5e9));
     }

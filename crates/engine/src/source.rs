@@ -191,7 +191,7 @@ pub async fn run_source_from(
         .max(1);
     let shared = Arc::new(Shared {
         corrupt_left: AtomicU64::new(opts.corrupt_blocks),
-        packer: Packer::new(opts.compression),
+        packer: Packer::new(opts.compression, opts.hash_threads),
         gate: Gate::new(opts.hash_threads),
         opts,
         peer: peer.clone(),
@@ -904,8 +904,9 @@ struct ReadBlock {
 }
 
 /// Whether to try compressing the next block of `file`: the session compresses, its
-/// mode wants it now (`auto`: blocks wait for the network, the data queue being at
-/// least half full), and this reader's back-off from blocks that did not shrink allows.
+/// mode wants it now (`auto`: blocks wait for the network, a quarter of the blocks the
+/// queue can hold being in it: what the buffer budget allows, at most the queue's
+/// capacity), and this reader's back-off from blocks that did not shrink allows.
 fn wants_pack(
     sh: &Shared,
     data: &async_channel::Sender<OutBlock>,
@@ -913,7 +914,9 @@ fn wants_pack(
     file: u64,
 ) -> bool {
     let Some(p) = &sh.packer else { return false };
-    let queued = data.capacity().is_some_and(|cap| 2 * data.len() >= cap);
+    let budget = sh.opts.effective_buffer_memory() as u64 / sh.opts.block_size.max(1);
+    let room = (budget as usize).clamp(1, data.capacity().unwrap_or(usize::MAX));
+    let queued = 4 * data.len() >= room;
     p.wants(queued, sh.progress.wire_bytes.load(Relaxed)) && backoff.wants(file)
 }
 

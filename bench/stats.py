@@ -162,6 +162,8 @@ def main():
     w(f"- Work dir (sources, disk destinations): {m('work', '?')}; warm-case destination: "
       f"{m('warm_dst', '?')}")
     w(f"- Load average (1/5/15 min) at start: {m('load_start', '?')}; at end: {m('load_end', '?')}")
+    if m("cold.fs"):
+        w(f"- Cold-case destinations: {m('cold.fs')}")
     if m("idle_wait"):
         w(f"- Waiting for an idle machine before each timed run: {m('idle_wait')}")
     if m("caches_dropped") != "1":

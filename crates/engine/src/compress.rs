@@ -248,16 +248,11 @@ mod tests {
         v
     }
 
+    /// Incompressible bytes: BLAKE3's output stream.
     fn random(len: usize) -> Vec<u8> {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
+        let mut v = vec![0; len];
+        blake3::Hasher::new().finalize_xof().fill(&mut v);
+        v
     }
 
     #[test]

@@ -40,6 +40,23 @@ async fn file_done(s: &mut FakeSource, id: u64) -> Option<String> {
     }
 }
 
+/// Ends the entries, checks the sink's summary counts `files` written and `failed`
+/// failed, and that the session ends cleanly.
+async fn finish(mut s: FakeSource, files: u64, failed: u64) {
+    s.send(Frame::EndOfEntries).await;
+    loop {
+        match s.recv().await.expect("a summary") {
+            Frame::Finished(sum) => {
+                assert_eq!((sum.files, sum.failed), (files, failed));
+                break;
+            }
+            Frame::Error(e) => panic!("{}", e.message),
+            _ => {}
+        }
+    }
+    s.end().await.expect("the session ends cleanly");
+}
+
 fn assert_protocol_error(message: &str, about: &str) {
     assert!(
         message.contains(PEER) && message.contains("broke the protocol"),
@@ -81,18 +98,7 @@ async fn an_entry_of_2_pow_63_bytes_is_planned_as_one_range_and_the_session_goes
     })
     .await;
     assert!(file_done(&mut s, 2).await.is_some());
-    s.send(Frame::EndOfEntries).await;
-    loop {
-        match s.recv().await.expect("a summary") {
-            Frame::Finished(sum) => {
-                assert_eq!((sum.files, sum.failed), (1, 2));
-                break;
-            }
-            Frame::Error(e) => panic!("{}", e.message),
-            _ => {}
-        }
-    }
-    s.end().await.expect("the session ends cleanly");
+    finish(s, 1, 2).await;
     assert_eq!(std::fs::read(out.join("small")).unwrap(), b"hello");
     assert!(hostile::peak_rss() < RSS_CEILING);
 }
@@ -343,17 +349,6 @@ async fn an_honest_compressed_block_is_written_and_checked() {
     s.send_header(&packed_header(bs, bs, 0, &data, bs as u32), &packed)
         .await;
     assert_eq!(file_done(&mut s, 1).await, None);
-    s.send(Frame::EndOfEntries).await;
-    loop {
-        match s.recv().await.expect("a summary") {
-            Frame::Finished(sum) => {
-                assert_eq!((sum.files, sum.failed), (1, 0));
-                break;
-            }
-            Frame::Error(e) => panic!("{}", e.message),
-            _ => {}
-        }
-    }
-    s.end().await.expect("the session ends cleanly");
+    finish(s, 1, 0).await;
     assert_eq!(std::fs::read(&out).unwrap(), data);
 }

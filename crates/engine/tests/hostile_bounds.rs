@@ -282,6 +282,19 @@ async fn overlapping_plan_ranges_end_the_session_at_the_source() {
     assert!(s.result().await.is_err());
 }
 
+/// A session into `out` with one file of one block of text announced and planned: the
+/// session, the block's bytes, and the block compressed.
+async fn one_text_block(out: &std::path::Path) -> (FakeSource, Vec<u8>, Vec<u8>) {
+    let mut s = FakeSource::start(opts(), dest(out, 1));
+    let bs = s.bs;
+    let data: Vec<u8> = (0..bs).map(|i| b"hetch,"[i as usize % 6]).collect();
+    s.send(Frame::Entries(vec![hostile::file(1, "f", bs)]))
+        .await;
+    let _plan = s.recv().await.unwrap();
+    let packed = zstd::bulk::compress(&data, 3).unwrap();
+    (s, data, packed)
+}
+
 /// A compressed block of file 1 (a file of `len` bytes), declaring `raw_len`.
 fn packed_header(len: u64, bs: u64, block: u64, bytes: &[u8], raw_len: u32) -> DataHeader {
     DataHeader {
@@ -304,13 +317,8 @@ async fn compressed_blocks_that_lie_about_their_length_end_the_session() {
     for case in ["longer", "shorter", "bomb", "garbage"] {
         let t = tempfile::tempdir().unwrap();
         let out = t.path().join("out");
-        let mut s = FakeSource::start(opts(), dest(&out, 1));
+        let (mut s, data, packed) = one_text_block(&out).await;
         let bs = s.bs;
-        let data: Vec<u8> = (0..bs).map(|i| b"hetch,"[i as usize % 6]).collect();
-        s.send(Frame::Entries(vec![hostile::file(1, "f", bs)]))
-            .await;
-        let _plan = s.recv().await.unwrap();
-        let packed = zstd::bulk::compress(&data, 3).unwrap();
         let (payload, raw_len, about) = match case {
             "longer" => (packed, bs as u32 - 1, "inflate"),
             "shorter" => (
@@ -339,13 +347,8 @@ async fn compressed_blocks_that_lie_about_their_length_end_the_session() {
 async fn an_honest_compressed_block_is_written_and_checked() {
     let t = tempfile::tempdir().unwrap();
     let out = t.path().join("out");
-    let mut s = FakeSource::start(opts(), dest(&out, 1));
+    let (mut s, data, packed) = one_text_block(&out).await;
     let bs = s.bs;
-    let data: Vec<u8> = (0..bs).map(|i| b"hetch,"[i as usize % 6]).collect();
-    s.send(Frame::Entries(vec![hostile::file(1, "f", bs)]))
-        .await;
-    let _plan = s.recv().await.unwrap();
-    let packed = zstd::bulk::compress(&data, 3).unwrap();
     s.send_header(&packed_header(bs, bs, 0, &data, bs as u32), &packed)
         .await;
     assert_eq!(file_done(&mut s, 1).await, None);

@@ -19,7 +19,7 @@
 #   --idle-wait S before each timed run, wait up to S seconds (default 30; 0: never) for
 #                 other processes to use < 25% of the CPUs (the machine may be shared)
 #   --no-fresh-fs write cold-case destinations into WORK/dst itself. By default each cold
-#                 run writes into a new ext4 file system (journal on, as on a server) made
+#                 run of 10,000 files or more writes into a new ext4 file system (journal on, as on a server) made
 #                 for it in WORK/cold-fs.img on a loop device with direct I/O: on the
 #                 work disk's file system (ext4 without a journal here) creating files
 #                 soon after another tool deleted thousands costs each creation a scan
@@ -141,10 +141,12 @@ drop_fresh_fs() {
     if [ -n "$FRESH_DEV" ]; then losetup -d "$FRESH_DEV" 2>/dev/null || true; FRESH_DEV=""; fi
     rm -f "$FRESH_IMG"
 }
-fresh_fs() {   # fresh_fs BYTES: a new, empty ext4 at $DST/fs with room for BYTES
+fresh_fs() {   # fresh_fs BYTES FILES: a new, empty ext4 at $DST/fs with room for BYTES,
+               # for 10,000 files or more (only many deletions slow creation down; a loop
+               # device would change how large files are written and read back)
     drop_fresh_fs
     mkdir -p "$DST/fs"
-    [ "$FRESH_FS" = 1 ] || return 0
+    [ "$FRESH_FS" = 1 ] && [ "$2" -ge 10000 ] || return 0
     local size=$(( 3 * $1 + (1 << 30) ))
     truncate -s "$size" "$FRESH_IMG"
     # Inode tables and journal written now, not by a background thread during the run.
@@ -570,7 +572,7 @@ fi
 cold_case() {   # cold_case CASE SRC FILES BYTES
     local case=$1 src=$2 files=$3 bytes=$4 run tool
     log "== $case: $files files, $bytes bytes, caches dropped, final sync timed"
-    if [ "$FRESH_FS" = 1 ]; then
+    if [ "$FRESH_FS" = 1 ] && [ "$files" -ge 10000 ]; then
         meta cold.fs "each run into a new ext4 (mkfs.ext4 -N 131072, journal on) on a loop device with direct I/O over WORK/cold-fs.img, mounted at WORK/dst/fs"
     else
         meta cold.fs "WORK/dst on the work disk's own file system"
@@ -585,7 +587,7 @@ cold_case() {   # cold_case CASE SRC FILES BYTES
     meta cmd.gridftp "$GRIDFTP_CMD"
     for run in $(seq 1 "$RUNS"); do
         for tool in ${COLD_TOOLS//,/ }; do
-            fresh_fs "$bytes"
+            fresh_fs "$bytes" "$files"
             local d="$DST/fs/$case-$tool-$run" name="fs/$case-$tool-$run"
             case $tool in
                 hetch) run_point "$case" hetch "$run" cold "$src" "$d" "$files" "$bytes" -- \

@@ -611,9 +611,10 @@ cold_case() {   # cold_case CASE SRC FILES BYTES
                 gridftp) run_point "$case" gridftp "$run" cold "$src" "$d" "$files" "$bytes" -- do_gridftp "$src" "$d" ;;
                 *) die "COLD_TOOLS: unknown tool $tool" ;;
             esac
-            # Without a fresh file system per run, many small files are kept until the
-            # case ends (see --no-fresh-fs).
-            if [ "$FRESH_FS" = 0 ] && [ "$files" -lt 10000 ]; then rm -rf "$d"; fi
+            # Many small files are kept until the case ends (without a fresh file system
+            # per run, deleting them would slow down whoever creates files next: see
+            # --no-fresh-fs); fewer, larger files go at once (disk space).
+            if [ "$files" -lt 10000 ]; then rm -rf "$d"; fi
         done
     done
     rm -rf "$DST/fs/$case"-*

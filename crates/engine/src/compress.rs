@@ -184,8 +184,9 @@ impl Backoff {
     }
 }
 
-/// Compresses `src` into `out`, writing at most `room` bytes; the length written, or
-/// `None` when it does not fit (or zstd failed).
+/// Compresses `src` into `out`; the length written, or `None` when it is not below
+/// `room` bytes (or zstd failed). zstd writes into `out`'s spare capacity, which is at
+/// least `room` and bounds the output, so the buffer is not zeroed for every block.
 fn compress_bounded(
     cctx: &mut zstd::bulk::Compressor<'static>,
     src: &[u8],
@@ -193,10 +194,9 @@ fn compress_bounded(
     room: usize,
 ) -> Option<usize> {
     out.clear();
-    out.resize(room, 0);
-    let n = cctx.compress_to_buffer(src, &mut out[..]).ok()?;
-    out.truncate(n);
-    (n > 0 && n < src.len()).then_some(n)
+    out.reserve(room);
+    let n = cctx.compress_to_buffer(src, out).ok()?;
+    (n > 0 && n < room).then_some(n)
 }
 
 /// Auto's rule: compress while the link is the bottleneck and this host compresses

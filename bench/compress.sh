@@ -82,8 +82,8 @@ push() {
     SERVE_PID=$!
     for _ in $(seq 200); do grep -q 'token in' "$SERVE_LOG" && break; sleep 0.05; done
     grep -q 'token in' "$SERVE_LOG" || { cat "$SERVE_LOG" >&2; die "hetch serve did not start"; }
-    fp=$(sed -n 's/.*fingerprint \(sha256:[0-9a-f]*\).*/\1/p' "$SERVE_LOG" | head -n 1)
-    tok=$(cat "$(sed -n 's/.*token in \(.*\)$/\1/p' "$SERVE_LOG" | head -n 1)")
+    fp=$(serve_fingerprint "$SERVE_LOG")
+    tok=$(serve_token "$SERVE_LOG")
     c0=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat)
     # shellcheck disable=SC2086
     HETCH_TOKEN=$tok $cpre "$HETCH" cp -q --json --compress "$mode" --fingerprint "$fp" "$src" \

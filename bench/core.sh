@@ -337,8 +337,8 @@ start_hetch() {   # start_hetch ROOT: a fresh hetch server on a spare port
         kill -0 "$HETCH_PID" 2>/dev/null || { cat "$log" >&2; die "hetch serve exited"; }
         sleep 0.05
     done
-    HETCH_FP=$(sed -n 's/.*fingerprint \(sha256:[0-9a-f]*\).*/\1/p' "$log" | head -n 1)
-    HETCH_TOK=$(cat "$(sed -n 's/.*token in \(.*\)$/\1/p' "$log" | head -n 1)")
+    HETCH_FP=$(serve_fingerprint "$log")
+    HETCH_TOK=$(serve_token "$log")
     [ -n "$HETCH_FP" ] && [ -n "$HETCH_TOK" ] || { cat "$log" >&2; die "could not read fingerprint/token from hetch serve"; }
 }
 stop_hetch() { stop_pid "$HETCH_PID"; HETCH_PID=""; }

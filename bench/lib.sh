@@ -35,6 +35,11 @@ drop_caches() {
     if [ "$CAN_DROP" = 1 ]; then echo 3 >/proc/sys/vm/drop_caches; fi
 }
 
+# What a starting `hetch serve` printed on stderr (its log): the server's fingerprint,
+# and the token it wrote to the file it names.
+serve_fingerprint() { sed -n 's/.*fingerprint \(sha256:[0-9a-f]*\).*/\1/p' "$1" | head -n 1; }
+serve_token() { cat "$(sed -n 's/.*token in \(.*\)$/\1/p' "$1" | head -n 1)"; }
+
 count_tree() {   # prints "FILES BYTES" of regular files under a path ("0 0" if missing)
     { find "$1" -type f -printf '%s\n' 2>/dev/null || true; } | awk '{n++; s+=$1} END {printf "%.0f %.0f\n", n, s}'
 }

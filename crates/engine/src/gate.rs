@@ -9,15 +9,26 @@ use std::sync::{Condvar, Mutex};
 /// A blocking counting semaphore.
 #[derive(Debug)]
 pub(crate) struct Gate {
-    free: Mutex<usize>,
+    places: Mutex<Places>,
     opened: Condvar,
+}
+
+#[derive(Debug)]
+struct Places {
+    free: usize,
+    /// Threads waiting for a place: only then does a release wake one (a condition
+    /// variable's notify is a system call even when nobody waits, once per block).
+    waiting: usize,
 }
 
 impl Gate {
     /// A gate that lets `n` (at least one) threads through at once.
     pub fn new(n: usize) -> Self {
         Gate {
-            free: Mutex::new(n.max(1)),
+            places: Mutex::new(Places {
+                free: n.max(1),
+                waiting: 0,
+            }),
             opened: Condvar::new(),
         }
     }
@@ -25,18 +36,23 @@ impl Gate {
     /// Runs `f` once a place is free. Call from blocking threads only.
     pub fn run<T>(&self, f: impl FnOnce() -> T) -> T {
         {
-            let mut free = self.free.lock().expect("gate lock");
-            while *free == 0 {
-                free = self.opened.wait(free).expect("gate lock");
+            let mut p = self.places.lock().expect("gate lock");
+            while p.free == 0 {
+                p.waiting += 1;
+                p = self.opened.wait(p).expect("gate lock");
+                p.waiting -= 1;
             }
-            *free -= 1;
+            p.free -= 1;
         }
         // Give the place back even if `f` panics.
         struct Release<'a>(&'a Gate);
         impl Drop for Release<'_> {
             fn drop(&mut self) {
-                *self.0.free.lock().expect("gate lock") += 1;
-                self.0.opened.notify_one();
+                let mut p = self.0.places.lock().expect("gate lock");
+                p.free += 1;
+                if p.waiting > 0 {
+                    self.0.opened.notify_one();
+                }
             }
         }
         let _release = Release(self);

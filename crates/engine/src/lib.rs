@@ -37,6 +37,7 @@ mod pool;
 mod progress;
 pub mod ranges;
 mod rate;
+mod readers;
 mod session;
 mod sink;
 mod source;

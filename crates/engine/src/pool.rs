@@ -50,14 +50,30 @@ impl BufferPool {
     /// A buffer of exactly `len` bytes (contents unspecified), waiting while the budget
     /// is used up. `len` larger than the budget is capped at the budget's class.
     pub async fn get(&self, len: usize) -> PooledBuf {
-        let class = Self::class(len).min(self.budget.next_power_of_two());
-        let units = (class / UNIT).min(self.budget / UNIT) as u32;
+        let (class, units) = self.size(len);
         let permit = self
             .permits
             .clone()
             .acquire_many_owned(units)
             .await
             .expect("pool semaphore is never closed");
+        self.lend(len, class, permit)
+    }
+
+    /// [`BufferPool::get`] without waiting: `None` while the budget is used up.
+    pub fn try_get(&self, len: usize) -> Option<PooledBuf> {
+        let (class, units) = self.size(len);
+        let permit = self.permits.clone().try_acquire_many_owned(units).ok()?;
+        Some(self.lend(len, class, permit))
+    }
+
+    /// The size class of a buffer of `len` bytes, and the permits it takes.
+    fn size(&self, len: usize) -> (usize, u32) {
+        let class = Self::class(len).min(self.budget.next_power_of_two());
+        (class, (class / UNIT).min(self.budget / UNIT) as u32)
+    }
+
+    fn lend(&self, len: usize, class: usize, permit: OwnedSemaphorePermit) -> PooledBuf {
         let mut buf = {
             let mut shelf = self.shelf.lock().expect("pool lock");
             match shelf.free.get_mut(&class).and_then(|v| v.pop()) {
@@ -150,6 +166,17 @@ mod tests {
         assert_eq!(c.as_ptr(), ptr, "buffer was not reused");
         drop((b, c));
         assert!(pool.shelf.lock().unwrap().shelved <= 256 << 10);
+    }
+
+    #[tokio::test]
+    async fn try_get_lends_only_what_the_budget_has_free() {
+        let pool = BufferPool::new(256 << 10);
+        let a = pool.try_get(100 << 10).expect("budget free");
+        let b = pool.try_get(100 << 10).expect("budget free");
+        assert!(pool.try_get(1).is_none(), "lent more than its budget");
+        drop(a);
+        assert_eq!(pool.try_get(5).map(|c| c.len()), Some(5));
+        drop(b);
     }
 
     #[tokio::test]

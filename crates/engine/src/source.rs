@@ -7,7 +7,6 @@
 //! blocks in flight by the buffer pool.
 
 use std::collections::HashMap;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -39,7 +38,7 @@ const ENTRY_WINDOW: usize = 16 * 1024;
 const ENTRY_BATCH: usize = 1024;
 /// Blocks a reader takes from one job before putting the rest back, so that the blocks
 /// of one big file are read by all readers at once.
-const BLOCKS_PER_TURN: u64 = 4;
+pub(crate) const BLOCKS_PER_TURN: u64 = 4;
 
 /// An entry the sink has not finished yet.
 pub(crate) struct Announced {
@@ -78,7 +77,7 @@ pub(crate) struct Job {
 }
 
 /// A block ready for a data stream.
-struct OutBlock {
+pub(crate) struct OutBlock {
     header: DataHeader,
     len: u64,
     payload: Option<PooledBuf>,
@@ -91,12 +90,12 @@ pub(crate) struct Shared {
     pub announced: Mutex<HashMap<u64, Announced>>,
     pub window: Semaphore,
     pub jobs: (async_channel::Sender<Job>, async_channel::Receiver<Job>),
-    pool: BufferPool,
+    pub(crate) pool: BufferPool,
     /// Compresses blocks on the wire, when the session asks for it.
     packer: Option<Packer>,
     corrupt_left: AtomicU64,
     /// Bounds the threads hashing at once.
-    gate: Gate,
+    pub(crate) gate: Gate,
     /// The next entry id.
     pub next_id: AtomicU64,
     /// Where followed trees announce entries after the first listing (`None` once the
@@ -267,7 +266,11 @@ pub async fn run_source_from(
     // exactly when the last reader is done.
     let mut readers = JoinSet::new();
     for _ in 0..n_readers {
-        readers.spawn(reader(shared.clone(), data_tx.clone(), ctl_tx.clone()));
+        readers.spawn(crate::readers::reader(
+            shared.clone(),
+            data_tx.clone(),
+            ctl_tx.clone(),
+        ));
     }
     drop(data_tx);
     tasks.spawn(async move {
@@ -719,155 +722,11 @@ async fn remove_source(shared: &Shared, abs: PathBuf) {
     }
 }
 
-async fn reader(
-    shared: Arc<Shared>,
-    data: async_channel::Sender<OutBlock>,
-    ctl: mpsc::Sender<Frame>,
-) -> Result<(), EngineError> {
-    let bs = shared.opts.block_size;
-    let mut backoff = Backoff::default();
-    while let Ok(job) = shared.jobs.1.recv().await {
-        let turn_end = job.end.min(job.start + BLOCKS_PER_TURN);
-        if turn_end < job.end {
-            let rest = Job {
-                file: job.file,
-                start: turn_end,
-                end: job.end,
-                cover: job.cover,
-            };
-            let _ = shared.jobs.0.send(rest).await;
-        }
-        let (abs, size, origin, identity, kept) = {
-            let ann = shared.announced.lock().expect("announced lock");
-            match ann.get(&job.file) {
-                Some(a) => (
-                    a.abs.clone(),
-                    a.size,
-                    a.origin.clone(),
-                    a.identity,
-                    a.handle.as_ref().map(|h| h.file.clone()),
-                ),
-                None => continue, // finished or failed meanwhile
-            }
-        };
-        if let Some(o) = origin {
-            let turn = Job {
-                end: turn_end,
-                ..job
-            };
-            if !read_origin(&shared, &turn, size, &*o, &data, &ctl, &mut backoff).await {
-                return Ok(());
-            }
-            continue;
-        }
-        let opened = {
-            let abs = abs.clone();
-            // Ask for this turn's blocks and the next turn's at once, so that the disk
-            // works ahead while blocks are hashed and sent (one big file is read by all
-            // readers, each at its own offset, which defeats ordinary readahead).
-            let ahead = (
-                job.start * bs,
-                (turn_end + BLOCKS_PER_TURN).min(job.end) * bs,
-            );
-            let root = shared.opts.served_root.clone();
-            tokio::task::spawn_blocking(move || {
-                let f = match kept {
-                    Some(f) => f,
-                    None => Arc::new(open_source(&abs, root.as_deref())?),
-                };
-                if size > bs {
-                    hetch_storage::meta::advise_willneed(&f, ahead.0, ahead.1 - ahead.0);
-                }
-                Ok::<_, std::io::Error>(f)
-            })
-            .await
-            .expect("open task panicked")
-        };
-        let file = match opened {
-            Ok(f) => f,
-            Err(e) => {
-                let message = format!("{}: {e}", abs.display());
-                shared.read_failed(job.file, message, &ctl).await;
-                continue;
-            }
-        };
-        if identity.is_some() {
-            keep_open(&shared, job.file, &file, turn_end < job.end);
-        }
-        let blocks = integrity::block_count(size, bs);
-        for index in job.start..turn_end {
-            let len = integrity::block_len(size, bs, index);
-            let mut buf = shared.pool.get(len as usize).await;
-            let f = file.clone();
-            let sh = shared.clone();
-            let path = abs.clone();
-            let try_pack = wants_pack(&shared, &data, &mut backoff, job.file);
-            let read = tokio::task::spawn_blocking(move || {
-                let r = f.read_exact_at(&mut buf[..], index * bs);
-                let zero = r.is_ok() && is_zero(&buf);
-                let algo = sh.opts.checksum;
-                let digest = sh.gate.run(|| algo.block_digest(size, bs, index, &buf));
-                let packed = (try_pack && r.is_ok() && !zero).then(|| pack(&sh, &mut buf));
-                // The block is good only if the file is still the one listed after it
-                // was read: checked before it is queued, so a torn copy cannot finish.
-                let last = index + 1 == blocks;
-                let changed = match (&r, identity) {
-                    (Err(e), Some(_)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                        Some(format!("{} (shrank)", crate::changed::CHANGED))
-                    }
-                    (Ok(()), Some(listed)) => crate::changed::check_open(&f, &listed)
-                        .unwrap_or_else(|e| Some(e.to_string()))
-                        .or_else(|| {
-                            last.then(|| crate::changed::check_path(&path, &listed))
-                                .flatten()
-                        }),
-                    _ => None,
-                };
-                r.map(|_| (buf, zero, digest, packed, changed))
-            })
-            .await
-            .expect("read task panicked");
-            let (buf, zero, digest, packed) = match read {
-                Ok((buf, zero, digest, packed, None)) => {
-                    packed.inspect(|&p| backoff.tried(p));
-                    (buf, zero, digest, packed == Some(true))
-                }
-                Ok((_, _, _, _, Some(why))) => {
-                    crate::changed::changed(&shared, job.file, &abs, &why, &ctl).await;
-                    break;
-                }
-                Err(e) => {
-                    let why = if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                        "file shrank while being read".to_string()
-                    } else {
-                        e.to_string()
-                    };
-                    let message = format!("{}: {why}", abs.display());
-                    shared.read_failed(job.file, message, &ctl).await;
-                    break;
-                }
-            };
-            let block = ReadBlock {
-                index,
-                len,
-                buf,
-                zero,
-                packed,
-                digest,
-            };
-            if !queue_block(&shared, &job, size, block, &data, &ctl).await {
-                return Ok(());
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Opens a listed file (on a blocking thread): never through a symlink, and on a
 /// server only below its root. Whether it is still the file the listing saw is
 /// checked after each block is read (see `changed.rs`): that check compares the whole
 /// identity, inode included, so checking at the open too would only cost a syscall.
-fn open_source(
+pub(crate) fn open_source(
     abs: &std::path::Path,
     root: Option<&std::path::Path>,
 ) -> std::io::Result<std::fs::File> {
@@ -882,7 +741,7 @@ fn open_source(
 /// that they are read through the same handle; lets it go with the job's last turn.
 /// Handles kept are bounded: beyond the bound, the next turn opens the file again
 /// (and checks that it is still the one listed).
-fn keep_open(shared: &Shared, id: u64, file: &Arc<std::fs::File>, more: bool) {
+pub(crate) fn keep_open(shared: &Shared, id: u64, file: &Arc<std::fs::File>, more: bool) {
     let mut ann = shared.announced.lock().expect("announced lock");
     let Some(a) = ann.get_mut(&id) else { return };
     if !more {
@@ -893,21 +752,21 @@ fn keep_open(shared: &Shared, id: u64, file: &Arc<std::fs::File>, more: bool) {
 }
 
 /// A block read and hashed.
-struct ReadBlock {
-    index: u64,
-    len: u64,
-    buf: PooledBuf,
-    zero: bool,
+pub(crate) struct ReadBlock {
+    pub index: u64,
+    pub len: u64,
+    pub buf: PooledBuf,
+    pub zero: bool,
     /// `buf` holds the block compressed (see `compress.rs`).
-    packed: bool,
-    digest: integrity::Digest,
+    pub packed: bool,
+    pub digest: integrity::Digest,
 }
 
 /// Whether to try compressing the next block of `file`: the session compresses, its
 /// mode wants it now (`auto`: blocks wait for the network, a quarter of the blocks the
 /// queue can hold being in it: what the buffer budget allows, at most the queue's
 /// capacity), and this reader's back-off from blocks that did not shrink allows.
-fn wants_pack(
+pub(crate) fn wants_pack(
     sh: &Shared,
     data: &async_channel::Sender<OutBlock>,
     backoff: &mut Backoff,
@@ -922,7 +781,7 @@ fn wants_pack(
 
 /// Compresses a read and hashed block in place if that pays (under the hashing gate:
 /// it is CPU work of the same kind). True if it did.
-fn pack(sh: &Shared, buf: &mut PooledBuf) -> bool {
+pub(crate) fn pack(sh: &Shared, buf: &mut PooledBuf) -> bool {
     sh.packer
         .as_ref()
         .is_some_and(|p| sh.gate.run(|| p.pack(buf)))
@@ -930,7 +789,7 @@ fn pack(sh: &Shared, buf: &mut PooledBuf) -> bool {
 
 /// Hands a read block on: to the data streams, or as a `Cover` when pieces carried its
 /// bytes already. False when the session is over.
-async fn queue_block(
+pub(crate) async fn queue_block(
     shared: &Shared,
     job: &Job,
     size: u64,
@@ -988,7 +847,7 @@ async fn queue_block(
 
 /// Reads blocks `job.start..job.end` of an origin's file, hashes and queues them.
 /// False when the session is over.
-async fn read_origin(
+pub(crate) async fn read_origin(
     shared: &Arc<Shared>,
     job: &Job,
     size: u64,

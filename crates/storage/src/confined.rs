@@ -22,11 +22,11 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, Metadata};
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
@@ -45,6 +45,13 @@ pub enum Links {
 
 /// Set once `openat2` turned out to be missing (or by tests, to exercise the walk).
 static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
+
+/// Whether this process can name a file through `/proc/self/fd` (see
+/// [`Dir::link_anonymous`]); looked at once.
+fn proc_fd_links() -> bool {
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| Path::new("/proc/self/fd").is_dir())
+}
 
 /// Test hook: resolve as on kernels without `openat2` (a component-by-component walk).
 #[doc(hidden)]
@@ -205,6 +212,40 @@ impl Dir {
     pub fn rename(&self, from: &OsStr, to: &OsStr) -> Result<(), StorageError> {
         let (from, to) = (self.one(from)?, self.one(to)?);
         rfs::renameat(self.fd(), from, self.fd(), to).map_err(|e| self.error(to, e.into()))
+    }
+
+    /// Creates a file with no name in this directory (`O_TMPFILE`), to be named with
+    /// [`Dir::link_anonymous`] once complete. `None` where the file system or the
+    /// kernel cannot (or names cannot be given through `/proc/self/fd`).
+    pub fn create_anonymous(&self, mode: u32) -> Result<Option<File>, StorageError> {
+        if !proc_fd_links() {
+            return Ok(None);
+        }
+        let flags = OFlags::RDWR | OFlags::TMPFILE | OFlags::CLOEXEC;
+        match rfs::openat(self.fd(), ".", flags, Mode::from_raw_mode(mode)) {
+            Ok(fd) => Ok(Some(File::from(fd))),
+            // No O_TMPFILE here: older kernels (EISDIR) and file systems (EOPNOTSUPP).
+            Err(Errno::OPNOTSUPP) | Err(Errno::ISDIR) | Err(Errno::INVAL) => Ok(None),
+            Err(e) => Err(StorageError::io(&self.shown, e.into())),
+        }
+    }
+
+    /// Gives `file`, made by [`Dir::create_anonymous`] on this directory, the name
+    /// `name` (one component). Fails with `AlreadyExists` when something has that name
+    /// (a symlink there is not followed): the caller then renames over it.
+    pub fn link_anonymous(&self, file: &File, name: &OsStr) -> Result<(), StorageError> {
+        let name = self.one(name)?;
+        // Through the magic link of our own descriptor: linking with AT_EMPTY_PATH would
+        // need CAP_DAC_READ_SEARCH.
+        let own = format!("/proc/self/fd/{}", file.as_raw_fd());
+        rfs::linkat(
+            rfs::CWD,
+            own.as_str(),
+            self.fd(),
+            name,
+            AtFlags::SYMLINK_FOLLOW,
+        )
+        .map_err(|e| self.error(name, e.into()))
     }
 
     /// Removes file or symlink `name` (one component); a missing one is not an error.

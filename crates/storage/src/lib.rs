@@ -9,6 +9,7 @@
 //! - [`part`]: the receiving side's temporary "part" file, written with positional writes
 //!   and renamed into place only when complete and checked.
 //! - [`journal`]: the per-file record of verified block digests that makes resume work.
+//! - [`direct`]: reads that bypass the page cache, to check what a device holds.
 //! - [`leftovers`]: finding and removing part files and journals no transfer holds.
 //!
 //! The contract every backend will share (list, stat, read_at, write_at, finalize) is
@@ -17,6 +18,7 @@
 #![deny(missing_docs)]
 
 pub mod confined;
+pub mod direct;
 mod error;
 pub mod journal;
 pub mod leftovers;

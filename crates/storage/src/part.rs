@@ -112,6 +112,8 @@ pub struct PartFile {
     part: OsString,
     /// The part file's path, for messages.
     path: PathBuf,
+    /// Made with [`PartFile::open_anonymous`]: no name until it is finalized.
+    anonymous: bool,
 }
 
 impl PartFile {
@@ -143,7 +145,29 @@ impl PartFile {
             dir: dir.clone(),
             name: name.to_os_string(),
             part,
+            anonymous: false,
         })
+    }
+
+    /// A new part file for `name` in `dir` that has no name at all until
+    /// [`PartFile::finalize`] links it under `name` (`O_TMPFILE`): creating it adds no
+    /// directory entry, finishing it adds one (instead of adding, renaming and
+    /// removing one), nothing can clean it up while it is written, and an interruption
+    /// leaves nothing behind. For a file that will not be resumed (it keeps no
+    /// journal). `None` where the file system cannot: use [`PartFile::open`].
+    pub fn open_anonymous(dir: &Dir, name: &OsStr) -> Result<Option<Self>, StorageError> {
+        let Some(file) = dir.create_anonymous(0o600)? else {
+            return Ok(None);
+        };
+        let part = part_name(name);
+        Ok(Some(PartFile {
+            file,
+            path: dir.path().join(&part),
+            dir: dir.clone(),
+            name: name.to_os_string(),
+            part,
+            anonymous: true,
+        }))
     }
 
     /// Turns this handle's shared hold (see [`crate::leftovers`]) into an exclusive
@@ -228,6 +252,16 @@ impl PartFile {
         Ok(())
     }
 
+    /// Reads `buf.len()` bytes at `offset` straight from the device (`O_DIRECT`,
+    /// which first writes out what the page cache holds of the range): one call instead
+    /// of [`PartFile::prepare_read_back`] and [`PartFile::read_back`], for a file whose
+    /// writes are over (the descriptor reads and writes directly meanwhile). Bytes past
+    /// the end of the file read as zeros. `Ok(false)`: the file system or the
+    /// alignment does not allow it, nothing was read; use the other two.
+    pub fn read_back_direct(&self, offset: u64, buf: &mut [u8]) -> Result<bool, StorageError> {
+        crate::direct::read_exact_at(&self.file, offset, buf).at(&self.path)
+    }
+
     /// Applies mode and mtime, stores the digest, optionally flushes to stable storage,
     /// renames the file over its final name and, with `journaled`, removes its journal.
     /// Takes `&self`: another task may still hold the file for a moment (a growing
@@ -250,7 +284,12 @@ impl PartFile {
         if fsync {
             self.file.sync_data().at(p)?;
         }
-        match self.dir.rename(&self.part, &self.name) {
+        let named = self.anonymous && self.link_anonymous()?;
+        match if named {
+            Ok(())
+        } else {
+            self.dir.rename(&self.part, &self.name)
+        } {
             Ok(()) => {}
             Err(StorageError::Io { source, .. }) if source.raw_os_error() == Some(libc::EISDIR) => {
                 return Err(StorageError::WrongType {
@@ -264,6 +303,23 @@ impl PartFile {
             return Ok(());
         }
         self.dir.remove_file(&journal_name(&self.name))
+    }
+
+    /// Names an anonymous part file: under its final name when that is free (true);
+    /// otherwise (a file to replace, or whatever else is there) under the part name,
+    /// to be renamed over it (false).
+    fn link_anonymous(&self) -> Result<bool, StorageError> {
+        match self.dir.link_anonymous(&self.file, &self.name) {
+            Ok(()) => Ok(true),
+            Err(StorageError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::AlreadyExists =>
+            {
+                self.dir.remove_file(&self.part)?;
+                self.dir.link_anonymous(&self.file, &self.part)?;
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Creates (replacing any old one) the journal of this file, next to it.
@@ -381,6 +437,66 @@ mod tests {
         assert_eq!(md.mode() & 0o7777, 0o640);
         assert_eq!((md.mtime(), md.mtime_nsec()), (1_600_000_000, 123));
         assert!(!part_path(&fin).exists());
+    }
+
+    #[test]
+    fn an_anonymous_part_file_has_no_name_until_it_is_finalized() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = Dir::open(t.path()).unwrap();
+        let Some(part) = PartFile::open_anonymous(&dir, OsStr::new("new.bin")).unwrap() else {
+            eprintln!("no O_TMPFILE on this file system; skipped");
+            return;
+        };
+        part.write_at(0, b"fresh").unwrap();
+        assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 0);
+        let m = FinalMeta {
+            mode: 0o640,
+            mtime_sec: 1_600_000_000,
+            mtime_nsec: 5,
+        };
+        part.finalize(m, None, false, false).unwrap();
+        let fin = t.path().join("new.bin");
+        assert_eq!(std::fs::read(&fin).unwrap(), b"fresh");
+        let md = std::fs::metadata(&fin).unwrap();
+        assert_eq!(md.mode() & 0o7777, 0o640);
+        assert_eq!((md.mtime(), md.mtime_nsec()), (1_600_000_000, 5));
+        let names: Vec<_> = std::fs::read_dir(t.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "only the final name: {names:?}");
+    }
+
+    #[test]
+    fn an_anonymous_part_file_replaces_a_file_or_a_symlink_without_following_it() {
+        let t = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        std::fs::write(t.path().join("old.bin"), b"old contents").unwrap();
+        std::os::unix::fs::symlink(&victim, t.path().join("link")).unwrap();
+        let dir = Dir::open(t.path()).unwrap();
+        let m = FinalMeta {
+            mode: 0o644,
+            mtime_sec: 0,
+            mtime_nsec: 0,
+        };
+        for name in ["old.bin", "link"] {
+            let Some(part) = PartFile::open_anonymous(&dir, OsStr::new(name)).unwrap() else {
+                return; // no O_TMPFILE here (see above)
+            };
+            part.write_at(0, b"new").unwrap();
+            part.finalize(m, None, false, false).unwrap();
+            let fin = t.path().join(name);
+            assert!(std::fs::symlink_metadata(&fin).unwrap().is_file(), "{name}");
+            assert_eq!(std::fs::read(&fin).unwrap(), b"new", "{name}");
+            assert!(!part_path(&fin).exists(), "{name}: no part file left");
+        }
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+        // A directory in the way is refused, as for a named part file.
+        std::fs::create_dir(t.path().join("d")).unwrap();
+        let part = PartFile::open_anonymous(&dir, OsStr::new("d"))
+            .unwrap()
+            .unwrap();
+        let err = part.finalize(m, None, false, false).unwrap_err();
+        assert!(err.to_string().contains("is a directory"), "{err}");
     }
 
     #[test]

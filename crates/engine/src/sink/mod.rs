@@ -9,6 +9,7 @@
 //! counted (`finish`), and the last one finishes its file; a finisher sends the summary
 //! once the source has announced everything and every file is done.
 
+mod batch;
 mod blocks;
 mod compare;
 mod finish;

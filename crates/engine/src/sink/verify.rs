@@ -12,6 +12,7 @@ use hetch_proto::{Frame, Schedule};
 use hetch_storage::StorageError;
 use tokio::sync::mpsc;
 
+use super::batch::{take_batch, MAX_BYTES};
 use super::finish::{block_done, Arrival};
 use super::write::mismatch;
 use super::{IncomingFile, SinkShared};
@@ -36,13 +37,24 @@ pub(crate) async fn verifier(
     sh: Arc<SinkShared>,
     ctl: mpsc::Sender<Frame>,
 ) -> Result<(), EngineError> {
-    while let Ok(job) = sh.verify.1.recv().await {
+    while let Ok(first) = sh.verify.1.recv().await {
+        // Whole files go one at a time; written blocks as many as are waiting.
+        let batch = match first {
+            Job::File(_) => vec![first],
+            Job::Block { .. } => take_batch(first, &sh.verify.1, |job| match job {
+                Job::Block { buf, .. } => buf.as_ref().map_or(0, |b| b.len()),
+                Job::File(_) => MAX_BYTES,
+            }),
+        };
         let s = sh.clone();
-        let counted = matches!(job, Job::File(_)) && sh.opts.schedule == Schedule::File;
-        let replies = tokio::task::spawn_blocking(move || run(&s, job))
+        let counted = batch
+            .iter()
+            .filter(|job| matches!(job, Job::File(_)) && sh.opts.schedule == Schedule::File)
+            .count();
+        let replies = tokio::task::spawn_blocking(move || run_batch(&s, batch))
             .await
             .expect("verify task panicked");
-        if counted {
+        for _ in 0..counted {
             sh.file_checked();
         }
         let replies = replies?;
@@ -55,7 +67,29 @@ pub(crate) async fn verifier(
     Ok(())
 }
 
-fn run(sh: &SinkShared, job: Job) -> Result<Vec<Frame>, EngineError> {
+/// Runs a batch of jobs: the read-backs of all its written blocks are started first,
+/// so that the device reads them together while the first ones are hashed.
+fn run_batch(sh: &SinkShared, batch: Vec<Job>) -> Result<Vec<Frame>, EngineError> {
+    if batch.len() > 1 {
+        for job in &batch {
+            if let Job::Block { file, block, .. } = job {
+                if let Some(inc) = lookup(sh, *file) {
+                    prefetch(&inc, sh.opts.block_size, *block);
+                }
+            }
+        }
+    }
+    let many = batch.len() > 1;
+    let mut replies = Vec::new();
+    for job in batch {
+        let prefetched = many && matches!(job, Job::Block { .. });
+        replies.extend(run(sh, job, prefetched)?);
+    }
+    Ok(replies)
+}
+
+/// Runs one job; `prefetched`: the read-back of its first block was started already.
+fn run(sh: &SinkShared, job: Job, prefetched: bool) -> Result<Vec<Frame>, EngineError> {
     let mut replies = Vec::new();
     let (file, blocks, mut buf) = match job {
         Job::Block {
@@ -82,7 +116,9 @@ fn run(sh: &SinkShared, job: Job) -> Result<Vec<Frame>, EngineError> {
             prefetch(&inc, bs, block);
         }
     };
-    prepare(0);
+    if !prefetched {
+        prepare(0);
+    }
     for (i, &(block, expected)) in blocks.iter().enumerate() {
         // The device reads the next block while this one is hashed.
         prepare(i + 1);

@@ -10,6 +10,7 @@ use hetch_proto::{DataHeader, Frame, Schedule, Verify};
 use hetch_storage::StorageError;
 use tokio::sync::mpsc;
 
+use super::batch::take_batch;
 use super::finish::{block_done, Arrival};
 use super::ledger::{Checked, Refused};
 use super::verify::Job;
@@ -18,18 +19,26 @@ use crate::error::EngineError;
 use crate::pool::PooledBuf;
 use crate::progress::Progress;
 
-/// Takes blocks off the queue and handles each on a blocking thread.
+/// Takes blocks off the queue and handles them on a blocking thread, as many as are
+/// waiting at once (see [`super::batch`]).
 pub(crate) async fn writer(
     sh: Arc<SinkShared>,
     rx: async_channel::Receiver<(DataHeader, Option<PooledBuf>)>,
     ctl: mpsc::Sender<Frame>,
 ) -> Result<(), EngineError> {
-    while let Ok((h, payload)) = rx.recv().await {
+    while let Ok(first) = rx.recv().await {
+        let batch = take_batch(first, &rx, |(_, p)| p.as_ref().map_or(0, |b| b.len()));
         let s = sh.clone();
-        let reply = tokio::task::spawn_blocking(move || handle_block(&s, &h, payload))
-            .await
-            .expect("write task panicked")?;
-        if let Some(frame) = reply {
+        let replies = tokio::task::spawn_blocking(move || {
+            let mut replies = Vec::new();
+            for (h, payload) in batch {
+                replies.extend(handle_block(&s, &h, payload)?);
+            }
+            Ok::<_, EngineError>(replies)
+        })
+        .await
+        .expect("write task panicked")?;
+        for frame in replies {
             if !sh.reply(&ctl, frame).await {
                 return Ok(());
             }

@@ -33,6 +33,12 @@ const JOURNAL_BATCH_BYTES: u64 = 16 << 20;
 /// ... or this many records, so that small blocks do not make a long batch.
 const JOURNAL_BATCH_RECORDS: usize = 256;
 
+/// A single-block file at most this long is read back with one direct read (into a
+/// buffer of its own) rather than through the page cache after dropping its pages
+/// there: on small files the four calls of the latter cost more than the read. Larger
+/// blocks keep the cached path, which needs no buffer beside the block's own.
+const DIRECT_READ_BACK_MAX: u64 = 1 << 20;
+
 /// A destination directory tree.
 pub struct PosixStore {
     spec: DestSpec,
@@ -406,13 +412,28 @@ impl PosixFile {
             // Not sized up front: writes that extend the file in (mostly) ascending
             // order are much cheaper on ext4 than filling a pre-sized sparse file. A
             // file whose zero blocks were skipped is sized when it is committed.
-            inner.part = Some(Arc::new(PartFile::open(&dir, &name, self.resumed)?));
+            let part = match self.single_block() {
+                true => PartFile::open_anonymous(&dir, &name)?,
+                false => None,
+            };
+            let part = match part {
+                Some(p) => p,
+                None => PartFile::open(&dir, &name, self.resumed)?,
+            };
+            inner.part = Some(Arc::new(part));
         }
         let part = inner.part.clone().expect("opened above");
         if self.spec.blocks > 1 && inner.journal.is_none() {
             inner.journal = Some(Arc::new(part.create_journal(&self.header)?));
         }
         Ok(part)
+    }
+
+    /// A file of one block at most, written afresh: it keeps no journal (nothing to
+    /// resume), so its part file needs no name until it is done, and its one block
+    /// is read back directly from the device once written.
+    fn single_block(&self) -> bool {
+        self.spec.blocks <= 1 && !self.spec.growing && !self.resumed
     }
 
     fn open_part(&self) -> Option<Arc<PartFile>> {
@@ -444,13 +465,24 @@ impl StoreFile for PosixFile {
     }
 
     fn prefetch(&self, offset: u64, len: u64) {
+        if self.single_block() && len <= DIRECT_READ_BACK_MAX {
+            return; // read directly (see `read_back`)
+        }
         if let Some(p) = self.open_part() {
             p.prepare_read_back(offset, len);
         }
     }
 
     fn read_back(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
-        self.part()?.read_back(offset, buf)
+        let part = self.part()?;
+        if self.single_block() && buf.len() as u64 <= DIRECT_READ_BACK_MAX {
+            let _one = self.one_writer.lock().expect("write lock");
+            if part.read_back_direct(offset, buf)? {
+                return Ok(());
+            }
+            part.prepare_read_back(offset, buf.len() as u64);
+        }
+        part.read_back(offset, buf)
     }
 
     fn record(&self, block: u64, digest: &Digest, len: u64) -> Result<(), StorageError> {

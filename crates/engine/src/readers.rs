@@ -1,0 +1,384 @@
+//! The source's readers: they take jobs (blocks of a file to send), read and hash
+//! the blocks on blocking threads, and queue them for the data streams.
+//!
+//! A job of one block (a small file, or the last block of a larger one) is read
+//! together with the other one-block jobs waiting at that moment, in one trip to a
+//! blocking thread that opens, reads and hashes them all: on small files the trips
+//! themselves (waking a blocking thread, then the task awaiting it) cost more than
+//! reading the file.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use hetch_integrity::{self as integrity, Digest};
+use hetch_proto::Frame;
+use hetch_storage::walk::Identity;
+use tokio::sync::mpsc;
+
+use crate::compress::Backoff;
+use crate::error::EngineError;
+use crate::pool::PooledBuf;
+use crate::source::{
+    keep_open, open_source, pack, queue_block, read_origin, wants_pack, Job, OutBlock, ReadBlock,
+    Shared, BLOCKS_PER_TURN,
+};
+
+/// Most one-block jobs read in one trip.
+const SMALL_BATCH: usize = 32;
+/// ... and most bytes: what a batch holds in pool buffers before any is sent.
+const SMALL_BATCH_BYTES: u64 = 1 << 20;
+
+/// Reads jobs until the job queue closes.
+pub(crate) async fn reader(
+    shared: Arc<Shared>,
+    data: async_channel::Sender<OutBlock>,
+    ctl: mpsc::Sender<Frame>,
+) -> Result<(), EngineError> {
+    let mut backoff = Backoff::default();
+    let mut next: Option<Job> = None;
+    loop {
+        let job = match next.take() {
+            Some(j) => j,
+            None => match shared.jobs.1.recv().await {
+                Ok(j) => j,
+                Err(_) => return Ok(()),
+            },
+        };
+        let going = if job.end - job.start == 1 {
+            let mut batch = vec![job];
+            while batch.len() < SMALL_BATCH {
+                match shared.jobs.1.try_recv() {
+                    Ok(j) if j.end - j.start == 1 => batch.push(j),
+                    Ok(j) => {
+                        next = Some(j);
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            read_small(&shared, batch, &data, &ctl, &mut backoff).await
+        } else {
+            read_turn(&shared, job, &data, &ctl, &mut backoff).await
+        };
+        if !going {
+            return Ok(());
+        }
+    }
+}
+
+/// What the source knows of a job's file.
+struct Target {
+    abs: PathBuf,
+    size: u64,
+    identity: Option<Identity>,
+    kept: Option<Arc<std::fs::File>>,
+}
+
+/// The file of `job`, unless it finished or failed meanwhile. A file read from an
+/// origin (an object store) is read there at once, and is `None` here too.
+async fn target(
+    shared: &Arc<Shared>,
+    job: &Job,
+    data: &async_channel::Sender<OutBlock>,
+    ctl: &mpsc::Sender<Frame>,
+    backoff: &mut Backoff,
+) -> Result<Option<Target>, ()> {
+    let (t, origin) = {
+        let ann = shared.announced.lock().expect("announced lock");
+        let Some(a) = ann.get(&job.file) else {
+            return Ok(None);
+        };
+        let t = Target {
+            abs: a.abs.clone(),
+            size: a.size,
+            identity: a.identity,
+            kept: a.handle.as_ref().map(|h| h.file.clone()),
+        };
+        (t, a.origin.clone())
+    };
+    match origin {
+        Some(o) => match read_origin(shared, job, t.size, &*o, data, ctl, backoff).await {
+            true => Ok(None),
+            false => Err(()),
+        },
+        None => Ok(Some(t)),
+    }
+}
+
+/// Reads one turn (up to [`BLOCKS_PER_TURN`] blocks) of `job`, queueing the rest of
+/// the job for the next reader. False when the session is over.
+async fn read_turn(
+    shared: &Arc<Shared>,
+    job: Job,
+    data: &async_channel::Sender<OutBlock>,
+    ctl: &mpsc::Sender<Frame>,
+    backoff: &mut Backoff,
+) -> bool {
+    let bs = shared.opts.block_size;
+    let job_end = job.end;
+    let turn_end = job.end.min(job.start + BLOCKS_PER_TURN);
+    if turn_end < job.end {
+        let rest = Job {
+            start: turn_end,
+            ..job
+        };
+        let _ = shared.jobs.0.send(rest).await;
+    }
+    let job = Job {
+        end: turn_end,
+        ..job
+    };
+    let Ok(t) = target(shared, &job, data, ctl, backoff).await else {
+        return false;
+    };
+    let Some(t) = t else { return true };
+    let opened = {
+        let abs = t.abs.clone();
+        let kept = t.kept.clone();
+        let size = t.size;
+        // Ask for this turn's blocks and the next turn's at once, so that the disk
+        // works ahead while blocks are hashed and sent (one big file is read by all
+        // readers, each at its own offset, which defeats ordinary readahead).
+        let ahead = (
+            job.start * bs,
+            (turn_end + BLOCKS_PER_TURN).min(job_end) * bs,
+        );
+        let root = shared.opts.served_root.clone();
+        tokio::task::spawn_blocking(move || {
+            let f = match kept {
+                Some(f) => f,
+                None => Arc::new(open_source(&abs, root.as_deref())?),
+            };
+            if size > bs {
+                hetch_storage::meta::advise_willneed(&f, ahead.0, ahead.1 - ahead.0);
+            }
+            Ok::<_, std::io::Error>(f)
+        })
+        .await
+        .expect("open task panicked")
+    };
+    let file = match opened {
+        Ok(f) => f,
+        Err(e) => {
+            let message = format!("{}: {e}", t.abs.display());
+            shared.read_failed(job.file, message, ctl).await;
+            return true;
+        }
+    };
+    if t.identity.is_some() {
+        keep_open(shared, job.file, &file, turn_end < job_end);
+    }
+    for index in job.start..job.end {
+        let len = integrity::block_len(t.size, bs, index);
+        let buf = shared.pool.get(len as usize).await;
+        let try_pack = wants_pack(shared, data, backoff, job.file);
+        let (sh, f, abs) = (shared.clone(), file.clone(), t.abs.clone());
+        let identity = t.identity;
+        let read = tokio::task::spawn_blocking(move || {
+            read_block(&sh, &f, &abs, t.size, index, identity, try_pack, buf)
+        })
+        .await
+        .expect("read task panicked");
+        match queue_read(shared, &job, &t, index, read, data, ctl, backoff).await {
+            Flow::Next => {}
+            Flow::FileDone => break,
+            Flow::Over => return false,
+        }
+    }
+    true
+}
+
+/// Reads a batch of one-block jobs in one trip to a blocking thread: each file is
+/// opened (unless kept open), read and hashed there. False when the session is over.
+async fn read_small(
+    shared: &Arc<Shared>,
+    batch: Vec<Job>,
+    data: &async_channel::Sender<OutBlock>,
+    ctl: &mpsc::Sender<Frame>,
+    backoff: &mut Backoff,
+) -> bool {
+    let bs = shared.opts.block_size;
+    let mut work = Vec::with_capacity(batch.len());
+    let mut bytes = 0;
+    let mut jobs = batch.into_iter();
+    for job in jobs.by_ref() {
+        let Ok(t) = target(shared, &job, data, ctl, backoff).await else {
+            return false;
+        };
+        let Some(t) = t else { continue };
+        let len = integrity::block_len(t.size, bs, job.start);
+        // The first buffer is waited for; later ones only if free now, so that a
+        // batch never waits holding buffers that others need.
+        let buf = match work.is_empty() {
+            true => shared.pool.get(len as usize).await,
+            false => match shared.pool.try_get(len as usize) {
+                Some(b) if bytes + len <= SMALL_BATCH_BYTES => b,
+                _ => {
+                    // Read on its own turn after this batch.
+                    let _ = shared.jobs.0.send(job).await;
+                    break;
+                }
+            },
+        };
+        bytes += len;
+        let try_pack = wants_pack(shared, data, backoff, job.file);
+        work.push((job, t, buf, try_pack));
+    }
+    for job in jobs {
+        let _ = shared.jobs.0.send(job).await;
+    }
+    if work.is_empty() {
+        return true;
+    }
+    let sh = shared.clone();
+    let root = shared.opts.served_root.clone();
+    let done = tokio::task::spawn_blocking(move || {
+        work.into_iter()
+            .map(|(job, t, buf, try_pack)| {
+                let opened = match &t.kept {
+                    Some(f) => Ok(f.clone()),
+                    None => open_source(&t.abs, root.as_deref()).map(Arc::new),
+                };
+                let read = opened.map(|f| {
+                    let r = read_block(
+                        &sh, &f, &t.abs, t.size, job.start, t.identity, try_pack, buf,
+                    );
+                    (f, r)
+                });
+                (job, t, read)
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .expect("read task panicked");
+    for (job, t, read) in done {
+        let read = match read {
+            Ok((file, read)) => {
+                if t.identity.is_some() {
+                    keep_open(shared, job.file, &file, false); // its only block
+                }
+                read
+            }
+            Err(e) => {
+                let message = format!("{}: {e}", t.abs.display());
+                shared.read_failed(job.file, message, ctl).await;
+                continue;
+            }
+        };
+        if let Flow::Over = queue_read(shared, &job, &t, job.start, read, data, ctl, backoff).await
+        {
+            return false;
+        }
+    }
+    true
+}
+
+/// A block read and hashed on a blocking thread, before it is queued.
+pub(crate) struct Read {
+    buf: PooledBuf,
+    zero: bool,
+    digest: Digest,
+    /// Whether compressing it was tried, and did pay.
+    packed: Option<bool>,
+    /// The file changed while it was read: why.
+    changed: Option<String>,
+}
+
+/// Reads block `index` of `f` (the file at `path`, `size` bytes, listed as `identity`)
+/// into `buf`, hashes it and, if `try_pack`, compresses it. Checks after the read that
+/// the file is still the one listed, so that a torn copy cannot finish.
+#[allow(clippy::too_many_arguments)]
+fn read_block(
+    sh: &Shared,
+    f: &std::fs::File,
+    path: &Path,
+    size: u64,
+    index: u64,
+    identity: Option<Identity>,
+    try_pack: bool,
+    mut buf: PooledBuf,
+) -> std::io::Result<Read> {
+    use std::os::unix::fs::FileExt;
+    let bs = sh.opts.block_size;
+    let r = f.read_exact_at(&mut buf[..], index * bs);
+    let zero = r.is_ok() && crate::session::is_zero(&buf);
+    let algo = sh.opts.checksum;
+    let digest = sh.gate.run(|| algo.block_digest(size, bs, index, &buf));
+    let packed = (try_pack && r.is_ok() && !zero).then(|| pack(sh, &mut buf));
+    let last = index + 1 == integrity::block_count(size, bs);
+    let changed = match (&r, identity) {
+        (Err(e), Some(_)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            Some(format!("{} (shrank)", crate::changed::CHANGED))
+        }
+        (Ok(()), Some(listed)) => crate::changed::check_open(f, &listed)
+            .unwrap_or_else(|e| Some(e.to_string()))
+            .or_else(|| {
+                last.then(|| crate::changed::check_path(path, &listed))
+                    .flatten()
+            }),
+        _ => None,
+    };
+    r.map(|_| Read {
+        buf,
+        zero,
+        digest,
+        packed,
+        changed,
+    })
+}
+
+/// What a reader does after a block.
+enum Flow {
+    /// Goes on with the next block.
+    Next,
+    /// Stops reading this file (it failed or changed).
+    FileDone,
+    /// Stops: the session is over.
+    Over,
+}
+
+/// Queues a block read by [`read_block`], or reports why its file cannot be sent.
+#[allow(clippy::too_many_arguments)]
+async fn queue_read(
+    shared: &Arc<Shared>,
+    job: &Job,
+    t: &Target,
+    index: u64,
+    read: std::io::Result<Read>,
+    data: &async_channel::Sender<OutBlock>,
+    ctl: &mpsc::Sender<Frame>,
+    backoff: &mut Backoff,
+) -> Flow {
+    let read = match read {
+        Ok(r) => r,
+        Err(e) => {
+            let why = if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                "file shrank while being read".to_string()
+            } else {
+                e.to_string()
+            };
+            let message = format!("{}: {why}", t.abs.display());
+            shared.read_failed(job.file, message, ctl).await;
+            return Flow::FileDone;
+        }
+    };
+    if let Some(why) = read.changed {
+        crate::changed::changed(shared, job.file, &t.abs, &why, ctl).await;
+        return Flow::FileDone;
+    }
+    if let Some(p) = read.packed {
+        backoff.tried(p);
+    }
+    let block = ReadBlock {
+        index,
+        len: integrity::block_len(t.size, shared.opts.block_size, index),
+        buf: read.buf,
+        zero: read.zero,
+        packed: read.packed == Some(true),
+        digest: read.digest,
+    };
+    match queue_block(shared, job, t.size, block, data, ctl).await {
+        true => Flow::Next,
+        false => Flow::Over,
+    }
+}

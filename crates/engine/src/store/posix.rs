@@ -378,6 +378,8 @@ struct Inner {
     unjournaled_bytes: u64,
     /// Some all-zero block was skipped rather than written: size the file at the end.
     holes: bool,
+    /// The end of the furthest write: the part file's length, unless it was resumed.
+    written_end: u64,
     /// Committed or aborted: nothing more is written.
     closed: bool,
     /// Renamed into place: an abort must not touch the names any more.
@@ -436,6 +438,11 @@ impl PosixFile {
         self.spec.blocks <= 1 && !self.spec.growing && !self.resumed
     }
 
+    /// Whether `len` bytes of this file are read back with one direct read.
+    fn direct_read_back(&self, len: u64) -> bool {
+        self.single_block() && len <= DIRECT_READ_BACK_MAX
+    }
+
     fn open_part(&self) -> Option<Arc<PartFile>> {
         self.inner.lock().expect("part lock").part.clone()
     }
@@ -447,7 +454,13 @@ impl StoreFile for PosixFile {
         let _one = self.one_writer.lock().expect("write lock");
         let _held = self.hold()?;
         part.write_at(offset, data)?;
-        if self.spec.read_back_follows {
+        {
+            let mut inner = self.inner.lock().expect("part lock");
+            inner.written_end = inner.written_end.max(offset + data.len() as u64);
+        }
+        // A single-block file's writeback is started by its verifier's `prefetch`,
+        // together with the other files of its batch.
+        if self.spec.read_back_follows && !self.direct_read_back(data.len() as u64) {
             part.start_writeback(offset, data.len() as u64);
         }
         Ok(())
@@ -465,17 +478,20 @@ impl StoreFile for PosixFile {
     }
 
     fn prefetch(&self, offset: u64, len: u64) {
-        if self.single_block() && len <= DIRECT_READ_BACK_MAX {
-            return; // read directly (see `read_back`)
-        }
-        if let Some(p) = self.open_part() {
+        let Some(p) = self.open_part() else { return };
+        if self.direct_read_back(len) {
+            // Read directly (see `read_back`), which writes the range out first: start
+            // that now. A verifier prefetches a batch of files before it reads any, so
+            // their writes reach the device together (and merge there).
+            p.start_writeback(offset, len);
+        } else {
             p.prepare_read_back(offset, len);
         }
     }
 
     fn read_back(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
         let part = self.part()?;
-        if self.single_block() && buf.len() as u64 <= DIRECT_READ_BACK_MAX {
+        if self.direct_read_back(buf.len() as u64) {
             let _one = self.one_writer.lock().expect("write lock");
             if part.read_back_direct(offset, buf)? {
                 return Ok(());
@@ -541,19 +557,24 @@ impl StoreFile for PosixFile {
         let part = self.part()?;
         // Held to the rename: a newer writer takes over before or after, not during.
         let _held = self.hold()?;
-        let holes = {
+        let (holes, written_end) = {
             let mut inner = self.inner.lock().expect("part lock");
             // Complete: its records no longer matter; it is renamed after its own sync.
             inner.journal = None;
             inner.unjournaled = Vec::new();
             inner.closed = true;
-            inner.holes
+            (inner.holes, inner.written_end)
         };
-        let len = part
-            .file()
-            .metadata()
-            .map_err(|e| StorageError::io(part.path(), e))?
-            .len();
+        // A fresh part file is as long as its furthest write; a resumed one may be
+        // longer (an earlier run wrote more, of another version of the file).
+        let len = match self.resumed {
+            false => written_end,
+            true => part
+                .file()
+                .metadata()
+                .map_err(|e| StorageError::io(part.path(), e))?
+                .len(),
+        };
         if holes || len != size {
             part.set_len(size)?;
         }

@@ -67,6 +67,24 @@ pub struct Dir {
     shown: PathBuf,
 }
 
+/// What [`Dir::stat_name`] tells of an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NameStat {
+    /// Type and permission bits (`st_mode`).
+    pub mode: u32,
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time: seconds and nanoseconds.
+    pub mtime: (i64, u32),
+}
+
+impl NameStat {
+    /// The file type bits of `mode`, as `libc::S_IF*`.
+    pub fn file_type(&self) -> u32 {
+        self.mode & libc::S_IFMT
+    }
+}
+
 /// Flags for opening a file below a [`Dir`] (`O_NOFOLLOW` and `O_CLOEXEC` are always
 /// added).
 #[derive(Debug, Clone, Copy)]
@@ -171,6 +189,23 @@ impl Dir {
                 .map_err(|e| StorageError::io(self.shown.join(rel), e)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(self.error(rel, e)),
+        }
+    }
+
+    /// `lstat` of `name` (one component) in this directory, in one call; `None` when
+    /// there is nothing by that name.
+    pub fn stat_name(&self, name: &OsStr) -> Result<Option<NameStat>, StorageError> {
+        let name = self.one(name)?;
+        match rfs::statat(self.fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
+            // The field types differ between architectures.
+            #[allow(clippy::unnecessary_cast)]
+            Ok(st) => Ok(Some(NameStat {
+                mode: st.st_mode as u32,
+                size: st.st_size as u64,
+                mtime: (st.st_mtime as i64, st.st_mtime_nsec as u32),
+            })),
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(self.error(name, e.into())),
         }
     }
 

@@ -20,6 +20,7 @@
 //! one block or one planned batch into one call where it can.
 
 pub mod origin;
+mod parents;
 pub mod posix;
 mod split;
 mod writers;
@@ -89,6 +90,16 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The kind of an entry whose `st_mode` type bits are `ifmt` (`libc::S_IF*`).
+    pub fn of_mode(ifmt: u32) -> Kind {
+        match ifmt {
+            libc::S_IFDIR => Kind::Dir,
+            libc::S_IFLNK => Kind::Symlink,
+            libc::S_IFREG => Kind::File,
+            _ => Kind::Other,
+        }
+    }
+
     /// The kind of a file system entry of type `ft` (as `lstat` sees it).
     pub fn of(ft: std::fs::FileType) -> Kind {
         if ft.is_dir() {

@@ -16,6 +16,7 @@ use hetch_storage::journal::{Journal, JournalHeader};
 use hetch_storage::part::{self, FinalMeta, PartFile, JOURNAL_SUFFIX, PART_SUFFIX};
 use hetch_storage::{meta, StorageError};
 
+use super::parents::Parents;
 use super::writers::{self, Claim, TAKEN_OVER};
 use super::{Capabilities, FileSpec, Kind, Listed, Opened, Place, Present, Store, StoreFile};
 use crate::dest::{DestMap, DestSpec};
@@ -48,6 +49,8 @@ pub struct PosixStore {
     fs: OnceLock<Dir>,
     /// Its device and inode: what files being written are known by (see `writers`).
     base_id: OnceLock<(u64, u64)>,
+    /// Handles of the directories entries are placed in.
+    parents: Arc<Parents>,
 }
 
 impl PosixStore {
@@ -58,6 +61,7 @@ impl PosixStore {
             map: OnceLock::new(),
             fs: OnceLock::new(),
             base_id: OnceLock::new(),
+            parents: Arc::default(),
         }
     }
 
@@ -149,7 +153,20 @@ impl Store for PosixStore {
     }
 
     fn stat(&self, rel: &Path) -> Result<Option<Present>, StorageError> {
-        Ok(self.fs().stat(rel)?.as_ref().map(present))
+        if rel.file_name().is_none() {
+            return Ok(self.fs().stat(rel)?.as_ref().map(present)); // the base itself
+        }
+        let (dir, name) = match self.parents.of(self.fs(), rel) {
+            Ok(found) => found,
+            Err(e) if e.is_not_found() => return Ok(None), // nor is its parent
+            Err(e) => return Err(e),
+        };
+        Ok(dir.stat_name(&name)?.map(|st| Present {
+            kind: Kind::of_mode(st.file_type()),
+            size: st.size,
+            mtime: st.mtime,
+            kept_mtime: true,
+        }))
     }
 
     fn read_link(&self, rel: &Path) -> Result<OsString, StorageError> {
@@ -215,6 +232,7 @@ impl Store for PosixStore {
         let claim = writers::claim(base, &place.rel);
         let mut file = PosixFile {
             fs: self.fs().clone(),
+            parents: self.parents.clone(),
             rel: place.rel.clone(),
             header: journal_header(spec),
             spec: *spec,
@@ -306,6 +324,7 @@ impl Store for PosixStore {
     fn remove(&self, rel: &Path, dir: bool) -> Result<(), StorageError> {
         let (parent, name) = self.fs().parent(rel)?;
         if dir {
+            self.parents.forget(rel);
             parent.remove_dir(&name)
         } else {
             parent.remove_file(&name)
@@ -354,6 +373,7 @@ fn journal_header(spec: &FileSpec) -> JournalHeader {
 /// A file being received into a directory tree.
 struct PosixFile {
     fs: Dir,
+    parents: Arc<Parents>,
     rel: PathBuf,
     header: JournalHeader,
     spec: FileSpec,
@@ -410,7 +430,7 @@ impl PosixFile {
             });
         }
         if inner.part.is_none() {
-            let (dir, name) = self.fs.parent(&self.rel)?;
+            let (dir, name) = self.parents.of(&self.fs, &self.rel)?;
             // Not sized up front: writes that extend the file in (mostly) ascending
             // order are much cheaper on ext4 than filling a pre-sized sparse file. A
             // file whose zero blocks were skipped is sized when it is committed.
@@ -599,7 +619,7 @@ impl StoreFile for PosixFile {
         let Some(_held) = self.claim.hold() else {
             return;
         };
-        if let Ok((dir, name)) = self.fs.parent(&self.rel) {
+        if let Ok((dir, name)) = self.parents.of(&self.fs, &self.rel) {
             part::discard(&dir, &name);
         }
     }

@@ -8,6 +8,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use hetch_integrity::{Algorithm, Digest};
@@ -239,6 +240,7 @@ impl Store for PosixStore {
             resumed: false,
             claim,
             inner: Mutex::default(),
+            written_end: AtomicU64::new(0),
             one_writer: Mutex::new(()),
         };
         let mut recorded = None;
@@ -383,6 +385,9 @@ struct PosixFile {
     /// writes or removes holds it.
     claim: Arc<Claim>,
     inner: Mutex<Inner>,
+    /// The end of the furthest write: the part file's length, unless it was resumed
+    /// (an atomic, so that a put takes no lock for it).
+    written_end: AtomicU64,
     /// One write at a time per file: concurrent writes to one file only queue on the
     /// file system's inode lock; other files still write in parallel.
     one_writer: Mutex<()>,
@@ -398,8 +403,6 @@ struct Inner {
     unjournaled_bytes: u64,
     /// Some all-zero block was skipped rather than written: size the file at the end.
     holes: bool,
-    /// The end of the furthest write: the part file's length, unless it was resumed.
-    written_end: u64,
     /// Committed or aborted: nothing more is written.
     closed: bool,
     /// Renamed into place: an abort must not touch the names any more.
@@ -474,10 +477,8 @@ impl StoreFile for PosixFile {
         let _one = self.one_writer.lock().expect("write lock");
         let _held = self.hold()?;
         part.write_at(offset, data)?;
-        {
-            let mut inner = self.inner.lock().expect("part lock");
-            inner.written_end = inner.written_end.max(offset + data.len() as u64);
-        }
+        self.written_end
+            .fetch_max(offset + data.len() as u64, Ordering::Relaxed);
         // A single-block file's writeback is started by its verifier's `prefetch`,
         // together with the other files of its batch.
         if self.spec.read_back_follows && !self.direct_read_back(data.len() as u64) {
@@ -577,18 +578,18 @@ impl StoreFile for PosixFile {
         let part = self.part()?;
         // Held to the rename: a newer writer takes over before or after, not during.
         let _held = self.hold()?;
-        let (holes, written_end) = {
+        let holes = {
             let mut inner = self.inner.lock().expect("part lock");
             // Complete: its records no longer matter; it is renamed after its own sync.
             inner.journal = None;
             inner.unjournaled = Vec::new();
             inner.closed = true;
-            (inner.holes, inner.written_end)
+            inner.holes
         };
         // A fresh part file is as long as its furthest write; a resumed one may be
         // longer (an earlier run wrote more, of another version of the file).
         let len = match self.resumed {
-            false => written_end,
+            false => self.written_end.load(Ordering::Relaxed),
             true => part
                 .file()
                 .metadata()

@@ -72,12 +72,12 @@ impl Client {
             .bearer_auth(&self.token)
             .send()
             .await
-            .map_err(|e| anyhow!("{}: {}", self.host, root_cause(&e)))?;
+            .map_err(|e| Unreachable(format!("{}: {}", self.host, root_cause(&e))))?;
         let status = resp.status();
         let text = resp
             .text()
             .await
-            .map_err(|e| anyhow!("{}: {e}", self.host))?;
+            .map_err(|e| Unreachable(format!("{}: {}", self.host, root_cause(&e))))?;
         let v: Value = serde_json::from_str(&text)
             .map_err(|_| anyhow!("{}: not a hetch service (answered {status})", self.host))?;
         // It answered as the service does: its key can be trusted from now on.
@@ -123,6 +123,19 @@ impl std::fmt::Display for NotAllowed {
 }
 
 impl std::error::Error for NotAllowed {}
+
+/// The service could not be reached, or its answer was cut off: asking again later
+/// may succeed.
+#[derive(Debug)]
+pub struct Unreachable(pub String);
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Unreachable {}
 
 /// The innermost error of a request: the one that says what went wrong.
 fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {

@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 
 use crate::cp::CopyJob;
 use crate::location::Location;
-use crate::service_client::{path_segment, Client, NotAllowed};
+use crate::service_client::{path_segment, Client, NotAllowed, Unreachable};
 use crate::worker_metrics::{Call, WorkerMetrics};
 
 /// `hetch worker`.
@@ -405,15 +405,7 @@ impl UnitContext {
             .checked_sub(first)
             .filter(|&n| n <= hetch_service::routes::MAX_FILES)
             .ok_or_else(|| anyhow!("the service sent a unit of files {first}..{end}"))?;
-        let job = path_segment(&u.job)?;
-        let rows = self
-            .api
-            .call(
-                false,
-                &format!("/api/jobs/{job}/files?from={first}&to={end}"),
-                None,
-            )
-            .await?;
+        let rows = self.listing(&u.job, first, end, &stop).await?;
         let rows = rows.as_array().cloned().unwrap_or_default();
         if rows.len() as u64 != count {
             bail!("the service sent {} listing rows of {count}", rows.len());
@@ -438,6 +430,33 @@ impl UnitContext {
             bail!("{} files failed", report.summary.failed);
         }
         Ok((end - first, bytes))
+    }
+
+    /// Rows `from..to` of job `job`'s listing. Asked again while the service cannot
+    /// be reached: a unit is not failed by a moment's outage, and one cut off for
+    /// good is stopped by its lease (`stop`) like a unit that is copying.
+    pub(crate) async fn listing(
+        &self,
+        job: &str,
+        from: u64,
+        to: u64,
+        stop: &StopSignal,
+    ) -> anyhow::Result<Value> {
+        let path = format!("/api/jobs/{}/files?from={from}&to={to}", path_segment(job)?);
+        let mut wait = Duration::from_millis(100);
+        loop {
+            match self.api.call(false, &path, None).await {
+                Err(e) if e.is::<Unreachable>() && !stop.is_raised() => {
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = stop.clone().raised() => {}
+                    }
+                    wait = (wait * 2).min(Duration::from_secs(2));
+                }
+                Err(e) if stop.is_raised() => bail!("stopped: {e}"),
+                other => return other,
+            }
+        }
     }
 
     /// Source operand `s` of a job below the root, checked to lead nowhere outside it.

@@ -25,7 +25,6 @@ use hetch_storage::part::FinalMeta;
 use hetch_storage::walk::EntriesBelow;
 
 use crate::location::Location;
-use crate::service_client::path_segment;
 use crate::worker::{unit_options, UnitContext};
 
 /// The split file a unit concerns: where it is read and where it goes.
@@ -70,7 +69,7 @@ impl UnitContext {
                 bail!("not a unit of a split file")
             }
         };
-        let row = self.listing_row(&u.job, file).await?;
+        let row = self.listing_row(&u.job, file, &stop).await?;
         let dest = self.dest_of(u)?;
         let ctx = self.clone();
         let spec = u.spec.clone();
@@ -198,19 +197,16 @@ impl UnitContext {
     }
 
     /// Row `file` of job `job`'s listing: (operand, wire path, size).
-    async fn listing_row(&self, job: &str, file: u64) -> anyhow::Result<ListingRow> {
-        let job = path_segment(job)?;
+    async fn listing_row(
+        &self,
+        job: &str,
+        file: u64,
+        stop: &StopSignal,
+    ) -> anyhow::Result<ListingRow> {
         let end = file
             .checked_add(1)
             .ok_or_else(|| anyhow!("the service sent file {file}"))?;
-        let rows = self
-            .api
-            .call(
-                false,
-                &format!("/api/jobs/{job}/files?from={file}&to={end}"),
-                None,
-            )
-            .await?;
+        let rows = self.listing(job, file, end, stop).await?;
         let row = rows
             .as_array()
             .and_then(|r| r.first())

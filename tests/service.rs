@@ -19,6 +19,10 @@ struct Service {
     proc: Running,
     addr: String,
     token: String,
+    /// The clients' config directory (where they pin the service's key on first
+    /// use): one per test, shared by the services of one test (which have one key).
+    /// Another test of this process may meet a reused port with a different key.
+    config: String,
 }
 
 fn start(dir: &Path) -> Service {
@@ -49,24 +53,29 @@ fn launch(dir: &Path, listen: &str, extra: &[&str]) -> Service {
     ]);
     a.extend(args(extra));
     let proc = spawn(&a, &[]);
-    wait_for("the service to listen", || {
-        proc.stderr_so_far().contains("listening on https://")
-    });
-    let err = proc.stderr_so_far();
-    let addr = err
-        .lines()
-        .find_map(|l| l.split("listening on https://").nth(1))
-        .unwrap()
-        .trim()
-        .to_string();
+    let addr = printed_after(&proc, "listening on https://");
     let token = std::fs::read_to_string(state.join("token"))
         .unwrap()
         .trim()
         .to_string();
-    Service { proc, addr, token }
+    let config = dir.join("config").to_string_lossy().into_owned();
+    Service {
+        proc,
+        addr,
+        token,
+        config,
+    }
 }
 
 impl Service {
+    /// The environment of a client of this service: its token and config directory.
+    fn env(&self) -> [(&str, &str); 2] {
+        [
+            ("HETCH_TOKEN", &self.token),
+            ("HETCH_CONFIG_DIR", &self.config),
+        ]
+    }
+
     /// A `hetch worker` for this service, named `name`.
     fn worker(&self, dir: &Path, name: &str) -> Running {
         self.worker_with(dir, name, &[])
@@ -85,13 +94,13 @@ impl Service {
         ]);
         a.extend([OsString::from("--root"), dir.join("root").into()]);
         a.extend(args(extra));
-        spawn(&a, &[("HETCH_TOKEN", &self.token)])
+        spawn(&a, &self.env())
     }
 
     fn job(&self, a: &[&str]) -> util::Out {
         let mut all = args(&["job", "--service", &self.addr]);
         all.extend(args(a));
-        hetch(&all, &[("HETCH_TOKEN", &self.token)])
+        hetch(&all, &self.env())
     }
 }
 
@@ -179,23 +188,24 @@ fn bad_jobs_and_bad_callers_get_one_line_and_nothing_is_queued() {
         .expect_code(1)
         .one_line_naming(&["not a job id"]);
     let mut all = args(&["job", "--service", &svc.addr, "ls"]);
-    let wrong = hetch(&all, &[("HETCH_TOKEN", "0123456789abcdef0123456789abcdef")]);
+    let wrong_token = ("HETCH_TOKEN", "0123456789abcdef0123456789abcdef");
+    let wrong = hetch(&all, &[wrong_token, ("HETCH_CONFIG_DIR", &svc.config)]);
     wrong.expect_code(1).one_line_naming(&[&svc.addr, "token"]);
     all.truncate(3);
     all.extend(args(&["--json", "ls"]));
-    let ls = hetch(&all, &[("HETCH_TOKEN", &svc.token)]);
+    let ls = hetch(&all, &svc.env());
     ls.ok();
     assert_eq!(ls.stdout.trim(), "[]", "nothing queued\n{ls:?}");
     // A service presenting another key than the one expected is refused.
     let zeros = format!("sha256:{}", "00".repeat(32));
     let pinned = args(&["job", "--service", &svc.addr, "--fingerprint", &zeros, "ls"]);
-    let other = hetch(&pinned, &[("HETCH_TOKEN", &svc.token)]);
+    let other = hetch(&pinned, &svc.env());
     other.expect_code(1).one_line_naming(&[&svc.addr]);
     assert!(!other.stdout.contains('['), "no answer read\n{other:?}");
     // A service that is not there: one line naming it.
     let nobody = hetch(
         &args(&["job", "--service", "127.0.0.1:9", "ls"]),
-        &[("HETCH_TOKEN", &svc.token)],
+        &svc.env(),
     );
     nobody.expect_code(1).one_line_naming(&["127.0.0.1:9"]);
 }
@@ -333,16 +343,29 @@ fn a_service_killed_mid_job_is_started_again_and_the_job_completes() {
 
 /// The metrics address a worker started with `--metrics` printed.
 fn metrics_addr(w: &Running) -> String {
-    let name = "metrics on http://";
-    wait_for("the worker's metrics address", || {
-        w.stderr_so_far().contains(name)
-    });
-    let err = w.stderr_so_far();
-    err.lines()
-        .find_map(|l| l.split(name).nth(1))
-        .and_then(|a| a.strip_suffix("/metrics"))
-        .unwrap_or_else(|| panic!("no metrics address in\n{err}"))
-        .to_string()
+    let line = printed_after(w, "metrics on http://");
+    match line.strip_suffix("/metrics") {
+        Some(addr) => addr.to_string(),
+        None => panic!("no metrics address in {line:?}"),
+    }
+}
+
+/// The rest of the first line `p` prints on stderr after `marker`, once that line
+/// is whole (stderr may be read between a line's first bytes and its end).
+fn printed_after(p: &Running, marker: &str) -> String {
+    let rest = || {
+        let err = p.stderr_so_far();
+        let line = err
+            .split(marker)
+            .nth(1)?
+            .split_once('\n')?
+            .0
+            .trim()
+            .to_string();
+        Some(line)
+    };
+    wait_for(marker, || rest().is_some());
+    rest().unwrap()
 }
 
 /// Two service instances share one PostgreSQL (and one state directory, as the
@@ -376,6 +399,8 @@ fn two_services_on_one_postgres_share_jobs_and_outlive_one_killed() {
     // lease); A is killed while it works.
     big_tree(&root, "slow", 24);
     let id = submit(&a, &["--rate-limit", "100K", "slow", "copy2"]);
+    // (A unit that has not yet had its listing rows when A dies asks again until its
+    // lease stops it: it ends stopped too, not failed.)
     wait_for("wa to hold units", || leased(&b, &id) > 0);
     a.proc.kill9();
     let _wb = b.worker(dir.path(), "wb2");
@@ -603,7 +628,10 @@ fn oidc_users_submit_and_see_only_their_own_jobs_and_cannot_be_workers() {
     let as_user = |token: &str, a: &[&str]| {
         let mut all = args(&["job", "--service", &svc.addr]);
         all.extend(args(a));
-        hetch(&all, &[("HETCH_TOKEN", token)])
+        hetch(
+            &all,
+            &[("HETCH_TOKEN", token), ("HETCH_CONFIG_DIR", &svc.config)],
+        )
     };
 
     let out = as_user(&alice, &["submit", "run1", "hetch://127.0.0.1:9/in"]);
@@ -628,7 +656,10 @@ fn oidc_users_submit_and_see_only_their_own_jobs_and_cannot_be_workers() {
 
     let mut a = args(&["worker", "--service", &svc.addr, "--idle-exit", "60"]);
     a.extend([OsString::from("--root"), dir.path().join("root").into()]);
-    let worker = hetch(&a, &[("HETCH_TOKEN", &alice)]);
+    let worker = hetch(
+        &a,
+        &[("HETCH_TOKEN", &alice), ("HETCH_CONFIG_DIR", &svc.config)],
+    );
     assert!(!worker.status.success(), "{worker:?}");
     assert!(worker.stderr.contains("service's own token"), "{worker:?}");
     let after = as_user(&alice, &["--json", "show", &id]);
@@ -684,7 +715,7 @@ fn a_job_between_two_servers_is_pushed_by_the_source_server() {
         "--source-token-file".into(),
         a.token_path.clone().into(),
     ]);
-    let _worker = spawn(&w, &[("HETCH_TOKEN", &svc.token)]);
+    let _worker = spawn(&w, &svc.env());
 
     let id = submit(&svc, &[&a.url("data"), &a.url("one.bin"), &b.url("copy")]);
     svc.job(&["wait", &id]).ok();
@@ -754,7 +785,7 @@ fn a_job_spreads_over_three_destination_nodes_and_outlives_one_killed() {
                 "--token-file".into(),
                 token.clone().into(),
             ]);
-            spawn(&a, &[("HETCH_TOKEN", &svc.token)])
+            spawn(&a, &svc.env())
         })
         .collect();
     let dest = nodes[0].url("copy/");
@@ -896,7 +927,7 @@ fn workers_present_tokens_only_to_pinned_servers_and_never_the_services() {
         if let Some(f) = token_file {
             w.extend([OsString::from("--token-file"), f.into()]);
         }
-        spawn(&w, &[("HETCH_TOKEN", &svc.token)])
+        spawn(&w, &svc.env())
     };
     let failed_with = |id: &str| {
         svc.job(&["wait", id]).expect_code(3);

@@ -155,6 +155,8 @@ pub fn print_summary(
             v["lag"] = lag_json(&l);
         }
         v["compression"] = compression_json(progress);
+        let k = hetch_net::ktls();
+        v["ktls"] = serde_json::json!({"available": k.available, "used": false, "why": k.why});
         if let Some(m) = mirror {
             v["deleted"] = report.deleted.into();
             v["deleted_paths"] = report.deleted_paths.clone().into();

@@ -34,6 +34,20 @@ fn push_mixed_tree_then_identical_rerun_skips_everything() {
     let dst = srv.root.join("tree");
     assert_same_tree(&src, &dst);
     assert_no_temp_files(&srv.root);
+    // The summary says whether the kernel could have carried TLS (kTLS), as the
+    // kernel's own list of loaded upper-layer protocols does after the probe, and
+    // that records stayed in user space.
+    let v = out.json_value();
+    let ulps = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_ulp").unwrap();
+    let has_tls = ulps.split_whitespace().any(|u| u == "tls");
+    assert_eq!(v["ktls"]["available"], has_tls, "{v}");
+    assert_eq!(v["ktls"]["used"], false, "{v}");
+    assert!(
+        v["ktls"]["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("user space")),
+        "{v}"
+    );
     // The sparse file's hole is not written out as zeros.
     let alloc = allocated(&dst.join("sparse.img"));
     assert!(

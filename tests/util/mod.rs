@@ -167,15 +167,19 @@ impl Out {
     /// The JSON summary printed on stdout (the last non-empty line).
     #[track_caller]
     pub fn json(&self) -> Summary {
+        Summary::from_value(&self.json_value(), self)
+    }
+
+    /// The `--json` summary (the last line of stdout), whole.
+    #[track_caller]
+    pub fn json_value(&self) -> serde_json::Value {
         let line = self
             .stdout
             .lines()
             .rev()
             .find(|l| !l.trim().is_empty())
             .unwrap_or_else(|| panic!("no JSON on stdout\n{self:?}"));
-        let v: serde_json::Value = serde_json::from_str(line)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e})\n{self:?}"));
-        Summary::from_value(&v, self)
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("stdout is not JSON ({e})\n{self:?}"))
     }
 }
 

@@ -191,6 +191,10 @@ struct SubmitArgs {
     /// Never replace an existing file.
     #[arg(long)]
     no_clobber: bool,
+    /// Compression on the wire to a hetch:// destination (as `hetch cp --compress`):
+    /// none, auto, zstd or zstd:LEVEL.
+    #[arg(long, value_parser = check_compress)]
+    compress: Option<String>,
     /// Higher goes first (-100 to 100).
     #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
     priority: i64,
@@ -204,6 +208,12 @@ struct SubmitArgs {
     /// hetch:// destination's server; repeatable. Units are spread over all of them.
     #[arg(long, value_name = "HOST[:PORT]")]
     dest_node: Vec<String>,
+}
+
+/// `--compress` checked here as the service will, kept as written.
+fn check_compress(s: &str) -> Result<String, String> {
+    s.parse::<hetch_engine::Compression>()?;
+    Ok(s.to_string())
 }
 
 /// Runs `hetch job ...`.
@@ -225,6 +235,7 @@ pub async fn job(a: JobArgs) -> anyhow::Result<ExitCode> {
                     block_size: s.block_size,
                     streams: s.streams,
                     no_clobber: s.no_clobber,
+                    compress: s.compress.clone(),
                 },
                 priority: s.priority,
                 rate_limit: s.rate_limit,

@@ -216,28 +216,8 @@ struct StreamArgs {
     /// Compress blocks on the wire: `zstd` (level 3), `zstd:LEVEL` (1 to 19), `auto`
     /// (zstd level 1 while the link, not the CPU, is the bottleneck) or `none`. Blocks
     /// that do not shrink go as they are; digests are over the uncompressed bytes.
-    #[arg(long, default_value = "none", value_parser = parse_compression)]
+    #[arg(long, default_value = "none", value_parser = clap::value_parser!(hetch_engine::Compression))]
     compress: hetch_engine::Compression,
-}
-
-fn parse_compression(s: &str) -> Result<hetch_engine::Compression, String> {
-    use hetch_engine::Compression;
-    use hetch_proto::{MAX_ZSTD_LEVEL, MIN_ZSTD_LEVEL};
-    let level = |l: &str| match l.parse::<u8>() {
-        Ok(n) if (MIN_ZSTD_LEVEL..=MAX_ZSTD_LEVEL).contains(&n) => Ok(Compression::Zstd(n)),
-        _ => Err(format!(
-            "'{s}': the zstd level must be {MIN_ZSTD_LEVEL} to {MAX_ZSTD_LEVEL}"
-        )),
-    };
-    match s {
-        "none" | "off" => Ok(Compression::Off),
-        "auto" => Ok(Compression::Auto),
-        "zstd" => Ok(Compression::Zstd(3)),
-        _ => match s.strip_prefix("zstd:") {
-            Some(l) => level(l),
-            None => Err(format!("'{s}': choose zstd, zstd:LEVEL, auto or none")),
-        },
-    }
 }
 
 /// How transfers check what they wrote (`cp` and `verify`).

@@ -632,6 +632,9 @@ pub(crate) fn unit_options(
     if let Some(bs) = o.block_size {
         opts.block_size = bs;
     }
+    if let Some(c) = &o.compress {
+        opts.compression = c.parse().map_err(|e: String| anyhow!(e))?;
+    }
     Ok(opts)
 }
 

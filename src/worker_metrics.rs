@@ -87,6 +87,10 @@ pub(crate) struct WorkerMetrics {
     failed_calls: [AtomicU64; 3],
     /// Whether the last claim could not reach the service (0 or 1).
     unreachable: AtomicU64,
+    /// Of units ended: block payload bytes they sent on data streams (after
+    /// compression), and blocks they sent compressed.
+    sent: AtomicU64,
+    compressed: AtomicU64,
 }
 
 impl WorkerMetrics {
@@ -140,6 +144,10 @@ impl WorkerMetrics {
         };
         run.tracked.end(floor);
         self.ended[run.kind as usize][outcome as usize].fetch_add(1, Relaxed);
+        let p = &run.progress;
+        self.sent.fetch_add(p.wire_bytes.load(Relaxed), Relaxed);
+        self.compressed
+            .fetch_add(p.compressed_blocks.load(Relaxed), Relaxed);
     }
 
     /// A call to the service failed (refused, or no answer in time).
@@ -158,8 +166,11 @@ impl WorkerMetrics {
         let mut by_kind = [0u64; 4];
         // Per job: (units running here, bytes they moved so far).
         let mut jobs: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        let (mut sent, mut compressed) = (self.sent.load(Relaxed), self.compressed.load(Relaxed));
         for run in self.running.lock().expect("metrics lock").values() {
             by_kind[run.kind as usize] += 1;
+            sent += run.progress.wire_bytes.load(Relaxed);
+            compressed += run.progress.compressed_blocks.load(Relaxed);
             if let Some(job) = &run.job {
                 let j = jobs.entry(job.clone()).or_default();
                 j.0 += 1;
@@ -194,6 +205,20 @@ impl WorkerMetrics {
             "Bytes moved by units, counted as they run (a unit done counts at least the \
              bytes it reports to the service): rate() of it is the throughput.",
             moved.bytes,
+        );
+        e.single(
+            "hetch_worker_wire_bytes_total",
+            Kind::Counter,
+            "Block payload bytes units sent on data streams, after compression (what \
+             a link billed per byte counts; against hetch_worker_bytes_total it is the \
+             compression ratio).",
+            sent,
+        );
+        e.single(
+            "hetch_worker_compressed_blocks_total",
+            Kind::Counter,
+            "Blocks units sent compressed (--compress).",
+            compressed,
         );
         e.single(
             "hetch_worker_files_total",

@@ -732,6 +732,54 @@ fn a_job_between_two_servers_is_pushed_by_the_source_server() {
     assert!(a.log().contains("relay done"), "{}", a.log());
 }
 
+/// A job submitted with `--compress zstd` to a `hetch serve` destination: its units
+/// send compressible files compressed (the worker's metrics count fewer bytes on the
+/// wire than moved, and blocks compressed), the copy is identical, and the spec keeps
+/// the option. A level the service does not take is refused before anything is queued.
+#[test]
+fn a_job_with_compress_sends_its_blocks_compressed() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path();
+    let root = t.join("root");
+    big_tree(&root, "data", 40);
+    let dest = util::Server::start(&t.join("d-root"), &t.join("d-state"));
+    let svc = start_with(t, &["--lease-secs", "5", "--batch-files", "10"]);
+    svc.job(&["ls"]).ok();
+    let known = t.join("known_hosts");
+    std::fs::write(&known, format!("{} {}\n", dest.addr, dest.fingerprint)).unwrap();
+    let metrics = ["--metrics", "127.0.0.1:0", "--known-hosts"];
+    let mut extra = args(&metrics);
+    extra.extend([
+        OsString::from(&known),
+        "--token-file".into(),
+        dest.token_path.clone().into(),
+    ]);
+    let extra: Vec<&str> = extra.iter().map(|a| a.to_str().unwrap()).collect();
+    let w = svc.worker_with(t, "w", &extra);
+    let addr = metrics_addr(&w);
+
+    let bad = svc.job(&["submit", "--compress", "zstd:99", "data", &dest.url("x")]);
+    bad.expect_code(2);
+    assert!(bad.stderr.contains("zstd:99"), "{bad:?}");
+    let id = submit(&svc, &["--compress", "zstd", "data", &dest.url("copy")]);
+    svc.job(&["wait", &id]).ok();
+    util::assert_same_tree(&root.join("data"), &dest.root.join("copy/data"));
+    util::assert_no_temp_files(&dest.root);
+    assert_eq!(show(&svc, &id)["spec"]["options"]["compress"], "zstd");
+    let (m, body) = util::scrape(&addr);
+    let moved = m.value("hetch_worker_bytes_total", &[]);
+    let sent = m.value("hetch_worker_wire_bytes_total", &[]);
+    assert!(moved >= 40 * 40 * 1024, "{body}");
+    assert!(
+        sent > 0 && sent * 4 < moved,
+        "sent {sent} of {moved}\n{body}"
+    );
+    assert!(
+        m.value("hetch_worker_compressed_blocks_total", &[]) >= 40,
+        "{body}"
+    );
+}
+
 /// A job to a destination of three `hetch serve` nodes sharing one storage, run by
 /// three workers: the units are spread over the nodes, and when one node is killed
 /// (-9) mid-job its units fail there and are run again on the next node; the node

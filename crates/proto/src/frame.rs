@@ -584,6 +584,30 @@ pub enum Compression {
     Auto,
 }
 
+impl std::str::FromStr for Compression {
+    type Err = String;
+
+    /// `none` (or `off`), `auto`, `zstd` (level 3) or `zstd:LEVEL`, as `--compress`
+    /// takes it.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let level = |l: &str| match l.parse::<u8>() {
+            Ok(n) if (MIN_ZSTD_LEVEL..=MAX_ZSTD_LEVEL).contains(&n) => Ok(Compression::Zstd(n)),
+            _ => Err(format!(
+                "'{s}': the zstd level must be {MIN_ZSTD_LEVEL} to {MAX_ZSTD_LEVEL}"
+            )),
+        };
+        match s {
+            "none" | "off" => Ok(Compression::Off),
+            "auto" => Ok(Compression::Auto),
+            "zstd" => Ok(Compression::Zstd(3)),
+            _ => match s.strip_prefix("zstd:") {
+                Some(l) => level(l),
+                None => Err(format!("'{s}': choose zstd, zstd:LEVEL, auto or none")),
+            },
+        }
+    }
+}
+
 /// Lowest zstd level a session may ask for.
 pub const MIN_ZSTD_LEVEL: u8 = 1;
 /// Highest zstd level a session may ask for: above it zstd's "ultra" levels need

@@ -56,6 +56,10 @@ pub struct CopyOptions {
     /// Never replace an existing file (`--no-clobber`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_clobber: bool,
+    /// Compression on the wire to a `hetch://` destination (`--compress`: `none`,
+    /// `auto`, `zstd` or `zstd:LEVEL`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compress: Option<String>,
 }
 
 /// Most source operands in one job (each is listed by the service).
@@ -107,6 +111,10 @@ impl JobSpec {
             if !(1..=256).contains(&n) {
                 return Err(format!("streams {n} is not in 1..=256"));
             }
+        }
+        if let Some(c) = &o.compress {
+            c.parse::<hetch_proto::Compression>()
+                .map_err(|e| format!("compress {e}"))?;
         }
         Ok(())
     }
@@ -440,6 +448,14 @@ mod tests {
         s.priority = 0;
         s.options.checksum = Some("crc64".into());
         assert!(s.check().is_err());
+        s.options.checksum = None;
+        for bad in ["zstd:99", "zstd:0", "gzip", ""] {
+            s.options.compress = Some(bad.into());
+            let e = s.check().unwrap_err();
+            assert!(e.starts_with("compress '") && e.contains(bad), "{e}");
+        }
+        s.options.compress = Some("zstd:19".into());
+        assert_eq!(s.check(), Ok(()));
         let e = serde_json::from_str::<JobSpec>(r#"{"sources":["a"],"dest":"b","optoins":{}}"#)
             .unwrap_err();
         assert!(e.to_string().contains("optoins"), "{e}");

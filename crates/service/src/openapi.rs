@@ -115,7 +115,8 @@ pub fn document() -> Value {
                                 "verify": {"enum": ["none", "received", "written"]},
                                 "block_size": {"type": "integer"},
                                 "streams": {"type": "integer", "minimum": 1, "maximum": 256},
-                                "no_clobber": {"type": "boolean"}
+                                "no_clobber": {"type": "boolean"},
+                                "compress": {"type": "string", "pattern": "^(none|off|auto|zstd|zstd:([1-9]|1[0-9]))$"}
                             }
                         }
                     }

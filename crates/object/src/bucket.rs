@@ -355,6 +355,55 @@ impl Bucket {
             return Ok(Bytes::new());
         }
         let want = range.end - range.start;
+        let r = self.get_ranged(key, range, etag).await?;
+        let data = r.bytes().await.map_err(|e| self.err(key, e))?;
+        if data.len() as u64 != want {
+            // The object is shorter than listed: it was replaced.
+            return Err(ObjectError::Changed { url: self.url(key) });
+        }
+        Ok(data)
+    }
+
+    /// Reads `buf.len()` bytes of `key` from `offset` into `buf`, as
+    /// [`Bucket::get_range`] does, the body going straight into `buf` as it arrives
+    /// (no buffer of its own: one copy fewer per byte, and no fresh pages to fault
+    /// in for every block).
+    pub async fn get_range_into(
+        &self,
+        key: &str,
+        offset: u64,
+        etag: Option<&str>,
+        buf: &mut [u8],
+    ) -> Result<(), ObjectError> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let range = offset..offset + buf.len() as u64;
+        let mut body = self.get_ranged(key, range, etag).await?.into_stream();
+        let mut at = 0;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| self.err(key, e))?;
+            // More than asked for: not the range (or not the version) listed.
+            let Some(into) = buf.get_mut(at..at + chunk.len()) else {
+                return Err(ObjectError::Changed { url: self.url(key) });
+            };
+            into.copy_from_slice(&chunk);
+            at += chunk.len();
+        }
+        if at != buf.len() {
+            // The object is shorter than listed: it was replaced.
+            return Err(ObjectError::Changed { url: self.url(key) });
+        }
+        Ok(())
+    }
+
+    /// The ranged GET of `range` of `key` (not empty), checked to be version `etag`.
+    async fn get_ranged(
+        &self,
+        key: &str,
+        range: Range<u64>,
+        etag: Option<&str>,
+    ) -> Result<object_store::GetResult, ObjectError> {
         let opts = GetOptions {
             range: Some(GetRange::Bounded(range)),
             if_match: etag.map(str::to_string),
@@ -372,12 +421,7 @@ impl Bucket {
                 return Err(ObjectError::Changed { url: self.url(key) });
             }
         }
-        let data = r.bytes().await.map_err(|e| self.err(key, e))?;
-        if data.len() as u64 != want {
-            // The object is shorter than listed: it was replaced.
-            return Err(ObjectError::Changed { url: self.url(key) });
-        }
-        Ok(data)
+        Ok(r)
     }
 
     /// Writes `data` as `key` in one request (the store checks its SHA-256).

@@ -34,13 +34,10 @@ pub struct ObjectRef {
 impl OriginFile for ObjectRef {
     fn read<'a>(&'a self, offset: u64, buf: &'a mut [u8]) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            let end = offset + buf.len() as u64;
             let got = self
                 .bucket
-                .get_range(&self.key, offset..end, self.etag.as_deref());
-            let bytes = got.await.map_err(|e| e.to_string())?;
-            buf.copy_from_slice(&bytes);
-            Ok(())
+                .get_range_into(&self.key, offset, self.etag.as_deref(), buf);
+            got.await.map_err(|e| e.to_string())
         })
     }
 

@@ -62,7 +62,7 @@ pub use options::{
 pub use pool::{BufferPool, PooledBuf};
 pub use progress::{Progress, Report};
 pub use rate::RateLimiter;
-pub use sink::{run_sink, run_sink_into};
+pub use sink::{run_sink, run_sink_into, MAX_OPEN_FILES};
 pub use source::{run_source, run_source_from};
 pub use tally::{Tally, Tracked};
 

@@ -32,8 +32,12 @@ use crate::store::origin::{Found, OriginFile};
 use crate::wire::{FrameReader, FrameWriter};
 use crate::{BoxStream, Options, Transport};
 
-/// Entries announced but not yet finished, at most.
-const ENTRY_WINDOW: usize = 16 * 1024;
+/// Entries announced but not yet finished, at most. It bounds what the sink keeps per
+/// file (about 1 KiB each): 16 Ki entries took 15 MiB of a sink's 88 MiB peak on
+/// 200,000 files of 1 KiB, 4 Ki keeps it near 4 MiB and is still far more files in
+/// flight than a disk finishes in a round trip. (A sink refuses more than
+/// [`crate::MAX_OPEN_FILES`].)
+const ENTRY_WINDOW: usize = 4 * 1024;
 /// Entries per control frame, at most.
 const ENTRY_BATCH: usize = 1024;
 /// Blocks a reader takes from one job before putting the rest back, so that the blocks

@@ -120,6 +120,28 @@ async fn a_block_beyond_a_huge_file_ends_the_session() {
     assert!(hostile::peak_rss() < RSS_CEILING);
 }
 
+/// A source that announces more files than the sink keeps open at once (without
+/// finishing any) ends the session with a protocol error before the sink keeps state
+/// for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_open_files_than_the_sink_keeps_end_the_session() {
+    let t = tempfile::tempdir().unwrap();
+    let mut s = FakeSource::start(opts(), dest(&t.path().join("out"), 1));
+    let max = hetch_engine::MAX_OPEN_FILES as u64;
+    let mut id = 0;
+    while id <= max {
+        let batch: Vec<_> = (id..(id + 1024).min(max + 1))
+            .map(|i| hostile::file(i, &format!("f{i}"), 5))
+            .collect();
+        id += batch.len() as u64;
+        s.send(Frame::Entries(batch)).await;
+    }
+    let e = s.expect_error().await;
+    assert_protocol_error(&e, &format!("more than {max}"));
+    assert!(s.end().await.is_err());
+    assert!(hostile::peak_rss() < RSS_CEILING);
+}
+
 /// Starts a session with one growing file (id 1, announced at one block) and waits
 /// for its plan.
 /// A seal of file 1 at `size`, naming `rewritten` blocks and `tail` digests.

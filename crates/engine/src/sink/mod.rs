@@ -80,6 +80,12 @@ pub(crate) const GROWING: u64 = u64::MAX;
 /// and a block whose end lies beyond is a number no honest peer sends.
 pub(crate) const MAX_FILE_SIZE: u64 = i64::MAX as u64;
 
+/// Files a source may have announced and not yet seen finished, at most: what the
+/// sink keeps per file (its place, its state) stays bounded whatever a peer sends. An
+/// honest source keeps to a window of a quarter of this (`ENTRY_WINDOW`); the slack
+/// is for sources of other versions with larger windows.
+pub const MAX_OPEN_FILES: usize = 16 * 1024;
+
 impl IncomingFile {
     pub fn new(place: Place, out: Arc<dyn StoreFile>, spec: &FileSpec) -> Self {
         let (size, blocks, growing) = (spec.size, spec.blocks, spec.growing);

@@ -53,8 +53,23 @@ pub(crate) fn plan_batch(sh: &SinkShared, batch: Vec<Entry>) -> Result<Planned, 
         }
         return Ok((plan, follow, rechecks));
     }
-    let files = batch.iter().filter(|e| !matches!(e.kind, EntryKind::Dir));
-    sh.announced.fetch_add(files.count() as u64, SeqCst);
+    let files = batch
+        .iter()
+        .filter(|e| !matches!(e.kind, EntryKind::Dir))
+        .count();
+    // Bounded before anything is looked up or kept for them.
+    let open = sh.files.lock().expect("files lock").len();
+    if open + files > super::MAX_OPEN_FILES {
+        return Err(EngineError::unexpected(
+            &sh.peer,
+            format!(
+                "{} files announced and not finished, more than {}",
+                open + files,
+                super::MAX_OPEN_FILES
+            ),
+        ));
+    }
+    sh.announced.fetch_add(files as u64, SeqCst);
     if sh.opts.delete.is_some_and(|d| d.dry_run) {
         for e in batch {
             plan.push(PlanItem {

@@ -112,30 +112,32 @@ impl Client {
     }
 }
 
-/// The service refused the caller (401 or 403): asking again will not help.
-#[derive(Debug)]
-pub struct NotAllowed(pub String);
+/// An error that is one line, of a kind callers tell apart with `anyhow`'s `is`.
+macro_rules! line_error {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $name(pub String);
 
-impl std::fmt::Display for NotAllowed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl std::error::Error for $name {}
+    };
 }
 
-impl std::error::Error for NotAllowed {}
-
-/// The service could not be reached, or its answer was cut off: asking again later
-/// may succeed.
-#[derive(Debug)]
-pub struct Unreachable(pub String);
-
-impl std::fmt::Display for Unreachable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Unreachable {}
+line_error!(
+    /// The service refused the caller (401 or 403): asking again will not help.
+    NotAllowed
+);
+line_error!(
+    /// The service could not be reached, or its answer was cut off: asking again
+    /// later may succeed.
+    Unreachable
+);
 
 /// The innermost error of a request: the one that says what went wrong.
 fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {

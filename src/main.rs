@@ -7,6 +7,7 @@
 mod clean;
 mod cp;
 mod demo;
+mod doctor;
 mod follow;
 mod jobcli;
 mod location;
@@ -88,6 +89,11 @@ enum Command {
     /// no symlink is followed. (A transfer removes them by itself in the directories it
     /// copies.)
     Clean(CleanArgs),
+    /// Check what on this host keeps a transfer over a path of --rate and --rtt below
+    /// the path's rate (TCP buffer limits against the bandwidth-delay product, the CPU
+    /// frequency governor), worst first, each with the command that fixes it. Reads
+    /// only: it changes nothing.
+    Doctor(doctor::DoctorArgs),
     /// Compare two trees by digest (local paths or hetch://HOST/path) and list every
     /// difference: missing, extra, different type, size or content.
     ///
@@ -720,6 +726,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             srv.run_until(watch::shutdown()).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Doctor(a) => doctor::run(a),
         Command::Clean(a) => {
             let md = std::fs::metadata(&a.dir)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", a.dir.display()))?;

@@ -1,0 +1,20 @@
+//! `hetch doctor`: what on this host limits a transfer, by how much, and the command
+//! that fixes it.
+//!
+//! - [`window`]: the arithmetic of TCP windows: the bandwidth-delay product of a path,
+//!   the window one autotuned stream reaches under the kernel's `tcp_rmem`/`tcp_wmem`
+//!   limits, the streams a path then needs, and the limits that would let fewer do.
+//! - [`host`]: the limits as this host (this network namespace) has them, read from
+//!   `/proc/sys` and `/sys` (or test trees standing in for them).
+//! - [`check`]: the findings for a path of a given rate and round-trip time, worst
+//!   first, each with the exact commands that fix it; [`Report`] prints them as a
+//!   short table or as JSON.
+//!
+//! The doctor only reads: it never changes the system.
+
+pub mod check;
+pub mod host;
+pub mod window;
+
+pub use check::{check, Finding, Path, Report};
+pub use host::Host;

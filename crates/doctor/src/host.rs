@@ -51,8 +51,11 @@ impl Host {
                 let is_cpu = name
                     .strip_prefix("cpu")
                     .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+                if !is_cpu {
+                    return None;
+                }
                 let gov = std::fs::read_to_string(e.path().join("cpufreq/scaling_governor"));
-                Some((name, gov.ok()?.trim().to_string())).filter(|_| is_cpu)
+                Some((name, gov.ok()?.trim().to_string()))
             })
             .collect();
         out.sort();

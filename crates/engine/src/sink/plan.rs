@@ -26,6 +26,22 @@ pub(crate) fn plan_batch(sh: &SinkShared, batch: Vec<Entry>) -> Result<Planned, 
     let mut plan = Vec::with_capacity(batch.len());
     let mut follow = Vec::new();
     let mut rechecks = Vec::new();
+    let files = batch
+        .iter()
+        .filter(|e| !matches!(e.kind, EntryKind::Dir))
+        .count();
+    // Bounded before anything is looked up or kept for them.
+    let open = sh.files.lock().expect("files lock").len();
+    if open + files > super::MAX_OPEN_FILES {
+        return Err(EngineError::unexpected(
+            &sh.peer,
+            format!(
+                "{} files announced and not finished, more than {}",
+                open + files,
+                super::MAX_OPEN_FILES
+            ),
+        ));
+    }
     if let Some(first) = batch.first() {
         sh.resolve(&first.path)?;
     }
@@ -52,22 +68,6 @@ pub(crate) fn plan_batch(sh: &SinkShared, batch: Vec<Entry>) -> Result<Planned, 
             }
         }
         return Ok((plan, follow, rechecks));
-    }
-    let files = batch
-        .iter()
-        .filter(|e| !matches!(e.kind, EntryKind::Dir))
-        .count();
-    // Bounded before anything is looked up or kept for them.
-    let open = sh.files.lock().expect("files lock").len();
-    if open + files > super::MAX_OPEN_FILES {
-        return Err(EngineError::unexpected(
-            &sh.peer,
-            format!(
-                "{} files announced and not finished, more than {}",
-                open + files,
-                super::MAX_OPEN_FILES
-            ),
-        ));
     }
     sh.announced.fetch_add(files as u64, SeqCst);
     if sh.opts.delete.is_some_and(|d| d.dry_run) {

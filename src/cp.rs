@@ -32,8 +32,10 @@ pub struct CopyJob {
     pub dest: Location,
     /// Engine settings.
     pub opts: Options,
-    /// Data streams.
+    /// Data streams (when `client` does not autotune them).
     pub streams: u16,
+    /// Why the sessions do not autotune their streams, when the user said so.
+    pub autotune_off: Option<&'static str>,
     /// TLS on data streams.
     pub encrypt: bool,
     /// Connection settings (token, trust, sockets); only used for remote copies.
@@ -144,6 +146,7 @@ pub async fn run(mut job: CopyJob) -> anyhow::Result<Outcome> {
             job.json,
             recovered.reconnects,
             job.opts.delete,
+            autotune_json(&job),
         );
     }
     Ok(if report.summary.failed > 0 || !report.errors.is_empty() {
@@ -442,5 +445,27 @@ impl<'a> Buckets<'a> {
             bucket,
             url: url.clone(),
         })
+    }
+}
+
+/// How the job's sessions chose their data streams, for `--json`: the last session's
+/// autotuning choice, or the fixed count and why.
+pub fn autotune_json(job: &CopyJob) -> serde_json::Value {
+    let tune = job.client.as_ref().and_then(|c| c.autotune.as_ref());
+    match (tune.and_then(|t| t.last()), job.autotune_off) {
+        (Some(choice), _) => {
+            let mut v = serde_json::to_value(choice).expect("a plain struct");
+            v["enabled"] = true.into();
+            v
+        }
+        (None, why) => serde_json::json!({
+            "enabled": false,
+            "streams": job.streams,
+            "why": why.unwrap_or(match (&job.client, tune) {
+                (None, _) => "no server: nothing to tune",
+                (Some(_), Some(_)) => "no session was opened",
+                (Some(_), None) => "not autotuned",
+            }),
+        }),
     }
 }

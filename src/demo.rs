@@ -139,6 +139,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         socket: SocketOptions::default(),
         timeout: std::time::Duration::from_secs(30),
         opened: Default::default(),
+        autotune: None,
     };
     tokio::spawn(server.run());
     let job = |sources: Vec<Location>, dest: Location| CopyJob {
@@ -148,6 +149,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         dest,
         opts: Options::default(),
         streams: 4,
+        autotune_off: None,
         encrypt: true,
         client: Some(client.clone()),
         json: false,

@@ -24,6 +24,7 @@ mod worker_split;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 use hetch_engine::Options;
@@ -209,9 +210,15 @@ struct WatchArgs {
 /// The data streams of a transfer (`cp` and `watch`).
 #[derive(Args)]
 struct StreamArgs {
-    /// Number of parallel data streams (1 to 256, what a server accepts).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
-    streams: u16,
+    /// Number of parallel data streams (1 to 256, what a server accepts). Without it,
+    /// autotuning chooses per session from the round trip measured while connecting:
+    /// 4 on short paths, up to 16 where this host's socket-buffer limits
+    /// (tcp_rmem/tcp_wmem) need more streams to fill a long path.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    streams: Option<u16>,
+    /// Do not autotune: 4 data streams (or --streams) whatever the path.
+    #[arg(long)]
+    no_autotune: bool,
     /// Cap on the transfer rate: bytes per second with SI suffixes (500M, 2G) or bits
     /// (4gbit).
     #[arg(long, value_parser = units::parse_rate)]
@@ -224,6 +231,25 @@ struct StreamArgs {
     /// that do not shrink go as they are; digests are over the uncompressed bytes.
     #[arg(long, default_value = "none", value_parser = clap::value_parser!(hetch_engine::Compression))]
     compress: hetch_engine::Compression,
+}
+
+/// Data streams when autotuning is off and none are given.
+const DEFAULT_STREAMS: u16 = 4;
+
+impl StreamArgs {
+    /// The streams sessions open unless autotuning chooses.
+    fn count(&self) -> u16 {
+        self.streams.unwrap_or(DEFAULT_STREAMS)
+    }
+
+    /// Autotuning, unless streams were given or it was turned off (then why).
+    fn autotune(&self) -> Result<Arc<client::Autotune>, &'static str> {
+        match (self.streams, self.no_autotune) {
+            (_, true) => Err("--no-autotune"),
+            (Some(_), false) => Err("--streams given"),
+            (None, false) => Ok(Arc::new(client::Autotune::new(DEFAULT_STREAMS))),
+        }
+    }
 }
 
 /// How transfers check what they wrote (`cp` and `verify`).
@@ -477,6 +503,7 @@ impl ConnArgs {
         sources: &[Location],
         dest: &Location,
         socket: SocketOptions,
+        autotune: Option<Arc<client::Autotune>>,
     ) -> anyhow::Result<Option<client::ClientConfig>> {
         let remote = sources
             .iter()
@@ -492,6 +519,7 @@ impl ConnArgs {
             socket,
             timeout: std::time::Duration::from_secs(self.timeout.max(1)),
             opened: Default::default(),
+            autotune,
         }))
     }
 
@@ -617,12 +645,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Err(msg) => return Ok(usage_error(&msg)),
             }
             let sources = vec![Location::Local(a.dir.clone())];
-            let client = a.conn.client_for(&sources, &dest, a.tuning.socket())?;
+            let tune = a.streams.autotune();
+            let client =
+                a.conn
+                    .client_for(&sources, &dest, a.tuning.socket(), tune.clone().ok())?;
             let job = cp::CopyJob {
                 sources,
                 dest,
                 opts,
-                streams: a.streams.streams.max(1),
+                streams: a.streams.count(),
+                autotune_off: tune.err(),
                 encrypt: !a.streams.no_encrypt,
                 client,
                 json: a.conn.json,
@@ -651,12 +683,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let mut opts = a.tuning.engine()?;
             opts.checksum = a.checksum;
             opts.compare_only = true;
-            let client = a.conn.client_for(&locs, &dest, a.tuning.socket())?;
+            let client = a.conn.client_for(&locs, &dest, a.tuning.socket(), None)?;
             let job = cp::CopyJob {
                 sources: locs,
                 dest,
                 opts,
                 streams: 1,
+                autotune_off: Some("a comparison: one stream"),
                 encrypt: true,
                 client,
                 json: a.conn.json,
@@ -855,12 +888,16 @@ async fn copy(a: CpArgs, s3: hetch_object::S3Options, sync: bool) -> anyhow::Res
                 "mirroring deletes after everything was copied: not with --follow",
             ));
         }
-        let client = a.conn.client_for(&locs, &dest, a.tuning.socket())?;
+        let tune = a.streams.autotune();
+        let client = a
+            .conn
+            .client_for(&locs, &dest, a.tuning.socket(), tune.clone().ok())?;
         let job = cp::CopyJob {
             sources: locs,
             dest,
             opts,
-            streams: a.streams.streams.max(1),
+            streams: a.streams.count(),
+            autotune_off: tune.err(),
             encrypt: !a.streams.no_encrypt,
             client,
             json: a.conn.json,

@@ -127,6 +127,7 @@ pub fn print_summary(
     json: bool,
     reconnects: u64,
     mirror: Option<hetch_engine::DeleteRequest>,
+    autotune: serde_json::Value,
 ) {
     let secs = started.elapsed().as_secs_f64();
     let s = &report.summary;
@@ -157,6 +158,7 @@ pub fn print_summary(
         v["compression"] = compression_json(progress);
         let k = hetch_net::ktls();
         v["ktls"] = serde_json::json!({"available": k.available, "used": false, "why": k.why});
+        v["autotune"] = autotune;
         if let Some(m) = mirror {
             v["deleted"] = report.deleted.into();
             v["deleted_paths"] = report.deleted_paths.clone().into();

@@ -512,6 +512,7 @@ impl UnitContext {
             dest,
             opts,
             streams: spec.options.streams.unwrap_or(4),
+            autotune_off: None,
             encrypt: true,
             client,
             json: false,
@@ -601,6 +602,7 @@ impl UnitContext {
             socket: Default::default(),
             timeout: Duration::from_secs(30),
             opened: Default::default(),
+            autotune: None,
         })
     }
 }

@@ -25,6 +25,7 @@ fn config(s: &Server, token: &str) -> ClientConfig {
         socket: Default::default(),
         timeout: std::time::Duration::from_secs(20),
         opened: Default::default(),
+        autotune: None,
     }
 }
 

@@ -48,6 +48,13 @@ fn push_mixed_tree_then_identical_rerun_skips_everything() {
             .is_some_and(|w| w.contains("user space")),
         "{v}"
     );
+    // Autotuning chose the streams from the loopback round trip: the default 4.
+    assert_eq!(v["autotune"]["enabled"], true, "{v}");
+    assert_eq!(v["autotune"]["streams"], 4, "{v}");
+    assert!(
+        v["autotune"]["rtt_ms"].as_f64().is_some_and(|r| r < 50.0),
+        "{v}"
+    );
     // The sparse file's hole is not written out as zeros.
     let alloc = allocated(&dst.join("sparse.img"));
     assert!(

@@ -241,6 +241,55 @@ fn testbed_turn(what: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
     Some(TESTBED.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
+/// Both hosts at the namespaces' own socket-buffer limits, 100 ms apart: one stream's
+/// window carries a fraction of the path, so autotuning opens more streams (as many as
+/// it may); given --streams it keeps them, and says so.
+#[test]
+fn autotuning_opens_more_streams_on_a_long_path_between_untuned_hosts() {
+    let Some(_turn) = testbed_turn("hetch-lab wan autotuning test") else {
+        return;
+    };
+    let t = tempdir();
+    let src = t.path().join("data");
+    Tree::new(&src).file("one.bin", 1 << 20, 93);
+    let _down = Down;
+    hetch(&args!["wan", "up", "--untuned", "--rtt", "100ms"], &[]).ok();
+    let root = t.path().join("root");
+    let (mut server, token) = serve_on_b(t.path(), &root, &[]);
+    let known = t.path().join("known_hosts");
+    let push = |extra: &[&str], to: &str| {
+        let mut a = Vec::from(args!["-q", "--json", "--known-hosts", &known]);
+        a.extend(extra.iter().map(Into::into));
+        a.extend(args![&src, format!("hetch://10.77.0.2:7878/{to}")]);
+        let out = cp_on_a(&token, &a).wait();
+        out.ok();
+        out.json_value()["autotune"].clone()
+    };
+    let tuned = push(&[], "auto");
+    let fixed = push(&["--streams", "3"], "fixed");
+    let off = push(&["--no-autotune"], "off");
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(tuned["enabled"], true, "{tuned}");
+    assert_eq!(tuned["streams"], 16, "{tuned}");
+    let rtt = tuned["rtt_ms"].as_f64().unwrap();
+    assert!((90.0..1000.0).contains(&rtt), "{tuned}");
+    assert!(
+        tuned["why"].as_str().unwrap().contains("16 streams"),
+        "{tuned}"
+    );
+    assert_eq!(fixed["enabled"], false, "{fixed}");
+    assert_eq!(fixed["streams"], 3, "{fixed}");
+    assert_eq!(fixed["why"], "--streams given", "{fixed}");
+    assert_eq!(
+        (off["streams"].as_u64(), off["why"].as_str()),
+        (Some(4), Some("--no-autotune"))
+    );
+    for to in ["auto", "fixed", "off"] {
+        assert_same_tree(&src, &root.join(to));
+    }
+}
+
 #[test]
 fn push_across_the_emulated_wan_then_down_leaves_nothing() {
     let Some(_turn) = testbed_turn("hetch-lab wan test") else {

@@ -9,11 +9,14 @@
 //! - [`check`]: the findings for a path of a given rate and round-trip time, worst
 //!   first, each with the exact commands that fix it; [`Report`] prints them as a
 //!   short table or as JSON.
+//! - [`tune`]: autotuning: the data streams a session opens, from the round trip
+//!   measured while connecting and these limits.
 //!
 //! The doctor only reads: it never changes the system.
 
 pub mod check;
 pub mod host;
+pub mod tune;
 pub mod window;
 
 pub use check::{check, Finding, Path, Report};

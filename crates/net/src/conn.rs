@@ -36,23 +36,25 @@ pub async fn connect(
 }
 
 /// [`connect`], also returning the TLS connection's [`SessionKey`] (`None` without
-/// TLS): the control connection's key authenticates the session's data streams.
+/// TLS): the control connection's key authenticates the session's data streams; and
+/// how long the TCP handshake took: one round trip to the host, which autotuning
+/// sizes the session by.
 pub async fn connect_keyed(
     host: &str,
     opts: &SocketOptions,
     tls: Option<&TlsClient>,
-) -> Result<(BoxStream, Option<SessionKey>), NetError> {
-    let tcp = connect_tcp(host, opts).await?;
+) -> Result<(BoxStream, Option<SessionKey>, Duration), NetError> {
+    let (tcp, rtt) = connect_tcp(host, opts).await?;
     match tls {
         Some(client) => {
             let (stream, key) = client.handshake(tcp).await?;
-            Ok((stream, Some(key)))
+            Ok((stream, Some(key), rtt))
         }
-        None => Ok((Box::new(tcp), None)),
+        None => Ok((Box::new(tcp), None, rtt)),
     }
 }
 
-async fn connect_tcp(host: &str, opts: &SocketOptions) -> Result<TcpStream, NetError> {
+async fn connect_tcp(host: &str, opts: &SocketOptions) -> Result<(TcpStream, Duration), NetError> {
     let fail = |source: io::Error| NetError::Connect {
         host: host.to_string(),
         source,
@@ -74,8 +76,9 @@ async fn connect_tcp(host: &str, opts: &SocketOptions) -> Result<TcpStream, NetE
         // Option errors (e.g. an unknown congestion algorithm) are not address
         // specific, so they end the attempt at once.
         opts.apply_fd(&socket, host)?;
+        let started = std::time::Instant::now();
         match tokio::time::timeout(CONNECT_TIMEOUT, socket.connect(addr)).await {
-            Ok(Ok(stream)) => return Ok(stream),
+            Ok(Ok(stream)) => return Ok((stream, started.elapsed())),
             Ok(Err(e)) => last_error = io::Error::new(e.kind(), format!("{addr}: {e}")),
             Err(_) => last_error = timed_out(&addr.to_string()),
         }
@@ -458,7 +461,7 @@ mod tests {
         let mut mine = Vec::new();
         let mut open = Vec::new();
         for tls in [Some(&client), Some(&client), None] {
-            let (mut s, k) = connect_keyed(&addr, &SocketOptions::default(), tls)
+            let (mut s, k, _) = connect_keyed(&addr, &SocketOptions::default(), tls)
                 .await
                 .unwrap();
             // A plain connection is told apart by its first byte.

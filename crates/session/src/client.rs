@@ -25,6 +25,41 @@ pub struct ClientConfig {
     /// Sessions opened with this configuration so far (shared by its clones): a run
     /// recovers from losing a server it has reached, not from one never reached.
     pub opened: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Choose each session's data streams from the round trip measured while
+    /// connecting (`None`: the request's streams, as given).
+    pub autotune: Option<std::sync::Arc<Autotune>>,
+}
+
+/// Autotuning of a client's sessions: each session's data streams come from the round
+/// trip its control connection's TCP handshake took and this host's socket-buffer
+/// limits (see [`hetch_doctor::tune`]); the last choice is kept for the summary.
+#[derive(Debug, Default)]
+pub struct Autotune {
+    floor: u16,
+    last: std::sync::Mutex<Option<hetch_doctor::tune::Choice>>,
+}
+
+impl Autotune {
+    /// Never fewer streams than `floor` (the default).
+    pub fn new(floor: u16) -> Self {
+        Autotune {
+            floor,
+            last: Default::default(),
+        }
+    }
+
+    /// The choice for a session whose connection took `rtt` to set up.
+    fn choose(&self, rtt: std::time::Duration) -> u16 {
+        let c = hetch_doctor::tune::choose(rtt, &hetch_doctor::Host::default(), self.floor);
+        let streams = c.streams;
+        *self.last.lock().expect("autotune lock") = Some(c);
+        streams
+    }
+
+    /// The choice for the last session opened, if any was.
+    pub fn last(&self) -> Option<hetch_doctor::tune::Choice> {
+        self.last.lock().expect("autotune lock").clone()
+    }
 }
 
 /// Finds the client's token: `--token-file`, else `HETCH_TOKEN`. Short tokens are
@@ -145,11 +180,14 @@ pub(crate) async fn open_control(
 async fn open_session_now(
     host: &str,
     cfg: &ClientConfig,
-    req: SessionRequest,
+    mut req: SessionRequest,
 ) -> anyhow::Result<Transport> {
     let tls = tls_client(host, cfg)?;
-    let (mut control, key) = hetch_net::connect_keyed(host, &cfg.socket, Some(&tls)).await?;
+    let (mut control, key, rtt) = hetch_net::connect_keyed(host, &cfg.socket, Some(&tls)).await?;
     let key = key.ok_or_else(|| anyhow!("{host}: the control connection has no TLS key"))?;
+    if let Some(tune) = &cfg.autotune {
+        req.streams = tune.choose(rtt);
+    }
     let streams = req.streams;
     let encrypt = req.encrypt_data;
     let hello = Frame::Hello(Hello::Control {

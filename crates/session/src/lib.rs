@@ -25,6 +25,8 @@ pub mod range;
 pub mod relay;
 pub mod server;
 
-pub use client::{is_transient, load_token, open_session, session_request, ClientConfig, NoAnswer};
+pub use client::{
+    is_transient, load_token, open_session, session_request, Autotune, ClientConfig, NoAnswer,
+};
 pub use relay::{relay, server_key, RelayPolicy};
 pub use server::{default_state_dir, ServeConfig, ServeRoot, Server};

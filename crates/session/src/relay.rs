@@ -144,6 +144,7 @@ pub(crate) async fn serve(run: RelayRun) -> Result<Report, EngineError> {
         socket,
         timeout: ONWARD_TIMEOUT,
         opened: Default::default(),
+        autotune: None,
     };
     let onward = SessionRequest {
         op: Op::Push {

@@ -48,6 +48,7 @@ fn client(dir: &Path, token: &[u8], fingerprint: hetch_net::Fingerprint) -> Clie
         socket: Default::default(),
         timeout: Duration::from_secs(20),
         opened: Arc::default(),
+        autotune: None,
     }
 }
 
@@ -128,7 +129,7 @@ async fn a_client_that_never_finishes_the_handshake_is_dropped() {
     let (addr, fp, token) = serve(t.path(), &root, limits).await;
     // Through TLS and the preambles, then silence where the hello should be.
     let tls = hetch_net::TlsClient::new(&addr, hetch_net::Trust::Pinned(fp)).unwrap();
-    let (mut silent, _) = hetch_net::connect_keyed(&addr, &Default::default(), Some(&tls))
+    let (mut silent, _, _) = hetch_net::connect_keyed(&addr, &Default::default(), Some(&tls))
         .await
         .unwrap();
     let mut preamble = [0u8; hetch_proto::PREAMBLE_LEN];

@@ -22,7 +22,7 @@ use hetch_proto::{FilterRequest, Op, Summary};
 use crate::client::{open_session, session_request, ClientConfig};
 use crate::location::Location;
 use crate::retry::{self, Recovery, RetryArgs};
-use crate::ui::{print_comparison, print_summary, Display};
+use crate::ui::{print_comparison, print_summary, Display, RunShape};
 
 /// Everything `cp` needs, after flag parsing.
 pub struct CopyJob {
@@ -112,7 +112,7 @@ pub async fn run(mut job: CopyJob) -> anyhow::Result<Outcome> {
         if let Some(w) = line.strip_prefix("warning: ") {
             eprintln!("hetch: warning: {}", hetch_proto::escape_text(w));
         }
-        for verb in ["deleted ", "would delete ", "would copy "] {
+        for verb in ["deleted ", "would delete ", "would copy ", "would replace "] {
             if let Some(rel) = line.strip_prefix(verb) {
                 eprintln!("{verb}{}", crate::sync::shown_below(&dest_shown, rel));
             }
@@ -145,8 +145,12 @@ pub async fn run(mut job: CopyJob) -> anyhow::Result<Outcome> {
             started,
             job.json,
             recovered.reconnects,
-            job.opts.delete,
-            autotune_json(&job),
+            &RunShape {
+                mirror: job.opts.delete,
+                dry_run: job.opts.dry_run,
+                autotune: autotune_json(&job),
+                predicted: job.opts.dry_run.then(|| predict_copy(&job, &report)),
+            },
         );
     }
     Ok(if report.summary.failed > 0 || !report.errors.is_empty() {
@@ -468,4 +472,29 @@ pub fn autotune_json(job: &CopyJob) -> serde_json::Value {
             }),
         }),
     }
+}
+
+/// A dry run's prediction of the copy it stands for: what would be copied or replaced,
+/// at this machine's fitted costs, over the round trip and windows autotuning measured
+/// (a path of unknown rate).
+fn predict_copy(job: &CopyJob, report: &Report) -> hetch_doctor::predict::Prediction {
+    use hetch_doctor::predict::{predict, Rates, Shape};
+    let w = &report.would;
+    let shape = Shape {
+        files: w.copy + w.replace,
+        bytes: w.copy_bytes + w.replace_bytes,
+    };
+    let tuned = job
+        .client
+        .as_ref()
+        .and_then(|c| c.autotune.as_ref())
+        .and_then(|t| t.last());
+    let (rtt, window) = match tuned {
+        Some(c) => (
+            std::time::Duration::from_secs_f64(c.rtt_ms / 1e3),
+            c.window_rate,
+        ),
+        None => (std::time::Duration::ZERO, None),
+    };
+    predict(shape, &Rates::fitted(None, rtt, window))
 }

@@ -879,6 +879,12 @@ async fn copy(a: CpArgs, s3: hetch_object::S3Options, sync: bool) -> anyhow::Res
             Ok(d) => d,
             Err(msg) => return Ok(usage_error(&msg)),
         };
+        opts.dry_run = a.mirror.dry_run;
+        if opts.dry_run && (a.follow || a.manifest.is_some()) {
+            return Ok(usage_error(
+                "--dry-run changes nothing: not with --follow or --manifest",
+            ));
+        }
         match a.filter.filter() {
             Ok(f) => opts.filter = f,
             Err(msg) => return Ok(usage_error(&msg)),

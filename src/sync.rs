@@ -11,8 +11,10 @@ pub struct MirrorArgs {
     /// the copied trees that the sources lack (what `hetch sync` does).
     #[arg(long)]
     pub delete: bool,
-    /// With --delete (or sync): list what would be copied ("would copy PATH", by size
-    /// and mtime) and deleted ("would delete PATH"); change nothing.
+    /// List what would be copied ("would copy PATH": the destination lacks it),
+    /// replaced ("would replace PATH": its size or mtime differ) and, with --delete or
+    /// sync, deleted ("would delete PATH"), with counts, bytes and a predicted
+    /// duration; change nothing.
     #[arg(long, short = 'n')]
     pub dry_run: bool,
     /// With --delete (or sync): if more than N entries would be deleted, delete none
@@ -29,15 +31,14 @@ impl MirrorArgs {
     /// The deletion phase asked for (`sync`: always), or the usage error.
     pub fn request(&self, sync: bool) -> Result<Option<DeleteRequest>, String> {
         if !(sync || self.delete) {
-            if self.dry_run || self.max_delete.is_some() || self.delete_excluded {
+            if self.max_delete.is_some() || self.delete_excluded {
                 return Err(
-                    "--dry-run, --max-delete and --delete-excluded apply to mirroring: use hetch sync or cp --delete".into(),
+                    "--max-delete and --delete-excluded apply to mirroring: use hetch sync or cp --delete".into(),
                 );
             }
             return Ok(None);
         }
         Ok(Some(DeleteRequest {
-            dry_run: self.dry_run,
             max_delete: self.max_delete,
             delete_excluded: self.delete_excluded,
         }))
@@ -60,12 +61,18 @@ mod tests {
 
     #[test]
     fn mirroring_flags_need_mirroring() {
+        let capped = MirrorArgs {
+            max_delete: Some(3),
+            ..Default::default()
+        };
+        assert!(capped.request(false).is_err());
+        assert_eq!(capped.request(true).unwrap().unwrap().max_delete, Some(3));
+        // A dry run is for plain copies too.
         let dry = MirrorArgs {
             dry_run: true,
             ..Default::default()
         };
-        assert!(dry.request(false).is_err());
-        assert!(dry.request(true).unwrap().unwrap().dry_run);
+        assert!(dry.request(false).unwrap().is_none());
         assert!(MirrorArgs::default().request(false).unwrap().is_none());
         assert_eq!(shown_below("dst/", "a/x"), "dst/a/x");
         assert_eq!(shown_below("hetch://h/d", "x"), "hetch://h/d/x");

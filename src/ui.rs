@@ -119,6 +119,18 @@ fn compression_json(progress: &Progress) -> serde_json::Value {
 
 /// Prints the end-of-transfer summary (one line, or JSON on stdout) and the per-file
 /// errors: each on stderr, and with `json` also in the summary's `errors` list;
+/// What a copy was asked to be, for its summary.
+pub struct RunShape {
+    /// Its mirroring phase, if any.
+    pub mirror: Option<hetch_engine::DeleteRequest>,
+    /// A dry run: counts of what would change instead of what did.
+    pub dry_run: bool,
+    /// How its sessions chose their streams (`--json`'s `autotune`).
+    pub autotune: serde_json::Value,
+    /// A dry run's prediction of the real copy.
+    pub predicted: Option<hetch_doctor::predict::Prediction>,
+}
+
 /// `reconnects` counts the sessions opened again after lost ones.
 pub fn print_summary(
     report: &Report,
@@ -126,9 +138,9 @@ pub fn print_summary(
     started: Instant,
     json: bool,
     reconnects: u64,
-    mirror: Option<hetch_engine::DeleteRequest>,
-    autotune: serde_json::Value,
+    shape: &RunShape,
 ) {
+    let mirror = shape.mirror;
     let secs = started.elapsed().as_secs_f64();
     let s = &report.summary;
     let bytes = s.bytes.max(progress.bytes.load(Relaxed));
@@ -158,22 +170,42 @@ pub fn print_summary(
         v["compression"] = compression_json(progress);
         let k = hetch_net::ktls();
         v["ktls"] = serde_json::json!({"available": k.available, "used": false, "why": k.why});
-        v["autotune"] = autotune;
-        if let Some(m) = mirror {
+        v["autotune"] = shape.autotune.clone();
+        if mirror.is_some() {
             v["deleted"] = report.deleted.into();
             v["deleted_paths"] = report.deleted_paths.clone().into();
             v["deleted_truncated"] = (report.deleted > report.deleted_paths.len() as u64).into();
-            if m.dry_run {
-                v["dry_run"] = true.into();
-                v["would_copy"] = report.would_copy.into();
+        }
+        if shape.dry_run {
+            let w = &report.would;
+            v["dry_run"] = true.into();
+            v["would_copy"] = w.copy.into();
+            v["would_copy_bytes"] = w.copy_bytes.into();
+            v["would_replace"] = w.replace.into();
+            v["would_replace_bytes"] = w.replace_bytes.into();
+            v["would_skip"] = s.skipped.into();
+            if let Some(p) = &shape.predicted {
+                v["predicted"] = serde_json::to_value(p).expect("a plain struct");
             }
         }
         println!("{v}");
-    } else if mirror.is_some_and(|m| m.dry_run) {
+    } else if shape.dry_run {
+        let w = &report.would;
+        let deleted = match mirror {
+            Some(_) => format!(", {} deleted", report.deleted),
+            None => String::new(),
+        };
         eprintln!(
-            "hetch: dry run: {} entries would be copied, {} deleted; nothing was changed",
-            report.would_copy, report.deleted
+            "hetch: dry run: {} entries ({}) would be copied, {} ({}) replaced, {} files skipped{deleted}; nothing was changed",
+            w.copy,
+            human_bytes(w.copy_bytes as f64),
+            w.replace,
+            human_bytes(w.replace_bytes as f64),
+            s.skipped,
         );
+        if let Some(p) = &shape.predicted {
+            eprintln!("hetch: {}", p.to_text());
+        }
     } else {
         if mirror.is_some() {
             eprintln!("hetch: {} entries deleted", report.deleted);

@@ -237,6 +237,7 @@ fn plain_control_hello(addr: &str, token: &[u8]) -> Vec<u8> {
                 filter: Default::default(),
                 delete: None,
                 compression: Default::default(),
+                dry_run: false,
             },
         }),
         &mut bytes,

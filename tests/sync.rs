@@ -218,12 +218,16 @@ fn a_failed_file_leaves_everything_undeleted() {
 fn mirroring_flags_without_mirroring_are_usage_errors() {
     let t = tempdir();
     Tree::new(t.path().join("src")).bytes("a", b"a");
-    let out = hetch(
-        &args!["cp", "--dry-run", t.path().join("src"), t.path().join("d")],
-        &[],
-    );
-    out.expect_code(2);
-    assert!(!t.path().join("d").exists());
+    let (src, d) = (t.path().join("src"), t.path().join("d"));
+    for flags in [&args!["--max-delete", "3"][..], &args!["--delete-excluded"]] {
+        let mut a = Vec::from(args!["cp"]);
+        a.extend(flags.iter().cloned());
+        a.extend(args![&src, &d]);
+        let out = hetch(&a, &[]);
+        out.expect_code(2);
+        line_with(&out, &["apply to mirroring"]);
+        assert!(!d.exists());
+    }
 }
 
 #[test]
@@ -285,4 +289,96 @@ fn pull_with_delete_mirrors_the_local_copy() {
     assert_eq!(listing(&here), ["a", "b.log", "local.log"], "{out:?}");
     srv.cp(&args!["--delete", srv.url("set"), &here]).ok();
     assert_same_tree(&srv.root.join("set"), &here);
+}
+
+/// `cp --dry-run` without mirroring, locally and pushed to a real server: what would
+/// be copied (new), replaced (another size) and skipped, with bytes and a predicted
+/// duration; nothing written, not even a part file or a directory.
+#[test]
+fn plain_copy_dry_run_counts_new_replaced_and_skipped_and_writes_nothing() {
+    let t = tempdir();
+    let srv = Server::start(&t.path().join("root"), &t.path().join("state"));
+    let src = t.path().join("src");
+    Tree::new(&src)
+        .file("same", 3000, 1)
+        .file("d/changed", 4000, 2);
+    let local = t.path().join("local");
+    hetch(&args!["cp", "-q", &src, &local], &[]).ok();
+    srv.cp(&args![&src, srv.url("remote")]).ok();
+    // Then the source moves on: one file grows, one is new (in a new directory).
+    Tree::new(&src)
+        .file("d/changed", 5000, 3)
+        .file("new/file", 6000, 4);
+    let remote = srv.root.join("remote");
+    for (dest, shown, at) in [
+        (
+            local.clone().into_os_string(),
+            local.display().to_string(),
+            &local,
+        ),
+        (srv.url("remote").into(), srv.url("remote"), &remote),
+    ] {
+        let before = listing(at);
+        let out = srv.cp(&args!["--dry-run", "--json", &src, &dest]);
+        out.ok();
+        assert_eq!(listing(at), before, "{out:?}");
+        assert_no_temp_files(at);
+        let v = out.json_value();
+        assert_eq!(v["dry_run"], true, "{v}");
+        // New: the directory `new` and its file; replaced: d/changed.
+        assert_eq!(
+            (v["would_copy"].as_u64(), v["would_copy_bytes"].as_u64()),
+            (Some(2), Some(6000)),
+            "{v}"
+        );
+        assert_eq!(
+            (
+                v["would_replace"].as_u64(),
+                v["would_replace_bytes"].as_u64()
+            ),
+            (Some(1), Some(5000)),
+            "{v}"
+        );
+        assert_eq!(v["would_skip"], 1, "{v}");
+        assert_eq!(v["files"], 0, "{v}");
+        assert!(
+            v["predicted"]["seconds"].as_f64().is_some_and(|s| s > 0.0),
+            "{v}"
+        );
+        for line in ["would copy {}/new/file", "would replace {}/d/changed"] {
+            let want = line.replace("{}", &shown);
+            assert!(
+                out.stderr_lines().contains(&want.as_str()),
+                "{want}: {out:?}"
+            );
+        }
+    }
+    // Text: the counts and the prediction, one line each.
+    let out = hetch(&args!["cp", "--dry-run", &src, &local], &[]);
+    out.ok();
+    line_with(
+        &out,
+        &[
+            "dry run",
+            "2 entries",
+            "would be copied",
+            "1 (4.88 KiB) replaced",
+            "1 files skipped",
+        ],
+    );
+    line_with(&out, &["predicted", "limited by"]);
+    // Still refused where it cannot mean anything.
+    let out = hetch(
+        &args![
+            "cp",
+            "--dry-run",
+            "--manifest",
+            t.path().join("m"),
+            &src,
+            &local
+        ],
+        &[],
+    );
+    out.expect_code(2);
+    assert!(!t.path().join("m").exists());
 }

@@ -185,13 +185,13 @@ fn options(c: &mut Choices<'_>) -> Options {
         // Mirroring: a sink deletes below its own temporary destination only.
         delete: if c.byte() % 4 == 0 {
             Some(crate::DeleteRequest {
-                dry_run: c.byte() % 2 == 0,
                 max_delete: None,
                 delete_excluded: false,
             })
         } else {
             None
         },
+        dry_run: c.byte() % 8 == 0,
         ..Options::default()
     }
 }
@@ -362,6 +362,7 @@ pub fn source_session(data: &[u8]) {
                 5 => Frame::Change(hetch_proto::Change {
                     action: hetch_proto::ChangeAction::Deleted,
                     path: c.path(),
+                    size: c.num(),
                 }),
                 _ => Frame::Finished(Summary {
                     files: c.num(),

@@ -69,6 +69,9 @@ pub struct Options {
     /// the entries below the copied trees that the source did not announce (excluded
     /// ones only with `delete_excluded`). `None`: a plain copy.
     pub delete: Option<DeleteRequest>,
+    /// Dry run: the sink reports what it would copy, replace and (mirroring) delete,
+    /// and changes nothing.
+    pub dry_run: bool,
     /// Delete each source file once the sink reports its copy verified and in place
     /// (needs `file_digests`, so that skipped files are confirmed by digest too).
     pub remove_source: bool,
@@ -123,6 +126,7 @@ impl Default for Options {
             filter: None,
             remove_source: false,
             delete: None,
+            dry_run: false,
             retry_changed: false,
             trust_journal: false,
             corrupt_blocks: 0,

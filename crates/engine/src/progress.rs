@@ -38,8 +38,8 @@ pub struct Progress {
     errors: Mutex<Vec<String>>,
     /// Entries a mirroring session removed (or, in a dry run, would remove).
     pub deleted: AtomicU64,
-    /// Entries a dry run would copy.
-    pub would_copy: AtomicU64,
+    /// What a dry run would copy and replace.
+    pub would: DryRunTally,
     /// The first [`MAX_DELETED_KEPT`] removed entries (escaped, relative to the
     /// destination directory).
     deleted_paths: Mutex<Vec<String>>,
@@ -100,18 +100,21 @@ impl Progress {
         self.note(&format!("warning: {message}"));
     }
 
-    /// Records one change of a mirroring session (`path` relative to the destination
-    /// directory) and logs it as `deleted PATH`, `would delete PATH` or `would copy PATH`.
-    pub fn change(&self, action: hetch_proto::ChangeAction, path: &[u8]) {
+    /// Records one change of a mirroring session or a dry run (`path` relative to the
+    /// destination directory, `size` the bytes a copy would move) and logs it as
+    /// `deleted PATH`, `would delete PATH`, `would copy PATH` or `would replace PATH`.
+    pub fn change(&self, action: hetch_proto::ChangeAction, path: &[u8], size: u64) {
         use hetch_proto::ChangeAction;
         let shown = hetch_proto::escape_bytes(path);
         let verb = match action {
             ChangeAction::Deleted => "deleted",
             ChangeAction::WouldDelete => "would delete",
             ChangeAction::WouldCopy => "would copy",
+            ChangeAction::WouldReplace => "would replace",
         };
-        if action == ChangeAction::WouldCopy {
-            self.would_copy.fetch_add(1, Relaxed);
+        if let Some((n, bytes)) = self.would.of(action) {
+            n.fetch_add(1, Relaxed);
+            bytes.fetch_add(size, Relaxed);
         } else {
             self.deleted.fetch_add(1, Relaxed);
             let mut kept = self.deleted_paths.lock().expect("deleted lock");
@@ -172,7 +175,7 @@ impl Progress {
             errors: self.take_errors(),
             deleted: self.deleted.load(Relaxed),
             deleted_paths: std::mem::take(&mut *self.deleted_paths.lock().expect("deleted lock")),
-            would_copy: self.would_copy.load(Relaxed),
+            would: self.would.totals(),
         }
     }
 }
@@ -189,6 +192,48 @@ pub struct Report {
     /// The first [`MAX_DELETED_KEPT`] of them, escaped, relative to the destination
     /// directory (fewer than `deleted`: the list was cut).
     pub deleted_paths: Vec<String>,
-    /// Entries a dry run would copy.
-    pub would_copy: u64,
+    /// What a dry run would copy and replace.
+    pub would: DryRunTotals,
+}
+
+/// Counters of a dry run: entries it would copy (new at the destination) and replace,
+/// with the bytes of their files.
+#[derive(Debug, Default)]
+pub struct DryRunTally {
+    copy: AtomicU64,
+    copy_bytes: AtomicU64,
+    replace: AtomicU64,
+    replace_bytes: AtomicU64,
+}
+
+impl DryRunTally {
+    fn of(&self, action: hetch_proto::ChangeAction) -> Option<(&AtomicU64, &AtomicU64)> {
+        match action {
+            hetch_proto::ChangeAction::WouldCopy => Some((&self.copy, &self.copy_bytes)),
+            hetch_proto::ChangeAction::WouldReplace => Some((&self.replace, &self.replace_bytes)),
+            _ => None,
+        }
+    }
+
+    fn totals(&self) -> DryRunTotals {
+        DryRunTotals {
+            copy: self.copy.load(Relaxed),
+            copy_bytes: self.copy_bytes.load(Relaxed),
+            replace: self.replace.load(Relaxed),
+            replace_bytes: self.replace_bytes.load(Relaxed),
+        }
+    }
+}
+
+/// What a dry run would copy and replace, as counted at its end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DryRunTotals {
+    /// Entries the destination lacks.
+    pub copy: u64,
+    /// Bytes of the files among them.
+    pub copy_bytes: u64,
+    /// Entries that differ at the destination.
+    pub replace: u64,
+    /// Bytes of the files among them.
+    pub replace_bytes: u64,
 }

@@ -694,8 +694,8 @@ async fn control_reader(
                 }
             }
             Frame::Durable { file, offset } => crate::follow::durable(&shared, file, offset),
-            Frame::Change(c) if shared.opts.delete.is_some() => {
-                shared.progress.change(c.action, &c.path)
+            Frame::Change(c) if shared.opts.delete.is_some() || shared.opts.dry_run => {
+                shared.progress.change(c.action, &c.path, c.size)
             }
             Frame::Finished(s) => {
                 *summary.lock().expect("summary lock") = s;

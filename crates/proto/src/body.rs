@@ -31,6 +31,7 @@ const SCHEDULE_SEQUENTIAL: u8 = 2;
 const CHANGE_DELETED: u8 = 0;
 const CHANGE_WOULD_DELETE: u8 = 1;
 const CHANGE_WOULD_COPY: u8 = 2;
+const CHANGE_WOULD_REPLACE: u8 = 3;
 
 /// Longest whole-file digest on the wire (SHA-512 would fit).
 pub(crate) const MAX_FILE_DIGEST: usize = 64;
@@ -215,8 +216,10 @@ pub(crate) fn encode_body(frame: &Frame, out: &mut Vec<u8>) {
                 ChangeAction::Deleted => CHANGE_DELETED,
                 ChangeAction::WouldDelete => CHANGE_WOULD_DELETE,
                 ChangeAction::WouldCopy => CHANGE_WOULD_COPY,
+                ChangeAction::WouldReplace => CHANGE_WOULD_REPLACE,
             });
             out.put_bytes(&c.path);
+            out.put_u64(c.size);
         }
     }
 }
@@ -391,7 +394,6 @@ fn encode_hello(hello: &Hello, out: &mut Vec<u8>) {
                 None => out.put_u8(0),
                 Some(d) => {
                     out.put_u8(1);
-                    out.put_bool(d.dry_run);
                     match d.max_delete {
                         None => out.put_u8(0),
                         Some(n) => {
@@ -403,6 +405,7 @@ fn encode_hello(hello: &Hello, out: &mut Vec<u8>) {
                 }
             }
             encode_compression(req.compression, out);
+            out.put_bool(req.dry_run);
         }
         Hello::Data {
             session,
@@ -484,12 +487,12 @@ fn decode_session_request(r: &mut Reader<'_>) -> Result<SessionRequest, ProtoErr
         filter: decode_filter(r)?,
         delete: r.option(|r| {
             Ok(DeleteRequest {
-                dry_run: r.bool()?,
                 max_delete: r.option(Reader::u64)?,
                 delete_excluded: r.bool()?,
             })
         })?,
         compression: decode_compression(r)?,
+        dry_run: r.bool()?,
     };
     // The engine sizes buffers from the block size, so a hostile one must not get in.
     let bs = req.block_size;
@@ -649,13 +652,15 @@ fn decode_change(r: &mut Reader<'_>) -> Result<Change, ProtoError> {
         CHANGE_DELETED => ChangeAction::Deleted,
         CHANGE_WOULD_DELETE => ChangeAction::WouldDelete,
         CHANGE_WOULD_COPY => ChangeAction::WouldCopy,
+        CHANGE_WOULD_REPLACE => ChangeAction::WouldReplace,
         _ => return Err(r.err("unknown change action")),
     };
     let path = r.bytes()?;
     if let Some(why) = rel_path_problem(&path) {
         return Err(r.err(why));
     }
-    Ok(Change { action, path })
+    let size = r.u64()?;
+    Ok(Change { action, path, size })
 }
 
 fn encode_integrity(i: &IntegrityRequest, out: &mut Vec<u8>) {

@@ -13,8 +13,9 @@ pub const MAGIC: [u8; 6] = *b"HETCH\0";
 /// Protocol version spoken by this build. 4: data-stream hellos carry a session proof
 /// instead of the token, and plain (`--no-encrypt`) data streams a MAC per frame.
 /// 6: data blocks may be zstd-compressed ([`DataHeader::compressed`]), as the session
-/// asks ([`SessionRequest::compression`]).
-pub const VERSION: u16 = 6;
+/// asks ([`SessionRequest::compression`]). 7: dry runs of plain copies
+/// ([`SessionRequest::dry_run`]); changes carry sizes and may be replacements.
+pub const VERSION: u16 = 7;
 /// Length of the preamble: `MAGIC | VERSION (u16 LE)`.
 pub const PREAMBLE_LEN: usize = 8;
 /// Length of a frame header: `len: u32 LE | kind: u8`.

@@ -205,6 +205,9 @@ pub struct SessionRequest {
     pub filter: FilterRequest,
     /// Mirror: remove what the source lacks, after everything else succeeded.
     pub delete: Option<DeleteRequest>,
+    /// Dry run: the sink reports what it would copy, replace and (mirroring) delete,
+    /// and changes nothing.
+    pub dry_run: bool,
     /// Compression of data blocks by the source (the client in a push, the server in a
     /// pull).
     pub compression: Compression,
@@ -265,6 +268,9 @@ pub struct Change {
     pub action: ChangeAction,
     /// Path relative to the destination directory, `/`-separated (as in a manifest).
     pub path: Vec<u8>,
+    /// Bytes of the file to be copied (a dry run's copies and replacements; 0 for
+    /// directories, links and deletions).
+    pub size: u64,
 }
 
 /// What a [`Change`] did.
@@ -274,8 +280,11 @@ pub enum ChangeAction {
     Deleted,
     /// Dry run: the entry would be removed.
     WouldDelete,
-    /// Dry run: the entry would be copied (missing or different at the destination).
+    /// Dry run: the entry would be copied (the destination has nothing there).
     WouldCopy,
+    /// Dry run: the entry would replace a different one (another size or mtime,
+    /// another type, another link target).
+    WouldReplace,
 }
 
 /// Most `--include`/`--exclude` patterns a session request may carry, in total.
@@ -299,8 +308,6 @@ pub struct FilterRequest {
 /// source did not announce.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DeleteRequest {
-    /// List what would be copied and removed; change nothing.
-    pub dry_run: bool,
     /// Remove nothing if more than this many entries would be removed.
     pub max_delete: Option<u64>,
     /// Remove excluded entries too (otherwise they are protected).

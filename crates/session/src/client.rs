@@ -115,6 +115,7 @@ pub fn session_request(
         filter,
         delete: opts.delete,
         compression: opts.compression,
+        dry_run: opts.dry_run,
     }
 }
 

@@ -657,6 +657,8 @@ fn session_options(engine: &Options, req: &SessionRequest) -> Result<Options, St
     // Deletions happen only below the destination the client writes to, through the
     // sink's confined handle: nothing it could not overwrite anyway.
     opts.delete = req.delete;
+    // A dry run only reads (stats and link targets below the destination).
+    opts.dry_run = req.dry_run;
     // Each is the client's call for its own data: a retry costs the server only reads
     // it would do anyway, and trusting a journal risks only the client's copy.
     opts.retry_changed = i.retry_changed;
@@ -722,8 +724,8 @@ async fn resolve_role(state: &State, req: &SessionRequest) -> Result<Role, Strin
                     hetch_proto::escape_text(&to.host)
                 ));
             }
-            if req.delete.is_some() || req.integrity.compare_only {
-                return Err("a relay copies only (no mirroring or comparing yet)".into());
+            if req.delete.is_some() || req.integrity.compare_only || req.dry_run {
+                return Err("a relay copies only (no mirroring, comparing or dry run yet)".into());
             }
             return source_operands(state, sources).map(Role::Relay);
         }
@@ -750,8 +752,8 @@ async fn resolve_role(state: &State, req: &SessionRequest) -> Result<Role, Strin
             }))
         }
         (ServeRoot::Local(root), Op::Range(r)) => {
-            if req.delete.is_some() || req.integrity.compare_only {
-                return Err("a range is written only (no mirroring or comparing)".into());
+            if req.delete.is_some() || req.integrity.compare_only || req.dry_run {
+                return Err("a range is written only (no mirroring, comparing or dry run)".into());
             }
             let dest =
                 hetch_storage::paths::confine(root, &r.dest, true).map_err(|e| e.to_string())?;

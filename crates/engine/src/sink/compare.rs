@@ -83,14 +83,17 @@ pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
     }
 }
 
-/// Dry runs of mirroring sessions: a change frame when the entry would be copied
-/// (missing, another type, another link target, or a file whose size or mtime differ:
-/// the rule a transfer skips by). Looks through the store only.
+/// Dry runs: a change frame when the entry would be copied (the destination has
+/// nothing there) or would replace what is there (another type, another link target,
+/// or a file whose size or mtime differ: the rule a transfer skips by); a file that
+/// would be skipped is counted as skipped. Looks through the store only.
 pub(crate) fn would_copy(sh: &SinkShared, e: &Entry) -> Option<hetch_proto::Frame> {
     use hetch_proto::{Change, ChangeAction, Frame};
     let at = sh.place(&e.path).ok()?;
     sh.seen.lock().expect("seen lock").insert(at.rel.clone());
-    let same = match (sh.store.stat(&at.rel), &e.kind) {
+    let found = sh.store.stat(&at.rel);
+    let missing = matches!(found, Ok(None));
+    let same = match (found, &e.kind) {
         (_, EntryKind::Dir) if !sh.caps.directories => true,
         (Ok(Some(p)), EntryKind::Dir) => p.kind == Kind::Dir,
         (Ok(Some(p)), EntryKind::Symlink { target }) => {
@@ -105,13 +108,22 @@ pub(crate) fn would_copy(sh: &SinkShared, e: &Entry) -> Option<hetch_proto::Fram
         }
         _ => false,
     };
+    let size = match e.kind {
+        EntryKind::File { size, .. } => size,
+        _ => 0,
+    };
     if same {
+        if matches!(e.kind, EntryKind::File { .. }) {
+            Progress::add(&sh.progress.skipped, 1);
+            Progress::add(&sh.progress.skipped_bytes, size);
+        }
         return None;
     }
+    let action = match missing {
+        true => ChangeAction::WouldCopy,
+        false => ChangeAction::WouldReplace,
+    };
     let path = sh.store.manifest_path(&at);
-    sh.progress.change(ChangeAction::WouldCopy, &path);
-    Some(Frame::Change(Change {
-        action: ChangeAction::WouldCopy,
-        path,
-    }))
+    sh.progress.change(action, &path, size);
+    Some(Frame::Change(Change { action, path, size }))
 }

@@ -75,7 +75,7 @@ pub(crate) fn delete_extras(sh: &SinkShared) -> Vec<Frame> {
     let Some(base) = sh.store.shown_base() else {
         return Vec::new();
     };
-    if let Some(why) = failures_stop(&sh.progress, &del) {
+    if let Some(why) = failures_stop(&sh.progress, sh.opts.dry_run) {
         return vec![sh.failure(u64::MAX, why)];
     }
     let mode = Mode::Mirror {
@@ -99,7 +99,7 @@ pub(crate) fn delete_extras(sh: &SinkShared) -> Vec<Frame> {
             rel: x.rel.clone(),
         };
         let path = sh.store.manifest_path(&place);
-        let action = if del.dry_run {
+        let action = if sh.opts.dry_run {
             ChangeAction::WouldDelete
         } else {
             match sh.store.remove(&x.rel, x.is_dir) {
@@ -110,17 +110,21 @@ pub(crate) fn delete_extras(sh: &SinkShared) -> Vec<Frame> {
                 }
             }
         };
-        sh.progress.change(action, &path);
-        out.push(Frame::Change(Change { action, path }));
+        sh.progress.change(action, &path, 0);
+        out.push(Frame::Change(Change {
+            action,
+            path,
+            size: 0,
+        }));
     }
     out
 }
 
 /// Why nothing may be deleted after the copies: some entry failed (a dry run lists
 /// anyway).
-pub(crate) fn failures_stop(progress: &crate::Progress, del: &DeleteRequest) -> Option<String> {
+pub(crate) fn failures_stop(progress: &crate::Progress, dry_run: bool) -> Option<String> {
     let failed = progress.failed.load(std::sync::atomic::Ordering::SeqCst);
-    if failed == 0 || del.dry_run {
+    if failed == 0 || dry_run {
         return None;
     }
     let noun = if failed == 1 { "entry" } else { "entries" };

@@ -70,7 +70,7 @@ pub(crate) fn plan_batch(sh: &SinkShared, batch: Vec<Entry>) -> Result<Planned, 
         return Ok((plan, follow, rechecks));
     }
     sh.announced.fetch_add(files as u64, SeqCst);
-    if sh.opts.delete.is_some_and(|d| d.dry_run) {
+    if sh.opts.dry_run {
         for e in batch {
             plan.push(PlanItem {
                 id: e.id,

@@ -97,6 +97,7 @@ impl RawHello {
         b.put_u8(self.preserve_special_modes);
         b.extend_from_slice(&self.tail);
         b.put_u8(self.compression);
+        b.put_u8(0); // not a dry run
         b
     }
 
@@ -275,6 +276,7 @@ fn samples() -> Vec<Frame> {
         Frame::Change(Change {
             action: ChangeAction::Deleted,
             path: b"a/old".to_vec(),
+            size: 0,
         }),
         Frame::Progress(RelayProgress::default()),
     ]
@@ -894,11 +896,13 @@ fn hostile_filters_and_changes_are_refused() {
     let change = |action: u8, path: &[u8]| {
         let mut b = vec![action];
         b.put_bytes(path);
+        b.put_u64(1 << 20);
         decode_body(FrameKind::Change, &b)
     };
     assert!(change(0, b"d/old").is_ok());
+    assert!(change(3, b"d/replaced").is_ok());
     for (action, path) in [
-        (3u8, &b"d/x"[..]),
+        (4u8, &b"d/x"[..]),
         (0, b"/etc/passwd"),
         (0, b"d/../x"),
         (0, b""),

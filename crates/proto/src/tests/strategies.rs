@@ -145,6 +145,7 @@ pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
             filter(),
             proptest::option::of(delete()),
             compression(),
+            any::<bool>(),
         ),
     )
         .prop_map(
@@ -160,7 +161,7 @@ pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
                 no_clobber,
                 fsync,
                 integrity,
-                (preserve_special_modes, filter, delete, compression),
+                (preserve_special_modes, filter, delete, compression, dry_run),
             )| SessionRequest {
                 op,
                 streams,
@@ -177,6 +178,7 @@ pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
                 filter,
                 delete,
                 compression,
+                dry_run,
             },
         )
 }
@@ -196,16 +198,12 @@ fn filter() -> impl Strategy<Value = FilterRequest> {
 }
 
 fn delete() -> impl Strategy<Value = DeleteRequest> {
-    (
-        any::<bool>(),
-        proptest::option::of(any::<u64>()),
-        any::<bool>(),
-    )
-        .prop_map(|(dry_run, max_delete, delete_excluded)| DeleteRequest {
-            dry_run,
+    (proptest::option::of(any::<u64>()), any::<bool>()).prop_map(|(max_delete, delete_excluded)| {
+        DeleteRequest {
             max_delete,
             delete_excluded,
-        })
+        }
+    })
 }
 
 pub(super) fn change() -> impl Strategy<Value = Change> {
@@ -213,10 +211,13 @@ pub(super) fn change() -> impl Strategy<Value = Change> {
         Just(ChangeAction::Deleted),
         Just(ChangeAction::WouldDelete),
         Just(ChangeAction::WouldCopy),
+        Just(ChangeAction::WouldReplace),
     ];
-    (action, "[a-z]{1,8}(/[a-z]{1,8}){0,3}").prop_map(|(action, path)| Change {
+    let path = "[a-z]{1,8}(/[a-z]{1,8}){0,3}";
+    (action, path, any::<u64>()).prop_map(|(action, path, size)| Change {
         action,
         path: path.into_bytes(),
+        size,
     })
 }
 

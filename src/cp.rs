@@ -36,6 +36,8 @@ pub struct CopyJob {
     pub streams: u16,
     /// Why the sessions do not autotune their streams, when the user said so.
     pub autotune_off: Option<&'static str>,
+    /// The path's rate, when known, for a dry run's prediction.
+    pub link_rate: Option<u64>,
     /// TLS on data streams.
     pub encrypt: bool,
     /// Connection settings (token, trust, sockets); only used for remote copies.
@@ -496,5 +498,5 @@ fn predict_copy(job: &CopyJob, report: &Report) -> hetch_doctor::predict::Predic
         ),
         None => (std::time::Duration::ZERO, None),
     };
-    predict(shape, &Rates::fitted(None, rtt, window))
+    predict(shape, &Rates::fitted(job.link_rate, rtt, window))
 }

@@ -150,6 +150,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         opts: Options::default(),
         streams: 4,
         autotune_off: None,
+        link_rate: None,
         encrypt: true,
         client: Some(client.clone()),
         json: false,

@@ -75,6 +75,12 @@ enum Command {
     /// path the sources announce: memory grows with the number of entries, as with
     /// rsync --delete.
     Sync(CpArgs),
+    /// Predict how long `hetch cp SRC... DST` would take, and what would limit it: a
+    /// dry run (what would be copied and replaced, as `cp --dry-run` lists it) through
+    /// a bottleneck model of this machine's per-file and per-byte costs, the path's
+    /// rate (--rate) and the round trip and stream windows measured on connecting.
+    /// Changes nothing.
+    Predict(PredictArgs),
     /// Ship everything that appears or grows under DIR to DST, for as long as it runs
     /// (an instrument host's mover): files go block by block as they are written and
     /// are renamed into place once complete (see --idle, --done-suffix). Survives a
@@ -90,10 +96,11 @@ enum Command {
     /// no symlink is followed. (A transfer removes them by itself in the directories it
     /// copies.)
     Clean(CleanArgs),
-    /// Check what on this host keeps a transfer over a path of --rate and --rtt below
-    /// the path's rate (TCP buffer limits against the bandwidth-delay product, the CPU
-    /// frequency governor), worst first, each with the command that fixes it. Reads
-    /// only: it changes nothing.
+    /// Check what on this host, and on the path to a peer, keeps a transfer below the
+    /// path's rate: TCP buffer limits against the bandwidth-delay product, congestion
+    /// control, MTU (and a mismatch with the path's), the CPU frequency governor, swap;
+    /// measures hashing and the storage of --dir; worst first, each with the command
+    /// that fixes it. Changes nothing unless --apply (sysctls only, undone by --undo).
     Doctor(doctor::DoctorArgs),
     /// Compare two trees by digest (local paths or hetch://HOST/path) and list every
     /// difference: missing, extra, different type, size or content.
@@ -178,6 +185,16 @@ struct CpArgs {
     filter: follow::FilterArgs,
     #[command(flatten)]
     mirror: sync::MirrorArgs,
+}
+
+#[derive(Args)]
+struct PredictArgs {
+    /// The path's rate: bytes per second with SI suffixes (500M) or bits (2gbit);
+    /// default: unknown, as fast as this machine.
+    #[arg(long, value_parser = units::parse_rate)]
+    rate: Option<u64>,
+    #[command(flatten)]
+    cp: CpArgs,
 }
 
 #[derive(Args)]
@@ -603,8 +620,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         endpoint: cli.s3_endpoint.clone(),
     };
     match cli.command {
-        Command::Cp(a) => copy(a, s3, false).await,
-        Command::Sync(a) => copy(a, s3, true).await,
+        Command::Cp(a) => copy(a, s3, false, None).await,
+        Command::Predict(mut a) => {
+            a.cp.mirror.dry_run = true;
+            copy(a.cp, s3, false, Some(a.rate)).await
+        }
+        Command::Sync(a) => copy(a, s3, true, None).await,
         Command::Watch(a) => {
             let dest = match Location::parse(&a.dst) {
                 Ok(Location::Object(_)) => {
@@ -655,6 +676,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 opts,
                 streams: a.streams.count(),
                 autotune_off: tune.err(),
+                link_rate: None,
                 encrypt: !a.streams.no_encrypt,
                 client,
                 json: a.conn.json,
@@ -690,6 +712,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 opts,
                 streams: 1,
                 autotune_off: Some("a comparison: one stream"),
+                link_rate: None,
                 encrypt: true,
                 client,
                 json: a.conn.json,
@@ -759,7 +782,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             srv.run_until(watch::shutdown()).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Doctor(a) => doctor::run(a),
+        Command::Doctor(a) => doctor::run(a).await,
         Command::Clean(a) => {
             let md = std::fs::metadata(&a.dir)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", a.dir.display()))?;
@@ -828,7 +851,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// `hetch cp` and (`sync`) `hetch sync`.
-async fn copy(a: CpArgs, s3: hetch_object::S3Options, sync: bool) -> anyhow::Result<ExitCode> {
+/// `cp` (`sync`: mirroring); `predict` is a dry run with the path's rate, if known.
+async fn copy(
+    a: CpArgs,
+    s3: hetch_object::S3Options,
+    sync: bool,
+    predict: Option<Option<u64>>,
+) -> anyhow::Result<ExitCode> {
     {
         let mut locs = match parse_locations(&a.paths) {
             Ok(l) => l,
@@ -904,6 +933,7 @@ async fn copy(a: CpArgs, s3: hetch_object::S3Options, sync: bool) -> anyhow::Res
             opts,
             streams: a.streams.count(),
             autotune_off: tune.err(),
+            link_rate: predict.flatten(),
             encrypt: !a.streams.no_encrypt,
             client,
             json: a.conn.json,

@@ -513,6 +513,7 @@ impl UnitContext {
             opts,
             streams: spec.options.streams.unwrap_or(4),
             autotune_off: None,
+            link_rate: None,
             encrypt: true,
             client,
             json: false,

@@ -9,7 +9,7 @@ use crate::host::{Host, Triple};
 use crate::window;
 
 /// The path a transfer is to take.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Path {
     /// Its rate, bytes per second.
     pub rate: u64,
@@ -17,7 +17,26 @@ pub struct Path {
     pub rtt: Duration,
     /// Data streams the transfer is to use.
     pub streams: u32,
+    /// What a connection to the peer showed, when the doctor made one.
+    pub probe: Option<Probe>,
 }
+
+/// What a TCP connection to the peer showed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// The interface this host sends to the peer through (IPv4 routes only).
+    pub interface: Option<String>,
+    /// The connection's maximum segment size: the payload of the largest packet the
+    /// path carries, as both ends agreed on it.
+    pub mss: u32,
+}
+
+/// Bytes of IPv4 and TCP headers (with the timestamp option Linux uses) around a
+/// segment: a 1500-byte MTU carries 1448 bytes of payload.
+pub const HEADERS: u32 = 52;
+
+/// Round trips from which a loss-based congestion control is worth a finding.
+const LONG_PATH: Duration = Duration::from_millis(10);
 
 /// One thing that limits a transfer, or may.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -47,13 +66,38 @@ pub struct Report {
     /// limits it), bytes per second.
     pub predicted: u64,
     /// The link that sets `predicted` (`path` when it is the path itself).
-    pub limited_by: &'static str,
+    pub limited_by: String,
+    /// The links whose capacity was measured (storage, hashing, ...).
+    pub measured: Vec<Capacity>,
     /// The findings, the lowest limit first, then those without one.
     pub findings: Vec<Finding>,
 }
 
+/// A link of the chain, measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Capacity {
+    /// What was measured: `storage write /data`, `hashing (blake3, per core)`.
+    pub link: String,
+    /// Bytes per second it moved.
+    pub rate: u64,
+    /// How, in a few words.
+    pub how: String,
+}
+
+impl Report {
+    /// Adds a measured link; the prediction drops to it when it is the slowest.
+    pub fn add_capacity(&mut self, c: Capacity) {
+        if c.rate < self.predicted {
+            self.predicted = c.rate;
+            self.limited_by = c.link.clone();
+        }
+        self.measured.push(c);
+    }
+}
+
 /// Checks `host` for a transfer over `path`.
 pub fn check(host: &Host, path: Path) -> Report {
+    let path = &path;
     let streams = path.streams.clamp(1, window::MAX_STREAMS);
     let bdp = window::bdp(path.rate, path.rtt);
     let mut findings = Vec::new();
@@ -103,6 +147,25 @@ pub fn check(host: &Host, path: Path) -> Report {
             ],
         });
     }
+    findings.extend(congestion_finding(host, path));
+    findings.extend(mtu_findings(host, path));
+    if let Ok(used) = host.swap_used() {
+        if used > 0 {
+            findings.push(Finding {
+                link: "memory",
+                limit: None,
+                finding: format!(
+                    "{} of swap in use: a transfer's buffers or the page cache it reads \
+                     through may be paged out and stall it",
+                    mib(used)
+                ),
+                fix: vec![
+                    "swapoff -a && swapon -a".into(),
+                    "hetch cp --buffer-memory 32M ...".into(),
+                ],
+            });
+        }
+    }
     findings.sort_by_key(|f| f.limit.unwrap_or(u64::MAX));
     let worst = findings.iter().find_map(|f| f.limit.map(|l| (l, f.link)));
     let (predicted, limited_by) = match worst {
@@ -115,7 +178,8 @@ pub fn check(host: &Host, path: Path) -> Report {
         bdp,
         streams,
         predicted,
-        limited_by,
+        limited_by: limited_by.to_string(),
+        measured: Vec::new(),
         findings,
     }
 }
@@ -127,7 +191,7 @@ fn window_finding(
     key: &str,
     side: &str,
     limits: Triple,
-    path: Path,
+    path: &Path,
     streams: u32,
     bdp: u64,
 ) -> Option<Finding> {
@@ -162,6 +226,76 @@ fn window_finding(
     })
 }
 
+/// A loss-based congestion control (cubic, reno) on a long path: one loss halves the
+/// window, which then takes many round trips to regrow.
+fn congestion_finding(host: &Host, path: &Path) -> Option<Finding> {
+    if path.rtt < LONG_PATH {
+        return None;
+    }
+    let (now, available) = host.congestion().ok()?;
+    if now == "bbr" {
+        return None;
+    }
+    let set = "sysctl -w net.ipv4.tcp_congestion_control=bbr".to_string();
+    let fix = match available.iter().any(|a| a == "bbr") {
+        true => vec![set, "hetch cp --cc bbr ...".into()],
+        false => vec![format!("modprobe tcp_bbr && {set}")],
+    };
+    Some(Finding {
+        link: "congestion",
+        limit: None,
+        finding: format!(
+            "congestion control `{now}` halves a stream's window at each loss; over {:.0} ms \
+             it regrows slowly, and BBR (model-based) keeps the rate through sparse losses",
+            path.rtt.as_secs_f64() * 1000.0
+        ),
+        fix,
+    })
+}
+
+/// Interfaces below the Ethernet MTU (more packets, more CPU per byte), and a path that
+/// carries smaller packets than this host's interface is set for (an MTU mismatch:
+/// the peer, or a hop, is set lower).
+fn mtu_findings(host: &Host, path: &Path) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let probed = path.probe.as_ref();
+    let interfaces: Vec<(String, u32)> = match probed.and_then(|p| p.interface.clone()) {
+        Some(i) => host.mtu(&i).map(|m| (i, m)).into_iter().collect(),
+        None => host.interfaces(),
+    };
+    for (name, mtu) in interfaces {
+        if let Some(p) = probed.filter(|p| p.mss + HEADERS < mtu) {
+            let carried = p.mss + HEADERS;
+            out.push(Finding {
+                link: "mtu",
+                limit: None,
+                finding: format!(
+                    "MTU mismatch: {name} is set to {mtu} but the path to the peer carries \
+                     {carried}-byte packets (MSS {}): the peer or a hop is set lower, and \
+                     each packet carries {:.0}% of what {name} could",
+                    p.mss,
+                    100.0 * carried as f64 / mtu as f64
+                ),
+                fix: vec![
+                    format!("on the peer: ip link set dev IFACE mtu {mtu}"),
+                    format!("ip link set dev {name} mtu {carried}"),
+                ],
+            });
+        } else if mtu < 1500 {
+            out.push(Finding {
+                link: "mtu",
+                limit: None,
+                finding: format!(
+                    "{name} has an MTU of {mtu}, below Ethernet's 1500: more packets, and \
+                     CPU, per byte (fine if the network below allows no more)"
+                ),
+                fix: vec![format!("ip link set dev {name} mtu 1500")],
+            });
+        }
+    }
+    out
+}
+
 fn mib(n: u64) -> String {
     hetch_units::human_bytes(n as f64)
 }
@@ -183,8 +317,23 @@ impl Report {
             mib(self.bdp),
             self.streams
         );
+        for c in &self.measured {
+            out.push_str(&format!(
+                "measured: {:<30} {:>10}/s  ({})\n",
+                c.link,
+                mb(c.rate),
+                c.how
+            ));
+        }
         if self.findings.is_empty() {
-            out.push_str("nothing on this host keeps such a transfer below the path's rate\n");
+            match self.limited_by.as_str() {
+                "path" => out
+                    .push_str("nothing on this host keeps such a transfer below the path's rate\n"),
+                by => out.push_str(&format!(
+                    "predicted: {}/s, limited by {by}; no setting here to change\n",
+                    mb(self.predicted)
+                )),
+            }
             return out;
         }
         out.push_str(&format!(
@@ -217,6 +366,7 @@ mod tests {
         rate: 250_000_000,
         rtt: Duration::from_millis(100),
         streams: 4,
+        probe: None,
     };
 
     fn host(rmem_max: u64, wmem_max: u64) -> (tempfile::TempDir, Host) {
@@ -250,7 +400,7 @@ mod tests {
             "sysctl -w net.ipv4.tcp_rmem=\"4096 131072 12582912\""
         );
         assert_eq!(
-            (r.predicted, r.limited_by),
+            (r.predicted, r.limited_by.as_str()),
             (send.limit.unwrap(), "send window")
         );
         let text = r.to_text();
@@ -263,8 +413,27 @@ mod tests {
         let (_t, h) = host(12 << 20, 12 << 20);
         let r = check(&h, PATH);
         assert!(r.findings.is_empty(), "{:?}", r.findings);
-        assert_eq!((r.predicted, r.limited_by), (PATH.rate, "path"));
+        assert_eq!((r.predicted, r.limited_by.as_str()), (PATH.rate, "path"));
         assert!(r.to_text().contains("nothing on this host"));
+        // A measured link below the path's rate sets the prediction.
+        let mut r = r;
+        r.add_capacity(Capacity {
+            link: "storage write /d".into(),
+            rate: 100_000_000,
+            how: "256 MiB".into(),
+        });
+        r.add_capacity(Capacity {
+            link: "hashing".into(),
+            rate: 900_000_000,
+            how: "blake3".into(),
+        });
+        assert_eq!(
+            (r.predicted, r.limited_by.as_str()),
+            (100_000_000, "storage write /d")
+        );
+        let text = r.to_text();
+        assert!(text.contains("limited by storage write /d"), "{text}");
+        assert!(text.contains("measured: hashing"), "{text}");
         // More streams need less per stream.
         let (_t, h) = host(6 << 20, 6 << 20);
         let wide = Path {
@@ -299,5 +468,70 @@ mod tests {
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["findings"][1]["link"], "cpu frequency");
         assert_eq!(json["bdp"], 25_000_000);
+    }
+
+    #[test]
+    fn loss_based_congestion_low_and_mismatched_mtus_and_swap_are_found() {
+        let (_t, h) = fake(&[
+            ("proc/sys/net/ipv4/tcp_rmem", "4096 131072 67108864"),
+            ("proc/sys/net/ipv4/tcp_wmem", "4096 16384 67108864"),
+            ("proc/sys/net/ipv4/tcp_congestion_control", "cubic"),
+            (
+                "proc/sys/net/ipv4/tcp_available_congestion_control",
+                "reno cubic",
+            ),
+            ("proc/meminfo", "SwapTotal: 4096 kB\nSwapFree: 0 kB\n"),
+            ("sys/class/net/eth0/mtu", "1280"),
+            ("sys/class/net/eth0/operstate", "up"),
+            ("sys/class/net/jumbo0/mtu", "9000"),
+            ("sys/class/net/jumbo0/operstate", "up"),
+        ]);
+        let r = check(&h, PATH);
+        let links: Vec<_> = r.findings.iter().map(|f| f.link).collect();
+        assert_eq!(links, ["congestion", "mtu", "memory"], "{r:?}");
+        // bbr is not loaded: the fix loads it first.
+        assert_eq!(
+            r.findings[0].fix,
+            ["modprobe tcp_bbr && sysctl -w net.ipv4.tcp_congestion_control=bbr"]
+        );
+        assert!(r.findings[1].finding.contains("eth0 has an MTU of 1280"));
+        assert_eq!(r.findings[1].fix, ["ip link set dev eth0 mtu 1500"]);
+        assert!(r.findings[2].finding.contains("4.00 MiB of swap"));
+        // A short path needs no other congestion control.
+        let lan = Path {
+            rtt: Duration::from_millis(1),
+            ..PATH
+        };
+        assert!(check(&h, lan)
+            .findings
+            .iter()
+            .all(|f| f.link != "congestion"));
+        // Probed: only the interface toward the peer, which carries 1500-byte packets
+        // while jumbo0 is set to 9000.
+        let probed = Path {
+            probe: Some(Probe {
+                interface: Some("jumbo0".into()),
+                mss: 1448,
+            }),
+            ..PATH
+        };
+        let r = check(&h, probed);
+        let mtu: Vec<_> = r.findings.iter().filter(|f| f.link == "mtu").collect();
+        assert_eq!(mtu.len(), 1, "{r:?}");
+        assert!(
+            mtu[0]
+                .finding
+                .contains("MTU mismatch: jumbo0 is set to 9000"),
+            "{:?}",
+            mtu[0]
+        );
+        assert!(mtu[0].finding.contains("1500-byte packets"), "{:?}", mtu[0]);
+        assert_eq!(
+            mtu[0].fix,
+            [
+                "on the peer: ip link set dev IFACE mtu 9000",
+                "ip link set dev jumbo0 mtu 1500"
+            ]
+        );
     }
 }

@@ -62,6 +62,86 @@ impl Host {
         out
     }
 
+    /// `net.ipv4.tcp_congestion_control`, and the algorithms the kernel has loaded
+    /// (`tcp_available_congestion_control`).
+    pub fn congestion(&self) -> Result<(String, Vec<String>), String> {
+        let now = read(&self.proc_sys.join("net/ipv4/tcp_congestion_control"))?;
+        let all = read(
+            &self
+                .proc_sys
+                .join("net/ipv4/tcp_available_congestion_control"),
+        )?;
+        let all = all.split_whitespace().map(str::to_string).collect();
+        Ok((now.trim().to_string(), all))
+    }
+
+    /// Swap in use, bytes (`/proc/meminfo`: SwapTotal - SwapFree).
+    pub fn swap_used(&self) -> Result<u64, String> {
+        let path = self.proc().join("meminfo");
+        let text = read(&path)?;
+        let kib = |key: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .ok_or_else(|| format!("{}: no {key}", path.display()))
+        };
+        Ok(kib("SwapTotal:")?.saturating_sub(kib("SwapFree:")?) * 1024)
+    }
+
+    /// The network interfaces that are up, other than loopback, with their MTUs.
+    pub fn interfaces(&self) -> Vec<(String, u32)> {
+        let dir = self.sys.join("class/net");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        let mut out: Vec<(String, u32)> = entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let up = std::fs::read_to_string(e.path().join("operstate"))
+                    .is_ok_and(|s| matches!(s.trim(), "up" | "unknown"));
+                let mtu = self.mtu(&name)?;
+                (name != "lo" && up).then_some((name, mtu))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// The MTU of interface `name`.
+    pub fn mtu(&self, name: &str) -> Option<u32> {
+        let p = self.sys.join("class/net").join(name).join("mtu");
+        std::fs::read_to_string(p).ok()?.trim().parse().ok()
+    }
+
+    /// The interface this host's IPv4 routing table sends `to` through (the longest
+    /// matching prefix of `/proc/net/route`).
+    pub fn route_interface(&self, to: std::net::Ipv4Addr) -> Option<String> {
+        let text = std::fs::read_to_string(self.proc().join("net/route")).ok()?;
+        // The kernel prints each address as the hexadecimal of its bytes (network
+        // order) read as a native integer.
+        let addr = |s: &str| {
+            let v = u32::from_str_radix(s, 16).ok()?;
+            Some(u32::from(std::net::Ipv4Addr::from(v.to_ne_bytes())))
+        };
+        let want = u32::from(to);
+        text.lines()
+            .skip(1)
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let (dest, mask) = (addr(f.get(1)?)?, addr(f.get(7)?)?);
+                (want & mask == dest & mask).then(|| (mask.count_ones(), f[0].to_string()))
+            })
+            .max_by_key(|(bits, _)| *bits)
+            .map(|(_, name)| name)
+    }
+
+    fn proc(&self) -> PathBuf {
+        self.proc_sys
+            .parent()
+            .map_or_else(|| "/proc".into(), Path::to_path_buf)
+    }
+
     fn triple(&self, key: &str) -> Result<Triple, String> {
         let path = self.proc_sys.join(key);
         let text = read(&path)?;
@@ -135,5 +215,57 @@ pub(crate) mod tests {
         let (_t, empty) = fake(&[]);
         assert!(empty.tcp_rmem().unwrap_err().contains("tcp_rmem"));
         assert!(empty.governors().is_empty());
+        assert!(empty.interfaces().is_empty());
+        assert!(empty.swap_used().is_err());
+    }
+
+    /// A route table as a little-endian kernel prints it: a default route through
+    /// eth0 and 10.77.0.0/24 on veth-a.
+    const ROUTES: &str =
+        "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+        eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
+        veth-a\t00004D0A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
+
+    #[test]
+    fn routes_interfaces_congestion_and_swap_are_read() {
+        let (_t, h) = fake(&[
+            ("proc/net/route", ROUTES),
+            (
+                "proc/meminfo",
+                "MemTotal: 100 kB\nSwapTotal:  2048 kB\nSwapFree:  1024 kB\n",
+            ),
+            ("proc/sys/net/ipv4/tcp_congestion_control", "cubic\n"),
+            (
+                "proc/sys/net/ipv4/tcp_available_congestion_control",
+                "reno cubic\n",
+            ),
+            ("sys/class/net/eth0/mtu", "1400\n"),
+            ("sys/class/net/eth0/operstate", "up\n"),
+            ("sys/class/net/veth-a/mtu", "9000\n"),
+            ("sys/class/net/veth-a/operstate", "up\n"),
+            ("sys/class/net/down0/mtu", "1500\n"),
+            ("sys/class/net/down0/operstate", "down\n"),
+            ("sys/class/net/lo/mtu", "65536\n"),
+            ("sys/class/net/lo/operstate", "unknown\n"),
+        ]);
+        if cfg!(target_endian = "little") {
+            assert_eq!(
+                h.route_interface([10, 77, 0, 2].into()).as_deref(),
+                Some("veth-a")
+            );
+            assert_eq!(
+                h.route_interface([8, 8, 8, 8].into()).as_deref(),
+                Some("eth0")
+            );
+        }
+        assert_eq!(
+            h.interfaces(),
+            [("eth0".to_string(), 1400), ("veth-a".to_string(), 9000)]
+        );
+        assert_eq!(h.swap_used(), Ok(1 << 20));
+        assert_eq!(
+            h.congestion(),
+            Ok(("cubic".into(), vec!["reno".into(), "cubic".into()]))
+        );
     }
 }

@@ -26,6 +26,7 @@ mod growbuf;
 mod identity;
 mod ktls;
 mod limits;
+mod probe;
 mod session_key;
 mod socket;
 mod throttle;
@@ -38,6 +39,7 @@ pub use fingerprint::{Fingerprint, ParseFingerprintError};
 pub use identity::ServerIdentity;
 pub use ktls::{ktls, Ktls};
 pub use limits::{address_key, PreAuthGate, PreAuthLimits, PreAuthPermit, RateLimitedLog, Refusal};
+pub use probe::{probe, PathProbe, PROBES};
 pub use session_key::{SessionKey, EXPORTER_LABEL};
 #[cfg(target_os = "linux")]
 pub use socket::congestion;

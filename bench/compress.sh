@@ -64,37 +64,19 @@ PY
 gen "$WORK/text" text
 gen "$WORK/random" random
 
-SERVE_LOG=$WORK/serve.log SERVE_PID=""
-stop_serve() { if [ -n "$SERVE_PID" ]; then kill "$SERVE_PID" 2>/dev/null || true; wait "$SERVE_PID" 2>/dev/null || true; SERVE_PID=""; fi; }
-cleanup() { stop_serve; if [ -n "${WAN_UP:-}" ]; then "$LAB" wan down >/dev/null 2>&1 || true; fi; }
+cleanup() { if [ -n "${WAN_UP:-}" ]; then "$LAB" wan down >/dev/null 2>&1 || true; fi; }
 trap cleanup EXIT
 
 # push WHERE SRC MODE: one push to a fresh server, on the testbed (client in host a,
 # server in host b) or on loopback; prints "seconds MB/s ratio cpu"
 push() {
-    local where=$1 src=$2 mode=$3 dst=$WORK/dst fp tok c0 c1 port addr=127.0.0.1 spre="" cpre=""
-    if [ "$where" = wan ]; then addr=10.77.0.2 spre="ip netns exec hetch-b" cpre="ip netns exec hetch-a"; fi
-    rm -rf "$dst" "$WORK/state"
-    mkdir -p "$dst" "$WORK/state"
-    port=$(free_port)
-    # shellcheck disable=SC2086
-    $spre "$HETCH" serve --root "$dst" --listen "$addr:$port" --state-dir "$WORK/state" 2>"$SERVE_LOG" &
-    SERVE_PID=$!
-    for _ in $(seq 200); do grep -q 'token in' "$SERVE_LOG" && break; sleep 0.05; done
-    grep -q 'token in' "$SERVE_LOG" || { cat "$SERVE_LOG" >&2; die "hetch serve did not start"; }
-    fp=$(serve_fingerprint "$SERVE_LOG")
-    tok=$(serve_token "$SERVE_LOG")
-    c0=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat)
-    # shellcheck disable=SC2086
-    HETCH_TOKEN=$tok $cpre "$HETCH" cp -q --json --compress "$mode" --fingerprint "$fp" "$src" \
-        "hetch://$addr:$port/x" >"$WORK/out.json" || die "hetch cp --compress $mode failed"
-    c1=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat)
-    stop_serve
-    python3 - "$WORK/out.json" "$c0" "$c1" <<'PY'
+    local cpu
+    cpu=$(push_once "$1" "$WORK/dst" "$WORK/state" "$WORK/out.json" --compress "$3" "$2") || exit 1
+    python3 - "$WORK/out.json" "$cpu" <<'PY'
 import json, sys
 v = json.load(open(sys.argv[1]))
-print("%.3f %.1f %.2f %.1f" % (v["seconds"], v["bytes_per_second"] / 1e6,
-      v["compression"]["ratio"], (float(sys.argv[3]) - float(sys.argv[2])) / 100))
+print("%.3f %.1f %.2f %s" % (v["seconds"], v["bytes_per_second"] / 1e6,
+      v["compression"]["ratio"], sys.argv[2]))
 PY
 }
 

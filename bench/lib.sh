@@ -74,3 +74,34 @@ wait_idle() {   # let other users' bursts (builds) pass before a timed run
     done
     IDLE_WAITED=$((IDLE_WAITED + SECONDS - start))
 }
+
+# push_once WHERE DST STATE OUT CP_ARGS...: one push (CP_ARGS end with the source) to a
+# fresh `hetch serve` of DST, on the testbed (WHERE=wan: client in host a, server in host
+# b) or on loopback; the cp's --json summary goes to OUT; prints the machine's CPU-seconds
+# (both ends and everything else) over the push. Needs HETCH.
+push_once() {
+    local where=$1 dst=$2 state=$3 out=$4; shift 4
+    local addr=127.0.0.1 spre="" cpre="" port pid fp tok c0 c1 slog
+    if [ "$where" = wan ]; then addr=10.77.0.2 spre="ip netns exec hetch-b" cpre="ip netns exec hetch-a"; fi
+    rm -rf "$dst" "$state"
+    mkdir -p "$dst" "$state"
+    slog=$state.serve.log
+    port=$(free_port)
+    # shellcheck disable=SC2086
+    $spre "$HETCH" serve --root "$dst" --listen "$addr:$port" --state-dir "$state" 2>"$slog" &
+    pid=$!
+    for _ in $(seq 200); do grep -q 'token in' "$slog" && break; sleep 0.05; done
+    grep -q 'token in' "$slog" || { cat "$slog" >&2; kill "$pid" 2>/dev/null; die "hetch serve did not start"; }
+    fp=$(serve_fingerprint "$slog")
+    tok=$(serve_token "$slog")
+    c0=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat)
+    # shellcheck disable=SC2086
+    if ! HETCH_TOKEN=$tok $cpre "$HETCH" cp -q --json --fingerprint "$fp" "$@" "hetch://$addr:$port/x" >"$out"; then
+        kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+        die "hetch cp $* failed"
+    fi
+    c1=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat)
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.1f\n", (b - a) / 100 }'
+}

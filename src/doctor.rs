@@ -93,6 +93,11 @@ pub async fn run(a: DoctorArgs) -> anyhow::Result<ExitCode> {
         });
     }
     report.add_capacity(tokio::task::spawn_blocking(hashing).await?);
+    // Loopback may be down (a bare network namespace): then there is no TLS figure.
+    match tls_loopback().await {
+        Ok(c) => report.add_capacity(c),
+        Err(e) => eprintln!("hetch doctor: no TLS measurement: {e:#}"),
+    }
     for dir in &a.dir {
         let (size, dir) = (a.storage_size, dir.clone());
         for c in tokio::task::spawn_blocking(move || storage(&dir, size)).await?? {
@@ -138,6 +143,53 @@ fn hashing() -> Capacity {
         rate: (data.len() as f64 / secs) as u64,
         how: "64 MiB in memory".into(),
     }
+}
+
+/// One TLS stream over loopback, both ends in this process: what one stream's
+/// encryption and decryption (AES-GCM on this CPU, rustls) and the kernel's TCP carry.
+async fn tls_loopback() -> anyhow::Result<Capacity> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const BLOCK: usize = 1 << 20;
+    const BLOCKS: usize = 256;
+    let dir = tempfile::tempdir()?;
+    let (id, _) = hetch_net::ServerIdentity::load_or_create(dir.path())?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?.to_string();
+    let config = id.server_config();
+    let receiver = tokio::spawn(async move {
+        let (socket, _) = listener.accept().await?;
+        let mut acc = hetch_net::accept(socket, &Default::default(), &config).await?;
+        acc.read_buffer.grow();
+        let (mut buf, mut total) = (vec![0u8; BLOCK], 0usize);
+        loop {
+            match acc.stream.read(&mut buf).await? {
+                0 => return Ok::<_, anyhow::Error>(total),
+                n => total += n,
+            }
+        }
+    });
+    let client = hetch_net::TlsClient::new(&addr, hetch_net::Trust::Pinned(id.fingerprint))?;
+    let mut s = hetch_net::connect(&addr, &Default::default(), Some(&client)).await?;
+    let block: Vec<u8> = (0..BLOCK as u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 7) as u8)
+        .collect();
+    let started = Instant::now();
+    for _ in 0..BLOCKS {
+        s.write_all(&block).await?;
+    }
+    s.shutdown().await?;
+    let moved = receiver.await??;
+    let secs = started.elapsed().as_secs_f64().max(1e-9);
+    anyhow::ensure!(
+        moved == BLOCK * BLOCKS,
+        "TLS test: {moved} bytes arrived of {}",
+        BLOCK * BLOCKS
+    );
+    Ok(Capacity {
+        link: "TLS, one stream on loopback".into(),
+        rate: (moved as f64 / secs) as u64,
+        how: "256 MiB encrypted and decrypted in this process".into(),
+    })
 }
 
 /// The write and read rates of `dir` with a temporary file of `size` bytes.

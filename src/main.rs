@@ -99,7 +99,7 @@ enum Command {
     /// Check what on this host, and on the path to a peer, keeps a transfer below the
     /// path's rate: TCP buffer limits against the bandwidth-delay product, congestion
     /// control, MTU (and a mismatch with the path's), the CPU frequency governor, swap;
-    /// measures hashing and the storage of --dir; worst first, each with the command
+    /// measures hashing, TLS and the storage of --dir; worst first, each with the command
     /// that fixes it. Changes nothing unless --apply (sysctls only, undone by --undo).
     Doctor(doctor::DoctorArgs),
     /// Compare two trees by digest (local paths or hetch://HOST/path) and list every

@@ -93,7 +93,19 @@ fn default_buffer_limits_are_found_and_the_printed_fix_removes_the_finding() {
 
     let after = ns.doctor(&path);
     assert!(windows(&after).is_empty(), "{after}");
-    assert_eq!(after["predicted"], 250_000_000, "{after}");
+    // The path's rate, unless a measured link (hashing) is slower on a loaded machine.
+    let slowest = after["measured"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["rate"].as_u64())
+        .min()
+        .unwrap_or(u64::MAX);
+    assert_eq!(
+        after["predicted"].as_u64(),
+        Some(slowest.min(250_000_000)),
+        "{after}"
+    );
     // More streams instead of larger buffers: the second fix, for the same limits.
     ns.sh("sysctl -q -w net.ipv4.tcp_rmem='4096 131072 6291456'");
     let wider = ns.doctor(&["--rtt", "100ms", "--rate", "2gbit", "--streams", "8"]);

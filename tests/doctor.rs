@@ -9,8 +9,7 @@
 mod util;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use util::*;
 
@@ -133,36 +132,11 @@ fn on(host: &str, args: &[&str], env: &[(&str, &str)]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// Starts `hetch serve` on `host` listening on `listen`; returns it and its token.
+/// Starts `hetch serve` on `host` listening on `listen`, below `dir`; returns it and
+/// its token.
 fn serve(host: &str, listen: &str, dir: &Path) -> (std::process::Child, String) {
-    let state = dir.join(format!("state-{host}"));
-    std::fs::create_dir_all(dir.join(format!("root-{host}"))).unwrap();
-    let child = Command::new(lab_bin())
-        .args(["wan", "exec", host, "--", BIN, "serve", "--listen", listen])
-        .arg("--root")
-        .arg(dir.join(format!("root-{host}")))
-        .arg("--state-dir")
-        .arg(&state)
-        .env("HETCH_CONFIG_DIR", dir.join(format!("config-{host}")))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let token = state.join("token");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::fs::read_to_string(&token)
-        .unwrap_or_default()
-        .trim()
-        .is_empty()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "hetch serve on {host} did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let token = std::fs::read_to_string(&token).unwrap().trim().to_string();
-    (child, token)
+    let here = dir.join(format!("server-{host}"));
+    serve_on_testbed(host, listen, &here, &here.join("root"), &[])
 }
 
 fn links(report: &serde_json::Value) -> Vec<String> {

@@ -7,8 +7,7 @@
 mod util;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use util::*;
 
@@ -37,57 +36,7 @@ fn can_run() -> Result<(), &'static str> {
 /// Starts `hetch serve` on host b (10.77.0.2:7878) serving `root`, with its state under
 /// `dir`; returns the process and the token.
 fn serve_on_b(dir: &Path, root: &Path, extra: &[&str]) -> (std::process::Child, String) {
-    serve_on("b", "10.77.0.2:7878", dir, root, extra)
-}
-
-/// Starts `hetch serve` on `host`, listening on `listen`, serving `root`, with its state
-/// under `dir`; returns the process and the token.
-fn serve_on(
-    host: &str,
-    listen: &str,
-    dir: &Path,
-    root: &Path,
-    extra: &[&str],
-) -> (std::process::Child, String) {
-    std::fs::create_dir_all(root).unwrap();
-    let state = dir.join("state");
-    let server = Command::new(lab_bin())
-        .args([
-            "wan",
-            "exec",
-            host,
-            "--",
-            env!("CARGO_BIN_EXE_hetch"),
-            "serve",
-            "--listen",
-            listen,
-        ])
-        .arg("--root")
-        .arg(root)
-        .arg("--state-dir")
-        .arg(&state)
-        .args(extra)
-        .env("HETCH_CONFIG_DIR", dir.join("config"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let token_path = state.join("token");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !token_path.exists()
-        || std::fs::read_to_string(&token_path)
-            .unwrap_or_default()
-            .is_empty()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the server on host {host} did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(200)); // let it reach listen()
-    let token = std::fs::read_to_string(&token_path).unwrap();
-    (server, token.trim().to_string())
+    serve_on_testbed("b", "10.77.0.2:7878", dir, root, extra)
 }
 
 /// `hetch cp ARGS` on host a (started, not waited for).
@@ -462,8 +411,8 @@ fn two_pairs_push_crosswise_at_once_into_one_shared_directory_then_down_leaves_n
 
     let shared = t.path().join("shared");
     let (b1, b2) = (t.path().join("b1"), t.path().join("b2"));
-    let (mut s1, token1) = serve_on("b1", "10.77.0.101:7878", &b1, &shared, &[]);
-    let (mut s2, token2) = serve_on("b2", "10.77.0.102:7878", &b2, &shared, &[]);
+    let (mut s1, token1) = serve_on_testbed("b1", "10.77.0.101:7878", &b1, &shared, &[]);
+    let (mut s2, token2) = serve_on_testbed("b2", "10.77.0.102:7878", &b2, &shared, &[]);
     let push = |host: &str, token: &str, src: &Path, url: &str| {
         let known = t.path().join(format!("known_hosts.{host}"));
         cp_on(

@@ -1168,3 +1168,45 @@ pub fn contents(root: &Path) -> Vec<(String, String)> {
     v.sort();
     v
 }
+
+/// Starts `hetch serve` on testbed host `host` (`hetch-lab wan exec`), listening on
+/// `listen`, serving `root` (created), with its state and client config under `dir`;
+/// returns the process and the token.
+pub fn serve_on_testbed(
+    host: &str,
+    listen: &str,
+    dir: &Path,
+    root: &Path,
+    extra: &[&str],
+) -> (std::process::Child, String) {
+    std::fs::create_dir_all(root).unwrap();
+    let state = dir.join("state");
+    let server = Command::new(lab_bin())
+        .args(["wan", "exec", host, "--", BIN, "serve", "--listen", listen])
+        .arg("--root")
+        .arg(root)
+        .arg("--state-dir")
+        .arg(&state)
+        .args(extra)
+        .env("HETCH_CONFIG_DIR", dir.join("config"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let token_path = state.join("token");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !token_path.exists()
+        || std::fs::read_to_string(&token_path)
+            .unwrap_or_default()
+            .is_empty()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the server on host {host} did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200)); // let it reach listen()
+    let token = std::fs::read_to_string(&token_path).unwrap();
+    (server, token.trim().to_string())
+}

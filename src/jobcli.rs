@@ -185,7 +185,8 @@ struct SubmitArgs {
     /// Block size (as `hetch cp --block-size`).
     #[arg(long, value_parser = hetch_units::parse_block_size)]
     block_size: Option<u64>,
-    /// Data streams per session.
+    /// Data streams per session (default: autotuned by each worker per session, as
+    /// `hetch cp` does).
     #[arg(long)]
     streams: Option<u16>,
     /// Never replace an existing file.

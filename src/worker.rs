@@ -506,13 +506,14 @@ impl UnitContext {
         opts: Options,
         client: Option<hetch_session::client::ClientConfig>,
     ) -> CopyJob {
+        let (client, autotune_off) = with_autotune(client, spec.options.streams);
         CopyJob {
             sources,
             dest_shown: spec.dest.clone(),
             dest,
             opts,
             streams: spec.options.streams.unwrap_or(4),
-            autotune_off: None,
+            autotune_off,
             link_rate: None,
             encrypt: true,
             client,
@@ -657,8 +658,45 @@ fn with_parents(list: &mut Vec<Vec<u8>>, path: &str) {
     }
 }
 
+/// A unit's sessions choose their streams as `hetch cp`'s do, unless the job gave a
+/// number; then why not.
+fn with_autotune(
+    mut client: Option<hetch_session::client::ClientConfig>,
+    streams: Option<u16>,
+) -> (
+    Option<hetch_session::client::ClientConfig>,
+    Option<&'static str>,
+) {
+    if streams.is_some() {
+        return (client, Some("--streams given"));
+    }
+    if let Some(c) = client.as_mut() {
+        c.autotune = Some(Arc::new(hetch_session::Autotune::new(4)));
+    }
+    (client, None)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn units_autotune_unless_the_job_gives_streams() {
+        let client = hetch_session::client::ClientConfig {
+            token: b"0123456789abcdef0123".to_vec(),
+            fingerprint: None,
+            known_hosts: None,
+            socket: Default::default(),
+            timeout: std::time::Duration::from_secs(1),
+            opened: Default::default(),
+            autotune: None,
+        };
+        let (c, off) = super::with_autotune(Some(client.clone()), None);
+        assert!(c.unwrap().autotune.is_some() && off.is_none());
+        let (c, off) = super::with_autotune(Some(client), Some(2));
+        assert!(c.unwrap().autotune.is_none());
+        assert_eq!(off, Some("--streams given"));
+        assert!(super::with_autotune(None, None).0.is_none());
+    }
+
     #[test]
     fn parents_come_first_once() {
         let mut l = Vec::new();

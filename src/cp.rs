@@ -482,9 +482,10 @@ pub fn autotune_json(job: &CopyJob) -> serde_json::Value {
 fn predict_copy(job: &CopyJob, report: &Report) -> hetch_doctor::predict::Prediction {
     use hetch_doctor::predict::{predict, Rates, Shape};
     let w = &report.would;
+    // Sizes a server reported: a hostile one may send any.
     let shape = Shape {
-        files: w.copy + w.replace,
-        bytes: w.copy_bytes + w.replace_bytes,
+        files: w.copy.saturating_add(w.replace),
+        bytes: w.copy_bytes.saturating_add(w.replace_bytes),
     };
     let tuned = job
         .client

@@ -73,6 +73,7 @@ pub async fn run(a: DoctorArgs) -> anyhow::Result<ExitCode> {
         probe: probed.as_ref().map(|(p, interface)| Probe {
             interface: interface.clone(),
             mss: p.mss,
+            ipv6: p.addr.is_ipv6(),
         }),
     };
     let mut report = hetch_doctor::check(&host, path);
@@ -248,16 +249,24 @@ fn undo_file() -> PathBuf {
     hetch_net::KnownHosts::default_path().with_file_name("doctor-undo.sh")
 }
 
-/// `(key, value)` of a fix that is one `sysctl -w KEY="VALUE"` and nothing else.
+/// The only settings `--apply` changes and `--undo` writes back: a hand-edited undo
+/// file (it lives in the user's config directory) cannot make root set anything else.
+const APPLIED: [&str; 3] = [
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
+    "net.ipv4.tcp_congestion_control",
+];
+
+/// `(key, value)` of a fix that is one `sysctl -w KEY="VALUE"` of a setting in
+/// [`APPLIED`], with a value of numbers or a name.
 fn sysctl_of(fix: &str) -> Option<(String, String)> {
     let (key, value) = fix.strip_prefix("sysctl -w ")?.split_once('=')?;
-    let ok = !key.is_empty()
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
     let value = value.trim_matches('"');
-    (ok && !value.contains(['"', '\'', '&', ';', '|', '$']))
-        .then(|| (key.to_string(), value.to_string()))
+    let plain = !value.is_empty()
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b' ' || b == b'_');
+    (APPLIED.contains(&key) && plain).then(|| (key.to_string(), value.to_string()))
 }
 
 /// `/proc/sys` path of a sysctl key.
@@ -278,9 +287,20 @@ fn apply(report: &hetch_doctor::Report) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let path = undo_file();
-    let mut undo =
-        String::from("#!/bin/sh\n# written by hetch doctor --apply: the values it replaced\n");
-    for (key, _) in &fixes {
+    // An earlier undo file keeps the values from before any --apply; keys it lacks are
+    // added with their values now.
+    let mut undo = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            String::from("#!/bin/sh\n# written by hetch doctor --apply: the values it replaced\n")
+        }
+        Err(e) => bail!("{}: {e}", path.display()),
+    };
+    let kept: Vec<String> = undo
+        .lines()
+        .filter_map(|l| sysctl_of(l).map(|(k, _)| k))
+        .collect();
+    for (key, _) in fixes.iter().filter(|(k, _)| !kept.contains(k)) {
         let old = std::fs::read_to_string(proc_sys(key))
             .with_context(|| format!("{key}: cannot read the current value"))?;
         let old = old.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -289,10 +309,7 @@ fn apply(report: &hetch_doctor::Report) -> anyhow::Result<ExitCode> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;
     }
-    // An earlier undo file is kept: it holds the values from before any --apply.
-    if !path.exists() {
-        std::fs::write(&path, &undo).with_context(|| format!("{}", path.display()))?;
-    }
+    std::fs::write(&path, &undo).with_context(|| format!("{}", path.display()))?;
     for (key, value) in &fixes {
         eprintln!("hetch doctor: sysctl -w {key}=\"{value}\"");
         std::fs::write(proc_sys(key), value)
@@ -353,7 +370,10 @@ mod tests {
             "modprobe tcp_bbr && sysctl -w net.ipv4.tcp_congestion_control=bbr",
             "hetch cp --streams 12 ...",
             "sysctl -w a/../b=1",
-            "sysctl -w a.b=\"1; rm -rf /\"",
+            "sysctl -w net.ipv4.tcp_rmem=\"1; rm -rf /\"",
+            "sysctl -w net.ipv4.tcp_wmem=\"$(id)\"",
+            "sysctl -w kernel.modprobe=\"/home/u/x\"",
+            "sysctl -w net.ipv4.tcp_rmem=\"\"",
             "ip link set dev eth0 mtu 1500",
         ] {
             assert_eq!(sysctl_of(not), None, "{not}");

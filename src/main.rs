@@ -229,7 +229,7 @@ struct WatchArgs {
 struct StreamArgs {
     /// Number of parallel data streams (1 to 256, what a server accepts). Without it,
     /// autotuning chooses per session from the round trip measured while connecting:
-    /// 4 on short paths, up to 16 where this host's socket-buffer limits
+    /// 4 on short paths, up to 12 where this host's socket-buffer limits
     /// (tcp_rmem/tcp_wmem) need more streams to fill a long path.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
     streams: Option<u16>,

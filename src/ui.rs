@@ -117,8 +117,6 @@ fn compression_json(progress: &Progress) -> serde_json::Value {
     })
 }
 
-/// Prints the end-of-transfer summary (one line, or JSON on stdout) and the per-file
-/// errors: each on stderr, and with `json` also in the summary's `errors` list;
 /// What a copy was asked to be, for its summary.
 pub struct RunShape {
     /// Its mirroring phase, if any.
@@ -131,6 +129,8 @@ pub struct RunShape {
     pub predicted: Option<hetch_doctor::predict::Prediction>,
 }
 
+/// Prints the end-of-transfer summary (one line, or JSON on stdout) and the per-file
+/// errors: each on stderr, and with `json` also in the summary's `errors` list;
 /// `reconnects` counts the sessions opened again after lost ones.
 pub fn print_summary(
     report: &Report,

@@ -29,11 +29,18 @@ pub struct Probe {
     /// The connection's maximum segment size: the payload of the largest packet the
     /// path carries, as both ends agreed on it.
     pub mss: u32,
+    /// Whether the connection was over IPv6 (40 bytes of IP header instead of 20).
+    pub ipv6: bool,
 }
 
-/// Bytes of IPv4 and TCP headers (with the timestamp option Linux uses) around a
-/// segment: a 1500-byte MTU carries 1448 bytes of payload.
-pub const HEADERS: u32 = 52;
+impl Probe {
+    /// The packet size the path carries: the segment and its IP and TCP headers (with
+    /// the timestamp option Linux uses): 1448 bytes of payload in a 1500-byte IPv4
+    /// packet.
+    pub fn packet(&self) -> u32 {
+        self.mss + if self.ipv6 { 72 } else { 52 }
+    }
+}
 
 /// Round trips from which a loss-based congestion control is worth a finding.
 const LONG_PATH: Duration = Duration::from_millis(10);
@@ -264,8 +271,10 @@ fn mtu_findings(host: &Host, path: &Path) -> Vec<Finding> {
         None => host.interfaces(),
     };
     for (name, mtu) in interfaces {
-        if let Some(p) = probed.filter(|p| p.mss + HEADERS < mtu) {
-            let carried = p.mss + HEADERS;
+        // Only the interface the probe went through is compared with it.
+        let toward = probed.filter(|p| p.interface.is_some() && p.packet() < mtu);
+        if let Some(p) = toward {
+            let carried = p.packet();
             out.push(Finding {
                 link: "mtu",
                 limit: None,
@@ -512,6 +521,7 @@ mod tests {
             probe: Some(Probe {
                 interface: Some("jumbo0".into()),
                 mss: 1448,
+                ipv6: false,
             }),
             ..PATH
         };

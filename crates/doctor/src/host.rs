@@ -125,14 +125,24 @@ impl Host {
             Some(u32::from(std::net::Ipv4Addr::from(v.to_ne_bytes())))
         };
         let want = u32::from(to);
+        const RTF_UP: u32 = 1;
         text.lines()
             .skip(1)
             .filter_map(|l| {
                 let f: Vec<&str> = l.split_whitespace().collect();
                 let (dest, mask) = (addr(f.get(1)?)?, addr(f.get(7)?)?);
-                (want & mask == dest & mask).then(|| (mask.count_ones(), f[0].to_string()))
+                let flags = u32::from_str_radix(f.get(3)?, 16).ok()?;
+                let metric: u32 = f.get(6)?.parse().ok()?;
+                let hit = flags & RTF_UP != 0 && want & mask == dest & mask;
+                // The most specific route wins; among equals, the lowest metric.
+                hit.then(|| {
+                    (
+                        (mask.count_ones(), std::cmp::Reverse(metric)),
+                        f[0].to_string(),
+                    )
+                })
             })
-            .max_by_key(|(bits, _)| *bits)
+            .max_by_key(|(rank, _)| *rank)
             .map(|(_, name)| name)
     }
 
@@ -224,6 +234,8 @@ pub(crate) mod tests {
     const ROUTES: &str =
         "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
         eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
+        wlan0\t00000000\t010200C0\t0003\t0\t0\t600\t00000000\t0\t0\t0\n\
+        gone0\t00004D0A\t00000000\t0000\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
         veth-a\t00004D0A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
 
     #[test]

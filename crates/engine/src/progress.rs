@@ -156,6 +156,10 @@ impl Progress {
             failed: take(&self.failed),
             reverified: take(&self.reverified),
         };
+        let w = &self.would;
+        for c in [&w.copy, &w.copy_bytes, &w.replace, &w.replace_bytes] {
+            take(c);
+        }
         for c in [&self.total_bytes, &self.total_files, &self.skipped_bytes] {
             take(c);
         }
@@ -236,4 +240,36 @@ pub struct DryRunTotals {
     pub replace: u64,
     /// Bytes of the files among them.
     pub replace_bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hetch_proto::ChangeAction;
+
+    #[test]
+    fn a_dry_runs_counts_start_over_with_a_new_session() {
+        let p = Progress::default();
+        p.change(ChangeAction::WouldCopy, b"a", 5);
+        p.change(ChangeAction::WouldReplace, b"b", 7);
+        p.change(ChangeAction::WouldDelete, b"c", 0);
+        let w = p.would.totals();
+        assert_eq!(
+            (w.copy, w.copy_bytes, w.replace, w.replace_bytes),
+            (1, 5, 1, 7)
+        );
+        // A lost session's changes are announced again by the next one.
+        p.begin_attempt();
+        p.change(ChangeAction::WouldCopy, b"a", 5);
+        let r = p.report();
+        assert_eq!(
+            r.would,
+            DryRunTotals {
+                copy: 1,
+                copy_bytes: 5,
+                ..Default::default()
+            }
+        );
+        assert_eq!(r.deleted, 1);
+    }
 }

@@ -657,7 +657,8 @@ fn session_options(engine: &Options, req: &SessionRequest) -> Result<Options, St
     // Deletions happen only below the destination the client writes to, through the
     // sink's confined handle: nothing it could not overwrite anyway.
     opts.delete = req.delete;
-    // A dry run only reads (stats and link targets below the destination).
+    // A dry run only reads (stats and link targets below the destination), but for a
+    // missing `DIR/` destination, created as the copy would create it.
     opts.dry_run = req.dry_run;
     // Each is the client's call for its own data: a retry costs the server only reads
     // it would do anyway, and trusting a journal risks only the client's copy.

@@ -90,7 +90,10 @@ pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
 pub(crate) fn would_copy(sh: &SinkShared, e: &Entry) -> Option<hetch_proto::Frame> {
     use hetch_proto::{Change, ChangeAction, Frame};
     let at = sh.place(&e.path).ok()?;
-    sh.seen.lock().expect("seen lock").insert(at.rel.clone());
+    // Only a mirror's deletion phase needs every path: a plain dry run keeps none.
+    if sh.opts.delete.is_some() {
+        sh.seen.lock().expect("seen lock").insert(at.rel.clone());
+    }
     let found = sh.store.stat(&at.rel);
     let missing = matches!(found, Ok(None));
     let same = match (found, &e.kind) {

@@ -129,12 +129,18 @@ async fn probe(peer: &str) -> anyhow::Result<(hetch_net::PathProbe, Option<Strin
     Ok((p, interface))
 }
 
+/// `len` bytes of a fixed pattern that neither compresses nor repeats at block size:
+/// the data every measurement moves.
+fn test_bytes(len: usize) -> Vec<u8> {
+    (0..len as u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect()
+}
+
 /// BLAKE3 over 64 MiB in one thread: what one core hashes (each block is hashed once
 /// by the source and once by the destination).
 fn hashing() -> Capacity {
-    let data: Vec<u8> = (0..64u32 << 20)
-        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
-        .collect();
+    let data = test_bytes(64 << 20);
     let started = Instant::now();
     let digest = hetch_integrity::Algorithm::Blake3.digest(&data);
     let secs = started.elapsed().as_secs_f64().max(1e-9);
@@ -171,9 +177,7 @@ async fn tls_loopback() -> anyhow::Result<Capacity> {
     });
     let client = hetch_net::TlsClient::new(&addr, hetch_net::Trust::Pinned(id.fingerprint))?;
     let mut s = hetch_net::connect(&addr, &Default::default(), Some(&client)).await?;
-    let block: Vec<u8> = (0..BLOCK as u32)
-        .map(|i| (i.wrapping_mul(2654435761) >> 7) as u8)
-        .collect();
+    let block = test_bytes(BLOCK);
     let started = Instant::now();
     for _ in 0..BLOCKS {
         s.write_all(&block).await?;
@@ -200,9 +204,7 @@ fn storage(dir: &Path, size: u64) -> anyhow::Result<Vec<Capacity>> {
         .prefix(".hetch-doctor-")
         .tempfile_in(dir)
         .with_context(|| format!("{}: cannot create a test file", dir.display()))?;
-    let block: Vec<u8> = (0..BLOCK as u32)
-        .map(|i| (i.wrapping_mul(2246822519) >> 11) as u8)
-        .collect();
+    let block = test_bytes(BLOCK);
     let blocks = size.div_ceil(BLOCK as u64).max(1);
     let name = file.path().display().to_string();
     let started = Instant::now();

@@ -54,7 +54,10 @@ pub async fn connect_keyed(
     }
 }
 
-async fn connect_tcp(host: &str, opts: &SocketOptions) -> Result<(TcpStream, Duration), NetError> {
+pub(crate) async fn connect_tcp(
+    host: &str,
+    opts: &SocketOptions,
+) -> Result<(TcpStream, Duration), NetError> {
     let fail = |source: io::Error| NetError::Connect {
         host: host.to_string(),
         source,

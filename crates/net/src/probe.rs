@@ -3,9 +3,7 @@
 //! No byte is sent: any listening port will do, a hetch server's included.
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
-
-use tokio::net::TcpStream;
+use std::time::Duration;
 
 use crate::NetError;
 
@@ -23,33 +21,25 @@ pub struct PathProbe {
     pub mss: u32,
 }
 
-/// Connects to `host` (`host:port`) [`PROBES`] times, one after the other.
+/// Connects to `host` (`host:port`) [`PROBES`] times, one after the other, as a
+/// session's connections are made (same resolution, timeouts and errors).
 pub async fn probe(host: &str) -> Result<PathProbe, NetError> {
     let fail = |source: std::io::Error| NetError::Connect {
         host: host.to_string(),
         source,
     };
-    let addr = tokio::time::timeout(crate::CONNECT_TIMEOUT, tokio::net::lookup_host(host))
-        .await
-        .map_err(|_| fail(std::io::ErrorKind::TimedOut.into()))?
-        .map_err(fail)?
-        .next()
-        .ok_or_else(|| fail(std::io::ErrorKind::NotFound.into()))?;
     let mut best = Duration::MAX;
-    let mut mss = 0;
+    let mut last = None;
     for _ in 0..PROBES {
-        let started = Instant::now();
-        let s = tokio::time::timeout(crate::CONNECT_TIMEOUT, TcpStream::connect(addr))
-            .await
-            .map_err(|_| fail(std::io::ErrorKind::TimedOut.into()))?
-            .map_err(fail)?;
-        best = best.min(started.elapsed());
-        mss = socket2::SockRef::from(&s).tcp_mss().map_err(fail)?;
+        let (s, rtt) = crate::conn::connect_tcp(host, &Default::default()).await?;
+        best = best.min(rtt);
+        last = Some(s);
     }
+    let s = last.expect("PROBES > 0");
     Ok(PathProbe {
-        addr,
+        addr: s.peer_addr().map_err(fail)?,
         rtt: best,
-        mss,
+        mss: socket2::SockRef::from(&s).tcp_mss().map_err(fail)?,
     })
 }
 

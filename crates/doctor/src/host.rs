@@ -40,26 +40,16 @@ impl Host {
     /// The CPU frequency governors of the CPUs that expose one (none in most virtual
     /// machines), as (cpu directory name, governor).
     pub fn governors(&self) -> Vec<(String, String)> {
-        let dir = self.sys.join("devices/system/cpu");
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            return Vec::new();
-        };
-        let mut out: Vec<(String, String)> = entries
-            .flatten()
-            .filter_map(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let is_cpu = name
-                    .strip_prefix("cpu")
-                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-                if !is_cpu {
-                    return None;
-                }
-                let gov = std::fs::read_to_string(e.path().join("cpufreq/scaling_governor"));
-                Some((name, gov.ok()?.trim().to_string()))
-            })
-            .collect();
-        out.sort();
-        out
+        sorted_entries(&self.sys.join("devices/system/cpu"), |name, path| {
+            let is_cpu = name
+                .strip_prefix("cpu")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            if !is_cpu {
+                return None;
+            }
+            let gov = std::fs::read_to_string(path.join("cpufreq/scaling_governor"));
+            Some(gov.ok()?.trim().to_string())
+        })
     }
 
     /// `net.ipv4.tcp_congestion_control`, and the algorithms the kernel has loaded
@@ -90,22 +80,11 @@ impl Host {
 
     /// The network interfaces that are up, other than loopback, with their MTUs.
     pub fn interfaces(&self) -> Vec<(String, u32)> {
-        let dir = self.sys.join("class/net");
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            return Vec::new();
-        };
-        let mut out: Vec<(String, u32)> = entries
-            .flatten()
-            .filter_map(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let up = std::fs::read_to_string(e.path().join("operstate"))
-                    .is_ok_and(|s| matches!(s.trim(), "up" | "unknown"));
-                let mtu = self.mtu(&name)?;
-                (name != "lo" && up).then_some((name, mtu))
-            })
-            .collect();
-        out.sort();
-        out
+        sorted_entries(&self.sys.join("class/net"), |name, path| {
+            let up = std::fs::read_to_string(path.join("operstate"))
+                .is_ok_and(|s| matches!(s.trim(), "up" | "unknown"));
+            (name != "lo" && up).then(|| self.mtu(name)).flatten()
+        })
     }
 
     /// The MTU of interface `name`.
@@ -165,6 +144,27 @@ impl Host {
             _ => Err(format!("{}: not three numbers: {text:?}", path.display())),
         }
     }
+}
+
+/// `(name, value)` of the entries of `dir` that `value` gives one for, by name: the
+/// sysfs listings (CPUs, interfaces) the checks go through. Empty if `dir` is missing.
+fn sorted_entries<T: Ord>(
+    dir: &Path,
+    value: impl Fn(&str, &Path) -> Option<T>,
+) -> Vec<(String, T)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, T)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let v = value(&name, &e.path())?;
+            Some((name, v))
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 fn read(path: &Path) -> Result<String, String> {

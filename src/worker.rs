@@ -99,6 +99,34 @@ const LEASE_BOUNDS: (u64, u64) = (100, 86_400_000);
 /// Heartbeats are sent this often at most, and three times per the shortest lease.
 const BEAT_EVERY: Duration = Duration::from_secs(3);
 
+/// What the worker says of itself with each claim and heartbeat (shown by the
+/// service's web interface; bounded as the service bounds it).
+fn about(a: &WorkerArgs, metrics: &WorkerMetrics, checks: &[String]) -> Value {
+    let checks: Vec<String> = checks
+        .iter()
+        .take(hetch_service::api::MAX_CHECKS)
+        .map(|c| cut(c, hetch_service::api::MAX_CHECK))
+        .collect();
+    json!({
+        "host": cut(&hostname(), 253),
+        "capacity": a.units.clamp(1, 64),
+        "moved": metrics.moved(),
+        "checks": checks,
+    })
+}
+
+/// `s` cut to at most `max` bytes, on a character boundary, without control characters.
+fn cut(s: &str, max: usize) -> String {
+    let mut out = String::new();
+    for c in s.chars().filter(|c| !c.is_control()) {
+        if out.len() + c.len_utf8() > max {
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// Runs the worker until it is stopped (or idle for `--idle-exit`).
 pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
     let name = a.name.clone().unwrap_or_else(default_name);
@@ -125,6 +153,8 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
     let api = Arc::new(api);
     let root = std::fs::canonicalize(&a.root).map_err(|e| anyhow!("{}: {e}", a.root.display()))?;
     eprintln!("hetch worker {name}: working for {}", a.service);
+    // This host's checks, found once: the service shows them on its nodes page.
+    let checks = hetch_doctor::host_findings(&hetch_doctor::Host::default());
     // By claim: a number of this worker's own for each unit it was given.
     let mut running: HashMap<u64, Running> = HashMap::new();
     let mut claims = 0u64;
@@ -173,17 +203,19 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
             .min(BEAT_EVERY);
         if !running.is_empty() && last_beat.elapsed() >= beat_every {
             last_beat = Instant::now();
-            // Only the units running here (not being stopped) are kept.
-            let units: std::collections::BTreeSet<&(String, u64)> = running
-                .values()
-                .filter(|r| !r.fenced)
-                .map(|r| &r.key)
+            // Only the units running here (not being stopped) are kept, each with
+            // what it moved so far (a unit claimed again here counts its newest run).
+            let units: std::collections::BTreeMap<&(String, u64), u64> = running
+                .iter()
+                .filter(|(_, r)| !r.fenced)
+                .map(|(claim, r)| (&r.key, metrics.unit_bytes(*claim)))
                 .collect();
             let units: Vec<Value> = units
                 .into_iter()
-                .map(|(job, seq)| json!({"job": job, "seq": seq}))
+                .map(|((job, seq), bytes)| json!({"job": job, "seq": seq, "bytes": bytes}))
                 .collect();
-            let body = json!({"worker": name, "units": units});
+            let body =
+                json!({"worker": name, "units": units, "about": about(&a, &metrics, &checks)});
             let call = api.call(true, "/api/work/heartbeat", Some(body));
             match bounded(until_fence(&running), call).await {
                 Ok(v) => {
@@ -224,7 +256,7 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
             let call = api.call(
                 true,
                 "/api/work/claim",
-                Some(json!({"worker": name, "max": room})),
+                Some(json!({"worker": name, "max": room, "about": about(&a, &metrics, &checks)})),
             );
             match bounded(until_fence(&running), call).await {
                 Ok(v) => {
@@ -343,8 +375,13 @@ fn fence(name: &str, running: &mut HashMap<u64, Running>) {
 }
 
 fn default_name() -> String {
+    format!("{}-{}", hostname(), std::process::id())
+}
+
+/// This host's name.
+fn hostname() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    format!("{}-{}", host.trim(), std::process::id())
+    host.trim().to_string()
 }
 
 /// What a unit needs besides itself.

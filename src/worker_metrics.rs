@@ -160,6 +160,19 @@ impl WorkerMetrics {
         self.unreachable.store(u64::from(!yes), Relaxed);
     }
 
+    /// Bytes moved by units since the worker started, counted as they run.
+    pub(crate) fn moved(&self) -> u64 {
+        self.moved.totals().bytes
+    }
+
+    /// Bytes claim `claim`'s unit moved so far (0 once it ended).
+    pub(crate) fn unit_bytes(&self, claim: u64) -> u64 {
+        let running = self.running.lock().expect("metrics lock");
+        running
+            .get(&claim)
+            .map_or(0, |run| run.progress.summary().bytes)
+    }
+
     /// The exposition.
     pub(crate) fn render(&self) -> String {
         let mut e = Exposition::new();

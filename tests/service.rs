@@ -9,100 +9,8 @@ mod util;
 use std::ffi::OsString;
 use std::path::Path;
 
+use util::service::{args, launch, printed_after, show, start, start_with, submit, Service};
 use util::{hetch, spawn, wait_for, Running};
-
-fn args(a: &[&str]) -> Vec<OsString> {
-    a.iter().map(OsString::from).collect()
-}
-
-struct Service {
-    proc: Running,
-    addr: String,
-    token: String,
-    /// The clients' config directory (where they pin the service's key on first
-    /// use): one per test, shared by the services of one test (which have one key).
-    /// Another test of this process may meet a reused port with a different key.
-    config: String,
-}
-
-fn start(dir: &Path) -> Service {
-    start_with(dir, &[])
-}
-
-/// A service on `dir/root` (with a small tree `run1` in it), its state in
-/// `dir/state`, listening on a port of its choosing.
-fn start_with(dir: &Path, extra: &[&str]) -> Service {
-    launch(dir, "127.0.0.1:0", extra)
-}
-
-/// A service on `dir/root` (with a small tree `run1` in it), its state in `dir/state`
-/// (shared with any other service launched on `dir`), listening on `listen`.
-fn launch(dir: &Path, listen: &str, extra: &[&str]) -> Service {
-    let root = dir.join("root");
-    std::fs::create_dir_all(root.join("run1/sub")).unwrap();
-    for i in 0..30 {
-        std::fs::write(root.join(format!("run1/sub/f{i}")), vec![b'x'; i]).unwrap();
-    }
-    let state = dir.join("state");
-    let mut a = args(&["service", "--listen", listen]);
-    a.extend([
-        OsString::from("--root"),
-        root.into(),
-        "--state-dir".into(),
-        state.clone().into(),
-    ]);
-    a.extend(args(extra));
-    let proc = spawn(&a, &[]);
-    let addr = printed_after(&proc, "listening on https://");
-    let token = std::fs::read_to_string(state.join("token"))
-        .unwrap()
-        .trim()
-        .to_string();
-    let config = dir.join("config").to_string_lossy().into_owned();
-    Service {
-        proc,
-        addr,
-        token,
-        config,
-    }
-}
-
-impl Service {
-    /// The environment of a client of this service: its token and config directory.
-    fn env(&self) -> [(&str, &str); 2] {
-        [
-            ("HETCH_TOKEN", &self.token),
-            ("HETCH_CONFIG_DIR", &self.config),
-        ]
-    }
-
-    /// A `hetch worker` for this service, named `name`.
-    fn worker(&self, dir: &Path, name: &str) -> Running {
-        self.worker_with(dir, name, &[])
-    }
-
-    /// A `hetch worker` for this service, named `name`, with `extra` flags.
-    fn worker_with(&self, dir: &Path, name: &str, extra: &[&str]) -> Running {
-        let mut a = args(&[
-            "worker",
-            "--service",
-            &self.addr,
-            "--name",
-            name,
-            "--units",
-            "2",
-        ]);
-        a.extend([OsString::from("--root"), dir.join("root").into()]);
-        a.extend(args(extra));
-        spawn(&a, &self.env())
-    }
-
-    fn job(&self, a: &[&str]) -> util::Out {
-        let mut all = args(&["job", "--service", &self.addr]);
-        all.extend(args(a));
-        hetch(&all, &self.env())
-    }
-}
 
 #[test]
 fn jobs_are_submitted_listed_shown_cancelled_waited_for_and_retried() {
@@ -268,21 +176,6 @@ fn start_splitting(dir: &Path) -> Service {
 }
 
 /// Job `id` as `hetch job --json show` gives it.
-fn show(svc: &Service, id: &str) -> serde_json::Value {
-    let out = svc.job(&["--json", "show", id]);
-    out.ok();
-    serde_json::from_str(&out.stdout).unwrap()
-}
-
-/// Submits a job (`hetch job submit ARGS`) and returns its id.
-fn submit(svc: &Service, a: &[&str]) -> String {
-    let mut all = vec!["submit"];
-    all.extend(a);
-    let out = svc.job(&all);
-    out.ok();
-    out.stdout.lines().next().unwrap().trim().to_string()
-}
-
 fn leased(svc: &Service, id: &str) -> u64 {
     show(svc, id)["units"]["leased"].as_u64().unwrap_or(0)
 }
@@ -348,24 +241,6 @@ fn metrics_addr(w: &Running) -> String {
         Some(addr) => addr.to_string(),
         None => panic!("no metrics address in {line:?}"),
     }
-}
-
-/// The rest of the first line `p` prints on stderr after `marker`, once that line
-/// is whole (stderr may be read between a line's first bytes and its end).
-fn printed_after(p: &Running, marker: &str) -> String {
-    let rest = || {
-        let err = p.stderr_so_far();
-        let line = err
-            .split(marker)
-            .nth(1)?
-            .split_once('\n')?
-            .0
-            .trim()
-            .to_string();
-        Some(line)
-    };
-    wait_for(marker, || rest().is_some());
-    rest().unwrap()
 }
 
 /// Two service instances share one PostgreSQL (and one state directory, as the

@@ -6,6 +6,9 @@
 
 #![allow(dead_code)]
 
+pub mod service;
+pub mod webdriver;
+
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;

@@ -22,5 +22,5 @@ pub mod predict;
 pub mod tune;
 pub mod window;
 
-pub use check::{check, Capacity, Finding, Path, Probe, Report};
+pub use check::{check, host_findings, Capacity, Finding, Path, Probe, Report};
 pub use host::Host;

@@ -207,7 +207,8 @@ impl UnitCounts {
     }
 }
 
-const JOB_COLUMNS: &str = "id, submitted_by, spec, priority, rate_limit, state, created, \
+pub(crate) const JOB_COLUMNS: &str =
+    "id, submitted_by, spec, priority, rate_limit, state, created, \
      started, finished, error, files, bytes, files_done, bytes_done";
 
 impl Db {
@@ -335,7 +336,8 @@ impl Db {
         .execute(&mut *tx)
         .await?;
         sqlx::query(
-            "UPDATE units SET state = 'cancelled', lease_owner = NULL, lease_until = NULL \
+            "UPDATE units SET state = 'cancelled', lease_owner = NULL, lease_until = NULL, \
+               progress = 0 \
              WHERE job = $1 AND state IN ('waiting', 'ready', 'leased')",
         )
         .bind(id)
@@ -400,7 +402,7 @@ pub enum Retry {
     Replan,
 }
 
-fn job_row(r: &AnyRow) -> Result<JobRow, DbError> {
+pub(crate) fn job_row(r: &AnyRow) -> Result<JobRow, DbError> {
     let state: String = r.try_get("state")?;
     let opt = |col: &str| -> Result<Option<u64>, DbError> {
         r.try_get::<Option<i64>, _>(col)?

@@ -113,7 +113,7 @@ impl Db {
             Backend::Sqlite => "",
         };
         let sql = format!(
-            "UPDATE units SET state = 'leased', lease_owner = $2, lease_until = $3 \
+            "UPDATE units SET state = 'leased', lease_owner = $2, lease_until = $3, progress = 0 \
              WHERE state = 'ready' AND (job, seq) = \
                (SELECT job, seq FROM units WHERE job = $1 AND state = 'ready' \
                 ORDER BY seq LIMIT 1 {lock}) \
@@ -233,7 +233,9 @@ impl Db {
                state = CASE WHEN $4 = 1 THEN 'done' \
                  WHEN attempts + 1 >= max_attempts THEN 'failed' ELSE 'ready' END, \
                attempts = CASE WHEN $4 = 1 THEN attempts ELSE attempts + 1 END, \
-               error = $5, lease_owner = NULL, lease_until = NULL \
+               error = $5, lease_owner = NULL, lease_until = NULL, progress = 0, \
+               done_by = CASE WHEN $4 = 1 THEN $3 ELSE done_by END, \
+               moved = CASE WHEN $4 = 1 THEN $7 ELSE moved END \
              WHERE job = $1 AND seq = $2 AND state = 'leased' AND lease_owner = $3 \
                AND lease_until > $6",
         )
@@ -243,6 +245,7 @@ impl Db {
         .bind(ok)
         .bind(error)
         .bind(int(now))
+        .bind(int(bytes))
         .execute(&mut *tx)
         .await?;
         if r.rows_affected() == 0 {
@@ -310,7 +313,7 @@ impl Db {
             "UPDATE units SET attempts = attempts + 1, \
                state = CASE WHEN attempts + 1 >= max_attempts THEN 'failed' ELSE 'ready' END, \
                error = 'lease of ' || lease_owner || ' ran out', \
-               lease_owner = NULL, lease_until = NULL \
+               lease_owner = NULL, lease_until = NULL, progress = 0 \
              WHERE state = 'leased' AND lease_until <= $1",
         )
         .bind(int(now))

@@ -14,9 +14,12 @@
 //!   planning lease, which another instance takes over once it runs out.
 //! - [`leases`]: claiming units, heartbeats, finishing, and reaping expired leases.
 //! - [`stats`]: totals over all jobs, for monitoring.
+//! - [`activity`]: workers, live progress, shares and failed units, for people
+//!   watching.
 
 #![deny(missing_docs)]
 
+pub mod activity;
 mod error;
 pub mod jobs;
 pub mod leases;
@@ -27,6 +30,7 @@ pub mod stats;
 use sqlx::any::AnyPoolOptions;
 use sqlx::AnyPool;
 
+pub use activity::{FailedUnit, LiveJob, Share, WorkerReport, WorkerRow};
 pub use error::DbError;
 pub use jobs::{FileRow, JobRow, JobState, NewJob, PlannedUnit, Retry, UnitCounts, UnitRow};
 pub use leases::{Claimed, Refused, UnitOutcome};

@@ -17,6 +17,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "planning leases",
         include_str!("../migrations/0002_planning_leases.sql"),
     ),
+    (
+        3,
+        "activity",
+        include_str!("../migrations/0003_activity.sql"),
+    ),
 ];
 
 /// The migrator over [`MIGRATIONS`].

@@ -288,6 +288,35 @@ pub struct UnitsView {
 pub struct ErrorBody {
     /// One line saying what was wrong.
     pub error: String,
+    /// The field of a submitted job it is about (`sources`, `dest`, `priority`,
+    /// `rate_limit`, `dest_nodes` or an option's name), when it is about one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+/// The field of a job spec that [`JobSpec::check`]'s error line `error` is about.
+pub fn field_of(error: &str) -> Option<&'static str> {
+    const FIELDS: [(&str, &str); 12] = [
+        ("source", "sources"),
+        ("a job needs at least one source", "sources"),
+        ("at most 1000 sources", "sources"),
+        ("the sources", "sources"),
+        ("a job with hetch:// sources", "dest"),
+        ("dest node", "dest_nodes"),
+        ("dest", "dest"),
+        ("priority", "priority"),
+        ("verify", "verify"),
+        ("streams", "streams"),
+        ("compress", "compress"),
+        ("unknown checksum", "checksum"),
+    ];
+    if error.contains("block size") || error.contains("power of two") {
+        return Some("block_size");
+    }
+    FIELDS
+        .iter()
+        .find(|(start, _)| error.starts_with(start))
+        .map(|(_, field)| *field)
 }
 
 /// A worker asking for work.
@@ -298,6 +327,59 @@ pub struct ClaimRequest {
     pub worker: String,
     /// Units it can take now (1 to 64).
     pub max: u32,
+    /// What it says of itself, for people watching.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub about: Option<WorkerAbout>,
+}
+
+/// What a worker says of itself when it calls (all optional; shown on the web
+/// interface's nodes page, never used to decide anything).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerAbout {
+    /// Its host's name (at most 253 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Units it may run at once (1 to 64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<u32>,
+    /// Bytes its units moved since it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved: Option<u64>,
+    /// Its host checks, one line each (at most 32 of at most 300 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks: Option<Vec<String>>,
+}
+
+/// Most host checks a worker reports.
+pub const MAX_CHECKS: usize = 32;
+/// Longest host check line.
+pub const MAX_CHECK: usize = 300;
+
+impl WorkerAbout {
+    /// Whether it is within bounds, as one line naming what is not.
+    pub fn check(&self) -> Result<(), String> {
+        let printable = |s: &str| !s.chars().any(char::is_control);
+        if let Some(h) = &self.host {
+            if h.len() > 253 || !printable(h) {
+                return Err("host must be at most 253 printable bytes".into());
+            }
+        }
+        if let Some(c) = self.capacity {
+            if !(1..=64).contains(&c) {
+                return Err("capacity must be 1 to 64".into());
+            }
+        }
+        if let Some(checks) = &self.checks {
+            let long = checks.iter().any(|c| c.len() > MAX_CHECK || !printable(c));
+            if checks.len() > MAX_CHECKS || long {
+                return Err(format!(
+                    "checks: at most {MAX_CHECKS} printable lines of at most {MAX_CHECK} bytes"
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A unit handed to a worker.
@@ -337,6 +419,9 @@ pub struct HeartbeatRequest {
     /// lease it holds is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub units: Option<Vec<UnitKey>>,
+    /// What it says of itself, for people watching.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub about: Option<WorkerAbout>,
 }
 
 /// A unit of a job, by number.
@@ -347,6 +432,9 @@ pub struct UnitKey {
     pub job: String,
     /// Its number in the job.
     pub seq: u64,
+    /// Bytes this run of it moved so far (a heartbeat's live progress).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
 }
 
 /// A worker's report on a unit.

@@ -56,28 +56,42 @@ pub enum Denied {
 
 /// Checks the `Authorization` header value of a request from `ip`.
 pub async fn check(state: &AppState, ip: IpAddr, header: Option<&[u8]>) -> Result<Caller, Denied> {
-    if let Err(wait) = state.throttle.check(ip) {
-        return Err(Denied::Throttled(wait.as_secs().max(1)));
-    }
     let presented = header
         .and_then(|h| h.strip_prefix(b"Bearer "))
         .map(<[u8]>::trim_ascii);
+    check_token(state, ip, presented).await.map(|(c, _)| c)
+}
+
+/// Checks a token presented by `ip` (the service's, or an OIDC token): who it is,
+/// and until when the token itself is good (an OIDC token's expiry, milliseconds
+/// since the epoch; `None` for the service's token).
+pub async fn check_token(
+    state: &AppState,
+    ip: IpAddr,
+    presented: Option<&[u8]>,
+) -> Result<(Caller, Option<u64>), Denied> {
+    if let Err(wait) = state.throttle.check(ip) {
+        return Err(Denied::Throttled(wait.as_secs().max(1)));
+    }
     let verdict = match presented {
         None => Err("missing token (Authorization: Bearer TOKEN)".to_string()),
-        Some(t) if hetch_net::tokens_equal(t, &state.token) => Ok(Caller::Operator),
+        Some(t) if hetch_net::tokens_equal(t, &state.token) => Ok((Caller::Operator, None)),
         Some(t) => match (&state.oidc, std::str::from_utf8(t)) {
             (Some(oidc), Ok(jwt)) => oidc
                 .verify(jwt)
                 .await
-                .map(|id| Caller::User(format!("{USER_PREFIX}{}", id.subject)))
+                .map(|id| {
+                    let user = Caller::User(format!("{USER_PREFIX}{}", id.subject));
+                    (user, Some(id.expires.saturating_mul(1000)))
+                })
                 .map_err(|e| e.to_string()),
             _ => Err("wrong token".to_string()),
         },
     };
     match verdict {
-        Ok(caller) => {
+        Ok(who) => {
             state.throttle.succeeded(ip);
-            Ok(caller)
+            Ok(who)
         }
         Err(why) => {
             state.throttle.failed(ip);

@@ -9,6 +9,7 @@
 //! - [`planning`]: listing a job's sources into its listing and units, in batches.
 //! - [`listen`]: TLS (the same identity and pinning as `hetch serve`) and HTTP/1.1.
 //! - [`openapi`]: the API's OpenAPI document, served at `/api/openapi.json`.
+//! - [`web`]: the web interface at `/`, its sessions and its live event stream.
 
 #![deny(missing_docs)]
 
@@ -19,6 +20,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod planning;
 pub mod routes;
+pub mod web;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -94,6 +96,14 @@ pub struct AppState {
     pub metrics: metrics::Metrics,
     /// This instance's name in planning leases (random, new at every start).
     pub instance: String,
+    /// Seals browsers' session cookies.
+    pub sessions: web::session::Sessions,
+    /// The live snapshot the web interface shows.
+    pub hub: web::events::Hub,
+    /// This host's name.
+    pub host: String,
+    /// This host's checks (found at start), for the nodes page.
+    pub host_checks: Vec<String>,
 }
 
 /// A service bound to its address, ready to run.
@@ -143,7 +153,9 @@ impl Service {
                 addr: cfg.listen,
                 source,
             })?;
+        let sessions = web::session::Sessions::new(&token);
         let state = Arc::new(AppState {
+            sessions,
             db,
             root,
             token,
@@ -157,6 +169,12 @@ impl Service {
             oidc,
             metrics: metrics::Metrics::default(),
             instance: format!("service-{}", hex::encode(rand::random::<[u8; 8]>())),
+            hub: web::events::Hub::default(),
+            host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+            host_checks: hetch_doctor::host_findings(&hetch_doctor::Host::default()),
         });
         take_over_planning(&state).await?;
         Ok(Service {
@@ -172,9 +190,11 @@ impl Service {
     /// Serves until the process ends; also voids expired leases every few seconds.
     pub async fn run(self) -> Result<(), ServiceError> {
         let reaper = tokio::spawn(reap(self.state.clone()));
+        let live = tokio::spawn(web::events::run(self.state.clone()));
         let app = routes::router(self.state.clone());
         let r = listen::serve(self.listener, self.tls, app).await;
         reaper.abort();
+        live.abort();
         r.map_err(|source| ServiceError::Listen {
             addr: self.addr,
             source,

@@ -12,12 +12,12 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use hetch_jobdb::{JobRow, JobState, NewJob, Retry, UnitOutcome};
+use hetch_jobdb::{JobRow, JobState, NewJob, Retry, UnitOutcome, WorkerReport};
 use serde::Deserialize;
 
 use crate::api::{
     ClaimRequest, ClaimedUnit, ErrorBody, FinishRequest, HeartbeatRequest, JobSpec, JobView,
-    UnitsView,
+    UnitsView, WorkerAbout,
 };
 use crate::auth::{self, Caller, Denied};
 use crate::{now_ms, AppState};
@@ -44,6 +44,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/work/heartbeat", post(heartbeat))
         .route("/api/work/finish", post(finish))
         .route("/metrics", get(crate::metrics::scrape))
+        .merge(crate::web::live::router())
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
     Router::new()
         .route(
@@ -51,8 +52,10 @@ pub fn router(state: Arc<AppState>) -> Router {
             get(|| async { Json(crate::openapi::document()) }),
         )
         .merge(api)
+        .merge(crate::web::pages::router())
         .fallback(|| async { fail(StatusCode::NOT_FOUND, "no such route").into_response() })
         .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(middleware::from_fn(crate::web::security_headers))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             crate::metrics::count,
@@ -62,16 +65,23 @@ pub fn router(state: Arc<AppState>) -> Router {
 
 /// An error answer: a status and one line.
 #[derive(Debug)]
-struct ApiError(StatusCode, String);
+pub(crate) struct ApiError(StatusCode, String);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.0, Json(ErrorBody { error: self.1 })).into_response()
+        let field = crate::api::field_of(&self.1)
+            .filter(|_| self.0 == StatusCode::BAD_REQUEST)
+            .map(str::to_string);
+        let body = ErrorBody {
+            error: self.1,
+            field,
+        };
+        (self.0, Json(body)).into_response()
     }
 }
 
 /// What a handler answers.
-type Answer = Result<Response, ApiError>;
+pub(crate) type Answer = Result<Response, ApiError>;
 
 fn fail(status: StatusCode, error: impl Into<String>) -> ApiError {
     ApiError(status, error.into())
@@ -81,7 +91,7 @@ fn bad(error: impl Into<String>) -> ApiError {
     fail(StatusCode::BAD_REQUEST, error)
 }
 
-fn internal(e: impl std::fmt::Display) -> ApiError {
+pub(crate) fn internal(e: impl std::fmt::Display) -> ApiError {
     fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
 }
 
@@ -91,13 +101,30 @@ async fn authenticate(
     mut req: Request,
     next: Next,
 ) -> Response {
-    let header = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .map(|v| v.as_bytes());
+    let worker_route = req.uri().path().starts_with("/api/work/");
+    let bearer = req.headers().get(header::AUTHORIZATION);
+    // A browser: its session cookie instead of a token.
+    if bearer.is_none() {
+        match crate::web::session_of(&state, req.headers()) {
+            Some(Ok(session)) => {
+                if let Err(why) = crate::web::may_act(req.method(), req.headers(), &session) {
+                    return fail(StatusCode::FORBIDDEN, why).into_response();
+                }
+                if worker_route {
+                    return fail(StatusCode::FORBIDDEN, "the worker routes take a token")
+                        .into_response();
+                }
+                req.extensions_mut().insert(session.caller.clone());
+                req.extensions_mut().insert(session);
+                return next.run(req).await;
+            }
+            Some(Err(why)) => return fail(StatusCode::UNAUTHORIZED, why).into_response(),
+            None => {}
+        }
+    }
+    let header = bearer.map(|v| v.as_bytes());
     let (status, error, extra) = match auth::check(&state, peer.ip(), header).await {
         Ok(caller) => {
-            let worker_route = req.uri().path().starts_with("/api/work/");
             if worker_route && caller != Caller::Operator {
                 return fail(
                     StatusCode::FORBIDDEN,
@@ -297,12 +324,39 @@ fn check_worker(name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Records that worker `name` called, with what it says of itself.
+async fn record_worker(
+    state: &AppState,
+    name: &str,
+    about: Option<&WorkerAbout>,
+) -> Result<(), ApiError> {
+    let about = about.cloned().unwrap_or_default();
+    about.check().map_err(bad)?;
+    let report = WorkerReport {
+        name: name.to_string(),
+        host: about.host.unwrap_or_default(),
+        capacity: about.capacity.map_or(0, u64::from),
+        moved: about.moved,
+        checks: about
+            .checks
+            .map(|c| serde_json::to_string(&c))
+            .transpose()
+            .map_err(internal)?,
+    };
+    state
+        .db
+        .worker_seen(&report, now_ms())
+        .await
+        .map_err(internal)
+}
+
 async fn claim(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
     let req: ClaimRequest = parse(&body)?;
     check_worker(&req.worker)?;
     if !(1..=64).contains(&req.max) {
         return Err(bad("max must be 1 to 64"));
     }
+    record_worker(&state, &req.worker, req.about.as_ref()).await?;
     let got = state
         .db
         .claim(&req.worker, now_ms(), state.lease_ms, req.max as usize)
@@ -341,6 +395,7 @@ async fn rate_share(state: &AppState, job: &str, rate: u64) -> Result<u64, ApiEr
 async fn heartbeat(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
     let req: HeartbeatRequest = parse(&body)?;
     check_worker(&req.worker)?;
+    record_worker(&state, &req.worker, req.about.as_ref()).await?;
     let held = match &req.units {
         None => {
             state
@@ -359,6 +414,17 @@ async fn heartbeat(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
         }
     }
     .map_err(internal)?;
+    let progress: Vec<(String, u64, u64)> = req
+        .units
+        .iter()
+        .flatten()
+        .filter_map(|u| Some((u.job.clone(), u.seq, u.bytes?)))
+        .collect();
+    state
+        .db
+        .unit_progress(&req.worker, &progress)
+        .await
+        .map_err(internal)?;
     // Each held unit's share of its job's rate, as it is now.
     let mut shares = std::collections::BTreeMap::new();
     for (job, _) in &held {
@@ -414,7 +480,7 @@ async fn finish(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
 
 /// Job `id` as the API shows it to `caller`, or a 404: a user is told of no job of
 /// another's, not even that it exists.
-async fn view(state: &AppState, caller: &Caller, id: &str) -> Result<JobView, ApiError> {
+pub(crate) async fn view(state: &AppState, caller: &Caller, id: &str) -> Result<JobView, ApiError> {
     match state.db.job(id).await.map_err(internal)? {
         Some(row) if caller.may_see(&row.submitted_by) => job_view(state, row).await,
         _ => Err(fail(StatusCode::NOT_FOUND, format!("no job {id}"))),

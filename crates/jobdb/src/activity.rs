@@ -1,0 +1,261 @@
+//! What is going on, for people watching (the web interface): jobs with the bytes
+//! their running units have moved so far, the workers and what they say of
+//! themselves, a job's share per worker, and its failed units with their errors.
+//!
+//! Workers are recorded as they ask for work and send heartbeats; a unit's live
+//! progress comes with its worker's heartbeats and is zeroed when it ends, so that a
+//! job's live bytes are its finished units' bytes plus its leased units' progress.
+
+use sqlx::Row;
+
+use crate::jobs::{job_row, JobRow, JOB_COLUMNS};
+use crate::{int, uint, Db, DbError};
+
+/// Most workers [`Db::workers`] returns.
+pub const MAX_WORKERS: u64 = 500;
+/// Longest host name or checks text a worker may record (longer is cut).
+pub const MAX_REPORT: usize = 16 * 1024;
+
+/// What a worker says of itself when it calls.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkerReport {
+    /// Its name.
+    pub name: String,
+    /// Its host's name (empty when it did not say).
+    pub host: String,
+    /// Units it may run at once (0 when it did not say).
+    pub capacity: u64,
+    /// Bytes its units moved since it started, if it said.
+    pub moved: Option<u64>,
+    /// Its host checks as a JSON array of strings, if it said.
+    pub checks: Option<String>,
+}
+
+/// A worker as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerRow {
+    /// Its name.
+    pub name: String,
+    /// Its host's name.
+    pub host: String,
+    /// Units it may run at once.
+    pub capacity: u64,
+    /// When it last called (milliseconds since the epoch).
+    pub last_seen: u64,
+    /// Bytes its units moved since it started, as it last said.
+    pub moved: u64,
+    /// Its host checks, a JSON array of strings.
+    pub checks: String,
+    /// Units it holds now.
+    pub active: u64,
+}
+
+/// A job with its live progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveJob {
+    /// The job.
+    pub job: JobRow,
+    /// Bytes its leased units moved so far (not yet in `bytes_done`).
+    pub in_flight: u64,
+}
+
+/// What one worker did of a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Share {
+    /// The worker.
+    pub worker: String,
+    /// Units it finished.
+    pub units: u64,
+    /// Bytes those units moved.
+    pub bytes: u64,
+}
+
+/// A unit whose last attempt failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedUnit {
+    /// Its number.
+    pub seq: u64,
+    /// `files`, `range`, `commit` or `relay`.
+    pub kind: String,
+    /// `failed` for good, or `ready`/`leased` to be tried again.
+    pub state: String,
+    /// Attempts that failed.
+    pub attempts: u64,
+    /// The last attempt's error, one line.
+    pub error: String,
+    /// The first file it names in the job's listing (none for a relay).
+    pub path: Option<String>,
+    /// Files it names.
+    pub files: u64,
+}
+
+/// Cuts `s` to at most `max` bytes, on a character boundary.
+fn cut(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+impl Db {
+    /// Records that worker `w` called at `now`.
+    pub async fn worker_seen(&self, w: &WorkerReport, now: u64) -> Result<(), DbError> {
+        // -1 and NULL keep what was recorded when the worker did not say.
+        sqlx::query(
+            "INSERT INTO workers (id, host, capacity, last_seen, moved, checks) \
+             VALUES ($1, $2, $3, $4, CASE WHEN $5 < 0 THEN 0 ELSE $5 END, COALESCE($6, '[]')) \
+             ON CONFLICT (id) DO UPDATE SET \
+               host = CASE WHEN $2 = '' THEN workers.host ELSE $2 END, \
+               capacity = CASE WHEN $3 = 0 THEN workers.capacity ELSE $3 END, \
+               last_seen = $4, \
+               moved = CASE WHEN $5 < 0 THEN workers.moved ELSE $5 END, \
+               checks = COALESCE($6, workers.checks)",
+        )
+        .bind(cut(&w.name, MAX_REPORT))
+        .bind(cut(&w.host, MAX_REPORT))
+        .bind(int(w.capacity))
+        .bind(int(now))
+        .bind(w.moved.map(int).unwrap_or(-1))
+        .bind(w.checks.as_deref().map(|c| cut(c, MAX_REPORT)))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Worker `worker` says how many bytes each of its units `(job, seq, bytes)` has
+    /// moved so far. Units it does not hold are left alone.
+    pub async fn unit_progress(
+        &self,
+        worker: &str,
+        units: &[(String, u64, u64)],
+    ) -> Result<(), DbError> {
+        if units.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await?;
+        for (job, seq, bytes) in units {
+            sqlx::query(
+                "UPDATE units SET progress = $4 \
+                 WHERE job = $1 AND seq = $2 AND lease_owner = $3 AND state = 'leased'",
+            )
+            .bind(job)
+            .bind(int(*seq))
+            .bind(worker)
+            .bind(int(*bytes))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Workers heard from since `since`, by name (at most [`MAX_WORKERS`]).
+    pub async fn workers(&self, since: u64) -> Result<Vec<WorkerRow>, DbError> {
+        let rows = sqlx::query(
+            "SELECT w.id, w.host, w.capacity, w.last_seen, w.moved, w.checks, \
+               (SELECT COUNT(*) FROM units u WHERE u.lease_owner = w.id AND u.state = 'leased') \
+                 AS active \
+             FROM workers w WHERE w.last_seen >= $1 ORDER BY w.id LIMIT $2",
+        )
+        .bind(int(since))
+        .bind(int(MAX_WORKERS))
+        .fetch_all(&self.reads)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(WorkerRow {
+                    name: r.try_get("id")?,
+                    host: r.try_get("host")?,
+                    capacity: uint(r.try_get("capacity")?, "capacity")?,
+                    last_seen: uint(r.try_get("last_seen")?, "last_seen")?,
+                    moved: uint(r.try_get("moved")?, "moved")?,
+                    checks: r.try_get("checks")?,
+                    active: uint(r.try_get("active")?, "active")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Up to `limit` jobs, newest first, each with the bytes its leased units moved so
+    /// far.
+    pub async fn live_jobs(&self, limit: u64) -> Result<Vec<LiveJob>, DbError> {
+        let sql = format!(
+            "SELECT {JOB_COLUMNS}, \
+               CAST(COALESCE((SELECT SUM(u.progress) FROM units u \
+                 WHERE u.job = jobs.id AND u.state = 'leased'), 0) AS BIGINT) AS in_flight \
+             FROM jobs ORDER BY created DESC, id DESC LIMIT $1"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(int(limit))
+            .fetch_all(&self.reads)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(LiveJob {
+                    job: job_row(r)?,
+                    in_flight: uint(r.try_get("in_flight")?, "in_flight")?,
+                })
+            })
+            .collect()
+    }
+
+    /// What each worker finished of job `job`, most bytes first.
+    pub async fn shares(&self, job: &str) -> Result<Vec<Share>, DbError> {
+        let rows = sqlx::query(
+            "SELECT done_by, COUNT(*) AS n, CAST(COALESCE(SUM(moved), 0) AS BIGINT) AS b \
+             FROM units WHERE job = $1 AND state = 'done' AND done_by IS NOT NULL \
+             GROUP BY done_by ORDER BY b DESC, done_by LIMIT $2",
+        )
+        .bind(job)
+        .bind(int(MAX_WORKERS))
+        .fetch_all(&self.reads)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Share {
+                    worker: r.try_get("done_by")?,
+                    units: uint(r.try_get("n")?, "units")?,
+                    bytes: uint(r.try_get("b")?, "bytes")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Up to `limit` of job `job`'s units whose last attempt failed, in order.
+    pub async fn failed_units(&self, job: &str, limit: u64) -> Result<Vec<FailedUnit>, DbError> {
+        let rows = sqlx::query(
+            "SELECT u.seq, u.kind, u.state, u.attempts, u.error, u.file_from, u.file_to, f.path \
+             FROM units u LEFT JOIN files f ON f.job = u.job AND f.idx = u.file_from \
+             WHERE u.job = $1 AND u.error IS NOT NULL ORDER BY u.seq LIMIT $2",
+        )
+        .bind(job)
+        .bind(int(limit))
+        .fetch_all(&self.reads)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let kind: String = r.try_get("kind")?;
+                let from = uint(r.try_get("file_from")?, "file_from")?;
+                let to = uint(r.try_get("file_to")?, "file_to")?;
+                let relay = kind == "relay";
+                Ok(FailedUnit {
+                    seq: uint(r.try_get("seq")?, "seq")?,
+                    state: r.try_get("state")?,
+                    attempts: uint(r.try_get("attempts")?, "attempts")?,
+                    error: r.try_get("error")?,
+                    path: match relay {
+                        true => None,
+                        false => r.try_get("path")?,
+                    },
+                    files: match (relay, kind.as_str()) {
+                        (true, _) => 0,
+                        (_, "files") => to.saturating_sub(from),
+                        _ => 1,
+                    },
+                    kind,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,297 @@
+//! What the web interface shows live, pushed to browsers as server-sent events.
+//!
+//! One task per service instance reads the newest jobs (with their leased units'
+//! progress) and the workers once a second, keeps a short history of each job's
+//! bytes to give rates, ETAs and the throughput chart, and publishes a snapshot. Each
+//! browser's event stream sends the part of each new snapshot its caller may see, and
+//! only when that part changed: the database is read once a second however many tabs
+//! are open. Memory is bounded by the jobs shown and the history kept per job.
+
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::response::sse::{Event, KeepAlive, Sse};
+use hetch_jobdb::{LiveJob, WorkerRow};
+use serde::Serialize;
+use tokio::sync::watch;
+
+use crate::auth::Caller;
+use crate::{now_ms, AppState};
+
+/// How often the snapshot is taken.
+pub const TICK: Duration = Duration::from_secs(1);
+/// Most jobs a snapshot holds (the newest).
+pub const MAX_JOBS: u64 = 200;
+/// Samples of history kept per job: ten minutes at one a second (older ones are
+/// thinned to one in two, so a longer job keeps its whole run at coarser steps).
+pub const MAX_SAMPLES: usize = 600;
+/// Rates are over this window.
+const RATE_WINDOW_MS: u64 = 10_000;
+/// Workers not heard from for this long are not shown.
+const WORKER_HORIZON_MS: u64 = 24 * 3600 * 1000;
+/// A worker not heard from for this long is shown as silent.
+pub const SILENT_AFTER_MS: u64 = 30_000;
+
+/// A job as the live list shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JobSummary {
+    /// Its id.
+    pub id: String,
+    /// Its state.
+    pub state: String,
+    /// Who submitted it.
+    pub submitted_by: String,
+    /// Its first source.
+    pub source: String,
+    /// How many sources it has.
+    pub sources: usize,
+    /// Where to.
+    pub dest: String,
+    /// Higher goes first.
+    pub priority: i64,
+    /// Entries listed.
+    pub files: u64,
+    /// Bytes listed.
+    pub bytes: u64,
+    /// Entries moved.
+    pub files_done: u64,
+    /// Bytes moved, including what running units moved so far.
+    pub bytes_done: u64,
+    /// Bytes per second over the last ten seconds (0 once it ended).
+    pub rate: u64,
+    /// Seconds left at that rate, when it is moving.
+    pub eta_s: Option<u64>,
+    /// Submitted, ms since the epoch.
+    pub created: u64,
+    /// First unit claimed.
+    pub started: Option<u64>,
+    /// Ended.
+    pub finished: Option<u64>,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+/// A worker as the nodes page shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodeView {
+    /// Its name.
+    pub name: String,
+    /// Its host.
+    pub host: String,
+    /// Units it may run at once.
+    pub capacity: u64,
+    /// Last heard from, ms since the epoch.
+    pub last_seen: u64,
+    /// Whether it has been silent for 30 s or more.
+    pub silent: bool,
+    /// Units it holds now.
+    pub active: u64,
+    /// Bytes per second its units moved over the last ten seconds.
+    pub rate: u64,
+    /// Its host checks.
+    pub checks: Vec<String>,
+}
+
+/// What one tick saw.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Snapshot {
+    /// When, ms since the epoch.
+    pub at: u64,
+    /// The newest jobs.
+    pub jobs: Vec<JobSummary>,
+    /// Workers heard from in the last day.
+    pub nodes: Vec<NodeView>,
+}
+
+/// Samples of one counter: (time, value), oldest first.
+#[derive(Debug, Default)]
+struct History(VecDeque<(u64, u64)>);
+
+impl History {
+    fn push(&mut self, at: u64, value: u64) {
+        if self.0.len() >= MAX_SAMPLES {
+            // Keep every other sample: the whole run at half the resolution.
+            let kept: VecDeque<_> = self.0.iter().copied().step_by(2).collect();
+            self.0 = kept;
+        }
+        self.0.push_back((at, value));
+    }
+
+    /// Per second over the last [`RATE_WINDOW_MS`] (0 if it went down: a retried unit
+    /// gave back its progress, or a worker restarted).
+    fn rate(&self) -> u64 {
+        let Some(&(t1, v1)) = self.0.back() else {
+            return 0;
+        };
+        let from = self.0.iter().find(|(t, _)| *t + RATE_WINDOW_MS >= t1);
+        match from {
+            Some(&(t0, v0)) if t1 > t0 => v1.saturating_sub(v0).saturating_mul(1000) / (t1 - t0),
+            _ => 0,
+        }
+    }
+}
+
+/// The live state and its history.
+#[derive(Debug)]
+pub struct Hub {
+    tx: watch::Sender<Arc<Snapshot>>,
+    jobs: Mutex<HashMap<String, History>>,
+    workers: Mutex<HashMap<String, History>>,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Hub {
+            tx: watch::Sender::new(Arc::new(Snapshot::default())),
+            jobs: Mutex::default(),
+            workers: Mutex::default(),
+        }
+    }
+}
+
+impl Hub {
+    /// The newest snapshot.
+    pub fn latest(&self) -> Arc<Snapshot> {
+        self.tx.borrow().clone()
+    }
+
+    /// Job `id`'s samples of bytes moved, oldest first (none once it left the
+    /// snapshot).
+    pub fn samples(&self, id: &str) -> Vec<(u64, u64)> {
+        let jobs = self.jobs.lock().expect("hub lock");
+        jobs.get(id)
+            .map(|h| h.0.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Takes a snapshot from what the database says now.
+    pub fn update(&self, at: u64, live: Vec<LiveJob>, workers: Vec<WorkerRow>) {
+        let jobs = self.summarize_jobs(at, live);
+        let nodes = self.summarize_workers(at, workers);
+        self.tx.send_replace(Arc::new(Snapshot { at, jobs, nodes }));
+    }
+
+    fn summarize_jobs(&self, at: u64, live: Vec<LiveJob>) -> Vec<JobSummary> {
+        let mut histories = self.jobs.lock().expect("hub lock");
+        histories.retain(|id, _| live.iter().any(|l| &l.job.id == id));
+        live.into_iter()
+            .map(|l| {
+                let j = l.job;
+                let done = j.bytes_done.saturating_add(l.in_flight);
+                let history = histories.entry(j.id.clone()).or_default();
+                let moving = !j.state.is_final();
+                if moving || history.0.back().is_none_or(|&(_, v)| v != done) {
+                    history.push(at, done);
+                }
+                let rate = if moving { history.rate() } else { 0 };
+                let left = j.bytes.saturating_sub(done);
+                let spec = serde_json::from_str::<crate::api::JobSpec>(&j.spec).ok();
+                let (source, sources, dest) = match spec {
+                    Some(s) => (
+                        s.sources.first().cloned().unwrap_or_default(),
+                        s.sources.len(),
+                        s.dest,
+                    ),
+                    None => (String::new(), 0, String::new()),
+                };
+                JobSummary {
+                    state: j.state.as_str().to_string(),
+                    submitted_by: j.submitted_by,
+                    source,
+                    sources,
+                    dest,
+                    priority: j.priority,
+                    files: j.files,
+                    bytes: j.bytes,
+                    files_done: j.files_done,
+                    bytes_done: done.min(j.bytes.max(j.bytes_done)),
+                    rate,
+                    eta_s: (rate > 0 && left > 0).then(|| left.div_ceil(rate)),
+                    created: j.created,
+                    started: j.started,
+                    finished: j.finished,
+                    error: j.error,
+                    id: j.id,
+                }
+            })
+            .collect()
+    }
+
+    fn summarize_workers(&self, at: u64, workers: Vec<WorkerRow>) -> Vec<NodeView> {
+        let mut histories = self.workers.lock().expect("hub lock");
+        histories.retain(|name, _| workers.iter().any(|w| &w.name == name));
+        workers
+            .into_iter()
+            .map(|w| {
+                let history = histories.entry(w.name.clone()).or_default();
+                history.push(at, w.moved);
+                let silent = at.saturating_sub(w.last_seen) >= SILENT_AFTER_MS;
+                NodeView {
+                    rate: if silent { 0 } else { history.rate() },
+                    checks: serde_json::from_str(&w.checks).unwrap_or_default(),
+                    name: w.name,
+                    host: w.host,
+                    capacity: w.capacity,
+                    last_seen: w.last_seen,
+                    silent,
+                    active: w.active,
+                }
+            })
+            .collect()
+    }
+
+    /// A stream of what `caller` may see of each new snapshot: the newest at once,
+    /// then each that differs from the last sent.
+    pub fn subscribe(
+        &self,
+        caller: Caller,
+    ) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
+        let mut rx = self.tx.subscribe();
+        rx.mark_changed();
+        let stream = futures_util::stream::unfold(
+            (rx, caller, String::new()),
+            |(mut rx, caller, last)| async move {
+                loop {
+                    rx.changed().await.ok()?;
+                    let snap = rx.borrow_and_update().clone();
+                    let text = visible(&snap, &caller).to_string();
+                    if text != last {
+                        let event = Event::default().event("snapshot").data(&text);
+                        return Some((Ok(event), (rx, caller, text)));
+                    }
+                }
+            },
+        );
+        Sse::new(stream).keep_alive(KeepAlive::default())
+    }
+}
+
+/// The part of `snap` that `caller` may see: their own jobs (every job for the
+/// operator), and the nodes.
+pub fn visible(snap: &Snapshot, caller: &Caller) -> serde_json::Value {
+    let jobs: Vec<&JobSummary> = snap
+        .jobs
+        .iter()
+        .filter(|j| caller.may_see(&j.submitted_by))
+        .collect();
+    serde_json::json!({"jobs": jobs, "nodes": snap.nodes})
+}
+
+/// Takes a snapshot every [`TICK`] until the service stops.
+pub async fn run(state: Arc<AppState>) {
+    loop {
+        let now = now_ms();
+        let live = state.db.live_jobs(MAX_JOBS).await;
+        let workers = state
+            .db
+            .workers(now.saturating_sub(WORKER_HORIZON_MS))
+            .await;
+        match (live, workers) {
+            (Ok(live), Ok(workers)) => state.hub.update(now, live, workers),
+            (Err(e), _) | (_, Err(e)) => eprintln!("hetch service: reading live state: {e}"),
+        }
+        tokio::time::sleep(TICK).await;
+    }
+}

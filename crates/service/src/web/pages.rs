@@ -1,0 +1,120 @@
+//! The pages: the app shell at `/` (for a browser with a session; others are sent to
+//! the login form), the login form and its answer, logging out, and the embedded
+//! stylesheet and script.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Form, Router};
+use serde::Deserialize;
+
+use super::session::{set_cookie, MAX_SESSION_MS};
+use crate::auth::{self, Denied};
+use crate::{now_ms, AppState};
+
+const INDEX: &str = include_str!("../../web/index.html");
+const LOGIN: &str = include_str!("../../web/login.html");
+const APP_JS: &str = include_str!("../../web/app.js");
+const STYLE: &str = include_str!("../../web/style.css");
+
+/// The pages' routes (none needs a session but the shell, which sends a browser
+/// without one to the login form).
+pub fn router() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/", get(index))
+        .route("/login", get(login_form).post(login))
+        .route("/logout", post(logout))
+        .route("/ui/{file}", get(asset))
+}
+
+async fn index(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    match super::session_of(&state, &headers) {
+        Some(Ok(_)) => Html(INDEX).into_response(),
+        _ => Redirect::to("/login").into_response(),
+    }
+}
+
+/// The login form, with `error` (escaped) above it when there is one.
+fn login_page(status: StatusCode, error: Option<&str>) -> Response {
+    let error = match error {
+        Some(e) => format!(
+            r#"<p class="error" role="alert" id="login-error">{}</p>"#,
+            super::escape_html(e)
+        ),
+        None => String::new(),
+    };
+    (status, Html(LOGIN.replace("<!--error-->", &error))).into_response()
+}
+
+async fn login_form(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    match super::session_of(&state, &headers) {
+        Some(Ok(_)) => Redirect::to("/").into_response(),
+        _ => login_page(StatusCode::OK, None),
+    }
+}
+
+#[derive(Deserialize)]
+struct LoginForm {
+    token: String,
+}
+
+async fn login(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    form: Result<Form<LoginForm>, axum::extract::rejection::FormRejection>,
+) -> Response {
+    // Another site must not log a browser in as someone else.
+    if !super::same_origin(&headers) {
+        return login_page(StatusCode::FORBIDDEN, Some("cross-site login refused"));
+    }
+    let Ok(Form(form)) = form else {
+        return login_page(StatusCode::BAD_REQUEST, Some("the form needs a token"));
+    };
+    let token = form.token.trim().as_bytes();
+    match auth::check_token(&state, peer.ip(), Some(token)).await {
+        Ok((caller, token_expires)) => {
+            let now = now_ms();
+            let expires =
+                token_expires.map_or(now + MAX_SESSION_MS, |e| e.min(now + MAX_SESSION_MS));
+            let cookie = set_cookie(
+                &state.sessions.seal(&caller, expires),
+                (expires - now) / 1000,
+            );
+            let mut r = Redirect::to("/").into_response();
+            if let Ok(v) = cookie.parse() {
+                r.headers_mut().insert(header::SET_COOKIE, v);
+            }
+            r
+        }
+        Err(Denied::Unauthenticated(why)) => login_page(StatusCode::UNAUTHORIZED, Some(&why)),
+        Err(Denied::Throttled(secs)) => login_page(
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(&format!("too many wrong tokens; retry in {secs} s")),
+        ),
+    }
+}
+
+async fn logout(headers: HeaderMap) -> Response {
+    if !super::same_origin(&headers) {
+        return login_page(StatusCode::FORBIDDEN, Some("cross-site logout refused"));
+    }
+    let mut r = Redirect::to("/login").into_response();
+    if let Ok(v) = set_cookie("", 0).parse() {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+async fn asset(Path(file): Path<String>) -> Response {
+    let (body, kind) = match file.as_str() {
+        "app.js" => (APP_JS, "text/javascript; charset=utf-8"),
+        "style.css" => (STYLE, "text/css; charset=utf-8"),
+        _ => return (StatusCode::NOT_FOUND, "no such file").into_response(),
+    };
+    ([(header::CONTENT_TYPE, kind)], body).into_response()
+}

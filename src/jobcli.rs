@@ -104,6 +104,10 @@ pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
     };
     let svc = hetch_service::Service::bind(cfg).await?;
     eprintln!("hetch service: listening on https://{}", svc.addr);
+    eprintln!(
+        "hetch service: web interface at https://{}/ (log in with the token below)",
+        browsable(svc.addr)
+    );
     eprintln!("hetch service: key fingerprint {}", svc.fingerprint);
     eprintln!("hetch service: token in {}", svc.token_path.display());
     svc.run().await?;
@@ -373,5 +377,14 @@ fn show(j: &JobView) {
     );
     if let Some(e) = &j.error {
         println!("error:        {}", esc(e));
+    }
+}
+
+/// `addr` as a browser on this machine reaches it: a wildcard address becomes
+/// localhost.
+fn browsable(addr: std::net::SocketAddr) -> String {
+    match addr.ip().is_unspecified() {
+        true => format!("localhost:{}", addr.port()),
+        false => addr.to_string(),
     }
 }

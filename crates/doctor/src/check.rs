@@ -364,6 +364,27 @@ impl Report {
     }
 }
 
+/// The round trip [`host_findings`] assumes: a path across a region, where this
+/// host's windows start to matter.
+pub const SUMMARY_RTT: Duration = Duration::from_millis(20);
+
+/// This host's findings, one line each, for a transfer at the autotuning target rate
+/// over [`SUMMARY_RTT`] on autotuning's most streams: what a service shows of its
+/// nodes, which have no one path.
+pub fn host_findings(host: &Host) -> Vec<String> {
+    let path = Path {
+        rate: crate::tune::TARGET_RATE,
+        rtt: SUMMARY_RTT,
+        streams: crate::tune::MAX_AUTO_STREAMS,
+        probe: None,
+    };
+    check(host, path)
+        .findings
+        .into_iter()
+        .map(|f| format!("{}: {}", f.link, f.finding))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -544,25 +565,4 @@ mod tests {
             ]
         );
     }
-}
-
-/// The round trip [`host_findings`] assumes: a path across a region, where this
-/// host's windows start to matter.
-pub const SUMMARY_RTT: Duration = Duration::from_millis(20);
-
-/// This host's findings, one line each, for a transfer at the autotuning target rate
-/// over [`SUMMARY_RTT`] on autotuning's most streams: what a service shows of its
-/// nodes, which have no one path.
-pub fn host_findings(host: &Host) -> Vec<String> {
-    let path = Path {
-        rate: crate::tune::TARGET_RATE,
-        rtt: SUMMARY_RTT,
-        streams: crate::tune::MAX_AUTO_STREAMS,
-        probe: None,
-    };
-    check(host, path)
-        .findings
-        .into_iter()
-        .map(|f| format!("{}: {}", f.link, f.finding))
-        .collect()
 }

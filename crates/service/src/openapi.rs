@@ -52,6 +52,31 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ),
     (
         "get",
+        "/api/jobs/{id}/activity",
+        "A job's bytes moved over time (this instance's samples), share per worker and failed units",
+    ),
+    (
+        "get",
+        "/api/jobs/{id}/listing",
+        "A job's whole listing as JSON lines (operand, path, size), streamed",
+    ),
+    (
+        "get",
+        "/api/session",
+        "Who is calling; for a browser session, its CSRF token and expiry",
+    ),
+    (
+        "get",
+        "/api/events",
+        "Server-sent events: a `snapshot` of the caller's newest jobs and the workers, whenever it changes",
+    ),
+    (
+        "get",
+        "/api/nodes",
+        "The workers heard from in the last day, and this service's own host checks",
+    ),
+    (
+        "get",
         "/metrics",
         "Totals and this instance's counters in Prometheus' text format (service token only)",
     ),
@@ -75,11 +100,20 @@ pub fn document() -> Value {
             op["responses"]["200"] =
                 json!({"description": "OK (text/plain, Prometheus' exposition format 0.0.4)"});
         }
+        if *path == "/api/events" {
+            op["responses"]["200"] = json!({"description": "OK (text/event-stream)"});
+        }
+        if path.ends_with("/listing") {
+            op["responses"]["200"] = json!({"description": "OK (application/x-ndjson)"});
+        }
         if path.contains("{id}") {
             op["parameters"] = json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
         }
         if *path == "/api/jobs" && *method == "post" {
             op["requestBody"] = json!({"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobSpec"}}}});
+        }
+        if !path.starts_with("/api/work/") && *path != "/metrics" {
+            op["security"] = json!([{"bearer": []}, {"session": []}]);
         }
         entry[*method] = op;
     }
@@ -92,9 +126,14 @@ pub fn document() -> Value {
                 "type": "http",
                 "scheme": "bearer",
                 "description": "The service's token (every job; the /api/work routes), or, with --oidc-issuer, a JWT of that issuer (the caller's own jobs only)",
+            }, "session": {
+                "type": "apiKey",
+                "in": "cookie",
+                "name": "hetch_session",
+                "description": "A browser's session, set by POST /login with either token; a request other than GET also needs the session's CSRF token (GET /api/session) in X-CSRF-Token",
             }},
             "schemas": {
-                "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
+                "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}, "field": {"type": "string", "description": "The job spec's field a 400 is about"}}},
                 "JobSpec": {
                     "type": "object",
                     "additionalProperties": false,

@@ -295,3 +295,33 @@ pub async fn run(state: Arc<AppState>) {
         tokio::time::sleep(TICK).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_come_from_the_last_ten_seconds_and_history_stays_bounded() {
+        let mut h = History::default();
+        assert_eq!(h.rate(), 0);
+        for s in 0..=30u64 {
+            // 1 MB a second for 20 s, then 3 MB a second.
+            let v = if s <= 20 {
+                s * 1_000_000
+            } else {
+                20_000_000 + (s - 20) * 3_000_000
+            };
+            h.push(s * 1000, v);
+        }
+        assert_eq!(h.rate(), 3_000_000);
+        // A unit gave its progress back (run again): no negative rate.
+        h.push(31_000, 0);
+        assert_eq!(h.rate(), 0);
+        for s in 0..(3 * MAX_SAMPLES as u64) {
+            h.push(40_000 + s * 1000, s);
+        }
+        assert!(h.0.len() <= MAX_SAMPLES);
+        // Thinned, not cut: the first sample is still there.
+        assert_eq!(h.0.front().map(|s| s.0), Some(0));
+    }
+}

@@ -47,8 +47,15 @@ pub fn session_of(state: &AppState, headers: &HeaderMap) -> Option<Result<Sessio
 /// request (no page can set it); older ones send only `Origin` with a POST.
 pub fn same_origin(headers: &HeaderMap) -> bool {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(site) = text("sec-fetch-site") {
-        return matches!(site, "same-origin" | "none");
+    let sites = headers.get_all("sec-fetch-site");
+    if sites.iter().next().is_some() {
+        // Every value (a browser sends one) must say so.
+        return sites
+            .iter()
+            .all(|v| matches!(v.as_bytes(), b"same-origin" | b"none"));
+    }
+    if headers.get_all("origin").iter().count() > 1 {
+        return false;
     }
     match (text("origin"), text("host")) {
         (None, _) => true,

@@ -1,0 +1,172 @@
+//! What the service's API tests share: a service on a temporary directory and
+//! database (SQLite, and PostgreSQL where it can be started), called over real HTTPS
+//! with its key pinned.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use hetch_jobs::Planner;
+use hetch_net::{TlsClient, Trust};
+use hetch_oidc::OidcConfig;
+use hetch_service::{Service, ServiceConfig};
+use hetch_testkit::emulators::Emulator;
+use serde_json::Value;
+
+pub struct Api {
+    pub http: reqwest::Client,
+    pub base: String,
+    pub token: String,
+}
+
+impl Api {
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        token: Option<&str>,
+    ) -> (u16, Value) {
+        let url = format!("{}{path}", self.base);
+        let mut req = match method {
+            "GET" => self.http.get(url),
+            _ => self.http.post(url),
+        };
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.expect("request");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        let v =
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}"));
+        (status, v)
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        self.call("GET", path, None, Some(&self.token.clone()))
+            .await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call("POST", path, Some(body), Some(&self.token.clone()))
+            .await
+    }
+
+    /// Job `id` once it has left `planning`.
+    pub async fn planned(&self, id: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let (status, job) = self.get(&format!("/api/jobs/{id}")).await;
+            assert_eq!(status, 200, "{job}");
+            if job["state"] != "planning" {
+                return job;
+            }
+            assert!(Instant::now() < deadline, "job {id} still planning");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+pub async fn start(
+    dir: &Path,
+    db_url: &str,
+    planner: Planner,
+) -> (Api, tokio::task::JoinHandle<()>) {
+    start_with(dir, db_url, planner, None).await
+}
+
+pub async fn start_with(
+    dir: &Path,
+    db_url: &str,
+    planner: Planner,
+    oidc: Option<OidcConfig>,
+) -> (Api, tokio::task::JoinHandle<()>) {
+    let cfg = ServiceConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        root: dir.join("root"),
+        state_dir: dir.join("state"),
+        db_url: db_url.to_string(),
+        lease_ttl: Duration::from_secs(30),
+        planner,
+        oidc,
+    };
+    let svc = Service::bind(cfg).await.expect("service starts");
+    let host = svc.addr.to_string();
+    let tls = TlsClient::new(&host, Trust::Pinned(svc.fingerprint)).unwrap();
+    let http = reqwest::Client::builder()
+        .use_preconfigured_tls((*tls.rustls_config().expect("pinned")).clone())
+        // The API never redirects; the web pages' redirects are what the tests check.
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let token = std::fs::read_to_string(&svc.token_path)
+        .unwrap()
+        .trim()
+        .to_string();
+    let task = tokio::spawn(async move {
+        svc.run().await.unwrap();
+    });
+    (
+        Api {
+            http,
+            base: format!("https://{host}"),
+            token,
+        },
+        task,
+    )
+}
+
+pub fn tree(root: &Path) {
+    let run = root.join("run1");
+    std::fs::create_dir_all(run.join("sub/deeper")).unwrap();
+    for i in 0..25 {
+        std::fs::write(run.join(format!("sub/f{i:02}")), vec![b'x'; i]).unwrap();
+    }
+    std::fs::write(run.join("sub/deeper/empty"), b"").unwrap();
+    std::fs::write(run.join("big"), vec![7u8; 40]).unwrap();
+    std::os::unix::fs::symlink("sub/f01", run.join("link")).unwrap();
+}
+
+pub fn planner() -> Planner {
+    Planner {
+        batch_files: 10,
+        batch_bytes: u64::MAX,
+        split_size: 32,
+        range_size: 16,
+        block_size: 8,
+    }
+}
+
+pub fn on_each<F, Fut>(f: F)
+where
+    F: Fn(std::path::PathBuf, String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let want = std::env::var("HETCH_DB").unwrap_or_else(|_| "sqlite,postgres".into());
+    for backend in ["sqlite", "postgres"] {
+        if !want.contains(backend) {
+            continue;
+        }
+        eprintln!("--- on {backend}");
+        let dir = tempfile::tempdir().unwrap();
+        let _pg;
+        let url = match backend {
+            "sqlite" => format!("sqlite://{}", dir.path().join("jobs.db").display()),
+            _ => {
+                let pg = Emulator::postgres(&dir.path().join("pg")).expect("postgres");
+                let url = pg.url.clone();
+                _pg = pg;
+                url
+            }
+        };
+        std::fs::create_dir_all(dir.path().join("root")).unwrap();
+        tree(&dir.path().join("root"));
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(f(dir.path().to_path_buf(), url));
+    }
+}

@@ -138,6 +138,10 @@ fn a_person_logs_in_submits_watches_retries_and_cancels_jobs_in_a_real_browser()
         vec![],
     );
     assert_eq!(injected, 0);
+    // Every part of the page is shown as what it is.
+    let page = b.text_of("main");
+    assert!(page.contains("Sources\nweb") || page.contains("Sources\tweb"), "{page}");
+    assert!(!page.contains("[object") && !page.contains("null"), "{page}");
 
     // The command the page showed submits the same job.
     let words: Vec<&str> = command.split(' ').skip(2).collect();
@@ -172,8 +176,13 @@ fn a_person_logs_in_submits_watches_retries_and_cancels_jobs_in_a_real_browser()
     let slow = submit(&svc, &["--rate-limit", "4M", "big", "out-big"]);
     b.goto(&format!("{base}/#/jobs/{slow}"));
     wait_state(&b, "running");
-    b.wait("the throughput chart", || {
-        !b.find_all("#chart svg").is_empty()
+    b.wait("the throughput chart with six points", || {
+        let points = b.run(
+            "const p = document.querySelector('#chart polyline'); \
+             return p ? p.getAttribute('points').split(' ').length : 0",
+            vec![],
+        );
+        points.as_u64() >= Some(6)
     });
     b.run("window.scrollTo(0, 0)", vec![]);
     b.screenshot(&shots().join("job.png"));

@@ -10,6 +10,13 @@
 
 const view = document.getElementById("view");
 const linkStatus = document.getElementById("link-status");
+
+/** Replaces the page's content (skipping absent parts, which replaceChildren would
+ * show as "null"). */
+function setView(...children) {
+  view.replaceChildren();
+  append(view, children);
+}
 let session = { csrf: null, caller: "" };
 let snapshot = { jobs: [], nodes: [] };
 let onSnapshot = () => {};
@@ -29,7 +36,7 @@ function h(tag, props = {}, ...children) {
 }
 
 function append(el, children) {
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -171,7 +178,7 @@ function jobsView(params) {
   };
   filter.addEventListener("change", keep);
   sort.addEventListener("change", keep);
-  view.replaceChildren(
+  setView(
     h("div", { class: "toolbar" }, h("h1", {}, "Jobs"),
       h("label", {}, "State ", filter), h("label", {}, "Sort ", sort),
       h("a", { class: "button", href: "#/submit" }, "Submit a job")),
@@ -207,7 +214,7 @@ async function jobView(id) {
       api("GET", "/api/jobs/" + encodeURIComponent(id) + "/files?from=0&to=20"),
     ]);
     if (!job.ok) {
-      view.replaceChildren(h("h1", {}, "Job " + id), h("p", { class: "error", role: "alert" }, job.data.error));
+      setView(h("h1", {}, "Job " + id), h("p", { class: "error", role: "alert" }, job.data.error));
       return;
     }
     renderJob(job.data, act.ok ? act.data : { samples: [], shares: [], failed: [] },
@@ -240,7 +247,7 @@ function renderJob(job, act, files) {
     o.compress && "compress " + o.compress, o.block_size && "blocks of " + bytes(o.block_size),
   ].filter(Boolean).join(", ") || "defaults";
   const u = job.units;
-  view.replaceChildren(
+  setView(
     h("div", { class: "toolbar" },
       h("h1", {}, "Job ", h("code", {}, job.id)), badge(job.state),
       h("button", { id: "cancel", onclick: () => act_("cancel"), disabled: final }, "Cancel"),
@@ -291,11 +298,17 @@ function table(heads, rows, id) {
     h("tbody", {}, rows.map((r) => h("tr", {}, r.map((c, i) => h("td", { "data-label": heads[i] }, c))))));
 }
 
-/** Bytes per second between samples, as a line over time. */
+/** Bytes per second over time: at each sample, the rate over the six seconds
+ * before it (workers report running units' progress every few seconds, so rates
+ * between single samples would jump between zero and peaks). */
 function chart(samples) {
+  const WINDOW = 6000;
   const pts = [];
+  let j = 0;
   for (let i = 1; i < samples.length; i++) {
-    const [t0, b0] = samples[i - 1], [t1, b1] = samples[i];
+    const [t1, b1] = samples[i];
+    while (j < i - 1 && samples[j + 1][0] <= t1 - WINDOW) j++;
+    const [t0, b0] = samples[j];
     if (t1 > t0) pts.push([t1, Math.max(0, (b1 - b0) * 1000 / (t1 - t0))]);
   }
   if (pts.length < 2) return h("p", { class: "empty", id: "chart" }, "Not enough samples yet (one a second while the job runs).");
@@ -419,7 +432,7 @@ function submitView() {
     message.textContent = "";
     showError(r.data.field || "sources", r.data.error);
   });
-  view.replaceChildren(h("h1", {}, "Submit a job"), form);
+  setView(h("h1", {}, "Submit a job"), form);
   build();
   onSnapshot = () => {};
 }
@@ -429,10 +442,10 @@ function submitView() {
 async function nodesView() {
   const render = async () => {
     const r = await api("GET", "/api/nodes");
-    if (!r.ok) { view.replaceChildren(h("p", { class: "error" }, r.data.error)); return; }
+    if (!r.ok) { setView(h("p", { class: "error" }, r.data.error)); return; }
     const { nodes, service } = r.data;
     const checks = (list) => list.length ? h("ul", { class: "checks" }, list.map((c) => h("li", {}, c))) : "no findings";
-    view.replaceChildren(h("h1", {}, "Nodes"),
+    setView(h("h1", {}, "Nodes"),
       h("h2", {}, "Service ", h("span", { class: "path" }, service.host)), checks(service.checks),
       h("h2", {}, "Workers"),
       nodes.length ? table(["Worker", "Host", "Health", "Active units", "Throughput", "Host checks"],

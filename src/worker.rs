@@ -205,9 +205,11 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
             last_beat = Instant::now();
             // Only the units running here (not being stopped) are kept, each with
             // what it moved so far (a unit claimed again here counts its newest run).
-            let units: std::collections::BTreeMap<&(String, u64), u64> = running
-                .iter()
-                .filter(|(_, r)| !r.fenced)
+            let mut runs: Vec<(&u64, &Running)> =
+                running.iter().filter(|(_, r)| !r.fenced).collect();
+            runs.sort_by_key(|(claim, _)| **claim);
+            let units: std::collections::BTreeMap<&(String, u64), u64> = runs
+                .into_iter()
                 .map(|(claim, r)| (&r.key, metrics.unit_bytes(*claim)))
                 .collect();
             let units: Vec<Value> = units

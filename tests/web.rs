@@ -140,8 +140,14 @@ fn a_person_logs_in_submits_watches_retries_and_cancels_jobs_in_a_real_browser()
     assert_eq!(injected, 0);
     // Every part of the page is shown as what it is.
     let page = b.text_of("main");
-    assert!(page.contains("Sources\nweb") || page.contains("Sources\tweb"), "{page}");
-    assert!(!page.contains("[object") && !page.contains("null"), "{page}");
+    assert!(
+        page.contains("Sources\nweb") || page.contains("Sources\tweb"),
+        "{page}"
+    );
+    assert!(
+        !page.contains("[object") && !page.contains("null"),
+        "{page}"
+    );
 
     // The command the page showed submits the same job.
     let words: Vec<&str> = command.split(' ').skip(2).collect();

@@ -8,3 +8,5 @@ ALTER TABLE units ADD COLUMN moved BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE units ADD COLUMN progress BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE workers ADD COLUMN moved BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE workers ADD COLUMN checks TEXT NOT NULL DEFAULT '[]';
+-- The newest finished jobs, once a second.
+CREATE INDEX jobs_by_created ON jobs (created);

@@ -15,6 +15,8 @@ use crate::{int, uint, Db, DbError};
 pub const MAX_WORKERS: u64 = 500;
 /// Longest host name or checks text a worker may record (longer is cut).
 pub const MAX_REPORT: usize = 16 * 1024;
+/// Most progress a relay unit (of unknown size) may report: 1 TiB.
+pub const MAX_RELAY_PROGRESS: u64 = 1 << 40;
 
 /// What a worker says of itself when it calls.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -124,7 +126,9 @@ impl Db {
     }
 
     /// Worker `worker` says how many bytes each of its units `(job, seq, bytes)` has
-    /// moved so far. Units it does not hold are left alone.
+    /// moved so far. Units it does not hold are left alone; a number above the unit's
+    /// own bytes (or [`MAX_RELAY_PROGRESS`] for a relay, whose size is not known) is
+    /// taken as that bound, so that no worker can make a job's sum overflow.
     pub async fn unit_progress(
         &self,
         worker: &str,
@@ -136,13 +140,16 @@ impl Db {
         let mut tx = self.pool.begin().await?;
         for (job, seq, bytes) in units {
             sqlx::query(
-                "UPDATE units SET progress = $4 \
+                "UPDATE units SET progress = CASE \
+                   WHEN bytes > 0 AND $4 > bytes THEN bytes \
+                   WHEN bytes = 0 AND $4 > $5 THEN $5 ELSE $4 END \
                  WHERE job = $1 AND seq = $2 AND lease_owner = $3 AND state = 'leased'",
             )
             .bind(job)
             .bind(int(*seq))
             .bind(worker)
             .bind(int(*bytes))
+            .bind(int(MAX_RELAY_PROGRESS))
             .execute(&mut *tx)
             .await?;
         }
@@ -177,27 +184,34 @@ impl Db {
             .collect()
     }
 
-    /// Up to `limit` jobs, newest first, each with the bytes its leased units moved so
-    /// far.
-    pub async fn live_jobs(&self, limit: u64) -> Result<Vec<LiveJob>, DbError> {
-        let sql = format!(
-            "SELECT {JOB_COLUMNS}, \
-               CAST(COALESCE((SELECT SUM(u.progress) FROM units u \
-                 WHERE u.job = jobs.id AND u.state = 'leased'), 0) AS BIGINT) AS in_flight \
-             FROM jobs ORDER BY created DESC, id DESC LIMIT $1"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(int(limit))
-            .fetch_all(&self.reads)
-            .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(LiveJob {
+    /// The live jobs: up to `unfinished` jobs not yet ended and the newest `finished`
+    /// ones that have, newest first, each with the bytes its leased units moved so
+    /// far. (A long job stays in view however many newer ones ended since.)
+    pub async fn live_jobs(&self, unfinished: u64, finished: u64) -> Result<Vec<LiveJob>, DbError> {
+        let mut out = Vec::new();
+        for (states, limit) in [
+            ("state NOT IN ('done', 'failed', 'cancelled')", unfinished),
+            ("state IN ('done', 'failed', 'cancelled')", finished),
+        ] {
+            let sql = format!(
+                "SELECT {JOB_COLUMNS}, \
+                   CAST(COALESCE((SELECT SUM(u.progress) FROM units u \
+                     WHERE u.job = jobs.id AND u.state = 'leased'), 0) AS BIGINT) AS in_flight \
+                 FROM jobs WHERE {states} ORDER BY created DESC, id DESC LIMIT $1"
+            );
+            let rows = sqlx::query(&sql)
+                .bind(int(limit))
+                .fetch_all(&self.reads)
+                .await?;
+            for r in &rows {
+                out.push(LiveJob {
                     job: job_row(r)?,
                     in_flight: uint(r.try_get("in_flight")?, "in_flight")?,
-                })
-            })
-            .collect()
+                });
+            }
+        }
+        out.sort_by(|a, b| (b.job.created, &b.job.id).cmp(&(a.job.created, &a.job.id)));
+        Ok(out)
     }
 
     /// What each worker finished of job `job`, most bytes first.

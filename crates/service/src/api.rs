@@ -296,13 +296,14 @@ pub struct ErrorBody {
 
 /// The field of a job spec that [`JobSpec::check`]'s error line `error` is about.
 pub fn field_of(error: &str) -> Option<&'static str> {
-    const FIELDS: [(&str, &str); 12] = [
+    const FIELDS: [(&str, &str); 13] = [
         ("source", "sources"),
         ("a job needs at least one source", "sources"),
         ("at most 1000 sources", "sources"),
         ("the sources", "sources"),
         ("a job with hetch:// sources", "dest"),
         ("dest node", "dest_nodes"),
+        ("dest_nodes", "dest_nodes"),
         ("dest", "dest"),
         ("priority", "priority"),
         ("verify", "verify"),
@@ -333,9 +334,10 @@ pub struct ClaimRequest {
 }
 
 /// What a worker says of itself when it calls (all optional; shown on the web
-/// interface's nodes page, never used to decide anything).
+/// interface's nodes page, never used to decide anything; one out of bounds is
+/// dropped whole).
+/// Unknown fields are ignored (a newer worker may say more).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct WorkerAbout {
     /// Its host's name (at most 253 bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]

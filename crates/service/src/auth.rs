@@ -44,6 +44,12 @@ impl Caller {
     }
 }
 
+/// When a caller's proof of identity ends (ms since the epoch): a browser session's
+/// expiry, or an OIDC token's; `None` for the service's token. Long-lived answers
+/// (the event stream) end then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ends(pub Option<u64>);
+
 /// Why a request was not let in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Denied {
@@ -54,12 +60,19 @@ pub enum Denied {
     Throttled(u64),
 }
 
-/// Checks the `Authorization` header value of a request from `ip`.
-pub async fn check(state: &AppState, ip: IpAddr, header: Option<&[u8]>) -> Result<Caller, Denied> {
+/// Checks the `Authorization` header value of a request from `ip`: who, and until
+/// when.
+pub async fn check(
+    state: &AppState,
+    ip: IpAddr,
+    header: Option<&[u8]>,
+) -> Result<(Caller, Ends), Denied> {
     let presented = header
         .and_then(|h| h.strip_prefix(b"Bearer "))
         .map(<[u8]>::trim_ascii);
-    check_token(state, ip, presented).await.map(|(c, _)| c)
+    check_token(state, ip, presented)
+        .await
+        .map(|(c, ends)| (c, Ends(ends)))
 }
 
 /// Checks a token presented by `ip` (the service's, or an OIDC token): who it is,

@@ -129,7 +129,7 @@ pub fn document() -> Value {
             }, "session": {
                 "type": "apiKey",
                 "in": "cookie",
-                "name": "hetch_session",
+                "name": "__Host-hetch_session",
                 "description": "A browser's session, set by POST /login with either token; a request other than GET also needs the session's CSRF token (GET /api/session) in X-CSRF-Token",
             }},
             "schemas": {

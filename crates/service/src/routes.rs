@@ -115,6 +115,8 @@ async fn authenticate(
                         .into_response();
                 }
                 req.extensions_mut().insert(session.caller.clone());
+                req.extensions_mut()
+                    .insert(auth::Ends(Some(session.expires)));
                 req.extensions_mut().insert(session);
                 return next.run(req).await;
             }
@@ -124,7 +126,8 @@ async fn authenticate(
     }
     let header = bearer.map(|v| v.as_bytes());
     let (status, error, extra) = match auth::check(&state, peer.ip(), header).await {
-        Ok(caller) => {
+        Ok((caller, ends)) => {
+            req.extensions_mut().insert(ends);
             if worker_route && caller != Caller::Operator {
                 return fail(
                     StatusCode::FORBIDDEN,
@@ -330,8 +333,12 @@ async fn record_worker(
     name: &str,
     about: Option<&WorkerAbout>,
 ) -> Result<(), ApiError> {
-    let about = about.cloned().unwrap_or_default();
-    about.check().map_err(bad)?;
+    // What a worker says of itself is only shown: out of bounds, it is dropped (and
+    // the call goes on), rather than costing the worker its work.
+    let about = about
+        .filter(|a| a.check().is_ok())
+        .cloned()
+        .unwrap_or_default();
     let report = WorkerReport {
         name: name.to_string(),
         host: about.host.unwrap_or_default(),

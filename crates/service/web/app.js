@@ -20,6 +20,8 @@ function setView(...children) {
 let session = { csrf: null, caller: "" };
 let snapshot = { jobs: [], nodes: [] };
 let onSnapshot = () => {};
+// Bumped by each navigation: a load that finishes after the user moved on is dropped.
+let page = 0;
 
 // ---- Building the page ------------------------------------------------------
 
@@ -78,8 +80,8 @@ function duration(sec) {
 
 function ago(ms) {
   const d = Math.round((Date.now() - ms) / 1000);
+  if (d < -5) return "in " + duration(-d);
   if (d < 5) return "just now";
-  if (d < 0) return "in " + duration(-d);
   return duration(d) + " ago";
 }
 
@@ -206,13 +208,20 @@ function jobRow(j) {
 // ---- One job --------------------------------------------------------------------
 
 async function jobView(id) {
+  const mine = page;
   let shown = null;
+  let loading = false;
   const load = async () => {
+    // One load at a time: a snapshot arriving meanwhile is caught by the next.
+    if (loading) return;
+    loading = true;
     const [job, act, files] = await Promise.all([
       api("GET", "/api/jobs/" + encodeURIComponent(id)),
       api("GET", "/api/jobs/" + encodeURIComponent(id) + "/activity"),
       api("GET", "/api/jobs/" + encodeURIComponent(id) + "/files?from=0&to=20"),
     ]);
+    loading = false;
+    if (mine !== page) return;
     if (!job.ok) {
       setView(h("h1", {}, "Job " + id), h("p", { class: "error", role: "alert" }, job.data.error));
       return;
@@ -440,8 +449,10 @@ function submitView() {
 // ---- Nodes -----------------------------------------------------------------------
 
 async function nodesView() {
+  const mine = page;
   const render = async () => {
     const r = await api("GET", "/api/nodes");
+    if (mine !== page) return;
     if (!r.ok) { setView(h("p", { class: "error" }, r.data.error)); return; }
     const { nodes, service } = r.data;
     const checks = (list) => list.length ? h("ul", { class: "checks" }, list.map((c) => h("li", {}, c))) : "no findings";
@@ -462,6 +473,7 @@ async function nodesView() {
 // ---- Routing and the event stream ------------------------------------------------
 
 function show() {
+  page += 1;
   const [path, query] = (location.hash.slice(1) || "/jobs").split("?");
   const params = new URLSearchParams(query || "");
   for (const a of document.querySelectorAll("nav a")) {

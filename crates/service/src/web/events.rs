@@ -22,8 +22,10 @@ use crate::{now_ms, AppState};
 
 /// How often the snapshot is taken.
 pub const TICK: Duration = Duration::from_secs(1);
-/// Most jobs a snapshot holds (the newest).
-pub const MAX_JOBS: u64 = 200;
+/// Most jobs not yet ended a snapshot holds (the newest).
+pub const MAX_UNFINISHED: u64 = 1000;
+/// Most ended jobs a snapshot holds (the newest).
+pub const MAX_FINISHED: u64 = 200;
 /// Samples of history kept per job: ten minutes at one a second (older ones are
 /// thinned to one in two, so a longer job keeps its whole run at coarser steps).
 pub const MAX_SAMPLES: usize = 600;
@@ -139,6 +141,7 @@ pub struct Hub {
     tx: watch::Sender<Arc<Snapshot>>,
     jobs: Mutex<HashMap<String, History>>,
     workers: Mutex<HashMap<String, History>>,
+    streams: Slots,
 }
 
 impl Default for Hub {
@@ -147,6 +150,7 @@ impl Default for Hub {
             tx: watch::Sender::new(Arc::new(Snapshot::default())),
             jobs: Mutex::default(),
             workers: Mutex::default(),
+            streams: Slots::default(),
         }
     }
 }
@@ -179,7 +183,12 @@ impl Hub {
         live.into_iter()
             .map(|l| {
                 let j = l.job;
-                let done = j.bytes_done.saturating_add(l.in_flight);
+                // A retried unit's bytes may count twice until it ends: never past
+                // the listing's total.
+                let done = j
+                    .bytes_done
+                    .saturating_add(l.in_flight)
+                    .min(j.bytes.max(j.bytes_done));
                 let history = histories.entry(j.id.clone()).or_default();
                 let moving = !j.state.is_final();
                 if moving || history.0.back().is_none_or(|&(_, v)| v != done) {
@@ -206,7 +215,7 @@ impl Hub {
                     files: j.files,
                     bytes: j.bytes,
                     files_done: j.files_done,
-                    bytes_done: done.min(j.bytes.max(j.bytes_done)),
+                    bytes_done: done,
                     rate,
                     eta_s: (rate > 0 && left > 0).then(|| left.div_ceil(rate)),
                     created: j.created,
@@ -243,28 +252,87 @@ impl Hub {
     }
 
     /// A stream of what `caller` may see of each new snapshot: the newest at once,
-    /// then each that differs from the last sent.
+    /// then each that differs from the last sent; it ends at `ends` (ms since the
+    /// epoch: the session's or the token's end), so that an open tab does not outlive
+    /// its login. Refused (with why) when the caller, or everyone, holds as many
+    /// streams as allowed: each holds one of the service's connections.
     pub fn subscribe(
         &self,
         caller: Caller,
-    ) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
+        ends: Option<u64>,
+    ) -> Result<Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>>, String> {
+        let slot = StreamSlot::take(&self.streams, caller.name())?;
         let mut rx = self.tx.subscribe();
         rx.mark_changed();
+        let left = ends.map(|e| Duration::from_millis(e.saturating_sub(now_ms())));
+        let deadline =
+            tokio::time::Instant::now() + left.unwrap_or(Duration::from_secs(u32::MAX.into()));
         let stream = futures_util::stream::unfold(
-            (rx, caller, String::new()),
-            |(mut rx, caller, last)| async move {
+            (rx, caller, String::new(), slot),
+            move |(mut rx, caller, last, slot)| async move {
                 loop {
-                    rx.changed().await.ok()?;
+                    tokio::time::timeout_at(deadline, rx.changed())
+                        .await
+                        .ok()?
+                        .ok()?;
                     let snap = rx.borrow_and_update().clone();
                     let text = visible(&snap, &caller).to_string();
                     if text != last {
                         let event = Event::default().event("snapshot").data(&text);
-                        return Some((Ok(event), (rx, caller, text)));
+                        return Some((Ok(event), (rx, caller, text, slot)));
                     }
                 }
             },
         );
-        Sse::new(stream).keep_alive(KeepAlive::default())
+        Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+    }
+}
+
+/// Most event streams one caller may hold at once.
+pub const STREAMS_PER_CALLER: u32 = 8;
+/// Most event streams at once, of the service's 512 connections (the rest are for
+/// the API and the workers).
+pub const MAX_STREAMS: u32 = 256;
+
+/// Streams held, by caller.
+type Slots = Arc<Mutex<HashMap<String, u32>>>;
+
+/// One stream's place among [`MAX_STREAMS`]; given back when the stream ends.
+struct StreamSlot {
+    slots: Slots,
+    caller: String,
+}
+
+impl StreamSlot {
+    fn take(slots: &Slots, caller: &str) -> Result<StreamSlot, String> {
+        let mut held = slots.lock().expect("slots lock");
+        let total: u32 = held.values().sum();
+        let mine = held.get(caller).copied().unwrap_or(0);
+        if mine >= STREAMS_PER_CALLER {
+            return Err(format!(
+                "at most {STREAMS_PER_CALLER} live views per caller: close a tab"
+            ));
+        }
+        if total >= MAX_STREAMS {
+            return Err(format!("at most {MAX_STREAMS} live views at once"));
+        }
+        held.insert(caller.to_string(), mine + 1);
+        Ok(StreamSlot {
+            slots: slots.clone(),
+            caller: caller.to_string(),
+        })
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut held = self.slots.lock().expect("slots lock");
+        if let Some(n) = held.get_mut(&self.caller) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.caller);
+            }
+        }
     }
 }
 
@@ -283,7 +351,7 @@ pub fn visible(snap: &Snapshot, caller: &Caller) -> serde_json::Value {
 pub async fn run(state: Arc<AppState>) {
     loop {
         let now = now_ms();
-        let live = state.db.live_jobs(MAX_JOBS).await;
+        let live = state.db.live_jobs(MAX_UNFINISHED, MAX_FINISHED).await;
         let workers = state
             .db
             .workers(now.saturating_sub(WORKER_HORIZON_MS))

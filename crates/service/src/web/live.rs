@@ -55,8 +55,18 @@ async fn session(
 async fn events(
     State(state): State<Arc<AppState>>,
     Extension(caller): Extension<Caller>,
+    Extension(ends): Extension<crate::auth::Ends>,
 ) -> Response {
-    state.hub.subscribe(caller).into_response()
+    match state.hub.subscribe(caller, ends.0) {
+        Ok(stream) => stream.into_response(),
+        Err(why) => {
+            let body = crate::api::ErrorBody {
+                error: why,
+                field: None,
+            };
+            (axum::http::StatusCode::TOO_MANY_REQUESTS, Json(body)).into_response()
+        }
+    }
 }
 
 async fn nodes(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {

@@ -81,6 +81,11 @@ async fn login(
             let now = now_ms();
             let expires =
                 token_expires.map_or(now + MAX_SESSION_MS, |e| e.min(now + MAX_SESSION_MS));
+            // A token within its issuer's leeway past `exp` would make a session over
+            // before it starts.
+            if expires <= now + 1000 {
+                return login_page(StatusCode::UNAUTHORIZED, Some("token expired"));
+            }
             let cookie = set_cookie(
                 &state.sessions.seal(&caller, expires),
                 (expires - now) / 1000,

@@ -15,8 +15,10 @@ use base64::Engine;
 
 use crate::auth::{Caller, USER_PREFIX};
 
-/// The cookie's name.
-pub const COOKIE: &str = "hetch_session";
+/// The cookie's name. The `__Host-` prefix makes browsers take it only when it is
+/// `Secure`, for `Path=/`, and set by this host itself (no sibling domain can plant
+/// one).
+pub const COOKIE: &str = "__Host-hetch_session";
 /// The header carrying the CSRF token.
 pub const CSRF_HEADER: &str = "x-csrf-token";
 /// Longest a session lasts, milliseconds (an OIDC token's own expiry may end it
@@ -157,9 +159,10 @@ mod tests {
 
     #[test]
     fn cookies_are_found_by_name() {
-        let h = "a=1; hetch_session=xyz.abc; b=2";
+        let h = "a=1; __Host-hetch_session=xyz.abc; b=2";
         assert_eq!(cookie(h, COOKIE), Some("xyz.abc"));
-        assert_eq!(cookie("hetch_sessionx=1", COOKIE), None);
+        assert_eq!(cookie("__Host-hetch_sessionx=1", COOKIE), None);
+        assert_eq!(cookie("hetch_session=1", COOKIE), None);
         assert!(set_cookie("v", 60).contains("HttpOnly; Secure; SameSite=Strict"));
     }
 }

@@ -197,14 +197,8 @@ fn a_person_logs_in_submits_watches_retries_and_cancels_jobs_in_a_real_browser()
         b.find_all("#jobs tbody tr").len() == 4
     });
     b.screenshot(&shots().join("jobs.png"));
-    b.goto(&format!("{base}/#/jobs/{slow}"));
-    b.click_on("#cancel");
-    wait_state(&b, "cancelled");
-    assert_eq!(show(&svc, &slow)["state"], "cancelled");
-
-    // The keyboard alone reaches a job: Tab to its link, Enter opens it.
-    b.goto(&format!("{base}/#/jobs?state=done"));
-    b.wait("done jobs", || b.find_all("#jobs tbody tr").len() >= 2);
+    // The keyboard alone reaches a job, while the list moves: Tab to a job's link,
+    // which keeps the focus through the next snapshots, and Enter opens it.
     let mut on_link = false;
     for _ in 0..40 {
         b.press("\u{E004}");
@@ -215,8 +209,19 @@ fn a_person_logs_in_submits_watches_retries_and_cancels_jobs_in_a_real_browser()
         }
     }
     assert!(on_link, "Tab never reached a job's link");
+    let focused = b.run("return document.activeElement.textContent", vec![]);
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let still = b.run("return document.activeElement.textContent", vec![]);
+    assert_eq!(
+        focused, still,
+        "the focus left the job's link as the list moved"
+    );
     b.press("\u{E007}");
     b.wait("a job's page by keyboard", || b.url().contains("#/jobs/"));
+    b.goto(&format!("{base}/#/jobs/{slow}"));
+    b.click_on("#cancel");
+    wait_state(&b, "cancelled");
+    assert_eq!(show(&svc, &slow)["state"], "cancelled");
 
     // Nodes: the worker, alive, with its host checks.
     b.goto(&format!("{base}/#/nodes"));

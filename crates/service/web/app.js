@@ -168,8 +168,15 @@ function jobsView(params) {
       .sort(SORTS[sort.value]);
     empty.hidden = jobs.length > 0;
     table.hidden = jobs.length === 0;
+    // The rows are rebuilt as jobs move: keep the keyboard on the job it was on.
+    const a = document.activeElement;
+    const focused = a && a.classList.contains("job-link") ? a.closest("tr").dataset.id : null;
     body.replaceChildren(...jobs.map(jobRow));
     sizeBars(body);
+    if (focused) {
+      const link = body.querySelector(`tr[data-id="${CSS.escape(focused)}"] .job-link`);
+      if (link) link.focus();
+    }
   };
   const keep = () => {
     const q = new URLSearchParams();

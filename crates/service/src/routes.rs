@@ -327,14 +327,17 @@ fn check_worker(name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Records that worker `name` called, with what it says of itself.
-async fn record_worker(
+/// Records that worker `name` called, with what it says of itself and the progress
+/// of its units `(job, seq, bytes)`. Done after the call's lease work and never
+/// failing it: this is only shown, so neither a bad report nor the database's
+/// trouble recording it may cost a worker its leases (it is logged instead).
+async fn note_worker(
     state: &AppState,
     name: &str,
     about: Option<&WorkerAbout>,
-) -> Result<(), ApiError> {
-    // What a worker says of itself is only shown: out of bounds, it is dropped (and
-    // the call goes on), rather than costing the worker its work.
+    progress: &[(String, u64, u64)],
+) {
+    // Out of bounds, what it says is dropped whole.
     let about = about
         .filter(|a| a.check().is_ok())
         .cloned()
@@ -344,17 +347,15 @@ async fn record_worker(
         host: about.host.unwrap_or_default(),
         capacity: about.capacity.map_or(0, u64::from),
         moved: about.moved,
-        checks: about
-            .checks
-            .map(|c| serde_json::to_string(&c))
-            .transpose()
-            .map_err(internal)?,
+        checks: about.checks.and_then(|c| serde_json::to_string(&c).ok()),
     };
-    state
-        .db
-        .worker_seen(&report, now_ms())
-        .await
-        .map_err(internal)
+    let recorded = match state.db.worker_seen(&report, now_ms()).await {
+        Ok(()) => state.db.unit_progress(name, progress).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = recorded {
+        eprintln!("hetch service: recording what worker {name:?} reports: {e}");
+    }
 }
 
 async fn claim(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
@@ -363,12 +364,12 @@ async fn claim(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
     if !(1..=64).contains(&req.max) {
         return Err(bad("max must be 1 to 64"));
     }
-    record_worker(&state, &req.worker, req.about.as_ref()).await?;
     let got = state
         .db
         .claim(&req.worker, now_ms(), state.lease_ms, req.max as usize)
         .await
         .map_err(internal)?;
+    note_worker(&state, &req.worker, req.about.as_ref(), &[]).await;
     let mut out = Vec::with_capacity(got.len());
     for c in got {
         let job = state.db.job(&c.job).await.map_err(internal)?;
@@ -402,7 +403,6 @@ async fn rate_share(state: &AppState, job: &str, rate: u64) -> Result<u64, ApiEr
 async fn heartbeat(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
     let req: HeartbeatRequest = parse(&body)?;
     check_worker(&req.worker)?;
-    record_worker(&state, &req.worker, req.about.as_ref()).await?;
     let held = match &req.units {
         None => {
             state
@@ -427,11 +427,7 @@ async fn heartbeat(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
         .flatten()
         .filter_map(|u| Some((u.job.clone(), u.seq, u.bytes?)))
         .collect();
-    state
-        .db
-        .unit_progress(&req.worker, &progress)
-        .await
-        .map_err(internal)?;
+    note_worker(&state, &req.worker, req.about.as_ref(), &progress).await;
     // Each held unit's share of its job's rate, as it is now.
     let mut shares = std::collections::BTreeMap::new();
     for (job, _) in &held {

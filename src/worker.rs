@@ -115,6 +115,26 @@ fn about(a: &WorkerArgs, metrics: &WorkerMetrics, checks: &[String]) -> Value {
     })
 }
 
+/// How often an idle worker's claims say what it is (the service shows a worker not
+/// heard of for 30 s as silent; heartbeats always say).
+const ABOUT_EVERY: Duration = Duration::from_secs(5);
+
+/// A claim for `room` units, saying what the worker is when it last did so
+/// [`ABOUT_EVERY`] ago or more.
+fn claim_body(
+    name: &str,
+    room: u32,
+    last: &mut Option<Instant>,
+    about: impl FnOnce() -> Value,
+) -> Value {
+    let mut body = json!({"worker": name, "max": room});
+    if last.is_none_or(|t| t.elapsed() >= ABOUT_EVERY) {
+        *last = Some(Instant::now());
+        body["about"] = about();
+    }
+    body
+}
+
 /// `s` cut to at most `max` bytes, on a character boundary, without control characters.
 fn cut(s: &str, max: usize) -> String {
     let mut out = String::new();
@@ -155,6 +175,9 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
     eprintln!("hetch worker {name}: working for {}", a.service);
     // This host's checks, found once: the service shows them on its nodes page.
     let checks = hetch_doctor::host_findings(&hetch_doctor::Host::default());
+    // When a claim last said what this worker is (an idle worker asks four times a
+    // second; the service records a worker only when it says).
+    let mut last_about: Option<Instant> = None;
     // By claim: a number of this worker's own for each unit it was given.
     let mut running: HashMap<u64, Running> = HashMap::new();
     let mut claims = 0u64;
@@ -258,7 +281,9 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
             let call = api.call(
                 true,
                 "/api/work/claim",
-                Some(json!({"worker": name, "max": room, "about": about(&a, &metrics, &checks)})),
+                Some(claim_body(&name, room, &mut last_about, || {
+                    about(&a, &metrics, &checks)
+                })),
             );
             match bounded(until_fence(&running), call).await {
                 Ok(v) => {
@@ -734,6 +759,21 @@ mod tests {
         assert!(c.unwrap().autotune.is_none());
         assert_eq!(off, Some("--streams given"));
         assert!(super::with_autotune(None, None).0.is_none());
+    }
+
+    #[test]
+    fn idle_claims_say_what_the_worker_is_only_every_few_seconds() {
+        let mut last = None;
+        let first = super::claim_body("w", 2, &mut last, || serde_json::json!({"host": "h"}));
+        assert_eq!(first["about"]["host"], "h");
+        let next = super::claim_body("w", 2, &mut last, || serde_json::json!({"host": "h"}));
+        assert!(next.get("about").is_none(), "{next}");
+        last = Some(std::time::Instant::now() - super::ABOUT_EVERY);
+        assert!(
+            super::claim_body("w", 1, &mut last, || serde_json::json!({}))
+                .get("about")
+                .is_some()
+        );
     }
 
     #[test]

@@ -369,7 +369,11 @@ async fn claim(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
         .claim(&req.worker, now_ms(), state.lease_ms, req.max as usize)
         .await
         .map_err(internal)?;
-    note_worker(&state, &req.worker, req.about.as_ref(), &[]).await;
+    // An idle worker asks several times a second: it is recorded when it says what
+    // it is (every few seconds), not at every claim.
+    if req.about.is_some() {
+        note_worker(&state, &req.worker, req.about.as_ref(), &[]).await;
+    }
     let mut out = Vec::with_capacity(got.len());
     for c in got {
         let job = state.db.job(&c.job).await.map_err(internal)?;

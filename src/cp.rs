@@ -22,7 +22,7 @@ use hetch_proto::{FilterRequest, Op, Summary};
 use crate::client::{open_session, session_request, ClientConfig};
 use crate::location::Location;
 use crate::retry::{self, Recovery, RetryArgs};
-use crate::ui::{print_comparison, print_summary, Display, RunShape};
+use crate::ui::{print_comparison, print_summary, Display, ProgressView, RunShape};
 
 /// Everything `cp` needs, after flag parsing.
 pub struct CopyJob {
@@ -44,8 +44,8 @@ pub struct CopyJob {
     pub client: Option<ClientConfig>,
     /// Print JSON at the end.
     pub json: bool,
-    /// No progress bar.
-    pub quiet: bool,
+    /// How progress is shown while the copy runs.
+    pub progress: ProgressView,
     /// Write whole-file digests of the copied files here.
     pub manifest: Option<PathBuf>,
     /// Object store settings from the command line.
@@ -120,7 +120,12 @@ pub async fn run(mut job: CopyJob) -> anyhow::Result<Outcome> {
             }
         }
     }));
-    let display = Display::start(progress.clone(), job.quiet || job.json);
+    // JSON at the end replaces the bar (not JSON progress lines, which a program asked for).
+    let view = match job.progress {
+        ProgressView::Bar if job.json => ProgressView::Hidden,
+        v => v,
+    };
+    let display = Display::start(progress.clone(), view);
     let (result, recovered) = recover(&job, &progress, manifest.as_deref()).await;
     display.finish();
     let mut report = match (result, &manifest) {

@@ -154,7 +154,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         encrypt: true,
         client: Some(client.clone()),
         json: false,
-        quiet: false,
+        progress: crate::ui::ProgressView::Bar,
         retry: Default::default(),
         filter: Default::default(),
         dest_shown: String::new(),

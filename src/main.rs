@@ -10,7 +10,6 @@ mod demo;
 mod doctor;
 mod follow;
 mod jobcli;
-mod location;
 mod overlap;
 mod retry;
 mod service_client;
@@ -31,7 +30,7 @@ use hetch_engine::Options;
 use hetch_net::SocketOptions;
 
 use crate::location::Location;
-use hetch_session::{client, server};
+use hetch_session::{client, location, server};
 use hetch_units as units;
 
 /// hetch: a fast, encrypted, verified, resumable data mover.
@@ -511,9 +510,25 @@ struct ConnArgs {
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
+    /// Progress as a JSON line on stderr each second instead of a bar:
+    /// {"progress":{"bytes":B,"total_bytes":T,"files":F,"total_files":N}} (skipped
+    /// files count as done), for programs that drive hetch.
+    #[arg(long)]
+    progress_json: bool,
 }
 
 impl ConnArgs {
+    /// How progress is shown: JSON lines, a bar, or nothing.
+    fn progress_view(&self) -> ui::ProgressView {
+        if self.progress_json {
+            ui::ProgressView::JsonLines
+        } else if self.quiet {
+            ui::ProgressView::Hidden
+        } else {
+            ui::ProgressView::Bar
+        }
+    }
+
     /// The connection settings, when any operand is on a server.
     fn client_for(
         &self,
@@ -680,7 +695,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 encrypt: !a.streams.no_encrypt,
                 client,
                 json: a.conn.json,
-                quiet: true,
+                progress: ui::ProgressView::Hidden,
                 manifest: None,
                 s3: s3.clone(),
                 // A watch opens new sessions forever by itself.
@@ -716,7 +731,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 encrypt: true,
                 client,
                 json: a.conn.json,
-                quiet: a.conn.quiet,
+                progress: a.conn.progress_view(),
                 manifest: None,
                 s3: s3.clone(),
                 retry: a.retry,
@@ -937,7 +952,7 @@ async fn copy(
             encrypt: !a.streams.no_encrypt,
             client,
             json: a.conn.json,
-            quiet: a.conn.quiet,
+            progress: a.conn.progress_view(),
             manifest: a.manifest,
             s3,
             filter: a.filter.request(),

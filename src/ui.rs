@@ -11,16 +11,57 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::units::human_bytes;
 
+/// How a run shows its progress while it runs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ProgressView {
+    /// A bar on stderr, when stderr is a terminal.
+    Bar,
+    /// Nothing.
+    Hidden,
+    /// A JSON line on stderr each second, for a program driving hetch (`hetch mcp`):
+    /// `{"progress":{"bytes":B,"total_bytes":T,"files":F,"total_files":N}}`, bytes and
+    /// files counting the skipped ones as done.
+    JsonLines,
+}
+
 /// A progress display that follows a [`Progress`] until dropped.
 pub struct Display {
     bar: Option<ProgressBar>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
+/// Bytes and files done (copied or skipped) and in all, as a JSON line shows them.
+fn progress_json(p: &Progress) -> serde_json::Value {
+    let done = p.bytes.load(Relaxed) + p.skipped_bytes.load(Relaxed);
+    serde_json::json!({"progress": {
+        "bytes": done,
+        "total_bytes": p.total_bytes.load(Relaxed).max(done),
+        "files": p.files.load(Relaxed) + p.skipped.load(Relaxed),
+        "total_files": p.total_files.load(Relaxed),
+    }})
+}
+
 impl Display {
-    /// Starts a bar when stderr is a terminal and `quiet` is false.
-    pub fn start(progress: Arc<Progress>, quiet: bool) -> Display {
-        if quiet || !std::io::stderr().is_terminal() {
+    /// Starts following `progress` as `view` says (a bar only when stderr is a
+    /// terminal).
+    pub fn start(progress: Arc<Progress>, view: ProgressView) -> Display {
+        if view == ProgressView::JsonLines {
+            let (tx, mut rx) = tokio::sync::oneshot::channel();
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = &mut rx => break,
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    }
+                    eprintln!("{}", progress_json(&progress));
+                }
+            });
+            return Display {
+                bar: None,
+                stop: Some(tx),
+            };
+        }
+        if view == ProgressView::Hidden || !std::io::stderr().is_terminal() {
             return Display {
                 bar: None,
                 stop: None,

@@ -582,7 +582,7 @@ impl UnitContext {
             encrypt: true,
             client,
             json: false,
-            quiet: true,
+            progress: crate::ui::ProgressView::Hidden,
             manifest: None,
             s3: Default::default(),
             // With several destination nodes, a unit that loses its node fails at

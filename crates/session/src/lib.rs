@@ -4,6 +4,8 @@
 //! - [`client`]: connect, TLS with the server's pinned key, the preamble, `Hello`, the
 //!   token, the `Welcome`, and the data streams joined with a proof bound to the
 //!   control connection's TLS session.
+//! - [`location`]: what a command-line operand names (a local path, a `hetch://`
+//!   server's path or an object store location).
 //! - [`relay`]: third-party copies, a server pushing its files to another server at
 //!   a client's request (the client only watches).
 //! - [`range`]: one node's block range of a large file that several nodes move
@@ -20,6 +22,7 @@
 #![deny(missing_docs)]
 
 pub mod client;
+pub mod location;
 mod metrics;
 pub mod range;
 pub mod relay;

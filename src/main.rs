@@ -123,6 +123,20 @@ enum Command {
     /// --root, as the service sees them), extend the leases while they run, report
     /// each; a unit whose lease is lost (expired or cancelled) is stopped.
     Worker(worker::WorkerArgs),
+    /// Serve hetch to an AI assistant over the Model Context Protocol (stdio): tools to
+    /// list, dry-run, verify, and to plan copies and syncs that run only with the
+    /// confirmation token their plan returned, inside the limits of the operator's
+    /// --policy file (roots to read and write, bytes and files per action, rate,
+    /// deletion); every call is appended to its audit log.
+    Mcp(McpArgs),
+}
+
+#[derive(Args)]
+struct McpArgs {
+    /// The operator's policy (TOML): read and write roots, max_bytes, max_files,
+    /// rate_limit, allow_delete, audit_log... (see docs/SECURITY.md).
+    #[arg(long, value_name = "FILE")]
+    policy: PathBuf,
 }
 
 #[derive(Args)]
@@ -641,6 +655,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             copy(a.cp, s3, false, Some(a.rate)).await
         }
         Command::Sync(a) => copy(a, s3, true, None).await,
+        Command::Mcp(a) => {
+            let policy = hetch_mcp::Policy::load(&a.policy)?;
+            let exe = std::env::current_exe()?;
+            hetch_mcp::serve_stdio(policy, exe).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Watch(a) => {
             let dest = match Location::parse(&a.dst) {
                 Ok(Location::Object(_)) => {

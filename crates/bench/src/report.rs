@@ -888,29 +888,13 @@ pub(crate) fn fmt_ratio(v: f64) -> String {
 pub(crate) fn fmt_date(unix: u64) -> String {
     let days = (unix / 86_400) as i64;
     let secs = unix % 86_400;
-    let (y, m, d) = civil_from_days(days);
+    let (y, m, d) = hetch_units::civil_from_days(days);
     format!(
         "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
         secs / 3600,
         secs / 60 % 60,
         secs % 60
     )
-}
-
-/// The proleptic Gregorian (year, month, day) of `days` since 1970-01-01: Howard
-/// Hinnant's `civil_from_days`, which counts in 400-year eras of 146097 days from
-/// 0000-03-01 so that leap days fall at the end of each year.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097); // day of era, [0, 146096]
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // day of year from March 1st
-    let mp = (5 * doy + 2) / 153; // month from March, [0, 11]
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]
@@ -943,7 +927,7 @@ mod tests {
         assert_eq!(fmt_date(951_782_400), "2000-02-29 00:00:00 UTC");
         assert_eq!(fmt_date(1_700_000_000), "2023-11-14 22:13:20 UTC");
         assert_eq!(fmt_date(4_107_542_399), "2100-02-28 23:59:59 UTC");
-        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+        assert_eq!(hetch_units::civil_from_days(-1), (1969, 12, 31));
     }
 
     #[test]

@@ -149,8 +149,49 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// The proleptic Gregorian (year, month, day) of `days` since 1970-01-01: Howard
+/// Hinnant's `civil_from_days`, which counts in 400-year eras of 146097 days from
+/// 0000-03-01 so that leap days fall at the end of each year.
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097); // day of era, [0, 146096]
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // day of year from March 1st
+    let mp = (5 * doy + 2) / 153; // month from March, [0, 11]
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// A Unix time in milliseconds as RFC 3339 UTC with milliseconds
+/// (`2026-11-26T12:34:56.789Z`), as logs and JSON records carry it.
+pub fn rfc3339_ms(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    let day = secs % 86_400;
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        day / 3600,
+        day / 60 % 60,
+        day % 60,
+        unix_ms % 1000
+    )
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn rfc3339_names_the_utc_instant() {
+        assert_eq!(super::rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+        // 2000-02-29 (a leap day of a century leap year) 23:59:59.999
+        assert_eq!(
+            super::rfc3339_ms(951_868_799_999),
+            "2000-02-29T23:59:59.999Z"
+        );
+    }
+
     use super::*;
 
     #[test]

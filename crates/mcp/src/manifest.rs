@@ -1,0 +1,117 @@
+//! Reading a digest manifest (`b3sum`/`sha256sum`/`md5sum` format, as
+//! `hetch cp --manifest` writes it): bounded in lines kept and in line length.
+
+use std::io::{BufRead, BufReader, Read};
+
+use serde_json::{json, Value};
+
+use crate::policy::{refuse, Refusal};
+
+/// Longest line read; a longer one is counted as malformed.
+const MAX_LINE: u64 = 64 * 1024;
+
+/// The first `keep` entries of the manifest at `path` (checked by the caller), and
+/// how many lines it has and how many of them are not `DIGEST  PATH`.
+pub fn read(path: &str, keep: usize) -> Result<Value, Refusal> {
+    let f = std::fs::File::open(path).map_err(|e| refuse!("{path}: {e}"))?;
+    if !f.metadata().map(|m| m.is_file()).unwrap_or(false) {
+        return Err(refuse!("{path}: not a file"));
+    }
+    let mut r = BufReader::new(f);
+    let (mut total, mut malformed) = (0u64, 0u64);
+    let mut entries = Vec::new();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = (&mut r)
+            .take(MAX_LINE)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| refuse!("{path}: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        if line.last() != Some(&b'\n') && n as u64 == MAX_LINE {
+            // Too long: skip the rest of it.
+            let mut rest = Vec::new();
+            loop {
+                rest.clear();
+                let m = (&mut r)
+                    .take(MAX_LINE)
+                    .read_until(b'\n', &mut rest)
+                    .map_err(|e| refuse!("{path}: {e}"))?;
+                if m == 0 || rest.last() == Some(&b'\n') {
+                    break;
+                }
+            }
+            total += 1;
+            malformed += 1;
+            continue;
+        }
+        total += 1;
+        match parse(&String::from_utf8_lossy(&line)) {
+            Some((digest, name)) if entries.len() < keep => {
+                entries.push(json!({"digest": digest, "path": name}))
+            }
+            Some(_) => {}
+            None => malformed += 1,
+        }
+    }
+    Ok(json!({
+        "manifest": path,
+        "lines": total,
+        "malformed": malformed,
+        "entries": entries,
+        "truncated": (entries.len() as u64) < total - malformed,
+    }))
+}
+
+/// `DIGEST  PATH` or `DIGEST *PATH` (a leading `\` marks an escaped path, as b3sum
+/// writes names holding a newline or backslash).
+fn parse(line: &str) -> Option<(String, String)> {
+    let line = line.strip_suffix('\n').unwrap_or(line);
+    let (escaped, line) = match line.strip_prefix('\\') {
+        Some(rest) => (true, rest),
+        None => (false, line),
+    };
+    let (digest, name) = line.split_once(' ')?;
+    let name = name.strip_prefix([' ', '*'])?;
+    if digest.is_empty() || !digest.bytes().all(|b| b.is_ascii_hexdigit()) || name.is_empty() {
+        return None;
+    }
+    let name = if escaped {
+        name.replace("\\n", "\n").replace("\\\\", "\\")
+    } else {
+        name.to_string()
+    };
+    Some((digest.to_ascii_lowercase(), name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_parsed_and_bounded() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("m");
+        let mut text = String::new();
+        for i in 0..10 {
+            text.push_str(&format!("{:064x}  dir/f{i}\n", i));
+        }
+        text.push_str("not a manifest line\n");
+        text.push_str(&format!("\\{:064x}  a\\nb\n", 1));
+        text.push_str(&"z".repeat(200_000));
+        text.push('\n');
+        std::fs::write(&p, text).unwrap();
+        let v = read(p.to_str().unwrap(), 3).unwrap();
+        assert_eq!(v["lines"], 13);
+        assert_eq!(v["malformed"], 2);
+        assert_eq!(v["entries"].as_array().unwrap().len(), 3);
+        assert_eq!(v["entries"][2]["path"], "dir/f2");
+        assert_eq!(v["truncated"], true);
+        assert_eq!(parse(&format!("\\{:064x}  a\\nb", 1)).unwrap().1, "a\nb");
+        assert!(parse("abc *x").is_some());
+        assert!(parse("xyz  x").is_none());
+        assert!(read(t.path().to_str().unwrap(), 3).is_err());
+    }
+}

@@ -109,8 +109,9 @@ impl Spec {
         let (files, bytes) = self.moved(n);
         if bytes > policy.max_bytes {
             return Err(refuse!(
-                "this would move {bytes} bytes, over the operator's limit of {} per action",
-                policy.max_bytes
+                "this would move {} ({bytes} bytes), over the operator's limit of {} per action",
+                hetch_units::human_bytes(bytes as f64),
+                hetch_units::human_bytes(policy.max_bytes as f64)
             ));
         }
         if files > policy.max_files {

@@ -391,16 +391,18 @@ impl McpServer {
             .await)
     }
 
-    /// A listing: the dry run of copying the location into an empty directory.
+    /// A listing: the dry run of copying the location into an empty directory (which
+    /// names each entry below the copy of the location: its first component).
     async fn list(&self, a: ListArgs) -> Result<Value, Refusal> {
         let loc = self.policy().readable(&a.location)?.operand;
         let keep = a.limit.unwrap_or(100).clamp(1, 1000) as usize;
         let empty = tempfile::tempdir().map_err(|e| refuse!("a temporary directory: {e}"))?;
-        let into = empty.path().join("l");
-        let into = into
+        let into = empty
+            .path()
             .to_str()
             .ok_or_else(|| refuse!("a temporary directory's path is not UTF-8"))?;
-        let args: Vec<String> = ["cp", "--dry-run", "--json", "--quiet", "--", &loc, into]
+        let into = format!("{into}/");
+        let args: Vec<String> = ["cp", "--dry-run", "--json", "--quiet", "--", &loc, &into]
             .map(String::from)
             .into();
         let run = self.hetch(&args, keep + 1).await?;
@@ -411,21 +413,28 @@ impl McpServer {
                 run.first_message()
             ));
         }
-        let below = format!("{into}/");
-        let names: Vec<&str> = run
+        let rels: Vec<&str> = run
             .lines
             .would_copy
             .first
             .iter()
-            .filter_map(|l| l.strip_prefix(&below))
-            .take(keep)
+            .filter_map(|l| l.strip_prefix(&into))
             .collect();
         let n = actions::numbers(&run.json);
-        // The location itself is one of the entries when it is a directory.
-        let entries = if names.is_empty() {
-            n.files
-        } else {
+        // A directory's own entry comes first; its contents are below it.
+        let dir = rels.iter().any(|r| r.contains('/'));
+        let names: Vec<&str> = match dir {
+            true => rels
+                .iter()
+                .filter_map(|r| r.split_once('/').map(|x| x.1))
+                .take(keep)
+                .collect(),
+            false => rels.into_iter().take(keep).collect(),
+        };
+        let entries = if dir {
             n.files.saturating_sub(1)
+        } else {
+            n.files
         };
         Ok(json!({
             "location": loc,

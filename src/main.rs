@@ -885,6 +885,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The rate a dry run predicts at: the path's (if known) or the copy's own rate
+/// limit, whichever is lower.
+fn predicted_rate(path: Option<u64>, rate_limit: u64) -> Option<u64> {
+    match (path, rate_limit) {
+        (p, 0) => p,
+        (Some(p), l) => Some(p.min(l)),
+        (None, l) => Some(l),
+    }
+}
+
 /// `hetch cp` and (`sync`) `hetch sync`.
 /// `cp` (`sync`: mirroring); `predict` is a dry run with the path's rate, if known.
 async fn copy(
@@ -962,13 +972,14 @@ async fn copy(
         let client = a
             .conn
             .client_for(&locs, &dest, a.tuning.socket(), tune.clone().ok())?;
+        let link_rate = predicted_rate(predict.flatten(), opts.rate_limit);
         let job = cp::CopyJob {
             sources: locs,
             dest,
             opts,
             streams: a.streams.count(),
             autotune_off: tune.err(),
-            link_rate: predict.flatten(),
+            link_rate,
             encrypt: !a.streams.no_encrypt,
             client,
             json: a.conn.json,

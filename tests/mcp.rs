@@ -230,6 +230,9 @@ async fn a_copy_happens_only_with_its_plans_token_and_reports_progress() {
     let token = plan["confirm_token"].as_str().unwrap().to_string();
     assert_eq!(plan["plan"]["would_copy"]["bytes"], (3u64 << 20) + 6);
     assert_eq!(plan["plan"]["rate_limit"], 2_000_000);
+    // Predicted at that rate: 3 MiB at 2 MB/s.
+    let predicted = plan["plan"]["predicted"]["seconds"].as_f64().unwrap();
+    assert!(predicted > 1.5, "{plan}");
     // Planned, not done.
     assert!(entries(&s.root.join("out")).is_empty());
     // A made-up or altered token carries out nothing.
@@ -267,7 +270,13 @@ async fn a_copy_happens_only_with_its_plans_token_and_reports_progress() {
         )
         .await;
     assert_eq!(v["differences"], 0, "{v}");
+    assert_eq!(v["same"], true, "{v}");
     let st = s.ok("status", json!({})).await;
+    assert_eq!(
+        st["transfers"][0]["progress"]["bytes"],
+        (3u64 << 20) + 6,
+        "{st}"
+    );
     assert_eq!(st["transfers"][0]["state"], "done");
 
     // Every call is on record, with its decision; the transfer's end too.
@@ -684,4 +693,207 @@ fn a_bad_policy_is_one_line_naming_the_file() {
         err.contains("p.toml") && err.contains("allow_everything"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn a_server_is_listed_read_and_written_with_the_operators_token_and_pin() {
+    let dir = tempdir();
+    let root = dir.path().canonicalize().unwrap();
+    for d in [
+        "served/data/run",
+        "served/other",
+        "state",
+        "local/in",
+        "local/out",
+    ] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    write_random(&root.join("served/data/run/f.bin"), 200_000, 3);
+    std::fs::write(root.join("served/data/run/g.txt"), "g").unwrap();
+    std::fs::write(root.join("served/other/private"), "p").unwrap();
+    std::fs::write(root.join("local/in/up.txt"), "up").unwrap();
+    let server = util::Server::start(&root.join("served"), &root.join("state"));
+    let known = root.join("known_hosts");
+    std::fs::write(&known, format!("{} {}\n", server.addr, server.fingerprint)).unwrap();
+    let policy = root.join("p.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "read = [\"{r}/local/in\", \"{data}\"]\nwrite = [\"{r}/local/out\", \"{inc}\"]\n\
+             max_bytes = \"1G\"\nmax_files = 100\naudit_log = \"{r}/audit.jsonl\"\n\
+             token_file = \"{tok}\"\nknown_hosts = \"{kh}\"\n",
+            r = root.display(),
+            data = server.url("data"),
+            inc = server.url("incoming"),
+            tok = server.token_path.display(),
+            kh = known.display(),
+        ),
+    )
+    .unwrap();
+    let cmd = tokio::process::Command::new(BIN).configure(|c| {
+        // The token reaches hetch through the policy's file only.
+        c.arg("mcp")
+            .arg("--policy")
+            .arg(&policy)
+            .env_remove("HETCH_TOKEN");
+    });
+    let client = Client::default();
+    let progress = client.progress.clone();
+    let s = Setup {
+        client: client
+            .serve(TokioChildProcess::new(cmd).unwrap())
+            .await
+            .unwrap(),
+        _dir: dir,
+        root: root.clone(),
+        progress,
+    };
+    let listing = s
+        .ok("list", json!({"location": server.url("data/run")}))
+        .await;
+    assert_eq!(listing["entries"], 2, "{listing}");
+    assert_eq!(listing["bytes"], 200_001);
+    s.refused("list", json!({"location": server.url("other")}))
+        .await;
+    s.refused("list", json!({"location": server.url("data/../other")}))
+        .await;
+    // Pull from the server.
+    let plan = s
+        .ok(
+            "copy",
+            json!({"sources": [server.url("data/run")], "destination": s.path("local/out")}),
+        )
+        .await;
+    let done = s
+        .ok(
+            "confirm",
+            json!({"token": plan["confirm_token"], "wait_seconds": 60}),
+        )
+        .await;
+    assert_eq!(done["state"], "done", "{done}");
+    assert_same_tree(&root.join("served/data/run"), &root.join("local/out/run"));
+    // Push to it.
+    let plan = s
+        .ok(
+            "copy",
+            json!({"sources": [s.path("local/in")], "destination": server.url("incoming/")}),
+        )
+        .await;
+    let done = s
+        .ok(
+            "confirm",
+            json!({"token": plan["confirm_token"], "wait_seconds": 60}),
+        )
+        .await;
+    assert_eq!(done["state"], "done", "{done}");
+    assert_eq!(
+        std::fs::read(root.join("served/incoming/in/up.txt")).unwrap(),
+        b"up"
+    );
+    let v = s
+        .ok(
+            "verify",
+            json!({"source": server.url("data/run"), "destination": s.path("local/out/run")}),
+        )
+        .await;
+    assert_eq!(v["differences"], 0, "{v}");
+    s.client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_object_store_prefix_is_listed_and_copied() {
+    use hetch_bench::minio::{minio_binary, Minio};
+    let dir = tempdir();
+    let root = dir.path().canonicalize().unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bin = minio_binary(repo, true).unwrap_or_else(|e| panic!("{e:#}"));
+    let minio = Minio::start(&bin, &root.join("minio")).unwrap_or_else(|e| panic!("{e:#}"));
+    minio.create_bucket("data").unwrap();
+    let mut env: Vec<(String, String)> = minio
+        .env()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    env.push((
+        "HETCH_STATE_DIR".into(),
+        root.join("state").display().to_string(),
+    ));
+    env.push(("AWS_PROFILE".into(), "hetch-test-none".into()));
+    let none = root.join("no-such-aws-file").display().to_string();
+    env.push(("AWS_CONFIG_FILE".into(), none.clone()));
+    env.push(("AWS_SHARED_CREDENTIALS_FILE".into(), none));
+    let env_ref: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    std::fs::create_dir_all(root.join("r1/deep")).unwrap();
+    std::fs::create_dir_all(root.join("out")).unwrap();
+    write_random(&root.join("r1/deep/x.bin"), 100_000, 5);
+    std::fs::write(root.join("r1/y.txt"), "y").unwrap();
+    let up = util::hetch(
+        &util::os_args(&[
+            "cp".into(),
+            root.join("r1").display().to_string(),
+            "s3://data/runs/".into(),
+        ]),
+        &env_ref,
+    );
+    assert!(up.status.success(), "{}", up.stderr);
+    let policy = root.join("p.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "read = [\"s3://data/runs\"]\nwrite = [\"{r}/out\"]\nmax_bytes = \"1G\"\nmax_files = 100\naudit_log = \"{r}/audit.jsonl\"\n",
+            r = root.display()
+        ),
+    )
+    .unwrap();
+    let cmd = tokio::process::Command::new(BIN).configure(|c| {
+        c.arg("mcp")
+            .arg("--policy")
+            .arg(&policy)
+            .envs(env.iter().cloned());
+    });
+    let client = Client::default();
+    let progress = client.progress.clone();
+    let s = Setup {
+        client: client
+            .serve(TokioChildProcess::new(cmd).unwrap())
+            .await
+            .unwrap(),
+        _dir: dir,
+        root: root.clone(),
+        progress,
+    };
+    let listing = s.ok("list", json!({"location": "s3://data/runs/r1"})).await;
+    assert_eq!(listing["bytes"], 100_001, "{listing}");
+    let names: Vec<&str> = listing["names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"y.txt") && names.contains(&"deep/x.bin"),
+        "{listing}"
+    );
+    s.refused("list", json!({"location": "s3://data/other"}))
+        .await;
+    let plan = s
+        .ok(
+            "copy",
+            json!({"sources": ["s3://data/runs/r1"], "destination": s.path("out")}),
+        )
+        .await;
+    let done = s
+        .ok(
+            "confirm",
+            json!({"token": plan["confirm_token"], "wait_seconds": 60}),
+        )
+        .await;
+    assert_eq!(done["state"], "done", "{done}");
+    assert_eq!(std::fs::read(root.join("out/r1/y.txt")).unwrap(), b"y");
+    assert_eq!(
+        util::hash_file(&root.join("out/r1/deep/x.bin")),
+        util::hash_file(&root.join("r1/deep/x.bin"))
+    );
+    s.client.cancel().await.unwrap();
+    drop(minio);
 }

@@ -79,11 +79,19 @@ impl Spec {
     }
 
     /// The `hetch` arguments: the dry run's, or the run's (which may delete at most
-    /// `max_delete`).
-    pub fn argv(&self, ops: &Operands, dry_run: bool, max_delete: u64) -> Vec<String> {
+    /// `max_delete`), with the policy's connection flags `conn`.
+    pub fn argv(
+        &self,
+        ops: &Operands,
+        dry_run: bool,
+        max_delete: u64,
+        conn: &[String],
+    ) -> Vec<String> {
         let mut a: Vec<String> = vec![if self.mirror { "sync" } else { "cp" }.into()];
         a.push("--json".into());
+        a.extend(conn.iter().cloned());
         if dry_run {
+            // Without --no-clobber: the plan shows what differs, replaced or not.
             a.extend(["--dry-run".into(), "--quiet".into()]);
         } else {
             a.push("--progress-json".into());
@@ -93,9 +101,10 @@ impl Spec {
             if self.mirror {
                 a.extend(["--max-delete".into(), max_delete.to_string()]);
             }
-            if self.rate_limit > 0 {
-                a.extend(["--rate-limit".into(), self.rate_limit.to_string()]);
-            }
+        }
+        // The dry run predicts at the rate the run will have.
+        if self.rate_limit > 0 {
+            a.extend(["--rate-limit".into(), self.rate_limit.to_string()]);
         }
         // Locations never read as flags.
         a.push("--".into());
@@ -212,7 +221,7 @@ mod tests {
             sources: vec!["/a".into(), "--delete-excluded".into()],
             destination: "/d".into(),
         };
-        let run = spec.argv(&ops, false, 7);
+        let run = spec.argv(&ops, false, 7, &[]);
         let dashdash = run.iter().position(|a| a == "--").unwrap();
         assert_eq!(&run[dashdash + 1..], ["/a", "--delete-excluded", "/d"]);
         for flag in ["--no-clobber", "--progress-json", "--json"] {
@@ -221,7 +230,7 @@ mod tests {
         assert_eq!(run[0], "sync");
         let i = run.iter().position(|a| a == "--max-delete").unwrap();
         assert_eq!(run[i + 1], "7");
-        let dry = spec.argv(&ops, true, 0);
+        let dry = spec.argv(&ops, true, 0, &[]);
         assert!(dry.contains(&"--dry-run".to_string()));
         assert!(!dry.contains(&"--max-delete".to_string()));
     }

@@ -38,6 +38,11 @@ pub struct Policy {
     pub plan_ttl_secs: u64,
     /// The audit log (JSON lines, appended).
     pub audit_log: PathBuf,
+    /// The token hetch presents to `hetch://` servers (else HETCH_TOKEN of the
+    /// server's environment): the operator's secret, never the assistant's to see.
+    pub token_file: Option<PathBuf>,
+    /// The known-hosts file pinning servers' keys (else hetch's default).
+    pub known_hosts: Option<PathBuf>,
 }
 
 /// A location the operator allows: a local directory (canonical) or a URL prefix.
@@ -109,6 +114,10 @@ struct PolicyFile {
     #[serde(default = "default_plan_ttl")]
     plan_ttl_secs: u64,
     audit_log: PathBuf,
+    #[serde(default)]
+    token_file: Option<PathBuf>,
+    #[serde(default)]
+    known_hosts: Option<PathBuf>,
 }
 
 fn default_max_delete() -> u64 {
@@ -170,6 +179,8 @@ impl Policy {
             max_running: f.max_running,
             plan_ttl_secs: f.plan_ttl_secs,
             audit_log: f.audit_log,
+            token_file: f.token_file,
+            known_hosts: f.known_hosts,
         })
     }
 
@@ -198,6 +209,20 @@ impl Policy {
             (c, Some(a)) if a > 0 => c.min(a),
             (c, _) => c,
         }
+    }
+
+    /// The flags that tell hetch how to reach and trust servers, from the policy.
+    pub fn conn_args(&self) -> Vec<String> {
+        let mut a = Vec::new();
+        for (flag, path) in [
+            ("--token-file", &self.token_file),
+            ("--known-hosts", &self.known_hosts),
+        ] {
+            if let Some(p) = path {
+                a.extend([flag.to_string(), p.to_string_lossy().into_owned()]);
+            }
+        }
+        a
     }
 
     /// The policy as the assistant may see it (a resource): what it may do.

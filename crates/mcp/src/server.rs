@@ -146,7 +146,8 @@ impl McpServer {
     /// Checks a spec and runs its dry run.
     async fn look(&self, spec: &Spec, keep: usize) -> Result<(Operands, Finished), Refusal> {
         let ops = spec.check(self.policy())?;
-        let run = self.hetch(&spec.argv(&ops, true, 0), keep).await?;
+        let conn = self.policy().conn_args();
+        let run = self.hetch(&spec.argv(&ops, true, 0, &conn), keep).await?;
         if !matches!(run.code, Some(0) | Some(3)) {
             return Err(refuse!("the dry run failed: {}", run.first_message()));
         }
@@ -306,7 +307,7 @@ impl McpServer {
         }
         let id = self.inner.next_transfer.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let argv = spec.argv(&ops, false, n.deleted);
+        let argv = spec.argv(&ops, false, n.deleted, &self.policy().conn_args());
         let t = Arc::new(Transfer::new(id, spec, ops, tx));
         self.inner.transfers.add(t.clone());
         let inner = self.inner.clone();
@@ -345,11 +346,8 @@ impl McpServer {
     async fn follow(&self, t: &Transfer, secs: u32, ctx: &RequestContext<RoleServer>) -> Value {
         let token = ctx.meta.get_progress_token();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(secs.into());
-        while t.running() && tokio::time::Instant::now() < deadline {
-            tokio::select! {
-                _ = ctx.ct.cancelled() => break,
-                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
-            }
+        loop {
+            let ended = !t.running();
             if let Some(token) = &token {
                 let (done, total, msg) = t.progress();
                 let mut p = ProgressNotificationParam::new(token.clone(), done).with_message(msg);
@@ -357,6 +355,13 @@ impl McpServer {
                     p = p.with_total(total);
                 }
                 let _ = ctx.peer.notify_progress(p).await;
+            }
+            if ended || tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            tokio::select! {
+                _ = ctx.ct.cancelled() => break,
+                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
             }
         }
         t.view()
@@ -402,9 +407,11 @@ impl McpServer {
             .to_str()
             .ok_or_else(|| refuse!("a temporary directory's path is not UTF-8"))?;
         let into = format!("{into}/");
-        let args: Vec<String> = ["cp", "--dry-run", "--json", "--quiet", "--", &loc, &into]
+        let mut args: Vec<String> = ["cp", "--dry-run", "--json", "--quiet"]
             .map(String::from)
             .into();
+        args.extend(self.policy().conn_args());
+        args.extend(["--".into(), loc.clone(), into.clone()]);
         let run = self.hetch(&args, keep + 1).await?;
         if run.code != Some(0) {
             return Err(refuse!(
@@ -448,14 +455,15 @@ impl McpServer {
     async fn verify(&self, a: VerifyArgs) -> Result<Value, Refusal> {
         let src = self.policy().readable(&a.source)?.operand;
         let dst = self.policy().visible(&a.destination)?.operand;
-        let args: Vec<String> = ["verify", "--json", "--quiet", "--", &src, &dst]
-            .map(String::from)
-            .into();
+        let mut args: Vec<String> = ["verify", "--json", "--quiet"].map(String::from).into();
+        args.extend(self.policy().conn_args());
+        args.extend(["--".into(), src.clone(), dst.clone()]);
         let run = self.hetch(&args, 50).await?;
         if !matches!(run.code, Some(0) | Some(3)) {
             return Err(refuse!("the comparison failed: {}", run.first_message()));
         }
         let mut v = run.json.clone();
+        v["same"] = (run.code == Some(0)).into();
         v["source"] = src.into();
         v["destination"] = dst.into();
         v["first_differences"] = json!(run

@@ -58,9 +58,14 @@ impl Transfer {
         self.state().progress = p.clone();
     }
 
-    /// Records the end.
+    /// Records the end (a finished copy's progress is complete).
     pub fn finish(&self, f: Finished) {
         let mut s = self.state();
+        if f.code == Some(0) && s.progress.is_object() {
+            for (done, total) in [("bytes", "total_bytes"), ("files", "total_files")] {
+                s.progress[done] = s.progress[total].clone();
+            }
+        }
         s.ended = Some((now_ms(), f));
         s.cancel = None;
     }

@@ -186,6 +186,10 @@ impl McpServer {
         }
         let plan = actions::dry_run_view(&spec, &ops, &run);
         if spec.needs_no_confirmation(self.policy(), &n) {
+            let action = json!({"carrying_out": Action::Transfer(spec.clone())});
+            if let Err(r) = self.record_first("copy", json!({"auto_confirmed": true}), action) {
+                return (Decision::Refused, Err(r));
+            }
             return match self.start(spec, ops, &n) {
                 Ok(t) => (
                     Decision::Allowed,
@@ -295,6 +299,15 @@ impl McpServer {
                 (Decision::Allowed, Ok(v))
             }
         }
+    }
+
+    /// Puts an action on record before it is carried out: if the audit log cannot be
+    /// written, nothing happens (the log fails closed).
+    fn record_first(&self, tool: &str, args: Value, what: Value) -> Result<(), Refusal> {
+        self.inner
+            .audit
+            .record(tool, &args, Decision::Allowed, what)
+            .map_err(|e| refuse!("the audit log could not be written: {e}"))
     }
 
     /// Starts a transfer's `hetch` (deleting at most what the plan said).

@@ -198,6 +198,11 @@ struct CpArgs {
     filter: follow::FilterArgs,
     #[command(flatten)]
     mirror: sync::MirrorArgs,
+    /// A local destination must stay inside DIR, whatever symlinks its path holds or
+    /// gains meanwhile (for programs that drive hetch: `hetch mcp` passes the write
+    /// root it checked the destination against).
+    #[arg(long, value_name = "DIR", hide = true)]
+    confine_to: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -656,6 +661,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Sync(a) => copy(a, s3, true, None).await,
         Command::Mcp(a) => {
+            if s3.endpoint.is_some() {
+                return Ok(usage_error(
+                    "hetch mcp takes the S3 endpoint from its policy (s3_endpoint), not --s3-endpoint",
+                ));
+            }
             let policy = hetch_mcp::Policy::load(&a.policy)?;
             let exe = std::env::current_exe()?;
             hetch_mcp::serve_stdio(policy, exe).await?;
@@ -972,6 +982,12 @@ async fn copy(
         let client = a
             .conn
             .client_for(&locs, &dest, a.tuning.socket(), tune.clone().ok())?;
+        let confine_to = match &a.confine_to {
+            Some(d) => Some(
+                std::fs::canonicalize(d).map_err(|e| anyhow::anyhow!("{}: {e}", d.display()))?,
+            ),
+            None => None,
+        };
         let link_rate = predicted_rate(predict.flatten(), opts.rate_limit);
         let job = cp::CopyJob {
             sources: locs,
@@ -990,7 +1006,7 @@ async fn copy(
             dest_shown: a.paths.last().cloned().unwrap_or_default(),
             retry: a.retry,
             entries: None,
-            confine_to: None,
+            confine_to,
             dest_server: a.conn.dest_server()?,
         };
         Ok(cp::run(job).await?.exit_code())

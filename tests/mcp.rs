@@ -903,3 +903,44 @@ async fn an_object_store_prefix_is_listed_and_copied() {
     s.client.cancel().await.unwrap();
     drop(minio);
 }
+
+#[test]
+fn a_confined_destination_is_not_followed_out_through_a_link() {
+    // What `hetch mcp` passes hetch (`--confine-to` the write root it checked): a
+    // symlink that appears in the destination's path after the check, pointing out of
+    // the root, is not followed, whichever way the destination is named.
+    let dir = tempdir();
+    let root = dir.path().canonicalize().unwrap();
+    for d in ["in", "out/t", "escape"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::write(root.join("in/f"), "data").unwrap();
+    std::os::unix::fs::symlink(root.join("escape"), root.join("out/t/lnk")).unwrap();
+    let out = root.join("out").display().to_string();
+    for dest in ["out/t/lnk/", "out/t/lnk/new", "out/t/lnk/deeper/new/"] {
+        let args = util::os_args(&[
+            "cp".into(),
+            "--confine-to".into(),
+            out.clone(),
+            root.join("in/f").display().to_string(),
+            root.join(dest).display().to_string(),
+        ]);
+        let r = util::hetch(&args, &[]);
+        assert!(!r.status.success(), "{dest}: {}", r.stderr);
+        assert!(
+            entries(&root.join("escape")).is_empty(),
+            "{dest}: written outside"
+        );
+    }
+    // Inside, it copies as usual.
+    let ok = util::os_args(&[
+        "cp".into(),
+        "--confine-to".into(),
+        out.clone(),
+        root.join("in/f").display().to_string(),
+        format!("{out}/t/"),
+    ]);
+    let r = util::hetch(&ok, &[]);
+    assert!(r.status.success(), "{}", r.stderr);
+    assert_eq!(std::fs::read(root.join("out/t/f")).unwrap(), b"data");
+}

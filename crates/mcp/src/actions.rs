@@ -47,6 +47,8 @@ pub struct Operands {
     pub sources: Vec<String>,
     /// Destination.
     pub destination: String,
+    /// The write root a local destination must stay inside.
+    pub confine_to: Option<String>,
 }
 
 impl Spec {
@@ -59,9 +61,10 @@ impl Spec {
             ));
         }
         if self.overwrite && !policy.allow_overwrite {
-            return Err(refuse!(
-                "the operator does not allow replacing files: copy without overwrite"
-            ));
+            return Err(match self.mirror {
+                true => refuse!("sync replaces files that differ, and the operator does not allow replacing files"),
+                false => refuse!("the operator does not allow replacing files: copy without overwrite"),
+            });
         }
         if self.sources.is_empty() || self.sources.len() > MAX_SOURCES {
             return Err(refuse!("name 1 to {MAX_SOURCES} sources"));
@@ -71,10 +74,11 @@ impl Spec {
             .iter()
             .map(|s| policy.readable(s).map(|c| c.operand))
             .collect::<Result<Vec<_>, _>>()?;
-        let destination = policy.writable(&self.destination)?.operand;
+        let dest = policy.writable(&self.destination)?;
         Ok(Operands {
             sources,
-            destination,
+            destination: dest.operand,
+            confine_to: dest.root.and_then(|r| r.to_str().map(String::from)),
         })
     }
 
@@ -101,6 +105,9 @@ impl Spec {
             if self.mirror {
                 a.extend(["--max-delete".into(), max_delete.to_string()]);
             }
+        }
+        if let Some(root) = &ops.confine_to {
+            a.extend(["--confine-to".into(), root.clone()]);
         }
         // The dry run predicts at the rate the run will have.
         if self.rate_limit > 0 {
@@ -159,22 +166,37 @@ impl Spec {
     }
 }
 
-/// A dry run's numbers (`hetch cp --dry-run --json`).
-pub fn numbers(json: &Value) -> Numbers {
-    let n = |k: &str| json[k].as_u64().unwrap_or(0);
-    Numbers {
-        files: n("would_copy"),
-        bytes: n("would_copy_bytes"),
-        replaced: n("would_replace"),
-        replaced_bytes: n("would_replace_bytes"),
-        deleted: n("deleted"),
+/// A dry run's numbers (`hetch cp --dry-run --json`), each required, and the counts
+/// agreeing with the lines hetch printed: a missing or cut-off result is refused, never
+/// read as zero (limits must not fail open).
+pub fn numbers(run: &Finished) -> Result<Numbers, Refusal> {
+    let n = |k: &str| {
+        run.json[k]
+            .as_u64()
+            .ok_or_else(|| refuse!("the dry run gave no {k}: {}", run.first_message()))
+    };
+    let numbers = Numbers {
+        files: n("would_copy")?,
+        bytes: n("would_copy_bytes")?,
+        replaced: n("would_replace")?,
+        replaced_bytes: n("would_replace_bytes")?,
+        deleted: run.json["deleted"].as_u64().unwrap_or(0),
+    };
+    let l = &run.lines;
+    let agree = l.would_copy.count == numbers.files
+        && l.would_replace.count == numbers.replaced
+        && l.would_delete.count == numbers.deleted;
+    if !agree {
+        return Err(refuse!(
+            "the dry run's counts and its listing disagree: plan again"
+        ));
     }
+    Ok(numbers)
 }
 
 /// A dry run as the assistant sees it: what would be copied, replaced and deleted
 /// (counts, bytes, the first names), the predicted time, and hetch's messages.
-pub fn dry_run_view(spec: &Spec, ops: &Operands, run: &Finished) -> Value {
-    let n = numbers(&run.json);
+pub fn dry_run_view(spec: &Spec, ops: &Operands, run: &Finished, n: &Numbers) -> Value {
     let l = &run.lines;
     let mut v = json!({
         "action": if spec.mirror { "sync" } else { "copy" },
@@ -220,6 +242,7 @@ mod tests {
         let ops = Operands {
             sources: vec!["/a".into(), "--delete-excluded".into()],
             destination: "/d".into(),
+            confine_to: Some("/".into()),
         };
         let run = spec.argv(&ops, false, 7, &[]);
         let dashdash = run.iter().position(|a| a == "--").unwrap();

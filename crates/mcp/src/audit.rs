@@ -78,6 +78,9 @@ impl Audit {
         } else {
             arguments.clone()
         };
+        // Every field an assistant can make long is cut: the tool's name, and the
+        // arguments above; outcomes are built here from bounded parts.
+        let tool: String = tool.chars().take(64).collect();
         let mut line = json!({
             "time": hetch_units::rfc3339_ms(now),
             "tool": tool,

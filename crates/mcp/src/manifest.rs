@@ -9,15 +9,24 @@ use crate::policy::{refuse, Refusal};
 
 /// Longest line read; a longer one is counted as malformed.
 const MAX_LINE: u64 = 64 * 1024;
+/// Most bytes of a manifest read (about a million entries); the rest is not counted.
+const MAX_READ: u64 = 256 << 20;
 
 /// The first `keep` entries of the manifest at `path` (checked by the caller), and
 /// how many lines it has and how many of them are not `DIGEST  PATH`.
 pub fn read(path: &str, keep: usize) -> Result<Value, Refusal> {
-    let f = std::fs::File::open(path).map_err(|e| refuse!("{path}: {e}"))?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Non-blocking and not through a final symlink: a FIFO or a device must not hold
+    // the server; only a regular file is read, and at most MAX_READ of it.
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| refuse!("{path}: {e}"))?;
     if !f.metadata().map(|m| m.is_file()).unwrap_or(false) {
-        return Err(refuse!("{path}: not a file"));
+        return Err(refuse!("{path}: not a regular file"));
     }
-    let mut r = BufReader::new(f);
+    let mut r = BufReader::new(f.take(MAX_READ));
     let (mut total, mut malformed) = (0u64, 0u64);
     let mut entries = Vec::new();
     let mut line = Vec::new();
@@ -79,11 +88,30 @@ fn parse(line: &str) -> Option<(String, String)> {
         return None;
     }
     let name = if escaped {
-        name.replace("\\n", "\n").replace("\\\\", "\\")
+        unescape(name)?
     } else {
         name.to_string()
     };
     Some((digest.to_ascii_lowercase(), name))
+}
+
+/// Undoes b3sum's escaping in one pass: `\\n` is a newline, `\\\\` a backslash, any
+/// other escape is malformed.
+fn unescape(name: &str) -> Option<String> {
+    let mut out = String::with_capacity(name.len());
+    let mut chars = name.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next()? {
+            'n' => out.push('\n'),
+            '\\' => out.push('\\'),
+            _ => return None,
+        }
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -110,6 +138,14 @@ mod tests {
         assert_eq!(v["entries"][2]["path"], "dir/f2");
         assert_eq!(v["truncated"], true);
         assert_eq!(parse(&format!("\\{:064x}  a\\nb", 1)).unwrap().1, "a\nb");
+        // An escaped backslash followed by "n" is a backslash and an "n".
+        assert_eq!(parse(&format!("\\{:064x}  a\\\\nb", 1)).unwrap().1, "a\\nb");
+        assert!(parse(&format!("\\{:064x}  a\\x", 1)).is_none());
+        // A FIFO is refused at once, not waited on.
+        let fifo = t.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(read(fifo.to_str().unwrap(), 3).is_err());
         assert!(parse("abc *x").is_some());
         assert!(parse("xyz  x").is_none());
         assert!(read(t.path().to_str().unwrap(), 3).is_err());

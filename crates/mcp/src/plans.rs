@@ -1,11 +1,12 @@
 //! Plans waiting for their confirmation. An acting tool returns a plan and a token;
 //! only that token carries the plan out, once, before it expires. The token is
-//! random (128 bits) and never written to the audit log (the plan's number is).
+//! random (128 bits); the audit log names the plan by its number, and a `confirm`
+//! call's token by its first characters only.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::actions::Action;
+use crate::actions::{Action, Operands};
 
 /// Most plans waiting at once; the oldest is dropped for a new one.
 pub const MAX_WAITING: usize = 64;
@@ -19,6 +20,9 @@ pub struct Plan {
     pub action: Action,
     /// What the plan promised (what confirming may not exceed).
     pub numbers: Numbers,
+    /// Where its locations led when it was made (a copy or sync): confirming refuses
+    /// if they now lead elsewhere.
+    pub operands: Option<Operands>,
     made: Instant,
 }
 
@@ -81,7 +85,12 @@ impl Plans {
     }
 
     /// Keeps a plan; returns its number and token.
-    pub fn add(&mut self, action: Action, numbers: Numbers) -> (u64, String) {
+    pub fn add(
+        &mut self,
+        action: Action,
+        numbers: Numbers,
+        operands: Option<Operands>,
+    ) -> (u64, String) {
         let now = Instant::now();
         self.waiting
             .retain(|_, p| now.duration_since(p.made) < self.ttl);
@@ -104,6 +113,7 @@ impl Plans {
                 id,
                 action,
                 numbers,
+                operands,
                 made: now,
             },
         );
@@ -136,8 +146,8 @@ mod tests {
     #[test]
     fn a_token_works_once_and_expires() {
         let mut p = Plans::new(Duration::from_millis(200));
-        let (id, token) = p.add(cancel(1), Numbers::default());
-        let (_, other) = p.add(cancel(2), Numbers::default());
+        let (id, token) = p.add(cancel(1), Numbers::default(), None);
+        let (_, other) = p.add(cancel(2), Numbers::default(), None);
         assert_ne!(token, other);
         assert_eq!(p.take(&token).unwrap().id, id);
         assert_eq!(p.take(&token).unwrap_err(), Unconfirmed::Unknown);
@@ -149,9 +159,9 @@ mod tests {
     #[test]
     fn waiting_plans_are_bounded() {
         let mut p = Plans::new(Duration::from_secs(60));
-        let (_, first) = p.add(cancel(0), Numbers::default());
+        let (_, first) = p.add(cancel(0), Numbers::default(), None);
         for i in 1..=MAX_WAITING as u64 {
-            p.add(cancel(i), Numbers::default());
+            p.add(cancel(i), Numbers::default(), None);
         }
         assert_eq!(p.waiting.len(), MAX_WAITING);
         assert_eq!(p.take(&first).unwrap_err(), Unconfirmed::Unknown);

@@ -43,6 +43,8 @@ pub struct Policy {
     pub token_file: Option<PathBuf>,
     /// The known-hosts file pinning servers' keys (else hetch's default).
     pub known_hosts: Option<PathBuf>,
+    /// The S3-compatible endpoint for `s3://` locations (else AWS_ENDPOINT_URL).
+    pub s3_endpoint: Option<String>,
 }
 
 /// A location the operator allows: a local directory (canonical) or a URL prefix.
@@ -72,6 +74,9 @@ pub struct Checked {
     pub operand: String,
     /// Whether it is on this machine.
     pub local: bool,
+    /// The root it was matched against, when local: hetch keeps the destination
+    /// inside it (`--confine-to`) whatever symlinks appear meanwhile.
+    pub root: Option<PathBuf>,
 }
 
 /// Why a request was refused: one line for the assistant and the audit log.
@@ -118,6 +123,8 @@ struct PolicyFile {
     token_file: Option<PathBuf>,
     #[serde(default)]
     known_hosts: Option<PathBuf>,
+    #[serde(default)]
+    s3_endpoint: Option<String>,
 }
 
 fn default_max_delete() -> u64 {
@@ -138,7 +145,39 @@ impl Policy {
     pub fn load(path: &Path) -> anyhow::Result<Policy> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        Policy::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+        let p = Policy::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        p.out_of_reach(path, "the policy file itself")
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        Ok(p)
+    }
+
+    /// Refuses a file of the operator's (the policy, the audit log, the token, the
+    /// known hosts) that the assistant could overwrite or delete (inside a write root)
+    /// or, for the token, copy out (inside a read root).
+    fn out_of_reach(&self, file: &Path, what: &str) -> Result<(), String> {
+        // The file may not exist yet (the log): its directory decides.
+        let real = file
+            .canonicalize()
+            .or_else(|_| file.parent().unwrap_or(file).canonicalize())
+            .unwrap_or_else(|_| file.to_path_buf());
+        let inside = |roots: &[Root]| {
+            roots
+                .iter()
+                .any(|r| matches!(r, Root::Dir(d) if real.starts_with(d)))
+        };
+        if inside(&self.write) {
+            return Err(format!(
+                "{what} ({}) is inside a write root: the assistant could change it",
+                file.display()
+            ));
+        }
+        if what == "token_file" && inside(&self.read) {
+            return Err(format!(
+                "token_file ({}) is inside a read root: the assistant could copy it",
+                file.display()
+            ));
+        }
+        Ok(())
     }
 
     /// Parses a policy's text (local roots must exist: they are made canonical).
@@ -160,7 +199,7 @@ impl Policy {
         if !(10..=86_400).contains(&f.plan_ttl_secs) {
             return Err("plan_ttl_secs: between 10 and 86400".into());
         }
-        Ok(Policy {
+        let p = Policy {
             read: roots("read", &f.read)?,
             write: roots("write", &f.write)?,
             max_bytes: size("max_bytes", &f.max_bytes)?,
@@ -181,7 +220,18 @@ impl Policy {
             audit_log: f.audit_log,
             token_file: f.token_file,
             known_hosts: f.known_hosts,
-        })
+            s3_endpoint: f.s3_endpoint,
+        };
+        p.out_of_reach(&p.audit_log, "audit_log")?;
+        for (what, file) in [
+            ("token_file", &p.token_file),
+            ("known_hosts", &p.known_hosts),
+        ] {
+            if let Some(file) = file {
+                p.out_of_reach(file, what)?;
+            }
+        }
+        Ok(p)
     }
 
     /// `loc` checked for reading: inside a `read` root.
@@ -211,9 +261,13 @@ impl Policy {
         }
     }
 
-    /// The flags that tell hetch how to reach and trust servers, from the policy.
+    /// The flags that tell hetch how to reach and trust servers and stores, from the
+    /// policy.
     pub fn conn_args(&self) -> Vec<String> {
         let mut a = Vec::new();
+        if let Some(e) = &self.s3_endpoint {
+            a.extend(["--s3-endpoint".to_string(), e.clone()]);
+        }
         for (flag, path) in [
             ("--token-file", &self.token_file),
             ("--known-hosts", &self.known_hosts),
@@ -297,10 +351,11 @@ fn check(loc: &str, roots: &[Root], verb: &str, exists: Exists) -> Result<Checke
     match Location::parse(loc).map_err(|e| Refusal(e.escape_debug().to_string()))? {
         Location::Local(p) => {
             let path = local_path(loc, &p, exists)?;
-            let inside = roots
-                .iter()
-                .any(|r| matches!(r, Root::Dir(d) if path.starts_with(d)));
-            if !inside {
+            let root = roots.iter().find_map(|r| match r {
+                Root::Dir(d) if path.starts_with(d) => Some(d.clone()),
+                _ => None,
+            });
+            if root.is_none() {
                 return Err(refuse!(
                     "{shown}: outside the directories the operator lets the assistant {verb}"
                 ));
@@ -315,6 +370,7 @@ fn check(loc: &str, roots: &[Root], verb: &str, exists: Exists) -> Result<Checke
             Ok(Checked {
                 operand,
                 local: true,
+                root,
             })
         }
         _ => {
@@ -330,6 +386,7 @@ fn check(loc: &str, roots: &[Root], verb: &str, exists: Exists) -> Result<Checke
             Ok(Checked {
                 operand: loc.to_string(),
                 local: false,
+                root: None,
             })
         }
     }
@@ -510,14 +567,17 @@ audit_log = "{d}/audit.jsonl"
         assert_eq!(p.rate(None), 100_000_000);
         assert_eq!(p.rate(Some(5)), 5);
         assert_eq!(p.rate(Some(1 << 40)), 100_000_000);
-        let base = "read=[\"/\"]\nmax_bytes=\"1G\"\nmax_files=1\naudit_log=\"/tmp/a\"\n";
+        let base = "read=[\"/tmp\"]\nmax_bytes=\"1G\"\nmax_files=1\naudit_log=\"/var/log/a\"\n";
         assert!(Policy::parse(base).is_ok());
         for bad in [
             format!("{base}allow_everything = true\n"),
-            base.replace("\"/\"", "\"relative\""),
-            base.replace("\"/\"", "\"/no/such/dir\""),
+            base.replace("\"/tmp\"", "\"relative\""),
+            base.replace("\"/tmp\"", "\"/no/such/dir\""),
             base.replace("1G", "lots"),
-            base.replace("read=[\"/\"]", "read=[]"),
+            base.replace("read=[\"/tmp\"]", "read=[]"),
+            // The operator's files out of the assistant's reach.
+            format!("{base}write=[\"/var/log\"]\n"),
+            format!("{base}token_file=\"/tmp/token\"\n"),
         ] {
             assert!(Policy::parse(&bad).is_err(), "{bad}");
         }

@@ -146,7 +146,11 @@ pub async fn run(
     let stderr = child.stderr.take().expect("piped");
     let out = tokio::spawn(async move {
         let mut buf = Vec::new();
-        let _ = stdout.take(MAX_STDOUT).read_to_end(&mut buf).await;
+        let _ = stdout.take(MAX_STDOUT + 1).read_to_end(&mut buf).await;
+        // Cut off: no result at all rather than part of one.
+        if buf.len() as u64 > MAX_STDOUT {
+            buf.clear();
+        }
         buf
     });
     let mut lines = Lines::new(keep);

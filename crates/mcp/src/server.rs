@@ -41,7 +41,11 @@ struct Inner {
     plans: Mutex<Plans>,
     transfers: Transfers,
     next_transfer: AtomicU64,
+    looking: tokio::sync::Semaphore,
 }
+
+/// Looking tools (listings, dry runs, comparisons, manifests, doctor) running at once.
+pub const MAX_LOOKING: usize = 4;
 
 /// The MCP server (cheap to clone: one shared state).
 #[derive(Clone)]
@@ -62,6 +66,7 @@ impl McpServer {
                 plans: Mutex::new(Plans::new(ttl)),
                 transfers: Transfers::default(),
                 next_transfer: AtomicU64::new(1),
+                looking: tokio::sync::Semaphore::new(MAX_LOOKING),
             }),
         })
     }
@@ -89,21 +94,21 @@ impl McpServer {
             "list" => read(self.list(args!(ListArgs)).await),
             "dry_run" => read(self.dry_run(args!(DryRunArgs)).await),
             "verify" => read(self.verify(args!(VerifyArgs)).await),
-            "read_manifest" => read(self.read_manifest(args!(ManifestArgs))),
+            "read_manifest" => read(self.read_manifest(args!(ManifestArgs)).await),
             "doctor" => read(self.doctor(args!(DoctorArgs)).await),
             "status" => read(self.status(args!(StatusArgs))),
             "wait" => read(self.wait(args!(WaitArgs), ctx).await),
             "copy" => {
                 let a = args!(CopyArgs);
                 match self.spec(false, a.sources, a.destination, a.overwrite, a.rate_limit) {
-                    Ok(spec) => self.plan_transfer(spec).await,
+                    Ok(spec) => self.plan_transfer("copy", spec).await,
                     Err(r) => refused(r),
                 }
             }
             "sync" => {
                 let a = args!(SyncArgs);
                 match self.spec(true, a.sources, a.destination, true, a.rate_limit) {
-                    Ok(spec) => self.plan_transfer(spec).await,
+                    Ok(spec) => self.plan_transfer("sync", spec).await,
                     Err(r) => refused(r),
                 }
             }
@@ -113,11 +118,14 @@ impl McpServer {
                     "transfer {} is still running: wait for it, or cancel it",
                     t.id
                 )),
-                Ok(t) => self.plan_transfer(t.spec.clone()).await,
+                Ok(t) => self.plan_transfer("retry", t.spec.clone()).await,
                 Err(r) => refused(r),
             },
             "confirm" => self.confirm(args!(ConfirmArgs), ctx).await,
-            _ => refused(refuse!("no tool is called {}", name.escape_debug())),
+            _ => {
+                let name: String = name.chars().take(64).collect();
+                refused(refuse!("no tool is called {}", name.escape_debug()))
+            }
         }
     }
 
@@ -144,18 +152,25 @@ impl McpServer {
     }
 
     /// Checks a spec and runs its dry run.
-    async fn look(&self, spec: &Spec, keep: usize) -> Result<(Operands, Finished), Refusal> {
+    async fn look(
+        &self,
+        spec: &Spec,
+        keep: usize,
+    ) -> Result<(Operands, Finished, Numbers), Refusal> {
         let ops = spec.check(self.policy())?;
         let conn = self.policy().conn_args();
         let run = self.hetch(&spec.argv(&ops, true, 0, &conn), keep).await?;
         if !matches!(run.code, Some(0) | Some(3)) {
             return Err(refuse!("the dry run failed: {}", run.first_message()));
         }
-        Ok((ops, run))
+        let n = actions::numbers(&run)?;
+        Ok((ops, run, n))
     }
 
-    /// Runs hetch to its end.
+    /// Runs hetch to its end (at most [`MAX_LOOKING`] at once: looking is free for
+    /// the assistant, but not for the host).
     async fn hetch(&self, args: &[String], keep: usize) -> Result<Finished, Refusal> {
+        let _turn = self.inner.looking.acquire().await;
         runner::run_to_end(&self.inner.hetch, args, keep, LOOK_LIMIT)
             .await
             .map_err(|e| refuse!("could not run {}: {e}", self.inner.hetch.display()))
@@ -163,9 +178,8 @@ impl McpServer {
 
     async fn dry_run(&self, a: DryRunArgs) -> Result<Value, Refusal> {
         let spec = self.spec(a.mirror, a.sources, a.destination, a.overwrite, None)?;
-        let (ops, run) = self.look(&spec, PLAN_NAMES).await?;
-        let n = actions::numbers(&run.json);
-        let mut v = actions::dry_run_view(&spec, &ops, &run);
+        let (ops, run, n) = self.look(&spec, PLAN_NAMES).await?;
+        let mut v = actions::dry_run_view(&spec, &ops, &run, &n);
         v["within_limits"] = match spec.within_limits(self.policy(), &n) {
             Ok(()) => true.into(),
             Err(r) => r.0.into(),
@@ -175,19 +189,18 @@ impl McpServer {
 
     /// Plans a copy or sync: its dry run within the limits, then a token (or, under
     /// the operator's `auto_confirm_bytes`, at once).
-    async fn plan_transfer(&self, spec: Spec) -> Answer {
-        let (ops, run) = match self.look(&spec, PLAN_NAMES).await {
+    async fn plan_transfer(&self, tool: &str, spec: Spec) -> Answer {
+        let (ops, run, n) = match self.look(&spec, PLAN_NAMES).await {
             Ok(x) => x,
             Err(r) => return (Decision::Refused, Err(r)),
         };
-        let n = actions::numbers(&run.json);
         if let Err(r) = spec.within_limits(self.policy(), &n) {
             return (Decision::Refused, Err(r));
         }
-        let plan = actions::dry_run_view(&spec, &ops, &run);
+        let plan = actions::dry_run_view(&spec, &ops, &run, &n);
         if spec.needs_no_confirmation(self.policy(), &n) {
             let action = json!({"carrying_out": Action::Transfer(spec.clone())});
-            if let Err(r) = self.record_first("copy", json!({"auto_confirmed": true}), action) {
+            if let Err(r) = self.record_first(tool, json!({"auto_confirmed": true}), action) {
                 return (Decision::Refused, Err(r));
             }
             return match self.start(spec, ops, &n) {
@@ -202,13 +215,13 @@ impl McpServer {
                 Err(r) => (Decision::Refused, Err(r)),
             };
         }
-        self.issue(Action::Transfer(spec), n, plan)
+        self.issue(Action::Transfer(spec), n, Some(ops), plan)
     }
 
     /// Keeps a plan and answers with it and its token.
-    fn issue(&self, action: Action, n: Numbers, mut plan: Value) -> Answer {
+    fn issue(&self, action: Action, n: Numbers, ops: Option<Operands>, mut plan: Value) -> Answer {
         let mut plans = self.inner.plans.lock().unwrap_or_else(|p| p.into_inner());
-        let (id, token) = plans.add(action, n);
+        let (id, token) = plans.add(action, n, ops);
         plan["plan"] = id.into();
         (
             Decision::Planned,
@@ -225,7 +238,12 @@ impl McpServer {
         match self.transfer(id) {
             Ok(t) if t.running() => {
                 let plan = json!({"action": "cancel", "transfer": t.view()});
-                self.issue(Action::Cancel { transfer: id }, Numbers::default(), plan)
+                self.issue(
+                    Action::Cancel { transfer: id },
+                    Numbers::default(),
+                    None,
+                    plan,
+                )
             }
             Ok(_) => (
                 Decision::Refused,
@@ -241,6 +259,13 @@ impl McpServer {
             return refused(refuse!("that is not a confirm_token"));
         }
         let wait = a.wait_seconds.unwrap_or(0).min(600);
+        // A token is spent when taken: a full house refuses before, keeping it.
+        let max = self.policy().max_running;
+        if self.inner.transfers.running() >= max {
+            return refused(refuse!(
+                "{max} transfers run already (the operator's max_running): wait for one, then confirm again"
+            ));
+        }
         let plan = {
             let mut plans = self.inner.plans.lock().unwrap_or_else(|p| p.into_inner());
             match plans.take(&a.token) {
@@ -255,20 +280,18 @@ impl McpServer {
                 }
             }
         };
-        // The confirmation is on record before anything happens (the log fails closed).
-        let pre = json!({"carrying_out": plan.id, "action": plan.action});
-        if let Err(e) = self
-            .inner
-            .audit
-            .record("confirm", &pre, Decision::Allowed, json!(null))
-        {
-            return refused(refuse!("the audit log could not be written: {e}"));
-        }
-        match plan.action {
+        let on_record = |action: &Action| {
+            let what = json!({"carrying_out": action});
+            self.record_first("confirm", json!({"plan": plan.id}), what)
+        };
+        match &plan.action {
             Action::Cancel { transfer } => {
-                let Ok(t) = self.transfer(transfer) else {
+                let Ok(t) = self.transfer(*transfer) else {
                     return refused(refuse!("no transfer {transfer}"));
                 };
+                if let Err(r) = on_record(&plan.action) {
+                    return refused(r);
+                }
                 if !t.cancel() {
                     return refused(refuse!("transfer {transfer} had ended already"));
                 }
@@ -276,11 +299,16 @@ impl McpServer {
             }
             Action::Transfer(spec) => {
                 // Listed again: carried out only if still within the plan and the limits.
-                let (ops, run) = match self.look(&spec, 0).await {
+                let (ops, _, now) = match self.look(spec, 0).await {
                     Ok(x) => x,
                     Err(r) => return refused(r),
                 };
-                let now = actions::numbers(&run.json);
+                if plan.operands.as_ref() != Some(&ops) {
+                    return refused(refuse!(
+                        "the locations of plan {} now lead elsewhere: plan again",
+                        plan.id
+                    ));
+                }
                 if let Some(why) = plan.numbers.exceeded_by(&now) {
                     return refused(refuse!(
                         "the transfer grew since plan {} was made ({why}): plan again",
@@ -290,7 +318,10 @@ impl McpServer {
                 if let Err(r) = spec.within_limits(self.policy(), &now) {
                     return refused(r);
                 }
-                let t = match self.start(spec, ops, &plan.numbers) {
+                if let Err(r) = on_record(&plan.action) {
+                    return refused(r);
+                }
+                let t = match self.start(spec.clone(), ops, &plan.numbers) {
                     Ok(t) => t,
                     Err(r) => return refused(r),
                 };
@@ -313,16 +344,15 @@ impl McpServer {
     /// Starts a transfer's `hetch` (deleting at most what the plan said).
     fn start(&self, spec: Spec, ops: Operands, n: &Numbers) -> Result<Arc<Transfer>, Refusal> {
         let max = self.policy().max_running;
-        if self.inner.transfers.running() >= max {
-            return Err(refuse!(
-                "{max} transfers run already (the operator's max_running): wait for one"
-            ));
-        }
         let id = self.inner.next_transfer.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = tokio::sync::oneshot::channel();
         let argv = spec.argv(&ops, false, n.deleted, &self.policy().conn_args());
         let t = Arc::new(Transfer::new(id, spec, ops, tx));
-        self.inner.transfers.add(t.clone());
+        if !self.inner.transfers.add_below(t.clone(), max) {
+            return Err(refuse!(
+                "{max} transfers run already (the operator's max_running): wait for one"
+            ));
+        }
         let inner = self.inner.clone();
         let tt = t.clone();
         tokio::spawn(async move {
@@ -340,8 +370,12 @@ impl McpServer {
             });
             tt.finish(f);
             let v = tt.view();
-            let outcome =
-                json!({"state": v["state"], "exit_code": v["exit_code"], "result": v["result"]});
+            let r = &v["result"];
+            let outcome = json!({
+                "state": v["state"],
+                "exit_code": v["exit_code"],
+                "files": r["files"], "bytes": r["bytes"], "failed": r["failed"], "deleted": r["deleted"],
+            });
             if let Err(e) = inner.audit.record(
                 "transfer",
                 &json!({"transfer": tt.id}),
@@ -426,7 +460,8 @@ impl McpServer {
         args.extend(self.policy().conn_args());
         args.extend(["--".into(), loc.clone(), into.clone()]);
         let run = self.hetch(&args, keep + 1).await?;
-        if run.code != Some(0) {
+        // Exit code 3: listed, with entries it could not read (in `messages`).
+        if !matches!(run.code, Some(0) | Some(3)) {
             return Err(refuse!(
                 "{}: {}",
                 a.location.escape_debug(),
@@ -440,7 +475,7 @@ impl McpServer {
             .iter()
             .filter_map(|l| l.strip_prefix(&into))
             .collect();
-        let n = actions::numbers(&run.json);
+        let n = actions::numbers(&run)?;
         // A directory's own entry comes first; its contents are below it.
         let dir = rels.iter().any(|r| r.contains('/'));
         let names: Vec<&str> = match dir {
@@ -462,6 +497,7 @@ impl McpServer {
             "bytes": n.bytes,
             "names": names,
             "truncated": (names.len() as u64) < entries,
+            "messages": run.lines.messages.first,
         }))
     }
 
@@ -489,12 +525,16 @@ impl McpServer {
         Ok(v)
     }
 
-    fn read_manifest(&self, a: ManifestArgs) -> Result<Value, Refusal> {
+    async fn read_manifest(&self, a: ManifestArgs) -> Result<Value, Refusal> {
         let c = self.policy().readable(&a.path)?;
         if !c.local {
             return Err(refuse!("a manifest is read from a local file"));
         }
-        crate::manifest::read(&c.operand, a.limit.unwrap_or(100).clamp(1, 1000) as usize)
+        let keep = a.limit.unwrap_or(100).clamp(1, 1000) as usize;
+        let _turn = self.inner.looking.acquire().await;
+        tokio::task::spawn_blocking(move || crate::manifest::read(&c.operand, keep))
+            .await
+            .unwrap_or_else(|e| Err(refuse!("reading the manifest: {e}")))
     }
 
     async fn doctor(&self, a: DoctorArgs) -> Result<Value, Refusal> {
@@ -513,13 +553,18 @@ impl McpServer {
         Ok(run.json)
     }
 
-    /// The answer for the assistant, after the call is on record.
+    /// The answer for the assistant, after the call is on record (a confirmation's
+    /// token shown only by its first characters: spent, but still not for the log).
     fn answer(&self, name: &str, args: &Value, (decision, result): Answer) -> CallToolResult {
         let outcome = match &result {
             Ok(v) => summary(v),
-            Err(r) => json!({"refused": r.0}),
+            Err(r) => json!({"refused": r.0.chars().take(1024).collect::<String>()}),
         };
-        if let Err(e) = self.inner.audit.record(name, args, decision, outcome) {
+        let mut args = args.clone();
+        if let Some(Value::String(t)) = args.get_mut("token") {
+            *t = format!("{}…", t.chars().take(7).collect::<String>());
+        }
+        if let Err(e) = self.inner.audit.record(name, &args, decision, outcome) {
             return refusal(&refuse!("the audit log could not be written: {e}"));
         }
         match result {
@@ -597,7 +642,11 @@ fn without_names(v: &Value) -> Value {
 
 /// Decodes a tool's arguments, refusing unknown fields and wrong types.
 fn decode<T: DeserializeOwned>(tool: &str, args: &Value) -> Result<T, Refusal> {
-    serde_json::from_value(args.clone()).map_err(|e| refuse!("{tool}: bad arguments: {e}"))
+    // serde names the offending field: cut, as the field is the assistant's to make long.
+    serde_json::from_value(args.clone()).map_err(|e| {
+        let e: String = e.to_string().chars().take(300).collect();
+        refuse!("{tool}: bad arguments: {e}")
+    })
 }
 
 const POLICY_URI: &str = "hetch-mcp://policy";

@@ -58,8 +58,13 @@ impl Transfer {
         self.state().progress = p.clone();
     }
 
-    /// Records the end (a finished copy's progress is complete).
-    pub fn finish(&self, f: Finished) {
+    /// Records the end (a finished copy's progress is complete). The result is kept
+    /// without its lists of names (up to 1,000 each; the first ones are kept apart).
+    pub fn finish(&self, mut f: Finished) {
+        if let Some(o) = f.json.as_object_mut() {
+            o.remove("errors");
+            o.remove("deleted_paths");
+        }
         let mut s = self.state();
         if f.code == Some(0) && s.progress.is_object() {
             for (done, total) in [("bytes", "total_bytes"), ("files", "total_files")] {
@@ -136,8 +141,8 @@ impl Transfer {
 /// cancelled.
 fn state_name(cancelled: bool, f: &Finished) -> &'static str {
     match f.code {
-        _ if cancelled => "cancelled",
         Some(0) => "done",
+        _ if cancelled => "cancelled",
         Some(3) => "partial",
         _ => "failed",
     }
@@ -150,15 +155,20 @@ pub struct Transfers {
 }
 
 impl Transfers {
-    /// Remembers a new transfer (forgetting the oldest ended one if full).
-    pub fn add(&self, t: Arc<Transfer>) {
+    /// Remembers a new transfer (forgetting the oldest ended one if full), unless
+    /// `max` run already (checked and added under one lock).
+    pub fn add_below(&self, t: Arc<Transfer>, max: usize) -> bool {
         let mut l = self.list.lock().unwrap_or_else(|p| p.into_inner());
+        if l.iter().filter(|t| t.running()).count() >= max {
+            return false;
+        }
         if l.len() >= MAX_REMEMBERED {
             if let Some(i) = l.iter().position(|t| !t.running()) {
                 l.remove(i);
             }
         }
         l.push_back(t);
+        true
     }
 
     /// Transfer `id`, if remembered.

@@ -289,7 +289,7 @@ impl UnitContext {
             confine_to: Some(self.root.clone()),
             as_operand: false,
         }));
-        store.resolve(top)?;
+        store.resolve(top, true)?;
         // Parents first: this unit may run before the one that copies them.
         let wire = wire.as_bytes();
         for (i, _) in wire.iter().enumerate().filter(|(_, b)| **b == b'/') {

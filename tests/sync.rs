@@ -382,3 +382,28 @@ fn plain_copy_dry_run_counts_new_replaced_and_skipped_and_writes_nothing() {
     out.expect_code(2);
     assert!(!t.path().join("m").exists());
 }
+
+/// A dry run into a `dir/` destination that does not exist yet creates nothing, locally
+/// or on a server, and shows the names the copy would give.
+#[test]
+fn dry_run_into_a_new_directory_creates_nothing() {
+    let t = tempdir();
+    let srv = Server::start(&t.path().join("root"), &t.path().join("state"));
+    let src = t.path().join("src");
+    Tree::new(&src).file("f", 100, 1);
+    let local = t.path().join("new/deeper");
+    for (dest, at) in [
+        (format!("{}/", local.display()), t.path().join("new")),
+        (srv.url("fresh/deeper/"), srv.root.join("fresh")),
+    ] {
+        let out = srv.cp(&args!["--dry-run", "--json", &src, &dest]);
+        out.ok();
+        assert!(!at.exists(), "{dest}: the dry run created {}", at.display());
+        assert_eq!(out.json_value()["would_copy"], 2, "{out:?}");
+        let want = format!("would copy {dest}src/f");
+        assert!(
+            out.stderr_lines().contains(&want.as_str()),
+            "{want}: {out:?}"
+        );
+    }
+}

@@ -66,9 +66,9 @@ pub(crate) struct DestMap {
 }
 
 impl DestMap {
-    /// Applies the `cp -r` rules to `spec` (creating a `dir/` destination); `top` is
-    /// the name of the (first) source operand.
-    pub fn resolve(spec: &DestSpec, top: &OsStr) -> Result<DestMap, EngineError> {
+    /// Applies the `cp -r` rules to `spec`, creating a `dir/` destination if `create`
+    /// (not in a dry run); `top` is the name of the (first) source operand.
+    pub fn resolve(spec: &DestSpec, top: &OsStr, create: bool) -> Result<DestMap, EngineError> {
         let p = &spec.path;
         let shown = p.display();
         if spec.as_operand {
@@ -96,7 +96,9 @@ impl DestMap {
             Ok(_) => Self::as_destination(p),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if spec.trailing_slash {
-                    create_dir_all(spec)?;
+                    if create {
+                        create_dir_all(spec)?;
+                    }
                     Ok(DestMap {
                         base: p.clone(),
                         rename_top: None,
@@ -187,27 +189,31 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let d = t.path();
         // Existing directory: copy into.
-        let m = DestMap::resolve(&spec(d, 2, false), OsStr::new("a")).unwrap();
+        let m = DestMap::resolve(&spec(d, 2, false), OsStr::new("a"), true).unwrap();
         assert_eq!(m.map(Path::new("a/x")), d.join("a/x"));
         // Missing destination, one source: copy as.
-        let m = DestMap::resolve(&spec(&d.join("new"), 1, false), OsStr::new("a")).unwrap();
+        let m = DestMap::resolve(&spec(&d.join("new"), 1, false), OsStr::new("a"), true).unwrap();
         assert_eq!(m.map(Path::new("a/x")), d.join("new/x"));
         assert_eq!(m.map(Path::new("a")), d.join("new"));
         // Missing destination, several sources: refused unless it ends with '/'.
-        assert!(DestMap::resolve(&spec(&d.join("n2"), 2, false), OsStr::new("a")).is_err());
-        let m = DestMap::resolve(&spec(&d.join("n2"), 2, true), OsStr::new("a")).unwrap();
+        assert!(DestMap::resolve(&spec(&d.join("n2"), 2, false), OsStr::new("a"), true).is_err());
+        // A dry run creates nothing, and maps as the run would.
+        let m = DestMap::resolve(&spec(&d.join("n3"), 2, true), OsStr::new("a"), false).unwrap();
+        assert!(!d.join("n3").exists());
+        assert_eq!(m.map(Path::new("a/x")), d.join("n3/a/x"));
+        let m = DestMap::resolve(&spec(&d.join("n2"), 2, true), OsStr::new("a"), true).unwrap();
         assert!(d.join("n2").is_dir());
         assert_eq!(m.map(Path::new("a")), d.join("n2/a"));
         // Existing file: several sources refused; missing parent refused.
         std::fs::write(d.join("f"), b"x").unwrap();
-        let e = DestMap::resolve(&spec(&d.join("f"), 2, false), OsStr::new("a")).unwrap_err();
+        let e = DestMap::resolve(&spec(&d.join("f"), 2, false), OsStr::new("a"), true).unwrap_err();
         assert!(
             e.to_string()
                 .contains("is a file where a directory is needed"),
             "{e}"
         );
-        let e =
-            DestMap::resolve(&spec(&d.join("no/such/x"), 1, false), OsStr::new("a")).unwrap_err();
+        let e = DestMap::resolve(&spec(&d.join("no/such/x"), 1, false), OsStr::new("a"), true)
+            .unwrap_err();
         assert!(e.to_string().contains("does not exist"), "{e}");
     }
 
@@ -217,12 +223,12 @@ mod tests {
         let d = t.path().join("copy");
         std::fs::create_dir(&d).unwrap();
         DestMap::mark_as_copy(&std::fs::File::open(&d).unwrap(), OsStr::new("src"));
-        let m = DestMap::resolve(&spec(&d, 1, false), OsStr::new("src")).unwrap();
+        let m = DestMap::resolve(&spec(&d, 1, false), OsStr::new("src"), true).unwrap();
         if meta::get_xattr(&d, meta::TOP_XATTR).is_some() {
             assert_eq!(m.map(Path::new("src/x")), d.join("x"));
         }
         // Another operand name is copied into it.
-        let m = DestMap::resolve(&spec(&d, 1, false), OsStr::new("other")).unwrap();
+        let m = DestMap::resolve(&spec(&d, 1, false), OsStr::new("other"), true).unwrap();
         assert_eq!(m.map(Path::new("other/x")), d.join("other/x"));
     }
 }

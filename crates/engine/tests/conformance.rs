@@ -620,7 +620,7 @@ mod cases {
         // store's calls block: off the async threads).
         tokio::task::block_in_place(|| {
             let store = b.store("g", 1);
-            store.resolve(b"f").unwrap();
+            store.resolve(b"f", true).unwrap();
             let place = store.place(b"f").unwrap();
             let opened = store.open(&place, &spec_of(&md, blocks, &o)).unwrap();
             assert!(opened.recorded.is_none(), "{}", b.name());
@@ -690,7 +690,7 @@ mod cases {
         tokio::task::block_in_place(|| {
             let (old_store, new_store) = (b.store("g", 1), b.store("g", 1));
             for s in [&old_store, &new_store] {
-                s.resolve(b"f").unwrap();
+                s.resolve(b"f", true).unwrap();
             }
             let place = old_store.place(b"f").unwrap();
             let old = old_store.open(&place, &spec).unwrap();
@@ -733,7 +733,7 @@ mod cases {
         let open = || RangeSource::new(std::fs::File::open(&src).unwrap(), &src).unwrap();
         let store = || {
             let s = b.store("g", 1);
-            s.resolve(b"f").unwrap();
+            s.resolve(b"f", true).unwrap();
             s
         };
         let v = hetch_engine::Verify::Written;

@@ -155,7 +155,7 @@ impl Store for BucketStore {
         }
     }
 
-    fn resolve(&self, _first_top: &[u8]) -> Result<(), EngineError> {
+    fn resolve(&self, _first_top: &[u8], _create: bool) -> Result<(), EngineError> {
         let url = &self.dest.location.url;
         // One request first: bad credentials or a missing bucket end the session with
         // one clear error instead of failing every file.

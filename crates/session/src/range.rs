@@ -233,7 +233,7 @@ fn open_target(
         confine_to: Some(root),
         as_operand: false,
     }));
-    store.resolve(&req.top)?;
+    store.resolve(&req.top, true)?;
     let wire = &req.path;
     for (i, _) in wire.iter().enumerate().filter(|(_, b)| **b == b'/') {
         let parent = store.place(&wire[..i])?;

@@ -167,7 +167,7 @@ impl Store for MemoryStore {
         Capabilities::FILE_TREE
     }
 
-    fn resolve(&self, first_top: &[u8]) -> Result<(), EngineError> {
+    fn resolve(&self, first_top: &[u8], create: bool) -> Result<(), EngineError> {
         let dest = clean(&self.dest);
         let tree = self.tree();
         let shown = dest.display();
@@ -199,6 +199,7 @@ impl Store for MemoryStore {
                 )))
             }
             Some(_) => as_dest()?,
+            None if self.trailing_slash && !create => (dest.clone(), None),
             None if self.trailing_slash => {
                 drop(tree);
                 let mut tree = self.tree();

@@ -256,7 +256,7 @@ impl SinkShared {
             return Ok(());
         }
         let top = first_entry.split(|b| *b == b'/').next().unwrap_or_default();
-        self.store.resolve(top)?;
+        self.store.resolve(top, !self.opts.dry_run)?;
         let _ = self.resolved.set(());
         Ok(())
     }

@@ -218,8 +218,10 @@ pub trait Store: Send + Sync {
     fn capabilities(&self) -> Capabilities;
 
     /// Decides where entries go from the name of the first source operand (`cp -r`
-    /// rules), creating what the rules create. Called once, before anything else.
-    fn resolve(&self, first_top: &[u8]) -> Result<(), EngineError>;
+    /// rules), creating what the rules create if `create` (a dry run creates nothing:
+    /// a destination it would create is looked at as empty). Called once, before
+    /// anything else.
+    fn resolve(&self, first_top: &[u8], create: bool) -> Result<(), EngineError>;
 
     /// Where an entry with wire path `wire` (relative, validated by the caller) goes.
     fn place(&self, wire: &[u8]) -> Result<Place, StorageError>;

@@ -84,6 +84,25 @@ fn present(md: &std::fs::Metadata) -> Present {
     }
 }
 
+/// An empty directory standing in for a destination a dry run would create: made,
+/// opened and removed at once, so every lookup in it finds nothing, a listing of it is
+/// empty, and nothing can be created in it.
+fn empty_stand_in() -> Result<Dir, StorageError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .subsec_nanos();
+    let p = std::env::temp_dir().join(format!(".hetch-dry-run-{}-{nanos}", std::process::id()));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&p)
+        .map_err(|e| StorageError::io(&p, e))?;
+    let dir = Dir::open(&p);
+    let _ = std::fs::remove_dir(&p);
+    dir
+}
+
 impl Store for PosixStore {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
@@ -92,12 +111,15 @@ impl Store for PosixStore {
         }
     }
 
-    fn resolve(&self, first_top: &[u8]) -> Result<(), EngineError> {
+    fn resolve(&self, first_top: &[u8], create: bool) -> Result<(), EngineError> {
         if self.map.get().is_some() {
             return Ok(());
         }
-        let map = DestMap::resolve(&self.spec, OsStr::from_bytes(first_top))?;
+        let map = DestMap::resolve(&self.spec, OsStr::from_bytes(first_top), create)?;
+        let missing = matches!(std::fs::symlink_metadata(&map.base), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
         let base = match &self.spec.confine_to {
+            // A dry run of a copy into a directory it would create: nothing is there.
+            _ if !create && missing => empty_stand_in()?,
             // A server's destination may lie behind the operator's symlinks, as long
             // as they stay inside the root.
             Some(root) => {

@@ -211,7 +211,7 @@ fn python_sdk_plans_confirms_once_and_is_held_to_the_policy() {
     for r in &records {
         assert!(r["tool"].is_string() && r["decision"].is_string(), "{r}");
     }
-    let pre = |r: &&Value| r["tool"] == "confirm" && r["arguments"].get("carrying_out").is_some();
+    let pre = |r: &&Value| r["tool"] == "confirm" && r["outcome"].get("carrying_out").is_some();
     let calls: Vec<(&str, &str)> = records
         .iter()
         .filter(|r| r["tool"] != "transfer" && !pre(r))

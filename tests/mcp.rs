@@ -114,6 +114,14 @@ impl Setup {
         }
     }
 
+    /// Plans with `tool`, then confirms the plan and waits for the transfer's end.
+    async fn carried_out(&self, tool: &'static str, args: Value) -> Value {
+        let plan = self.ok(tool, args).await;
+        let token = plan["confirm_token"].clone();
+        self.ok("confirm", json!({"token": token, "wait_seconds": 60}))
+            .await
+    }
+
     /// Calls a tool that must be refused; returns why.
     async fn refused(&self, tool: &'static str, args: Value) -> String {
         let a = self.call(tool, args.clone()).await;
@@ -492,16 +500,10 @@ async fn a_sync_deletes_only_what_its_plan_showed() {
         .await;
     assert!(r.contains("entries to delete: 2 now, 1 in the plan"), "{r}");
     assert!(s.root.join("out/mirror/run1/extra.txt").exists());
-    let plan = s
-        .ok(
+    let done = s
+        .carried_out(
             "sync",
             json!({"sources": [s.path("in/run1")], "destination": copy.clone()}),
-        )
-        .await;
-    let done = s
-        .ok(
-            "confirm",
-            json!({"token": plan["confirm_token"], "wait_seconds": 60}),
         )
         .await;
     assert_eq!(done["state"], "done", "{done}");
@@ -556,16 +558,10 @@ async fn names_that_read_like_instructions_are_data() {
     assert!(entries(&s.root.join("out")).is_empty());
     assert_eq!(s.ok("status", json!({})).await["transfers"], json!([]));
     // And such a file copies like any other, once confirmed.
-    let plan = s
-        .ok(
+    let done = s
+        .carried_out(
             "copy",
             json!({"sources": [s.path("in/run1")], "destination": s.path("out")}),
-        )
-        .await;
-    let done = s
-        .ok(
-            "confirm",
-            json!({"token": plan["confirm_token"], "wait_seconds": 60}),
         )
         .await;
     assert_eq!(done["state"], "done", "{done}");
@@ -764,31 +760,19 @@ async fn a_server_is_listed_read_and_written_with_the_operators_token_and_pin() 
     s.refused("list", json!({"location": server.url("data/../other")}))
         .await;
     // Pull from the server.
-    let plan = s
-        .ok(
+    let done = s
+        .carried_out(
             "copy",
             json!({"sources": [server.url("data/run")], "destination": s.path("local/out")}),
-        )
-        .await;
-    let done = s
-        .ok(
-            "confirm",
-            json!({"token": plan["confirm_token"], "wait_seconds": 60}),
         )
         .await;
     assert_eq!(done["state"], "done", "{done}");
     assert_same_tree(&root.join("served/data/run"), &root.join("local/out/run"));
     // Push to it.
-    let plan = s
-        .ok(
+    let done = s
+        .carried_out(
             "copy",
             json!({"sources": [s.path("local/in")], "destination": server.url("incoming/")}),
-        )
-        .await;
-    let done = s
-        .ok(
-            "confirm",
-            json!({"token": plan["confirm_token"], "wait_seconds": 60}),
         )
         .await;
     assert_eq!(done["state"], "done", "{done}");
@@ -882,16 +866,10 @@ async fn an_object_store_prefix_is_listed_and_copied() {
     );
     s.refused("list", json!({"location": "s3://data/other"}))
         .await;
-    let plan = s
-        .ok(
+    let done = s
+        .carried_out(
             "copy",
             json!({"sources": ["s3://data/runs/r1"], "destination": s.path("out")}),
-        )
-        .await;
-    let done = s
-        .ok(
-            "confirm",
-            json!({"token": plan["confirm_token"], "wait_seconds": 60}),
         )
         .await;
     assert_eq!(done["state"], "done", "{done}");

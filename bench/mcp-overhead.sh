@@ -24,6 +24,8 @@ PY=$ROOT/target/tools/mcp-venv/bin/python
 
 WORK=$(mktemp -d /var/tmp/hetch-mcp-overhead.XXXX)
 trap 'rm -rf "$WORK"' EXIT
+META=$WORK/meta.tsv
+OUT=$ROOT/bench/results/$(date +%F)-mcp-overhead.jsonl
 mkdir -p "$WORK/in/large" "$WORK/in/small" "$WORK/out"
 head -c "$(numfmt --from=iec "$LARGE")" /dev/urandom >"$WORK/in/large/f"
 python3 - "$WORK/in/small" "$SMALL_FILES" <<'PY'
@@ -60,8 +62,9 @@ for set in large small; do
         printf '{"set":"%s","run":%d,"how":"hetch mcp","wall_seconds":%s,"mcp":%s}\n' \
             "$set" "$run" "$(echo "$t1 - $t0" | bc -l)" "$line"
     done
-done | tee "$WORK/raw.jsonl"
-python3 - "$WORK/raw.jsonl" <<'PY'
+done | tee "$OUT"
+cat "$META"
+python3 - "$OUT" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 med = lambda xs: statistics.median(xs)

@@ -23,13 +23,13 @@ async def main(hetch, policy, src, dst):
             t = time.perf_counter()
             plan = await s.call_tool("copy", {"sources": [src], "destination": dst})
             out["plan_seconds"] = time.perf_counter() - t
-            token = plan.structuredContent["confirm_token"]
+            token = plan.structured_content["confirm_token"]
             t = time.perf_counter()
             done = await s.call_tool("confirm", {"token": token, "wait_seconds": 600})
             out["confirm_seconds"] = time.perf_counter() - t
-            out["state"] = done.structuredContent["state"]
-            out["copy_seconds"] = done.structuredContent["result"]["seconds"]
-            out["bytes"] = done.structuredContent["result"]["bytes"]
+            out["state"] = done.structured_content["state"]
+            out["copy_seconds"] = done.structured_content["result"]["seconds"]
+            out["bytes"] = done.structured_content["result"]["bytes"]
     # `hetch mcp` has exited and waited for its children: their CPU is counted here.
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     out["cpu_seconds"] = ru.ru_utime + ru.ru_stime

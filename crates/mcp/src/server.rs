@@ -393,6 +393,7 @@ impl McpServer {
     async fn follow(&self, t: &Transfer, secs: u32, ctx: &RequestContext<RoleServer>) -> Value {
         let token = ctx.meta.get_progress_token();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(secs.into());
+        let mut ended_rx = t.ended();
         loop {
             let ended = !t.running();
             if let Some(token) = &token {
@@ -406,9 +407,12 @@ impl McpServer {
             if ended || tokio::time::Instant::now() >= deadline {
                 break;
             }
+            // Progress each second (as hetch prints it); the end at once.
             tokio::select! {
                 _ = ctx.ct.cancelled() => break,
-                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                _ = ended_rx.wait_for(|e| *e) => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             }
         }
         t.view()

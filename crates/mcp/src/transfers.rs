@@ -24,6 +24,7 @@ pub struct Transfer {
     /// When it started (Unix ms).
     pub started_ms: u64,
     state: Mutex<State>,
+    ended: tokio::sync::watch::Sender<bool>,
 }
 
 #[derive(Default)]
@@ -46,6 +47,7 @@ impl Transfer {
                 cancel: Some(cancel),
                 ..Default::default()
             }),
+            ended: tokio::sync::watch::Sender::new(false),
         }
     }
 
@@ -73,6 +75,13 @@ impl Transfer {
         }
         s.ended = Some((now_ms(), f));
         s.cancel = None;
+        drop(s);
+        self.ended.send_replace(true);
+    }
+
+    /// Becomes true when it ends.
+    pub fn ended(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.ended.subscribe()
     }
 
     /// Whether it still runs.

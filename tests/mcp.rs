@@ -207,6 +207,13 @@ async fn tools_are_listed_and_the_policy_is_readable() {
 #[tokio::test]
 async fn a_copy_happens_only_with_its_plans_token_and_reports_progress() {
     let s = Setup::new("rate_limit = \"2M\"\n").await;
+    std::fs::create_dir(s.root.join("in/empty")).unwrap();
+    let empty = s.ok("list", json!({"location": s.path("in/empty")})).await;
+    assert_eq!(
+        (&empty["entries"], &empty["names"]),
+        (&json!(0), &json!([])),
+        "{empty}"
+    );
     let listing = s.ok("list", json!({"location": s.path("in/run1")})).await;
     assert_eq!(listing["entries"], 3, "{listing}");
     assert_eq!(listing["bytes"], (3u64 << 20) + 6);

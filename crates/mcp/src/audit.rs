@@ -67,7 +67,7 @@ impl Audit {
         decision: Decision,
         outcome: Value,
     ) -> std::io::Result<()> {
-        let now = crate::transfers::now_ms();
+        let now = hetch_units::now_ms();
         let args = arguments.to_string();
         let arguments = if args.len() > MAX_ARGUMENTS_BYTES {
             let mut cut = MAX_ARGUMENTS_BYTES;

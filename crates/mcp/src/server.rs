@@ -450,7 +450,8 @@ impl McpServer {
     /// A listing: the dry run of copying the location into an empty directory (which
     /// names each entry below the copy of the location: its first component).
     async fn list(&self, a: ListArgs) -> Result<Value, Refusal> {
-        let loc = self.policy().readable(&a.location)?.operand;
+        let checked = self.policy().readable(&a.location)?;
+        let loc = checked.operand.clone();
         let keep = a.limit.unwrap_or(100).clamp(1, 1000) as usize;
         let empty = tempfile::tempdir().map_err(|e| refuse!("a temporary directory: {e}"))?;
         let into = empty
@@ -481,7 +482,9 @@ impl McpServer {
             .collect();
         let n = actions::numbers(&run)?;
         // A directory's own entry comes first; its contents are below it.
-        let dir = rels.iter().any(|r| r.contains('/'));
+        // (An empty local directory has only its own entry.)
+        let dir = rels.iter().any(|r| r.contains('/'))
+            || (checked.local && std::path::Path::new(&loc).is_dir());
         let names: Vec<&str> = match dir {
             true => rels
                 .iter()

@@ -42,7 +42,7 @@ impl Transfer {
             id,
             spec,
             ops,
-            started_ms: now_ms(),
+            started_ms: hetch_units::now_ms(),
             state: Mutex::new(State {
                 cancel: Some(cancel),
                 ..Default::default()
@@ -73,7 +73,7 @@ impl Transfer {
                 s.progress[done] = s.progress[total].clone();
             }
         }
-        s.ended = Some((now_ms(), f));
+        s.ended = Some((hetch_units::now_ms(), f));
         s.cancel = None;
         drop(s);
         self.ended.send_replace(true);
@@ -197,12 +197,4 @@ impl Transfers {
         let l = self.list.lock().unwrap_or_else(|p| p.into_inner());
         l.iter().filter(|t| t.running()).count()
     }
-}
-
-/// Now, as Unix milliseconds.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis() as u64
 }

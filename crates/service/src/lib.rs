@@ -256,9 +256,4 @@ async fn reap(state: Arc<AppState>) {
 }
 
 /// Milliseconds since the epoch: the database's clock.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+pub use hetch_units::now_ms;

@@ -165,6 +165,14 @@ pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
+/// Now, as milliseconds since the Unix epoch (0 if the clock is before it).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
 /// A Unix time in milliseconds as RFC 3339 UTC with milliseconds
 /// (`2026-11-26T12:34:56.789Z`), as logs and JSON records carry it.
 pub fn rfc3339_ms(unix_ms: u64) -> String {

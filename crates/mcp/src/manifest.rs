@@ -30,28 +30,8 @@ pub fn read(path: &str, keep: usize) -> Result<Value, Refusal> {
     let (mut total, mut malformed) = (0u64, 0u64);
     let mut entries = Vec::new();
     let mut line = Vec::new();
-    loop {
-        line.clear();
-        let n = (&mut r)
-            .take(MAX_LINE)
-            .read_until(b'\n', &mut line)
-            .map_err(|e| refuse!("{path}: {e}"))?;
-        if n == 0 {
-            break;
-        }
-        if line.last() != Some(&b'\n') && n as u64 == MAX_LINE {
-            // Too long: skip the rest of it.
-            let mut rest = Vec::new();
-            loop {
-                rest.clear();
-                let m = (&mut r)
-                    .take(MAX_LINE)
-                    .read_until(b'\n', &mut rest)
-                    .map_err(|e| refuse!("{path}: {e}"))?;
-                if m == 0 || rest.last() == Some(&b'\n') {
-                    break;
-                }
-            }
+    while let Some(fits) = next_line(&mut r, &mut line).map_err(|e| refuse!("{path}: {e}"))? {
+        if !fits {
             total += 1;
             malformed += 1;
             continue;
@@ -72,6 +52,26 @@ pub fn read(path: &str, keep: usize) -> Result<Value, Refusal> {
         "entries": entries,
         "truncated": (entries.len() as u64) < total - malformed,
     }))
+}
+
+/// Reads the next line into `line`: None at the end, Some(false) for a line longer
+/// than [`MAX_LINE`] (read past in chunks, never held whole).
+fn next_line(r: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<Option<bool>> {
+    line.clear();
+    let mut fits = true;
+    loop {
+        let n = r.by_ref().take(MAX_LINE).read_until(b'\n', line)?;
+        if n == 0 {
+            return Ok((!line.is_empty() || !fits).then_some(fits));
+        }
+        if line.last() == Some(&b'\n') {
+            return Ok(Some(fits));
+        }
+        if n as u64 == MAX_LINE {
+            fits = false;
+            line.clear();
+        }
+    }
 }
 
 /// `DIGEST  PATH` or `DIGEST *PATH` (a leading `\` marks an escaped path, as b3sum

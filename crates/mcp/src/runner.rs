@@ -161,8 +161,10 @@ pub async fn run(
     let mut stopped = false;
     loop {
         line.clear();
+        // At most 64 KiB a line: a longer one (names a server chose) goes in parts.
+        let mut part = (&mut err).take(64 * 1024);
         tokio::select! {
-            n = err.read_until(b'\n', &mut line) => {
+            n = part.read_until(b'\n', &mut line) => {
                 if n? == 0 {
                     break;
                 }

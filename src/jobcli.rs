@@ -43,9 +43,17 @@ pub struct ServiceArgs {
     /// directory (not an object store: use "off" for those).
     #[arg(long, default_value = "1G", value_parser = parse_split_size)]
     split_size: u64,
-    /// Bytes of one such range (whole blocks; at least one block).
+    /// Bytes of one such range (whole blocks; at least one block, at most 2^20).
     #[arg(long, default_value = "256M", value_parser = hetch_units::parse_size)]
     range_size: u64,
+    /// Ranges one file may be cut into, at most: a job naming a larger file fails
+    /// at planning, naming it (a sparse file can claim any size).
+    #[arg(long, default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(1..))]
+    max_ranges_per_file: u64,
+    /// Units of work one job may be cut into, at most: a larger job fails at
+    /// planning, naming the first file over.
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    max_units_per_job: u64,
     /// Also let in users presenting a token (JWT) of this OpenID Connect issuer, e.g.
     /// https://login.example.org/realms/hetch; each sees only the jobs they submitted.
     #[arg(long, requires = "oidc_audience")]
@@ -56,6 +64,29 @@ pub struct ServiceArgs {
     /// CA certificate(s), PEM, for the issuer's HTTPS beyond the system's roots.
     #[arg(long, requires = "oidc_issuer")]
     oidc_ca: Option<PathBuf>,
+    /// What each OIDC identity may read and write (TOML; see the README): an
+    /// identity the map does not name is refused. Without it, every user of the
+    /// issuer reaches all the workers reach.
+    #[arg(long, requires = "oidc_issuer")]
+    identity_map: Option<PathBuf>,
+    /// Connections served at once, authenticated or not; more wait in the backlog.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+    /// Connections that have not authenticated yet, at most, from everyone; more are
+    /// closed at once.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    max_unauthenticated: u32,
+    /// Connections that have not authenticated yet, at most, from one address (IPv6:
+    /// one /64).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    max_unauthenticated_per_address: u32,
+    /// Seconds a connection has from accept to its first authenticated request (TLS
+    /// handshake, request head, token or session cookie).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    auth_timeout: u64,
+    /// Seconds a connection may stay idle between requests before it is closed.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    idle_timeout: u64,
 }
 
 /// `--split-size`: a size, or "off".
@@ -82,10 +113,14 @@ fn oidc_config(a: &ServiceArgs) -> anyhow::Result<Option<hetch_oidc::OidcConfig>
 /// Runs the service until it is stopped.
 pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
     let oidc = oidc_config(&a)?;
+    let identities = match &a.identity_map {
+        Some(p) => Some(hetch_service::identity::IdentityMap::load(p).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
     let state_dir = a
         .state_dir
         .unwrap_or_else(|| hetch_session::server::default_state_dir().with_file_name("service"));
-    std::fs::create_dir_all(&state_dir).with_context(|| format!("{}", state_dir.display()))?;
+    // Made private (0700) by the service itself, which refuses one others can reach.
     let db_url =
         a.db.unwrap_or_else(|| format!("sqlite://{}", state_dir.join("jobs.db").display()));
     let cfg = hetch_service::ServiceConfig {
@@ -98,9 +133,22 @@ pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
             batch_files: a.batch_files,
             split_size: a.split_size,
             range_size: a.range_size.max(1),
+            max_ranges: a.max_ranges_per_file,
+            max_units: a.max_units_per_job,
             ..hetch_jobs::Planner::default()
         },
         oidc,
+        limits: hetch_service::listen::ConnLimits {
+            max_connections: a.max_connections as usize,
+            pre_auth: hetch_net::PreAuthLimits {
+                max_total: a.max_unauthenticated as usize,
+                max_per_address: a.max_unauthenticated_per_address as usize,
+                deadline: Duration::from_secs(a.auth_timeout),
+                ..Default::default()
+            },
+            idle: Duration::from_secs(a.idle_timeout),
+        },
+        identities,
     };
     let svc = hetch_service::Service::bind(cfg).await?;
     eprintln!("hetch service: listening on https://{}", svc.addr);
@@ -245,6 +293,7 @@ pub async fn job(a: JobArgs) -> anyhow::Result<ExitCode> {
                 priority: s.priority,
                 rate_limit: s.rate_limit,
                 dest_nodes: s.dest_node.clone(),
+                access: None,
             };
             let v = c
                 .call(true, "/api/jobs", Some(serde_json::to_value(&spec)?))

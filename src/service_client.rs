@@ -48,6 +48,9 @@ impl Client {
             .use_preconfigured_tls((*config).clone())
             .connect_timeout(Duration::from_secs(30))
             .timeout(Duration::from_secs(120))
+            // Well before the service closes an idle connection (its --idle-timeout,
+            // 60 s by default), so that a call never goes out on one it is closing.
+            .pool_idle_timeout(Duration::from_secs(20))
             .build()?;
         Ok(Client {
             http,

@@ -433,21 +433,42 @@ impl UnitContext {
         progress: Arc<Progress>,
     ) -> Value {
         let mut report = json!({"job": u.job, "seq": u.seq, "error": null});
-        let done = match u.unit {
-            UnitSpec::Files { .. } => self.files_unit(&u, stop, rate, progress).await,
-            UnitSpec::Range { .. } | UnitSpec::Commit { .. } => {
-                self.split_unit(&u, stop, rate, progress).await
-            }
-            UnitSpec::Relay { operand } => self.relay_unit(&u, operand, stop, rate, progress).await,
+        let done = match self.check_access(&u.spec) {
+            Err(e) => Err(e),
+            Ok(()) => match u.unit {
+                UnitSpec::Files { .. } => self.files_unit(&u, stop, rate, progress).await,
+                UnitSpec::Range { .. } | UnitSpec::Commit { .. } => {
+                    self.split_unit(&u, stop, rate, progress).await
+                }
+                UnitSpec::Relay { operand } => {
+                    self.relay_unit(&u, operand, stop, rate, progress).await
+                }
+            },
         };
         match done {
             Ok((files, bytes)) => {
                 report["files"] = json!(files);
                 report["bytes"] = json!(bytes);
             }
-            Err(e) => report["error"] = json!(crate::one_line(&e)),
+            Err(e) => {
+                let line = crate::one_line(&e);
+                eprintln!("hetch worker: unit {} of job {}: {line}", u.seq, u.job);
+                report["error"] = json!(self.as_users_see(&line));
+            }
         }
         report
+    }
+
+    /// An error line as the job's user sees it: paths relative to the job's root,
+    /// never this worker's own root or home directory (the worker's log has it whole).
+    fn as_users_see(&self, line: &str) -> String {
+        let mut out = line.replace(&format!("{}/", self.root.display()), "");
+        out = out.replace(&self.root.display().to_string(), ".");
+        if let Some(home) = std::env::var_os("HOME").filter(|h| h.len() > 1) {
+            let home = home.to_string_lossy().trim_end_matches('/').to_string();
+            out = out.replace(&format!("{home}/"), "~/");
+        }
+        out
     }
 
     /// Copies a batch of files: its rows of the listing, each source's share as listed
@@ -523,6 +544,34 @@ impl UnitContext {
         }
     }
 
+    /// What the service recorded the job may touch (its submitter's identity map
+    /// entry), checked here again before anything is opened: its sources and
+    /// destination by name, and where they lead on this worker's view of the root.
+    fn check_access(&self, spec: &JobSpec) -> anyhow::Result<()> {
+        if let Some(access) = &spec.access {
+            access.check_spec(spec).map_err(anyhow::Error::msg)?;
+            hetch_service::planning::check_paths(&self.root, spec).map_err(anyhow::Error::msg)?;
+        }
+        Ok(())
+    }
+
+    /// The directory a unit of `spec` writes within, through handles that no symlink
+    /// leads out of: the root, or, for a job with an access, the write path its local
+    /// destination is under (resolved now).
+    pub(crate) fn write_confinement(&self, spec: &JobSpec) -> anyhow::Result<PathBuf> {
+        let Some(access) = &spec.access else {
+            return Ok(self.root.clone());
+        };
+        if hetch_service::api::is_url(&spec.dest) {
+            return Ok(self.root.clone());
+        }
+        let allowed = access
+            .write_root(&spec.dest)
+            .ok_or_else(|| anyhow!("dest {:?} is not the job's to write", spec.dest))?;
+        hetch_service::identity::Access::resolve(&self.root, allowed, &spec.dest)
+            .map_err(anyhow::Error::msg)
+    }
+
     /// Source operand `s` of a job below the root, checked to lead nowhere outside it.
     pub(crate) fn source_path(&self, s: &str) -> anyhow::Result<PathBuf> {
         let path = self.root.join(s);
@@ -556,7 +605,7 @@ impl UnitContext {
             }
             _ => None,
         };
-        let mut job = self.unit_copy(spec, sources, dest, opts, client);
+        let mut job = self.unit_copy(spec, sources, dest, opts, client)?;
         job.entries = Some(entries);
         Ok(job)
     }
@@ -569,9 +618,9 @@ impl UnitContext {
         dest: Location,
         opts: Options,
         client: Option<hetch_session::client::ClientConfig>,
-    ) -> CopyJob {
+    ) -> anyhow::Result<CopyJob> {
         let (client, autotune_off) = with_autotune(client, spec.options.streams);
-        CopyJob {
+        Ok(CopyJob {
             sources,
             dest_shown: spec.dest.clone(),
             dest,
@@ -597,9 +646,9 @@ impl UnitContext {
             },
             filter: Default::default(),
             entries: None,
-            confine_to: Some(self.root.clone()),
+            confine_to: Some(self.write_confinement(spec)?),
             dest_server: Default::default(),
-        }
+        })
     }
 }
 

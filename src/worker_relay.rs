@@ -61,7 +61,7 @@ impl UnitContext {
         opts.rate_limit = rate.rate();
         let source_token = self.source_token.as_ref().or(self.dest_token.as_ref());
         let client = self.client_config(&source_host, source_token)?;
-        let mut job = self.unit_copy(spec, vec![source], dest, opts, Some(client));
+        let mut job = self.unit_copy(spec, vec![source], dest, opts, Some(client))?;
         job.dest_server = dest_server;
         let (result, _) = crate::cp::recover(&job, &progress, None).await;
         let report = result?;

@@ -286,7 +286,7 @@ impl UnitContext {
             path: self.root.join(&spec.dest),
             sources: spec.sources.len() as u32,
             trailing_slash: true,
-            confine_to: Some(self.root.clone()),
+            confine_to: Some(self.write_confinement(spec)?),
             as_operand: false,
         }));
         store.resolve(top, true)?;
@@ -309,16 +309,23 @@ impl SplitFile {
     /// that copied the directory may have set it. `None` when the file is an operand
     /// itself, whose parent is not a copy.
     fn parent_meta(&mut self) -> anyhow::Result<Option<FinalMeta>> {
-        let Some((parent, _)) = self.wire.rsplit_once('/') else {
-            return Ok(None);
-        };
-        let dir = self.below.entry(parent.as_bytes())?;
-        Ok(Some(FinalMeta {
-            mode: dir.mode,
-            mtime_sec: dir.mtime_sec,
-            mtime_nsec: dir.mtime_nsec,
-        }))
+        parent_meta(&mut self.below, &self.wire)
     }
+}
+
+/// [`SplitFile::parent_meta`] of the file at `wire` below `below`. Without setuid,
+/// setgid and sticky bits: a job has no `--preserve-special-modes`, and its files
+/// units copy directories without them (see `unit_options`).
+fn parent_meta(below: &mut EntriesBelow, wire: &str) -> anyhow::Result<Option<FinalMeta>> {
+    let Some((parent, _)) = wire.rsplit_once('/') else {
+        return Ok(None);
+    };
+    let dir = below.entry(parent.as_bytes())?;
+    Ok(Some(FinalMeta {
+        mode: ranges::kept_mode(dir.mode, false),
+        mtime_sec: dir.mtime_sec,
+        mtime_nsec: dir.mtime_nsec,
+    }))
 }
 
 /// A row of a job's listing.
@@ -357,5 +364,22 @@ mod tests {
         ] {
             assert!(open_below(&top, bad).is_err(), "{bad} was opened");
         }
+    }
+
+    /// The mode a commit gives the file's parent directory has no setuid, setgid or
+    /// sticky bit (a job copies without them), and a file that is an operand itself
+    /// gives its parent nothing.
+    #[test]
+    fn a_commit_gives_the_parent_no_special_mode_bits() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("top/d");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("f"), b"data").unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1750)).unwrap();
+        let mut below = EntriesBelow::new(&t.path().join("top")).unwrap();
+        let meta = super::parent_meta(&mut below, "top/d/f").unwrap().unwrap();
+        assert_eq!(meta.mode, 0o750);
+        assert!(super::parent_meta(&mut below, "top").unwrap().is_none());
     }
 }

@@ -43,6 +43,11 @@ pub struct TakenOver {
     pub spec: String,
 }
 
+/// Times a job's planning may be started (at submission, or taken over after its
+/// planner stopped) before the job fails instead: a listing that takes the service
+/// down with it must not do so again at every start.
+pub const MAX_PLAN_ATTEMPTS: u64 = 3;
+
 /// Rows per INSERT statement: one statement per row made planning a round trip per
 /// file. 500 rows of at most 10 columns stay far below both databases' limits on
 /// parameters (SQLite 32,766, PostgreSQL 65,535).
@@ -103,7 +108,8 @@ impl Db {
         let owner = hold_name(instance);
         sqlx::query(
             "INSERT INTO jobs (id, submitted_by, spec, priority, rate_limit, state, created, \
-             planner, planner_until) VALUES ($1, $2, $3, $4, $5, 'planning', $6, $7, $8)",
+             planner, planner_until, plan_attempts) \
+             VALUES ($1, $2, $3, $4, $5, 'planning', $6, $7, $8, 1)",
         )
         .bind(&job.id)
         .bind(&job.submitted_by)
@@ -139,7 +145,9 @@ impl Db {
     /// Takes over up to `max` jobs, oldest first, whose planning lease ran out before
     /// `now`, for instance `instance` until `until`: each one's listing and units so
     /// far are dropped, to be planned again from the start. A job is taken by one
-    /// instance only, however many try at once.
+    /// instance only, however many try at once. A job whose planning was started
+    /// [`MAX_PLAN_ATTEMPTS`] times already fails instead (its planner keeps stopping:
+    /// it took its service down, or was stopped at every start).
     pub async fn take_over_planning(
         &self,
         instance: &str,
@@ -162,7 +170,8 @@ impl Db {
             let mut tx = self.pool.begin().await?;
             // Checked again under the row's lock: another instance may have been first.
             let r = sqlx::query(
-                "UPDATE jobs SET planner = $2, planner_until = $3, files = 0, bytes = 0 \
+                "UPDATE jobs SET planner = $2, planner_until = $3, files = 0, bytes = 0, \
+                   plan_attempts = plan_attempts + 1 \
                  WHERE id = $1 AND state = 'planning' AND planner_until < $4",
             )
             .bind(&id)
@@ -174,6 +183,17 @@ impl Db {
             if r.rows_affected() != 1 {
                 continue;
             }
+            let failed = sqlx::query(
+                "UPDATE jobs SET state = 'failed', finished = $2, \
+                   error = 'planning: started ' || (plan_attempts - 1) || ' times and never finished \
+                     (the service stopped while planning it); retry it to plan it again' \
+                 WHERE id = $1 AND plan_attempts > $3",
+            )
+            .bind(&id)
+            .bind(int(now))
+            .bind(int(MAX_PLAN_ATTEMPTS))
+            .execute(&mut *tx)
+            .await?;
             for sql in [
                 "DELETE FROM files WHERE job = $1",
                 "DELETE FROM units WHERE job = $1",
@@ -181,6 +201,9 @@ impl Db {
                 sqlx::query(sql).bind(&id).execute(&mut *tx).await?;
             }
             tx.commit().await?;
+            if failed.rows_affected() == 1 {
+                continue;
+            }
             taken.push(TakenOver {
                 lease: PlanningLease { job: id, owner },
                 spec: row.try_get("spec")?,

@@ -22,6 +22,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "activity",
         include_str!("../migrations/0003_activity.sql"),
     ),
+    (
+        4,
+        "plan attempts",
+        include_str!("../migrations/0004_plan_attempts.sql"),
+    ),
 ];
 
 /// The migrator over [`MIGRATIONS`].

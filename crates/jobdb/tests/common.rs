@@ -91,6 +91,7 @@ pub async fn job_of(
     db.add_files(&lease, 0, &files).await.unwrap();
     let units: Vec<PlannedUnit> = planner
         .plan(sizes.iter().copied())
+        .expect("within the planner's bounds")
         .into_iter()
         .map(|spec| {
             let bytes = match spec {
@@ -117,5 +118,6 @@ pub fn planner(per: u64, split: u64, range: u64, block: u64) -> Planner {
         split_size: split,
         range_size: range,
         block_size: block,
+        ..Planner::default()
     }
 }

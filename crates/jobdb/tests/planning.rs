@@ -214,3 +214,33 @@ fn instances_taking_over_at_once_take_each_job_once() {
         other.close().await;
     });
 }
+
+/// A job whose planner keeps stopping (a listing that took its service down, at
+/// every start) is planned at most MAX_PLAN_ATTEMPTS times, then fails with why;
+/// a retry plans it again from a fresh count.
+#[test]
+fn a_job_whose_planning_keeps_stopping_fails_instead_of_being_planned_forever() {
+    on_each(|db, _| async move {
+        let attempts = hetch_jobdb::planning::MAX_PLAN_ATTEMPTS;
+        db.create_job(&new_job("j"), "A", 1_000, 0).await.unwrap();
+        let mut now = 0;
+        for _ in 1..attempts {
+            now += 2_000;
+            let taken = db.take_over_planning("B", now + 1_000, now, 8).await;
+            assert_eq!(taken.unwrap().len(), 1, "taken over at {now}");
+        }
+        now += 2_000;
+        let taken = db.take_over_planning("B", now + 1_000, now, 8).await;
+        assert!(taken.unwrap().is_empty(), "planned once too often");
+        let job = db.job("j").await.unwrap().unwrap();
+        assert_eq!(job.state, JobState::Failed);
+        let error = job.error.unwrap_or_default();
+        assert!(
+            error.contains(&format!("started {attempts} times")),
+            "{error}"
+        );
+        assert_eq!(db.retry("j", now).await.unwrap(), Retry::Replan);
+        let taken = db.take_over_planning("C", now + 1_000, now, 8).await;
+        assert_eq!(taken.unwrap().len(), 1, "a retry plans it again");
+    });
+}

@@ -13,4 +13,4 @@ pub mod lease;
 pub mod plan;
 
 pub use lease::{Lease, Refused, Unit, UnitState};
-pub use plan::{Planner, UnitSpec};
+pub use plan::{PlanError, Planner, UnitSpec, MAX_RANGE_BLOCKS};

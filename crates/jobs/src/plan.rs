@@ -6,6 +6,12 @@
 //! unit that checks and renames it once every range is done. Files are fed in
 //! listing order and units come out as soon as they are whole, so a listing of
 //! millions of files is planned in memory bounded by one batch.
+//!
+//! Nothing a listing holds sizes the plan beyond the planner's bounds: a file may be
+//! cut into at most [`Planner::max_ranges`] ranges and a job into at most
+//! [`Planner::max_units`] units (a sparse file of 2^63-1 bytes would otherwise be
+//! billions of ranges), and no range is longer than [`MAX_RANGE_BLOCKS`] blocks, what
+//! one range session may carry. Past a bound, planning stops with a [`PlanError`].
 
 use serde::{Deserialize, Serialize};
 
@@ -60,7 +66,60 @@ pub struct Planner {
     pub range_size: u64,
     /// The transfer's block size (ranges are whole blocks).
     pub block_size: u64,
+    /// Ranges one file may be cut into, at most.
+    pub max_ranges: u64,
+    /// Units one job may have, at most.
+    pub max_units: u64,
 }
+
+/// Most blocks in one range: what one range session of the protocol may carry
+/// (`hetch_proto::MAX_RANGE_BLOCKS`, which the service checks is the same).
+pub const MAX_RANGE_BLOCKS: u64 = 1 << 20;
+
+/// Why a listing cannot be planned within the planner's bounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanError {
+    /// File `file` of the listing would be more ranges than a file may have.
+    TooManyRanges {
+        /// The file's index in the listing.
+        file: u64,
+        /// Its size.
+        size: u64,
+        /// Ranges it would be.
+        ranges: u64,
+        /// [`Planner::max_ranges`].
+        max: u64,
+    },
+    /// The job would be more units than a job may have; file `file` is the first
+    /// that does not fit.
+    TooManyUnits {
+        /// The file's index in the listing.
+        file: u64,
+        /// [`Planner::max_units`].
+        max: u64,
+    },
+}
+
+impl std::fmt::Display for PlanError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlanError::TooManyRanges {
+                size, ranges, max, ..
+            } => write!(
+                f,
+                "{size} bytes would be {ranges} ranges, more than the {max} one file may be cut \
+                 into (the service's --max-ranges-per-file, or a larger --range-size)"
+            ),
+            PlanError::TooManyUnits { max, .. } => write!(
+                f,
+                "the job would be more than {max} units of work (the service's \
+                 --max-units-per-job): split it into several jobs"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PlanError {}
 
 impl Default for Planner {
     fn default() -> Self {
@@ -70,6 +129,8 @@ impl Default for Planner {
             split_size: 1 << 30,
             range_size: 256 << 20,
             block_size: 4 << 20,
+            max_ranges: 65_536,
+            max_units: 1_000_000,
         }
     }
 }
@@ -82,6 +143,8 @@ pub struct Planning {
     next: u64,
     /// The batch being filled: its first file and bytes so far.
     batch: Option<(u64, u64)>,
+    /// Units handed out so far (and the batch being filled, if any).
+    units: u64,
 }
 
 impl Planner {
@@ -91,31 +154,53 @@ impl Planner {
             p: self,
             next: 0,
             batch: None,
+            units: 0,
         }
     }
 
     /// Plans a whole listing of file sizes (for tests and small jobs).
-    pub fn plan(self, sizes: impl IntoIterator<Item = u64>) -> Vec<UnitSpec> {
+    pub fn plan(self, sizes: impl IntoIterator<Item = u64>) -> Result<Vec<UnitSpec>, PlanError> {
         let mut planning = self.start();
         let mut out = Vec::new();
         for size in sizes {
-            planning.file(size, &mut out);
+            planning.file(size, &mut out)?;
         }
         planning.finish(&mut out);
-        out
+        Ok(out)
+    }
+
+    /// Blocks per range: the range size in whole blocks, at least one, at most
+    /// [`MAX_RANGE_BLOCKS`].
+    pub fn range_blocks(&self) -> u64 {
+        (self.range_size / self.block_size.max(1)).clamp(1, MAX_RANGE_BLOCKS)
     }
 }
 
 impl Planning {
     /// The next file of the listing, of `size` bytes: appends the units it completes.
-    pub fn file(&mut self, size: u64, out: &mut Vec<UnitSpec>) {
+    /// Past a bound, appends nothing and says why (planning cannot go on).
+    pub fn file(&mut self, size: u64, out: &mut Vec<UnitSpec>) -> Result<(), PlanError> {
         let index = self.next;
-        self.next += 1;
         if size > self.p.split_size {
+            // Checked before anything is made: the count alone may be billions.
+            let ranges = hetch_integrity::block_count(size, self.p.block_size.max(1))
+                .div_ceil(self.p.range_blocks());
+            if ranges > self.p.max_ranges {
+                let max = self.p.max_ranges;
+                return Err(PlanError::TooManyRanges {
+                    file: index,
+                    size,
+                    ranges,
+                    max,
+                });
+            }
+            // Its ranges and commit, and the batch before it closed.
+            self.make_room(index, ranges + 1)?;
+            self.next += 1;
             // A large file does not wait for the batch around it: both go out.
             self.close_batch(index, out);
             self.split(index, size, out);
-            return;
+            return Ok(());
         }
         if let Some((first, bytes)) = self.batch {
             let full = index - first >= self.p.batch_files.max(1)
@@ -124,8 +209,24 @@ impl Planning {
                 self.close_batch(index, out);
             }
         }
+        if self.batch.is_none() {
+            self.make_room(index, 1)?;
+        }
+        self.next += 1;
         let (_, bytes) = self.batch.get_or_insert((index, 0));
         *bytes = bytes.saturating_add(size);
+        Ok(())
+    }
+
+    /// Counts `n` more units for file `file`, or says the job would be too many.
+    fn make_room(&mut self, file: u64, n: u64) -> Result<(), PlanError> {
+        let units = self.units.saturating_add(n);
+        if units > self.p.max_units {
+            let max = self.p.max_units;
+            return Err(PlanError::TooManyUnits { file, max });
+        }
+        self.units = units;
+        Ok(())
     }
 
     /// The listing is over: appends the last batch.
@@ -141,9 +242,8 @@ impl Planning {
     }
 
     fn split(&self, file: u64, size: u64, out: &mut Vec<UnitSpec>) {
-        let bs = self.p.block_size.max(1);
-        let blocks = hetch_integrity::block_count(size, bs);
-        let per = (self.p.range_size / bs).max(1);
+        let blocks = hetch_integrity::block_count(size, self.p.block_size.max(1));
+        let per = self.p.range_blocks();
         let mut first = 0;
         let mut ranges = 0;
         while first < blocks {
@@ -171,6 +271,7 @@ mod tests {
                 split_size: split_mib * MIB,
                 range_size: range_mib * MIB,
                 block_size: MIB << bs_shift,
+                ..Planner::default()
             },
         )
     }
@@ -188,7 +289,7 @@ mod tests {
             p in planner(),
             sizes in proptest::collection::vec(size(), 0..200),
         ) {
-            let units = p.plan(sizes.iter().copied());
+            let units = p.plan(sizes.iter().copied()).unwrap();
             let mut next_file = 0u64;
             let mut ranges_of: std::collections::HashMap<u64, (u64, u64)> = Default::default();
             for u in &units {
@@ -234,8 +335,9 @@ mod tests {
             split_size: 8 * MIB,
             range_size: 4 * MIB,
             block_size: MIB,
+            ..Planner::default()
         };
-        let units = p.plan([MIB, MIB, MIB, 9 * MIB, 0]);
+        let units = p.plan([MIB, MIB, MIB, 9 * MIB, 0]).unwrap();
         assert_eq!(
             units,
             vec![
@@ -272,6 +374,73 @@ mod tests {
                 },
             ]
         );
-        assert!(p.plan([]).is_empty());
+        assert!(p.plan([]).unwrap().is_empty());
+    }
+
+    /// A sparse file of 2^63-1 bytes is refused by its count of ranges before any is
+    /// made (it would be 2^35 of 256 MiB: this test would run out of memory).
+    #[test]
+    fn a_huge_file_is_refused_before_its_ranges_are_made() {
+        let p = Planner::default();
+        let mut out = Vec::new();
+        let mut planning = p.start();
+        planning.file(10, &mut out).unwrap();
+        let e = planning.file(i64::MAX as u64, &mut out).unwrap_err();
+        assert_eq!(
+            e,
+            PlanError::TooManyRanges {
+                file: 1,
+                size: i64::MAX as u64,
+                ranges: (i64::MAX as u64).div_ceil(256 << 20),
+                max: 65_536
+            }
+        );
+        assert!(out.is_empty(), "nothing made: {out:?}");
+        assert!(e.to_string().contains("--max-ranges-per-file"), "{e}");
+        // The largest file that fits is planned, in exactly max_ranges ranges.
+        let p = Planner {
+            max_ranges: 4,
+            split_size: MIB,
+            range_size: MIB,
+            block_size: MIB,
+            ..Planner::default()
+        };
+        assert_eq!(p.plan([4 * MIB]).unwrap().len(), 5);
+        assert!(p.plan([4 * MIB + 1]).is_err());
+    }
+
+    #[test]
+    fn a_job_of_more_units_than_its_bound_is_refused_at_the_first_file_over() {
+        let p = Planner {
+            batch_files: 2,
+            max_units: 3,
+            split_size: 4 * MIB,
+            range_size: MIB,
+            block_size: MIB,
+            ..Planner::default()
+        };
+        // Two batches of two files: two units.
+        assert_eq!(p.plan([1, 1, 1, 1]).unwrap().len(), 2);
+        // A fifth file would open a third batch (fits), a seventh a fourth (not).
+        assert_eq!(p.plan([1; 6]).unwrap().len(), 3);
+        assert_eq!(
+            p.plan([1; 7]).unwrap_err(),
+            PlanError::TooManyUnits { file: 6, max: 3 }
+        );
+        // A split file counts its ranges and its commit.
+        assert_eq!(
+            p.plan([1, 5 * MIB]).unwrap_err(),
+            PlanError::TooManyUnits { file: 1, max: 3 }
+        );
+    }
+
+    #[test]
+    fn no_range_is_longer_than_a_range_session_may_carry() {
+        let p = Planner {
+            range_size: u64::MAX,
+            block_size: 4096,
+            ..Planner::default()
+        };
+        assert_eq!(p.range_blocks(), MAX_RANGE_BLOCKS);
     }
 }

@@ -65,6 +65,9 @@ pub struct Identity {
     pub expires: u64,
     /// The token's `iss`, equal to the configured issuer.
     pub issuer: String,
+    /// The token's other claims (`preferred_username`, `groups`, ...), as signed by
+    /// the issuer: what an identity map matches on.
+    pub claims: serde_json::Map<String, serde_json::Value>,
 }
 
 /// A monotonic time source for the refresh rate limit. Injectable so that a test can

@@ -135,6 +135,7 @@ impl OidcVerifier {
             subject,
             expires,
             issuer,
+            claims: claims.other,
         })
     }
 
@@ -229,6 +230,9 @@ struct Claims {
     #[serde(default, deserialize_with = "numeric_date")]
     #[allow(dead_code)] // Read for its type check; jsonwebtoken compares it to now.
     nbf: Option<u64>,
+    /// The rest, for identity maps (a token is bounded in size by the request's).
+    #[serde(flatten)]
+    other: serde_json::Map<String, serde_json::Value>,
 }
 
 /// A NumericDate (RFC 7519 2): seconds since the epoch, which may have a fraction.

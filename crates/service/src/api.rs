@@ -30,6 +30,12 @@ pub struct JobSpec {
     /// run again after a failure goes to the next node.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dest_nodes: Vec<String>,
+    /// What the job may touch: set by the service at submission from its
+    /// submitter's entry in the identity map (whatever a client sends here is
+    /// replaced), and enforced again by the worker; absent for the operator's jobs
+    /// and where the service has no identity map.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<crate::identity::Access>,
 }
 
 /// Most destination nodes of one job.
@@ -471,6 +477,7 @@ mod tests {
             priority: 0,
             rate_limit: 0,
             dest_nodes: Vec::new(),
+            access: None,
         }
     }
 

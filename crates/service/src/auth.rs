@@ -7,10 +7,19 @@
 //!   audience (checked by `hetch-oidc`): a user, named `oidc:SUBJECT`. A user sees and
 //!   acts on the jobs they submitted only, and may not use the worker routes.
 //!
-//! Failures of either kind are throttled per address as `hetch serve` throttles them.
+//! Failures are throttled per address as `hetch serve` throttles them, and per kind
+//! of token ([`hetch_net::TokenKind`]): bad OIDC tokens from an address never hold
+//! back the service's token from it (its workers behind the same NAT keep their
+//! leases), nor the reverse. Only guesses count: a request with no token, or an OIDC
+//! token its issuer signed that has merely expired, guessed nothing.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
+use hetch_net::TokenKind;
+use hetch_oidc::OidcError;
+
+use crate::identity::Access;
 use crate::AppState;
 
 /// The prefix of a user's name: nothing else can produce it (the token's caller is
@@ -44,6 +53,41 @@ impl Caller {
     }
 }
 
+/// What a caller's jobs may touch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Grant {
+    /// Everything the workers reach: the operator's (the service's token), or any
+    /// user's where the service has no identity map.
+    All,
+    /// What the caller's entry in the identity map says.
+    Only(Arc<Access>),
+}
+
+impl Grant {
+    /// The map entry's key (`CLAIM=VALUE`) a browser session keeps, if any.
+    pub fn entry(&self) -> Option<&str> {
+        match self {
+            Grant::All => None,
+            Grant::Only(a) => Some(&a.entry),
+        }
+    }
+
+    /// The grant of a user whose login matched map entry `entry` (`None`: matched
+    /// none, or logged in before the service had a map), as the map says now.
+    pub fn of_entry(state: &AppState, entry: Option<&str>) -> Result<Grant, String> {
+        match (&state.identities, entry) {
+            (None, _) => Ok(Grant::All),
+            (Some(map), Some(key)) => match map.entry(key) {
+                Some(a) => Ok(Grant::Only(Arc::new(a.clone()))),
+                None => Err(format!("identity map entry {key} is gone: log in again")),
+            },
+            (Some(_), None) => {
+                Err("this session is from before the identity map: log in again".into())
+            }
+        }
+    }
+}
+
 /// When a caller's proof of identity ends (ms since the epoch): a browser session's
 /// expiry, or an OIDC token's; `None` for the service's token. Long-lived answers
 /// (the event stream) end then.
@@ -58,6 +102,8 @@ pub enum Denied {
     Unauthenticated(String),
     /// Too many failures from this address: try again after this many seconds.
     Throttled(u64),
+    /// A good token of an identity the identity map does not let in: why, in one line.
+    NotMapped(String),
 }
 
 /// Checks the `Authorization` header value of a request from `ip`: who, and until
@@ -66,50 +112,80 @@ pub async fn check(
     state: &AppState,
     ip: IpAddr,
     header: Option<&[u8]>,
-) -> Result<(Caller, Ends), Denied> {
+) -> Result<(Caller, Ends, Grant), Denied> {
     let presented = header
         .and_then(|h| h.strip_prefix(b"Bearer "))
         .map(<[u8]>::trim_ascii);
     check_token(state, ip, presented)
         .await
-        .map(|(c, ends)| (c, Ends(ends)))
+        .map(|(c, ends, grant)| (c, Ends(ends), grant))
 }
 
 /// Checks a token presented by `ip` (the service's, or an OIDC token): who it is,
-/// and until when the token itself is good (an OIDC token's expiry, milliseconds
-/// since the epoch; `None` for the service's token).
+/// until when the token itself is good (an OIDC token's expiry, milliseconds since
+/// the epoch; `None` for the service's token), and what its jobs may touch (with an
+/// identity map, a user it does not name is refused).
 pub async fn check_token(
     state: &AppState,
     ip: IpAddr,
     presented: Option<&[u8]>,
-) -> Result<(Caller, Option<u64>), Denied> {
-    if let Err(wait) = state.throttle.check(ip) {
+) -> Result<(Caller, Option<u64>, Grant), Denied> {
+    let Some(token) = presented else {
+        // Nothing was guessed: not a failure to throttle.
+        state.metrics.auth_failed();
+        let why = "missing token (Authorization: Bearer TOKEN)";
+        return Err(Denied::Unauthenticated(why.into()));
+    };
+    let kind = TokenKind::of(token);
+    if let Err(wait) = state.throttle.check(ip, kind) {
         return Err(Denied::Throttled(wait.as_secs().max(1)));
     }
-    let verdict = match presented {
-        None => Err("missing token (Authorization: Bearer TOKEN)".to_string()),
-        Some(t) if hetch_net::tokens_equal(t, &state.token) => Ok((Caller::Operator, None)),
-        Some(t) => match (&state.oidc, std::str::from_utf8(t)) {
+    let verdict = if hetch_net::tokens_equal(token, &state.token) {
+        Ok((Caller::Operator, None, None))
+    } else {
+        match (&state.oidc, std::str::from_utf8(token)) {
             (Some(oidc), Ok(jwt)) => oidc
                 .verify(jwt)
                 .await
                 .map(|id| {
                     let user = Caller::User(format!("{USER_PREFIX}{}", id.subject));
-                    (user, Some(id.expires.saturating_mul(1000)))
+                    (user, Some(id.expires.saturating_mul(1000)), Some(id))
                 })
-                .map_err(|e| e.to_string()),
-            _ => Err("wrong token".to_string()),
-        },
+                .map_err(|e| (is_guess(&e), e.to_string())),
+            _ => Err((true, "wrong token".to_string())),
+        }
     };
     match verdict {
-        Ok(who) => {
-            state.throttle.succeeded(ip);
-            Ok(who)
+        Ok((caller, ends, id)) => {
+            state.throttle.succeeded(ip, kind);
+            let grant = match (&state.identities, id) {
+                (Some(map), Some(id)) => match map.lookup(&id.subject, &id.claims) {
+                    Some(access) => Grant::Only(Arc::new(access.clone())),
+                    None => {
+                        let who = caller.name();
+                        let why = format!("{who} is not in the service's identity map");
+                        return Err(Denied::NotMapped(why));
+                    }
+                },
+                _ => Grant::All,
+            };
+            Ok((caller, ends, grant))
         }
-        Err(why) => {
-            state.throttle.failed(ip);
+        Err((guess, why)) => {
+            if guess {
+                state.throttle.failed(ip, kind);
+            }
             state.metrics.auth_failed();
             Err(Denied::Unauthenticated(why))
         }
     }
+}
+
+/// Whether an OIDC token refused with `e` may be a guess, and counts as a failure
+/// against its address. An expired token was checked after its signature
+/// (`jsonwebtoken` verifies the signature first), so its issuer made it: a user
+/// whose login ran out, who must not lock out everyone else of that kind from the
+/// same address by retrying.
+fn is_guess(e: &OidcError) -> bool {
+    !matches!(e, OidcError::Expired)
 }

@@ -6,6 +6,8 @@
 //! - [`api`]: the JSON the API takes and answers, checked before use.
 //! - [`routes`]: the handlers.
 //! - [`auth`]: bearer tokens (the service's token, as `hetch serve`'s), throttled.
+//! - [`identity`]: the operator's identity map: what each OIDC identity may read and
+//!   write.
 //! - [`planning`]: listing a job's sources into its listing and units, in batches.
 //! - [`listen`]: TLS (the same identity and pinning as `hetch serve`) and HTTP/1.1.
 //! - [`openapi`]: the API's OpenAPI document, served at `/api/openapi.json`.
@@ -15,6 +17,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod identity;
 pub mod listen;
 pub mod metrics;
 pub mod openapi;
@@ -48,6 +51,11 @@ pub struct ServiceConfig {
     pub planner: Planner,
     /// Also let in users with a token from this OpenID Connect issuer.
     pub oidc: Option<hetch_oidc::OidcConfig>,
+    /// Limits on connections, before and after they authenticate.
+    pub limits: listen::ConnLimits,
+    /// What each OIDC identity may read and write (`None`: every user of the issuer
+    /// reaches all the workers reach).
+    pub identities: Option<identity::IdentityMap>,
 }
 
 /// Why the service could not start.
@@ -73,7 +81,13 @@ pub enum ServiceError {
     /// The OIDC configuration.
     #[error(transparent)]
     Oidc(#[from] hetch_oidc::OidcError),
+    /// A setting out of bounds, in one line naming it.
+    #[error("{0}")]
+    Config(String),
 }
+
+// The planner's bound on a range is the protocol's.
+const _: () = assert!(hetch_jobs::MAX_RANGE_BLOCKS == hetch_proto::MAX_RANGE_BLOCKS);
 
 /// What every handler shares.
 #[derive(Debug)]
@@ -92,6 +106,8 @@ pub struct AppState {
     pub planner: Planner,
     /// Verifies users' OIDC tokens, when an issuer is configured.
     pub oidc: Option<hetch_oidc::OidcVerifier>,
+    /// What each OIDC identity may read and write, when the operator gave a map.
+    pub identities: Option<identity::IdentityMap>,
     /// This instance's request counters.
     pub metrics: metrics::Metrics,
     /// This instance's name in planning leases (random, new at every start).
@@ -111,6 +127,7 @@ pub struct Service {
     listener: tokio::net::TcpListener,
     tls: Arc<rustls::ServerConfig>,
     state: Arc<AppState>,
+    limits: listen::ConnLimits,
     /// Where it listens.
     pub addr: SocketAddr,
     /// Its certificate's fingerprint, for clients to pin.
@@ -122,13 +139,23 @@ pub struct Service {
 impl Service {
     /// Opens the database (applying migrations), loads or creates the TLS identity and
     /// token, binds the address, and resumes planning jobs a previous run left
-    /// unplanned.
+    /// unplanned. The state directory is made 0700 (and refused if group or others
+    /// reach it), a SQLite database 0600 (likewise).
     pub async fn bind(cfg: ServiceConfig) -> Result<Service, ServiceError> {
         let root = std::fs::canonicalize(&cfg.root)
             .map_err(|e| ServiceError::Root(cfg.root.clone(), e))?;
+        check_planner(&cfg.planner)?;
+        // Before anything is made in it: it holds the key, the token, the job database.
+        hetch_net::private_state_dir(&cfg.state_dir)?;
         let (identity, _) = ServerIdentity::load_or_create(&cfg.state_dir)?;
         let (token, token_path) = hetch_net::load_or_create_token(&cfg.state_dir)?;
         let oidc = cfg.oidc.map(hetch_oidc::OidcVerifier::new).transpose()?;
+        if oidc.is_some() && cfg.identities.is_none() {
+            eprintln!(
+                "hetch service: warning: no --identity-map: every user of the OIDC issuer \
+                 may read and write all that the workers reach"
+            );
+        }
         if let Some(v) = &oidc {
             // Checked now so that a mistake shows at start; an issuer that is away
             // only for now is asked again when tokens arrive.
@@ -167,6 +194,7 @@ impl Service {
                 ..cfg.planner
             },
             oidc,
+            identities: cfg.identities,
             metrics: metrics::Metrics::default(),
             instance: format!("service-{}", hex::encode(rand::random::<[u8; 8]>())),
             hub: web::events::Hub::default(),
@@ -181,6 +209,7 @@ impl Service {
             listener,
             tls: listen::tls_config(&identity),
             state,
+            limits: cfg.limits,
             addr,
             fingerprint: identity.fingerprint,
             token_path,
@@ -192,7 +221,7 @@ impl Service {
         let reaper = tokio::spawn(reap(self.state.clone()));
         let live = tokio::spawn(web::events::run(self.state.clone()));
         let app = routes::router(self.state.clone());
-        let r = listen::serve(self.listener, self.tls, app).await;
+        let r = listen::serve(self.listener, self.tls, app, self.limits).await;
         reaper.abort();
         live.abort();
         r.map_err(|source| ServiceError::Listen {
@@ -200,6 +229,22 @@ impl Service {
             source,
         })
     }
+}
+
+/// Refuses a planner whose ranges, at its own block size, are longer than one range
+/// session may carry (jobs with smaller blocks get shorter ranges).
+fn check_planner(p: &Planner) -> Result<(), ServiceError> {
+    let blocks = p.range_size / p.block_size.max(1);
+    if blocks > hetch_jobs::MAX_RANGE_BLOCKS {
+        return Err(ServiceError::Config(format!(
+            "--range-size {}: {blocks} blocks of {} bytes, more than the {} one range may \
+             have",
+            p.range_size,
+            p.block_size,
+            hetch_jobs::MAX_RANGE_BLOCKS
+        )));
+    }
+    Ok(())
 }
 
 /// Takes over, and plans again from the start, jobs whose planner stopped: its
@@ -227,17 +272,21 @@ async fn take_over_planning(state: &Arc<AppState>) -> Result<(), DbError> {
     Ok(())
 }
 
-/// Plans the job `lease` holds, in the background.
+/// Plans the job `lease` holds, in the background. A planner that panics fails its
+/// job (it would panic again if planned again).
 pub(crate) fn start_planning(state: &AppState, lease: PlanningLease, spec: api::JobSpec) {
     let (db, root, planner) = (state.db.clone(), state.root.clone(), state.planner);
-    tokio::spawn(planning::plan(
-        db,
-        root,
-        lease,
-        spec,
-        planner,
-        state.lease_ms,
-    ));
+    let (held, ms) = (lease.clone(), state.lease_ms);
+    let planner = tokio::spawn(planning::plan(db.clone(), root, lease, spec, planner, ms));
+    tokio::spawn(async move {
+        if let Err(e) = planner.await {
+            let why = format!("planning: stopped by an internal error: {e}");
+            eprintln!("hetch service: job {}: {why}", held.job);
+            if let Err(e) = db.fail_planning(&held, &why, now_ms()).await {
+                eprintln!("hetch service: job {}: {e}", held.job);
+            }
+        }
+    });
 }
 
 /// Voids expired leases now and then, and takes over jobs whose planner stopped

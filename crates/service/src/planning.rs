@@ -12,6 +12,7 @@ use hetch_jobs::{Planner, UnitSpec};
 use hetch_storage::walk::{self, SourceKind};
 
 use crate::api::JobSpec;
+use crate::identity::Access;
 use crate::now_ms;
 
 /// Listing rows (and their units) written per transaction.
@@ -67,12 +68,20 @@ async fn write_plan(db: &Db, root: PathBuf, lease: &PlanningLease, spec: JobSpec
         return write_relays(db, lease, &spec).await;
     }
     let planner = job_planner(&spec, p);
+    // Checked at submission, and again now: a symlink planted on the way since must
+    // not let the job list another's files.
+    if let Err(e) = check_paths(&root, &spec) {
+        return end_planning(db, lease, Err(e)).await;
+    }
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Vec<(FileRow, SourceKind)>, String>>(2);
     let sources = spec.sources.clone();
     let lister = tokio::task::spawn_blocking(move || list(&root, &sources, &tx));
     let mut planning = planner.start();
     let (mut next_file, mut next_unit) = (0u64, 0u64);
     let mut result = Ok(());
+    // Units planned and not written yet: written whenever a batch's worth is made (a
+    // split file alone may be up to --max-ranges-per-file of them).
+    let mut units = Vec::new();
     while let Some(batch) = rx.recv().await {
         let batch = match batch {
             Ok(b) => b,
@@ -81,37 +90,63 @@ async fn write_plan(db: &Db, root: PathBuf, lease: &PlanningLease, spec: JobSpec
                 break;
             }
         };
-        let mut units = Vec::new();
-        for (f, _) in &batch {
-            let mut specs = Vec::new();
-            planning.file(f.size, &mut specs);
-            units.extend(specs.into_iter().map(|s| with_bytes(s, f.size, &planner)));
-        }
+        let mut specs = Vec::new();
         let rows: Vec<FileRow> = batch.into_iter().map(|(f, _)| f).collect();
-        let written = async {
-            db.add_files(lease, next_file, &rows).await?;
-            db.add_units(lease, next_unit, &units, MAX_ATTEMPTS).await
-        };
-        if let Err(e) = written.await {
+        let mut written = db.add_files(lease, next_file, &rows).await;
+        for f in &rows {
+            if let Err(e) = planning.file(f.size, &mut specs) {
+                result = Err(format!("{}: {e}", f.path));
+                break;
+            }
+            units.extend(specs.drain(..).map(|s| with_bytes(s, f.size, &planner)));
+            if units.len() >= BATCH && written.is_ok() {
+                written = db.add_units(lease, next_unit, &units, MAX_ATTEMPTS).await;
+                next_unit += units.len() as u64;
+                units.clear();
+            }
+        }
+        if let Err(e) = written {
             result = Err(format!("writing the listing: {e}"));
+        }
+        if result.is_err() {
             break;
         }
         next_file += rows.len() as u64;
-        next_unit += units.len() as u64;
     }
     drop(rx); // a lister still going stops at its next send
     let _ = lister.await;
     if result.is_ok() {
         let mut last = Vec::new();
         planning.finish(&mut last);
-        let last: Vec<PlannedUnit> = last
-            .into_iter()
-            .map(|s| with_bytes(s, 0, &planner))
-            .collect();
-        let written = db.add_units(lease, next_unit, &last, MAX_ATTEMPTS).await;
+        units.extend(last.into_iter().map(|s| with_bytes(s, 0, &planner)));
+        let written = db.add_units(lease, next_unit, &units, MAX_ATTEMPTS).await;
         result = written.map_err(|e| format!("writing the listing: {e}"));
     }
     end_planning(db, lease, result).await;
+}
+
+/// Where job `spec`'s local sources and destination lead under canonical `root`,
+/// checked against its access (if it has one): each source must resolve below one of
+/// its read paths and a local destination below one of its write paths, whatever
+/// symlinks lie on the way. One line naming the path that does not.
+pub fn check_paths(root: &Path, spec: &JobSpec) -> Result<(), String> {
+    let Some(access) = &spec.access else {
+        return Ok(());
+    };
+    let denied = |p: &str| format!("{p:?} is not yours (identity map entry {})", access.entry);
+    if !spec.is_relay() {
+        for s in &spec.sources {
+            let allowed = access.read_root(s).ok_or_else(|| denied(s))?;
+            Access::resolve(root, allowed, s)?;
+        }
+    }
+    if !crate::api::is_url(&spec.dest) {
+        let allowed = access
+            .write_root(&spec.dest)
+            .ok_or_else(|| denied(&spec.dest))?;
+        Access::resolve(root, allowed, &spec.dest)?;
+    }
+    Ok(())
 }
 
 /// A copy between two servers: the service cannot list the source server, so each

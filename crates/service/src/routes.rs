@@ -91,6 +91,10 @@ fn bad(error: impl Into<String>) -> ApiError {
     fail(StatusCode::BAD_REQUEST, error)
 }
 
+fn forbidden(error: impl Into<String>) -> ApiError {
+    fail(StatusCode::FORBIDDEN, error)
+}
+
 pub(crate) fn internal(e: impl std::fmt::Display) -> ApiError {
     fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
 }
@@ -114,6 +118,16 @@ async fn authenticate(
                     return fail(StatusCode::FORBIDDEN, "the worker routes take a token")
                         .into_response();
                 }
+                let grant = match &session.caller {
+                    Caller::Operator => Ok(auth::Grant::All),
+                    Caller::User(_) => auth::Grant::of_entry(&state, session.entry.as_deref()),
+                };
+                let grant = match grant {
+                    Ok(g) => g,
+                    Err(why) => return fail(StatusCode::UNAUTHORIZED, why).into_response(),
+                };
+                authenticated(&req);
+                req.extensions_mut().insert(grant);
                 req.extensions_mut().insert(session.caller.clone());
                 req.extensions_mut()
                     .insert(auth::Ends(Some(session.expires)));
@@ -126,8 +140,10 @@ async fn authenticate(
     }
     let header = bearer.map(|v| v.as_bytes());
     let (status, error, extra) = match auth::check(&state, peer.ip(), header).await {
-        Ok((caller, ends)) => {
+        Ok((caller, ends, grant)) => {
+            authenticated(&req);
             req.extensions_mut().insert(ends);
+            req.extensions_mut().insert(grant);
             if worker_route && caller != Caller::Operator {
                 return fail(
                     StatusCode::FORBIDDEN,
@@ -148,12 +164,21 @@ async fn authenticate(
             format!("too many wrong tokens; retry in {secs} s"),
             (header::RETRY_AFTER, secs.to_string()),
         ),
+        Err(Denied::NotMapped(why)) => return fail(StatusCode::FORBIDDEN, why).into_response(),
     };
     let mut r = fail(status, error).into_response();
     if let Ok(v) = extra.1.parse() {
         r.headers_mut().insert(extra.0, v);
     }
     r
+}
+
+/// `req` was let in: its connection is no longer counted among the unauthenticated
+/// (see [`crate::listen`]).
+fn authenticated(req: &Request) {
+    if let Some(conn) = req.extensions().get::<crate::listen::ConnAuth>() {
+        conn.authenticated();
+    }
 }
 
 /// A JSON body, or a 400 naming what is wrong with it (axum's own rejection is not
@@ -165,10 +190,20 @@ fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
 async fn submit(
     State(state): State<Arc<AppState>>,
     axum::Extension(caller): axum::Extension<Caller>,
+    axum::Extension(grant): axum::Extension<auth::Grant>,
     body: Bytes,
 ) -> Answer {
-    let spec: JobSpec = parse(&body)?;
+    let mut spec: JobSpec = parse(&body)?;
     spec.check().map_err(bad)?;
+    // What the job may touch is the service's to say, never the client's.
+    spec.access = match grant {
+        auth::Grant::All => None,
+        auth::Grant::Only(access) => Some((*access).clone()),
+    };
+    if let Some(access) = &spec.access {
+        access.check_spec(&spec).map_err(forbidden)?;
+        crate::planning::check_paths(&state.root, &spec).map_err(forbidden)?;
+    }
     // Each source must exist below the root, reached without leaving it (a copy
     // between two servers has its sources on the source server, which checks them).
     let local_sources = match spec.is_relay() {

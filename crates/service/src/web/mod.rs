@@ -169,6 +169,7 @@ mod tests {
             caller: crate::auth::Caller::Operator,
             expires: 1,
             csrf: "abc".into(),
+            entry: None,
         };
         let mut h = HeaderMap::new();
         assert!(may_act(&Method::GET, &h, &s).is_ok());

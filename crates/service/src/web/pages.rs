@@ -77,7 +77,7 @@ async fn login(
     };
     let token = form.token.trim().as_bytes();
     match auth::check_token(&state, peer.ip(), Some(token)).await {
-        Ok((caller, token_expires)) => {
+        Ok((caller, token_expires, grant)) => {
             let now = now_ms();
             let expires =
                 token_expires.map_or(now + MAX_SESSION_MS, |e| e.min(now + MAX_SESSION_MS));
@@ -87,7 +87,7 @@ async fn login(
                 return login_page(StatusCode::UNAUTHORIZED, Some("token expired"));
             }
             let cookie = set_cookie(
-                &state.sessions.seal(&caller, expires),
+                &state.sessions.seal_entry(&caller, grant.entry(), expires),
                 (expires - now) / 1000,
             );
             let mut r = Redirect::to("/").into_response();
@@ -97,6 +97,7 @@ async fn login(
             r
         }
         Err(Denied::Unauthenticated(why)) => login_page(StatusCode::UNAUTHORIZED, Some(&why)),
+        Err(Denied::NotMapped(why)) => login_page(StatusCode::FORBIDDEN, Some(&why)),
         Err(Denied::Throttled(secs)) => login_page(
             StatusCode::TOO_MANY_REQUESTS,
             Some(&format!("too many wrong tokens; retry in {secs} s")),

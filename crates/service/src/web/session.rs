@@ -47,6 +47,9 @@ pub struct Session {
     pub expires: u64,
     /// Its CSRF token.
     pub csrf: String,
+    /// The identity map entry (`CLAIM=VALUE`) a user's login matched, if any: what
+    /// the session may touch is that entry's, as the map says now.
+    pub entry: Option<String>,
 }
 
 impl Sessions {
@@ -66,8 +69,14 @@ impl Sessions {
 
     /// A cookie value for `caller` until `expires`.
     pub fn seal(&self, caller: &Caller, expires: u64) -> String {
+        self.seal_entry(caller, None, expires)
+    }
+
+    /// A cookie value for `caller`, whose login matched identity map entry `entry`,
+    /// until `expires`.
+    pub fn seal_entry(&self, caller: &Caller, entry: Option<&str>, expires: u64) -> String {
         let nonce = hex::encode(rand::random::<[u8; 16]>());
-        let body = serde_json::json!([caller.name(), expires, nonce]).to_string();
+        let body = serde_json::json!([caller.name(), expires, nonce, entry]).to_string();
         let payload = URL_SAFE_NO_PAD.encode(body);
         let mac = self.mac(b"cookie.", &payload);
         format!("{payload}.{mac}")
@@ -85,7 +94,8 @@ impl Sessions {
             return None;
         }
         let body = URL_SAFE_NO_PAD.decode(payload).ok()?;
-        let (name, expires, _nonce): (String, u64, String) = serde_json::from_slice(&body).ok()?;
+        let (name, expires, _nonce, entry): (String, u64, String, Option<String>) =
+            serde_json::from_slice(&body).ok()?;
         if expires <= now {
             return None;
         }
@@ -98,6 +108,7 @@ impl Sessions {
             caller,
             expires,
             csrf: self.mac(b"csrf.", payload),
+            entry,
         })
     }
 }
@@ -131,7 +142,7 @@ mod tests {
         // Another token's sessions, a changed payload, a changed MAC: refused.
         assert!(Sessions::new(b"another token").open(&v, 0).is_none());
         let (payload, mac) = v.split_once('.').unwrap();
-        let forged = URL_SAFE_NO_PAD.encode(r#"["token",1000,"x"]"#);
+        let forged = URL_SAFE_NO_PAD.encode(r#"["token",1000,"x",null]"#);
         assert!(s.open(&format!("{forged}.{mac}"), 0).is_none());
         let mut bad_mac = mac.to_string();
         bad_mac.replace_range(0..1, if mac.starts_with('0') { "1" } else { "0" });
@@ -152,7 +163,7 @@ mod tests {
     #[test]
     fn a_name_neither_the_operators_nor_a_users_is_refused() {
         let s = Sessions::new(b"t");
-        let payload = URL_SAFE_NO_PAD.encode(r#"["root",9,"n"]"#);
+        let payload = URL_SAFE_NO_PAD.encode(r#"["root",9,"n",null]"#);
         let v = format!("{payload}.{}", s.mac(b"cookie.", &payload));
         assert!(s.open(&v, 0).is_none());
     }

@@ -94,6 +94,8 @@ pub async fn start_with(
         lease_ttl: Duration::from_secs(30),
         planner,
         oidc,
+        limits: Default::default(),
+        identities: None,
     };
     let svc = Service::bind(cfg).await.expect("service starts");
     let host = svc.addr.to_string();
@@ -139,6 +141,7 @@ pub fn planner() -> Planner {
         split_size: 32,
         range_size: 16,
         block_size: 8,
+        ..Planner::default()
     }
 }
 

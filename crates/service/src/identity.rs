@@ -1,0 +1,467 @@
+//! Who may read and write what: the operator's identity map (`--identity-map FILE`),
+//! as facilities run Globus Connect Server's. Each entry matches an OIDC identity by
+//! one claim of its token (`sub`, `preferred_username`, an entry of `groups`, ...) and
+//! says where that identity's jobs may read and write:
+//!
+//! ```toml
+//! [[identity]]
+//! claim = "groups"
+//! value = "astro"
+//! read = ["groups/astro", "public"]           # paths under the service's root
+//! write = ["groups/astro", "hetch://dtn2:7878/astro", "s3://astro-archive"]
+//! ```
+//!
+//! - The first entry that matches decides; an identity no entry matches is refused
+//!   (an allow-list: an account of the issuer is not a user unless the map says so).
+//!   The service's own token remains the operator's, with the whole root.
+//! - `read` and `write` hold paths under the root (a directory and all below it; `/`
+//!   for the whole root) and, for `write`, `hetch://HOST:PORT/PATH`, `s3://`, `gs://`
+//!   and `az://` URL prefixes: the destinations the identity may send to; a `hetch://`
+//!   URL in `read` names a server the identity may copy from (a copy between two
+//!   servers). Matching is by whole path components: `groups/astro` does not cover
+//!   `groups/astronomy`.
+//! - What a job may touch ([`Access`]) is recorded with it at submission, checked then
+//!   against its sources and destination, checked again when it is listed, and again
+//!   by the worker before it opens anything: each source, resolved, must lie under a
+//!   read path, and a local destination is written only through handles confined to
+//!   its write path (a symlink planted below it cannot lead out).
+
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Most entries in a map, and most paths in one entry's `read` or `write`.
+const MAX_ENTRIES: usize = 10_000;
+const MAX_PATHS: usize = 256;
+/// Largest map file read.
+const MAX_FILE: u64 = 4 << 20;
+
+/// What one identity's jobs may touch: recorded with each job it submits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Access {
+    /// The entry that granted it (`CLAIM=VALUE`), for messages.
+    pub entry: String,
+    /// Paths under the root its jobs may read (`""`: the whole root), and `hetch://`
+    /// servers they may copy from.
+    pub read: Vec<String>,
+    /// Paths under the root its jobs may write (`""`: the whole root), and the URL
+    /// prefixes of the destinations they may send to.
+    pub write: Vec<String>,
+}
+
+/// The operator's identity map.
+#[derive(Debug, Clone, Default)]
+pub struct IdentityMap {
+    entries: Vec<Entry>,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    claim: String,
+    value: String,
+    access: Access,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MapFile {
+    #[serde(default)]
+    identity: Vec<EntryFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EntryFile {
+    claim: String,
+    value: String,
+    #[serde(default)]
+    read: Vec<String>,
+    #[serde(default)]
+    write: Vec<String>,
+}
+
+impl IdentityMap {
+    /// Reads the map at `path`; an error is one line naming the file (and the entry).
+    pub fn load(path: &Path) -> Result<IdentityMap, String> {
+        let shown = path.display();
+        let text = read_bounded(path).map_err(|e| format!("identity map {shown}: {e}"))?;
+        Self::parse(&text).map_err(|e| format!("identity map {shown}: {e}"))
+    }
+
+    /// The map in TOML text `text`.
+    pub fn parse(text: &str) -> Result<IdentityMap, String> {
+        let file: MapFile = toml::from_str(text).map_err(|e| one_line(&e.to_string()))?;
+        if file.identity.len() > MAX_ENTRIES {
+            return Err(format!("more than {MAX_ENTRIES} identities"));
+        }
+        let mut entries = Vec::with_capacity(file.identity.len());
+        for (i, e) in file.identity.into_iter().enumerate() {
+            let key = format!("{}={}", e.claim, e.value);
+            let entry =
+                Entry::new(e).map_err(|why| format!("identity {} ({key}): {why}", i + 1))?;
+            entries.push(entry);
+        }
+        Ok(IdentityMap { entries })
+    }
+
+    /// What the identity `subject` with token claims `claims` may touch: the first
+    /// entry that matches, or `None` (refused).
+    pub fn lookup(
+        &self,
+        subject: &str,
+        claims: &serde_json::Map<String, serde_json::Value>,
+    ) -> Option<&Access> {
+        let matches = |e: &&Entry| match e.claim.as_str() {
+            "sub" => e.value == subject,
+            claim => match claims.get(claim) {
+                Some(serde_json::Value::String(s)) => *s == e.value,
+                Some(serde_json::Value::Array(items)) => {
+                    items.iter().any(|v| v.as_str() == Some(&e.value))
+                }
+                _ => false,
+            },
+        };
+        self.entries.iter().find(matches).map(|e| &e.access)
+    }
+
+    /// The entry `CLAIM=VALUE` (a browser session names the entry its login matched),
+    /// if the map still has it.
+    pub fn entry(&self, key: &str) -> Option<&Access> {
+        self.entries
+            .iter()
+            .find(|e| e.access.entry == key)
+            .map(|e| &e.access)
+    }
+}
+
+impl Entry {
+    fn new(e: EntryFile) -> Result<Entry, String> {
+        if e.claim.is_empty() || e.value.is_empty() {
+            return Err("claim and value must not be empty".into());
+        }
+        if e.read.len() > MAX_PATHS || e.write.len() > MAX_PATHS {
+            return Err(format!("at most {MAX_PATHS} read and write paths"));
+        }
+        let read: Result<Vec<String>, String> = e.read.iter().map(|p| normal(p, "read")).collect();
+        let write: Result<Vec<String>, String> =
+            e.write.iter().map(|p| normal(p, "write")).collect();
+        Ok(Entry {
+            access: Access {
+                entry: format!("{}={}", e.claim, e.value),
+                read: read?,
+                write: write?,
+            },
+            claim: e.claim,
+            value: e.value,
+        })
+    }
+}
+
+/// A map path as matched: a URL with its path's components joined by one `/` and no
+/// trailing one; a path under the root as its components (`""` for `/`, the root).
+fn normal(p: &str, what: &str) -> Result<String, String> {
+    if let Some((scheme, rest)) = url_parts(p) {
+        if what == "read" && scheme != "hetch" {
+            return Err(format!(
+                "read {p:?}: only hetch:// servers can be read from"
+            ));
+        }
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let parts = components(path).ok_or_else(|| format!("{what} {p:?}: '..' or '.'"))?;
+        if authority.is_empty() {
+            return Err(format!("{what} {p:?}: no host or bucket"));
+        }
+        return Ok(join(&format!("{scheme}://{authority}"), &parts));
+    }
+    if p.contains("://") {
+        return Err(format!(
+            "{what} {p:?}: a path under the root, or a hetch://, s3://, gs:// or az:// URL"
+        ));
+    }
+    let parts = components(p).ok_or_else(|| format!("{what} {p:?}: '..' or '.'"))?;
+    if parts.is_empty() && !p.starts_with('/') {
+        return Err(format!("{what} {p:?}: empty (\"/\" is the whole root)"));
+    }
+    Ok(parts.join("/"))
+}
+
+/// A URL's scheme (of those hetch takes) and what follows `://`.
+fn url_parts(s: &str) -> Option<(&str, &str)> {
+    let (scheme, rest) = s.split_once("://")?;
+    ["hetch", "s3", "gs", "az"]
+        .contains(&scheme)
+        .then_some((scheme, rest))
+}
+
+/// The non-empty components of `/`-separated `p`; `None` if one is `.` or `..`.
+fn components(p: &str) -> Option<Vec<&str>> {
+    let parts: Vec<&str> = p.split('/').filter(|c| !c.is_empty()).collect();
+    (!parts.iter().any(|c| *c == "." || *c == "..")).then_some(parts)
+}
+
+fn join(base: &str, parts: &[&str]) -> String {
+    match parts.is_empty() {
+        true => base.to_string(),
+        false => format!("{base}/{}", parts.join("/")),
+    }
+}
+
+/// Whether `path` is `prefix` or below it, by whole components (both normal).
+fn covers(prefix: &str, path: &str) -> bool {
+    prefix.is_empty()
+        || path == prefix
+        || path
+            .strip_prefix(prefix)
+            .is_some_and(|r| r.starts_with('/'))
+}
+
+impl Access {
+    /// The read path (under the root) that covers `rel`, a path under the root.
+    pub fn read_root(&self, rel: &str) -> Option<&str> {
+        local_root(&self.read, rel)
+    }
+
+    /// The write path (under the root) that covers `rel`, a path under the root.
+    pub fn write_root(&self, rel: &str) -> Option<&str> {
+        local_root(&self.write, rel)
+    }
+
+    /// Whether URL `url` (a destination, or a server copied from when `read`) is
+    /// covered by one of the identity's URLs.
+    pub fn may_reach(&self, url: &str, read: bool) -> bool {
+        let Some((scheme, rest)) = url_parts(url) else {
+            return false;
+        };
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let Some(parts) = components(path) else {
+            return false;
+        };
+        let url = join(&format!("{scheme}://{authority}"), &parts);
+        let list = if read { &self.read } else { &self.write };
+        list.iter()
+            .filter(|p| url_parts(p).is_some())
+            .any(|p| covers(p, &url))
+    }
+
+    /// Whether a job of `spec` stays within this access, by its names: one line
+    /// naming what it may not touch. (Where names lead, through symlinks, is checked
+    /// by [`Access::resolve`] at submission, at planning and in the worker.)
+    pub fn check_spec(&self, spec: &crate::api::JobSpec) -> Result<(), String> {
+        let denied = |what: &str, p: &str| {
+            Err(format!(
+                "{what} {p:?} is not yours to {} (identity map entry {})",
+                if what == "source" { "read" } else { "write" },
+                self.entry
+            ))
+        };
+        for s in &spec.sources {
+            let ok = match spec.is_relay() {
+                true => self.may_reach(s, true),
+                false => components(s).is_some_and(|c| self.read_root(&c.join("/")).is_some()),
+            };
+            if !ok {
+                return denied("source", s);
+            }
+        }
+        if crate::api::is_url(&spec.dest) {
+            let nodes = 1 + spec.dest_nodes.len() as u64;
+            // Every node a unit may go to: the destination and each of dest_nodes.
+            for seq in 0..nodes {
+                let dest = spec.dest_for(seq, 0);
+                if !self.may_reach(&dest, false) {
+                    return denied("dest", &dest);
+                }
+            }
+        } else if !components(&spec.dest).is_some_and(|c| self.write_root(&c.join("/")).is_some()) {
+            return denied("dest", &spec.dest);
+        }
+        Ok(())
+    }
+
+    /// Where local `rel` under canonical `root` really is, if that is inside
+    /// `allowed` (a read or write path of this access, as [`Access::read_root`]
+    /// gives): the canonical path of its deepest existing ancestor must lie below the
+    /// canonical `root/allowed`, so that a symlink on the way cannot lead elsewhere.
+    /// Returns the canonical directory `root/allowed`, which a writer confines itself
+    /// to.
+    pub fn resolve(root: &Path, allowed: &str, rel: &str) -> Result<PathBuf, String> {
+        let base = std::fs::canonicalize(root.join(allowed))
+            .map_err(|e| format!("{}: {e}", shown(allowed)))?;
+        if !base.starts_with(root) {
+            return Err(format!("{} leads outside the root", shown(allowed)));
+        }
+        let mut at = root.join(rel);
+        let real = loop {
+            match std::fs::canonicalize(&at) {
+                Ok(real) => break real,
+                Err(_) if at.pop() && at.starts_with(root) => continue,
+                Err(e) => return Err(format!("{rel}: {e}")),
+            }
+        };
+        match real.starts_with(&base) {
+            true => Ok(base),
+            false => Err(format!("{rel} leads outside {}", shown(allowed))),
+        }
+    }
+}
+
+fn shown(allowed: &str) -> &str {
+    match allowed {
+        "" => "/",
+        a => a,
+    }
+}
+
+/// The longest of `paths` (local ones) that covers `rel`.
+fn local_root<'a>(paths: &'a [String], rel: &str) -> Option<&'a str> {
+    let rel = Path::new(rel);
+    if rel
+        .components()
+        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return None;
+    }
+    let rel: Vec<&str> = rel.to_str()?.split('/').filter(|c| !c.is_empty()).collect();
+    let rel = rel.join("/");
+    paths
+        .iter()
+        .filter(|p| url_parts(p).is_none())
+        .filter(|p| covers(p, &rel))
+        .max_by_key(|p| p.len())
+        .map(String::as_str)
+}
+
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(MAX_FILE + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_FILE {
+        return Err(std::io::Error::other(format!(
+            "larger than {} MiB",
+            MAX_FILE >> 20
+        )));
+    }
+    Ok(text)
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const MAP: &str = r#"
+        [[identity]]
+        claim = "preferred_username"
+        value = "alice"
+        read = ["groups/astro", "/public/"]
+        write = ["groups/astro/alice", "hetch://dtn2:7878/astro", "s3://archive/astro/"]
+
+        [[identity]]
+        claim = "groups"
+        value = "bio"
+        read = ["groups/bio"]
+        write = ["groups/bio"]
+
+        [[identity]]
+        claim = "sub"
+        value = "svc-1"
+        read = ["/"]
+        write = ["/"]
+    "#;
+
+    fn claims(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn the_first_entry_that_matches_decides_and_no_match_is_refused() {
+        let m = IdentityMap::parse(MAP).unwrap();
+        let alice = m
+            .lookup(
+                "u1",
+                &claims(json!({"preferred_username": "alice", "groups": ["bio"]})),
+            )
+            .unwrap();
+        assert_eq!(alice.entry, "preferred_username=alice");
+        let bob = m
+            .lookup("u2", &claims(json!({"groups": ["x", "bio"]})))
+            .unwrap();
+        assert_eq!(bob.entry, "groups=bio");
+        assert_eq!(m.lookup("svc-1", &claims(json!({}))).unwrap().read, [""]);
+        assert!(m
+            .lookup("u3", &claims(json!({"groups": "astro"})))
+            .is_none());
+        assert_eq!(m.entry("groups=bio"), Some(bob));
+        assert!(m.entry("groups=astro").is_none());
+    }
+
+    #[test]
+    fn paths_match_by_whole_components() {
+        let m = IdentityMap::parse(MAP).unwrap();
+        let a = m.entry("preferred_username=alice").unwrap();
+        assert_eq!(a.read_root("groups/astro/run1/x"), Some("groups/astro"));
+        assert_eq!(a.read_root("groups/astro"), Some("groups/astro"));
+        assert_eq!(a.read_root("public"), Some("public"));
+        for denied in [
+            "groups/astronomy",
+            "groups",
+            "groups/bio/x",
+            "groups/astro/../bio",
+            "/etc",
+        ] {
+            assert_eq!(a.read_root(denied), None, "{denied}");
+        }
+        assert_eq!(
+            a.write_root("groups/astro/alice/out"),
+            Some("groups/astro/alice")
+        );
+        assert_eq!(a.write_root("groups/astro/bob"), None);
+        assert!(a.may_reach("hetch://dtn2:7878/astro/in", false));
+        assert!(a.may_reach("hetch://dtn2:7878/astro", false));
+        assert!(!a.may_reach("hetch://dtn2:7878/astrox", false));
+        assert!(!a.may_reach("hetch://dtn2:7879/astro", false));
+        assert!(!a.may_reach("hetch://dtn2:7878/astro/../bio", false));
+        assert!(a.may_reach("s3://archive/astro/2026/", false));
+        assert!(!a.may_reach("s3://archive/bio", false));
+        assert!(
+            !a.may_reach("hetch://dtn2:7878/astro", true),
+            "write is not read"
+        );
+    }
+
+    #[test]
+    fn a_bad_map_is_one_line_naming_the_entry() {
+        for (text, why) in [
+            (
+                "[[identity]]\nclaim = \"sub\"\nvalue = \"a\"\nread = [\"../x\"]",
+                "identity 1 (sub=a)",
+            ),
+            (
+                "[[identity]]\nclaim = \"sub\"\nvalue = \"a\"\nread = [\"s3://b\"]",
+                "only hetch://",
+            ),
+            (
+                "[[identity]]\nclaim = \"sub\"\nvalue = \"\"",
+                "must not be empty",
+            ),
+            (
+                "[[identity]]\nclaim = \"sub\"\nvalue = \"a\"\nadmin = true",
+                "admin",
+            ),
+            (
+                "[[identity]]\nclaim = \"sub\"\nvalue = \"a\"\nwrite = [\"\"]",
+                "empty",
+            ),
+        ] {
+            let e = IdentityMap::parse(text).unwrap_err();
+            assert!(e.contains(why) && !e.contains('\n'), "{e}");
+        }
+    }
+}

@@ -889,3 +889,143 @@ fn workers_present_tokens_only_to_pinned_servers_and_never_the_services() {
     svc.job(&["wait", &id]).ok();
     util::assert_same_tree(&t.join("root/run1"), &b.root.join("copy/run1"));
 }
+
+/// A worker runs a user's unit only within what the identity map gave the user,
+/// checked again before it opens anything: a source, and a destination, swapped for
+/// a symlink into another group's tree after the job was planned each fail the unit
+/// and leave the other group's files untouched; the error the user sees names no path of the
+/// worker's own.
+#[test]
+fn a_worker_keeps_a_users_unit_within_the_identity_map_whatever_links_appear() {
+    use hetch_testkit::oidc_issuer::{claims, ec_key, sign, TestIssuer, AUDIENCE};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let key = ec_key("k1");
+    let issuer = rt.block_on(TestIssuer::start(&[&key]));
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    for g in ["astro", "bio"] {
+        std::fs::create_dir_all(root.join(format!("groups/{g}/data"))).unwrap();
+        std::fs::write(root.join(format!("groups/{g}/data/secret")), g).unwrap();
+    }
+    std::fs::create_dir_all(root.join("groups/astro/swapped")).unwrap();
+    std::fs::write(root.join("groups/astro/swapped/mine"), "astro").unwrap();
+    let map = dir.path().join("identities.toml");
+    std::fs::write(
+        &map,
+        "[[identity]]\nclaim = \"sub\"\nvalue = \"alice\"\n\
+         read = [\"groups/astro\"]\nwrite = [\"groups/astro\"]\n",
+    )
+    .unwrap();
+    let svc = start_with(
+        dir.path(),
+        &[
+            "--oidc-issuer",
+            &issuer.url,
+            "--oidc-audience",
+            AUDIENCE,
+            "--identity-map",
+            map.to_str().unwrap(),
+        ],
+    );
+    let mut c = claims(&issuer.url);
+    c["sub"] = serde_json::json!("alice");
+    let alice = sign(&key, &c);
+    let as_alice = |a: &[&str]| {
+        let mut all = args(&["job", "--service", &svc.addr]);
+        all.extend(args(a));
+        hetch(
+            &all,
+            &[("HETCH_TOKEN", &alice), ("HETCH_CONFIG_DIR", &svc.config)],
+        )
+    };
+    let submitted = |a: &[&str]| {
+        let out = as_alice(a);
+        out.ok();
+        let id = out.stdout.trim().to_string();
+        wait_for("planned", || show(&svc, &id)["state"] != "planning");
+        id
+    };
+    // Planned while both lead where they should; then the links appear.
+    let swapped = submitted(&["submit", "groups/astro/swapped", "groups/astro/copy1"]);
+    let planted = submitted(&["submit", "groups/astro/data", "groups/astro/copy2"]);
+    std::fs::remove_dir_all(root.join("groups/astro/swapped")).unwrap();
+    std::os::unix::fs::symlink("../bio/data", root.join("groups/astro/swapped")).unwrap();
+    std::os::unix::fs::symlink("../bio/data", root.join("groups/astro/copy2")).unwrap();
+
+    let _w = svc.worker(dir.path(), "w");
+    for id in [&swapped, &planted] {
+        let out = as_alice(&["wait", id]);
+        assert!(!out.status.success(), "{out:?}");
+        let v = show(&svc, id);
+        assert_eq!(v["state"], "failed", "{v}");
+        let error = v["error"].as_str().unwrap_or_default();
+        assert!(!error.contains(&*root.to_string_lossy()), "{error}");
+        assert!(!error.contains(&*dir.path().to_string_lossy()), "{error}");
+    }
+    for id in [&swapped, &planted] {
+        let error = show(&svc, id)["error"].to_string();
+        assert!(error.contains("leads outside"), "{error}");
+    }
+    // Nothing of bio's was read into astro's tree, nor written over.
+    assert!(!root.join("groups/astro/copy1").exists());
+    assert_eq!(
+        std::fs::read_to_string(root.join("groups/bio/data/secret")).unwrap(),
+        "bio"
+    );
+    let bio: Vec<_> = std::fs::read_dir(root.join("groups/bio/data"))
+        .unwrap()
+        .collect();
+    assert_eq!(bio.len(), 1, "only bio's own file in bio's tree");
+}
+
+/// A sparse file of 2^63-1 bytes (any local user can make one with `truncate`; 16 TiB
+/// where the file system allows no more) named in a job, with the service held to
+/// 4 GiB of address space: planning refuses it by its count of ranges, naming the
+/// file, instead of making billions of them; the job fails (never "planning" for
+/// ever), and the service keeps answering, before and after a restart.
+#[test]
+fn a_huge_sparse_file_fails_its_job_at_planning_and_the_service_lives_on() {
+    // tmpfs takes 2^63-1 bytes; ext4 at most 16 TiB - 4 KiB.
+    let dir = match std::path::Path::new("/dev/shm").is_dir() {
+        true => tempfile::tempdir_in("/dev/shm").unwrap(),
+        false => tempfile::tempdir().unwrap(),
+    };
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("huge")).unwrap();
+    let f = std::fs::File::create(root.join("huge/sparse")).unwrap();
+    let size = [i64::MAX as u64, (16 << 40) - 4096]
+        .into_iter()
+        .find(|&s| f.set_len(s).is_ok())
+        .expect("a sparse file of 16 TiB at least");
+    drop(f);
+    let listen = format!("127.0.0.1:{}", free_port());
+    let extra = ["--range-size", "1M", "--split-size", "1M"];
+    let mut svc = launch(dir.path(), &listen, &extra);
+    // Unbounded, planning would make size / 1 MiB ranges (16 million at least).
+    let limit = libc::rlimit {
+        rlim_cur: 4 << 30,
+        rlim_max: 4 << 30,
+    };
+    let pid = svc.proc.pid() as libc::pid_t;
+    assert_eq!(
+        unsafe { libc::prlimit(pid, libc::RLIMIT_AS, &limit, std::ptr::null_mut()) },
+        0
+    );
+    let id = submit(&svc, &["huge", "copy"]);
+    wait_for("the job to leave planning", || {
+        show(&svc, &id)["state"] != "planning"
+    });
+    let v = show(&svc, &id);
+    assert_eq!(v["state"], "failed", "{v}");
+    let error = v["error"].as_str().unwrap();
+    assert!(
+        error.contains("huge/sparse") && error.contains(&size.to_string()),
+        "{error}"
+    );
+    assert!(error.contains("--max-ranges-per-file"), "{error}");
+    svc.job(&["ls"]).ok();
+    svc.proc.kill9();
+    let svc = launch(dir.path(), &listen, &extra);
+    assert_eq!(show(&svc, &id)["state"], "failed");
+    svc.job(&["ls"]).ok();
+}

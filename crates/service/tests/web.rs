@@ -387,3 +387,150 @@ fn the_live_stream_nodes_and_activity_show_what_workers_report_and_users_see_the
         assert_eq!(s, 404);
     });
 }
+
+/// Opens `n` connections to the service from `from` that say nothing: the first half
+/// complete their TLS handshake first, the rest stay half-open (TCP only). Those the
+/// service closed at once (over its caps) are left out.
+async fn idle_flood(api: &Api, from: &str, n: usize) -> Vec<IdleConn> {
+    let addr: std::net::SocketAddr = api.addr.parse().unwrap();
+    let tls = tokio_rustls::TlsConnector::from(api.tls.clone());
+    let name = rustls::pki_types::ServerName::try_from("hetch").unwrap();
+    let mut held = Vec::new();
+    for i in 0..n {
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.bind(format!("{from}:0").parse().unwrap()).unwrap();
+        let Ok(tcp) = sock.connect(addr).await else {
+            continue;
+        };
+        if i % 2 == 1 {
+            held.push(IdleConn::Tcp(tcp));
+            continue;
+        }
+        let shake = tokio::time::timeout(Duration::from_secs(5), tls.connect(name.clone(), tcp));
+        if let Ok(Ok(t)) = shake.await {
+            held.push(IdleConn::Tls(Box::new(t)));
+        }
+    }
+    held
+}
+
+enum IdleConn {
+    Tcp(tokio::net::TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>),
+}
+
+impl IdleConn {
+    /// Waits until the service closes the connection (reads end or fail); false if it
+    /// is still open after a minute (a liveness guard, not a measure of time).
+    async fn closed_by_service(&mut self) -> bool {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 256];
+        let read = async {
+            loop {
+                let n = match self {
+                    IdleConn::Tcp(t) => t.read(&mut buf).await,
+                    IdleConn::Tls(t) => t.read(&mut buf).await,
+                };
+                if !matches!(n, Ok(n) if n > 0) {
+                    return;
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), read)
+            .await
+            .is_ok()
+    }
+}
+
+/// Hundreds of connections from one address that complete TLS (or not even that) and
+/// then send nothing do not lock anyone else out: a client's `GET /api/jobs`, a
+/// browser's login and live view, and a worker's claim and heartbeat all go through
+/// while they are open; each of them is closed by the service in the end (the
+/// deadline to authenticate), and so is an authenticated connection left idle.
+#[test]
+fn a_flood_of_idle_connections_leaves_clients_browsers_and_workers_working() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("root")).unwrap();
+    common::tree(&dir.path().join("root"));
+    let url = format!("sqlite://{}", dir.path().join("jobs.db").display());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let limits = hetch_service::listen::ConnLimits {
+            max_connections: 512,
+            pre_auth: hetch_net::PreAuthLimits {
+                max_total: 64,
+                max_per_address: 16,
+                deadline: Duration::from_secs(3),
+                ..Default::default()
+            },
+            idle: Duration::from_secs(3),
+        };
+        let (api, _task) =
+            common::start_configured(dir.path(), &url, planner(), |c| c.limits = limits).await;
+        let (s, job) = api
+            .post("/api/jobs", json!({"sources": ["run1"], "dest": "copy"}))
+            .await;
+        assert_eq!(s, 201, "{job}");
+        let id = job["id"].as_str().unwrap().to_string();
+        api.planned(&id).await;
+        let (s, claimed) = api
+            .post("/api/work/claim", json!({"worker": "w1", "max": 1}))
+            .await;
+        assert_eq!(s, 200, "{claimed}");
+        let seq = claimed[0]["seq"].as_u64().expect("a unit");
+
+        // More than the service's old cap of 512, all from one address.
+        let mut flood = idle_flood(&api, "127.0.0.2", 600).await;
+        assert!(!flood.is_empty());
+
+        // A client with a fresh connection (reqwest's pool has none to this address
+        // from 127.0.0.2; its own connections come from 127.0.0.1).
+        let fresh = reqwest::Client::builder()
+            .use_preconfigured_tls((*api.tls).clone())
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        let api2 = Api {
+            http: fresh,
+            base: api.base.clone(),
+            token: api.token.clone(),
+            addr: api.addr.clone(),
+            tls: api.tls.clone(),
+        };
+        let (s, jobs) = api2.get("/api/jobs").await;
+        assert_eq!(s, 200, "{jobs}");
+        let cookie = log_in(&api2, &api2.token).await;
+        let snap = snapshot_where(&api2, &cookie, |v| v["jobs"][0]["id"] == id).await;
+        assert_eq!(snap["jobs"].as_array().map(Vec::len), Some(1), "{snap}");
+        let beat = json!({"worker": "w1", "units": [{"job": id, "seq": seq}]});
+        let (s, held) = api2.post("/api/work/heartbeat", beat).await;
+        assert_eq!(s, 200, "{held}");
+        assert_eq!(held["held"][0]["seq"], seq, "{held}");
+
+        // Every flooding connection is closed by the service (those it took are cut
+        // at the deadline; the others were refused at once).
+        for c in &mut flood {
+            assert!(
+                c.closed_by_service().await,
+                "a flooding connection stayed open"
+            );
+        }
+
+        // An authenticated connection left idle is closed too.
+        let (s, _) = api2.get("/api/jobs").await;
+        assert_eq!(s, 200);
+        let mut idle = idle_flood(&api, "127.0.0.3", 1).await.pop().unwrap();
+        if let IdleConn::Tls(t) = &mut idle {
+            use tokio::io::AsyncWriteExt;
+            let req = format!(
+                "GET /api/jobs HTTP/1.1\r\nhost: hetch\r\nauthorization: Bearer {}\r\n\r\n",
+                api.token
+            );
+            t.write_all(req.as_bytes()).await.unwrap();
+        }
+        assert!(
+            idle.closed_by_service().await,
+            "an idle connection stayed open"
+        );
+    });
+}

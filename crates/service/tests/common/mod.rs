@@ -18,6 +18,10 @@ pub struct Api {
     pub http: reqwest::Client,
     pub base: String,
     pub token: String,
+    /// `HOST:PORT` of the service.
+    pub addr: String,
+    /// TLS to the service, its key pinned (for raw connections).
+    pub tls: std::sync::Arc<rustls::ClientConfig>,
 }
 
 impl Api {
@@ -86,22 +90,34 @@ pub async fn start_with(
     planner: Planner,
     oidc: Option<OidcConfig>,
 ) -> (Api, tokio::task::JoinHandle<()>) {
-    let cfg = ServiceConfig {
+    start_configured(dir, db_url, planner, |cfg| cfg.oidc = oidc).await
+}
+
+/// A service as [`start`] makes it, with `tweak` applied to its configuration.
+pub async fn start_configured(
+    dir: &Path,
+    db_url: &str,
+    planner: Planner,
+    tweak: impl FnOnce(&mut ServiceConfig),
+) -> (Api, tokio::task::JoinHandle<()>) {
+    let mut cfg = ServiceConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         root: dir.join("root"),
         state_dir: dir.join("state"),
         db_url: db_url.to_string(),
         lease_ttl: Duration::from_secs(30),
         planner,
-        oidc,
+        oidc: None,
         limits: Default::default(),
         identities: None,
     };
+    tweak(&mut cfg);
     let svc = Service::bind(cfg).await.expect("service starts");
     let host = svc.addr.to_string();
     let tls = TlsClient::new(&host, Trust::Pinned(svc.fingerprint)).unwrap();
+    let rustls = tls.rustls_config().expect("pinned");
     let http = reqwest::Client::builder()
-        .use_preconfigured_tls((*tls.rustls_config().expect("pinned")).clone())
+        .use_preconfigured_tls((*rustls).clone())
         // The API never redirects; the web pages' redirects are what the tests check.
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -118,6 +134,8 @@ pub async fn start_with(
             http,
             base: format!("https://{host}"),
             token,
+            addr: host,
+            tls: rustls,
         },
         task,
     )

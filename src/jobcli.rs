@@ -72,18 +72,8 @@ pub struct ServiceArgs {
     /// Connections served at once, authenticated or not; more wait in the backlog.
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
-    /// Connections that have not authenticated yet, at most, from everyone; more are
-    /// closed at once.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
-    max_unauthenticated: u32,
-    /// Connections that have not authenticated yet, at most, from one address (IPv6:
-    /// one /64).
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
-    max_unauthenticated_per_address: u32,
-    /// Seconds a connection has from accept to its first authenticated request (TLS
-    /// handshake, request head, token or session cookie).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    auth_timeout: u64,
+    #[command(flatten)]
+    pre_auth: crate::PreAuthArgs,
     /// Seconds a connection may stay idle between requests before it is closed.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     idle_timeout: u64,
@@ -140,12 +130,7 @@ pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
         oidc,
         limits: hetch_service::listen::ConnLimits {
             max_connections: a.max_connections as usize,
-            pre_auth: hetch_net::PreAuthLimits {
-                max_total: a.max_unauthenticated as usize,
-                max_per_address: a.max_unauthenticated_per_address as usize,
-                deadline: Duration::from_secs(a.auth_timeout),
-                ..Default::default()
-            },
+            pre_auth: a.pre_auth.limits(),
             idle: Duration::from_secs(a.idle_timeout),
         },
         identities,

@@ -420,18 +420,8 @@ struct ServeArgs {
     /// push (stripped otherwise). Ownership is never copied.
     #[arg(long)]
     preserve_special_modes: bool,
-    /// Connections that have not authenticated yet, at most, from everyone; more are
-    /// closed at once.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
-    max_unauthenticated: u32,
-    /// Connections that have not authenticated yet, at most, from one address (IPv6:
-    /// one /64).
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
-    max_unauthenticated_per_address: u32,
-    /// Seconds a connection has from accept to authentication (TLS handshake, hello,
-    /// token).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    auth_timeout: u64,
+    #[command(flatten)]
+    pre_auth: PreAuthArgs,
     /// Serve metrics in Prometheus' text format at http://ADDR/metrics (HOST:PORT; off
     /// by default). Plain HTTP without a token: they are counts (sessions, bytes,
     /// files, failures, refused connections), never a path, a client's address or a
@@ -801,12 +791,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 token_file: a.token_file,
                 socket: a.tuning.socket(),
                 engine,
-                limits: hetch_net::PreAuthLimits {
-                    max_total: a.max_unauthenticated as usize,
-                    max_per_address: a.max_unauthenticated_per_address as usize,
-                    deadline: std::time::Duration::from_secs(a.auth_timeout),
-                    ..Default::default()
-                },
+                limits: a.pre_auth.limits(),
                 metrics: a.metrics,
                 relay: match hetch_session::RelayPolicy::parse(&a.relay_to, location::DEFAULT_PORT)
                 {
@@ -1010,5 +995,35 @@ async fn copy(
             dest_server: a.conn.dest_server()?,
         };
         Ok(cp::run(job).await?.exit_code())
+    }
+}
+
+/// Limits on connections that have not authenticated yet: `hetch serve`'s and
+/// `hetch service`'s.
+#[derive(Args)]
+pub(crate) struct PreAuthArgs {
+    /// Connections that have not authenticated yet, at most, from everyone; more are
+    /// closed at once.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    max_unauthenticated: u32,
+    /// Connections that have not authenticated yet, at most, from one address (IPv6:
+    /// one /64).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    max_unauthenticated_per_address: u32,
+    /// Seconds a connection has from accept to authentication (TLS handshake, then a
+    /// hello and token, or a request with a token or session cookie).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    auth_timeout: u64,
+}
+
+impl PreAuthArgs {
+    /// The limits these flags set.
+    pub(crate) fn limits(&self) -> hetch_net::PreAuthLimits {
+        hetch_net::PreAuthLimits {
+            max_total: self.max_unauthenticated as usize,
+            max_per_address: self.max_unauthenticated_per_address as usize,
+            deadline: std::time::Duration::from_secs(self.auth_timeout),
+            ..Default::default()
+        }
     }
 }

@@ -483,6 +483,16 @@ fn a_destination_leading_out_of_the_root_through_a_symlink_is_refused() {
 /// `hetch service --oidc-issuer`: users log in with the issuer's tokens (as
 /// HETCH_TOKEN, as any token), each sees only their own jobs, and a user's token does
 /// not make a worker: the worker stops at once with the service's one line.
+/// `hetch job ARGS` for `svc` with `token` (a user's).
+fn job_as(svc: &Service, token: &str, a: &[&str]) -> util::Out {
+    let mut all = args(&["job", "--service", &svc.addr]);
+    all.extend(args(a));
+    hetch(
+        &all,
+        &[("HETCH_TOKEN", token), ("HETCH_CONFIG_DIR", &svc.config)],
+    )
+}
+
 #[test]
 fn oidc_users_submit_and_see_only_their_own_jobs_and_cannot_be_workers() {
     use hetch_testkit::oidc_issuer::{claims, ec_key, sign, TestIssuer, AUDIENCE};
@@ -500,14 +510,7 @@ fn oidc_users_submit_and_see_only_their_own_jobs_and_cannot_be_workers() {
         sign(&key, &c)
     };
     let (alice, bob) = (token_of("alice"), token_of("bob"));
-    let as_user = |token: &str, a: &[&str]| {
-        let mut all = args(&["job", "--service", &svc.addr]);
-        all.extend(args(a));
-        hetch(
-            &all,
-            &[("HETCH_TOKEN", token), ("HETCH_CONFIG_DIR", &svc.config)],
-        )
-    };
+    let as_user = |token: &str, a: &[&str]| job_as(&svc, token, a);
 
     let out = as_user(&alice, &["submit", "run1", "hetch://127.0.0.1:9/in"]);
     out.ok();
@@ -930,14 +933,7 @@ fn a_worker_keeps_a_users_unit_within_the_identity_map_whatever_links_appear() {
     let mut c = claims(&issuer.url);
     c["sub"] = serde_json::json!("alice");
     let alice = sign(&key, &c);
-    let as_alice = |a: &[&str]| {
-        let mut all = args(&["job", "--service", &svc.addr]);
-        all.extend(args(a));
-        hetch(
-            &all,
-            &[("HETCH_TOKEN", &alice), ("HETCH_CONFIG_DIR", &svc.config)],
-        )
-    };
+    let as_alice = |a: &[&str]| job_as(&svc, &alice, a);
     let submitted = |a: &[&str]| {
         let out = as_alice(a);
         out.ok();

@@ -258,7 +258,7 @@ impl Access {
         for s in &spec.sources {
             let ok = match spec.is_relay() {
                 true => self.may_reach(s, true),
-                false => components(s).is_some_and(|c| self.read_root(&c.join("/")).is_some()),
+                false => self.read_root(s).is_some(),
             };
             if !ok {
                 return denied("source", s);
@@ -273,7 +273,7 @@ impl Access {
                     return denied("dest", &dest);
                 }
             }
-        } else if !components(&spec.dest).is_some_and(|c| self.write_root(&c.join("/")).is_some()) {
+        } else if self.write_root(&spec.dest).is_none() {
             return denied("dest", &spec.dest);
         }
         Ok(())

@@ -17,6 +17,7 @@ mod sync;
 mod ui;
 mod watch;
 mod worker;
+mod worker_as;
 mod worker_metrics;
 mod worker_relay;
 mod worker_split;
@@ -123,6 +124,10 @@ enum Command {
     /// --root, as the service sees them), extend the leases while they run, report
     /// each; a unit whose lease is lost (expired or cancelled) is stopped.
     Worker(worker::WorkerArgs),
+    /// A worker's unit run as its user's local account (started by `hetch worker`;
+    /// reads the unit on its standard input).
+    #[command(hide = true)]
+    WorkerUnit,
     /// Serve hetch to an AI assistant over the Model Context Protocol (stdio): tools to
     /// list, dry-run, verify, and to plan copies and syncs that run only with the
     /// confirmation token their plan returned, inside the limits of the operator's
@@ -873,6 +878,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Service(a) => jobcli::service(a).await,
         Command::Job(a) => jobcli::job(a).await,
         Command::Worker(a) => worker::run(a).await,
+        Command::WorkerUnit => worker_as::child_main().await,
         Command::Demo(a) => {
             demo::run(a.dir, a.large_mib, a.keep).await?;
             Ok(ExitCode::SUCCESS)

@@ -101,6 +101,21 @@ impl Client {
         Ok(v)
     }
 
+    /// The service, `HOST:PORT`.
+    pub fn service(&self) -> &str {
+        &self.host
+    }
+
+    /// The service's key, once pinned.
+    pub fn pinned(&self) -> Option<hetch_net::Fingerprint> {
+        self.tls.pinned()
+    }
+
+    /// The token this client presents (handed to a unit's own process only).
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
     /// Whether `token` is the one this client presents to the service.
     pub fn is_token(&self, token: &[u8]) -> bool {
         hetch_net::tokens_equal(token, self.token.as_bytes())

@@ -307,13 +307,13 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                             released: false,
                         };
                         running.insert(claims, r);
-                        let ctx = UnitContext {
-                            api: api.clone(),
-                            root: root.clone(),
-                            dest_token: a.token_file.clone(),
-                            source_token: a.source_token_file.clone(),
-                            known_hosts: a.known_hosts.clone(),
-                        };
+                        let ctx = UnitContext::new(
+                            api.clone(),
+                            root.clone(),
+                            a.token_file.clone(),
+                            a.source_token_file.clone(),
+                            a.known_hosts.clone(),
+                        );
                         let claim = claims;
                         let progress = metrics.started(claim, &u);
                         tasks.spawn(async move { (claim, ctx.run(u, rx, rate, progress).await) });
@@ -418,14 +418,93 @@ pub(crate) struct UnitContext {
     pub(crate) root: PathBuf,
     pub(crate) dest_token: Option<PathBuf>,
     pub(crate) source_token: Option<PathBuf>,
-    known_hosts: Option<PathBuf>,
+    pub(crate) known_hosts: Option<PathBuf>,
+    /// The tokens and pinned keys a unit run as a user's account needs, read before
+    /// it became the account (`worker_as.rs`); `None`: read from their files.
+    pub(crate) preloaded: Option<Arc<Preloaded>>,
+}
+
+/// Tokens and pinned keys read ahead, by the token file and the host they are for
+/// (what reading them said, when it failed).
+pub(crate) struct Preloaded {
+    tokens: Vec<(Option<PathBuf>, ReadAhead<Vec<u8>>)>,
+    pins: Vec<(String, ReadAhead<Option<hetch_net::Fingerprint>>)>,
+}
+
+/// What reading a file ahead gave.
+type ReadAhead<T> = Result<T, String>;
+
+impl Preloaded {
+    /// What unit `u` may need of `ctx`'s files: the destination's and the source
+    /// server's tokens, and the keys of the servers it names.
+    pub(crate) fn for_unit(ctx: &UnitContext, u: &ClaimedUnit) -> Preloaded {
+        let files = [
+            ctx.dest_token.clone(),
+            ctx.source_token.clone().or(ctx.dest_token.clone()),
+        ];
+        let tokens = files
+            .into_iter()
+            .map(|f| {
+                let t = hetch_session::client::load_token(f.as_ref()).map_err(|e| e.to_string());
+                (f, t)
+            })
+            .collect();
+        let mut urls = vec![u.spec.dest_for(u.seq, u.attempts)];
+        if u.spec.is_relay() {
+            urls.extend(u.spec.sources.iter().cloned());
+        }
+        let pins = urls
+            .iter()
+            .filter_map(|url| hetch_service::api::hetch_url(url))
+            .map(|(host, _)| {
+                let pin = ctx
+                    .known_hosts_file()
+                    .lookup(host)
+                    .map_err(|e| e.to_string());
+                (host.to_string(), pin)
+            })
+            .collect();
+        Preloaded { tokens, pins }
+    }
 }
 
 impl UnitContext {
+    /// A context for units of the service `api`, with sources below `root`.
+    pub(crate) fn new(
+        api: Arc<Client>,
+        root: PathBuf,
+        dest_token: Option<PathBuf>,
+        source_token: Option<PathBuf>,
+        known_hosts: Option<PathBuf>,
+    ) -> UnitContext {
+        UnitContext {
+            api,
+            root,
+            dest_token,
+            source_token,
+            known_hosts,
+            preloaded: None,
+        }
+    }
+
     /// Runs unit `u` (stopping when `stop` is raised, counting what it moves into
     /// `progress` as it goes) and returns its report for `/api/work/finish` (without
-    /// the worker's name).
+    /// the worker's name): here, or as its user's local account (`worker_as.rs`).
     async fn run(
+        &self,
+        u: ClaimedUnit,
+        stop: StopSignal,
+        rate: Arc<RateLimiter>,
+        progress: Arc<Progress>,
+    ) -> Value {
+        match crate::worker_as::account_of(&u).map(str::to_string) {
+            Some(account) => self.run_as(u, &account, stop, rate, progress).await,
+            None => self.run_here(u, stop, rate, progress).await,
+        }
+    }
+
+    /// Runs unit `u` in this process, as [`UnitContext::run`] says.
+    pub(crate) async fn run_here(
         &self,
         u: ClaimedUnit,
         stop: StopSignal,
@@ -658,13 +737,15 @@ impl UnitContext {
     /// submitter's choice (any user's), and a worker presents its token only to
     /// servers its operator pinned.
     pub(crate) fn pinned(&self, host: &str) -> anyhow::Result<hetch_net::Fingerprint> {
-        let kh = hetch_net::KnownHosts {
-            path: self
-                .known_hosts
-                .clone()
-                .unwrap_or_else(hetch_net::KnownHosts::default_path),
+        let kh = self.known_hosts_file();
+        let pin = match &self.preloaded {
+            Some(p) => match p.pins.iter().find(|(h, _)| h == host) {
+                Some((_, pin)) => pin.clone().map_err(anyhow::Error::msg)?,
+                None => bail!("{host}: not a server this unit names"),
+            },
+            None => kh.lookup(host)?,
         };
-        kh.lookup(host)?.ok_or_else(|| {
+        pin.ok_or_else(|| {
             anyhow!(
                 "{host}: not in this worker's known-hosts file ({}): a worker connects \
                  only to servers pinned there (HOST:PORT sha256:...)",
@@ -676,7 +757,13 @@ impl UnitContext {
     /// The token for a server, from `token_file` (else `HETCH_TOKEN`), which must not
     /// be the service's own: that one never goes to a data server.
     pub(crate) fn server_token(&self, token_file: Option<&PathBuf>) -> anyhow::Result<Vec<u8>> {
-        let token = hetch_session::client::load_token(token_file)?;
+        let token = match &self.preloaded {
+            Some(p) => match p.tokens.iter().find(|(f, _)| f.as_ref() == token_file) {
+                Some((_, t)) => t.clone().map_err(anyhow::Error::msg)?,
+                None => bail!("no token read for this unit"),
+            },
+            None => hetch_session::client::load_token(token_file)?,
+        };
         if self.api.is_token(&token) {
             bail!(
                 "no token for hetch:// servers: the service's token is not sent to them \
@@ -684,6 +771,16 @@ impl UnitContext {
             );
         }
         Ok(token)
+    }
+
+    /// This worker's known-hosts file.
+    fn known_hosts_file(&self) -> hetch_net::KnownHosts {
+        hetch_net::KnownHosts {
+            path: self
+                .known_hosts
+                .clone()
+                .unwrap_or_else(hetch_net::KnownHosts::default_path),
+        }
     }
 
     /// Unit `u`'s destination (its node of the job's destination nodes), to copy

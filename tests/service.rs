@@ -1025,3 +1025,75 @@ fn a_huge_sparse_file_fails_its_job_at_planning_and_the_service_lives_on() {
     assert_eq!(show(&svc, &id)["state"], "failed");
     svc.job(&["ls"]).ok();
 }
+
+/// With an `account` in a user's identity map entry and a worker running as root,
+/// the user's units run as that local account (here `nobody`), so the file system's
+/// own permissions decide too: what they copy is the account's, and a file of their
+/// tree that only root may read fails its unit, whatever the map's paths allow.
+#[test]
+fn a_root_worker_runs_a_users_units_as_their_local_account() {
+    use hetch_testkit::oidc_issuer::{claims, ec_key, sign, TestIssuer, AUDIENCE};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    // SAFETY: geteuid and getpwnam have no preconditions; the name is a C string.
+    let nobody = unsafe { libc::getpwnam(c"nobody".as_ptr()) };
+    if unsafe { libc::geteuid() } != 0 || nobody.is_null() {
+        eprintln!("SKIPPED: needs root and an account named nobody");
+        return;
+    }
+    let (uid, gid) = unsafe { ((*nobody).pw_uid, (*nobody).pw_gid) };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let key = ec_key("k1");
+    let issuer = rt.block_on(TestIssuer::start(&[&key]));
+    let dir = tempfile::tempdir().unwrap();
+    // The account must be able to reach the tree (a temporary directory is 0700).
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let astro = dir.path().join("root/groups/astro");
+    std::fs::create_dir_all(astro.join("pub")).unwrap();
+    std::fs::create_dir_all(astro.join("private")).unwrap();
+    std::fs::write(astro.join("pub/f"), "for everyone").unwrap();
+    std::fs::write(astro.join("private/secret"), "root only").unwrap();
+    std::fs::set_permissions(
+        astro.join("private/secret"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    std::os::unix::fs::chown(&astro, Some(uid), Some(gid)).unwrap();
+    let map = dir.path().join("identities.toml");
+    std::fs::write(
+        &map,
+        "[[identity]]\nclaim = \"sub\"\nvalue = \"alice\"\naccount = \"nobody\"\n\
+         read = [\"groups/astro\"]\nwrite = [\"groups/astro\"]\n",
+    )
+    .unwrap();
+    let svc = start_with(
+        dir.path(),
+        &[
+            "--oidc-issuer",
+            &issuer.url,
+            "--oidc-audience",
+            AUDIENCE,
+            "--identity-map",
+            map.to_str().unwrap(),
+        ],
+    );
+    let mut c = claims(&issuer.url);
+    c["sub"] = serde_json::json!("alice");
+    let alice = sign(&key, &c);
+    let _w = svc.worker(dir.path(), "w");
+    let copy = |src: &str, dest: &str| {
+        let out = job_as(&svc, &alice, &["submit", src, dest]);
+        out.ok();
+        let id = out.stdout.trim().to_string();
+        let waited = job_as(&svc, &alice, &["wait", &id]);
+        (waited.status.success(), show(&svc, &id))
+    };
+    let (ok, v) = copy("groups/astro/pub", "groups/astro/copy");
+    assert!(ok, "{v}");
+    let f = std::fs::metadata(astro.join("copy/pub/f")).unwrap();
+    assert_eq!((f.uid(), f.gid()), (uid, gid), "written as the account");
+    let (ok, v) = copy("groups/astro/private", "groups/astro/copy2");
+    assert!(!ok, "{v}");
+    let error = v["error"].as_str().unwrap_or_default();
+    assert!(error.contains("ermission denied"), "{error}");
+    assert!(!astro.join("copy2/private/secret").exists());
+}

@@ -9,14 +9,15 @@
 use sqlx::Row;
 
 use crate::jobs::{job_row, JobRow, JOB_COLUMNS};
-use crate::{int, uint, Db, DbError};
+use crate::{float_sum, int, sum_sql, uint, Db, DbError};
 
 /// Most workers [`Db::workers`] returns.
 pub const MAX_WORKERS: u64 = 500;
 /// Longest host name or checks text a worker may record (longer is cut).
 pub const MAX_REPORT: usize = 16 * 1024;
-/// Most progress a relay unit (of unknown size) may report: 1 TiB.
-pub const MAX_RELAY_PROGRESS: u64 = 1 << 40;
+/// Most progress a relay unit (of unknown size) may report: what its finish may
+/// ([`crate::leases::MAX_UNIT_BYTES`]).
+pub const MAX_RELAY_PROGRESS: u64 = crate::leases::MAX_UNIT_BYTES;
 
 /// What a worker says of itself when it calls.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -127,8 +128,9 @@ impl Db {
 
     /// Worker `worker` says how many bytes each of its units `(job, seq, bytes)` has
     /// moved so far. Units it does not hold are left alone; a number above the unit's
-    /// own bytes (or [`MAX_RELAY_PROGRESS`] for a relay, whose size is not known) is
-    /// taken as that bound, so that no worker can make a job's sum overflow.
+    /// own bytes (0 for a commit, or a batch of empty files; [`MAX_RELAY_PROGRESS`]
+    /// for a relay, whose size is not known) is taken as that bound, as its finish
+    /// would be (this is only shown: never refused).
     pub async fn unit_progress(
         &self,
         worker: &str,
@@ -141,8 +143,8 @@ impl Db {
         for (job, seq, bytes) in units {
             sqlx::query(
                 "UPDATE units SET progress = CASE \
-                   WHEN bytes > 0 AND $4 > bytes THEN bytes \
-                   WHEN bytes = 0 AND $4 > $5 THEN $5 ELSE $4 END \
+                   WHEN kind <> 'relay' AND $4 > bytes THEN bytes \
+                   WHEN kind = 'relay' AND $4 > $5 THEN $5 ELSE $4 END \
                  WHERE job = $1 AND seq = $2 AND lease_owner = $3 AND state = 'leased'",
             )
             .bind(job)
@@ -186,7 +188,9 @@ impl Db {
 
     /// The live jobs: up to `unfinished` jobs not yet ended and the newest `finished`
     /// ones that have, newest first, each with the bytes its leased units moved so
-    /// far. (A long job stays in view however many newer ones ended since.)
+    /// far. (A long job stays in view however many newer ones ended since.) A row
+    /// that cannot be read whole is shown with what could be (see
+    /// [`JobRow::damaged`]): the view goes on for every other job.
     pub async fn live_jobs(&self, unfinished: u64, finished: u64) -> Result<Vec<LiveJob>, DbError> {
         let mut out = Vec::new();
         for (states, limit) in [
@@ -195,9 +199,10 @@ impl Db {
         ] {
             let sql = format!(
                 "SELECT {JOB_COLUMNS}, \
-                   CAST(COALESCE((SELECT SUM(u.progress) FROM units u \
-                     WHERE u.job = jobs.id AND u.state = 'leased'), 0) AS BIGINT) AS in_flight \
-                 FROM jobs WHERE {states} ORDER BY created DESC, id DESC LIMIT $1"
+                   (SELECT {} FROM units u \
+                     WHERE u.job = jobs.id AND u.state = 'leased') AS in_flight \
+                 FROM jobs WHERE {states} ORDER BY created DESC, id DESC LIMIT $1",
+                sum_sql("u.progress")
             );
             let rows = sqlx::query(&sql)
                 .bind(int(limit))
@@ -205,8 +210,8 @@ impl Db {
                 .await?;
             for r in &rows {
                 out.push(LiveJob {
-                    job: job_row(r)?,
-                    in_flight: uint(r.try_get("in_flight")?, "in_flight")?,
+                    job: job_row(r),
+                    in_flight: float_sum(r, "in_flight")?,
                 });
             }
         }
@@ -216,21 +221,23 @@ impl Db {
 
     /// What each worker finished of job `job`, most bytes first.
     pub async fn shares(&self, job: &str) -> Result<Vec<Share>, DbError> {
-        let rows = sqlx::query(
-            "SELECT done_by, COUNT(*) AS n, CAST(COALESCE(SUM(moved), 0) AS BIGINT) AS b \
+        let sql = format!(
+            "SELECT done_by, COUNT(*) AS n, {} AS b \
              FROM units WHERE job = $1 AND state = 'done' AND done_by IS NOT NULL \
              GROUP BY done_by ORDER BY b DESC, done_by LIMIT $2",
-        )
-        .bind(job)
-        .bind(int(MAX_WORKERS))
-        .fetch_all(&self.reads)
-        .await?;
+            sum_sql("moved")
+        );
+        let rows = sqlx::query(&sql)
+            .bind(job)
+            .bind(int(MAX_WORKERS))
+            .fetch_all(&self.reads)
+            .await?;
         rows.iter()
             .map(|r| {
                 Ok(Share {
                     worker: r.try_get("done_by")?,
                     units: uint(r.try_get("n")?, "units")?,
-                    bytes: uint(r.try_get("b")?, "bytes")?,
+                    bytes: float_sum(r, "b")?,
                 })
             })
             .collect()

@@ -112,6 +112,21 @@ pub struct JobRow {
     pub files_done: u64,
     /// Bytes moved.
     pub bytes_done: u64,
+    /// What of its row could not be read, as one line (`database row damaged: ...`),
+    /// if anything: those columns are read as 0 (or empty), and the job is listed
+    /// with them instead of failing the whole list. An unreadable state is read as
+    /// failed (a job in no known state is never claimed again).
+    pub damaged: Option<String>,
+}
+
+impl JobRow {
+    /// The line to show as the job's error: its row's damage, then why it failed.
+    pub fn error_shown(&self) -> Option<String> {
+        match (&self.damaged, &self.error) {
+            (Some(d), Some(e)) => Some(format!("{d}; {e}")),
+            (d, e) => d.clone().or_else(|| e.clone()),
+        }
+    }
 }
 
 /// One file of a job's listing.
@@ -219,11 +234,12 @@ impl Db {
             .bind(id)
             .fetch_optional(&self.reads)
             .await?;
-        row.as_ref().map(job_row).transpose()
+        Ok(row.as_ref().map(job_row))
     }
 
     /// Up to `limit` jobs, newest first, in state `state` and submitted by
-    /// `submitted_by` if given.
+    /// `submitted_by` if given. A row that cannot be read whole is listed with what
+    /// could be (see [`JobRow::damaged`]).
     pub async fn jobs(
         &self,
         state: Option<JobState>,
@@ -253,7 +269,7 @@ impl Db {
             q = q.bind(who);
         }
         let rows = q.fetch_all(&self.reads).await?;
-        rows.iter().map(job_row).collect()
+        Ok(rows.iter().map(job_row).collect())
     }
 
     /// How many of job `job`'s units are in each state.
@@ -402,28 +418,111 @@ pub enum Retry {
     Replan,
 }
 
-pub(crate) fn job_row(r: &AnyRow) -> Result<JobRow, DbError> {
-    let state: String = r.try_get("state")?;
-    let opt = |col: &str| -> Result<Option<u64>, DbError> {
-        r.try_get::<Option<i64>, _>(col)?
-            .map(|v| uint(v, col))
-            .transpose()
+/// Job row `r`, read column by column: what cannot be read is noted in
+/// [`JobRow::damaged`] instead of failing, so that one damaged row (a counter SQLite
+/// stored as a REAL after an overflow, say) is shown as such and never takes a whole
+/// list of jobs, or the live view, down with it.
+pub(crate) fn job_row(r: &AnyRow) -> JobRow {
+    let mut c = Columns {
+        row: r,
+        damage: Vec::new(),
     };
-    Ok(JobRow {
-        id: r.try_get("id")?,
-        submitted_by: r.try_get("submitted_by")?,
-        spec: r.try_get("spec")?,
-        priority: r.try_get("priority")?,
-        rate_limit: uint(r.try_get("rate_limit")?, "rate_limit")?,
-        state: JobState::parse(&state)
-            .ok_or_else(|| DbError::Row(format!("job state {state:?}")))?,
-        created: uint(r.try_get("created")?, "created")?,
-        started: opt("started")?,
-        finished: opt("finished")?,
-        error: r.try_get("error")?,
-        files: uint(r.try_get("files")?, "files")?,
-        bytes: uint(r.try_get("bytes")?, "bytes")?,
-        files_done: uint(r.try_get("files_done")?, "files_done")?,
-        bytes_done: uint(r.try_get("bytes_done")?, "bytes_done")?,
-    })
+    let state = c.text("state");
+    let state = JobState::parse(&state).unwrap_or_else(|| {
+        c.damage.push(format!("state {state:?} is not a job state"));
+        JobState::Failed
+    });
+    let mut job = JobRow {
+        id: c.text("id"),
+        submitted_by: c.text("submitted_by"),
+        spec: c.text("spec"),
+        priority: c.signed("priority"),
+        rate_limit: c.count("rate_limit"),
+        state,
+        created: c.count("created"),
+        started: c.opt_count("started"),
+        finished: c.opt_count("finished"),
+        error: c.opt_text("error"),
+        files: c.count("files"),
+        bytes: c.count("bytes"),
+        files_done: c.count("files_done"),
+        bytes_done: c.count("bytes_done"),
+        damaged: None,
+    };
+    if !c.damage.is_empty() {
+        job.damaged = Some(format!("database row damaged: {}", c.damage.join(", ")));
+    }
+    job
+}
+
+/// A row's columns, read one by one, with what could not be read.
+struct Columns<'r> {
+    row: &'r AnyRow,
+    /// One phrase per column that could not be read.
+    damage: Vec<String>,
+}
+
+impl Columns<'_> {
+    fn text(&mut self, col: &str) -> String {
+        self.opt_text(col).unwrap_or_default()
+    }
+
+    fn opt_text(&mut self, col: &str) -> Option<String> {
+        match self.row.try_get::<Option<String>, _>(col) {
+            Ok(v) => v,
+            Err(_) => {
+                let seen = self.seen(col);
+                self.damage.push(format!("{col} is not text ({seen})"));
+                None
+            }
+        }
+    }
+
+    fn signed(&mut self, col: &str) -> i64 {
+        match self.row.try_get::<Option<i64>, _>(col) {
+            Ok(v) => v.unwrap_or(0),
+            Err(_) => {
+                let seen = self.seen(col);
+                self.damage
+                    .push(format!("{col} is not an integer ({seen})"));
+                0
+            }
+        }
+    }
+
+    /// A count (or time): an integer from 0 up, or nothing (NULL).
+    fn opt_count(&mut self, col: &str) -> Option<u64> {
+        let v = match self.row.try_get::<Option<i64>, _>(col) {
+            Ok(v) => v?,
+            Err(_) => {
+                let seen = self.seen(col);
+                self.damage
+                    .push(format!("{col} is not an integer ({seen})"));
+                return None;
+            }
+        };
+        let n = u64::try_from(v).ok();
+        if n.is_none() {
+            self.damage.push(format!("{col} is negative ({v})"));
+        }
+        n
+    }
+
+    fn count(&mut self, col: &str) -> u64 {
+        self.opt_count(col).unwrap_or(0)
+    }
+
+    /// What column `col` holds, as far as it can be shown.
+    fn seen(&self, col: &str) -> String {
+        if let Ok(v) = self.row.try_get::<f64, _>(col) {
+            return format!("{v:e}");
+        }
+        match self.row.try_get::<i64, _>(col) {
+            Ok(v) => v.to_string(),
+            Err(_) => match self.row.try_get::<String, _>(col) {
+                Ok(t) => format!("{:?}", t.chars().take(40).collect::<String>()),
+                Err(e) => e.to_string(),
+            },
+        }
+    }
 }

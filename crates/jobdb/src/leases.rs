@@ -13,7 +13,17 @@ use hetch_jobs::UnitSpec;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
-use crate::{int, uint, Backend, Db, DbError};
+use crate::{int, saturating_add, uint, Backend, Db, DbError};
+
+/// Most files one report may say a unit moved. A relay's files were never listed, so
+/// this is its bound; any other unit's is what it holds (see [`Db::finish`]). A
+/// billion: far beyond one source tree, yet a job's sums of such reports stay far
+/// from overflowing (and saturate besides).
+pub const MAX_UNIT_FILES: u64 = 1_000_000_000;
+/// Most bytes one report may say a unit moved: 2^53 (8 PiB), a relay's bound (its
+/// size was never listed; any other unit's is its planned bytes). Exact as a float,
+/// and a thousand of them (a job's relays: one per source) still fit a `BIGINT`.
+pub const MAX_UNIT_BYTES: u64 = 1 << 53;
 
 /// A unit a worker now holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,6 +225,13 @@ impl Db {
 
     /// `worker` reports unit `seq` of job `job`. Taken only if it holds the unit's
     /// lease unexpired at `now`; a late or stray word changes nothing.
+    ///
+    /// What a done unit says it moved is taken as at most what the unit holds: the
+    /// files it names (a range none, a commit its one) and its planned bytes; for a
+    /// relay, never listed, [`MAX_UNIT_FILES`] and [`MAX_UNIT_BYTES`]. More is
+    /// clamped, not refused, since a file may have grown since it was listed and the
+    /// unit did go through; the job's counts stay those of its listing. The job's counters saturate at the largest `BIGINT` instead of
+    /// overflowing, so no report can make its row unreadable.
     pub async fn finish(
         &self,
         worker: &str,
@@ -228,16 +245,18 @@ impl Db {
             UnitOutcome::Failed(e) => (0, Some(e.as_str()), 0, 0),
         };
         let mut tx = self.pool.begin().await?;
-        let r = sqlx::query(
+        // What the unit holds comes back from the statement that takes the write lock
+        // (on SQLite, a transaction that read first cannot always upgrade its lock).
+        let row = sqlx::query(
             "UPDATE units SET \
                state = CASE WHEN $4 = 1 THEN 'done' \
                  WHEN attempts + 1 >= max_attempts THEN 'failed' ELSE 'ready' END, \
                attempts = CASE WHEN $4 = 1 THEN attempts ELSE attempts + 1 END, \
                error = $5, lease_owner = NULL, lease_until = NULL, progress = 0, \
-               done_by = CASE WHEN $4 = 1 THEN $3 ELSE done_by END, \
-               moved = CASE WHEN $4 = 1 THEN $7 ELSE moved END \
+               done_by = CASE WHEN $4 = 1 THEN $3 ELSE done_by END \
              WHERE job = $1 AND seq = $2 AND state = 'leased' AND lease_owner = $3 \
-               AND lease_until > $6",
+               AND lease_until > $6 \
+             RETURNING kind, file_from, file_to, bytes",
         )
         .bind(job)
         .bind(int(seq))
@@ -245,30 +264,16 @@ impl Db {
         .bind(ok)
         .bind(error)
         .bind(int(now))
-        .bind(int(bytes))
-        .execute(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await?;
-        if r.rows_affected() == 0 {
+        let Some(row) = row else {
             drop(tx);
             return Ok(Err(self.why_refused(worker, job, seq, now).await?));
-        }
+        };
         if ok == 1 {
-            // A relay's files were never listed: what it moved counts towards the
-            // job's totals as well as towards what is done.
-            sqlx::query(
-                "UPDATE jobs SET files_done = files_done + $2, bytes_done = bytes_done + $3, \
-                   files = files + CASE WHEN r.n > 0 THEN $2 ELSE 0 END, \
-                   bytes = bytes + CASE WHEN r.n > 0 THEN $3 ELSE 0 END \
-                 FROM (SELECT COUNT(*) AS n FROM units \
-                       WHERE job = $1 AND seq = $4 AND kind = 'relay') AS r \
-                 WHERE id = $1",
-            )
-            .bind(job)
-            .bind(int(files))
-            .bind(int(bytes))
-            .bind(int(seq))
-            .execute(&mut *tx)
-            .await?;
+            let shape = Shape::of(&row)?;
+            let (files, bytes) = shape.bound(files, bytes);
+            record_done(&mut tx, job, seq, shape.relay, files, bytes).await?;
         }
         settle(&mut tx, Some(job), now).await?;
         tx.commit().await?;
@@ -325,6 +330,81 @@ impl Db {
         tx.commit().await?;
         Ok(r.rows_affected())
     }
+}
+
+/// What a unit holds, as far as bounding what its worker reports goes.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    /// Whether it is a relay (its files and bytes were never listed).
+    relay: bool,
+    /// Most files it may report: those it names (a range none, a commit its one).
+    files: u64,
+    /// Most bytes it may report: its planned bytes (a commit's are 0).
+    bytes: u64,
+}
+
+impl Shape {
+    /// The unit of row `r` (its `kind`, `file_from`, `file_to` and `bytes`).
+    fn of(r: &AnyRow) -> Result<Shape, DbError> {
+        let kind: String = r.try_get("kind")?;
+        let get = |col: &str| -> Result<u64, DbError> { uint(r.try_get(col)?, col) };
+        let named = get("file_to")?.saturating_sub(get("file_from")?);
+        Ok(Shape {
+            relay: kind == "relay",
+            files: match kind.as_str() {
+                "range" => 0,
+                "commit" => 1,
+                _ => named,
+            },
+            bytes: get("bytes")?,
+        })
+    }
+
+    /// `files` and `bytes` reported for the unit, each at most what it holds; for a
+    /// relay, at most [`MAX_UNIT_FILES`] and [`MAX_UNIT_BYTES`].
+    fn bound(self, files: u64, bytes: u64) -> (u64, u64) {
+        match self.relay {
+            true => (files.min(MAX_UNIT_FILES), bytes.min(MAX_UNIT_BYTES)),
+            false => (files.min(self.files), bytes.min(self.bytes)),
+        }
+    }
+}
+
+/// Records what unit `seq` of job `job` moved, in the unit (its worker's share) and
+/// in the job's counters, each saturating. A relay's files were never listed: what
+/// it moved counts towards the job's totals as well as towards what is done.
+async fn record_done(
+    tx: &mut Transaction<'static, Any>,
+    job: &str,
+    seq: u64,
+    relay: bool,
+    files: u64,
+    bytes: u64,
+) -> Result<(), DbError> {
+    sqlx::query("UPDATE units SET moved = $3 WHERE job = $1 AND seq = $2")
+        .bind(job)
+        .bind(int(seq))
+        .bind(int(bytes))
+        .execute(&mut **tx)
+        .await?;
+    let (listed_files, listed_bytes) = if relay { (files, bytes) } else { (0, 0) };
+    let sql = format!(
+        "UPDATE jobs SET files_done = {}, bytes_done = {}, files = {}, bytes = {} \
+         WHERE id = $1",
+        saturating_add("files_done", "$2"),
+        saturating_add("bytes_done", "$3"),
+        saturating_add("files", "$4"),
+        saturating_add("bytes", "$5"),
+    );
+    sqlx::query(&sql)
+        .bind(job)
+        .bind(int(files))
+        .bind(int(bytes))
+        .bind(int(listed_files))
+        .bind(int(listed_bytes))
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
 
 /// Moves what follows from a change to job `job`'s units (every job's if `None`):

@@ -151,6 +151,41 @@ fn uint(v: i64, what: &str) -> Result<u64, DbError> {
     u64::try_from(v).map_err(|_| DbError::Row(format!("{what} is negative: {v}")))
 }
 
+/// The largest `BIGINT`, as SQL.
+const BIGINT_MAX: &str = "9223372036854775807";
+
+/// SQL for `column + param` (`param` never negative) that stops at the largest
+/// `BIGINT` instead of overflowing: PostgreSQL fails a statement whose sum overflows,
+/// and SQLite stores it as a REAL, which no later read takes for a count. The test
+/// comes before the sum, so that neither database ever computes one that overflows
+/// (`MIN(column + param, ...)` would, first).
+fn saturating_add(column: &str, param: &str) -> String {
+    format!(
+        "CASE WHEN {column} > {BIGINT_MAX} - {param} THEN {BIGINT_MAX} \
+         ELSE {column} + {param} END"
+    )
+}
+
+/// SQL for the sum of `expr` over a group (0 for none), taken in floating point: an
+/// integer `SUM` that overflows fails the statement on SQLite (and its cast back to
+/// `BIGINT` on PostgreSQL), which would take a whole list down for one group. Read it
+/// with [`float_sum`].
+fn sum_sql(expr: &str) -> String {
+    format!("COALESCE(SUM(CAST({expr} AS DOUBLE PRECISION)), 0)")
+}
+
+/// Column `col` of `r`, a [`sum_sql`], as a `u64`: exact up to 2^53, the nearest
+/// float beyond, at most `u64::MAX` and at least 0 (a sum over a damaged row may be
+/// anything). An empty sum may come back as the integer 0.
+fn float_sum(r: &sqlx::any::AnyRow, col: &str) -> Result<u64, DbError> {
+    use sqlx::Row;
+    match r.try_get::<f64, _>(col) {
+        // `as` saturates, and takes NaN to 0.
+        Ok(v) => Ok(v as u64),
+        Err(_) => Ok(u64::try_from(r.try_get::<i64, _>(col)?).unwrap_or(0)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@ use hetch_jobs::UnitSpec;
 use sqlx::Row;
 
 use crate::jobs::{FileRow, NewJob, PlannedUnit};
-use crate::{int, Db, DbError};
+use crate::{int, saturating_add, Db, DbError};
 
 /// An instance's hold on planning one job.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,25 +70,29 @@ fn placeholders(rows: usize, cols: usize) -> String {
     out
 }
 
-/// Adds `files` and `bytes` to the job's totals if `lease` still holds it; this is
-/// the first statement of every planning write, so it also takes the job's row lock
-/// (PostgreSQL) or the write lock (SQLite) before anything else is written.
+/// Adds `files` and `bytes` to the job's totals (saturating: sizes are the file
+/// system's to say) if `lease` still holds it; this is the first statement of every
+/// planning write, so it also takes the job's row lock (PostgreSQL) or the write lock
+/// (SQLite) before anything else is written.
 async fn hold(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     lease: &PlanningLease,
     files: u64,
     bytes: u64,
 ) -> Result<(), DbError> {
-    let r = sqlx::query(
-        "UPDATE jobs SET files = files + $3, bytes = bytes + $4 \
+    let sql = format!(
+        "UPDATE jobs SET files = {}, bytes = {} \
          WHERE id = $1 AND state = 'planning' AND planner = $2",
-    )
-    .bind(&lease.job)
-    .bind(&lease.owner)
-    .bind(int(files))
-    .bind(int(bytes))
-    .execute(&mut **tx)
-    .await?;
+        saturating_add("files", "$3"),
+        saturating_add("bytes", "$4"),
+    );
+    let r = sqlx::query(&sql)
+        .bind(&lease.job)
+        .bind(&lease.owner)
+        .bind(int(files))
+        .bind(int(bytes))
+        .execute(&mut **tx)
+        .await?;
     match r.rows_affected() {
         1 => Ok(()),
         _ => Err(DbError::NotPlanning(lease.job.clone())),
@@ -221,7 +225,9 @@ impl Db {
         files: &[FileRow],
     ) -> Result<(), DbError> {
         let mut tx = self.pool.begin().await?;
-        let bytes = files.iter().map(|f| f.size).sum();
+        let bytes = files
+            .iter()
+            .fold(0, |sum: u64, f| sum.saturating_add(f.size));
         hold(&mut tx, lease, files.len() as u64, bytes).await?;
         for (c, chunk) in files.chunks(ROWS_PER_INSERT).enumerate() {
             let sql = format!(

@@ -4,7 +4,7 @@
 use sqlx::Row;
 
 use crate::jobs::{JobState, UnitCounts};
-use crate::{uint, Db, DbError};
+use crate::{float_sum, sum_sql, uint, Db, DbError};
 
 /// What the database holds, summed over all jobs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -39,13 +39,14 @@ impl Db {
             .fetch_all(&self.reads)
             .await?;
         let units = UnitCounts::from_rows(&rows)?;
-        // SUM of a BIGINT is NUMERIC on PostgreSQL: cast back for one row type.
-        let done = sqlx::query(
-            "SELECT CAST(COALESCE(SUM(files_done), 0) AS BIGINT) AS f, \
-                    CAST(COALESCE(SUM(bytes_done), 0) AS BIGINT) AS b FROM jobs",
-        )
-        .fetch_one(&self.reads)
-        .await?;
+        // Summed in floating point: jobs whose counters saturated must not make the
+        // totals overflow (nor a damaged row fail them).
+        let sql = format!(
+            "SELECT {} AS f, {} AS b FROM jobs",
+            sum_sql("files_done"),
+            sum_sql("bytes_done")
+        );
+        let done = sqlx::query(&sql).fetch_one(&self.reads).await?;
         let workers = sqlx::query(
             "SELECT COUNT(DISTINCT lease_owner) AS n FROM units WHERE state = 'leased'",
         )
@@ -54,8 +55,8 @@ impl Db {
         Ok(Totals {
             jobs,
             units,
-            files_done: uint(done.try_get("f")?, "files done")?,
-            bytes_done: uint(done.try_get("b")?, "bytes done")?,
+            files_done: float_sum(&done, "f")?,
+            bytes_done: float_sum(&done, "b")?,
             active_workers: uint(workers.try_get("n")?, "workers")?,
         })
     }

@@ -5,7 +5,10 @@
 mod common;
 
 use common::{job_of, on_each, planner};
-use hetch_jobdb::{Db, DbError, FileRow, JobState, PlanningLease, Refused, Retry, UnitOutcome};
+use hetch_jobdb::{
+    Backend, Db, DbError, FileRow, JobState, NewJob, PlannedUnit, PlanningLease, Refused, Retry,
+    UnitOutcome,
+};
 use hetch_jobs::UnitSpec;
 
 const TTL: u64 = 30_000;
@@ -510,4 +513,160 @@ fn a_url_of_no_database_is_refused_by_name() {
         .block_on(Db::open("sqlite:///nonexistent-dir/x/jobs.db"))
         .unwrap_err();
     assert!(e.to_string().contains("/nonexistent-dir/x/jobs.db"), "{e}");
+}
+
+/// Runs `sql` on the database at `url` behind the service's back: a state no
+/// statement of this crate makes.
+async fn by_hand(url: &str, sql: &str) {
+    let pool = sqlx::AnyPool::connect(url).await.unwrap();
+    sqlx::query(sql).execute(&pool).await.unwrap();
+    pool.close().await;
+}
+
+/// A worker's report is held to what its unit holds (a relay, never listed, to
+/// MAX_UNIT_FILES and MAX_UNIT_BYTES), and a job's counters stop at the largest
+/// BIGINT instead of overflowing (SQLite would store a REAL, PostgreSQL fail): any
+/// number of reports of u64::MAX leaves every job readable.
+#[test]
+fn absurd_reports_are_held_to_their_unit_and_counters_never_overflow() {
+    use hetch_jobdb::leases::{MAX_UNIT_BYTES, MAX_UNIT_FILES};
+    on_each(|db, url| async move {
+        let absurd = done(u64::MAX, u64::MAX);
+        // f0 (5 bytes) in a batch; f1 (40 bytes) in ranges of 12 bytes, and a commit.
+        job_of(&db, "j", 0, &[5, 40], planner(10, 8, 12, 4), 3, 0).await;
+        let got = db.claim("w", 1, TTL, 10).await.unwrap();
+        assert_eq!(got.len(), 5, "{got:?}");
+        for c in &got {
+            db.finish("w", "j", c.seq, 2, &absurd)
+                .await
+                .unwrap()
+                .unwrap();
+        }
+        let commit = db.claim("w", 3, TTL, 10).await.unwrap();
+        assert_eq!(commit.len(), 1, "{commit:?}");
+        db.finish("w", "j", commit[0].seq, 4, &absurd)
+            .await
+            .unwrap()
+            .unwrap();
+        let job = db.job("j").await.unwrap().unwrap();
+        assert_eq!(
+            (job.state, job.files_done, job.bytes_done, job.damaged),
+            (JobState::Done, 2, 45, None),
+            "a batch counts its files and bytes, a range its bytes, a commit its file"
+        );
+
+        // A relay's files were never listed: its report makes the job's totals too.
+        let lease = db
+            .create_job(&new_job("relay"), "planner", 1_000_000, 10)
+            .await
+            .unwrap();
+        let relays: Vec<PlannedUnit> = (0..2)
+            .map(|operand| PlannedUnit {
+                spec: UnitSpec::Relay { operand },
+                bytes: 0,
+            })
+            .collect();
+        db.add_units(&lease, 0, &relays, 3).await.unwrap();
+        assert!(db.queue(&lease, 10).await.unwrap());
+        let got = db.claim("w", 11, TTL, 10).await.unwrap();
+        db.finish("w", "relay", got[0].seq, 12, &absurd)
+            .await
+            .unwrap()
+            .unwrap();
+        let job = db.job("relay").await.unwrap().unwrap();
+        let counts = (job.files, job.files_done, job.bytes, job.bytes_done);
+        let (f, b) = (MAX_UNIT_FILES, MAX_UNIT_BYTES);
+        assert_eq!(counts, (f, f, b, b));
+        // Counters near the top (as after many reports) stop there.
+        by_hand(
+            &url,
+            "UPDATE jobs SET files = 9223372036854775800, files_done = 9223372036854775800, \
+               bytes = 9223372036854775800, bytes_done = 9223372036854775800 \
+             WHERE id = 'relay'",
+        )
+        .await;
+        db.finish("w", "relay", got[1].seq, 13, &absurd)
+            .await
+            .unwrap()
+            .unwrap();
+        let job = db.job("relay").await.unwrap().unwrap();
+        let top = i64::MAX as u64;
+        assert_eq!(
+            (job.files, job.files_done, job.bytes, job.bytes_done),
+            (top, top, top, top)
+        );
+        assert_eq!((job.state, job.damaged), (JobState::Done, None));
+        // Every job lists, the live view reads, and the totals add up past a BIGINT.
+        let listed = db.jobs(None, None, 10).await.unwrap();
+        assert!(listed.iter().all(|j| j.damaged.is_none()), "{listed:?}");
+        assert_eq!(db.live_jobs(10, 10).await.unwrap().len(), 2);
+        let totals = db.totals().await.unwrap();
+        assert!(totals.bytes_done > top, "{totals:?}");
+    });
+}
+
+/// A job whose row cannot be read whole (a counter SQLite stored as a REAL after an
+/// overflow; a negative one) is listed with what can be read, and says which column
+/// is damaged; every other job lists as ever, the live view and the totals go on,
+/// and the damaged job's units still finish.
+#[test]
+fn a_damaged_row_is_reported_for_its_job_only() {
+    on_each(|db, url| async move {
+        job_of(&db, "sound", 0, &[1, 2], planner(1, u64::MAX, 1, 1), 3, 0).await;
+        job_of(&db, "hurt", 0, &[3, 4], planner(1, u64::MAX, 1, 1), 3, 1).await;
+        // PostgreSQL never stores a BIGINT as anything else: a negative count is the
+        // damage it can hold.
+        let bad = match db.backend() {
+            Backend::Sqlite => "1e30",
+            Backend::Postgres => "-5",
+        };
+        let sql = format!("UPDATE jobs SET files_done = {bad} WHERE id = 'hurt'");
+        by_hand(&url, &sql).await;
+
+        let jobs = db.jobs(None, None, 10).await.unwrap();
+        let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+        assert_eq!(ids, ["hurt", "sound"]);
+        let (hurt, sound) = (&jobs[0], &jobs[1]);
+        let damage = hurt.damaged.clone().unwrap_or_default();
+        assert!(
+            damage.starts_with("database row damaged: files_done is "),
+            "{damage}"
+        );
+        assert_eq!(
+            (hurt.state, hurt.files, hurt.bytes, hurt.files_done),
+            (JobState::Queued, 2, 7, 0),
+            "what could be read, and 0 for what could not"
+        );
+        assert_eq!(hurt.error_shown(), Some(damage.clone()));
+        assert_eq!((sound.damaged.as_deref(), sound.bytes), (None, 3));
+        let one = db.job("hurt").await.unwrap().unwrap();
+        assert_eq!(one.damaged, Some(damage));
+        let live = db.live_jobs(10, 10).await.unwrap();
+        assert_eq!(live.len(), 2);
+        assert!(live[0].job.damaged.is_some() && live[1].job.damaged.is_none());
+        db.totals().await.unwrap();
+
+        let got = db.claim("w", 2, TTL, 10).await.unwrap();
+        assert_eq!(got.len(), 4, "{got:?}");
+        for c in &got {
+            db.finish("w", &c.job, c.seq, 3, &done(1, 4))
+                .await
+                .unwrap()
+                .unwrap();
+        }
+        for id in ["hurt", "sound"] {
+            let job = db.job(id).await.unwrap().unwrap();
+            assert_eq!(job.state, JobState::Done, "{job:?}");
+        }
+    });
+}
+
+fn new_job(id: &str) -> NewJob {
+    NewJob {
+        id: id.into(),
+        submitted_by: "tester".into(),
+        spec: "{}".into(),
+        priority: 0,
+        rate_limit: 0,
+    }
 }

@@ -4,8 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A job, as submitted: what `hetch cp` takes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A job, as submitted: what `hetch cp` takes. (Its default, with no sources and
+/// no destination, stands for a stored spec that cannot be read.)
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobSpec {
     /// Source operands, relative to the service's root (a shared file system); or,

@@ -20,6 +20,9 @@
 //!   URL in `read` names a server the identity may copy from (a copy between two
 //!   servers). Matching is by whole path components: `groups/astro` does not cover
 //!   `groups/astronomy`.
+//! - `account = "NAME"` (optional) names a local account: a worker running as root
+//!   runs the identity's units as it (its uid, gid and groups), so that the file
+//!   system's own permissions decide too; other workers leave it to the paths.
 //! - What a job may touch ([`Access`]) is recorded with it at submission, checked then
 //!   against its sources and destination, checked again when it is listed, and again
 //!   by the worker before it opens anything: each source, resolved, must lie under a
@@ -48,6 +51,10 @@ pub struct Access {
     /// Paths under the root its jobs may write (`""`: the whole root), and the URL
     /// prefixes of the destinations they may send to.
     pub write: Vec<String>,
+    /// The local account a worker running as root runs its units as (so that the
+    /// file system's permissions and ACLs decide too); `None`: the worker's own user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
 }
 
 /// The operator's identity map.
@@ -79,6 +86,8 @@ struct EntryFile {
     read: Vec<String>,
     #[serde(default)]
     write: Vec<String>,
+    #[serde(default)]
+    account: Option<String>,
 }
 
 impl IdentityMap {
@@ -146,15 +155,33 @@ impl Entry {
         let read: Result<Vec<String>, String> = e.read.iter().map(|p| normal(p, "read")).collect();
         let write: Result<Vec<String>, String> =
             e.write.iter().map(|p| normal(p, "write")).collect();
+        if let Some(a) = &e.account {
+            check_account(a)?;
+        }
         Ok(Entry {
             access: Access {
                 entry: format!("{}={}", e.claim, e.value),
                 read: read?,
                 write: write?,
+                account: e.account,
             },
             claim: e.claim,
             value: e.value,
         })
+    }
+}
+
+/// A local account name as `useradd` takes it (never `root`).
+fn check_account(a: &str) -> Result<(), String> {
+    let ok = (1..=32).contains(&a.len())
+        && !a.starts_with('-')
+        && a.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    match ok && a != "root" {
+        true => Ok(()),
+        false => Err(format!(
+            "account {a:?}: a local user name (letters, digits, '.', '_', '-'; not root)"
+        )),
     }
 }
 

@@ -12,6 +12,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use hetch_jobdb::leases::{MAX_UNIT_BYTES, MAX_UNIT_FILES};
 use hetch_jobdb::{JobRow, JobState, NewJob, Retry, UnitOutcome, WorkerReport};
 use serde::Deserialize;
 
@@ -488,9 +489,24 @@ async fn heartbeat(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
     Ok(Json(serde_json::json!({ "held": held })).into_response())
 }
 
+/// A finish report's numbers, within what any unit may move: one beyond is refused
+/// (400, naming the field), since no worker moves that much in one unit. Within them,
+/// the database takes each as at most what the unit holds (see
+/// [`hetch_jobdb::Db::finish`]): a file may have grown since it was listed.
+fn check_moved(req: &FinishRequest) -> Result<(), ApiError> {
+    if req.files > MAX_UNIT_FILES {
+        return Err(bad(format!("files: at most {MAX_UNIT_FILES} per unit")));
+    }
+    if req.bytes > MAX_UNIT_BYTES {
+        return Err(bad(format!("bytes: at most {MAX_UNIT_BYTES} per unit")));
+    }
+    Ok(())
+}
+
 async fn finish(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
     let req: FinishRequest = parse(&body)?;
     check_worker(&req.worker)?;
+    check_moved(&req)?;
     let outcome = match req.error {
         None => UnitOutcome::Done {
             files: req.files,
@@ -529,9 +545,22 @@ pub(crate) async fn view(state: &AppState, caller: &Caller, id: &str) -> Result<
     }
 }
 
+/// Job `row` as the API shows it. What of its row cannot be read (see
+/// [`JobRow::damaged`]; a spec this version cannot parse) is said in its error: one
+/// damaged job never makes a list of jobs fail.
 async fn job_view(state: &AppState, row: JobRow) -> Result<JobView, ApiError> {
     let c = state.db.unit_counts(&row.id).await.map_err(internal)?;
-    let spec = serde_json::from_str(&row.spec).map_err(internal)?;
+    let (spec, unreadable) = match serde_json::from_str(&row.spec) {
+        Ok(spec) => (spec, None),
+        Err(e) => (
+            JobSpec::default(),
+            Some(format!("database row damaged: spec: {e}")),
+        ),
+    };
+    let error = match (unreadable, row.error_shown()) {
+        (Some(u), Some(e)) => Some(format!("{u}; {e}")),
+        (u, e) => u.or(e),
+    };
     Ok(JobView {
         id: row.id,
         state: row.state.as_str().to_string(),
@@ -540,7 +569,7 @@ async fn job_view(state: &AppState, row: JobRow) -> Result<JobView, ApiError> {
         created: row.created,
         started: row.started,
         finished: row.finished,
-        error: row.error,
+        error,
         files: row.files,
         bytes: row.bytes,
         files_done: row.files_done,

@@ -596,3 +596,83 @@ fn a_jobs_rate_limit_is_shared_among_its_units_held_now() {
         assert_eq!(got[0]["rate_limit"], 0, "no limit, no share");
     });
 }
+
+/// What a worker reports it moved is bounded: numbers no unit could move (u64::MAX
+/// files or bytes) are refused with the field named, and those within bounds count
+/// at most what the unit holds. However a worker reports, every job stays readable:
+/// the operator's list answers, with counters no larger than the job's listing.
+#[test]
+fn absurd_finish_reports_are_refused_and_the_job_list_still_answers() {
+    use hetch_jobdb::leases::{MAX_UNIT_BYTES, MAX_UNIT_FILES};
+    on_each(|dir, url| async move {
+        let (api, _task) = start(&dir, &url, planner()).await;
+        let (s, job) = api
+            .post("/api/jobs", json!({"sources": ["run1"], "dest": "copy"}))
+            .await;
+        assert_eq!(s, 201, "{job}");
+        let id = job["id"].as_str().unwrap().to_string();
+        api.planned(&id).await;
+        let report = |seq: &Value, files: u64, bytes: u64| {
+            json!({"worker": "w1", "job": id, "seq": seq, "error": null,
+                   "files": files, "bytes": bytes})
+        };
+        let (s, units) = api
+            .post("/api/work/claim", json!({"worker": "w1", "max": 64}))
+            .await;
+        assert_eq!(s, 200, "{units}");
+        let units = units.as_array().unwrap().clone();
+        let first = &units[0]["seq"];
+        for (files, bytes, field) in [
+            (u64::MAX, 0, "files"),
+            (0, u64::MAX, "bytes"),
+            (u64::MAX, u64::MAX, "files"),
+            (MAX_UNIT_FILES + 1, 0, "files"),
+        ] {
+            let (s, v) = api
+                .post("/api/work/finish", report(first, files, bytes))
+                .await;
+            assert_eq!(s, 400, "{v}");
+            let e = v["error"].as_str().unwrap();
+            assert!(e.starts_with(&format!("{field}: ")), "{e}");
+        }
+        // The largest numbers taken, for every unit (the commit last, once its
+        // ranges are done): each counts what it holds, at most.
+        let (most_files, most_bytes) = (MAX_UNIT_FILES, MAX_UNIT_BYTES);
+        for u in &units {
+            let (s, v) = api
+                .post(
+                    "/api/work/finish",
+                    report(&u["seq"], most_files, most_bytes),
+                )
+                .await;
+            assert_eq!(s, 200, "{v}");
+        }
+        let (s, commit) = api
+            .post("/api/work/claim", json!({"worker": "w1", "max": 64}))
+            .await;
+        assert_eq!(s, 200, "{commit}");
+        let (s, v) = api
+            .post(
+                "/api/work/finish",
+                report(&commit[0]["seq"], most_files, most_bytes),
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+
+        let (s, jobs) = api.get("/api/jobs").await;
+        assert_eq!(s, 200, "{jobs}");
+        let job = &jobs[0];
+        assert_eq!(
+            (job["id"].as_str(), job["state"].as_str()),
+            (Some(id.as_str()), Some("done"))
+        );
+        assert!(job["error"].is_null(), "{job}");
+        let n = |k: &str| job[k].as_u64().unwrap();
+        assert_eq!(
+            (n("files_done"), n("bytes_done")),
+            (n("files"), n("bytes")),
+            "{job}"
+        );
+        assert_eq!(n("bytes"), 340, "the tree's bytes: {job}");
+    });
+}

@@ -286,14 +286,17 @@ fn the_live_stream_nodes_and_activity_show_what_workers_report_and_users_see_the
             // said before).
             assert_eq!(s, 200, "{bad}: {e}");
         }
-        // Live progress: the first unit has moved 100 bytes so far, the worker 5000.
-        let (first, second) = (&units[0], &units[1]);
+        // Live progress: the first unit here (a range of 16 bytes of run1/big; what a
+        // unit reports is held to what it holds, and the batch before it holds the
+        // directory alone) has moved 10 bytes so far, the worker 5000.
+        let (first, second) = (&units[1], &units[0]);
+        assert_eq!(first["unit"]["Range"]["first"], 0, "{units:?}");
         let beat = json!({"worker": "w1", "about": {"moved": 5000},
-            "units": [{"job": id, "seq": first["seq"], "bytes": 100}, {"job": id, "seq": second["seq"]}]});
+            "units": [{"job": id, "seq": first["seq"], "bytes": 10}, {"job": id, "seq": second["seq"]}]});
         let (s, _) = api.post("/api/work/heartbeat", beat).await;
         assert_eq!(s, 200);
         let snap = snapshot_where(&api, &cookie, |v| {
-            v["jobs"][0]["bytes_done"] == 100 && v["nodes"][0]["name"] == "w1"
+            v["jobs"][0]["bytes_done"] == 10 && v["nodes"][0]["name"] == "w1"
         })
         .await;
         assert_eq!(snap["jobs"][0]["id"], id.as_str());
@@ -309,7 +312,7 @@ fn the_live_stream_nodes_and_activity_show_what_workers_report_and_users_see_the
         assert!(nodes["service"]["checks"].is_array());
 
         // One unit done, one failed for good: the share and the error.
-        let done = json!({"worker": "w1", "job": id, "seq": first["seq"], "error": null, "files": 3, "bytes": 1234});
+        let done = json!({"worker": "w1", "job": id, "seq": first["seq"], "error": null, "files": 0, "bytes": 16});
         assert_eq!(api.post("/api/work/finish", done).await.0, 200);
         let mut attempts = 0;
         loop {
@@ -336,7 +339,7 @@ fn the_live_stream_nodes_and_activity_show_what_workers_report_and_users_see_the
         assert_eq!(s, 200);
         assert_eq!(
             act["shares"],
-            json!([{"worker": "w1", "units": 1, "bytes": 1234}])
+            json!([{"worker": "w1", "units": 1, "bytes": 16}])
         );
         let failed = &act["failed"][0];
         assert_eq!(failed["seq"], second["seq"]);

@@ -183,6 +183,8 @@ impl Hub {
         live.into_iter()
             .map(|l| {
                 let j = l.job;
+                // A damaged row is shown, with what could be read, and says so.
+                let error = j.error_shown();
                 // A retried unit's bytes may count twice until it ends: never past
                 // the listing's total.
                 let done = j
@@ -221,7 +223,7 @@ impl Hub {
                     created: j.created,
                     started: j.started,
                     finished: j.finished,
-                    error: j.error,
+                    error,
                     id: j.id,
                 }
             })

@@ -1,0 +1,321 @@
+//! Running a user's unit as their local account: where the identity map gives a
+//! user's entry an `account` and the worker runs as root, each of that user's units
+//! runs in a child process of its own (`hetch worker-unit`, hidden) that becomes the
+//! account (its uid, gid and supplementary groups) before it opens anything, so that
+//! the file system's own permissions and ACLs decide what the unit reads and writes,
+//! as they do for `scp` as that user.
+//!
+//! The child is given the unit and what it needs on its standard input, as one JSON
+//! line: what only root may read (the servers' tokens, the pinned keys of the servers
+//! the unit names) is read by the child before it changes its identity, and the
+//! service's token is handed over in that line, never in its arguments or
+//! environment. After the change the process is no longer dumpable, so the account
+//! cannot read its memory. The child then reports progress (`{"bytes":N,...}`) and
+//! finally the unit's report (`{"report":{...}}`) on its standard output, one JSON
+//! line each; the worker sends it the unit's new rate (`{"rate":N}`) and stops it by
+//! closing its input, then killing it.
+
+use std::ffi::CString;
+use std::path::PathBuf;
+use std::process::{ExitCode, Stdio};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail};
+use hetch_engine::{Progress, RateLimiter, StopSignal};
+use hetch_service::api::ClaimedUnit;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use crate::service_client::Client;
+use crate::worker::{Preloaded, UnitContext};
+
+/// Longest line the worker reads from a child (a report is one line of a few KiB).
+const MAX_LINE: usize = 64 << 10;
+/// Most supplementary groups taken for an account.
+const MAX_GROUPS: usize = 65_536;
+
+/// What the worker hands a child: the unit and how to reach what it needs.
+#[derive(Serialize, Deserialize)]
+struct Handover {
+    unit: ClaimedUnit,
+    account: String,
+    root: PathBuf,
+    service: String,
+    fingerprint: String,
+    service_token: String,
+    dest_token: Option<PathBuf>,
+    source_token: Option<PathBuf>,
+    known_hosts: Option<PathBuf>,
+    rate: u64,
+}
+
+/// The local account unit `u` must run as: its user's (the identity map's
+/// `account`), when this worker runs as root; `None` otherwise (then the map's paths
+/// alone decide, as they do for every unit).
+pub(crate) fn account_of(u: &ClaimedUnit) -> Option<&str> {
+    let account = u.spec.access.as_ref()?.account.as_deref()?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    (unsafe { libc::geteuid() } == 0).then_some(account)
+}
+
+impl UnitContext {
+    /// Runs unit `u` in a child process as `account` (see the module's comment) and
+    /// returns its report; a child that fails to start or to report is the unit's
+    /// error.
+    pub(crate) async fn run_as(
+        &self,
+        u: ClaimedUnit,
+        account: &str,
+        stop: StopSignal,
+        rate: Arc<RateLimiter>,
+        progress: Arc<Progress>,
+    ) -> Value {
+        let key = json!({"job": u.job, "seq": u.seq});
+        match self.child(u, account, stop, rate, progress).await {
+            Ok(report) => report,
+            Err(e) => {
+                let mut report = key;
+                report["error"] = json!(format!("as account {account}: {}", crate::one_line(&e)));
+                report
+            }
+        }
+    }
+
+    async fn child(
+        &self,
+        u: ClaimedUnit,
+        account: &str,
+        stop: StopSignal,
+        rate: Arc<RateLimiter>,
+        progress: Arc<Progress>,
+    ) -> anyhow::Result<Value> {
+        let handover = Handover {
+            unit: u,
+            account: account.to_string(),
+            root: self.root.clone(),
+            service: self.api.service().to_string(),
+            fingerprint: self
+                .api
+                .pinned()
+                .ok_or_else(|| anyhow!("the service's key is not pinned"))?
+                .to_string(),
+            service_token: self.api.token().to_string(),
+            dest_token: self.dest_token.clone(),
+            source_token: self.source_token.clone(),
+            known_hosts: self.known_hosts.clone(),
+            rate: rate.rate(),
+        };
+        let exe = std::env::current_exe()?;
+        let mut child = tokio::process::Command::new(exe)
+            .arg("worker-unit")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()?;
+        let mut input = child.stdin.take().expect("piped");
+        let mut line = serde_json::to_vec(&handover)?;
+        line.push(b'\n');
+        input.write_all(&line).await?;
+        let mut output = BufReader::new(child.stdout.take().expect("piped")).lines();
+        let mut sent_rate = handover.rate;
+        let mut report = None;
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            tokio::select! {
+                got = output.next_line() => match got? {
+                    Some(l) if l.len() <= MAX_LINE => {
+                        let v: Value = serde_json::from_str(&l)?;
+                        if let Some(r) = v.get("report") {
+                            report = Some(r.clone());
+                            break;
+                        } else {
+                            counted(&progress, &v);
+                        }
+                    }
+                    Some(_) => bail!("the unit's process wrote a line over {MAX_LINE} bytes"),
+                    None => break,
+                },
+                _ = stop.clone().raised() => {
+                    // Closing its input stops it; a child that does not stop soon is
+                    // killed (kill_on_drop) as this returns.
+                    drop(input);
+                    let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+                    bail!("stopped");
+                }
+                _ = tick.tick() => {
+                    let now = rate.rate();
+                    if now != sent_rate {
+                        sent_rate = now;
+                        let line = format!("{}\n", json!({"rate": now}));
+                        input.write_all(line.as_bytes()).await?;
+                    }
+                }
+            }
+        }
+        drop(input);
+        let status = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+        report.ok_or_else(|| anyhow!("its process ended ({status:?}) without a report"))
+    }
+}
+
+/// Progress a child reports, into the worker's own counters.
+fn counted(progress: &Progress, v: &Value) {
+    let set = |field: &std::sync::atomic::AtomicU64, name: &str| {
+        if let Some(n) = v[name].as_u64() {
+            field.store(n, Relaxed);
+        }
+    };
+    set(&progress.bytes, "bytes");
+    set(&progress.wire_bytes, "wire_bytes");
+    set(&progress.compressed_blocks, "compressed_blocks");
+}
+
+/// `hetch worker-unit`: the child's side. Reads its handover, reads what only root
+/// may (tokens, pinned keys), becomes the account, runs the unit, reports.
+pub async fn child_main() -> anyhow::Result<ExitCode> {
+    let mut input = BufReader::new(tokio::io::stdin()).lines();
+    let first = input
+        .next_line()
+        .await?
+        .ok_or_else(|| anyhow!("no unit on standard input"))?;
+    let h: Handover = serde_json::from_str(&first)?;
+    let fingerprint: hetch_net::Fingerprint =
+        h.fingerprint.parse().map_err(|e| anyhow!("{e:?}"))?;
+    let api = Client::new(
+        &h.service,
+        Some(fingerprint),
+        h.known_hosts.clone(),
+        h.service_token.into_bytes(),
+    )
+    .await?;
+    let mut ctx = UnitContext::new(
+        Arc::new(api),
+        h.root,
+        h.dest_token,
+        h.source_token,
+        h.known_hosts,
+    );
+    ctx.preloaded = Some(Arc::new(Preloaded::for_unit(&ctx, &h.unit)));
+    become_account(&h.account)?;
+    let (tx, stop) = hetch_engine::StopSignal::new();
+    let rate = Arc::new(RateLimiter::adjustable(h.rate));
+    let progress = Arc::new(Progress::default());
+    // The worker's word: a new rate, or the end of its input (stop).
+    let heard = rate.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = input.next_line().await {
+            if let Some(r) = serde_json::from_str::<Value>(&line)
+                .ok()
+                .and_then(|v| v["rate"].as_u64())
+            {
+                heard.set_rate(r);
+            }
+        }
+        tx.stop();
+    });
+    let shown = progress.clone();
+    let reporter = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let line = json!({
+                "bytes": shown.bytes.load(Relaxed),
+                "wire_bytes": shown.wire_bytes.load(Relaxed),
+                "compressed_blocks": shown.compressed_blocks.load(Relaxed),
+            });
+            println!("{line}");
+        }
+    });
+    let report = ctx.run_here(h.unit, stop, rate, progress).await;
+    reporter.abort();
+    println!("{}", json!({ "report": report }));
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    // Now, not at the runtime's end: that would wait for the read of standard input,
+    // which lasts as long as the worker keeps it open.
+    std::process::exit(0)
+}
+
+/// Becomes local account `name` for good: its supplementary groups, then its group,
+/// then its user (real, effective and saved), and no way back to more privilege.
+fn become_account(name: &str) -> anyhow::Result<()> {
+    let (uid, gid) = lookup_account(name)?;
+    if uid == 0 {
+        bail!("account {name} is root: a user's unit never runs as root");
+    }
+    let groups = groups_of(name, gid)?;
+    // SAFETY: plain system calls on values owned here; glibc applies each to every
+    // thread of the process.
+    unsafe {
+        if libc::setgroups(groups.len(), groups.as_ptr()) != 0 {
+            bail!(
+                "account {name}: setgroups: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        if libc::setresgid(gid, gid, gid) != 0 {
+            bail!(
+                "account {name}: setresgid: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        if libc::setresuid(uid, uid, uid) != 0 {
+            bail!(
+                "account {name}: setresuid: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        // Checked, not assumed: root must be out of reach now.
+        if libc::geteuid() != uid || libc::setuid(0) == 0 {
+            bail!("account {name}: still able to become root");
+        }
+    }
+    Ok(())
+}
+
+/// The uid and primary gid of account `name` on this host.
+fn lookup_account(name: &str) -> anyhow::Result<(libc::uid_t, libc::gid_t)> {
+    let cname = CString::new(name)?;
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 64 << 10];
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is to memory owned here, of the size given.
+    let r = unsafe {
+        libc::getpwnam_r(
+            cname.as_ptr(),
+            &mut pwd,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    if r != 0 || found.is_null() {
+        bail!("account {name}: no such user on this worker");
+    }
+    Ok((pwd.pw_uid, pwd.pw_gid))
+}
+
+/// The supplementary groups of account `name` (with its primary group `gid`).
+fn groups_of(name: &str, gid: libc::gid_t) -> anyhow::Result<Vec<libc::gid_t>> {
+    let cname = CString::new(name)?;
+    let mut groups: Vec<libc::gid_t> = vec![0; 64];
+    loop {
+        let mut n = groups.len() as libc::c_int;
+        // SAFETY: `groups` holds `n` entries; getgrouplist writes at most that many
+        // and says how many it needs when they do not fit.
+        let r = unsafe { libc::getgrouplist(cname.as_ptr(), gid, groups.as_mut_ptr(), &mut n) };
+        if r >= 0 {
+            groups.truncate(n.max(0) as usize);
+            return Ok(groups);
+        }
+        let want = (n.max(0) as usize).max(groups.len() * 2);
+        if want > MAX_GROUPS {
+            bail!("account {name}: more than {MAX_GROUPS} groups");
+        }
+        groups.resize(want, 0);
+    }
+}

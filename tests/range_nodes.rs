@@ -176,3 +176,68 @@ fn a_token_holder_cannot_write_ranges_outside_the_root_or_past_the_file() {
     assert!(!root.join("x").exists());
     assert_no_temp_files(&root);
 }
+
+/// Asks `s` to commit `src` placed at `path` below `dest/`, giving its parent
+/// directory `parent` (mode) as the source's.
+fn commit_at(s: &Server, dest: &str, path: &str, src: &Path, parent: Option<u32>) -> String {
+    let step = RangeStep::Commit {
+        parent: parent.map(|mode| (mode, 1_600_000_000, 7)),
+    };
+    let req = request(dest, path, src, step);
+    let r = runtime().block_on(commit_ranges(&s.addr, &config(s, &s.token), req));
+    r.map_or_else(|e| format!("{e:#}"), |()| String::new())
+}
+
+/// A commit neither gives setuid, setgid or sticky bits (to the file or its parent)
+/// that the server was not started to keep, nor changes the mode of any directory but
+/// the file's own parent below the destination: not the destination, not the root.
+#[test]
+fn a_commit_keeps_no_special_bits_and_touches_only_the_files_own_parent() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    std::fs::create_dir_all(root.join("copy")).unwrap();
+    let s = Server::start(&root, &t.path().join("state"));
+    let src = t.path().join("big.bin");
+    std::fs::write(&src, random_bytes((3 * BS) as usize, 9)).unwrap();
+    std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+
+    // Special bits dropped: the server has no --preserve-special-modes.
+    send(&s, &s.token, "copy", &src, 0..3).unwrap();
+    assert_eq!(
+        commit_at(&s, "copy", "run/sub/big.bin", &src, Some(0o3750)),
+        ""
+    );
+    assert_eq!(mode(&root.join("copy/run/sub/big.bin")), 0o755);
+    assert_eq!(mode(&root.join("copy/run/sub")), 0o750);
+
+    // A file directly in the destination (the root, or a directory in it): a commit
+    // that carries a parent's mode is refused, in one line, and changes no mode.
+    let (root_mode, copy_mode) = (mode(&root), mode(&root.join("copy")));
+    for dest in ["", "copy"] {
+        let step = RangeStep::Blocks { first: 0, end: 3 };
+        let req = request(dest, "big.bin", &src, step);
+        let cfg = config(&s, &s.token);
+        let pushed = push_range(&s.addr, &cfg, req, source(&src), RangePacing::default());
+        runtime().block_on(pushed).unwrap();
+        let e = commit_at(&s, dest, "big.bin", &src, Some(0o777));
+        assert!(
+            e.contains("big.bin") && e.contains("parent") && e.contains(&s.addr),
+            "{dest:?}: {e}"
+        );
+        assert!(!e.contains('\n'), "{e}");
+        assert_eq!(
+            (mode(&root), mode(&root.join("copy"))),
+            (root_mode, copy_mode)
+        );
+        // Without a parent's mode the same file commits.
+        assert_eq!(commit_at(&s, dest, "big.bin", &src, None), "", "{dest:?}");
+    }
+    assert_eq!(mode(&root.join("big.bin")), 0o755);
+    assert_eq!(
+        (mode(&root), mode(&root.join("copy"))),
+        (root_mode, copy_mode)
+    );
+    assert_no_temp_files(&root);
+}

@@ -10,6 +10,9 @@
 //! done, merges the ranges' recorded digests into the whole-file BLAKE3, so the file
 //! is checked as a whole without being read again, and renames it once.
 //!
+//! As a push does, the copy gets setuid, setgid and sticky bits only where asked
+//! for ([`RangeSource::preserve_special_modes`], [`kept_mode`]).
+//!
 //! Blocking: call from a blocking thread.
 
 use std::fs::File;
@@ -30,7 +33,21 @@ pub struct RangeSource {
     file: File,
     shown: PathBuf,
     size: u64,
+    /// As the source has it (what [`RangeSource::check_unchanged`] compares).
     meta: FinalMeta,
+    /// Whether its copy keeps setuid, setgid and sticky bits.
+    special_modes: bool,
+}
+
+/// The mode bits a copy keeps of `mode`: setuid, setgid and sticky only with
+/// `preserve_special_modes` (both ends asked for them), so that a receiver running
+/// as root never creates setuid files or setgid directories a peer chose.
+pub fn kept_mode(mode: u32, preserve_special_modes: bool) -> u32 {
+    if preserve_special_modes {
+        mode & 0o7777
+    } else {
+        mode & 0o777
+    }
 }
 
 /// What moving a range did.
@@ -57,7 +74,16 @@ impl RangeSource {
             shown: shown.to_path_buf(),
             size: md.len(),
             meta: meta_of(&md),
+            special_modes: false,
         })
+    }
+
+    /// Whether its copy keeps the source's setuid, setgid and sticky bits (without,
+    /// the default, they are dropped, as a push without `--preserve-special-modes`
+    /// drops them).
+    pub fn preserve_special_modes(mut self, yes: bool) -> RangeSource {
+        self.special_modes = yes;
+        self
     }
 
     /// Its size when it was opened.
@@ -71,16 +97,20 @@ impl RangeSource {
             size: self.size,
             blocks: block_count(self.size, block_size),
             block_size,
-            meta: self.meta,
+            meta: self.meta(),
             checksum: Algorithm::Blake3,
             growing: false,
             read_back_follows: verify == Verify::Written,
         }
     }
 
-    /// Its mode and mtime when it was opened.
+    /// Its mode (as its copy gets it: see [`RangeSource::preserve_special_modes`])
+    /// and mtime when it was opened.
     pub fn meta(&self) -> FinalMeta {
-        self.meta
+        FinalMeta {
+            mode: kept_mode(self.meta.mode, self.special_modes),
+            ..self.meta
+        }
     }
 
     /// Refuses a source that is no longer the version it was when opened.
@@ -285,7 +315,7 @@ pub fn copy_range(
     let spec = src.spec(block_size, verify);
     let mut w = RangeWriter::open(store, place, &spec, blocks.clone(), verify)?;
     let result = read_range(src, block_size, blocks, control, &mut w, &place.shown)
-        .and_then(|done| w.finish(src.meta).map(|()| done));
+        .and_then(|done| w.finish(src.meta()).map(|()| done));
     if result.is_err() {
         w.keep_for_retry();
     }
@@ -303,4 +333,59 @@ pub fn commit_ranges(
 ) -> Result<Digest, StorageError> {
     src.check_unchanged()?;
     store.commit_ranges(place, &src.spec(block_size, Verify::Written), true)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::store::posix::PosixStore;
+    use crate::DestSpec;
+
+    const BS: u64 = 4096;
+
+    /// Moves `src` into `dest/` in two ranges and commits it; returns the copy's mode.
+    fn copied_mode(src: &Path, dest: &Path, preserve: bool) -> u32 {
+        let open = || {
+            let file = File::open(src).unwrap();
+            RangeSource::new(file, src)
+                .unwrap()
+                .preserve_special_modes(preserve)
+        };
+        let store: Arc<dyn Store> = Arc::new(PosixStore::new(DestSpec {
+            path: dest.to_path_buf(),
+            sources: 1,
+            trailing_slash: true,
+            confine_to: None,
+            as_operand: false,
+        }));
+        store.resolve(b"f", true).unwrap();
+        let place = store.place(b"f").unwrap();
+        let v = Verify::Written;
+        for r in [2..3, 0..2] {
+            copy_range(&*store, &place, &open(), BS, r, v, Default::default()).unwrap();
+        }
+        commit_ranges(&*store, &place, &open(), BS).unwrap();
+        std::fs::metadata(dest.join("f"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    }
+
+    /// A setuid source file committed from ranges is not setuid unless asked for,
+    /// as a push without `--preserve-special-modes` would copy it.
+    #[test]
+    fn special_mode_bits_are_kept_only_when_asked_for() {
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("f");
+        std::fs::write(&src, vec![7u8; (2 * BS + 5) as usize]).unwrap();
+        std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        assert_eq!(copied_mode(&src, &t.path().join("plain"), false), 0o755);
+        assert_eq!(copied_mode(&src, &t.path().join("kept"), true), 0o4755);
+        assert_eq!(kept_mode(0o107_777, false), 0o777);
+        assert_eq!(kept_mode(0o103_750, true), 0o3750);
+    }
 }

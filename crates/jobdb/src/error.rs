@@ -6,6 +6,14 @@ pub enum DbError {
     /// The URL names no database hetch can use.
     #[error("database URL {0:?} is not sqlite://PATH or postgres://...")]
     Url(String),
+    /// The SQLite database file could not be made, or is not private to its owner.
+    #[error("{path}: {reason}")]
+    File {
+        /// The file.
+        path: String,
+        /// Why, and the fix where there is one.
+        reason: String,
+    },
     /// The database could not be reached or opened.
     #[error("cannot open database {url}: {source}")]
     Open {

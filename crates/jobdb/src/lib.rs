@@ -25,6 +25,7 @@ pub mod jobs;
 pub mod leases;
 pub mod planning;
 mod schema;
+mod sqlite_file;
 pub mod stats;
 
 use sqlx::any::AnyPoolOptions;
@@ -70,6 +71,8 @@ impl Db {
         sqlx::any::install_default_drivers();
         let shown = redact(url);
         let (backend, url, connections) = if let Some(path) = url.strip_prefix("sqlite://") {
+            // Before SQLite makes it with the umask's mode: see `sqlite_file`.
+            sqlite_file::make_private(path)?;
             // One connection: SQLite has one writer anyway, and one connection cannot
             // deadlock upgrading a read lock. WAL lets readers elsewhere (a backup,
             // `sqlite3`) look without stopping it.

@@ -17,6 +17,30 @@ pub(crate) fn create_private_dir(dir: &Path) -> Result<(), NetError> {
         .map_err(|e| NetError::file(dir, format!("cannot create directory: {e}")))
 }
 
+/// Makes `dir` (and missing parents) mode 0700 for a service's state (key, token,
+/// job database), and refuses an existing one that group or others may read, write
+/// or enter, saying how to fix it: the files in it are only as private as the
+/// directory, and a database of jobs names everyone's paths. Unlike
+/// [`create_private_dir`], whose callers check each secret file instead.
+pub fn private_state_dir(dir: &Path) -> Result<(), NetError> {
+    create_private_dir(dir)?;
+    let mode = fs::metadata(dir)
+        .map_err(|e| NetError::file(dir, e))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        return Err(NetError::file(
+            dir,
+            format!(
+                "state directory is accessible by group or others (mode {:03o}); run `chmod 700 {}`",
+                mode & 0o777,
+                dir.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Whether `path` exists; errors other than "not found" (e.g. permission) are reported
 /// rather than treated as absence, so a secret is never silently regenerated.
 pub(crate) fn exists(path: &Path) -> Result<bool, NetError> {
@@ -114,6 +138,33 @@ fn write_then_move(
                 fs::rename(tmp, path)?;
                 Ok(true)
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A state directory is made 0700 (with its parents), kept when it is private,
+    /// and refused in one line naming it and the fix when group or others reach it.
+    #[test]
+    fn a_state_directory_is_private_or_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("a/state");
+        private_state_dir(&dir).unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        private_state_dir(&dir).unwrap();
+        for loose in [0o755, 0o750, 0o701] {
+            fs::set_permissions(&dir, fs::Permissions::from_mode(loose)).unwrap();
+            let e = private_state_dir(&dir).unwrap_err().to_string();
+            let fix = format!("chmod 700 {}", dir.display());
+            assert!(
+                e.starts_with(&dir.display().to_string()) && e.contains(&fix),
+                "{e}"
+            );
+            assert!(!e.contains('\n'), "{e}");
         }
     }
 }

@@ -36,6 +36,7 @@ mod trust;
 pub use conn::{accept, connect, connect_keyed, Accepted, ReadBuffer, CONNECT_TIMEOUT};
 pub use error::NetError;
 pub use fingerprint::{Fingerprint, ParseFingerprintError};
+pub use fsutil::private_state_dir;
 pub use identity::ServerIdentity;
 pub use ktls::{ktls, Ktls};
 pub use limits::{address_key, PreAuthGate, PreAuthLimits, PreAuthPermit, RateLimitedLog, Refusal};
@@ -44,7 +45,7 @@ pub use session_key::{SessionKey, EXPORTER_LABEL};
 #[cfg(target_os = "linux")]
 pub use socket::congestion;
 pub use socket::SocketOptions;
-pub use throttle::{AuthThrottle, FIRST_WAIT, FREE_FAILURES, MAX_WAIT};
+pub use throttle::{AuthThrottle, TokenKind, FIRST_WAIT, FREE_FAILURES, MAX_WAIT};
 pub use token::{
     check_token_len, load_or_create_token, read_token_file, tokens_equal, MIN_TOKEN_LEN,
 };

@@ -89,7 +89,9 @@ pub enum OidcError {
     /// The signature does not verify under the named key.
     #[error("bearer token signature invalid")]
     BadSignature,
-    /// `exp` is past (beyond the leeway).
+    /// `exp` is past (beyond the leeway). Only ever reported once the signature
+    /// verified (claims are checked after it), so the issuer made this token: the
+    /// service does not count it as a guess.
     #[error("bearer token expired")]
     Expired,
     /// `nbf` is in the future (beyond the leeway).

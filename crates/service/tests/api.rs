@@ -597,6 +597,136 @@ fn a_jobs_rate_limit_is_shared_among_its_units_held_now() {
     });
 }
 
+/// Only guesses are throttled, per address and per kind of token: requests with no
+/// token and OIDC tokens that merely expired count for nothing, bad JWTs throttle
+/// JWTs only, and the service's token (its workers' leases) still gets in from the
+/// same address; wrong service tokens still throttle the service token.
+#[test]
+fn only_guesses_are_throttled_and_each_kind_of_token_apart() {
+    use hetch_testkit::oidc_issuer::{claims, ec_key, sign, TestIssuer, AUDIENCE};
+    on_each(|dir, url| async move {
+        let key = ec_key("k1");
+        let issuer = TestIssuer::start(&[&key]).await;
+        let oidc = OidcConfig::new(&issuer.url, AUDIENCE);
+        let (api, _task) = start_with(&dir, &url, planner(), Some(oidc)).await;
+        let user = sign(&key, &claims(&issuer.url));
+        let mut expired = claims(&issuer.url);
+        expired["exp"] = json!(1_000_000);
+        let expired = sign(&key, &expired);
+        let status = |token: Option<String>| {
+            let api = &api;
+            async move { api.call("GET", "/api/jobs", None, token.as_deref()).await }
+        };
+
+        for _ in 0..2 * hetch_net::FREE_FAILURES {
+            let (s, e) = status(None).await;
+            assert_eq!(s, 401, "no token: {e}");
+            let (s, e) = status(Some(expired.clone())).await;
+            assert_eq!(s, 401, "expired: {e}");
+            assert!(e["error"].as_str().unwrap().contains("expired"), "{e}");
+        }
+        assert_eq!(
+            status(Some(user.clone())).await.0,
+            200,
+            "an expired login locked out"
+        );
+        assert_eq!(status(Some(api.token.clone())).await.0, 200);
+
+        // Garbage JWTs are guesses: JWTs from here wait, the service token does not.
+        for _ in 0..2 * hetch_net::FREE_FAILURES {
+            let (s, e) = status(Some("eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ4In0.AAAA".into())).await;
+            assert!(s == 401 || s == 429, "{s} {e}");
+        }
+        assert_eq!(
+            status(Some(user.clone())).await.0,
+            429,
+            "JWT guesses not throttled"
+        );
+        assert_eq!(
+            status(Some(api.token.clone())).await.0,
+            200,
+            "bad JWTs locked out"
+        );
+
+        // Wrong service tokens are guesses at the service token.
+        for _ in 0..hetch_net::FREE_FAILURES {
+            let (s, e) = status(Some("not-the-token-of-this-service".into())).await;
+            assert_eq!(s, 401, "{e}");
+        }
+        let (s, e) = status(Some(api.token.clone())).await;
+        assert_eq!(s, 429, "service token guesses not throttled: {e}");
+    });
+}
+
+/// The state directory is made 0700 and the SQLite database in it (with its `-wal`
+/// and `-shm` files) 0600, whatever the umask makes; a state directory or database
+/// that group or others can reach is refused at start, in one line naming it and
+/// the fix. (A PostgreSQL URL has no file.)
+#[test]
+fn the_state_directory_and_the_database_are_private_to_the_service() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::create_dir_all(dir.join("root")).unwrap();
+    let state = dir.join("state");
+    let db = state.join("jobs.db");
+    let url = format!("sqlite://{}", db.display());
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let chmod = |p: &std::path::Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+    };
+    let refusal = |url: String| {
+        let cfg = hetch_service::ServiceConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            root: dir.join("root"),
+            state_dir: state.clone(),
+            db_url: url,
+            lease_ttl: std::time::Duration::from_secs(30),
+            planner: planner(),
+            oidc: None,
+            limits: Default::default(),
+            identities: None,
+        };
+        async move {
+            match hetch_service::Service::bind(cfg).await {
+                Ok(_) => panic!("started"),
+                Err(e) => e.to_string(),
+            }
+        }
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let (api, task) = start(dir, &url, planner()).await;
+        assert_eq!(api.get("/api/jobs").await.0, 200);
+        assert_eq!(mode(&state), 0o700);
+        // Open, in WAL mode: the -wal and -shm files are there.
+        for f in ["jobs.db", "jobs.db-wal", "jobs.db-shm"] {
+            assert_eq!(mode(&state.join(f)), 0o600, "{f}");
+        }
+        task.abort();
+        let _ = task.await;
+
+        chmod(&state, 0o755);
+        let e = refusal(url.clone()).await;
+        let fix = format!("chmod 700 {}", state.display());
+        assert!(
+            e.starts_with(&*state.to_string_lossy()) && e.contains(&fix),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "{e}");
+        chmod(&state, 0o700);
+
+        chmod(&db, 0o644);
+        let e = refusal(url.clone()).await;
+        let fix = format!("chmod 600 {}", db.display());
+        assert!(
+            e.starts_with(&*db.to_string_lossy()) && e.contains(&fix),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "{e}");
+    });
+}
+
 /// What a worker reports it moved is bounded: numbers no unit could move (u64::MAX
 /// files or bytes) are refused with the field named, and those within bounds count
 /// at most what the unit holds. However a worker reports, every job stays readable:

@@ -142,21 +142,18 @@ pub(crate) async fn serve(run: RangeRun) -> Result<Report, EngineError> {
             answer(&mut w, result).await
         }
         RangeStep::Commit { parent } => {
+            let parent = match commit_parent(&req, &target.place, parent, &opts) {
+                Ok(p) => p,
+                Err(e) => return Err(refuse(&mut control, &peer, e).await),
+            };
             hetch_engine::wire::write_frame_exact(&mut control, &peer, false, &welcome).await?;
             let fsync = true;
             let result = blocking(move || {
                 target
                     .store
                     .commit_ranges(&target.place, &target.spec, fsync)?;
-                if let (Some((mode, mtime_sec, mtime_nsec)), Some(dir)) =
-                    (parent, target.place.rel.parent())
-                {
-                    let meta = FinalMeta {
-                        mode: mode & 0o7777,
-                        mtime_sec,
-                        mtime_nsec,
-                    };
-                    target.store.finish_dir(dir, meta)?;
+                if let Some((dir, meta)) = parent {
+                    target.store.finish_dir(&dir, meta)?;
                 }
                 Ok::<_, StorageError>(Summary {
                     files: 1,
@@ -215,6 +212,39 @@ async fn blocking<T: Send + 'static, E: Into<EngineError> + Send + 'static>(
     }
 }
 
+/// The directory a commit gives the mode and mtime `parent` carries (the source's
+/// parent directory's), with the mode it gets: the committed file's own parent, as a
+/// push would finish it, never the destination's base (the destination itself, or
+/// the served root). A file directly in the base has no parent that is a copy, so a
+/// commit carrying one is refused: the operator's directory is not the client's to
+/// chmod. Special bits as for the file ([`ranges::kept_mode`]).
+fn commit_parent(
+    req: &RangeRequest,
+    place: &Place,
+    parent: Option<(u32, i64, u32)>,
+    opts: &Options,
+) -> Result<Option<(PathBuf, FinalMeta)>, EngineError> {
+    let Some((mode, mtime_sec, mtime_nsec)) = parent else {
+        return Ok(None);
+    };
+    // The place's path is validated, relative, of normal components only: a
+    // non-empty parent is a directory strictly below the base, on the file's path.
+    let Some(dir) = place.rel.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Err(StorageError::Refused {
+            path: String::from_utf8_lossy(&req.path).into_owned(),
+            reason: "the commit carries a parent directory's mode, but the file lies \
+                     directly in the destination, whose mode is not the client's to set",
+        }
+        .into());
+    };
+    let meta = FinalMeta {
+        mode: ranges::kept_mode(mode, opts.preserve_special_modes),
+        mtime_sec,
+        mtime_nsec,
+    };
+    Ok(Some((dir.to_path_buf(), meta)))
+}
+
 /// Resolves the request's file below `dest` (inside `root`) as a push into `dest/`
 /// would place it, with the parent directories it needs (made as another writer of
 /// the same tree may make them at the same moment).
@@ -242,18 +272,13 @@ fn open_target(
         }
     }
     let place = store.place(wire)?;
-    // As a push would: special bits only where both ends asked for them.
-    let modes = if preserve_special_modes {
-        0o7777
-    } else {
-        0o777
-    };
     let spec = FileSpec {
         size: req.size,
         blocks: block_count(req.size, block_size),
         block_size,
         meta: FinalMeta {
-            mode: req.mode & modes,
+            // As a push would: special bits only where both ends asked for them.
+            mode: ranges::kept_mode(req.mode, preserve_special_modes),
             mtime_sec: req.mtime_sec,
             mtime_nsec: req.mtime_nsec,
         },

@@ -365,7 +365,10 @@ async fn authenticate(
                 .await;
             };
             let ip = peer.ip();
-            if let Err(wait) = state.throttle.check(ip) {
+            // A server has one token, its own: every guess counts against it, whatever
+            // its shape.
+            let kind = hetch_net::TokenKind::Shared;
+            if let Err(wait) = state.throttle.check(ip, kind) {
                 state.metrics.throttled.fetch_add(1, Relaxed);
                 let msg = format!(
                     "too many failed attempts from {}, retry in {} s",
@@ -375,12 +378,12 @@ async fn authenticate(
                 return refuse(&mut stream, &name, ErrorCode::Auth, &msg).await;
             }
             if !hetch_net::tokens_equal(&token, &state.token) {
-                state.throttle.failed(ip);
+                state.throttle.failed(ip, kind);
                 state.metrics.wrong_tokens.fetch_add(1, Relaxed);
                 let msg = "authentication failed: wrong token";
                 return refuse(&mut stream, &name, ErrorCode::Auth, msg).await;
             }
-            state.throttle.succeeded(ip);
+            state.throttle.succeeded(ip, kind);
             accepted.read_buffer.grow();
             Ok(Authenticated::Control(stream, Box::new(request), key))
         }

@@ -371,7 +371,7 @@ impl Db {
         let mut tx = self.pool.begin().await?;
         let r = sqlx::query(
             "UPDATE jobs SET finished = NULL, error = NULL, planner = NULL, planner_until = 0, \
-             state = CASE WHEN planned IS NULL THEN 'planning' ELSE 'queued' END \
+             plan_attempts = 0, state = CASE WHEN planned IS NULL THEN 'planning' ELSE 'queued' END \
              WHERE id = $1 AND state IN ('failed', 'cancelled')",
         )
         .bind(id)

@@ -727,6 +727,177 @@ fn the_state_directory_and_the_database_are_private_to_the_service() {
     });
 }
 
+/// The identity map of a facility of two groups: each user's jobs read and write
+/// only where the map says, by every way of naming the other's files (their paths,
+/// `..`, symlinks planted on the way, a forged `access` field, remote destinations
+/// and nodes); a user the map does not name is refused; the operator is not limited.
+#[test]
+fn users_of_an_identity_map_reach_only_their_own_groups_files() {
+    use hetch_testkit::oidc_issuer::{claims, ec_key, sign, TestIssuer, AUDIENCE};
+    const MAP: &str = r#"
+        [[identity]]
+        claim = "groups"
+        value = "astro"
+        read = ["groups/astro", "public"]
+        write = ["groups/astro", "hetch://dtn2:7878/astro"]
+
+        [[identity]]
+        claim = "groups"
+        value = "bio"
+        read = ["groups/bio"]
+        write = ["groups/bio"]
+    "#;
+    on_each(|dir, url| async move {
+        let root = dir.join("root");
+        for g in ["astro", "bio"] {
+            std::fs::create_dir_all(root.join(format!("groups/{g}/data"))).unwrap();
+            std::fs::write(root.join(format!("groups/{g}/data/secret")), g).unwrap();
+        }
+        std::fs::create_dir_all(root.join("public")).unwrap();
+        // Planted on the way: links from astro's tree into bio's.
+        std::os::unix::fs::symlink("../bio/data", root.join("groups/astro/link")).unwrap();
+        std::os::unix::fs::symlink("../bio", root.join("groups/astro/out")).unwrap();
+
+        let key = ec_key("k1");
+        let issuer = TestIssuer::start(&[&key]).await;
+        let map = hetch_service::identity::IdentityMap::parse(MAP).unwrap();
+        let (api, _task) = common::start_configured(&dir, &url, planner(), |c| {
+            c.oidc = Some(OidcConfig::new(&issuer.url, AUDIENCE));
+            c.identities = Some(map);
+        })
+        .await;
+        let token_of = |sub: &str, groups: Value| {
+            let mut c = claims(&issuer.url);
+            c["sub"] = json!(sub);
+            c["groups"] = groups;
+            sign(&key, &c)
+        };
+        let alice = token_of("alice", json!(["astro"]));
+        let carol = token_of("carol", json!(["chem"]));
+        let submit = |token: String, job: Value| {
+            let api = &api;
+            async move { api.call("POST", "/api/jobs", Some(job), Some(&token)).await }
+        };
+
+        // Alice's own: allowed, and the job records what she may touch whatever
+        // she claims in the body.
+        let own = json!({"sources": ["groups/astro/data"], "dest": "groups/astro/copy",
+            "access": {"entry": "forged", "read": [""], "write": [""]}});
+        let (s, job) = submit(alice.clone(), own).await;
+        assert_eq!(s, 201, "{job}");
+        assert_eq!(job["spec"]["access"]["entry"], "groups=astro", "{job}");
+        assert_eq!(
+            job["spec"]["access"]["read"],
+            json!(["groups/astro", "public"])
+        );
+        let id = job["id"].as_str().unwrap().to_string();
+        let planned = api.planned(&id).await;
+        assert_eq!(planned["state"], "queued", "{planned}");
+        let (_, rows) = api
+            .call(
+                "GET",
+                &format!("/api/jobs/{id}/files?from=0&to=100"),
+                None,
+                Some(&alice),
+            )
+            .await;
+        let paths: Vec<&str> = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["path"].as_str().unwrap())
+            .collect();
+        assert_eq!(paths, ["data", "data/secret"]);
+
+        // Every way to Bob's files: refused, each with one line, nothing queued.
+        for (job, why) in [
+            (
+                json!({"sources": ["groups/bio/data"], "dest": "groups/astro/x"}),
+                "not yours",
+            ),
+            (
+                json!({"sources": ["groups/bio"], "dest": "groups/astro/x"}),
+                "not yours",
+            ),
+            (
+                json!({"sources": ["groups"], "dest": "groups/astro/x"}),
+                "not yours",
+            ),
+            (
+                json!({"sources": ["groups/astro/link"], "dest": "groups/astro/x"}),
+                "leads outside",
+            ),
+            (
+                json!({"sources": ["groups/astro/link/secret"], "dest": "groups/astro/x"}),
+                "leads outside",
+            ),
+            (
+                json!({"sources": ["groups/astro/data"], "dest": "groups/bio/x"}),
+                "not yours",
+            ),
+            (
+                json!({"sources": ["groups/astro/data"], "dest": "groups/astro/out"}),
+                "leads outside",
+            ),
+            (
+                json!({"sources": ["groups/astro/data"], "dest": "groups/astro/out/x"}),
+                "leads outside",
+            ),
+            (
+                json!({"sources": ["public"], "dest": "public/x"}),
+                "not yours",
+            ),
+            (
+                json!({"sources": ["groups/astro/data"], "dest": "hetch://dtn2:7878/bio"}),
+                "not yours",
+            ),
+            (
+                json!({"sources": ["groups/astro/data"], "dest": "hetch://dtn2:7878/astro/in",
+                "dest_nodes": ["dtn9:7878"]}),
+                "dtn9",
+            ),
+            (
+                json!({"sources": ["groups/astro/data"], "dest": "s3://bucket/x"}),
+                "not yours",
+            ),
+            (
+                json!({"sources": ["hetch://dtn2:7878/bio"], "dest": "hetch://dtn2:7878/astro"}),
+                "not yours",
+            ),
+        ] {
+            let (s, e) = submit(alice.clone(), job.clone()).await;
+            assert_eq!(s, 403, "{job}: {e}");
+            let line = e["error"].as_str().unwrap();
+            assert!(line.contains(why) && !line.contains('\n'), "{job}: {line}");
+        }
+        let (s, e) = submit(
+            alice.clone(),
+            json!({"sources": ["groups/astro/../bio/data"], "dest": "groups/astro/x"}),
+        )
+        .await;
+        assert_eq!(s, 400, "{e}");
+
+        // A user the map does not name gets nothing at all.
+        for (method, path) in [("GET", "/api/jobs"), ("POST", "/api/jobs")] {
+            let body = (method == "POST").then(|| json!({"sources": ["public"], "dest": "x"}));
+            let (s, e) = api.call(method, path, body, Some(&carol)).await;
+            assert_eq!(s, 403, "{e}");
+            assert!(e["error"].as_str().unwrap().contains("identity map"), "{e}");
+        }
+        // Only Alice's job was queued; the operator is not limited by the map.
+        let (_, all) = api.get("/api/jobs").await;
+        assert_eq!(all.as_array().unwrap().len(), 1, "{all}");
+        let (s, op) = api
+            .post(
+                "/api/jobs",
+                json!({"sources": ["groups"], "dest": "backup"}),
+            )
+            .await;
+        assert_eq!(s, 201, "{op}");
+        assert!(op["spec"].get("access").is_none(), "{op}");
+    });
+}
+
 /// What a worker reports it moved is bounded: numbers no unit could move (u64::MAX
 /// files or bytes) are refused with the field named, and those within bounds count
 /// at most what the unit holds. However a worker reports, every job stays readable:

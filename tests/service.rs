@@ -893,6 +893,32 @@ fn workers_present_tokens_only_to_pinned_servers_and_never_the_services() {
     util::assert_same_tree(&t.join("root/run1"), &b.root.join("copy/run1"));
 }
 
+/// A service with an OIDC issuer and identity map `map` (TOML), and alice's token.
+fn service_for_alice(
+    dir: &Path,
+    issuer: &hetch_testkit::oidc_issuer::TestIssuer,
+    key: &hetch_testkit::oidc_issuer::TestKey,
+    map: &str,
+) -> (Service, String) {
+    use hetch_testkit::oidc_issuer::{claims, sign, AUDIENCE};
+    let file = dir.join("identities.toml");
+    std::fs::write(&file, map).unwrap();
+    let svc = start_with(
+        dir,
+        &[
+            "--oidc-issuer",
+            &issuer.url,
+            "--oidc-audience",
+            AUDIENCE,
+            "--identity-map",
+            file.to_str().unwrap(),
+        ],
+    );
+    let mut c = claims(&issuer.url);
+    c["sub"] = serde_json::json!("alice");
+    (svc, sign(key, &c))
+}
+
 /// A worker runs a user's unit only within what the identity map gave the user,
 /// checked again before it opens anything: a source, and a destination, swapped for
 /// a symlink into another group's tree after the job was planned each fail the unit
@@ -900,7 +926,7 @@ fn workers_present_tokens_only_to_pinned_servers_and_never_the_services() {
 /// worker's own.
 #[test]
 fn a_worker_keeps_a_users_unit_within_the_identity_map_whatever_links_appear() {
-    use hetch_testkit::oidc_issuer::{claims, ec_key, sign, TestIssuer, AUDIENCE};
+    use hetch_testkit::oidc_issuer::{ec_key, TestIssuer};
     let rt = tokio::runtime::Runtime::new().unwrap();
     let key = ec_key("k1");
     let issuer = rt.block_on(TestIssuer::start(&[&key]));
@@ -912,27 +938,13 @@ fn a_worker_keeps_a_users_unit_within_the_identity_map_whatever_links_appear() {
     }
     std::fs::create_dir_all(root.join("groups/astro/swapped")).unwrap();
     std::fs::write(root.join("groups/astro/swapped/mine"), "astro").unwrap();
-    let map = dir.path().join("identities.toml");
-    std::fs::write(
-        &map,
+    let (svc, alice) = service_for_alice(
+        dir.path(),
+        &issuer,
+        &key,
         "[[identity]]\nclaim = \"sub\"\nvalue = \"alice\"\n\
          read = [\"groups/astro\"]\nwrite = [\"groups/astro\"]\n",
-    )
-    .unwrap();
-    let svc = start_with(
-        dir.path(),
-        &[
-            "--oidc-issuer",
-            &issuer.url,
-            "--oidc-audience",
-            AUDIENCE,
-            "--identity-map",
-            map.to_str().unwrap(),
-        ],
     );
-    let mut c = claims(&issuer.url);
-    c["sub"] = serde_json::json!("alice");
-    let alice = sign(&key, &c);
     let as_alice = |a: &[&str]| job_as(&svc, &alice, a);
     let submitted = |a: &[&str]| {
         let out = as_alice(a);
@@ -1032,7 +1044,7 @@ fn a_huge_sparse_file_fails_its_job_at_planning_and_the_service_lives_on() {
 /// tree that only root may read fails its unit, whatever the map's paths allow.
 #[test]
 fn a_root_worker_runs_a_users_units_as_their_local_account() {
-    use hetch_testkit::oidc_issuer::{claims, ec_key, sign, TestIssuer, AUDIENCE};
+    use hetch_testkit::oidc_issuer::{ec_key, TestIssuer};
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     // SAFETY: geteuid and getpwnam have no preconditions; the name is a C string.
     let nobody = unsafe { libc::getpwnam(c"nobody".as_ptr()) };
@@ -1058,27 +1070,13 @@ fn a_root_worker_runs_a_users_units_as_their_local_account() {
     )
     .unwrap();
     std::os::unix::fs::chown(&astro, Some(uid), Some(gid)).unwrap();
-    let map = dir.path().join("identities.toml");
-    std::fs::write(
-        &map,
+    let (svc, alice) = service_for_alice(
+        dir.path(),
+        &issuer,
+        &key,
         "[[identity]]\nclaim = \"sub\"\nvalue = \"alice\"\naccount = \"nobody\"\n\
          read = [\"groups/astro\"]\nwrite = [\"groups/astro\"]\n",
-    )
-    .unwrap();
-    let svc = start_with(
-        dir.path(),
-        &[
-            "--oidc-issuer",
-            &issuer.url,
-            "--oidc-audience",
-            AUDIENCE,
-            "--identity-map",
-            map.to_str().unwrap(),
-        ],
     );
-    let mut c = claims(&issuer.url);
-    c["sub"] = serde_json::json!("alice");
-    let alice = sign(&key, &c);
     let _w = svc.worker(dir.path(), "w");
     let copy = |src: &str, dest: &str| {
         let out = job_as(&svc, &alice, &["submit", src, dest]);

@@ -1,0 +1,9 @@
+//! The job database's integration tests, one binary (each test binary links sqlx
+//! and its drivers; one link instead of four): the API's rules on SQLite and
+//! PostgreSQL, the lease model, and planning.
+
+mod common;
+
+mod jobs;
+mod model;
+mod planning;

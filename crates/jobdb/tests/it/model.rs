@@ -1,0 +1,173 @@
+//! The database against its model: random sequences of claims, heartbeats, finishes,
+//! reaps and clock steps by three workers, applied both to the database and to one
+//! [`hetch_jobs::Unit`] per unit; after every step each unit's state, holder, deadline
+//! and attempts must be the model's, and so must every answer.
+
+use crate::common;
+
+use common::{job_of, on_each, planner};
+use hetch_jobdb::{Refused as DbRefused, UnitOutcome};
+use hetch_jobs::{lease, Unit, UnitState};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+
+const TTL: u64 = 1_000;
+const UNITS: usize = 4;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Claim(u8, usize),
+    Heartbeat(u8),
+    Finish(u8, usize, bool),
+    Reap,
+    Wait(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0u8..3, 1usize..3).prop_map(|(w, n)| Op::Claim(w, n)),
+        (0u8..3).prop_map(Op::Heartbeat),
+        (0u8..3, 0..UNITS, any::<bool>()).prop_map(|(w, u, ok)| Op::Finish(w, u, ok)),
+        Just(Op::Reap),
+        // Steps that land exactly on a deadline, and around it, as well as anywhere.
+        prop_oneof![Just(1), Just(TTL - 1), Just(TTL), 0u64..2 * TTL].prop_map(Op::Wait),
+    ]
+}
+
+/// What the database holds of a unit, in the model's terms.
+fn as_model(
+    state: &str,
+    owner: Option<String>,
+    until: Option<u64>,
+    error: Option<String>,
+) -> UnitState {
+    match state {
+        "ready" => UnitState::Ready,
+        "leased" => UnitState::Leased(lease::Lease {
+            owner: owner.unwrap(),
+            until: until.unwrap(),
+        }),
+        "done" => UnitState::Done,
+        "failed" => UnitState::Failed(error.unwrap_or_default()),
+        other => panic!("unexpected unit state {other}"),
+    }
+}
+
+#[test]
+fn the_database_follows_the_lease_model() {
+    let cases = std::env::var("HETCH_MODEL_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(24);
+    on_each(|db, _| async move {
+        let mut runner = TestRunner::new(Config {
+            cases,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        let strategy = (1u32..4, proptest::collection::vec(op(), 1..60));
+        let case = std::sync::atomic::AtomicU64::new(0);
+        let handle = tokio::runtime::Handle::current();
+        // The runner is synchronous; each case blocks on the database from a thread
+        // outside the runtime.
+        let db2 = db.clone();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                runner
+                    .run(&strategy, |(max, ops)| {
+                        let n = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        handle.block_on(run_case(&db2, n, max, ops))
+                    })
+                    .unwrap();
+            });
+        });
+    });
+}
+
+async fn run_case(
+    db: &hetch_jobdb::Db,
+    n: u64,
+    max: u32,
+    ops: Vec<Op>,
+) -> Result<(), TestCaseError> {
+    let job = format!("case{n}");
+    // Each case's clock starts after the previous case's, and the previous job is
+    // cancelled, so that cases cannot see each other.
+    let mut now = n * 1_000_000;
+    job_of(
+        db,
+        &job,
+        0,
+        &[1; UNITS],
+        planner(1, u64::MAX, 1, 1),
+        max,
+        now,
+    )
+    .await;
+    let mut model: Vec<Unit> = (0..UNITS).map(|_| Unit::new(max)).collect();
+    let name = |w: u8| format!("w{w}");
+    for op in ops {
+        match op.clone() {
+            Op::Claim(w, k) => {
+                db.reap(now).await.unwrap();
+                let got = db.claim(&name(w), now, TTL, k).await.unwrap();
+                let mut want = Vec::new();
+                for u in model.iter_mut() {
+                    u.expire(now);
+                }
+                for (i, u) in model.iter_mut().enumerate() {
+                    if want.len() < k && u.claim(&name(w), now, TTL).is_ok() {
+                        want.push(i as u64);
+                    }
+                }
+                let got: Vec<u64> = got.iter().map(|c| c.seq).collect();
+                prop_assert_eq!(got, want, "{:?}", op);
+            }
+            Op::Heartbeat(w) => {
+                let held = db.heartbeat(&name(w), now, TTL).await.unwrap();
+                let mut want = Vec::new();
+                for (i, u) in model.iter_mut().enumerate() {
+                    if u.heartbeat(&name(w), now, TTL).is_ok() {
+                        want.push((job.clone(), i as u64));
+                    }
+                }
+                prop_assert_eq!(held, want, "{:?}", op);
+            }
+            Op::Finish(w, i, ok) => {
+                let outcome = match ok {
+                    true => UnitOutcome::Done { files: 1, bytes: 1 },
+                    false => UnitOutcome::Failed("broke".into()),
+                };
+                let got = db
+                    .finish(&name(w), &job, i as u64, now, &outcome)
+                    .await
+                    .unwrap();
+                let want =
+                    model[i].finish(&name(w), now, if ok { Ok(()) } else { Err("broke".into()) });
+                let want = want.map_err(|r| match r {
+                    lease::Refused::Expired => DbRefused::Expired,
+                    _ => DbRefused::NotOwner,
+                });
+                prop_assert_eq!(got, want, "{:?}", op);
+            }
+            Op::Reap => {
+                let got = db.reap(now).await.unwrap();
+                let want = model
+                    .iter_mut()
+                    .map(|u| u.expire(now))
+                    .filter(|&e| e)
+                    .count() as u64;
+                prop_assert_eq!(got, want, "{:?}", op);
+            }
+            Op::Wait(d) => now += d,
+        }
+        let rows = db.units(&job).await.unwrap();
+        for (row, u) in rows.into_iter().zip(&model) {
+            let state = as_model(&row.state, row.lease_owner, row.lease_until, row.error);
+            prop_assert_eq!(&state, &u.state, "unit {} after {:?}", row.seq, op);
+            prop_assert_eq!(row.attempts, u.attempts, "unit {} after {:?}", row.seq, op);
+        }
+    }
+    db.cancel(&job, now).await.unwrap();
+    Ok(())
+}

@@ -1,0 +1,7 @@
+//! The service's integration tests, one binary: the API over real HTTPS and the web
+//! interface (one link of axum, sqlx and rustls instead of two).
+
+mod common;
+
+mod api;
+mod web;

@@ -325,7 +325,7 @@ fn loopback_streaming_sweep_records_both_modes_with_lag_and_reports_them() {
 #[test]
 fn sweep_through_the_wan_testbed_records_the_link_and_takes_it_down() {
     if !is_root() || !Path::new("/dev/net/tun").exists() {
-        eprintln!("SKIPPED hetch-lab bench through the testbed: needs root and /dev/net/tun");
+        util::skipped("hetch-lab bench through the testbed: needs root and /dev/net/tun");
         return;
     }
     // A congestion control outside the host's allowed list (cubic here) makes the

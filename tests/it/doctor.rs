@@ -67,7 +67,7 @@ fn default_buffer_limits_are_found_and_the_printed_fix_removes_the_finding() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !is_root() || !has_ip {
-        eprintln!("SKIPPED: needs root and `ip` (network namespaces)");
+        util::skipped("needs root and `ip` (network namespaces)");
         return;
     }
     let ns = Netns::new();
@@ -149,7 +149,7 @@ fn links(report: &serde_json::Value) -> Vec<String> {
 #[test]
 fn on_the_testbed_a_low_mtu_and_small_windows_are_found_and_applying_the_fixes_raises_throughput() {
     if !is_root() || !Path::new("/dev/net/tun").exists() {
-        eprintln!("SKIPPED: needs root and /dev/net/tun (the WAN testbed)");
+        util::skipped("needs root and /dev/net/tun (the WAN testbed)");
         return;
     }
     let t = tempdir();

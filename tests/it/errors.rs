@@ -384,7 +384,9 @@ fn unreadable_source_file() {
             .map(|o| o.status.success())
             .unwrap_or(false);
         if !usable {
-            eprintln!("SKIPPED unreadable_source_file: running as root and setpriv cannot drop privileges");
+            util::skipped(
+                "unreadable_source_file: running as root and setpriv cannot drop privileges",
+            );
             return;
         }
         open_up(&src.root);

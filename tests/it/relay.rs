@@ -184,7 +184,7 @@ fn a_relay_cut_by_the_destination_restarting_resumes() {
 #[test]
 fn the_data_never_passes_through_the_client() {
     if !is_root() || Command::new("ip").arg("-V").output().is_err() {
-        eprintln!("SKIPPED: needs root and `ip` for a network namespace");
+        util::skipped("needs root and `ip` for a network namespace");
         return;
     }
     let t = tempdir();

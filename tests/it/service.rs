@@ -1049,7 +1049,7 @@ fn a_root_worker_runs_a_users_units_as_their_local_account() {
     // SAFETY: geteuid and getpwnam have no preconditions; the name is a C string.
     let nobody = unsafe { libc::getpwnam(c"nobody".as_ptr()) };
     if unsafe { libc::geteuid() } != 0 || nobody.is_null() {
-        eprintln!("SKIPPED: needs root and an account named nobody");
+        util::skipped("needs root and an account named nobody");
         return;
     }
     let (uid, gid) = unsafe { ((*nobody).pw_uid, (*nobody).pw_gid) };

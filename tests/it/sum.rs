@@ -44,7 +44,7 @@ fn manifest_matches_blake3_and_b3sum_checks_it() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !b3sum_works {
-        eprintln!("SKIPPED b3sum -c check: b3sum is not installed");
+        util::skipped("b3sum -c check: b3sum is not installed");
         return;
     }
     let manifest = t.path().join("MANIFEST");

@@ -602,7 +602,7 @@ fn congestion_control_reaches_the_servers_data_sockets() {
         .output()
         .is_ok_and(|o| o.status.success());
     if default_cc.trim() == "reno" || !ss_works {
-        eprintln!("SKIPPED server-side check: default algorithm is reno or `ss` is missing");
+        util::skipped("server-side check: default algorithm is reno or `ss` is missing");
         return;
     }
     let back = t.path().join("back");

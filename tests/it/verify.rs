@@ -70,7 +70,7 @@ fn manifests_of_a_push_are_checked_by_b3sum_md5sum_and_sha256sum() {
             "paths relative to DST:\n{text}"
         );
         if !have(tool) {
-            eprintln!("SKIPPED {tool} -c: {tool} is not installed");
+            util::skipped(format_args!("{tool} -c: {tool} is not installed"));
             continue;
         }
         let check = Command::new(tool)

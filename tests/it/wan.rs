@@ -184,7 +184,7 @@ static TESTBED: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// This test's turn with the testbed, or `None` (having said why) where it cannot run.
 fn testbed_turn(what: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
     if let Err(why) = can_run() {
-        eprintln!("SKIPPED {what}: {why}");
+        util::skipped(format_args!("{what}: {why}"));
         return None;
     }
     Some(TESTBED.lock().unwrap_or_else(|e| e.into_inner()))

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# hetch's tests.
+#
+#   bash test.sh          the full tier, what CI runs: installs what the suite runs
+#                         against (bench/install-test-tools.sh: Debian packages as root,
+#                         MinIO, the cloud emulators, the MCP client; once, kept in
+#                         target/tools), then every test of the workspace; a test whose
+#                         tool is missing fails (HETCH_REQUIRE_ALL). Prints the time of
+#                         each stage and the ten slowest tests.
+#   bash test.sh --quick  the quick tier: offline, no root, Go, PostgreSQL or browser;
+#                         the engine, protocol, stores (memory and POSIX), service on
+#                         SQLite and MCP server, in process. Says what it leaves out.
+#
+# Extra arguments after the tier go to libtest (e.g. `bash test.sh --quick sync`).
+set -euo pipefail
+cd "$(dirname "$0")"
+source bench/stages.sh
+
+tier=full
+case "${1:-}" in
+    --quick) tier=quick; shift ;;
+    --full) shift ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
+esac
+
+# Test binaries run under `env RUSTC_BOOTSTRAP=1` so that libtest on a stable
+# toolchain reports each test's time (--report-time); set on the runner, not on cargo,
+# because cargo would rebuild everything for a changed RUSTC_BOOTSTRAP.
+host=$(rustc -vV | sed -n 's/^host: //p')
+export "CARGO_TARGET_$(echo "$host" | tr 'a-z-' 'A-Z_')_RUNNER=env RUSTC_BOOTSTRAP=1"
+TIMES=(-Z unstable-options --report-time)
+
+# The ten slowest tests of log $1.
+slowest() {
+    echo "=== the ten slowest tests"
+    sed -n 's/^test \(.*\) \.\.\. [a-zA-Z]* <\([0-9.]*\)s>$/\2 \1/p' "$1" | sort -rn | head -10 |
+        awk '{ printf "  %8.1fs  %s\n", $1, $2 }'
+}
+
+# Runs cargo test with `$@`, its output also in log $LOG (appended).
+logged() {
+    cargo test "$@" 2>&1 | tee -a "$LOG"
+}
+
+mkdir -p target
+LOG=target/test-$tier.log
+: >"$LOG"
+
+if [ "$tier" = full ]; then
+    stage "install test tools" bash bench/install-test-tools.sh
+    export PATH="$PWD/target/tools/bin:$PATH"
+    export HETCH_REQUIRE_ALL=1
+    stage "test build" cargo test --workspace --no-run
+    stage "tests" logged --workspace --lib --bins --tests -- "${TIMES[@]}" "$@"
+    stage "doc tests" logged --workspace --doc -- "$@"
+    slowest "$LOG"
+    exit 0
+fi
+
+# The quick tier: every crate's unit tests and the in-process suites (the crates'
+# own tests/), on the backends that need no server; not the end-to-end suite of the
+# hetch binary (tests/it) nor the benchmark harness's peers.
+export HETCH_DB=sqlite HETCH_CONFORMANCE=posix,memory
+IN_PROCESS=(--workspace --exclude hetch --exclude hetch-bench --lib --bins --tests)
+OWN_UNITS=(-p hetch -p hetch-bench --lib --bins)
+stage "quick build" cargo test "${IN_PROCESS[@]}" --no-run
+stage "quick build (bins)" cargo test "${OWN_UNITS[@]}" --no-run
+stage "quick tests" logged "${IN_PROCESS[@]}" -- "${TIMES[@]}" "$@"
+stage "quick tests (bins)" logged "${OWN_UNITS[@]}" -- "${TIMES[@]}" "$@"
+slowest "$LOG"
+cat <<'LEFT'
+=== the quick tier left out (bash test.sh runs them):
+  - the end-to-end suite of the hetch binary (tests/it: every command, the peers,
+    the testbed, the browser, MinIO and the cloud emulators, the Python MCP client)
+  - the job database and the service on PostgreSQL (HETCH_DB=sqlite here)
+  - the conformance suite's S3, GCS and Azure backends (HETCH_CONFORMANCE=posix,memory)
+  - the benchmark harness's peers (hetch-bench's tests/), the doc tests
+LEFT

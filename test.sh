@@ -51,6 +51,9 @@ if [ "$tier" = full ]; then
     export PATH="$PWD/target/tools/bin:$PATH"
     export HETCH_REQUIRE_ALL=1
     stage "test build" cargo test --workspace --no-run
+    # The lab's binary, which the end-to-end tests of the benchmark harness and the
+    # testbed run (they would build it themselves, inside a test's time).
+    stage "lab build" cargo build -p hetch-lab
     stage "tests" logged --workspace --lib --bins --tests -- "${TIMES[@]}" "$@"
     stage "doc tests" logged --workspace --doc -- "$@"
     slowest "$LOG"

@@ -1,7 +1,7 @@
 # bench/stages.sh: times the stages of a script (sourced, not run). `stage NAME CMD...`
-# runs CMD and records how long it took; when the script exits, however it exits, the
-# time of every stage is printed (a failed or unfinished stage marked so), so a slow
-# or broken run says where its time went.
+# runs CMD and records how long it took, returning CMD's status; when the script
+# exits, however it exits, the time of every stage is printed (a failed or unfinished
+# stage marked so), so a slow or broken run says where its time went.
 
 STAGES=()
 STAGE_NOW=""
@@ -13,15 +13,19 @@ stage() {
     echo "=== $name: $*"
     STAGE_NOW=$name
     STAGE_T0=$SECONDS
-    "$@"
-    STAGES+=("$(printf '%-24s %6ds' "$name" $((SECONDS - STAGE_T0)))")
+    local rc=0
+    "$@" || rc=$?
+    local mark=""
+    [ "$rc" = 0 ] || mark="  (failed: exit $rc)"
+    STAGES+=("$(printf '%-24s %6ds%s' "$name" $((SECONDS - STAGE_T0)) "$mark")")
     STAGE_NOW=""
+    return "$rc"
 }
 
 stages_report() {
     local rc=$?
     if [ -n "$STAGE_NOW" ]; then
-        STAGES+=("$(printf '%-24s %6ds  (failed)' "$STAGE_NOW" $((SECONDS - STAGE_T0)))")
+        STAGES+=("$(printf '%-24s %6ds  (unfinished)' "$STAGE_NOW" $((SECONDS - STAGE_T0)))")
     fi
     echo "=== time per stage (total ${SECONDS}s)"
     printf '  %s\n' "${STAGES[@]}"

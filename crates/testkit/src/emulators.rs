@@ -4,6 +4,11 @@
 //!
 //! `bench/install-emulators.sh` installs both at pinned versions into
 //! `target/tools`; [`Emulator::binary`] finds them there (or on `PATH`).
+//!
+//! A suite whose every case needs one takes [`Emulator::shared_gcs`] or
+//! [`Emulator::shared_azurite`]: one server per test process, started on first use and
+//! stopped when the process ends (see [`crate::shared`]), with a bucket or container of
+//! each case's own ([`Emulator::create_bucket`], [`Emulator::create_container`]).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -13,6 +18,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
+
+use crate::shared::{self, Shared};
 
 /// Azurite's well-known development account and key (public, in Microsoft's docs).
 pub const AZURITE_ACCOUNT: &str = "devstoreaccount1";
@@ -52,8 +59,51 @@ impl Emulator {
 
     /// fake-gcs-server over `dir`, with (empty) buckets `buckets`.
     pub fn gcs(dir: &Path, buckets: &[&str]) -> std::io::Result<Emulator> {
+        let (cmd, port) = Emulator::gcs_command(dir, buckets)?;
+        Emulator::spawn(cmd, dir, port)
+    }
+
+    /// The fake-gcs-server of this test process, without buckets: started on first
+    /// use, stopped (its directory removed) when the process ends. Give each case a
+    /// bucket of its own with [`Emulator::create_bucket`]. Panics when it cannot be
+    /// started (e.g. not installed: run `bash bench/install-emulators.sh`).
+    pub fn shared_gcs() -> &'static Emulator {
+        static GCS: Shared<Emulator> = Shared::new();
+        GCS.get_or_start(|| Emulator::start_shared("gcs", |dir| Emulator::gcs_command(dir, &[])))
+    }
+
+    /// The Azurite of this test process, without containers: started on first use,
+    /// stopped (its directory removed) when the process ends. Give each case a
+    /// container of its own with [`Emulator::create_container`]. Panics when it cannot
+    /// be started (e.g. not installed: run `bash bench/install-emulators.sh`).
+    pub fn shared_azurite() -> &'static Emulator {
+        static AZURITE: Shared<Emulator> = Shared::new();
+        AZURITE.get_or_start(|| Emulator::start_shared("azurite", Emulator::azurite_command))
+    }
+
+    /// Starts the server `command` makes for a fresh directory, under
+    /// [`shared::watchdog`].
+    fn start_shared(
+        name: &str,
+        command: impl FnOnce(&Path) -> std::io::Result<(Command, u16)>,
+    ) -> Result<Emulator, String> {
+        let dir = shared::dir(name).map_err(|e| format!("shared {name}: {e}"))?;
+        let started = command(&dir).and_then(|(cmd, port)| {
+            Emulator::launch(shared::watchdog(&cmd, &dir), &dir, port, None)
+        });
+        started.map_err(|e| {
+            // Dropping the failed server killed its watchdog too (the whole process
+            // group): the directory is left to us.
+            let _ = std::fs::remove_dir_all(&dir);
+            format!("shared {name}: {e}")
+        })
+    }
+
+    /// The command line of fake-gcs-server over `dir`, and its port.
+    fn gcs_command(dir: &Path, buckets: &[&str]) -> std::io::Result<(Command, u16)> {
         let bin = need("fake-gcs-server")?;
         let data = dir.join("data");
+        std::fs::create_dir_all(&data)?;
         for b in buckets {
             std::fs::create_dir_all(data.join(b))?;
         }
@@ -73,12 +123,22 @@ impl Emulator {
         .args(["-external-url", &url])
         .arg("-data")
         .arg(&data);
-        Emulator::spawn(cmd, dir, port)
+        Ok((cmd, port))
     }
 
     /// Azurite's blob service over `dir`, with (empty) containers `containers` of
     /// [`AZURITE_ACCOUNT`]; its URL names the account path-style.
     pub fn azurite(dir: &Path, containers: &[&str]) -> std::io::Result<Emulator> {
+        let (cmd, port) = Emulator::azurite_command(dir)?;
+        let e = Emulator::spawn(cmd, dir, port)?;
+        for c in containers {
+            e.create_container(c)?;
+        }
+        Ok(e)
+    }
+
+    /// The command line of Azurite's blob service over `dir`, and its port.
+    fn azurite_command(dir: &Path) -> std::io::Result<(Command, u16)> {
         let bin = need("azurite-blob")?;
         let port = free_port()?;
         let mut cmd = Command::new(bin);
@@ -87,19 +147,28 @@ impl Emulator {
             .args(["--disableProductStyleUrl", "--disableTelemetry"])
             .arg("--location")
             .arg(dir);
-        let e = Emulator::spawn(cmd, dir, port)?;
-        for c in containers {
-            e.create_container(c)?;
-        }
-        Ok(e)
+        Ok((cmd, port))
     }
 
-    pub(crate) fn spawn(mut cmd: Command, dir: &Path, port: u16) -> std::io::Result<Emulator> {
+    pub(crate) fn spawn(cmd: Command, dir: &Path, port: u16) -> std::io::Result<Emulator> {
+        Emulator::launch(cmd, dir, port, Some(Stdio::null()))
+    }
+
+    /// Spawns `cmd` (with `stdin`, or the one it has: a watchdog's pipe) logging to
+    /// `dir/emulator.log`, and waits until it listens on `port`.
+    fn launch(
+        mut cmd: Command,
+        dir: &Path,
+        port: u16,
+        stdin: Option<Stdio>,
+    ) -> std::io::Result<Emulator> {
         std::fs::create_dir_all(dir)?;
         let log = dir.join("emulator.log");
         let out = std::fs::File::create(&log)?;
+        if let Some(stdin) = stdin {
+            cmd.stdin(stdin);
+        }
         let child = cmd
-            .stdin(Stdio::null())
             .stdout(out.try_clone()?)
             .stderr(out)
             .process_group(0)
@@ -169,6 +238,23 @@ impl Emulator {
         self.request(head.as_bytes(), data, "200", &format!("uploading {key}"))
     }
 
+    /// Creates bucket `name` of fake-gcs-server, through its JSON API.
+    pub fn create_bucket(&self, name: &str) -> std::io::Result<()> {
+        let body = serde_json::json!({ "name": name }).to_string();
+        let head = format!(
+            "POST /storage/v1/b HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n",
+            self.addr,
+            body.len()
+        );
+        self.request(
+            head.as_bytes(),
+            body.as_bytes(),
+            "200",
+            &format!("creating bucket {name}"),
+        )
+    }
+
     /// Sends one request and checks the status line's code.
     fn request(&self, head: &[u8], body: &[u8], code: &str, what: &str) -> std::io::Result<()> {
         let mut s = TcpStream::connect(self.addr)?;
@@ -185,9 +271,9 @@ impl Emulator {
         }
     }
 
-    /// Creates an Azurite container, with a request signed with the account's shared
-    /// key (object_store has no call for it).
-    fn create_container(&self, name: &str) -> std::io::Result<()> {
+    /// Creates container `name` of Azurite (of [`AZURITE_ACCOUNT`]), with a request
+    /// signed with the account's shared key (object_store has no call for it).
+    pub fn create_container(&self, name: &str) -> std::io::Result<()> {
         let date = http_date(std::time::SystemTime::now());
         let version = "2021-08-06";
         let path = format!("/{AZURITE_ACCOUNT}/{name}");

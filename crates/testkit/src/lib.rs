@@ -7,6 +7,8 @@
 //!   `postgres.rs`) a throwaway PostgreSQL server.
 //! - [`oidc_issuer`]: an OpenID Connect issuer with keys of its own, signing tokens.
 //! - [`prometheus`]: a metrics endpoint's body, parsed as Prometheus parses it.
+//! - [`shared`]: servers started once per test process, shared by its tests, and
+//!   stopped (their directories removed) when it ends.
 //!
 //! Both are implemented only through the engine's public seams, as any new backend
 //! would be.
@@ -22,6 +24,7 @@ pub mod memory_store;
 pub mod oidc_issuer;
 mod postgres;
 pub mod prometheus;
+pub mod shared;
 
 pub use memory_origin::MemoryOrigin;
 pub use memory_store::{MemoryStore, MemoryTree, Node, Unfinished};

@@ -5,12 +5,10 @@
 //! receiving a pull), so each case holds in both directions; the source is a test-only
 //! peer that speaks the protocol frame by frame through in-memory pipes.
 
-mod common;
-mod hostile;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
+use crate::hostile;
 use hetch_engine::{DestSpec, EngineError, Options, Report};
 use hetch_proto::{Entry, EntryKind, Frame, PlanAction};
 use hostile::FakeSource;

@@ -7,13 +7,11 @@
 //!
 //! A new backend adds one `Backend` implementation and one line in `backends()`.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use common::{bytes, opts};
+use crate::common::{bytes, opts};
 use hetch_engine::store::posix::PosixStore;
 use hetch_engine::store::{Capabilities, FileSpec, Kind, Store};
 use hetch_engine::{copy_between, DestSpec, Destination, Operand, Options, Progress, Report};
@@ -183,74 +181,101 @@ impl Backend for Memory {
     }
 }
 
-/// A bucket on a server of its own: S3 on MinIO, GCS on fake-gcs-server, an Azure
-/// container on Azurite.
+/// A bucket of its own (a fresh one per case) on a server the whole test process shares:
+/// S3 on MinIO, GCS on fake-gcs-server, an Azure container on Azurite. Each server is
+/// started on first use and stopped when the process ends (`hetch_testkit::shared`);
+/// a bucket per case keeps the cases independent of each other while they run in
+/// parallel, and every look at a backend (`visible`, `leftovers`, ...) sees only the
+/// case's own bucket.
 struct Bucketed {
     name: &'static str,
     server: Server,
+    /// The case's bucket (or container) on `server`.
+    bucket_name: String,
     bucket: Arc<hetch_object::Bucket>,
     /// Journals of multipart uploads in progress.
     state: tempfile::TempDir,
-    _data: tempfile::TempDir,
 }
 
-/// What serves a bucket.
+/// What serves a bucket: one server per test process, never dropped.
 enum Server {
-    Minio(hetch_bench::minio::Minio),
-    Emulator(hetch_testkit::emulators::Emulator),
+    Minio(&'static hetch_bench::minio::Minio),
+    Emulator(&'static hetch_testkit::emulators::Emulator),
+}
+
+/// The MinIO of this test process, started on first use (its binary must be installed:
+/// a test does not spend minutes building it) and stopped when the process ends.
+fn shared_minio() -> &'static hetch_bench::minio::Minio {
+    use hetch_bench::minio::{minio_binary, Minio};
+    use hetch_testkit::shared::{self, Shared};
+    static MINIO: Shared<Minio> = Shared::new();
+    MINIO.get_or_start(|| {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let bin =
+            minio_binary(&repo, false).map_err(|e| format!("{e:#} (the S3 cases need it)"))?;
+        let dir = shared::dir("minio").map_err(|e| format!("shared MinIO: {e}"))?;
+        // Its log (data.log) lands in `dir` too, and goes with it.
+        let data = dir.join("data");
+        Minio::start_with(&bin, &data, |server| shared::watchdog(&server, &dir)).map_err(|e| {
+            // The failed server's drop killed its watchdog with it: the directory is
+            // left to us.
+            let _ = std::fs::remove_dir_all(&dir);
+            format!("shared MinIO: {e:#}")
+        })
+    })
 }
 
 impl Bucketed {
-    /// A bucket `data` of fake-gcs-server: a source only, as it does not serve the XML
+    /// A fresh bucket of fake-gcs-server: a source only, as it does not serve the XML
     /// API object_store writes with (its files are put through the JSON API).
     fn gcs() -> Bucketed {
-        let data = tempfile::tempdir().unwrap();
-        let e = hetch_testkit::emulators::Emulator::gcs(data.path(), &["data"]).unwrap();
+        let e = hetch_testkit::emulators::Emulator::shared_gcs();
+        let name = hetch_testkit::shared::unique_name("case-");
+        e.create_bucket(&name).unwrap();
         let cfg = hetch_object::GcsConfig {
             emulator: Some(e.url.clone()),
             ..Default::default()
         };
-        let bucket = hetch_object::Bucket::open_gcs(&cfg, "data").unwrap();
-        Bucketed::of("gcs", Server::Emulator(e), bucket, data)
+        let bucket = hetch_object::Bucket::open_gcs(&cfg, &name).unwrap();
+        Bucketed::of("gcs", Server::Emulator(e), name, bucket)
     }
 
-    /// A container `data` of Azurite.
+    /// A fresh container of Azurite.
     fn azure() -> Bucketed {
         use hetch_testkit::emulators::{Emulator, AZURITE_ACCOUNT, AZURITE_KEY};
-        let data = tempfile::tempdir().unwrap();
-        let e = Emulator::azurite(data.path(), &["data"]).unwrap();
+        let e = Emulator::shared_azurite();
+        let name = hetch_testkit::shared::unique_name("case-");
+        e.create_container(&name).unwrap();
         let cfg = hetch_object::AzureConfig {
             account: AZURITE_ACCOUNT.into(),
             key: Some(AZURITE_KEY.into()),
             sas: None,
             endpoint: Some(format!("{}/{AZURITE_ACCOUNT}", e.url)),
         };
-        let bucket = hetch_object::Bucket::open_azure(&cfg, "data").unwrap();
-        Bucketed::of("azure", Server::Emulator(e), bucket, data)
+        let bucket = hetch_object::Bucket::open_azure(&cfg, &name).unwrap();
+        Bucketed::of("azure", Server::Emulator(e), name, bucket)
     }
 
     fn of(
         name: &'static str,
         server: Server,
+        bucket_name: String,
         bucket: hetch_object::Bucket,
-        data: tempfile::TempDir,
     ) -> Bucketed {
         Bucketed {
             name,
             server,
+            bucket_name,
             bucket: Arc::new(bucket),
             state: tempfile::tempdir().unwrap(),
-            _data: data,
         }
     }
 
-    /// A bucket `data` of MinIO.
+    /// A fresh bucket of MinIO.
     fn s3() -> Bucketed {
-        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let bin = hetch_bench::minio::minio_binary(&repo, true).unwrap();
-        let data = tempfile::tempdir().unwrap();
-        let minio = hetch_bench::minio::Minio::start(&bin, data.path()).unwrap();
-        minio.create_bucket("data").unwrap();
+        let minio = shared_minio();
+        let name = hetch_testkit::shared::unique_name("case-");
+        minio.create_bucket(&name).unwrap();
         let env: std::collections::HashMap<_, _> = minio.env().into_iter().collect();
         let cfg = hetch_object::S3Config {
             access_key: Some(env["AWS_ACCESS_KEY_ID"].clone()),
@@ -260,8 +285,8 @@ impl Bucketed {
             endpoint: Some(minio.endpoint.clone()),
             ca_bundle: None,
         };
-        let bucket = hetch_object::Bucket::open(&cfg, "data").unwrap();
-        Bucketed::of("s3", Server::Minio(minio), bucket, data)
+        let bucket = hetch_object::Bucket::open(&cfg, &name).unwrap();
+        Bucketed::of("s3", Server::Minio(minio), name, bucket)
     }
 
     /// Key or prefix `p` of the bucket.
@@ -328,10 +353,14 @@ impl Backend for Bucketed {
     fn leftovers(&self) -> usize {
         let uploads = self.state.path().join("uploads");
         let journals = std::fs::read_dir(uploads).map_or(0, |d| d.count());
-        // MinIO shows the uploads it holds; the emulators do not, so for them only
-        // the journals tell.
+        // MinIO shows the uploads it holds (in this case's bucket: other cases use
+        // the server at the same time); the emulators do not, so for them only the
+        // journals tell.
         let held = match &self.server {
-            Server::Minio(m) => m.open_uploads(),
+            Server::Minio(m) => {
+                tokio::task::block_in_place(|| m.open_uploads_in(&self.bucket_name))
+                    .unwrap_or_else(|e| panic!("{e:#}"))
+            }
             Server::Emulator(_) => 0,
         };
         held + journals
@@ -342,7 +371,7 @@ impl Backend for Bucketed {
     fn put_file(&self, p: &str, data: &[u8], mtime: i64) {
         if let Server::Emulator(e) = &self.server {
             if self.name == "gcs" {
-                return e.gcs_put("data", p, data).unwrap();
+                return e.gcs_put(&self.bucket_name, p, data).unwrap();
             }
         }
         let meta = hetch_object::PutMeta {
@@ -357,11 +386,16 @@ impl Backend for Bucketed {
     }
 }
 
-/// The backends to run: all, or those `HETCH_CONFORMANCE` names (comma-separated:
-/// posix, memory, s3, gcs, azure), to work on one.
+/// Whether backend `name` is to run: all are, unless `HETCH_CONFORMANCE` names some
+/// (comma-separated: posix, memory, s3, gcs, azure), to work on one.
+fn wanted(name: &str) -> bool {
+    let only = std::env::var("HETCH_CONFORMANCE").unwrap_or_default();
+    only.is_empty() || only.split(',').any(|n| n.trim() == name)
+}
+
+/// The backends to run (see [`wanted`]); buckets are fresh ones on shared servers.
 fn backends() -> Vec<Arc<dyn Backend>> {
     let only = std::env::var("HETCH_CONFORMANCE").unwrap_or_default();
-    let wanted = |name: &str| only.is_empty() || only.split(',').any(|n| n.trim() == name);
     let mut out: Vec<Arc<dyn Backend>> = Vec::new();
     if wanted("posix") {
         out.push(Arc::new(Posix(tempfile::tempdir().unwrap())));
@@ -451,7 +485,23 @@ async fn a_directory_another_writer_makes_at_the_same_moment_is_taken() {
     assert_eq!(b.kind("out/run/a"), Some(Kind::Dir));
 }
 
-#[path = "conformance/sources.rs"]
+/// The S3 backend's `leftovers` counts the uploads MinIO holds in the case's own
+/// bucket, and only those (other cases use the same server at the same time): what
+/// makes "nothing left" checks on S3 mean something.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_leftovers_count_the_uploads_of_the_case_bucket_only() {
+    if !wanted("s3") {
+        return;
+    }
+    let (mine, other) = (Bucketed::s3(), Bucketed::s3());
+    let meta = hetch_object::PutMeta::default();
+    let upload = mine.wait(mine.bucket.create_multipart("k", &meta)).unwrap();
+    assert_eq!((mine.leftovers(), other.leftovers()), (1, 0));
+    mine.wait(mine.bucket.abort_multipart("k", &upload))
+        .unwrap();
+    assert_eq!(mine.leftovers(), 0);
+}
+
 mod sources;
 
 conformance!(

@@ -1,10 +1,8 @@
 //! The engine end to end on one machine: a real tree copied through in-memory pipes.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use hetch_engine::{copy_local, Options, Progress};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

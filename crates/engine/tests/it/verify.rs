@@ -3,12 +3,10 @@
 //! caught by the read-back and sent again; manifests hold the whole-file digests;
 //! checksum-skip and compare-only sessions decide by digest.
 
-mod common;
-
 use std::path::Path;
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use hetch_engine::{
     copy_local, Algorithm, DestSpec, Manifest, Options, Progress, Schedule, Verify,
 };

@@ -1,8 +1,6 @@
 //! Helpers shared by the engine's integration tests: options for small blocks, a
 //! mixed tree with every boundary case, and a tree comparison.
 
-#![allow(dead_code)] // each test file uses its own subset
-
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 

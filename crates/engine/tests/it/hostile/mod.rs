@@ -7,7 +7,7 @@
 //! - [`FakeSink`] runs a real source ([`hetch_engine::run_source`]) on local paths; the
 //!   test reads its entries and blocks and answers with crafted `Plan`, `Resend`...
 //!
-//! Use it from a test file with `mod hostile;` and, for example:
+//! Use it from a test module with `use crate::hostile;` and, for example:
 //!
 //! ```ignore
 //! let mut s = hostile::FakeSource::start(opts(), dest(&out, 1));
@@ -21,8 +21,6 @@
 //!
 //! Every wait is bounded by [`PATIENCE`] so that a sink that hangs fails the test
 //! instead of stalling it; no test asserts on how long anything took.
-
-#![allow(dead_code)] // each test file uses its own subset
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -229,7 +229,7 @@ fn losing_the_server_reads_as_one_plain_line() {
         &args![
             "--rate-limit",
             "1M",
-            // The message of the loss itself, not of the recoveries (tests/recover.rs).
+            // The message of the loss itself, not of the recoveries (tests/it/recover.rs).
             "--retries",
             "0",
             src.path("big.bin"),

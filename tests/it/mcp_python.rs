@@ -1,6 +1,6 @@
 //! `hetch mcp` driven by an independent client: the official Python MCP SDK (PyPI
 //! `mcp`, installed by bench/install-mcp-client.sh into target/tools/mcp-venv) runs
-//! tests/mcp_python/client.py, which spawns the server over stdio and carries out a
+//! tests/it/mcp_python/client.py, which spawns the server over stdio and carries out a
 //! scripted exchange. Without that venv the test says SKIPPED, unless
 //! `HETCH_REQUIRE_ALL` is set (as the full tier, `bash test.sh`, sets it), when that is a failure.
 
@@ -31,7 +31,7 @@ fn python() -> Option<PathBuf> {
 
 /// Runs client.py against `hetch mcp --policy POLICY` with `steps`; its JSON lines.
 fn run_client(python: &Path, policy: &Path, config: &Path, steps: &Value) -> Vec<Value> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_python/client.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/mcp_python/client.py");
     let out_dir = tempdir();
     let (out_path, err_path) = (out_dir.path().join("out"), out_dir.path().join("err"));
     let mut child = Command::new(python)

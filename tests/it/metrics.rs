@@ -2,7 +2,7 @@
 //! pulls and relays, and every scrape read by a real Prometheus text-format parser. The counters
 //! equal what the clients moved, bytes advance while a session runs, a wrong token is
 //! counted, and nothing a client chose (paths, its address) shows in the exposition.
-//! (`hetch worker --metrics` is tested with the service, in tests/service.rs.)
+//! (`hetch worker --metrics` is tested with the service, in tests/it/service.rs.)
 
 use crate::util;
 

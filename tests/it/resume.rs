@@ -213,7 +213,7 @@ fn server_killed_during_push_then_rerun_to_restarted_server_resumes() {
             BLOCK_SIZE,
             "--rate-limit",
             RATE,
-            // About the next run resuming, not this one recovering (tests/recover.rs).
+            // About the next run resuming, not this one recovering (tests/it/recover.rs).
             "--retries",
             "0",
             &src,

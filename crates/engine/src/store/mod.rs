@@ -14,7 +14,7 @@
 //! completed on commit); a tree in memory, for tests, in `hetch_testkit`.
 //!
 //! The source side's seam is [`origin`]. Each store passes the conformance suite in
-//! `tests/conformance.rs` for what its [`Capabilities`] claim.
+//! `tests/it/conformance.rs` for what its [`Capabilities`] claim.
 //!
 //! Every method blocks: the sink calls them on blocking threads, batching the work of
 //! one block or one planned batch into one call where it can.

@@ -2,7 +2,7 @@
 //! cookie, CSRF and cross-site refusals, the security headers, field errors for the
 //! form, the live event stream (a user's holding only their jobs), and what workers
 //! report showing on the nodes page and a job's activity. (The pages themselves are
-//! tested in a real browser by the binary's tests/web.rs.)
+//! tested in a real browser by the binary's tests/it/web.rs.)
 
 use crate::common;
 

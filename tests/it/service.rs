@@ -254,9 +254,10 @@ fn two_services_on_one_postgres_share_jobs_and_outlive_one_killed() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     big_tree(&root, "data", 120);
-    let pg = hetch_testkit::emulators::Emulator::postgres(&dir.path().join("postgres"))
-        .expect("start postgres");
-    let extra = ["--db", &pg.url, "--lease-secs", "2", "--batch-files", "10"];
+    let url = hetch_testkit::emulators::Emulator::shared_postgres()
+        .create_database("two_services")
+        .expect("create database");
+    let extra = ["--db", &url, "--lease-secs", "2", "--batch-files", "10"];
     let mut a = start_with(dir.path(), &extra);
     let b = start_with(dir.path(), &extra);
     a.job(&["ls"]).ok(); // pins the key (the same for both)

@@ -33,7 +33,7 @@ pub struct Emulator {
     child: Child,
     /// `http://127.0.0.1:PORT`.
     pub url: String,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
     log: PathBuf,
     /// A signal that stops the server cleanly, sent before the group is killed.
     pub(crate) stop_signal: Option<i32>,
@@ -156,7 +156,7 @@ impl Emulator {
 
     /// Spawns `cmd` (with `stdin`, or the one it has: a watchdog's pipe) logging to
     /// `dir/emulator.log`, and waits until it listens on `port`.
-    fn launch(
+    pub(crate) fn launch(
         mut cmd: Command,
         dir: &Path,
         port: u16,

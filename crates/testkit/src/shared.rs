@@ -38,7 +38,8 @@ use std::sync::OnceLock;
 ///   /dev/null, so that the server can never read (or hold) the pipe.
 /// - A background reader waits for the pipe's end of file, then kills the server with
 ///   SIGKILL: its directory is removed next, so a graceful shutdown would save nothing,
-///   and Azurite takes minutes to finish one.
+///   and Azurite takes minutes to finish one. `HETCH_WATCHDOG_SIGNAL` in the
+///   watchdog's environment names another signal ([`watchdog_with_signal`]).
 /// - The foreground waits for the server and then leaves `.exited` in the directory:
 ///   the reader removes the directory only once the server is gone (and, as the
 ///   marker appears only after the server was reaped, never signals a recycled pid).
@@ -50,7 +51,7 @@ exec 3<&0 </dev/null
 p=$!
 {
     read _ <&3
-    [ -e "$dir/.exited" ] || kill -9 "$p"
+    [ -e "$dir/.exited" ] || kill -"${HETCH_WATCHDOG_SIGNAL:-KILL}" "$p"
     n=0
     while [ ! -e "$dir/.exited" ] && [ "$n" -lt 200 ]; do sleep 0.05; n=$((n + 1)); done
     rm -rf "$dir"
@@ -95,6 +96,15 @@ pub fn watchdog(server: &Command, dir: &Path) -> Command {
         w.current_dir(d);
     }
     w.stdin(Stdio::piped()).process_group(0);
+    w
+}
+
+/// [`watchdog`], stopping the server with signal `signal` (a name `kill` takes:
+/// `QUIT` for PostgreSQL, whose immediate shutdown also frees its shared memory,
+/// where SIGKILL would leave it behind).
+pub fn watchdog_with_signal(server: &Command, dir: &Path, signal: &str) -> Command {
+    let mut w = watchdog(server, dir);
+    w.env("HETCH_WATCHDOG_SIGNAL", signal);
     w
 }
 

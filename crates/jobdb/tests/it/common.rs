@@ -1,11 +1,13 @@
-//! Both databases for every test: an embedded SQLite file and a throwaway PostgreSQL
-//! server (`HETCH_DB=sqlite` or `HETCH_DB=postgres` runs one only).
+//! Both databases for every test: an embedded SQLite file and a database of the
+//! test's own on the run's one PostgreSQL server (`HETCH_DB=sqlite` or
+//! `HETCH_DB=postgres` runs one only).
 
 use std::path::Path;
 
 use hetch_jobdb::{Db, FileRow, NewJob, PlannedUnit};
 use hetch_jobs::{Planner, UnitSpec};
 use hetch_testkit::emulators::Emulator;
+use hetch_testkit::shared::unique_name;
 
 /// One database under test, with what keeps it alive.
 pub struct Backend {
@@ -13,8 +15,6 @@ pub struct Backend {
     pub name: &'static str,
     /// Its URL (another [`Db::open`] of it is a second service instance).
     pub url: String,
-    /// The server, for PostgreSQL.
-    _server: Option<Emulator>,
 }
 
 /// The backends to run on, each set up in `dir`.
@@ -25,15 +25,16 @@ pub fn backends(dir: &Path) -> Vec<Backend> {
         out.push(Backend {
             name: "sqlite",
             url: format!("sqlite://{}", dir.join("jobs.db").display()),
-            _server: None,
         });
     }
     if want.contains("postgres") {
-        let pg = Emulator::postgres(&dir.join("postgres")).expect("start postgres");
+        let pg = Emulator::shared_postgres();
+        let url = pg
+            .create_database(&unique_name("jobs-"))
+            .expect("create database");
         out.push(Backend {
             name: "postgres",
-            url: pg.url.clone(),
-            _server: Some(pg),
+            url,
         });
     }
     out

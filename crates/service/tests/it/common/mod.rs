@@ -175,15 +175,11 @@ where
         }
         eprintln!("--- on {backend}");
         let dir = tempfile::tempdir().unwrap();
-        let _pg;
         let url = match backend {
             "sqlite" => format!("sqlite://{}", dir.path().join("jobs.db").display()),
-            _ => {
-                let pg = Emulator::postgres(&dir.path().join("pg")).expect("postgres");
-                let url = pg.url.clone();
-                _pg = pg;
-                url
-            }
+            _ => Emulator::shared_postgres()
+                .create_database(&hetch_testkit::shared::unique_name("service-"))
+                .expect("create database"),
         };
         std::fs::create_dir_all(dir.path().join("root")).unwrap();
         tree(&dir.path().join("root"));

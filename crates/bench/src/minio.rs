@@ -335,22 +335,11 @@ fn sigv4_get(host: &str, path: &str, query: &str, date: &str, access: &str, secr
 
 /// HMAC-SHA256 (RFC 2104) of `msg` under `key`.
 fn hmac_sha256(key: &[u8], msg: &[u8]) -> [u8; 32] {
-    let mut k = [0u8; 64];
-    if key.len() > 64 {
-        k[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        k[..key.len()].copy_from_slice(key);
-    }
-    let pad = |b: u8| k.iter().map(|x| x ^ b).collect::<Vec<u8>>();
-    let inner = Sha256::new()
-        .chain_update(pad(0x36))
-        .chain_update(msg)
-        .finalize();
-    Sha256::new()
-        .chain_update(pad(0x5c))
-        .chain_update(inner)
-        .finalize()
-        .into()
+    use hmac::Mac;
+    let mut mac =
+        hmac::Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
+    mac.update(msg);
+    mac.finalize().into_bytes().into()
 }
 
 fn hex(bytes: &[u8]) -> String {

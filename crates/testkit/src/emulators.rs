@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 
 use crate::shared::{self, Shared};
 
@@ -327,19 +327,13 @@ pub(crate) fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+/// HMAC-SHA256 (RFC 2104) of `msg` under `key`.
 fn hmac_sha256(key: &[u8], msg: &[u8]) -> [u8; 32] {
-    let mut k = [0u8; 64];
-    k[..key.len()].copy_from_slice(key); // the key is 64 bytes, one SHA-256 block
-    let pad = |b: u8| k.iter().map(|x| x ^ b).collect::<Vec<u8>>();
-    let inner = Sha256::new()
-        .chain_update(pad(0x36))
-        .chain_update(msg)
-        .finalize();
-    Sha256::new()
-        .chain_update(pad(0x5c))
-        .chain_update(inner)
-        .finalize()
-        .into()
+    use hmac::Mac;
+    let mut mac =
+        hmac::Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
+    mac.update(msg);
+    mac.finalize().into_bytes().into()
 }
 
 const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

@@ -120,15 +120,15 @@ impl UnitContext {
         let mut line = serde_json::to_vec(&handover)?;
         line.push(b'\n');
         input.write_all(&line).await?;
-        let mut output = BufReader::new(child.stdout.take().expect("piped")).lines();
+        let mut output = bounded_lines(child.stdout.take().expect("piped"));
         let mut sent_rate = handover.rate;
         let mut report = None;
         let mut tick = tokio::time::interval(Duration::from_millis(500));
         loop {
             tokio::select! {
-                got = output.next_line() => match got? {
-                    Some(l) if l.len() <= MAX_LINE => {
-                        let v: Value = serde_json::from_str(&l)?;
+                got = output.recv() => match got {
+                    Some(l) => {
+                        let v: Value = serde_json::from_slice(&l?)?;
                         if let Some(r) = v.get("report") {
                             report = Some(r.clone());
                             break;
@@ -136,7 +136,6 @@ impl UnitContext {
                             counted(&progress, &v);
                         }
                     }
-                    Some(_) => bail!("the unit's process wrote a line over {MAX_LINE} bytes"),
                     None => break,
                 },
                 _ = stop.clone().raised() => {
@@ -160,6 +159,45 @@ impl UnitContext {
         let status = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
         report.ok_or_else(|| anyhow!("its process ended ({status:?}) without a report"))
     }
+}
+
+/// The lines the unit's process writes to `out`, each read at most [`MAX_LINE`] bytes
+/// at a time (the process runs as the user's account, so what it writes is that
+/// user's to shape): a longer line is an error and the end. Read by a task of its own,
+/// so that the caller's `select!` may drop a `recv` without losing half a line.
+fn bounded_lines(
+    out: tokio::process::ChildStdout,
+) -> tokio::sync::mpsc::Receiver<anyhow::Result<Vec<u8>>> {
+    use tokio::io::AsyncReadExt;
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(async move {
+        let mut out = BufReader::new(out);
+        loop {
+            let mut line = Vec::new();
+            let read = (&mut out)
+                .take(MAX_LINE as u64 + 1)
+                .read_until(b'\n', &mut line)
+                .await;
+            let item = match read {
+                Ok(0) => return,
+                Ok(_) if line.last() == Some(&b'\n') => {
+                    line.pop();
+                    Ok(line)
+                }
+                Ok(n) if n > MAX_LINE => Err(anyhow!(
+                    "the unit's process wrote a line over {MAX_LINE} bytes"
+                )),
+                // The last line, cut off by the process's end.
+                Ok(_) => Ok(line),
+                Err(e) => Err(e.into()),
+            };
+            let last = item.is_err();
+            if tx.send(item).await.is_err() || last {
+                return;
+            }
+        }
+    });
+    rx
 }
 
 /// Progress a child reports, into the worker's own counters.
@@ -317,5 +355,53 @@ fn groups_of(name: &str, gid: libc::gid_t) -> anyhow::Result<Vec<libc::gid_t>> {
             bail!("account {name}: more than {MAX_GROUPS} groups");
         }
         groups.resize(want, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lines a process writes, as `bounded_lines` gives them.
+    async fn lines_of(script: &str) -> Vec<Result<Vec<u8>, String>> {
+        let mut child = tokio::process::Command::new("sh")
+            .args(["-c", script])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut rx = bounded_lines(child.stdout.take().unwrap());
+        let mut got = Vec::new();
+        while let Some(l) = rx.recv().await {
+            got.push(l.map_err(|e| e.to_string()));
+        }
+        let _ = child.wait().await;
+        got
+    }
+
+    /// Lines up to the bound come whole (the last one even without its newline); a
+    /// longer one is an error after at most the bound was read, and the end.
+    #[tokio::test]
+    async fn a_units_process_writes_lines_of_at_most_the_bound() {
+        let got = lines_of("printf 'a\\n{\"x\":1}\\nlast'").await;
+        let want: Vec<Result<Vec<u8>, String>> = vec![
+            Ok(b"a".to_vec()),
+            Ok(b"{\"x\":1}".to_vec()),
+            Ok(b"last".to_vec()),
+        ];
+        assert_eq!(got, want);
+        let exact = format!("head -c {MAX_LINE} /dev/zero | tr '\\0' x; echo; echo after");
+        let got = lines_of(&exact).await;
+        assert_eq!(got.len(), 2, "a line of exactly the bound passes");
+        assert_eq!(got[0].as_ref().unwrap().len(), MAX_LINE);
+        let over = format!(
+            "head -c {} /dev/zero | tr '\\0' x; echo; echo after",
+            MAX_LINE + 1
+        );
+        let got = lines_of(&over).await;
+        assert_eq!(got.len(), 1, "nothing after the long line: {got:?}");
+        assert!(
+            got[0].as_ref().unwrap_err().contains("over 65536 bytes"),
+            "{got:?}"
+        );
     }
 }

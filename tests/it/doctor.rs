@@ -219,7 +219,7 @@ fn on_the_testbed_a_low_mtu_and_small_windows_are_found_and_applying_the_fixes_r
     let before = doctor("a", &env_a, "hetch://10.77.0.2:7878");
     assert!(links(&before).contains(&"send window".into()), "{before}");
     let src = t.path().join("big.bin");
-    Tree::new(t.path()).file("big.bin", 256 << 20, 7);
+    Tree::new(t.path()).file("big.bin", 128 << 20, 7);
     let known = t.path().join("known_hosts").display().to_string();
     let push = |to: &str| -> f64 {
         let dest = format!("hetch://10.77.0.2:7878/{to}");
@@ -227,7 +227,8 @@ fn on_the_testbed_a_low_mtu_and_small_windows_are_found_and_applying_the_fixes_r
             "cp",
             "-q",
             "--json",
-            "--no-autotune",
+            "--streams",
+            "1",
             "--known-hosts",
             &known,
         ];
@@ -237,9 +238,11 @@ fn on_the_testbed_a_low_mtu_and_small_windows_are_found_and_applying_the_fixes_r
         let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
         v["bytes_per_second"].as_f64().unwrap()
     };
-    // The better of two pushes each side: one slow start or stray loss on the shared
-    // machine should not decide it (before --apply, 4 windows cap it at 84 MB/s anyway).
-    let slow = push("before").max(push("before2"));
+    // One stream, so the window is what limits it: before --apply it caps the stream
+    // near 21 MB/s, whatever else the machine runs; after, the stream is held back only
+    // by the CPU the other tests leave the delay line (a stray loss or a slow start on
+    // the shared machine can only lower a push, so the after side takes the better of two).
+    let slow = push("before");
 
     // --apply on both hosts (each is one end of the windows), then nothing is found.
     let e = env(&env_a);
@@ -279,10 +282,10 @@ fn on_the_testbed_a_low_mtu_and_small_windows_are_found_and_applying_the_fixes_r
         server_a.wait(),
         server_b.wait(),
     );
-    eprintln!("256 MiB push, 4 streams: before {slow:.0} B/s, after --apply {fast:.0} B/s");
-    // The same push, the same link: the applied limits let 4 streams carry more.
+    eprintln!("128 MiB push, 1 stream: before {slow:.0} B/s, after --apply {fast:.0} B/s");
+    // The same push, the same link: the applied limits let one stream carry more.
     assert!(
-        fast > 1.2 * slow,
+        fast > 1.5 * slow,
         "before {slow:.0} B/s, after {fast:.0} B/s"
     );
 

@@ -7,6 +7,8 @@
 #                         target/tools), then every test of the workspace; a test whose
 #                         tool is missing fails (HETCH_REQUIRE_ALL). Prints the time of
 #                         each stage and the ten slowest tests.
+#   bash test.sh --build  builds what the full tier runs (every test binary, the hetch
+#                         and hetch-lab binaries), runs nothing.
 #   bash test.sh --quick  the quick tier: offline, no root, Go, PostgreSQL or browser;
 #                         the engine, protocol, stores (memory and POSIX), service on
 #                         SQLite and MCP server, in process. Says what it leaves out.
@@ -19,6 +21,7 @@ source bench/stages.sh
 tier=full
 case "${1:-}" in
     --quick) tier=quick; shift ;;
+    --build) tier=build; shift ;;
     --full) shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
@@ -46,14 +49,23 @@ mkdir -p target
 LOG=target/test-$tier.log
 : >"$LOG"
 
+# Every test binary and every binary of the workspace, in one cargo command: the
+# end-to-end tests of the benchmark harness and the testbed run the lab's binary
+# (HETCH_LAB_BIN), which `cargo test` alone does not build (it is another package's),
+# and which `cargo build -p hetch-lab` would build with other features, compiling a
+# second copy of much of the tree. `cargo test` then finds all of it fresh.
+BUILD=(cargo build --workspace --bins --tests)
+if [ "$tier" = build ]; then
+    stage "test build" "${BUILD[@]}"
+    exit 0
+fi
+
 if [ "$tier" = full ]; then
     stage "install test tools" bash bench/install-test-tools.sh
     export PATH="$PWD/target/tools/bin:$PATH"
     export HETCH_REQUIRE_ALL=1
-    stage "test build" cargo test --workspace --no-run
-    # The lab's binary, which the end-to-end tests of the benchmark harness and the
-    # testbed run (they would build it themselves, inside a test's time).
-    stage "lab build" cargo build -p hetch-lab
+    stage "test build" "${BUILD[@]}"
+    export HETCH_LAB_BIN="$PWD/target/debug/hetch-lab"
     stage "tests" logged --workspace --lib --bins --tests -- "${TIMES[@]}" "$@"
     stage "doc tests" logged --workspace --doc -- "$@"
     slowest "$LOG"

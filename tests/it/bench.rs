@@ -324,10 +324,9 @@ fn loopback_streaming_sweep_records_both_modes_with_lag_and_reports_them() {
 
 #[test]
 fn sweep_through_the_wan_testbed_records_the_link_and_takes_it_down() {
-    if !is_root() || !Path::new("/dev/net/tun").exists() {
-        util::skipped("hetch-lab bench through the testbed: needs root and /dev/net/tun");
+    let Some(_turn) = util::testbed::turn("hetch-lab bench through the testbed") else {
         return;
-    }
+    };
     // A congestion control outside the host's allowed list (cubic here) makes the
     // harness widen the list for the run, and put it back afterwards.
     let allowed = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";

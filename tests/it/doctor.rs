@@ -11,6 +11,7 @@ use crate::util;
 use std::path::Path;
 use std::process::Command;
 
+use util::testbed;
 use util::*;
 
 /// A network namespace, deleted when the test ends however it ends.
@@ -111,14 +112,6 @@ fn default_buffer_limits_are_found_and_the_printed_fix_removes_the_finding() {
     assert!(windows(&wider).is_empty(), "{wider}");
 }
 
-/// Brings the testbed down when the test ends, however it ends.
-struct Down;
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = Command::new(lab_bin()).args(["wan", "down"]).output();
-    }
-}
-
 /// `hetch ARGS` on testbed host `host` (a or b) with `env`; asserts success and
 /// returns stdout.
 fn on(host: &str, args: &[&str], env: &[(&str, &str)]) -> String {
@@ -136,7 +129,7 @@ fn on(host: &str, args: &[&str], env: &[(&str, &str)]) -> String {
 /// its token.
 fn serve(host: &str, listen: &str, dir: &Path) -> (std::process::Child, String) {
     let here = dir.join(format!("server-{host}"));
-    serve_on_testbed(host, listen, &here, &here.join("root"), &[])
+    testbed::serve(host, listen, &here, &here.join("root"), &[])
 }
 
 fn links(report: &serde_json::Value) -> Vec<String> {
@@ -148,12 +141,11 @@ fn links(report: &serde_json::Value) -> Vec<String> {
 
 #[test]
 fn on_the_testbed_a_low_mtu_and_small_windows_are_found_and_applying_the_fixes_raises_throughput() {
-    if !is_root() || !Path::new("/dev/net/tun").exists() {
-        util::skipped("needs root and /dev/net/tun (the WAN testbed)");
+    let Some(_turn) = testbed::turn("hetch doctor on the testbed") else {
         return;
-    }
+    };
     let t = tempdir();
-    let _down = Down;
+    let _down = testbed::Down;
     let up = Command::new(lab_bin())
         .args([
             "wan",

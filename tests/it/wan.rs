@@ -9,34 +9,13 @@ use crate::util;
 use std::path::Path;
 use std::process::Command;
 
+use util::testbed;
 use util::*;
-
-/// Brings the testbed down when the test ends, however it ends.
-struct Down;
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = hetch(&args!["wan", "down"], &[]);
-    }
-}
-
-fn can_run() -> Result<(), &'static str> {
-    if !is_root() {
-        return Err("not root");
-    }
-    if !Path::new("/dev/net/tun").exists() {
-        return Err("no /dev/net/tun");
-    }
-    let ip = Command::new("ip").arg("-V").output();
-    if !ip.is_ok_and(|o| o.status.success()) {
-        return Err("no `ip` command");
-    }
-    Ok(())
-}
 
 /// Starts `hetch serve` on host b (10.77.0.2:7878) serving `root`, with its state under
 /// `dir`; returns the process and the token.
 fn serve_on_b(dir: &Path, root: &Path, extra: &[&str]) -> (std::process::Child, String) {
-    serve_on_testbed("b", "10.77.0.2:7878", dir, root, extra)
+    testbed::serve("b", "10.77.0.2:7878", dir, root, extra)
 }
 
 /// `hetch cp ARGS` on host a (started, not waited for).
@@ -70,7 +49,7 @@ fn reconnects(out: &Out) -> u64 {
 /// `cp` recovers each time until the copy is complete and identical.
 #[test]
 fn tls_copy_through_a_link_that_damages_segments_recovers_and_is_identical() {
-    let Some(_turn) = testbed_turn("hetch-lab wan corruption test") else {
+    let Some(_turn) = testbed::turn("hetch-lab wan corruption test") else {
         return;
     };
     let t = tempdir();
@@ -78,7 +57,7 @@ fn tls_copy_through_a_link_that_damages_segments_recovers_and_is_identical() {
     Tree::new(&src)
         .file("big.bin", 48 << 20, 93)
         .file("small", 7000, 94);
-    let _down = Down;
+    let _down = testbed::Down;
     let up = args![
         "wan",
         "up",
@@ -122,13 +101,13 @@ fn tls_copy_through_a_link_that_damages_segments_recovers_and_is_identical() {
 /// the silence, and the one `cp` resumes once the path is back.
 #[test]
 fn a_link_cut_longer_than_the_stall_timeout_then_restored_is_recovered_from() {
-    let Some(_turn) = testbed_turn("hetch-lab wan cut test") else {
+    let Some(_turn) = testbed::turn("hetch-lab wan cut test") else {
         return;
     };
     let t = tempdir();
     let src = t.path().join("data");
     Tree::new(&src).file("big.bin", 32 << 20, 95);
-    let _down = Down;
+    let _down = testbed::Down;
     hetch(
         &args![
             "wan",
@@ -178,30 +157,18 @@ fn a_link_cut_longer_than_the_stall_timeout_then_restored_is_recovered_from() {
     assert_same_tree(&src, &root.join("data"));
 }
 
-/// The tests share one testbed (fixed namespace names), so they take turns.
-static TESTBED: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// This test's turn with the testbed, or `None` (having said why) where it cannot run.
-fn testbed_turn(what: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
-    if let Err(why) = can_run() {
-        util::skipped(format_args!("{what}: {why}"));
-        return None;
-    }
-    Some(TESTBED.lock().unwrap_or_else(|e| e.into_inner()))
-}
-
 /// Both hosts at the namespaces' own socket-buffer limits, 100 ms apart: one stream's
 /// window carries a fraction of the path, so autotuning opens more streams (as many as
 /// it may); given --streams it keeps them, and says so.
 #[test]
 fn autotuning_opens_more_streams_on_a_long_path_between_untuned_hosts() {
-    let Some(_turn) = testbed_turn("hetch-lab wan autotuning test") else {
+    let Some(_turn) = testbed::turn("hetch-lab wan autotuning test") else {
         return;
     };
     let t = tempdir();
     let src = t.path().join("data");
     Tree::new(&src).file("one.bin", 1 << 20, 93);
-    let _down = Down;
+    let _down = testbed::Down;
     hetch(&args!["wan", "up", "--untuned", "--rtt", "100ms"], &[]).ok();
     let root = t.path().join("root");
     let (mut server, token) = serve_on_b(t.path(), &root, &[]);
@@ -241,7 +208,7 @@ fn autotuning_opens_more_streams_on_a_long_path_between_untuned_hosts() {
 
 #[test]
 fn push_across_the_emulated_wan_then_down_leaves_nothing() {
-    let Some(_turn) = testbed_turn("hetch-lab wan test") else {
+    let Some(_turn) = testbed::turn("hetch-lab wan test") else {
         return;
     };
     let t = tempdir();
@@ -250,7 +217,7 @@ fn push_across_the_emulated_wan_then_down_leaves_nothing() {
         .file("big.bin", 6 << 20, 91)
         .file("a/small", 5000, 92)
         .bytes("a/empty", b"");
-    let _down = Down;
+    let _down = testbed::Down;
     hetch(&args!["wan", "up", "--rtt", "20ms", "--rate", "1gbit"], &[]).ok();
     // Both hosts exist and see each other's addresses only through the link.
     for ns in ["hetch-a", "hetch-b"] {
@@ -303,10 +270,10 @@ fn push_across_the_emulated_wan_then_down_leaves_nothing() {
 
 #[test]
 fn auto_picks_netem_exactly_when_the_kernel_has_it_and_refuses_it_clearly_otherwise() {
-    let Some(_turn) = testbed_turn("hetch-lab wan link-choice test") else {
+    let Some(_turn) = testbed::turn("hetch-lab wan link-choice test") else {
         return;
     };
-    let _down = Down;
+    let _down = testbed::Down;
     let netem = hetch(&args!["wan", "up", "--link", "netem", "--rtt", "2ms"], &[]);
     let has_netem = netem.code() == Some(0);
     if has_netem {
@@ -363,7 +330,7 @@ fn testbed_namespaces() -> Vec<String> {
 /// forwarder crashed and its state is gone, leaves no namespace.
 #[test]
 fn two_pairs_push_crosswise_at_once_into_one_shared_directory_then_down_leaves_nothing() {
-    let Some(_turn) = testbed_turn("hetch-lab wan --pairs test") else {
+    let Some(_turn) = testbed::turn("hetch-lab wan --pairs test") else {
         return;
     };
     let t = tempdir();
@@ -374,7 +341,7 @@ fn two_pairs_push_crosswise_at_once_into_one_shared_directory_then_down_leaves_n
     Tree::new(&src2)
         .file("big.bin", 12 << 20, 103)
         .bytes("empty", b"");
-    let _down = Down;
+    let _down = testbed::Down;
     let up = hetch(
         &args!["wan", "up", "--pairs", "2", "--rtt", "10ms", "--rate", "200M"],
         &[],
@@ -411,8 +378,8 @@ fn two_pairs_push_crosswise_at_once_into_one_shared_directory_then_down_leaves_n
 
     let shared = t.path().join("shared");
     let (b1, b2) = (t.path().join("b1"), t.path().join("b2"));
-    let (mut s1, token1) = serve_on_testbed("b1", "10.77.0.101:7878", &b1, &shared, &[]);
-    let (mut s2, token2) = serve_on_testbed("b2", "10.77.0.102:7878", &b2, &shared, &[]);
+    let (mut s1, token1) = testbed::serve("b1", "10.77.0.101:7878", &b1, &shared, &[]);
+    let (mut s2, token2) = testbed::serve("b2", "10.77.0.102:7878", &b2, &shared, &[]);
     let push = |host: &str, token: &str, src: &Path, url: &str| {
         let known = t.path().join(format!("known_hosts.{host}"));
         cp_on(

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod service;
+pub mod testbed;
 pub mod webdriver;
 
 use std::collections::BTreeMap;
@@ -28,12 +29,21 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_hetch");
 /// [`spawn`] runs with that binary.
 const LAB_COMMANDS: [&str; 2] = ["bench", "wan"];
 
-/// The `hetch-lab` binary beside [`BIN`], built (once per test process, with the same
-/// profile) by `cargo build`: cargo builds only the binaries of the package under test
-/// for its tests, and `hetch-lab` is another package of the workspace.
+/// The `hetch-lab` binary: the one `HETCH_LAB_BIN` names (`bash test.sh` builds it with
+/// the tests, in one cargo command), else the one beside [`BIN`], built once per test
+/// process with the same profile by `cargo build`: cargo builds only the binaries of the
+/// package under test for its tests, and `hetch-lab` is another package of the
+/// workspace. (`cargo build -p hetch-lab` resolves the features of the lab's own tree,
+/// not the workspace's, so on a fresh tree it compiles a second copy of many crates:
+/// about a minute here, which `HETCH_LAB_BIN` saves.)
 pub fn lab_bin() -> &'static Path {
     static LAB: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     LAB.get_or_init(|| {
+        if let Some(lab) = std::env::var_os("HETCH_LAB_BIN") {
+            let lab = PathBuf::from(lab);
+            assert!(lab.is_file(), "HETCH_LAB_BIN={} is no file", lab.display());
+            return lab;
+        }
         let lab = Path::new(BIN).with_file_name("hetch-lab");
         let mut build = Command::new(env!("CARGO"));
         build
@@ -450,6 +460,56 @@ pub struct Server {
     log: Arc<Mutex<Vec<String>>>,
 }
 
+/// What a starting `hetch serve` announces on stderr (piped), read until it has said
+/// all of it, which it does once it listens: its address, its fingerprint, where its
+/// token is, and its log so far (kept growing by a thread until the process ends).
+#[allow(clippy::type_complexity)]
+pub(crate) fn announced(child: &mut Child) -> (String, String, PathBuf, Arc<Mutex<Vec<String>>>) {
+    let stderr = child.stderr.take().expect("stderr");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = mpsc::channel::<String>();
+    {
+        let log = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                log.lock().unwrap().push(line.clone());
+                let _ = tx.send(line);
+            }
+        });
+    }
+    let (mut addr, mut fingerprint, mut token_path): (
+        Option<String>,
+        Option<String>,
+        Option<PathBuf>,
+    ) = (None, None, None);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let (Some(a), Some(f), Some(t)) = (&addr, &fingerprint, &token_path) {
+            return (a.clone(), f.clone(), t.clone(), log);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = match rx.recv_timeout(left) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "hetch serve did not start ({e:?}); its stderr:\n{}",
+                    log.lock().unwrap().join("\n")
+                );
+            }
+        };
+        if let Some(a) = line.strip_prefix("hetch serve: listening on ") {
+            addr = Some(a.trim().to_string());
+        } else if let Some(f) = line.strip_prefix("hetch serve: fingerprint ") {
+            fingerprint = Some(f.trim().to_string());
+        } else if let Some(t) = line.strip_prefix("hetch serve: token in ") {
+            token_path = Some(PathBuf::from(t.trim()));
+        }
+    }
+}
+
 impl Server {
     /// Serves `root` with its identity in `state_dir`.
     pub fn start(root: &Path, state_dir: &Path) -> Server {
@@ -491,55 +551,18 @@ impl Server {
             cmd.env(k, v);
         }
         let mut child = cmd.spawn().expect("spawn hetch serve");
-        let stderr = child.stderr.take().expect("stderr");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = mpsc::channel::<String>();
-        {
-            let log = log.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stderr).lines() {
-                    let Ok(line) = line else { break };
-                    log.lock().unwrap().push(line.clone());
-                    let _ = tx.send(line);
-                }
-            });
-        }
-        let (mut addr, mut fingerprint, mut token_path) = (None, None, None);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while addr.is_none() || fingerprint.is_none() || token_path.is_none() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = match rx.recv_timeout(left) {
-                Ok(l) => l,
-                Err(e) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    panic!(
-                        "hetch serve did not start ({e:?}); its stderr:\n{}",
-                        log.lock().unwrap().join("\n")
-                    );
-                }
-            };
-            if let Some(a) = line.strip_prefix("hetch serve: listening on ") {
-                addr = Some(a.trim().to_string());
-            } else if let Some(f) = line.strip_prefix("hetch serve: fingerprint ") {
-                fingerprint = Some(f.trim().to_string());
-            } else if let Some(t) = line.strip_prefix("hetch serve: token in ") {
-                token_path = Some(PathBuf::from(t.trim()));
-            }
-        }
-        let token_path = token_path.expect("token path");
+        let (addr, fingerprint, token_path, log) = announced(&mut child);
         let token = std::fs::read_to_string(&token_path)
             .unwrap_or_else(|e| panic!("read token {}: {e}", token_path.display()))
             .trim()
             .to_string();
-        let fingerprint = fingerprint.expect("fingerprint");
         assert!(
             fingerprint.starts_with("sha256:"),
             "odd fingerprint {fingerprint:?}"
         );
         Server {
             child,
-            addr: addr.expect("addr"),
+            addr,
             fingerprint,
             token,
             token_path,
@@ -1195,46 +1218,4 @@ pub fn contents(root: &Path) -> Vec<(String, String)> {
         .collect();
     v.sort();
     v
-}
-
-/// Starts `hetch serve` on testbed host `host` (`hetch-lab wan exec`), listening on
-/// `listen`, serving `root` (created), with its state and client config under `dir`;
-/// returns the process and the token.
-pub fn serve_on_testbed(
-    host: &str,
-    listen: &str,
-    dir: &Path,
-    root: &Path,
-    extra: &[&str],
-) -> (std::process::Child, String) {
-    std::fs::create_dir_all(root).unwrap();
-    let state = dir.join("state");
-    let server = Command::new(lab_bin())
-        .args(["wan", "exec", host, "--", BIN, "serve", "--listen", listen])
-        .arg("--root")
-        .arg(root)
-        .arg("--state-dir")
-        .arg(&state)
-        .args(extra)
-        .env("HETCH_CONFIG_DIR", dir.join("config"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let token_path = state.join("token");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !token_path.exists()
-        || std::fs::read_to_string(&token_path)
-            .unwrap_or_default()
-            .is_empty()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the server on host {host} did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(200)); // let it reach listen()
-    let token = std::fs::read_to_string(&token_path).unwrap();
-    (server, token.trim().to_string())
 }

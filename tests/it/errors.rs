@@ -72,47 +72,52 @@ fn fake_peer(how: Peer) -> String {
     addr
 }
 
+/// A command that must be refused, and what its refusal must look like: its output,
+/// the exit code, what its one line on stderr must name, and the directory it must leave
+/// as it was (snapshotted before the command ran).
+struct Refused<'a> {
+    what: &'a str,
+    code: i32,
+    naming: Vec<&'a str>,
+    unchanged: &'a Path,
+}
+
+impl Refused<'_> {
+    /// Runs `cmd` and checks its refusal.
+    #[track_caller]
+    fn by(&self, cmd: impl FnOnce() -> Out) -> Out {
+        let before = snapshot(self.unchanged);
+        let out = cmd();
+        out.expect_code(self.code);
+        out.one_line_naming(&self.naming);
+        assert_same_snapshot(&before, &snapshot(self.unchanged), self.what);
+        out
+    }
+}
+
+/// `hetch cp -q --fingerprint ZERO_FP ARGS` with a token: for peers that are not a
+/// hetch server (or not there), where neither the key nor the token can matter.
+fn cp_to_stranger(args: &[std::ffi::OsString]) -> Out {
+    let mut full = Vec::from(args!["cp", "-q", "--fingerprint", ZERO_FP]);
+    full.extend_from_slice(args);
+    hetch(&full, &[("HETCH_TOKEN", "any token long enough")])
+}
+
 #[test]
 fn unreachable_host() {
     let t = tempdir();
     let src = small_tree(&t.path().join("src"));
     let dst = Tree::new(t.path().join("dst"));
     let host = format!("127.0.0.1:{}", closed_port());
-    let env = [("HETCH_TOKEN", "any token long enough")];
-
-    let push = hetch(
-        &args![
-            "cp",
-            "-q",
-            "--fingerprint",
-            ZERO_FP,
-            &src.root,
-            format!("hetch://{host}/x")
-        ],
-        &env,
-    );
-    push.expect_code(1);
-    push.one_line_naming(&[&host]);
-
-    let before = snapshot(&dst.root);
-    let pull = hetch(
-        &args![
-            "cp",
-            "-q",
-            "--fingerprint",
-            ZERO_FP,
-            format!("hetch://{host}/x"),
-            with_slash(&dst.path("new"))
-        ],
-        &env,
-    );
-    pull.expect_code(1);
-    pull.one_line_naming(&[&host]);
-    assert_same_snapshot(
-        &before,
-        &snapshot(&dst.root),
-        "local destination after failed pull",
-    );
+    let url = format!("hetch://{host}/x");
+    let refused = |what| Refused {
+        what,
+        code: 1,
+        naming: vec![&host],
+        unchanged: &dst.root,
+    };
+    refused("push").by(|| cp_to_stranger(&args![&src.root, &url]));
+    refused("pull").by(|| cp_to_stranger(&args![&url, with_slash(&dst.path("new"))]));
 }
 
 #[test]
@@ -301,42 +306,19 @@ fn missing_source() {
     let t = tempdir();
     let srv = Server::start(&t.path().join("root"), &t.path().join("state"));
     let missing = t.path().join("no-such-source");
-    let before = snapshot(&srv.root);
-
-    // Push of a missing local path.
-    let out = srv.cp(&args![&missing, srv.url("x")]);
-    out.expect_code(1);
-    out.one_line_naming(&["no-such-source"]);
-    assert_same_snapshot(
-        &before,
-        &snapshot(&srv.root),
-        "server root after missing source",
-    );
-
-    // Local copy of a missing path.
     let local = Tree::new(t.path().join("local"));
-    let lbefore = snapshot(&local.root);
-    let out = hetch(&args!["cp", "-q", &missing, local.path("x")], &[]);
-    out.expect_code(1);
-    out.one_line_naming(&["no-such-source"]);
-    assert_same_snapshot(
-        &lbefore,
-        &snapshot(&local.root),
-        "local dir after missing source",
-    );
-
-    // Pull of a path missing on the server.
-    let out = srv.cp(&args![
-        srv.url("not-on-server"),
-        with_slash(&local.path("new"))
-    ]);
-    out.expect_code(1);
-    out.one_line_naming(&["not-on-server"]);
-    assert_same_snapshot(
-        &lbefore,
-        &snapshot(&local.root),
-        "local dir after missing remote source",
-    );
+    let refused = |what, name, unchanged| Refused {
+        what,
+        code: 1,
+        naming: vec![name],
+        unchanged,
+    };
+    let (root, here) = (srv.root.as_path(), local.root.as_path());
+    refused("push", "no-such-source", root).by(|| srv.cp(&args![&missing, srv.url("x")]));
+    refused("local copy", "no-such-source", here)
+        .by(|| hetch(&args!["cp", "-q", &missing, local.path("x")], &[]));
+    let pull = args![srv.url("not-on-server"), with_slash(&local.path("new"))];
+    refused("pull", "not-on-server", here).by(|| srv.cp(&pull));
 }
 
 /// Makes `dir` and its ancestors under the temp dir traversable by others, so that a
@@ -476,34 +458,18 @@ fn destination_is_a_file_where_a_directory_is_needed() {
     let srv = Server::start(&t.path().join("root"), &t.path().join("state"));
     let src = small_tree(&t.path().join("src/tree"));
     Tree::new(&srv.root).bytes("afile", b"precious\n");
-    let before = snapshot(&srv.root);
-
-    let out = srv.cp(&args![&src.root, srv.url("afile")]);
-    out.expect_code(1);
-    out.one_line_naming(&["afile"]);
-    assert_same_snapshot(&before, &snapshot(&srv.root), "server root (dir onto file)");
-
-    let out = srv.cp(&args![
-        src.path("a.bin"),
-        src.path("sub/b.txt"),
-        srv.url("afile")
-    ]);
-    out.expect_code(1);
-    out.one_line_naming(&["afile"]);
-    assert_same_snapshot(
-        &before,
-        &snapshot(&srv.root),
-        "server root (two files onto file)",
-    );
-
-    let out = srv.cp(&args![src.path("a.bin"), srv.url("afile/")]);
-    out.expect_code(1);
-    out.one_line_naming(&["afile"]);
-    assert_same_snapshot(
-        &before,
-        &snapshot(&srv.root),
-        "server root (file into file/)",
-    );
+    let onto = |what, name, unchanged| Refused {
+        what,
+        code: 1,
+        naming: vec![name],
+        unchanged,
+    };
+    let root = srv.root.as_path();
+    onto("dir onto file", "afile", root).by(|| srv.cp(&args![&src.root, srv.url("afile")]));
+    let two = args![src.path("a.bin"), src.path("sub/b.txt"), srv.url("afile")];
+    onto("two files onto file", "afile", root).by(|| srv.cp(&two));
+    let into = args![src.path("a.bin"), srv.url("afile/")];
+    onto("file into file/", "afile", root).by(|| srv.cp(&into));
 
     // A file in the way of a directory below the top: that entry fails, named.
     Tree::new(&srv.root).bytes("tree/sub", b"in the way\n");
@@ -524,21 +490,13 @@ fn destination_is_a_file_where_a_directory_is_needed() {
     // Local copy and pull onto an existing local file.
     let local = Tree::new(t.path().join("local"));
     local.bytes("lfile", b"mine\n");
-    let lbefore = snapshot(&local.root);
-    let out = hetch(&args!["cp", "-q", &src.root, local.path("lfile")], &[]);
-    out.expect_code(1);
-    out.one_line_naming(&["lfile"]);
-    assert_same_snapshot(&lbefore, &snapshot(&local.root), "local (dir onto file)");
+    let here = local.root.as_path();
+    onto("local dir onto file", "lfile", here)
+        .by(|| hetch(&args!["cp", "-q", &src.root, local.path("lfile")], &[]));
     std::fs::create_dir(srv.root.join("rdir")).unwrap();
     std::fs::write(srv.root.join("rdir/x"), b"x").unwrap();
-    let out = srv.cp(&args![srv.url("rdir"), local.path("lfile")]);
-    out.expect_code(1);
-    out.one_line_naming(&["lfile"]);
-    assert_same_snapshot(
-        &lbefore,
-        &snapshot(&local.root),
-        "local (pulled dir onto file)",
-    );
+    let pull = args![srv.url("rdir"), local.path("lfile")];
+    onto("pulled dir onto file", "lfile", here).by(|| srv.cp(&pull));
 }
 
 /// `..` in a URL path and a symlink inside the root leading outside are refused for
@@ -552,33 +510,24 @@ fn paths_escaping_the_root_are_refused() {
     outside.bytes("secret.txt", b"outside the root\n");
     std::os::unix::fs::symlink(&outside.root, srv.root.join("esc")).unwrap();
     let local = Tree::new(t.path().join("local"));
-    // Everything: server root, outside, sources, local destination.
-    let whole = snapshot(t.path());
-
-    let refused = |out: &Out, name: &str| {
-        out.expect_code(1);
-        out.one_line_naming(&[name]);
-        assert_same_snapshot(&whole, &snapshot(t.path()), &format!("after {}", out.cmd));
+    // Everything (server root, outside, sources, local destination) stays as it was.
+    let refused = |name| Refused {
+        what: "a path out of the root",
+        code: 1,
+        naming: vec![name],
+        unchanged: t.path(),
     };
-
-    refused(&srv.cp(&args![&src.root, srv.url("../x")]), "../x");
-    refused(&srv.cp(&args![&src.root, srv.url("sub/../../x")]), "../x");
-    refused(
-        &srv.cp(&args![src.path("a.bin"), srv.url("esc/x.bin")]),
-        "esc",
-    );
-    refused(&srv.cp(&args![src.path("a.bin"), srv.url("esc")]), "esc");
-    refused(&srv.cp(&args![&src.root, srv.url("esc/")]), "esc");
+    let (tree, file) = (&src.root, src.path("a.bin"));
+    refused("../x").by(|| srv.cp(&args![tree, srv.url("../x")]));
+    refused("../x").by(|| srv.cp(&args![tree, srv.url("sub/../../x")]));
+    refused("esc").by(|| srv.cp(&args![&file, srv.url("esc/x.bin")]));
+    refused("esc").by(|| srv.cp(&args![&file, srv.url("esc")]));
+    refused("esc").by(|| srv.cp(&args![tree, srv.url("esc/")]));
     // A pull source with '..' is refused while the server decodes the request; the line
     // names the server (see pull_with_dotdot_names_the_path for the path).
-    refused(
-        &srv.cp(&args![srv.url("../outside/secret.txt"), local.path("got")]),
-        &srv.addr,
-    );
-    refused(
-        &srv.cp(&args![srv.url("esc/secret.txt"), local.path("got")]),
-        "esc",
-    );
+    let got = local.path("got");
+    refused(&srv.addr).by(|| srv.cp(&args![srv.url("../outside/secret.txt"), &got]));
+    refused("esc").by(|| srv.cp(&args![srv.url("esc/secret.txt"), &got]));
     assert!(!t.path().join("x").exists());
 }
 
@@ -626,36 +575,16 @@ fn expect_peer_failure(addr: &str, what: &str) {
     let t = tempdir();
     let src = small_tree(&t.path().join("src"));
     let local = Tree::new(t.path().join("local"));
-    let before = snapshot(&local.root);
-    let env = [("HETCH_TOKEN", "any token long enough")];
-    let out = hetch(
-        &args![
-            "cp",
-            "-q",
-            "--fingerprint",
-            ZERO_FP,
-            &src.root,
-            format!("hetch://{addr}/x")
-        ],
-        &env,
-    );
-    out.expect_code(1);
-    let line = out.one_line_naming(&[addr]).to_string();
-    let out = hetch(
-        &args![
-            "cp",
-            "-q",
-            "--fingerprint",
-            ZERO_FP,
-            format!("hetch://{addr}/x"),
-            local.path("x")
-        ],
-        &env,
-    );
-    out.expect_code(1);
-    out.one_line_naming(&[addr]);
-    assert_same_snapshot(&before, &snapshot(&local.root), what);
-    eprintln!("{what}: {line}");
+    let url = format!("hetch://{addr}/x");
+    let refused = Refused {
+        what,
+        code: 1,
+        naming: vec![addr],
+        unchanged: &local.root,
+    };
+    let push = refused.by(|| cp_to_stranger(&args![&src.root, &url]));
+    refused.by(|| cp_to_stranger(&args![&url, local.path("x")]));
+    eprintln!("{what}: {}", push.one_line_naming(&[addr]));
 }
 
 #[test]

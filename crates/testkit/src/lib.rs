@@ -7,6 +7,7 @@
 //!   `postgres.rs`) a throwaway PostgreSQL server.
 //! - [`oidc_issuer`]: an OpenID Connect issuer with keys of its own, signing tokens.
 //! - [`prometheus`]: a metrics endpoint's body, parsed as Prometheus parses it.
+//! - [`data`]: deterministic pseudo-random test data, in memory or in a file.
 //! - [`shared`]: servers started once per test process, shared by its tests, and
 //!   stopped (their directories removed) when it ends.
 //!
@@ -18,6 +19,7 @@
 
 #![deny(missing_docs)]
 
+pub mod data;
 pub mod emulators;
 pub mod memory_origin;
 pub mod memory_store;

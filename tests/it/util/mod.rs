@@ -718,62 +718,7 @@ impl Drop for Server {
 // Deterministic trees
 // ---------------------------------------------------------------------------------------
 
-/// SplitMix64: small, fast, deterministic.
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator for `seed`.
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x5eed_5eed_5eed_5eed)
-    }
-
-    /// Next value.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A value in `lo..=hi`.
-    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next_u64() % (hi - lo + 1)
-    }
-
-    /// Fills `buf`.
-    pub fn fill(&mut self, buf: &mut [u8]) {
-        let mut chunks = buf.chunks_exact_mut(8);
-        for c in &mut chunks {
-            c.copy_from_slice(&self.next_u64().to_le_bytes());
-        }
-        let rest = chunks.into_remainder();
-        let last = self.next_u64().to_le_bytes();
-        let n = rest.len();
-        rest.copy_from_slice(&last[..n]);
-    }
-}
-
-/// `len` pseudo-random bytes from `seed`.
-pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    Rng::new(seed).fill(&mut v);
-    v
-}
-
-/// Writes `len` pseudo-random bytes from `seed` to `path`, streaming.
-pub fn write_random(path: &Path, len: u64, seed: u64) {
-    let mut f = File::create(path).unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
-    let mut rng = Rng::new(seed);
-    let mut buf = vec![0u8; 1 << 20];
-    let mut left = len;
-    while left > 0 {
-        let n = left.min(buf.len() as u64) as usize;
-        rng.fill(&mut buf[..n]);
-        f.write_all(&buf[..n]).expect("write");
-        left -= n as u64;
-    }
-}
+pub use hetch_testkit::data::{random_bytes, write_random, Rng};
 
 /// Builds a directory tree under a root; every method panics on failure.
 pub struct Tree {

@@ -82,10 +82,8 @@ fn make_tree(root: &Path) {
     fs::write(root.join(".hidden"), "dot file\n").unwrap();
     fs::write(root.join("sub/empty"), "").unwrap();
     fs::write(root.join("sub/b.txt"), "nested\n").unwrap();
-    let big: Vec<u8> = (0..1u32 << 20)
-        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-        .collect();
-    fs::write(root.join("sub/deeper/big.bin"), big).unwrap();
+    let big = root.join("sub/deeper/big.bin");
+    hetch_testkit::data::write_random(&big, 1 << 20, 13);
 }
 
 /// Every path under `root`, relative, sorted, directories marked with a trailing `/`.

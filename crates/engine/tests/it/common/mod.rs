@@ -24,17 +24,9 @@ pub fn dest(p: &Path, sources: u32) -> DestSpec {
     }
 }
 
-/// Deterministic pseudo-random bytes.
+/// Deterministic pseudo-random bytes (`n` of them, from `seed`).
 pub fn bytes(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    hetch_testkit::data::random_bytes(n, seed)
 }
 
 pub fn make_tree(root: &Path) {

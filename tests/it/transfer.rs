@@ -176,40 +176,6 @@ fn local_copy_mixed_tree_then_rerun_skips_everything() {
     assert_same_tree(&src, &dst);
 }
 
-/// `--no-encrypt` (data streams in clear, control over TLS) both ways.
-#[test]
-fn no_encrypt_push_and_pull() {
-    let t = tempdir();
-    let src = t.path().join("plain");
-    Tree::new(&src)
-        .file("big.bin", BIG, 21)
-        .file("a/b/c.txt", 4321, 22)
-        .bytes("empty", b"")
-        .symlink("l", "a/b/c.txt");
-    let srv = Server::start(&t.path().join("root"), &t.path().join("state"));
-    let out = srv.cp(&args![
-        "--no-encrypt",
-        "--block-size",
-        BLOCK,
-        &src,
-        srv.url("plain")
-    ]);
-    out.ok();
-    assert_same_tree(&src, &srv.root.join("plain"));
-
-    let back = t.path().join("back");
-    let out = srv.cp(&args![
-        "--no-encrypt",
-        "--streams",
-        "2",
-        srv.url("plain"),
-        &back
-    ]);
-    out.ok();
-    assert_same_tree(&src, &back);
-    assert_no_temp_files(t.path());
-}
-
 /// `--token-file` instead of `HETCH_TOKEN`.
 #[test]
 fn token_file_instead_of_environment() {
@@ -313,30 +279,9 @@ fn no_clobber_refuses_differing_existing_file() {
     assert_eq!(out.json().skipped, 1, "{out:?}");
 }
 
-/// The fault hook corrupts the first three data blocks in flight; each is detected,
-/// re-sent once, and the result is identical.
-#[test]
-fn corrupted_blocks_are_detected_and_resent_on_push() {
-    let t = tempdir();
-    let src = t.path().join("data");
-    Tree::new(&src)
-        .file("big.bin", BIG, 51)
-        .file("small.txt", 5000, 52)
-        .file("sub/other.bin", 3 * 65536 + 5, 53);
-    let srv = Server::start(&t.path().join("root"), &t.path().join("state"));
-    let out = srv.cp_env(
-        &args!["--json", "--block-size", BLOCK, &src, srv.url("data")],
-        &[("HETCH_FAULT_CORRUPT_BLOCKS", "3")],
-    );
-    out.ok();
-    let s = out.json();
-    assert_eq!(s.retried_blocks, 3, "{out:?}");
-    assert_eq!((s.files, s.failed), (3, 0), "{out:?}");
-    assert_same_tree(&src, &srv.root.join("data"));
-    assert_no_temp_files(&srv.root);
-}
-
-/// Same with the server as the (corrupting) source.
+/// The fault hook corrupts the first three data blocks the server sends; each is
+/// detected, re-sent once, and the copy is identical. (Damage in either direction, and
+/// plain data streams, are tested in process: crates/session/tests/in_process.rs.)
 #[test]
 fn corrupted_blocks_are_detected_and_resent_on_pull() {
     let t = tempdir();

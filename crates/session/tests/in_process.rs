@@ -1,12 +1,14 @@
 //! Sessions opened in-process through the library, no binary spawned: a real server on
-//! 127.0.0.1 over real TLS, a push through the engine, and the hostile cases of a wrong
-//! token, a wrong key and a client that never finishes the handshake.
+//! 127.0.0.1 over real TLS, pushes and pulls through the engine (over TLS and over plain
+//! data streams, with blocks damaged in flight either way), and the hostile cases of a
+//! wrong token, a wrong key and a client that never finishes the handshake. What the
+//! command line adds (its flags, messages and exit codes) the binary's suite tests.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hetch_engine::{run_source_from, Operand, Options};
+use hetch_engine::{run_sink, run_source_from, DestSpec, Operand, Options, Report};
 use hetch_net::PreAuthLimits;
 use hetch_proto::{FilterRequest, Op};
 use hetch_session::{open_session, session_request, ClientConfig, ServeConfig, ServeRoot, Server};
@@ -20,6 +22,16 @@ async fn serve(
     root: &Path,
     limits: PreAuthLimits,
 ) -> (String, hetch_net::Fingerprint, Vec<u8>) {
+    serve_with(dir, root, limits, Options::default()).await
+}
+
+/// [`serve`] with the server's engine options.
+async fn serve_with(
+    dir: &Path,
+    root: &Path,
+    limits: PreAuthLimits,
+    engine: Options,
+) -> (String, hetch_net::Fingerprint, Vec<u8>) {
     std::fs::create_dir_all(root).unwrap();
     let cfg = ServeConfig {
         root: ServeRoot::Local(root.to_path_buf()),
@@ -27,7 +39,7 @@ async fn serve(
         state_dir: dir.join("state"),
         token_file: None,
         socket: Default::default(),
-        engine: Options::default(),
+        engine,
         limits,
         metrics: None,
         relay: Default::default(),
@@ -57,14 +69,77 @@ fn push(dest: &str, sources: u32) -> hetch_proto::SessionRequest {
         dest: dest.as_bytes().to_vec(),
         sources,
     };
-    session_request(
-        op,
-        &Options::default(),
-        2,
-        true,
-        None,
-        FilterRequest::default(),
-    )
+    request(op, &Options::default(), true)
+}
+
+/// The request of a session with `op`, two data streams, encrypted or not.
+fn request(op: Op, opts: &Options, encrypt: bool) -> hetch_proto::SessionRequest {
+    session_request(op, opts, 2, encrypt, None, FilterRequest::default())
+}
+
+/// Small blocks, so that a few files make many blocks; damaging the first `corrupt`
+/// blocks this side sends (the engine's fault hook).
+fn small_blocks(corrupt: u64) -> Options {
+    Options {
+        block_size: 64 << 10,
+        corrupt_blocks: corrupt,
+        ..Options::default()
+    }
+}
+
+/// Pushes the local directory `src` to the server's root as `name`.
+async fn push_tree(
+    addr: &str,
+    cfg: &ClientConfig,
+    opts: Options,
+    src: &Path,
+    encrypt: bool,
+) -> Report {
+    let op = Op::Push {
+        dest: Vec::new(),
+        sources: 1,
+    };
+    let transport = open_session(addr, cfg, request(op, &opts, encrypt))
+        .await
+        .unwrap();
+    let ops = vec![Operand::Local(src.to_path_buf())];
+    run_source_from(opts, ops, transport, Arc::default())
+        .await
+        .unwrap()
+}
+
+/// Pulls `name` from the server's root into the local directory `into` (a `cp -r` of
+/// one source into an existing directory).
+async fn pull_tree(
+    addr: &str,
+    cfg: &ClientConfig,
+    opts: Options,
+    name: &str,
+    into: &Path,
+    encrypt: bool,
+) -> Report {
+    let sources = vec![name.as_bytes().to_vec()];
+    let op = Op::Pull {
+        sources: sources.clone(),
+    };
+    let transport = open_session(addr, cfg, request(op, &opts, encrypt))
+        .await
+        .unwrap();
+    std::fs::create_dir_all(into).unwrap();
+    let spec = DestSpec {
+        path: into.to_path_buf(),
+        sources: 1,
+        trailing_slash: true,
+        confine_to: None,
+        as_operand: false,
+    };
+    let opts = Options {
+        pulled: Some(sources),
+        ..opts
+    };
+    run_sink(opts, spec, transport, Arc::default())
+        .await
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,4 +224,51 @@ async fn a_client_that_never_finishes_the_handshake_is_dropped() {
     // The server goes on serving: a real client opens a session.
     let cfg = client(t.path(), &token, fp);
     open_session(&addr, &cfg, push("", 1)).await.unwrap();
+}
+
+/// Blocks damaged in flight, by the client as a pushing source and by the server as a
+/// pulled one, are each found by the receiving side, asked for again once, and the
+/// copies come out identical; a second push finds everything in place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_damaged_in_flight_either_way_are_sent_again() {
+    let t = tempfile::tempdir().unwrap();
+    let src = t.path().join("mixed");
+    hetch_testkit::tree::mixed_tree(&src);
+    let root = t.path().join("root");
+    let damaging = small_blocks(3);
+    let (addr, fp, token) = serve_with(t.path(), &root, Default::default(), damaging).await;
+    let cfg = client(t.path(), &token, fp);
+
+    let pushed = push_tree(&addr, &cfg, small_blocks(3), &src, true).await;
+    assert_eq!(pushed.summary.failed, 0, "{:?}", pushed.errors);
+    assert_eq!(pushed.summary.retried_blocks, 3, "{:?}", pushed.summary);
+    hetch_testkit::tree::assert_same_tree(&src, &root.join("mixed"));
+
+    let back = t.path().join("back");
+    let pulled = pull_tree(&addr, &cfg, small_blocks(0), "mixed", &back, true).await;
+    assert_eq!(pulled.summary.failed, 0, "{:?}", pulled.errors);
+    assert_eq!(pulled.summary.retried_blocks, 3, "{:?}", pulled.summary);
+    hetch_testkit::tree::assert_same_tree(&src, &back.join("mixed"));
+
+    let again = push_tree(&addr, &cfg, small_blocks(0), &src, true).await;
+    assert_eq!(again.summary.bytes, 0, "{:?}", again.summary);
+    assert!(again.summary.skipped > 0, "{:?}", again.summary);
+}
+
+/// Plain data streams (control still over TLS) carry a push and a pull whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_data_streams_carry_a_push_and_a_pull() {
+    let t = tempfile::tempdir().unwrap();
+    let src = t.path().join("plain");
+    hetch_testkit::tree::mixed_tree(&src);
+    let root = t.path().join("root");
+    let (addr, fp, token) = serve(t.path(), &root, Default::default()).await;
+    let cfg = client(t.path(), &token, fp);
+    let pushed = push_tree(&addr, &cfg, small_blocks(0), &src, false).await;
+    assert_eq!(pushed.summary.failed, 0, "{:?}", pushed.errors);
+    hetch_testkit::tree::assert_same_tree(&src, &root.join("plain"));
+    let back = t.path().join("back");
+    let pulled = pull_tree(&addr, &cfg, small_blocks(0), "plain", &back, false).await;
+    assert_eq!(pulled.summary.failed, 0, "{:?}", pulled.errors);
+    hetch_testkit::tree::assert_same_tree(&src, &back.join("plain"));
 }

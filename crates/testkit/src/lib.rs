@@ -8,6 +8,7 @@
 //! - [`oidc_issuer`]: an OpenID Connect issuer with keys of its own, signing tokens.
 //! - [`prometheus`]: a metrics endpoint's body, parsed as Prometheus parses it.
 //! - [`data`]: deterministic pseudo-random test data, in memory or in a file.
+//! - [`tree`]: a tree with every boundary case on disk, and a comparison of two trees.
 //! - [`shared`]: servers started once per test process, shared by its tests, and
 //!   stopped (their directories removed) when it ends.
 //!
@@ -27,6 +28,7 @@ pub mod oidc_issuer;
 mod postgres;
 pub mod prometheus;
 pub mod shared;
+pub mod tree;
 
 pub use memory_origin::MemoryOrigin;
 pub use memory_store::{MemoryStore, MemoryTree, Node, Unfinished};

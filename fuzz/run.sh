@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for a bounded time (FUZZ_SECONDS each, default 60), as CI
 # does. Needs a nightly toolchain; installs cargo-fuzz (pinned) into target/tools.
-# Exits non-zero on the first finding; its input is in fuzz/artifacts/TARGET/.
+# The targets are built once, then run side by side, as many at a time as there are
+# CPUs (libFuzzer uses one each), so every target gets its FUZZ_SECONDS in a fraction
+# of the wall time. Exits non-zero if any target finds something; its input is in
+# fuzz/artifacts/TARGET/ and its output in fuzz/logs/TARGET.log (printed here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${FUZZ_SECONDS:-60}"
@@ -14,10 +17,26 @@ if ! [ -x "$tools/bin/cargo-fuzz" ]; then
   cargo install --locked --root "$tools" cargo-fuzz@0.13.2
 fi
 export PATH="$tools/bin:$PATH"
-for target in frame_decoder session_sink session_source ledger settle; do
+targets=(frame_decoder session_sink session_source ledger settle)
+cargo +nightly fuzz build
+mkdir -p fuzz/logs
+
+# One target for $seconds, its output in fuzz/logs/TARGET.log.
+# -rss_limit_mb/-malloc_limit_mb: a peer must never make either side allocate more
+# than this, whatever it announces.
+run_one() {
+  local target=$1
   echo "fuzz/run.sh: $target for ${seconds}s"
-  # -rss_limit_mb/-malloc_limit_mb: a peer must never make either side allocate
-  # more than this, whatever it announces.
-  cargo +nightly fuzz run "$target" -- \
-    -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 -malloc_limit_mb=512
-done
+  if cargo +nightly fuzz run "$target" -- \
+    -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 -malloc_limit_mb=512 \
+    >"fuzz/logs/$target.log" 2>&1; then
+    echo "fuzz/run.sh: $target: $(grep -E '^Done [0-9]+ runs' "fuzz/logs/$target.log" || echo done)"
+  else
+    echo "fuzz/run.sh: $target FOUND SOMETHING (or failed); its output:"
+    tail -n 60 "fuzz/logs/$target.log"
+    return 1
+  fi
+}
+export -f run_one
+export seconds
+printf '%s\n' "${targets[@]}" | xargs -P "$(nproc)" -I{} bash -c 'run_one {}'

@@ -5,6 +5,8 @@
 # CPUs (libFuzzer uses one each), so every target gets its FUZZ_SECONDS in a fraction
 # of the wall time. Exits non-zero if any target finds something; its input is in
 # fuzz/artifacts/TARGET/ and its output in fuzz/logs/TARGET.log (printed here).
+# `fuzz/run.sh --build` installs cargo-fuzz and builds the targets, and runs nothing
+# (CI builds them in the background while it builds the tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${FUZZ_SECONDS:-60}"
@@ -19,6 +21,9 @@ fi
 export PATH="$tools/bin:$PATH"
 targets=(frame_decoder session_sink session_source ledger settle)
 cargo +nightly fuzz build
+if [ "${1:-}" = --build ]; then
+  exit 0
+fi
 mkdir -p fuzz/logs
 
 # One target for $seconds, its output in fuzz/logs/TARGET.log.

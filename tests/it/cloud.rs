@@ -26,7 +26,9 @@ fn azure_env<'a>(url: &'a str, state: &'a str) -> Vec<(&'a str, &'a str)> {
 #[test]
 fn a_tree_round_trips_through_an_azure_container() {
     let t = tempfile::tempdir().unwrap();
-    let e = Emulator::azurite(&t.path().join("azurite"), &["data"]).unwrap();
+    let e = Emulator::shared_azurite();
+    let container = hetch_testkit::shared::unique_name("cloud-");
+    e.create_container(&container).unwrap();
     let state = t.path().join("state").display().to_string();
     let env = azure_env(&e.url, &state);
     let src = t.path().join("src");
@@ -35,7 +37,7 @@ fn a_tree_round_trips_through_an_azure_container() {
         .bytes("empty", b"")
         .file("nested/small.txt", 1000, 2)
         .file("日本語/ファイル 📁.txt", 2000, 3);
-    let url = "az://data/ünï run";
+    let url = &format!("az://{container}/ünï run");
     let up = hetch(
         &args!["cp", "-q", "--json", "--block-size", "1M", &src, url],
         &env,
@@ -64,19 +66,22 @@ fn a_tree_round_trips_through_an_azure_container() {
 #[test]
 fn objects_are_pulled_from_a_gcs_bucket() {
     let t = tempfile::tempdir().unwrap();
-    let e = Emulator::gcs(&t.path().join("gcs"), &["data"]).unwrap();
+    let e = Emulator::shared_gcs();
+    let bucket = hetch_testkit::shared::unique_name("cloud-");
+    e.create_bucket(&bucket).unwrap();
     let mut want = Vec::new();
     for (i, (key, n)) in [("run/a.bin", 3_000_000), ("run/sub/b", 10), ("run/ü c", 0)]
         .into_iter()
         .enumerate()
     {
         let data: Vec<u8> = (0..n).map(|j| (j * 7 + i) as u8).collect();
-        e.gcs_put("data", key, &data).unwrap();
+        e.gcs_put(&bucket, key, &data).unwrap();
         want.push((key.trim_start_matches("run/").to_string(), data));
     }
     let env = [("STORAGE_EMULATOR_HOST", e.url.as_str())];
     let back = t.path().join("back");
-    let out = hetch(&args!["cp", "-q", "--json", "gs://data/run", &back], &env);
+    let run = format!("gs://{bucket}/run");
+    let out = hetch(&args!["cp", "-q", "--json", run, &back], &env);
     out.ok();
     assert_eq!(out.json().files, 3, "{out:?}");
     for (p, data) in want {

@@ -799,13 +799,10 @@ async fn a_server_is_listed_read_and_written_with_the_operators_token_and_pin() 
 
 #[tokio::test]
 async fn an_object_store_prefix_is_listed_and_copied() {
-    use hetch_bench::minio::{minio_binary, Minio};
     let dir = tempdir();
     let root = dir.path().canonicalize().unwrap();
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let bin = minio_binary(repo, true).unwrap_or_else(|e| panic!("{e:#}"));
-    let minio = Minio::start(&bin, &root.join("minio")).unwrap_or_else(|e| panic!("{e:#}"));
-    minio.create_bucket("data").unwrap();
+    let minio = hetch_testkit::minio::shared_minio();
+    let bucket = hetch_testkit::minio::fresh_bucket("mcp-");
     let mut env: Vec<(String, String)> = minio
         .env()
         .into_iter()
@@ -828,7 +825,7 @@ async fn an_object_store_prefix_is_listed_and_copied() {
         &util::os_args(&[
             "cp".into(),
             root.join("r1").display().to_string(),
-            "s3://data/runs/".into(),
+            format!("s3://{bucket}/runs/"),
         ]),
         &env_ref,
     );
@@ -837,7 +834,7 @@ async fn an_object_store_prefix_is_listed_and_copied() {
     std::fs::write(
         &policy,
         format!(
-            "read = [\"s3://data/runs\"]\nwrite = [\"{r}/out\"]\nmax_bytes = \"1G\"\nmax_files = 100\naudit_log = \"{r}/audit.jsonl\"\n",
+            "read = [\"s3://{bucket}/runs\"]\nwrite = [\"{r}/out\"]\nmax_bytes = \"1G\"\nmax_files = 100\naudit_log = \"{r}/audit.jsonl\"\n",
             r = root.display()
         ),
     )
@@ -859,7 +856,12 @@ async fn an_object_store_prefix_is_listed_and_copied() {
         root: root.clone(),
         progress,
     };
-    let listing = s.ok("list", json!({"location": "s3://data/runs/r1"})).await;
+    let listing = s
+        .ok(
+            "list",
+            json!({"location": format!("s3://{bucket}/runs/r1")}),
+        )
+        .await;
     assert_eq!(listing["bytes"], 100_001, "{listing}");
     let names: Vec<&str> = listing["names"]
         .as_array()
@@ -871,12 +873,12 @@ async fn an_object_store_prefix_is_listed_and_copied() {
         names.contains(&"y.txt") && names.contains(&"deep/x.bin"),
         "{listing}"
     );
-    s.refused("list", json!({"location": "s3://data/other"}))
+    s.refused("list", json!({"location": format!("s3://{bucket}/other")}))
         .await;
     let done = s
         .carried_out(
             "copy",
-            json!({"sources": ["s3://data/runs/r1"], "destination": s.path("out")}),
+            json!({"sources": [format!("s3://{bucket}/runs/r1")], "destination": s.path("out")}),
         )
         .await;
     assert_eq!(done["state"], "done", "{done}");
@@ -886,7 +888,6 @@ async fn an_object_store_prefix_is_listed_and_copied() {
         util::hash_file(&root.join("r1/deep/x.bin"))
     );
     s.client.cancel().await.unwrap();
-    drop(minio);
 }
 
 #[test]

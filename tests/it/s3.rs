@@ -1,6 +1,7 @@
-//! Object stores through the `hetch` binary, against a real MinIO server started on
-//! 127.0.0.1 with a data directory of its own (built once with
-//! `bench/install-minio.sh`, `go install` at a pinned version, if it is not there).
+//! Object stores through the `hetch` binary, against a real MinIO server on 127.0.0.1:
+//! the test process's shared one, a bucket per case, or (for the one case that edits
+//! MinIO's own records) one of the case's own. The binary comes from
+//! `bench/install-minio.sh` (which `bash test.sh` runs); no test builds it.
 //!
 //! Round trips file -> S3 -> file with identical contents, empty objects, objects of
 //! several parts, 5,000 small objects, unicode keys, an interrupted upload that resumes,
@@ -16,20 +17,49 @@ use std::path::{Path, PathBuf};
 use hetch_bench::minio::{minio_binary, Minio};
 use util::*;
 
-/// A MinIO server and the environment that points hetch at it.
+/// The MinIO server a case uses: the shared one, or one of its own.
+enum Minios {
+    Shared(&'static Minio),
+    Own(Minio),
+}
+
+/// A MinIO server, a bucket of the case's own, and the environment that points hetch
+/// at them.
 struct Store {
-    minio: Minio,
+    server: Minios,
+    /// The case's bucket.
+    bucket: String,
     /// Journals of multipart uploads in progress.
     state: PathBuf,
     env: Vec<(String, String)>,
 }
 
 impl Store {
+    /// A fresh bucket of the shared MinIO.
     fn start(dir: &Path) -> Store {
+        let bucket = hetch_testkit::minio::fresh_bucket("s3-");
+        Store::on(
+            Minios::Shared(hetch_testkit::minio::shared_minio()),
+            bucket,
+            dir,
+        )
+    }
+
+    /// A MinIO of this case's own (for a case that edits MinIO's records, which name
+    /// no bucket), with bucket `data`.
+    fn start_own(dir: &Path) -> Store {
         let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let bin = minio_binary(repo, true).unwrap_or_else(|e| panic!("{e:#}"));
+        let bin = minio_binary(repo, false).unwrap_or_else(|e| panic!("{e:#}"));
         let minio = Minio::start(&bin, &dir.join("minio")).unwrap_or_else(|e| panic!("{e:#}"));
         minio.create_bucket("data").unwrap();
+        Store::on(Minios::Own(minio), "data".into(), dir)
+    }
+
+    fn on(server: Minios, bucket: String, dir: &Path) -> Store {
+        let minio = match &server {
+            Minios::Shared(m) => m,
+            Minios::Own(m) => m,
+        };
         let state = dir.join("state");
         let mut env: Vec<(String, String)> = minio
             .env()
@@ -42,7 +72,34 @@ impl Store {
         let none = dir.join("no-such-aws-file").display().to_string();
         env.push(("AWS_CONFIG_FILE".into(), none.clone()));
         env.push(("AWS_SHARED_CREDENTIALS_FILE".into(), none));
-        Store { minio, state, env }
+        Store {
+            server,
+            bucket,
+            state,
+            env,
+        }
+    }
+
+    fn minio(&self) -> &Minio {
+        match &self.server {
+            Minios::Shared(m) => m,
+            Minios::Own(m) => m,
+        }
+    }
+
+    /// `s3://BUCKET/rest`.
+    fn url(&self, rest: &str) -> String {
+        format!("s3://{}/{rest}", self.bucket)
+    }
+
+    /// Multipart uploads open in the case's bucket: as the server lists them on the
+    /// shared MinIO; on a MinIO of the case's own, as its records on disk hold them
+    /// (the case that removes those records would still find its upload listed).
+    fn open_uploads(&self) -> usize {
+        match &self.server {
+            Minios::Shared(m) => m.open_uploads_in(&self.bucket).unwrap(),
+            Minios::Own(m) => m.open_uploads(),
+        }
     }
 
     fn env(&self) -> Vec<(&str, &str)> {
@@ -127,7 +184,7 @@ fn files_round_trip_through_a_bucket_with_identical_digests() {
     let s = Store::start(t.path());
     let src = t.path().join("src");
     sample_tree(&src);
-    let url = "s3://data/ünï prefix/run";
+    let url = &s.url("ünï prefix/run");
     // 1 MiB blocks: 8 MiB parts, so the 20 MiB file goes up in three parts.
     let manifest = t.path().join("up.b3");
     let up = s.run(&args![
@@ -165,7 +222,7 @@ fn files_round_trip_through_a_bucket_with_identical_digests() {
     assert_no_temp_files(&back);
     // Nothing left over: no journals, no multipart uploads.
     assert!(s.journals().is_empty(), "{:?}", s.journals());
-    assert_eq!(s.minio.open_uploads(), 0);
+    assert_eq!(s.open_uploads(), 0);
     // The same copy again sends nothing.
     let again = s.run(&args![
         "cp",
@@ -196,10 +253,9 @@ fn objects_copy_between_prefixes_and_checksum_skip_reads_them() {
     let s = Store::start(t.path());
     let src = t.path().join("src");
     sample_tree(&src);
-    s.run(&args!["cp", "-q", &src, "s3://data/a/"]).ok();
-    s.run(&args!["cp", "-q", "s3://data/a/src", "s3://data/b"])
-        .ok();
-    assert_eq!(s.sums_under("s3://data/a/src"), s.sums_under("s3://data/b"));
+    s.run(&args!["cp", "-q", &src, s.url("a/")]).ok();
+    s.run(&args!["cp", "-q", s.url("a/src"), s.url("b")]).ok();
+    assert_eq!(s.sums_under(&s.url("a/src")), s.sums_under(&s.url("b")));
     // With --checksum-skip, only digests decide: a same-size change is sent again.
     std::fs::write(src.join("nested/deeper/small.txt"), vec![b'x'; 1000]).unwrap();
     let out = s.run(&args![
@@ -208,7 +264,7 @@ fn objects_copy_between_prefixes_and_checksum_skip_reads_them() {
         "--json",
         "--checksum-skip",
         &src,
-        "s3://data/a/"
+        s.url("a/")
     ]);
     out.ok();
     assert_eq!((out.json().files, out.json().skipped), (1, 6), "{out:?}");
@@ -216,10 +272,10 @@ fn objects_copy_between_prefixes_and_checksum_skip_reads_them() {
     // from the buffer it arrived in; the others are assembled.
     let odd = t.path().join("odd.bin");
     write_random(&odd, (8 << 20) + 5, 12);
-    s.run(&args!["cp", "-q", &odd, "s3://data/odd.bin"]).ok();
+    s.run(&args!["cp", "-q", &odd, s.url("odd.bin")]).ok();
     assert_eq!(
-        s.sums("s3://data/odd.bin"),
-        vec![("s3://data/odd.bin".to_string(), hash_file(&odd))]
+        s.sums(&s.url("odd.bin")),
+        vec![(s.url("odd.bin").to_string(), hash_file(&odd))]
     );
 }
 
@@ -232,11 +288,11 @@ fn five_thousand_small_objects() {
     for i in 0..5000u64 {
         tree.file(&format!("d{:02}/f{i:05}", i % 50), 100 + (i * 37) % 4000, i);
     }
-    let up = s.run(&args!["cp", "-q", "--json", &src, "s3://data/many"]);
+    let up = s.run(&args!["cp", "-q", "--json", &src, s.url("many")]);
     up.ok();
     assert_eq!(up.json().files, 5000);
     let back = t.path().join("back");
-    let down = s.run(&args!["cp", "-q", "--json", "s3://data/many", &back]);
+    let down = s.run(&args!["cp", "-q", "--json", s.url("many"), &back]);
     down.ok();
     assert_eq!(down.json().files, 5000);
     assert_eq!(contents(&back), contents(&src));
@@ -274,17 +330,14 @@ fn an_interrupted_upload_resumes_its_parts() {
     let s = Store::start(t.path());
     let file = t.path().join("big.bin");
     write_random(&file, 48 << 20, 7);
-    let url = "s3://data/resume/big.bin";
+    let url = &s.url("resume/big.bin");
     let mut run = slow_upload(&s, &file, url, 2);
     run.kill9();
     let _ = run.wait();
     // Nothing under the final key: S3 shows an object only once it is complete.
     let sum = s.run(&args!["sum", url]);
     sum.expect_code(3);
-    assert!(
-        s.minio.open_uploads() == 1,
-        "the upload stays for the rerun"
-    );
+    assert!(s.open_uploads() == 1, "the upload stays for the rerun");
     // The rerun continues: it sends less than the whole file.
     let again = s.run(&args![
         "cp",
@@ -301,7 +354,7 @@ fn an_interrupted_upload_resumes_its_parts() {
     assert!(j.bytes <= (48 << 20) - (16 << 20), "resumed: {again:?}");
     assert_eq!(s.sums(url), vec![(url.to_string(), hash_file(&file))]);
     assert!(s.journals().is_empty());
-    assert_eq!(s.minio.open_uploads(), 0, "completed, nothing left behind");
+    assert_eq!(s.open_uploads(), 0, "completed, nothing left behind");
 }
 
 #[test]
@@ -310,7 +363,7 @@ fn a_failed_upload_leaves_no_parts_behind() {
     let s = Store::start(t.path());
     let file = t.path().join("big.bin");
     write_random(&file, 48 << 20, 8);
-    let url = "s3://data/fail/big.bin";
+    let url = &s.url("fail/big.bin");
     let run = slow_upload(&s, &file, url, 1);
     // The source shrinks under the copy: the file fails, its upload is aborted.
     std::fs::OpenOptions::new()
@@ -323,7 +376,7 @@ fn a_failed_upload_leaves_no_parts_behind() {
     out.expect_code(3);
     assert!(out.stderr.contains("big.bin"), "{out:?}");
     s.run(&args!["sum", url]).expect_code(3);
-    assert_eq!(s.minio.open_uploads(), 0, "parts aborted");
+    assert_eq!(s.open_uploads(), 0, "parts aborted");
     assert!(s.journals().is_empty());
 }
 
@@ -335,7 +388,7 @@ fn an_object_replaced_while_read_fails_and_writes_nothing() {
     let b = t.path().join("b.bin");
     write_random(&a, 32 << 20, 1);
     write_random(&b, 32 << 20, 2);
-    let url = "s3://data/changing.bin";
+    let url = &s.url("changing.bin");
     s.run(&args!["cp", "-q", &a, url]).ok();
     let out_dir = t.path().join("out");
     std::fs::create_dir(&out_dir).unwrap();
@@ -367,36 +420,28 @@ fn bad_credentials_and_missing_buckets_are_one_clear_line() {
     let src = t.path().join("src");
     sample_tree(&src);
     let wrong = s.env_with(&[("AWS_SECRET_ACCESS_KEY", "not-the-secret")]);
-    let out = hetch(&args!["cp", "-q", &src, "s3://data/x"], &wrong);
+    let out = hetch(&args!["cp", "-q", &src, s.url("x")], &wrong);
     out.expect_code(1);
-    out.one_line_naming(&["s3://data/x", "access denied"]);
-    let out = hetch(
-        &args!["cp", "-q", "s3://data/x", t.path().join("y")],
-        &wrong,
-    );
+    out.one_line_naming(&[&s.url("x"), "access denied"]);
+    let out = hetch(&args!["cp", "-q", s.url("x"), t.path().join("y")], &wrong);
     out.expect_code(1);
     out.one_line_naming(&["access denied"]);
     let out = s.run(&args!["cp", "-q", &src, "s3://no-such-bucket/x"]);
     out.expect_code(1);
     out.one_line_naming(&["s3://no-such-bucket", "no such bucket"]);
-    let out = s.run(&args![
-        "cp",
-        "-q",
-        "s3://data/not/there",
-        t.path().join("z")
-    ]);
+    let out = s.run(&args!["cp", "-q", s.url("not/there"), t.path().join("z")]);
     out.expect_code(1);
-    out.one_line_naming(&["s3://data/not/there", "no such object"]);
+    out.one_line_naming(&[&s.url("not/there"), "no such object"]);
     let home = t.path().join("empty-home").display().to_string();
     let none = [("HOME", home.as_str()), ("AWS_ACCESS_KEY_ID", "")];
     let out = hetch(
-        &args!["cp", "-q", &src, "s3://data/x"],
+        &args!["cp", "-q", &src, s.url("x")],
         &s.env_with(&[none[0], none[1], ("AWS_SECRET_ACCESS_KEY", "")]),
     );
     out.expect_code(1);
     out.one_line_naming(&["no S3 credentials"]);
     assert!(!t.path().join("y").exists() && !t.path().join("z").exists());
-    assert_eq!(s.minio.open_uploads(), 0);
+    assert_eq!(s.open_uploads(), 0);
 }
 
 #[test]
@@ -406,13 +451,13 @@ fn a_server_in_front_of_a_bucket_takes_pushes_and_pulls() {
     let src = t.path().join("src");
     sample_tree(&src);
     let srv = Server::start_with(
-        Path::new("s3://data/agent"),
+        Path::new(&s.url("agent")),
         &t.path().join("srv"),
         &[],
         &s.env(),
     );
     srv.cp(&args!["--block-size", "1M", &src, srv.url("")]).ok();
-    assert_eq!(s.sums_under("s3://data/agent/src"), contents(&src));
+    assert_eq!(s.sums_under(&s.url("agent/src")), contents(&src));
     let back = t.path().join("back");
     srv.cp(&args![srv.url("src"), &back]).ok();
     assert_eq!(contents(&back), contents(&src));
@@ -500,9 +545,9 @@ fn throttled_requests_are_retried_with_backoff() {
     let s = Store::start(t.path());
     let src = t.path().join("src");
     sample_tree(&src);
-    s.run(&args!["cp", "-q", &src, "s3://data/t"]).ok();
+    s.run(&args!["cp", "-q", &src, s.url("t")]).ok();
     let upstream: std::net::SocketAddr = s
-        .minio
+        .minio()
         .endpoint
         .trim_start_matches("http://")
         .parse()
@@ -511,7 +556,7 @@ fn throttled_requests_are_retried_with_backoff() {
     let endpoint = format!("http://{}", proxy.addr);
     let back = t.path().join("back");
     let out = hetch(
-        &args!["cp", "-q", "s3://data/t", &back],
+        &args!["cp", "-q", s.url("t"), &back],
         &s.env_with(&[("AWS_ENDPOINT_URL", endpoint.as_str())]),
     );
     out.ok();
@@ -546,30 +591,30 @@ fn objects_go_to_and_come_from_a_server_with_a_directory_root() {
     let s = Store::start(t.path());
     let src = t.path().join("src");
     sample_tree(&src);
-    s.run(&args!["cp", "-q", &src, "s3://data/in"]).ok();
+    s.run(&args!["cp", "-q", &src, s.url("in")]).ok();
     let root = t.path().join("root");
     let srv = Server::start(&root, &t.path().join("srv"));
     // Object store -> server (push from the bucket), server -> object store (pull).
-    srv.cp_env(&args!["s3://data/in", srv.url("copy")], &s.env())
+    srv.cp_env(&args![s.url("in"), srv.url("copy")], &s.env())
         .ok();
     assert_eq!(contents(&root.join("copy")), contents(&src));
-    srv.cp_env(&args![srv.url("copy"), "s3://data/out"], &s.env())
+    srv.cp_env(&args![srv.url("copy"), s.url("out")], &s.env())
         .ok();
-    assert_eq!(s.sums_under("s3://data/out"), contents(&src));
+    assert_eq!(s.sums_under(&s.url("out")), contents(&src));
 }
 
 #[test]
 fn an_upload_the_store_dropped_is_reported_and_the_next_run_starts_over() {
     let t = tempfile::tempdir().unwrap();
-    let s = Store::start(t.path());
+    let s = Store::start_own(t.path());
     let file = t.path().join("big.bin");
     write_random(&file, 48 << 20, 9);
-    let url = "s3://data/gone/big.bin";
+    let url = &s.url("gone/big.bin");
     let mut run = slow_upload(&s, &file, url, 1);
     run.kill9();
     let _ = run.wait();
     // The store loses the upload (a lifecycle rule, an operator): remove MinIO's record.
-    let multipart = s.minio.data.join(".minio.sys/multipart");
+    let multipart = s.minio().data.join(".minio.sys/multipart");
     std::fs::remove_dir_all(&multipart).unwrap();
     std::fs::create_dir_all(&multipart).unwrap();
     let out = s.run(&args!["cp", "-q", "--block-size", "1M", &file, url]);
@@ -582,7 +627,7 @@ fn an_upload_the_store_dropped_is_reported_and_the_next_run_starts_over() {
     s.run(&args!["cp", "-q", "--block-size", "1M", &file, url])
         .ok();
     assert_eq!(s.sums(url), vec![(url.to_string(), hash_file(&file))]);
-    assert_eq!(s.minio.open_uploads(), 0);
+    assert_eq!(s.open_uploads(), 0);
 }
 
 #[test]
@@ -591,11 +636,11 @@ fn verify_reads_objects_back_and_finds_damage_in_the_store() {
     let s = Store::start(t.path());
     let src = t.path().join("src");
     Tree::new(&src).file("data.bin", 3 << 20, 11);
-    s.run(&args!["cp", "-q", &src, "s3://data/v"]).ok();
-    s.run(&args!["verify", "-q", &src, "s3://data/v"]).ok();
+    s.run(&args!["cp", "-q", &src, s.url("v")]).ok();
+    s.run(&args!["verify", "-q", &src, s.url("v")]).ok();
     // Damage the stored bytes behind the store's back (MinIO keeps an object's data
     // in part files under BUCKET/KEY/).
-    let parts: Vec<PathBuf> = walkdir(&s.minio.data.join("data/v/data.bin"))
+    let parts: Vec<PathBuf> = walkdir(&s.minio().data.join(&s.bucket).join("v/data.bin"))
         .into_iter()
         .filter(|p| {
             p.file_name()
@@ -607,10 +652,10 @@ fn verify_reads_objects_back_and_finds_damage_in_the_store() {
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0xff;
     std::fs::write(&parts[0], bytes).unwrap();
-    let v = s.run(&args!["verify", "-q", &src, "s3://data/v"]);
+    let v = s.run(&args!["verify", "-q", &src, s.url("v")]);
     v.failed();
     assert!(v.stderr.contains("data.bin"), "{v:?}");
-    let sum = s.run(&args!["sum", "s3://data/v"]);
+    let sum = s.run(&args!["sum", s.url("v")]);
     sum.failed();
 }
 
@@ -637,7 +682,7 @@ fn sync_deletes_objects_the_source_lacks_under_its_prefix_only() {
     let s = Store::start(t.path());
     let src = t.path().join("src");
     sample_tree(&src);
-    s.run(&args!["sync", "-q", &src, "s3://data/m/"]).ok();
+    s.run(&args!["sync", "-q", &src, s.url("m/")]).ok();
     let one = t.path().join("one");
     std::fs::write(&one, b"x").unwrap();
     for key in [
@@ -647,11 +692,10 @@ fn sync_deletes_objects_the_source_lacks_under_its_prefix_only() {
         "m/beside",
         "m/srcx/y",
     ] {
-        s.run(&args!["cp", "-q", &one, format!("s3://data/{key}")])
-            .ok();
+        s.run(&args!["cp", "-q", &one, s.url(key)]).ok();
     }
     let keys = |s: &Store| -> Vec<String> {
-        let mut v: Vec<String> = s.sums("s3://data/m").into_iter().map(|(p, _)| p).collect();
+        let mut v: Vec<String> = s.sums(&s.url("m")).into_iter().map(|(p, _)| p).collect();
         v.sort();
         v
     };
@@ -663,22 +707,15 @@ fn sync_deletes_objects_the_source_lacks_under_its_prefix_only() {
         "--exclude",
         "*.log",
         &src,
-        "s3://data/m/"
+        s.url("m/")
     ]);
     out.ok();
     assert!(
         out.stderr
-            .contains("would delete s3://data/m/src/gone/deep"),
+            .contains(&format!("would delete {}", s.url("m/src/gone/deep"))),
         "{out:?}"
     );
-    let out = s.run(&args![
-        "sync",
-        "-q",
-        "--max-delete",
-        "1",
-        &src,
-        "s3://data/m/"
-    ]);
+    let out = s.run(&args!["sync", "-q", "--max-delete", "1", &src, s.url("m/")]);
     out.expect_code(3);
     assert_eq!(keys(&s), before, "{out:?}");
     // Excluded keys stay; the neighbours of the copied prefix are never looked at.
@@ -688,18 +725,15 @@ fn sync_deletes_objects_the_source_lacks_under_its_prefix_only() {
         "--exclude",
         "*.log",
         &src,
-        "s3://data/m/"
+        s.url("m/")
     ]);
     out.ok();
     let v: serde_json::Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
     assert_eq!(v["deleted"], 2, "{out:?}");
     let after = keys(&s);
     for key in ["m/src/keep.log", "m/beside", "m/srcx/y"] {
-        assert!(
-            after.contains(&format!("s3://data/{key}")),
-            "{key}: {after:?}"
-        );
+        assert!(after.contains(&s.url(key)), "{key}: {after:?}");
     }
-    assert!(!after.contains(&"s3://data/m/src/extra".to_string()));
-    assert_eq!(s.sums_under("s3://data/m/src").len(), before.len() - 4);
+    assert!(!after.contains(&s.url("m/src/extra").to_string()));
+    assert_eq!(s.sums_under(&s.url("m/src")).len(), before.len() - 4);
 }

@@ -9,6 +9,7 @@
 //! - [`prometheus`]: a metrics endpoint's body, parsed as Prometheus parses it.
 //! - [`data`]: deterministic pseudo-random test data, in memory or in a file.
 //! - [`tree`]: a tree with every boundary case on disk, and a comparison of two trees.
+//! - [`minio`]: one MinIO per test process, a bucket per case.
 //! - [`shared`]: servers started once per test process, shared by its tests, and
 //!   stopped (their directories removed) when it ends.
 //!
@@ -24,6 +25,7 @@ pub mod data;
 pub mod emulators;
 pub mod memory_origin;
 pub mod memory_store;
+pub mod minio;
 pub mod oidc_issuer;
 mod postgres;
 pub mod prometheus;

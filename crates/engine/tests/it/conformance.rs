@@ -203,28 +203,6 @@ enum Server {
     Emulator(&'static hetch_testkit::emulators::Emulator),
 }
 
-/// The MinIO of this test process, started on first use (its binary must be installed:
-/// a test does not spend minutes building it) and stopped when the process ends.
-fn shared_minio() -> &'static hetch_bench::minio::Minio {
-    use hetch_bench::minio::{minio_binary, Minio};
-    use hetch_testkit::shared::{self, Shared};
-    static MINIO: Shared<Minio> = Shared::new();
-    MINIO.get_or_start(|| {
-        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let bin =
-            minio_binary(&repo, false).map_err(|e| format!("{e:#} (the S3 cases need it)"))?;
-        let dir = shared::dir("minio").map_err(|e| format!("shared MinIO: {e}"))?;
-        // Its log (data.log) lands in `dir` too, and goes with it.
-        let data = dir.join("data");
-        Minio::start_with(&bin, &data, |server| shared::watchdog(&server, &dir)).map_err(|e| {
-            // The failed server's drop killed its watchdog with it: the directory is
-            // left to us.
-            let _ = std::fs::remove_dir_all(&dir);
-            format!("shared MinIO: {e:#}")
-        })
-    })
-}
-
 impl Bucketed {
     /// A fresh bucket of fake-gcs-server: a source only, as it does not serve the XML
     /// API object_store writes with (its files are put through the JSON API).
@@ -273,9 +251,8 @@ impl Bucketed {
 
     /// A fresh bucket of MinIO.
     fn s3() -> Bucketed {
-        let minio = shared_minio();
-        let name = hetch_testkit::shared::unique_name("case-");
-        minio.create_bucket(&name).unwrap();
+        let minio = hetch_testkit::minio::shared_minio();
+        let name = hetch_testkit::minio::fresh_bucket("case-");
         let env: std::collections::HashMap<_, _> = minio.env().into_iter().collect();
         let cfg = hetch_object::S3Config {
             access_key: Some(env["AWS_ACCESS_KEY_ID"].clone()),

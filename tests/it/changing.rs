@@ -26,12 +26,6 @@ const SLOW: [&str; 6] = [
     "2M",
 ];
 
-/// `.NAME.hetch-part` next to `final_path`.
-fn part_of(final_path: &Path) -> PathBuf {
-    let name = final_path.file_name().unwrap().to_string_lossy();
-    final_path.with_file_name(format!(".{name}.hetch-part"))
-}
-
 /// Waits for the part file of `dst` (the copy has begun) while `running` runs.
 fn wait_for_part(dst: &Path, running: &mut Running) {
     let part = part_of(dst);

@@ -15,19 +15,6 @@ use std::time::Duration;
 
 use util::*;
 
-/// Journal layout (crates/storage/src/journal.rs): a 40-byte header, then 44-byte
-/// records, one per verified block.
-const JOURNAL_HEADER: u64 = 40;
-const JOURNAL_RECORD: u64 = 44;
-
-fn journal_records(final_path: &Path) -> u64 {
-    let name = final_path.file_name().unwrap().to_string_lossy();
-    let j = final_path.with_file_name(format!(".{name}.hetch-journal"));
-    std::fs::metadata(j)
-        .map(|m| m.len().saturating_sub(JOURNAL_HEADER) / JOURNAL_RECORD)
-        .unwrap_or(0)
-}
-
 /// Starts `hetch bench write` on `files`.
 fn writer(files: &[PathBuf], size: &str, rate: &str, extra: &[&str]) -> Running {
     let mut a: Vec<OsString> = args!["bench", "write", "--size", size, "--write-size", "1M"].into();
@@ -223,12 +210,25 @@ fn a_done_marker_completes_a_file_and_follows_it() {
         std::fs::metadata(&file).is_ok_and(|m| m.len() == 3 << 20)
     });
     let dst = t.path().join("dst");
-    // An idle time no test run reaches: only the marker can complete the file.
+    // An idle time no test run reaches: only the marker can complete the file. 1 MiB
+    // blocks: whole blocks of a growing file are sent before it completes.
     let mut cp = spawn(
-        &args!["cp", "--follow", "--idle", "3600s", &src, with_slash(&dst)],
+        &args![
+            "cp",
+            "--follow",
+            "--idle",
+            "3600s",
+            "--block-size",
+            "1M",
+            &src,
+            with_slash(&dst)
+        ],
         &[],
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // Its data arrives and is verified; the file still waits for its marker.
+    wait_for("the file's blocks at the destination", || {
+        journal_records(&dst.join("src/frame.tif")) >= 2
+    });
     assert!(!dst.join("src/frame.tif").exists());
     std::fs::File::create(src.join("frame.tif.done")).unwrap();
     let copy = dst.join("src/frame.tif");

@@ -16,15 +16,6 @@ use util::*;
 const SIZE: u64 = 48 << 20;
 const BS: &str = "64K";
 const RATE: &str = "12M";
-/// Journal layout (crates/storage/src/journal.rs): 40-byte header, 44-byte records.
-fn journal_records(final_path: &Path) -> u64 {
-    let name = final_path.file_name().unwrap().to_string_lossy();
-    let j = final_path.with_file_name(format!(".{name}.hetch-journal"));
-    std::fs::metadata(j)
-        .map(|m| m.len().saturating_sub(40) / 44)
-        .unwrap_or(0)
-}
-
 /// Waits until `final_path`'s journal holds `n` records while `running` still runs.
 fn wait_for_records(final_path: &Path, n: u64, running: &mut Running) {
     let deadline = Instant::now() + COMMAND_LIMIT;

@@ -163,8 +163,10 @@ fn a_relay_cut_by_the_destination_restarting_resumes() {
         &["--rate-limit", "12M", "--block-size", "1M"],
     );
     let cp = spawn(&os_args(&args), &[("HETCH_TOKEN", &a.token)]);
-    wait_for("a part file at B", || !temp_files(&b_root).is_empty());
-    std::thread::sleep(Duration::from_millis(500));
+    // Blocks B has verified, which the next relay must not send again.
+    wait_for("verified blocks at B", || {
+        journal_records(&b_root.join("big.bin")) >= 4
+    });
     b.kill9();
     let listen = b.addr.clone();
     let b2 = Server::start_with(&b_root, &b_state, &["--listen", &listen], &[]);

@@ -21,39 +21,14 @@ const BS: u64 = 64 << 10;
 const BLOCK_SIZE: &str = "64K";
 /// Slow enough to interrupt the transfer around a third of the way.
 const RATE: &str = "20M";
-/// Journal layout (crates/storage/src/journal.rs): a 40-byte header, then 44-byte
-/// records, one per verified block.
-const JOURNAL_HEADER: u64 = 40;
-const JOURNAL_RECORD: u64 = 44;
-
-/// `.NAME.hetch-journal` next to `final_path`.
-fn journal_of(final_path: &Path) -> PathBuf {
-    let name = final_path.file_name().unwrap().to_string_lossy();
-    final_path.with_file_name(format!(".{name}.hetch-journal"))
-}
-
-/// `.NAME.hetch-part` next to `final_path`.
-fn part_of(final_path: &Path) -> PathBuf {
-    let name = final_path.file_name().unwrap().to_string_lossy();
-    final_path.with_file_name(format!(".{name}.hetch-part"))
-}
-
-/// Complete records in a journal (0 if there is none yet).
-fn journal_records(journal: &Path) -> u64 {
-    std::fs::metadata(journal)
-        .map(|m| m.len().saturating_sub(JOURNAL_HEADER) / JOURNAL_RECORD)
-        .unwrap_or(0)
-}
-
 /// Waits until the journal of `final_path` records at least 30% of the file's blocks
 /// (the transfer must still be running), and returns the number of records seen.
 fn wait_for_progress(final_path: &Path, running: &mut Running) -> u64 {
     let blocks = SIZE.div_ceil(BS);
     let want = blocks * 3 / 10;
-    let journal = journal_of(final_path);
     let deadline = Instant::now() + COMMAND_LIMIT;
     loop {
-        let n = journal_records(&journal);
+        let n = journal_records(final_path);
         if n >= want {
             assert!(
                 n < blocks,
@@ -315,7 +290,7 @@ fn written_but_unverified_blocks_are_not_trusted_on_resume() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert_eq!(
-        journal_records(&journal_of(&dst)),
+        journal_records(&dst),
         0,
         "blocks were journaled before their read-back check"
     );

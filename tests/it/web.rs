@@ -210,7 +210,17 @@ fn a_person_logs_in_submits_watches_retries_and_cancels_jobs_in_a_real_browser()
     }
     assert!(on_link, "Tab never reached a job's link");
     let focused = b.run("return document.activeElement.textContent", vec![]);
-    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // Two snapshots later (each rebuilds the rows), the focus is still on that link.
+    b.run(
+        "window.rebuilt = 0; \
+         new MutationObserver(() => window.rebuilt++) \
+           .observe(document.querySelector('#jobs tbody'), { childList: true }); \
+         return 0",
+        vec![],
+    );
+    b.wait("the rows rebuilt twice", || {
+        b.run("return window.rebuilt", vec![]).as_u64() >= Some(2)
+    });
     let still = b.run("return document.activeElement.textContent", vec![]);
     assert_eq!(
         focused, still,

@@ -1046,6 +1046,31 @@ pub fn temp_files(root: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Journal layout (crates/storage/src/journal.rs): a 40-byte header, then one 44-byte
+/// record per verified block.
+pub const JOURNAL_HEADER: u64 = 40;
+/// See [`JOURNAL_HEADER`].
+pub const JOURNAL_RECORD: u64 = 44;
+
+/// `.NAME.hetch-journal` next to `final_path`.
+pub fn journal_of(final_path: &Path) -> PathBuf {
+    let name = final_path.file_name().unwrap().to_string_lossy();
+    final_path.with_file_name(format!(".{name}.hetch-journal"))
+}
+
+/// `.NAME.hetch-part` next to `final_path`.
+pub fn part_of(final_path: &Path) -> PathBuf {
+    let name = final_path.file_name().unwrap().to_string_lossy();
+    final_path.with_file_name(format!(".{name}.hetch-part"))
+}
+
+/// Verified blocks the journal of `final_path` records (0 while there is none).
+pub fn journal_records(final_path: &Path) -> u64 {
+    std::fs::metadata(journal_of(final_path))
+        .map(|m| m.len().saturating_sub(JOURNAL_HEADER) / JOURNAL_RECORD)
+        .unwrap_or(0)
+}
+
 /// Asserts that no temporary files are left under `root`.
 #[track_caller]
 pub fn assert_no_temp_files(root: &Path) {

@@ -64,6 +64,10 @@ if [ "$tier" = full ]; then
     stage "install test tools" bash bench/install-test-tools.sh
     export PATH="$PWD/target/tools/bin:$PATH"
     export HETCH_REQUIRE_ALL=1
+    # Two tests per CPU at a time: the end-to-end tests spend most of their time
+    # waiting on the processes and servers they start (the binary's suite, on 2 CPUs:
+    # about 200 s with one per CPU, 112 s with two, for 80 CPU-seconds of its own).
+    export RUST_TEST_THREADS="${RUST_TEST_THREADS:-$(($(nproc) * 2))}"
     stage "test build" "${BUILD[@]}"
     export HETCH_LAB_BIN="$PWD/target/debug/hetch-lab"
     stage "tests" logged --workspace --lib --bins --tests -- "${TIMES[@]}" "$@"

@@ -33,11 +33,12 @@ host=$(rustc -vV | sed -n 's/^host: //p')
 export "CARGO_TARGET_$(echo "$host" | tr 'a-z-' 'A-Z_')_RUNNER=env RUSTC_BOOTSTRAP=1"
 TIMES=(-Z unstable-options --report-time)
 
-# The ten slowest tests of log $1.
+# The ten slowest tests of log $1. awk reads all of sort's output: `head` would
+# close the pipe early and, under pipefail, sort's SIGPIPE failed the run (exit 141).
 slowest() {
     echo "=== the ten slowest tests"
-    sed -n 's/^test \(.*\) \.\.\. [a-zA-Z]* <\([0-9.]*\)s>$/\2 \1/p' "$1" | sort -rn | head -10 |
-        awk '{ printf "  %8.1fs  %s\n", $1, $2 }'
+    sed -n 's/^test \(.*\) \.\.\. [a-zA-Z]* <\([0-9.]*\)s>$/\2 \1/p' "$1" | sort -rn |
+        awk 'NR <= 10 { printf "  %8.1fs  %s\n", $1, $2 }'
 }
 
 # Runs cargo test with `$@`, its output also in log $LOG (appended).

@@ -651,11 +651,24 @@ impl UnitContext {
             .map_err(anyhow::Error::msg)
     }
 
-    /// Source operand `s` of a job below the root, checked to lead nowhere outside it.
-    pub(crate) fn source_path(&self, s: &str) -> anyhow::Result<PathBuf> {
+    /// Source operand `s` of job `spec` below the root, checked to lead nowhere
+    /// outside it (or outside the read path of the job's access that covers it), with
+    /// the directory its reads are confined to: the root, or that read path (see
+    /// `Options::read_within`). The check gives the error a user can act on; the
+    /// confinement holds whatever is swapped onto the way after it.
+    pub(crate) fn source_within(
+        &self,
+        spec: &JobSpec,
+        s: &str,
+    ) -> anyhow::Result<(PathBuf, PathBuf)> {
+        if let Some(access) = &spec.access {
+            return access
+                .source_within(&self.root, s)
+                .map_err(anyhow::Error::msg);
+        }
         let path = self.root.join(s);
         match std::fs::canonicalize(&path) {
-            Ok(real) if real.starts_with(&self.root) => Ok(path),
+            Ok(real) if real.starts_with(&self.root) => Ok((self.root.clone(), path)),
             Ok(_) => bail!("source {s} leads outside the root"),
             Err(e) => bail!("source {s}: {e}"),
         }
@@ -673,11 +686,17 @@ impl UnitContext {
         // Checked when the job was submitted, and again here: a symlink put in the
         // path since must not make a job read from outside the root.
         let mut sources = Vec::with_capacity(spec.sources.len());
+        let mut within = Vec::new();
         for s in &spec.sources {
-            sources.push(Location::Local(self.source_path(s)?));
+            let (dir, path) = self.source_within(spec, s)?;
+            sources.push(Location::Local(path));
+            if !within.contains(&dir) {
+                within.push(dir);
+            }
         }
         let dest = self.dest_of(u)?;
-        let opts = unit_options(spec, stop, rate)?;
+        let mut opts = unit_options(spec, stop, rate)?;
+        opts.read_within = within;
         let client = match &dest {
             Location::Remote { host, .. } => {
                 Some(self.client_config(host, self.dest_token.as_ref())?)

@@ -15,7 +15,6 @@
 //! line each; the worker sends it the unit's new rate (`{"rate":N}`) and stops it by
 //! closing its input, then killing it.
 
-use std::ffi::CString;
 use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
 use std::sync::atomic::Ordering::Relaxed;
@@ -25,6 +24,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail};
 use hetch_engine::{Progress, RateLimiter, StopSignal};
 use hetch_service::api::ClaimedUnit;
+use hetch_storage::account::Account;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -34,8 +34,6 @@ use crate::worker::{Preloaded, UnitContext};
 
 /// Longest line the worker reads from a child (a report is one line of a few KiB).
 const MAX_LINE: usize = 64 << 10;
-/// Most supplementary groups taken for an account.
-const MAX_GROUPS: usize = 65_536;
 
 /// What the worker hands a child: the unit and how to reach what it needs.
 #[derive(Serialize, Deserialize)]
@@ -280,11 +278,9 @@ pub async fn child_main() -> anyhow::Result<ExitCode> {
 /// Becomes local account `name` for good: its supplementary groups, then its group,
 /// then its user (real, effective and saved), and no way back to more privilege.
 fn become_account(name: &str) -> anyhow::Result<()> {
-    let (uid, gid) = lookup_account(name)?;
-    if uid == 0 {
-        bail!("account {name} is root: a user's unit never runs as root");
-    }
-    let groups = groups_of(name, gid)?;
+    let Account {
+        uid, gid, groups, ..
+    } = Account::lookup(name)?;
     // SAFETY: plain system calls on values owned here; glibc applies each to every
     // thread of the process.
     unsafe {
@@ -313,49 +309,6 @@ fn become_account(name: &str) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// The uid and primary gid of account `name` on this host.
-fn lookup_account(name: &str) -> anyhow::Result<(libc::uid_t, libc::gid_t)> {
-    let cname = CString::new(name)?;
-    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut buf = vec![0 as libc::c_char; 64 << 10];
-    let mut found: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: every pointer is to memory owned here, of the size given.
-    let r = unsafe {
-        libc::getpwnam_r(
-            cname.as_ptr(),
-            &mut pwd,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut found,
-        )
-    };
-    if r != 0 || found.is_null() {
-        bail!("account {name}: no such user on this worker");
-    }
-    Ok((pwd.pw_uid, pwd.pw_gid))
-}
-
-/// The supplementary groups of account `name` (with its primary group `gid`).
-fn groups_of(name: &str, gid: libc::gid_t) -> anyhow::Result<Vec<libc::gid_t>> {
-    let cname = CString::new(name)?;
-    let mut groups: Vec<libc::gid_t> = vec![0; 64];
-    loop {
-        let mut n = groups.len() as libc::c_int;
-        // SAFETY: `groups` holds `n` entries; getgrouplist writes at most that many
-        // and says how many it needs when they do not fit.
-        let r = unsafe { libc::getgrouplist(cname.as_ptr(), gid, groups.as_mut_ptr(), &mut n) };
-        if r >= 0 {
-            groups.truncate(n.max(0) as usize);
-            return Ok(groups);
-        }
-        let want = (n.max(0) as usize).max(groups.len() * 2);
-        if want > MAX_GROUPS {
-            bail!("account {name}: more than {MAX_GROUPS} groups");
-        }
-        groups.resize(want, 0);
-    }
 }
 
 #[cfg(test)]

@@ -235,8 +235,8 @@ impl UnitContext {
             .sources
             .get(row.operand as usize)
             .ok_or_else(|| anyhow!("listing row names source {}", row.operand))?;
-        let operand = self.source_path(operand)?;
-        let mut below = EntriesBelow::new(&operand)?;
+        let (within, operand) = self.source_within(spec, operand)?;
+        let mut below = EntriesBelow::within(&within, &operand)?;
         let file = below.open(row.path.as_bytes())?;
         let source = RangeSource::new(file, &operand.join(&row.path))?;
         if source.size() != row.size {

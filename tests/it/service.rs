@@ -1070,6 +1070,10 @@ fn a_root_worker_runs_a_users_units_as_their_local_account() {
         std::fs::Permissions::from_mode(0o600),
     )
     .unwrap();
+    // A directory only root may enter: its names are not the account's to see.
+    std::fs::create_dir_all(astro.join("closed")).unwrap();
+    std::fs::write(astro.join("closed/hidden-name"), "root only").unwrap();
+    std::fs::set_permissions(astro.join("closed"), std::fs::Permissions::from_mode(0o700)).unwrap();
     std::os::unix::fs::chown(&astro, Some(uid), Some(gid)).unwrap();
     let (svc, alice) = service_for_alice(
         dir.path(),
@@ -1095,4 +1099,12 @@ fn a_root_worker_runs_a_users_units_as_their_local_account() {
     let error = v["error"].as_str().unwrap_or_default();
     assert!(error.contains("ermission denied"), "{error}");
     assert!(!astro.join("copy2/private/secret").exists());
+    // Planning lists as the account too: the closed directory fails the job, and no
+    // name inside it reaches the job's listing or its error.
+    let (ok, v) = copy("groups/astro/closed", "groups/astro/copy3");
+    assert!(!ok, "{v}");
+    let error = v["error"].as_str().unwrap_or_default();
+    assert!(error.contains("ermission denied"), "{error}");
+    assert!(!error.contains("hidden-name"), "{error}");
+    assert_eq!(v["files"], 0, "{v}");
 }

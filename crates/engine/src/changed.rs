@@ -136,7 +136,11 @@ pub(crate) async fn changed(
     let abs: PathBuf = abs.to_path_buf();
     tokio::task::spawn_blocking(move || {
         let tx = sh.entries.lock().expect("entries lock").clone();
-        match (walk::entry(&abs, rel), tx) {
+        let again = match sh.opts.within_of(&abs) {
+            Some(within) => walk::entry_within(within, &abs, rel),
+            None => walk::entry(&abs, rel),
+        };
+        match (again, tx) {
             (Ok(se), Some(tx)) => {
                 crate::source::announce_attempt(&sh, se, None, &tx, attempts);
             }

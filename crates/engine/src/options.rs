@@ -37,6 +37,12 @@ pub struct Options {
     /// absolute paths, and every file a pull reads must really lie below it (checked on
     /// the opened file, so a directory a local user swapped for a symlink is caught).
     pub served_root: Option<std::path::PathBuf>,
+    /// Directories (canonical) that local source operands lie within, for a worker
+    /// running a service user's unit: each operand is listed from the one it lies
+    /// below, with no symlink on the way leading out of it, and every file opened
+    /// must lie below one of them (checked on the opened file). Empty: a server's
+    /// sources are confined to `served_root`, a local user's lead where paths lead.
+    pub read_within: Vec<std::path::PathBuf>,
     /// A session that hears nothing from its peer for this long ends as stalled (see
     /// `liveness`); `None` never gives up on a quiet peer.
     pub stall_timeout: Option<std::time::Duration>,
@@ -111,6 +117,7 @@ impl Default for Options {
             fsync: false,
             preserve_special_modes: false,
             served_root: None,
+            read_within: Vec::new(),
             stall_timeout: None,
             stop: None,
             max_retries: 3,
@@ -198,6 +205,27 @@ impl Default for Follow {
 }
 
 impl Options {
+    /// The directories local sources must lie within (see `read_within`); none when
+    /// they may lie anywhere.
+    pub(crate) fn read_confinement(&self) -> &[std::path::PathBuf] {
+        match (&self.read_within[..], &self.served_root) {
+            ([], Some(root)) => std::slice::from_ref(root),
+            (within, _) => within,
+        }
+    }
+
+    /// The directory of [`Options::read_confinement`] that `operand` is reached from
+    /// (the deepest one its path lies below); `None` when sources are not confined.
+    /// An operand below none of them gets the first, which refuses it.
+    pub(crate) fn within_of(&self, operand: &std::path::Path) -> Option<&std::path::Path> {
+        let dirs = self.read_confinement();
+        dirs.iter()
+            .filter(|d| operand.starts_with(d))
+            .max_by_key(|d| d.components().count())
+            .or(dirs.first())
+            .map(|d| d.as_path())
+    }
+
     /// Buffer memory actually used: at least enough for a few blocks in each direction.
     pub fn effective_buffer_memory(&self) -> usize {
         self.buffer_memory.max(4 * self.block_size as usize)

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use hetch_integrity as integrity;
 use hetch_proto::{DataHeader, Entry, EntryKind, Frame, PlanAction, Summary};
 use hetch_storage::walk::{self, Identity, SourceEntry, SourceKind};
+use hetch_storage::StorageError;
 use tokio::io::split;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
@@ -317,7 +318,7 @@ fn walker(
     operands: Vec<Operand>,
     tx: mpsc::Sender<Listed>,
 ) -> Result<(), EngineError> {
-    let report = |e: hetch_storage::StorageError| {
+    let report = |e: StorageError| {
         let id = shared.next_id.fetch_add(1, Relaxed);
         tx.blocking_send(Listed::Error(id, e.to_string())).is_ok()
     };
@@ -342,7 +343,11 @@ fn walker(
                 continue;
             }
             Operand::Entries { operand, entries } => {
-                let mut below = match walk::EntriesBelow::new(&operand) {
+                let below = match shared.opts.within_of(&operand) {
+                    Some(within) => walk::EntriesBelow::within(within, &operand),
+                    None => walk::EntriesBelow::new(&operand),
+                };
+                let mut below = match below {
                     Ok(b) => b,
                     Err(e) => match report(e) {
                         true => continue,
@@ -361,7 +366,12 @@ fn walker(
                 continue;
             }
         };
-        let iter = match walk::walk(&op) {
+        type Walk = Box<dyn Iterator<Item = Result<SourceEntry, StorageError>>>;
+        let listing = match shared.opts.within_of(&op) {
+            Some(within) => walk::walk_within(within, &op).map(|w| Box::new(w) as Walk),
+            None => walk::walk(&op).map(|w| Box::new(w) as Walk),
+        };
+        let iter = match listing {
             Ok(it) => it,
             Err(e) => {
                 if !report(e) {
@@ -726,17 +736,19 @@ async fn remove_source(shared: &Shared, abs: PathBuf) {
     }
 }
 
-/// Opens a listed file (on a blocking thread): never through a symlink, and on a
-/// server only below its root. Whether it is still the file the listing saw is
-/// checked after each block is read (see `changed.rs`): that check compares the whole
-/// identity, inode included, so checking at the open too would only cost a syscall.
+/// Opens a listed file (on a blocking thread): never through a symlink, and where
+/// sources are confined (a server's root, a service user's read paths: see
+/// `Options::read_within`) only below one of the directories `within`. Whether it is
+/// still the file the listing saw is checked after each block is read (see
+/// `changed.rs`): that check compares the whole identity, inode included, so checking
+/// at the open too would only cost a syscall.
 pub(crate) fn open_source(
     abs: &std::path::Path,
-    root: Option<&std::path::Path>,
+    within: &[PathBuf],
 ) -> std::io::Result<std::fs::File> {
     let f = hetch_storage::walk::open_listed(abs)?;
-    if let Some(root) = root {
-        hetch_storage::confined::check_below(&f, root)?;
+    if !within.is_empty() {
+        hetch_storage::confined::check_below_any(&f, within)?;
     }
     Ok(f)
 }

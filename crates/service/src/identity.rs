@@ -249,6 +249,26 @@ impl Access {
         local_root(&self.read, rel)
     }
 
+    /// Where local source `rel` (a path under canonical `root`) is read from: the
+    /// canonical directory of the read path that covers it, as [`Access::resolve`]
+    /// checks it, and the source's path below that directory. Reads go through
+    /// handles opened from that directory, so that a symlink swapped onto the way
+    /// after this check cannot lead them out of it.
+    pub fn source_within(&self, root: &Path, rel: &str) -> Result<(PathBuf, PathBuf), String> {
+        let allowed = self
+            .read_root(rel)
+            .ok_or_else(|| format!("{rel:?} is not yours (identity map entry {})", self.entry))?;
+        let base = Access::resolve(root, allowed, rel)?;
+        let plain: PathBuf = Path::new(rel)
+            .components()
+            .filter(|c| matches!(c, Component::Normal(_)))
+            .collect();
+        let inside = plain
+            .strip_prefix(allowed)
+            .map_err(|_| format!("{rel:?} is not below {}", shown(allowed)))?;
+        Ok((base.clone(), base.join(inside)))
+    }
+
     /// The write path (under the root) that covers `rel`, a path under the root.
     pub fn write_root(&self, rel: &str) -> Option<&str> {
         local_root(&self.write, rel)

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use hetch_jobdb::{Db, FileRow, PlannedUnit, PlanningLease};
 use hetch_jobs::{Planner, UnitSpec};
+use hetch_storage::account::{self, Account};
 use hetch_storage::walk::{self, SourceKind};
 
 use crate::api::JobSpec;
@@ -75,7 +76,9 @@ async fn write_plan(db: &Db, root: PathBuf, lease: &PlanningLease, spec: JobSpec
     }
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Vec<(FileRow, SourceKind)>, String>>(2);
     let sources = spec.sources.clone();
-    let lister = tokio::task::spawn_blocking(move || list(&root, &sources, &tx));
+    let access = spec.access.clone();
+    let lister =
+        tokio::task::spawn_blocking(move || list_as(&root, access.as_ref(), &sources, &tx));
     let mut planning = planner.start();
     let (mut next_file, mut next_unit) = (0u64, 0u64);
     let mut result = Ok(());
@@ -212,17 +215,57 @@ fn with_bytes(spec: UnitSpec, size: u64, p: &Planner) -> PlannedUnit {
     PlannedUnit { spec, bytes }
 }
 
+/// [`list`], with the rights of the local account of `access` where it names one and
+/// this service runs as root (as a worker runs the job's units): on a thread made for
+/// it, whose file-system ids are the account's, so that what the account may not read
+/// is not listed. Elsewhere the access's paths alone decide, as they do for workers.
+fn list_as(
+    root: &Path,
+    access: Option<&Access>,
+    sources: &[String],
+    tx: &tokio::sync::mpsc::Sender<Result<Vec<(FileRow, SourceKind)>, String>>,
+) {
+    let account = access.and_then(|a| a.account.as_deref());
+    let Some(name) = account.filter(|_| account::running_as_root()) else {
+        return list(root, access, sources, tx);
+    };
+    std::thread::scope(|s| {
+        let as_account =
+            s.spawn(
+                || match Account::lookup(name).and_then(|a| a.act_on_this_thread()) {
+                    Ok(()) => list(root, access, sources, tx),
+                    Err(e) => drop(tx.blocking_send(Err(e.to_string()))),
+                },
+            );
+        if as_account.join().is_err() {
+            let _ = tx.blocking_send(Err("listing as the job's account panicked".into()));
+        }
+    });
+}
+
 /// Lists `sources` under `root` (on a blocking thread), sending batches of rows; stops
-/// at the first entry that cannot be listed, or when nobody listens any more.
+/// at the first entry that cannot be listed, or when nobody listens any more. Each
+/// source is reached through handles from the root, or from the read path of `access`
+/// that covers it, so that no symlink swapped onto its way lists another's files.
 fn list(
     root: &Path,
+    access: Option<&Access>,
     sources: &[String],
     tx: &tokio::sync::mpsc::Sender<Result<Vec<(FileRow, SourceKind)>, String>>,
 ) {
     let mut batch = Vec::with_capacity(BATCH);
     for (operand, src) in sources.iter().enumerate() {
-        let path = root.join(src);
-        let iter = match walk::walk(&path) {
+        let (within, path) = match access {
+            Some(a) => match a.source_within(root, src) {
+                Ok(found) => found,
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(e));
+                    return;
+                }
+            },
+            None => (root.to_path_buf(), root.join(src)),
+        };
+        let iter = match walk::walk_within(&within, &path) {
             Ok(it) => it,
             Err(e) => {
                 let _ = tx.blocking_send(Err(format!("source {src}: {e}")));

@@ -356,7 +356,7 @@ impl Dir {
         Ok((st.st_dev, st.st_ino))
     }
 
-    fn fd(&self) -> BorrowedFd<'_> {
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
 
@@ -472,7 +472,13 @@ impl Dir {
 /// descriptor is, not where its path led when it was opened, so a directory swapped
 /// for a symlink on the way is caught. Needs `/proc`; without it the check fails.
 pub fn check_below(file: &File, root: &Path) -> io::Result<()> {
-    if real_location(file.as_fd())?.starts_with(root) {
+    check_below_any(file, std::slice::from_ref(&root))
+}
+
+/// [`check_below`] for a file that may lie below any of `roots`.
+pub fn check_below_any(file: &File, roots: &[impl AsRef<Path>]) -> io::Result<()> {
+    let real = real_location(file.as_fd())?;
+    if roots.iter().any(|r| real.starts_with(r)) {
         Ok(())
     } else {
         Err(io::Error::new(

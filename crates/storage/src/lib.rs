@@ -1,5 +1,7 @@
 //! Where bytes come from and go to: the POSIX file system backend of hetch.
 //!
+//! - [`account`]: a local account, and file-system access with its rights from one
+//!   thread (a root service listing a user's sources as that user).
 //! - [`confined`]: directory handles through which a receiver resolves every name a
 //!   peer sends, with no symlink followed and nothing outside reached.
 //! - [`paths`]: turning wire paths into local paths, confined under a root (no `..`, no
@@ -17,6 +19,7 @@
 
 #![deny(missing_docs)]
 
+pub mod account;
 pub mod confined;
 pub mod direct;
 mod error;

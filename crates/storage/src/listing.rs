@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags};
 
 use crate::error::StorageError;
-use crate::walk::{SourceEntry, SourceKind};
+use crate::walk::{Anchor, SourceEntry, SourceKind};
 
 /// A directory being listed.
 struct Level {
@@ -29,8 +29,9 @@ struct Level {
 
 /// Pre-order listing of an operand (see the module docs).
 pub(crate) struct Listing {
-    /// The operand itself, until it is yielded.
-    first: Option<(PathBuf, Vec<u8>)>,
+    /// The operand itself (and how it is reached from a confining directory), until it
+    /// is yielded.
+    first: Option<(PathBuf, Vec<u8>, Option<Anchor>)>,
     /// Directories on the current path, innermost last.
     stack: Vec<Level>,
     /// A directory just yielded whose contents could not be read: the next item.
@@ -38,10 +39,10 @@ pub(crate) struct Listing {
 }
 
 impl Listing {
-    /// Lists `operand`, whose wire name is `top`.
-    pub(crate) fn new(operand: PathBuf, top: Vec<u8>) -> Self {
+    /// Lists `operand`, whose wire name is `top`, by its path or through `anchor`.
+    pub(crate) fn new(operand: PathBuf, top: Vec<u8>, anchor: Option<Anchor>) -> Self {
         Listing {
-            first: Some((operand, top)),
+            first: Some((operand, top, anchor)),
             stack: Vec::new(),
             pending: None,
         }
@@ -93,13 +94,21 @@ impl Iterator for Listing {
         if let Some(e) = self.pending.take() {
             return Some(Err(e));
         }
-        if let Some((operand, top)) = self.first.take() {
-            let se = match crate::walk::entry(&operand, top) {
+        if let Some((operand, top, anchor)) = self.first.take() {
+            let se = match &anchor {
+                Some(a) => a.describe(&operand, top),
+                None => crate::walk::entry(&operand, top),
+            };
+            let se = match se {
                 Ok(se) => se,
                 Err(e) => return Some(Err(e)),
             };
             if se.kind == SourceKind::Dir {
-                self.descend(open_level(None, &operand, operand.clone(), se.rel.clone()));
+                let (at, name) = match &anchor {
+                    Some(a) => (Some(a.parent.fd()), Path::new(&a.name)),
+                    None => (None, operand.as_path()),
+                };
+                self.descend(open_level(at, name, operand.clone(), se.rel.clone()));
             }
             return Some(Ok(se));
         }
@@ -126,7 +135,7 @@ impl Iterator for Listing {
 }
 
 /// Describes `name` in directory `dir` without following it.
-fn describe(
+pub(crate) fn describe(
     dir: BorrowedFd<'_>,
     name: &OsString,
     abs: PathBuf,

@@ -147,13 +147,93 @@ pub fn open_listed(path: &Path) -> std::io::Result<std::fs::File> {
 pub fn walk(
     operand: &Path,
 ) -> Result<impl Iterator<Item = Result<SourceEntry, StorageError>>, StorageError> {
+    listing(operand, None)
+}
+
+/// Lists `operand` as [`walk`] does, reaching it from directory `within` (a path the
+/// operator named, followed as it is) with no symlink on the way out of `within`:
+/// where a local user swaps a directory between `within` and the operand for a link
+/// to someone else's tree, the walk fails instead of listing what the link points to.
+/// An operand that is not below `within` is refused.
+pub fn walk_within(
+    within: &Path,
+    operand: &Path,
+) -> Result<impl Iterator<Item = Result<SourceEntry, StorageError>>, StorageError> {
+    listing(operand, Anchor::of(within, operand)?)
+}
+
+fn listing(
+    operand: &Path,
+    anchor: Option<Anchor>,
+) -> Result<crate::listing::Listing, StorageError> {
+    let top = operand_name(operand)?.as_bytes().to_vec();
     // Fail early, with the operand's name, when it does not exist at all.
-    std::fs::symlink_metadata(operand).at(operand)?;
-    let top = operand_name(operand)?;
+    match &anchor {
+        Some(a) => {
+            if a.parent.stat(Path::new(&a.name))?.is_none() {
+                let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
+                return Err(StorageError::io(operand, missing));
+            }
+        }
+        None => {
+            std::fs::symlink_metadata(operand).at(operand)?;
+        }
+    }
     Ok(crate::listing::Listing::new(
         operand.to_path_buf(),
-        top.as_bytes().to_vec(),
+        top,
+        anchor,
     ))
+}
+
+/// Describes `path` as [`entry`] does, reached from `within` as [`walk_within`] says.
+pub fn entry_within(within: &Path, path: &Path, rel: Vec<u8>) -> Result<SourceEntry, StorageError> {
+    match Anchor::of(within, path)? {
+        Some(anchor) => anchor.describe(path, rel),
+        None => entry(path, rel),
+    }
+}
+
+/// An operand reached from a confining directory: the handle of its parent, opened
+/// below that directory with no symlink leading out of it, and its own name.
+pub(crate) struct Anchor {
+    pub(crate) parent: crate::confined::Dir,
+    pub(crate) name: OsString,
+}
+
+impl Anchor {
+    /// Where `operand` is reached from `within`; `None` when it is `within` itself.
+    fn of(within: &Path, operand: &Path) -> Result<Option<Anchor>, StorageError> {
+        let refused = |reason| StorageError::Refused {
+            path: operand.display().to_string(),
+            reason,
+        };
+        let inside = operand
+            .strip_prefix(within)
+            .map_err(|_| refused("lies outside the directory reads are confined to"))?;
+        if inside
+            .components()
+            .any(|c| !matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(refused(
+                "not a plain path below the directory reads are confined to",
+            ));
+        }
+        let (Some(name), Some(up)) = (inside.file_name(), inside.parent()) else {
+            return Ok(None);
+        };
+        let parent =
+            crate::confined::Dir::open(within)?.subdir(up, crate::confined::Links::Beneath)?;
+        Ok(Some(Anchor {
+            parent,
+            name: name.to_os_string(),
+        }))
+    }
+
+    /// The operand as an entry (`abs` and `rel` as given), not followed if a link.
+    pub(crate) fn describe(&self, abs: &Path, rel: Vec<u8>) -> Result<SourceEntry, StorageError> {
+        crate::listing::describe(self.parent.fd(), &self.name, abs.to_path_buf(), rel)
+    }
 }
 
 /// Why a special file is not copied.
@@ -177,6 +257,8 @@ pub fn entry(path: &Path, rel: Vec<u8>) -> Result<SourceEntry, StorageError> {
 pub struct EntriesBelow {
     operand: PathBuf,
     top: OsString,
+    /// How the operand is reached from a confining directory ([`EntriesBelow::within`]).
+    anchor: Option<Anchor>,
     /// Opened on the first entry inside the operand (a file operand has none).
     dir: Option<crate::confined::Dir>,
 }
@@ -187,7 +269,16 @@ impl EntriesBelow {
         Ok(EntriesBelow {
             operand: operand.to_path_buf(),
             top: operand_name(operand)?,
+            anchor: None,
             dir: None,
+        })
+    }
+
+    /// The entries of `operand`, reached from `within` as [`walk_within`] says.
+    pub fn within(within: &Path, operand: &Path) -> Result<Self, StorageError> {
+        Ok(EntriesBelow {
+            anchor: Anchor::of(within, operand)?,
+            ..EntriesBelow::new(operand)?
         })
     }
 
@@ -195,7 +286,10 @@ impl EntriesBelow {
     /// inside it). A path that is not below the operand is refused.
     pub fn entry(&mut self, rel: &[u8]) -> Result<SourceEntry, StorageError> {
         let Some((dir, inside)) = self.below(rel)? else {
-            return entry(&self.operand, rel.to_vec());
+            return match &self.anchor {
+                Some(anchor) => anchor.describe(&self.operand, rel.to_vec()),
+                None => entry(&self.operand, rel.to_vec()),
+            };
         };
         let abs = self.operand.join(inside);
         let md = dir.stat(inside)?.ok_or_else(|| StorageError::Io {
@@ -216,9 +310,11 @@ impl EntriesBelow {
     /// is not followed, not even as the last name.
     pub fn open(&mut self, rel: &[u8]) -> Result<std::fs::File, StorageError> {
         use std::os::unix::fs::OpenOptionsExt;
-        match self.below(rel)? {
-            Some((dir, inside)) => dir.open_file(inside, crate::confined::OpenHow::READ),
-            None => std::fs::OpenOptions::new()
+        let read = crate::confined::OpenHow::READ;
+        match (self.below(rel)?, &self.anchor) {
+            (Some((dir, inside)), _) => dir.open_file(inside, read),
+            (None, Some(anchor)) => anchor.parent.open_file(Path::new(&anchor.name), read),
+            (None, None) => std::fs::OpenOptions::new()
                 .read(true)
                 .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                 .open(&self.operand)
@@ -247,9 +343,13 @@ impl EntriesBelow {
         if !names_ok {
             return Err(refused("not a path below the operand"));
         }
-        let dir = match &mut self.dir {
-            Some(d) => d,
-            empty => empty.insert(crate::confined::Dir::open(&self.operand)?),
+        let dir = match (&mut self.dir, &self.anchor) {
+            (Some(d), _) => d,
+            (empty, Some(anchor)) => {
+                let links = crate::confined::Links::Refuse;
+                empty.insert(anchor.parent.subdir(Path::new(&anchor.name), links)?)
+            }
+            (empty, None) => empty.insert(crate::confined::Dir::open(&self.operand)?),
         };
         // A handle shared with the one kept (reference-counted).
         Ok(Some((
@@ -424,5 +524,107 @@ mod tests {
         let link = t.path().join("link");
         std::os::unix::fs::symlink(top.join("a/b/f"), &link).unwrap();
         assert!(EntriesBelow::new(&link).unwrap().open(b"link").is_err());
+    }
+
+    /// A tree `base/mine/data` (one file), a link `base/linked` to `mine` (staying
+    /// below `base`), and another user's `theirs/data` outside `base`.
+    fn two_users() -> (tempfile::TempDir, PathBuf) {
+        let t = tempfile::tempdir().unwrap();
+        let base = t.path().join("base");
+        std::fs::create_dir_all(base.join("mine/data")).unwrap();
+        std::fs::write(base.join("mine/data/f"), b"mine").unwrap();
+        std::os::unix::fs::symlink("mine", base.join("linked")).unwrap();
+        std::fs::create_dir_all(t.path().join("theirs/data")).unwrap();
+        std::fs::write(t.path().join("theirs/data/secret"), b"theirs").unwrap();
+        (t, base)
+    }
+
+    /// `base/mine` swapped for a link to the other user's directory, as a local user
+    /// racing a worker between its check of the path and its reads would.
+    fn swap_mine_for_theirs(base: &Path) {
+        std::fs::rename(base.join("mine"), base.join("mine.old")).unwrap();
+        std::os::unix::fs::symlink(base.join("../theirs"), base.join("mine")).unwrap();
+    }
+
+    fn names(it: impl Iterator<Item = Result<SourceEntry, StorageError>>) -> Vec<String> {
+        it.map(|e| String::from_utf8(e.unwrap().rel).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_walk_within_a_directory_lists_what_lies_below_it_even_through_links_that_stay() {
+        let (_t, base) = two_users();
+        let walked = names(walk_within(&base, &base.join("mine/data")).unwrap());
+        assert_eq!(walked, ["data", "data/f"]);
+        let linked = names(walk_within(&base, &base.join("linked/data")).unwrap());
+        assert_eq!(linked, walked);
+        // The confining directory itself, and a file operand.
+        assert_eq!(names(walk_within(&base, &base).unwrap()).len(), 5);
+        let file = walk_within(&base, &base.join("mine/data/f")).unwrap();
+        assert_eq!(names(file), ["f"]);
+        let e = entry_within(&base, &base.join("mine/data/f"), b"f".to_vec()).unwrap();
+        assert_eq!(e.kind, SourceKind::File { size: 4 });
+        let missing = walk_within(&base, &base.join("mine/none")).err().unwrap();
+        assert!(missing.is_not_found(), "{missing}");
+    }
+
+    #[test]
+    fn a_parent_swapped_for_a_link_out_of_the_confining_directory_is_not_listed_or_read() {
+        let (t, base) = two_users();
+        swap_mine_for_theirs(&base);
+        let operand = base.join("mine/data");
+        // By its path, the walk would list the other user's file ...
+        assert_eq!(names(walk(&operand).unwrap()), ["data", "data/secret"]);
+        // ... within `base` it is refused, whichever way the operand is read.
+        let refused = |e: StorageError| {
+            let shown = e.to_string();
+            assert!(matches!(e, StorageError::Refused { .. }), "{shown}");
+        };
+        refused(walk_within(&base, &operand).err().unwrap());
+        let secret = operand.join("secret");
+        refused(entry_within(&base, &secret, b"data/secret".to_vec()).unwrap_err());
+        refused(EntriesBelow::within(&base, &operand).err().unwrap());
+        // Outside `base`, or not a plain path below it: refused before anything is opened.
+        refused(
+            walk_within(&base, &t.path().join("theirs/data"))
+                .err()
+                .unwrap(),
+        );
+        refused(
+            walk_within(&base, &base.join("mine.old/../../theirs"))
+                .err()
+                .unwrap(),
+        );
+    }
+
+    #[test]
+    fn entries_read_back_within_a_directory_are_refused_once_a_parent_leads_out() {
+        let (_t, base) = two_users();
+        let operand = base.join("mine/data");
+        let mut below = EntriesBelow::within(&base, &operand).unwrap();
+        assert_eq!(
+            below.entry(b"data/f").unwrap().kind,
+            SourceKind::File { size: 4 }
+        );
+        let mut file = EntriesBelow::within(&base, &operand.join("f")).unwrap();
+        assert_eq!(file.entry(b"f").unwrap().kind, SourceKind::File { size: 4 });
+        let mut read = String::new();
+        use std::io::Read;
+        file.open(b"f").unwrap().read_to_string(&mut read).unwrap();
+        assert_eq!(read, "mine");
+        // Made before the swap, read after it: the operand's own entry and a file
+        // operand are looked up again through the parent's handle, which stays put.
+        let mut made_before = EntriesBelow::within(&base, &operand.join("f")).unwrap();
+        swap_mine_for_theirs(&base);
+        assert_eq!(
+            made_before.entry(b"f").unwrap().kind,
+            SourceKind::File { size: 4 }
+        );
+        assert!(EntriesBelow::within(&base, &operand).is_err());
+        // (Without a confining directory, the other user's file is found.)
+        assert!(EntriesBelow::new(&operand)
+            .unwrap()
+            .entry(b"data/secret")
+            .is_ok());
     }
 }

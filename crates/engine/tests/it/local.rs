@@ -137,3 +137,75 @@ async fn listed_entries_of_an_operand_go_and_nothing_else() {
     assert!(!out.join("run/left-out").exists(), "not listed, not copied");
     assert!(!out.join("run/hop").exists());
 }
+
+/// `base/mine/data/f`, and another user's `theirs/data/secret` beside `base`; then
+/// `base/mine` swapped for a link to `theirs`, as a local user racing a worker
+/// between its check of a path and its reads would.
+fn mine_swapped_for_theirs(t: &std::path::Path) -> std::path::PathBuf {
+    let base = t.join("base");
+    std::fs::create_dir_all(base.join("mine/data")).unwrap();
+    std::fs::write(base.join("mine/data/f"), b"mine").unwrap();
+    std::fs::create_dir_all(t.join("theirs/data")).unwrap();
+    std::fs::write(t.join("theirs/data/secret"), b"theirs").unwrap();
+    std::fs::rename(base.join("mine"), base.join("mine.old")).unwrap();
+    std::os::unix::fs::symlink(t.join("theirs"), base.join("mine")).unwrap();
+    base.canonicalize().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sources_read_within_a_directory_are_not_read_through_a_link_swapped_onto_their_path() {
+    use hetch_engine::{copy_between, Destination, Operand};
+    let t = tempfile::tempdir().unwrap();
+    let base = mine_swapped_for_theirs(t.path());
+    let operand = base.join("mine/data");
+    let entries = vec![b"data".to_vec(), b"data/secret".to_vec()];
+    let confined = Options {
+        read_within: vec![base.clone()],
+        ..opts()
+    };
+    let cases = [
+        (
+            "walked, confined",
+            Operand::Local(operand.clone()),
+            &confined,
+        ),
+        ("walked", Operand::Local(operand.clone()), &opts()),
+        (
+            "entries, confined",
+            Operand::Entries {
+                operand: operand.clone(),
+                entries: entries.clone(),
+            },
+            &confined,
+        ),
+        (
+            "entries",
+            Operand::Entries {
+                operand: operand.clone(),
+                entries,
+            },
+            &opts(),
+        ),
+    ];
+    for (i, (case, op, o)) in cases.into_iter().enumerate() {
+        let out = t.path().join(format!("out{i}"));
+        let dst = Destination::Local(dest(&out, 1));
+        let r = copy_between(o.clone(), vec![op], dst, 2, Arc::default())
+            .await
+            .unwrap();
+        // (`cp -r` names a copy into a new directory after it.)
+        let read = out.join("secret").exists() || out.join("data/secret").exists();
+        if o.read_within.is_empty() {
+            // Unconfined, the path leads where the link points: what the case guards.
+            assert!(read, "{case}: {:?}", r.errors);
+            continue;
+        }
+        assert!(!read, "{case}: the other user's file was copied");
+        let e = r.errors.join("\n");
+        assert!(e.contains("refusing to follow a symlink"), "{case}: {e}");
+        assert!(
+            !e.contains("secret"),
+            "{case}: an error names the other user's file: {e}"
+        );
+    }
+}

@@ -1,6 +1,7 @@
 //! The README's dependency rules, checked against `cargo metadata`: the engine (and the
 //! crates under it) never reach sockets, TLS or an HTTP client, which come in only
-//! through the crates that implement the engine's seams (`net`, `object`); and the
+//! through the crates that implement the engine's seams (`net`, `object`); backends
+//! depend on the seam (`hetch-store`), not on the engine; and the
 //! shipped `hetch` binary carries neither the benchmark harness nor the testbed.
 
 use std::collections::{BTreeSet, HashMap};
@@ -83,6 +84,15 @@ fn the_engine_reaches_no_socket_tls_or_http_crate() {
         let bad: Vec<_> = forbidden.iter().filter(|f| deps.contains(**f)).collect();
         assert!(bad.is_empty(), "{krate} depends on {bad:?}");
     }
+    // Backends implement the seam and are driven by the engine, never built on it.
+    for krate in ["hetch-store", "hetch-object"] {
+        let deps = closure(&meta, krate);
+        assert!(
+            !deps.contains("hetch-engine"),
+            "{krate} depends on hetch-engine"
+        );
+    }
+    assert!(closure(&meta, "hetch-object").contains("hetch-store"));
     // The shipped binary carries no benchmark harness, testbed or test backend.
     let shipped = closure(&meta, "hetch");
     for lab in ["hetch-bench", "hetch-wan", "hetch-testkit", "plotters"] {

@@ -17,8 +17,8 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::error::EngineError;
 use hetch_storage::{meta, StorageError};
+use hetch_store::StoreError;
 
 /// The destination operand of a transfer, as the sink sees it.
 #[derive(Debug, Clone)]
@@ -68,7 +68,7 @@ pub(crate) struct DestMap {
 impl DestMap {
     /// Applies the `cp -r` rules to `spec`, creating a `dir/` destination if `create`
     /// (not in a dry run); `top` is the name of the (first) source operand.
-    pub fn resolve(spec: &DestSpec, top: &OsStr, create: bool) -> Result<DestMap, EngineError> {
+    pub fn resolve(spec: &DestSpec, top: &OsStr, create: bool) -> Result<DestMap, StoreError> {
         let p = &spec.path;
         let shown = p.display();
         if spec.as_operand {
@@ -90,7 +90,7 @@ impl DestMap {
                 base: p.clone(),
                 rename_top: None,
             }),
-            Ok(_) if spec.sources > 1 || spec.trailing_slash => Err(EngineError::Destination(
+            Ok(_) if spec.sources > 1 || spec.trailing_slash => Err(StoreError::Destination(
                 format!("{shown}: is a file where a directory is needed"),
             )),
             Ok(_) => Self::as_destination(p),
@@ -104,7 +104,7 @@ impl DestMap {
                         rename_top: None,
                     })
                 } else if spec.sources > 1 {
-                    Err(EngineError::Destination(format!(
+                    Err(StoreError::Destination(format!(
                         "{shown}: does not exist; with several sources the destination must be a directory (end it with '/' to create it)"
                     )))
                 } else {
@@ -125,16 +125,16 @@ impl DestMap {
         meta::set_xattr_fd(dir, meta::TOP_XATTR, top.as_bytes());
     }
 
-    fn as_destination(p: &Path) -> Result<DestMap, EngineError> {
+    fn as_destination(p: &Path) -> Result<DestMap, StoreError> {
         let name = p.file_name().ok_or_else(|| {
-            EngineError::Destination(format!("{}: not a usable destination name", p.display()))
+            StoreError::Destination(format!("{}: not a usable destination name", p.display()))
         })?;
         let parent = match p.parent() {
             Some(x) if !x.as_os_str().is_empty() => x.to_path_buf(),
             _ => PathBuf::from("."),
         };
         if !parent.is_dir() {
-            return Err(EngineError::Destination(format!(
+            return Err(StoreError::Destination(format!(
                 "{}: parent directory {} does not exist",
                 p.display(),
                 parent.display()

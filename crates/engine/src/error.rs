@@ -97,6 +97,17 @@ pub enum EngineError {
     Service(String),
 }
 
+impl From<hetch_store::StoreError> for EngineError {
+    fn from(e: hetch_store::StoreError) -> Self {
+        use hetch_store::StoreError as E;
+        match e {
+            E::Storage(e) => EngineError::Storage(e),
+            E::Destination(line) => EngineError::Destination(line),
+            E::Service(line) => EngineError::Service(line),
+        }
+    }
+}
+
 impl EngineError {
     /// A valid frame at the wrong time from `peer`.
     pub fn unexpected(peer: &str, what: impl Into<String>) -> Self {

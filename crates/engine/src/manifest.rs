@@ -1,5 +1,5 @@
 //! The `--manifest FILE` of a transfer: one line per file in the format of `b3sum`,
-//! `md5sum` and `sha256sum` (see [`crate::sum::manifest_line`]), paths relative to the
+//! `md5sum` and `sha256sum` (see [`hetch_integrity::manifest_line`]), paths relative to the
 //! destination directory.
 //!
 //! Lines go to a hidden temporary file next to FILE as files finish; [`Manifest::commit`]

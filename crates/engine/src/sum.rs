@@ -6,11 +6,11 @@
 //! thread; memory is one block buffer per thread.
 
 use std::io::Write;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+pub use hetch_integrity::manifest_line;
 use hetch_integrity::{self as integrity, Algorithm, Digest, FileDigest};
 use hetch_storage::walk::{self, SourceKind};
 use hetch_storage::StorageError;
@@ -112,28 +112,6 @@ pub fn sum_bytes(algo: Algorithm, data: &[u8], block_size: u64) -> Vec<u8> {
     let mut h = algo.hasher();
     h.update(data);
     h.finish()
-}
-
-/// One manifest line in the format of `b3sum`/`sha256sum`/`md5sum`: `HEX  PATH`, or,
-/// for a name with a backslash or newline, `\HEX  ESCAPED` (`\\` and `\n`).
-pub fn manifest_line(digest: &[u8], path: &Path) -> Vec<u8> {
-    let name = path.as_os_str().as_bytes();
-    let escape = name.iter().any(|b| *b == b'\\' || *b == b'\n');
-    let mut line = Vec::with_capacity(name.len() + 68);
-    if escape {
-        line.push(b'\\');
-    }
-    line.extend_from_slice(integrity::to_hex(digest).as_bytes());
-    line.extend_from_slice(b"  ");
-    for &b in name {
-        match b {
-            b'\\' if escape => line.extend_from_slice(b"\\\\"),
-            b'\n' if escape => line.extend_from_slice(b"\\n"),
-            _ => line.push(b),
-        }
-    }
-    line.push(b'\n');
-    line
 }
 
 /// Writes a manifest (digests by `algo`) of every regular file under `operands` to `out`, paths as walked

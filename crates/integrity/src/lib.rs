@@ -284,5 +284,28 @@ impl FileDigest {
     }
 }
 
+/// One manifest line in the format of `b3sum`/`sha256sum`/`md5sum`: `HEX  PATH`, or,
+/// for a name with a backslash or newline, `\HEX  ESCAPED` (`\\` and `\n`).
+pub fn manifest_line(digest: &[u8], path: &std::path::Path) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    let name = path.as_os_str().as_bytes();
+    let escape = name.iter().any(|b| *b == b'\\' || *b == b'\n');
+    let mut line = Vec::with_capacity(name.len() + 68);
+    if escape {
+        line.push(b'\\');
+    }
+    line.extend_from_slice(to_hex(digest).as_bytes());
+    line.extend_from_slice(b"  ");
+    for &b in name {
+        match b {
+            b'\\' if escape => line.extend_from_slice(b"\\\\"),
+            b'\n' if escape => line.extend_from_slice(b"\\n"),
+            _ => line.push(b),
+        }
+    }
+    line.push(b'\n');
+    line
+}
+
 #[cfg(test)]
 mod tests;

@@ -38,8 +38,8 @@ pub use parts::PartPlan;
 pub use store::BucketStore;
 pub use url::{ObjectUrl, Scheme};
 
-impl From<ObjectError> for hetch_engine::EngineError {
+impl From<ObjectError> for hetch_store::StoreError {
     fn from(e: ObjectError) -> Self {
-        hetch_engine::EngineError::Service(e.to_string())
+        hetch_store::StoreError::Service(e.to_string())
     }
 }

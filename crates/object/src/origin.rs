@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use futures_util::StreamExt;
-use hetch_engine::store::origin::{Found, Origin, OriginFile};
-use hetch_engine::EngineError;
 use hetch_integrity::{self as integrity, Algorithm, FileDigest};
 use hetch_storage::walk::{SourceEntry, SourceKind};
+use hetch_store::origin::{Found, Origin, OriginFile};
+use hetch_store::StoreError;
 
 use crate::location::ObjectLocation;
 use crate::{Bucket, ObjectError, ObjectInfo};
@@ -80,7 +80,7 @@ impl Origin for ObjectOrigin {
         CONCURRENT_READS
     }
 
-    fn list(&self, found: &mut dyn FnMut(Found) -> bool) -> Result<(), EngineError> {
+    fn list(&self, found: &mut dyn FnMut(Found) -> bool) -> Result<(), StoreError> {
         Listing {
             bucket: &self.location.bucket,
             name: self.location.url.operand_name().to_string(),
@@ -107,7 +107,7 @@ struct Listing<'a> {
 }
 
 impl Listing<'_> {
-    fn run(mut self, rt: &tokio::runtime::Handle, op: &ObjectLocation) -> Result<(), EngineError> {
+    fn run(mut self, rt: &tokio::runtime::Handle, op: &ObjectLocation) -> Result<(), StoreError> {
         let bucket = self.bucket;
         if !op.url.is_dir_like() {
             if let Some(head) = rt.block_on(bucket.head(&self.prefix))? {
@@ -291,7 +291,7 @@ pub async fn sum_objects(
     block_size: u64,
     threads: usize,
     out: &mut (dyn std::io::Write + Send),
-) -> Result<Vec<String>, EngineError> {
+) -> Result<Vec<String>, StoreError> {
     let bucket = &loc.bucket;
     let key = loc.url.trimmed();
     let listing: futures_util::stream::BoxStream<'_, Result<ObjectInfo, ObjectError>> =
@@ -320,7 +320,7 @@ pub async fn sum_objects(
         any = true;
         match r {
             Ok((url, d)) => {
-                let line = hetch_engine::sum::manifest_line(&d, std::path::Path::new(&url));
+                let line = hetch_integrity::manifest_line(&d, std::path::Path::new(&url));
                 out.write_all(&line)
                     .map_err(|e| hetch_storage::StorageError::io("standard output", e))?;
             }

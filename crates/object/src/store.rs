@@ -25,13 +25,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
-use hetch_engine::store::{
-    Capabilities, FileSpec, Kind, Listed, Opened, Place, Present, Store, StoreFile,
-};
-use hetch_engine::EngineError;
 use hetch_integrity::{to_hex, Algorithm, Digest};
 use hetch_storage::part::FinalMeta;
 use hetch_storage::StorageError;
+use hetch_store::StoreError;
+use hetch_store::{Capabilities, FileSpec, Kind, Listed, Opened, Place, Present, Store, StoreFile};
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 
@@ -155,7 +153,7 @@ impl Store for BucketStore {
         }
     }
 
-    fn resolve(&self, _first_top: &[u8], _create: bool) -> Result<(), EngineError> {
+    fn resolve(&self, _first_top: &[u8], _create: bool) -> Result<(), StoreError> {
         let url = &self.dest.location.url;
         // One request first: bad credentials or a missing bucket end the session with
         // one clear error instead of failing every file.

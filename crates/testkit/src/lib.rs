@@ -16,8 +16,8 @@
 //! Both are implemented only through the engine's public seams, as any new backend
 //! would be.
 //!
-//! [`Store`]: hetch_engine::store::Store
-//! [`Origin`]: hetch_engine::store::origin::Origin
+//! [`Store`]: hetch_store::Store
+//! [`Origin`]: hetch_store::origin::Origin
 
 #![deny(missing_docs)]
 

@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
-use hetch_engine::store::origin::{Found, Origin, OriginFile};
 use hetch_engine::sum::sum_bytes;
-use hetch_engine::EngineError;
 use hetch_integrity::Algorithm;
 use hetch_storage::walk::{SourceEntry, SourceKind};
+use hetch_store::origin::{Found, Origin, OriginFile};
+use hetch_store::StoreError;
 
 use crate::memory_store::{MemoryTree, Node};
 
@@ -52,7 +52,7 @@ impl Origin for MemoryOrigin {
         4
     }
 
-    fn list(&self, found: &mut dyn FnMut(Found) -> bool) -> Result<(), EngineError> {
+    fn list(&self, found: &mut dyn FnMut(Found) -> bool) -> Result<(), StoreError> {
         let Some(name) = self.path.file_name() else {
             let what = format!("{}: not an operand with a name", self.name());
             found(Found::Error(what));

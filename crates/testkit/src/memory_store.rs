@@ -15,11 +15,9 @@ use hetch_integrity::{Algorithm, Digest};
 use hetch_storage::part::FinalMeta;
 use hetch_storage::StorageError;
 
-use hetch_engine::store::{
-    Capabilities, FileSpec, Kind, Listed, Opened, Place, Present, Store, StoreFile,
-};
 use hetch_engine::sum::sum_bytes;
-use hetch_engine::EngineError;
+use hetch_store::StoreError;
+use hetch_store::{Capabilities, FileSpec, Kind, Listed, Opened, Place, Present, Store, StoreFile};
 
 /// An entry of the tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,17 +165,17 @@ impl Store for MemoryStore {
         Capabilities::FILE_TREE
     }
 
-    fn resolve(&self, first_top: &[u8], create: bool) -> Result<(), EngineError> {
+    fn resolve(&self, first_top: &[u8], create: bool) -> Result<(), StoreError> {
         let dest = clean(&self.dest);
         let tree = self.tree();
         let shown = dest.display();
-        let as_dest = || -> Result<(PathBuf, Option<OsString>), EngineError> {
+        let as_dest = || -> Result<(PathBuf, Option<OsString>), StoreError> {
             let name = dest.file_name().ok_or_else(|| {
-                EngineError::Destination(format!("{shown}: not a usable destination name"))
+                StoreError::Destination(format!("{shown}: not a usable destination name"))
             })?;
             let parent = dest.parent().unwrap_or(Path::new("")).to_path_buf();
             if tree.kind_at(&parent) != Some(Kind::Dir) {
-                return Err(EngineError::Destination(format!(
+                return Err(StoreError::Destination(format!(
                     "{shown}: parent directory {} does not exist",
                     parent.display()
                 )));
@@ -194,7 +192,7 @@ impl Store for MemoryStore {
             }
             Some(Kind::Dir) => (dest.clone(), None),
             Some(_) if self.sources > 1 || self.trailing_slash => {
-                return Err(EngineError::Destination(format!(
+                return Err(StoreError::Destination(format!(
                     "{shown}: is a file where a directory is needed"
                 )))
             }
@@ -215,7 +213,7 @@ impl Store for MemoryStore {
                 (dest.clone(), None)
             }
             None if self.sources > 1 => {
-                return Err(EngineError::Destination(format!(
+                return Err(StoreError::Destination(format!(
                     "{shown}: does not exist; with several sources the destination must be a directory (end it with '/' to create it)"
                 )))
             }

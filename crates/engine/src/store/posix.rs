@@ -21,7 +21,7 @@ use super::parents::Parents;
 use super::writers::{self, Claim, TAKEN_OVER};
 use super::{Capabilities, FileSpec, Kind, Listed, Opened, Place, Present, Store, StoreFile};
 use crate::dest::{DestMap, DestSpec};
-use crate::error::EngineError;
+use hetch_store::StoreError;
 
 /// Journal records wait until this many bytes of their blocks are written, then the
 /// part file is `fdatasync`ed and they are appended in one write: a record is only
@@ -111,7 +111,7 @@ impl Store for PosixStore {
         }
     }
 
-    fn resolve(&self, first_top: &[u8], create: bool) -> Result<(), EngineError> {
+    fn resolve(&self, first_top: &[u8], create: bool) -> Result<(), StoreError> {
         if self.map.get().is_some() {
             return Ok(());
         }

@@ -4,7 +4,7 @@
 
 use super::*;
 use hetch_engine::store::origin::{Found, Origin};
-use hetch_engine::EngineError;
+use hetch_engine::store::StoreError;
 use hetch_storage::walk::SourceKind;
 
 /// Sizes around the suite's block size, and one of many blocks.
@@ -115,7 +115,7 @@ impl Origin for Replacing {
     fn concurrent_reads(&self) -> usize {
         self.inner.concurrent_reads()
     }
-    fn list(&self, found: &mut dyn FnMut(Found) -> bool) -> Result<(), EngineError> {
+    fn list(&self, found: &mut dyn FnMut(Found) -> bool) -> Result<(), StoreError> {
         self.inner.list(&mut |f| {
             if let (Found::Entry(se, Some(_)), SourceKind::File { size }) = (&f, &se_kind(&f)) {
                 // Same size, other bytes: only the origin's own check can tell.

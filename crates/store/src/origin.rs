@@ -15,7 +15,7 @@ use futures_util::future::BoxFuture;
 use hetch_integrity::Algorithm;
 use hetch_storage::walk::SourceEntry;
 
-use crate::error::EngineError;
+use crate::StoreError;
 
 /// What listing an origin hands on.
 pub enum Found {
@@ -37,7 +37,7 @@ pub trait Origin: Send + Sync {
     /// `found` until it returns false (the session is over). An error about the whole
     /// origin (credentials, a missing bucket) ends the session; errors about single
     /// entries are [`Found::Error`].
-    fn list(&self, found: &mut dyn FnMut(Found) -> bool) -> Result<(), EngineError>;
+    fn list(&self, found: &mut dyn FnMut(Found) -> bool) -> Result<(), StoreError>;
 }
 
 /// The bytes of one listed file.

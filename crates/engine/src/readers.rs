@@ -143,11 +143,11 @@ async fn read_turn(
             job.start * bs,
             (turn_end + BLOCKS_PER_TURN).min(job_end) * bs,
         );
-        let within = shared.opts.read_confinement().to_vec();
+        let sh = shared.clone();
         tokio::task::spawn_blocking(move || {
             let f = match kept {
                 Some(f) => f,
-                None => Arc::new(open_source(&abs, &within)?),
+                None => Arc::new(open_source(&abs, sh.opts.read_confinement())?),
             };
             if size > bs {
                 hetch_storage::meta::advise_willneed(&f, ahead.0, ahead.1 - ahead.0);
@@ -231,13 +231,12 @@ async fn read_small(
         return true;
     }
     let sh = shared.clone();
-    let within = shared.opts.read_confinement().to_vec();
     let done = tokio::task::spawn_blocking(move || {
         work.into_iter()
             .map(|(job, t, buf, try_pack)| {
                 let opened = match &t.kept {
                     Some(f) => Ok(f.clone()),
-                    None => open_source(&t.abs, &within).map(Arc::new),
+                    None => open_source(&t.abs, sh.opts.read_confinement()).map(Arc::new),
                 };
                 let read = opened.map(|f| {
                     let r = read_block(

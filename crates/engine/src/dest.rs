@@ -1,23 +1,14 @@
-//! Where the operands land: `cp -r` semantics.
-//!
-//! - Destination is an existing directory: each source operand is copied *into* it,
-//!   under its own name (`cp -r a b dir` makes `dir/a` and `dir/b`).
-//! - Destination does not exist and there is one source: the source is copied *as* the
-//!   destination (`cp -r a new` makes `new` with a's contents). Its parent must exist.
-//! - Destination ends with `/` and does not exist: it is created as a directory and the
-//!   sources are copied into it (as rsync does; `cp` would refuse).
-//! - Running the same command again finds the destination as an existing directory; to
-//!   make reruns resume instead of nesting a second copy inside the first, a directory
-//!   created *as* the copy of a single operand is marked (extended attribute
-//!   `user.hetch.top` = the operand's name) and a marked directory is copied *as* again.
-//! - Destination is an existing file: one file source replaces it; a directory source is
-//!   refused ("is a file where a directory is needed"); several sources are refused.
+//! Where the operands land in a local destination: what the path names, found on the
+//! file system, under the `cp -r` rules of `hetch_store::placement`. A directory made
+//! as the copy of a single operand is marked with the extended attribute
+//! `user.hetch.top` (the operand's name).
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use hetch_storage::{meta, StorageError};
+use hetch_store::placement::{self, Found, Placement};
 use hetch_store::StoreError;
 
 /// The destination operand of a transfer, as the sink sees it.
@@ -70,48 +61,30 @@ impl DestMap {
     /// (not in a dry run); `top` is the name of the (first) source operand.
     pub fn resolve(spec: &DestSpec, top: &OsStr, create: bool) -> Result<DestMap, StoreError> {
         let p = &spec.path;
-        let shown = p.display();
         if spec.as_operand {
             return Self::as_destination(p);
         }
-        match std::fs::metadata(p) {
-            Ok(md) if md.is_dir() && spec.sources == 1 && Self::marked_as_copy_of(p, top) => {
-                Ok(DestMap {
-                    // "out" has parent "": that is ".".
-                    base: p
-                        .parent()
-                        .filter(|x| !x.as_os_str().is_empty())
-                        .map(Path::to_path_buf)
-                        .unwrap_or_else(|| ".".into()),
-                    rename_top: Some(p.file_name().unwrap_or_default().to_os_string()),
-                })
-            }
-            Ok(md) if md.is_dir() => Ok(DestMap {
-                base: p.clone(),
-                rename_top: None,
-            }),
-            Ok(_) if spec.sources > 1 || spec.trailing_slash => Err(StoreError::Destination(
-                format!("{shown}: is a file where a directory is needed"),
-            )),
-            Ok(_) => Self::as_destination(p),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if spec.trailing_slash {
-                    if create {
-                        create_dir_all(spec)?;
-                    }
-                    Ok(DestMap {
-                        base: p.clone(),
-                        rename_top: None,
-                    })
-                } else if spec.sources > 1 {
-                    Err(StoreError::Destination(format!(
-                        "{shown}: does not exist; with several sources the destination must be a directory (end it with '/' to create it)"
-                    )))
-                } else {
-                    Self::as_destination(p)
+        let found = match std::fs::metadata(p) {
+            Ok(md) if md.is_dir() => Found::Dir {
+                marked: spec.sources == 1 && Self::marked_as_copy_of(p, top),
+            },
+            Ok(_) => Found::NotDir,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Found::Nothing,
+            Err(e) => return Err(StorageError::io(p, e).into()),
+        };
+        let into = DestMap {
+            base: p.clone(),
+            rename_top: None,
+        };
+        match placement::place(found, spec.sources, spec.trailing_slash, p)? {
+            Placement::Into => Ok(into),
+            Placement::CreateThenInto => {
+                if create {
+                    create_dir_all(spec)?;
                 }
+                Ok(into)
             }
-            Err(e) => Err(StorageError::io(p, e).into()),
+            Placement::As => Self::as_destination(p),
         }
     }
 

@@ -1,7 +1,9 @@
 //! Where in an object store a transfer reads or writes.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use hetch_store::placement::{self, Found, Placement};
 
 use crate::{Bucket, ObjectUrl};
 
@@ -33,12 +35,19 @@ pub struct ObjectDest {
 impl ObjectDest {
     /// Where the operands' entries go: the prefix they are placed in, and the name
     /// that replaces the operand's own (`Some("")`: its contents go straight into the
-    /// prefix). With one source operand and no trailing `/` (or when comparing) the
-    /// operand is copied *as* the location, otherwise *into* it.
+    /// prefix), by the `cp -r` rules of `hetch_store::placement`. A bucket has no
+    /// directories to find: a location named as a prefix (a trailing `/`, the bucket
+    /// itself) or given several operands counts as one, anything else as nothing yet,
+    /// so one operand is copied *as* the location and several *into* it.
     pub fn layout(&self) -> (String, Option<String>) {
         let url = &self.location.url;
         let trimmed = url.trimmed();
-        let as_operand = self.as_operand || (self.sources == 1 && !url.is_dir_like());
+        let found = match url.is_dir_like() || self.sources > 1 {
+            true => Found::Dir { marked: false },
+            false => Found::Nothing,
+        };
+        let placed = placement::place(found, self.sources, false, Path::new(trimmed));
+        let as_operand = self.as_operand || matches!(placed, Ok(Placement::As));
         match (as_operand, trimmed.rsplit_once('/')) {
             (false, _) => (trimmed.to_string(), None),
             (true, Some((parent, name))) => (parent.to_string(), Some(name.to_string())),

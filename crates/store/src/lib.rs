@@ -26,6 +26,7 @@
 //! one block or one planned batch into one call where it can.
 
 pub mod origin;
+pub mod placement;
 
 use std::ffi::OsString;
 use std::ops::Range;

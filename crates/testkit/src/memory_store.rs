@@ -16,6 +16,7 @@ use hetch_storage::part::FinalMeta;
 use hetch_storage::StorageError;
 
 use hetch_engine::sum::sum_bytes;
+use hetch_store::placement::{self, Found, Placement};
 use hetch_store::StoreError;
 use hetch_store::{Capabilities, FileSpec, Kind, Listed, Opened, Place, Present, Store, StoreFile};
 
@@ -182,23 +183,17 @@ impl Store for MemoryStore {
             }
             Ok((parent, Some(name.to_os_string())))
         };
-        let resolved = match tree.kind_at(&dest) {
-            Some(Kind::Dir)
-                if self.sources == 1
-                    && tree.marks.get(&dest).map(Vec::as_slice) == Some(first_top) =>
-            {
-                let parent = dest.parent().unwrap_or(Path::new("")).to_path_buf();
-                (parent, dest.file_name().map(OsStr::to_os_string))
-            }
-            Some(Kind::Dir) => (dest.clone(), None),
-            Some(_) if self.sources > 1 || self.trailing_slash => {
-                return Err(StoreError::Destination(format!(
-                    "{shown}: is a file where a directory is needed"
-                )))
-            }
-            Some(_) => as_dest()?,
-            None if self.trailing_slash && !create => (dest.clone(), None),
-            None if self.trailing_slash => {
+        let found = match tree.kind_at(&dest) {
+            Some(Kind::Dir) => Found::Dir {
+                marked: tree.marks.get(&dest).map(Vec::as_slice) == Some(first_top),
+            },
+            Some(_) => Found::NotDir,
+            None => Found::Nothing,
+        };
+        let resolved = match placement::place(found, self.sources, self.trailing_slash, &dest)? {
+            Placement::Into => (dest.clone(), None),
+            Placement::CreateThenInto if !create => (dest.clone(), None),
+            Placement::CreateThenInto => {
                 drop(tree);
                 let mut tree = self.tree();
                 let mut at = PathBuf::new();
@@ -212,12 +207,7 @@ impl Store for MemoryStore {
                 }
                 (dest.clone(), None)
             }
-            None if self.sources > 1 => {
-                return Err(StoreError::Destination(format!(
-                    "{shown}: does not exist; with several sources the destination must be a directory (end it with '/' to create it)"
-                )))
-            }
-            None => as_dest()?,
+            Placement::As => as_dest()?,
         };
         let _ = self.resolved.set(resolved);
         Ok(())

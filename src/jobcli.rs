@@ -153,15 +153,8 @@ pub struct JobArgs {
     /// The service, HOST:PORT.
     #[arg(long, env = "HETCH_SERVICE")]
     service: String,
-    /// Expected service key fingerprint (sha256:...), instead of the known-hosts file.
-    #[arg(long)]
-    fingerprint: Option<hetch_net::Fingerprint>,
-    /// Known-hosts file (default: ~/.config/hetch/known_hosts).
-    #[arg(long)]
-    known_hosts: Option<PathBuf>,
-    /// File holding the token (default: the HETCH_TOKEN environment variable).
-    #[arg(long)]
-    token_file: Option<PathBuf>,
+    #[command(flatten)]
+    pin: crate::PinArgs,
     /// Print the service's JSON answer on stdout.
     #[arg(long)]
     json: bool,
@@ -256,8 +249,9 @@ fn check_compress(s: &str) -> Result<String, String> {
 
 /// Runs `hetch job ...`.
 pub async fn job(a: JobArgs) -> anyhow::Result<ExitCode> {
-    let token = hetch_session::client::load_token(a.token_file.as_ref())?;
-    let c = Client::new(&a.service, a.fingerprint, a.known_hosts.clone(), token).await?;
+    let pin = &a.pin;
+    let token = hetch_session::client::load_token(pin.token_file.as_ref())?;
+    let c = Client::new(&a.service, pin.fingerprint, pin.known_hosts.clone(), token).await?;
     let print = |v: &Value| {
         println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
     };

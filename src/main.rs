@@ -493,18 +493,27 @@ struct VerifyArgs {
     retry: retry::RetryArgs,
 }
 
+/// Which server key to trust and which token to present: the flags of every command
+/// that talks to one server or service (`cp`, `verify`, `job`).
+#[derive(Args)]
+pub(crate) struct PinArgs {
+    /// Expected key fingerprint of the server (sha256:...), instead of the known-hosts
+    /// file.
+    #[arg(long)]
+    pub(crate) fingerprint: Option<hetch_net::Fingerprint>,
+    /// Known-hosts file (default: ~/.config/hetch/known_hosts).
+    #[arg(long)]
+    pub(crate) known_hosts: Option<PathBuf>,
+    /// File holding the token (default: the HETCH_TOKEN environment variable).
+    #[arg(long)]
+    pub(crate) token_file: Option<PathBuf>,
+}
+
 /// How to reach and trust a server (`cp` and `verify`).
 #[derive(Args)]
 struct ConnArgs {
-    /// Expected server key fingerprint (sha256:...), instead of the known-hosts file.
-    #[arg(long)]
-    fingerprint: Option<hetch_net::Fingerprint>,
-    /// Known-hosts file (default: ~/.config/hetch/known_hosts).
-    #[arg(long)]
-    known_hosts: Option<PathBuf>,
-    /// File holding the token (default: the HETCH_TOKEN environment variable).
-    #[arg(long)]
-    token_file: Option<PathBuf>,
+    #[command(flatten)]
+    pin: PinArgs,
     /// Copies between two servers: the destination server's token file (default: the
     /// HETCH_DEST_TOKEN environment variable, else the source server's token). The
     /// source server presents it there, inside TLS.
@@ -559,9 +568,9 @@ impl ConnArgs {
             return Ok(None);
         }
         Ok(Some(client::ClientConfig {
-            token: client::load_token(self.token_file.as_ref())?,
-            fingerprint: self.fingerprint,
-            known_hosts: self.known_hosts.clone(),
+            token: client::load_token(self.pin.token_file.as_ref())?,
+            fingerprint: self.pin.fingerprint,
+            known_hosts: self.pin.known_hosts.clone(),
             socket,
             timeout: std::time::Duration::from_secs(self.timeout.max(1)),
             opened: Default::default(),

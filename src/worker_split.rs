@@ -115,6 +115,7 @@ impl UnitContext {
                             stop: Some(&stop),
                             rate: Some(&rate),
                             progress: Some(&progress),
+                            ..Default::default()
                         },
                     )?;
                     Ok((0, out.bytes))

@@ -35,11 +35,8 @@ use crate::notify::Wakeups;
 use crate::progress::Progress;
 use crate::sink::full_blocks;
 use crate::source::{announce, Job, Shared};
+use crate::store::Size;
 use crate::Follow;
-
-/// The block-reading size of a growing file until it is sealed (see the sink's
-/// `GROWING`: every block full, every digest a chaining value).
-pub(crate) const GROWING: u64 = u64::MAX;
 
 /// Pause after an inotify wake-up before looking, so that a burst of events (a writer
 /// making many small writes) costs one look.
@@ -741,7 +738,7 @@ async fn seal(shared: Arc<Shared>, id: u64, ctl: mpsc::Sender<Frame>) {
     {
         let mut ann = shared.announced.lock().expect("announced lock");
         let Some(a) = ann.get_mut(&id) else { return };
-        a.size = size;
+        a.size = Size::Known(size);
     }
     // Scans announce it again only if it changes after this.
     remember(&shared, abs.clone(), r.ctime);

@@ -424,6 +424,48 @@ pub fn ledger_events(data: &[u8]) {
     if let Err(e) = replay(size, BS, max_retries, &events) {
         panic!("ledger: {e}: {events:?}");
     }
+    core_events(data);
+}
+
+/// Drives one file's whole receive state ([`crate::sink::core::FileCore`]) with the
+/// events the input encodes and checks it against a plain model of the file's life;
+/// panics where they disagree.
+fn core_events(data: &[u8]) {
+    use crate::sink::core::model::{replay, Event};
+    let mut c = Choices { data };
+    let algo = match c.byte() % 4 {
+        0 => hetch_integrity::Algorithm::Xxh3,
+        _ => hetch_integrity::Algorithm::Blake3,
+    };
+    let size = c.num() % (24 * BS);
+    let growing = c.byte() % 2 == 0;
+    let journaled = u64::from(c.byte() % 6);
+    let max_retries = (c.byte() % 3) as u32;
+    let mut events = Vec::new();
+    while !c.done() && events.len() < 256 {
+        let kind = c.byte() % 10;
+        let n = match c.byte() % 4 {
+            0 => c.num(), // anywhere, as a hostile peer sends
+            _ => u64::from(c.byte()) % 26,
+        };
+        events.push(match kind {
+            0 => Event::Arrive(n, c.num() % (2 * BS)),
+            1 => Event::Claim(n),
+            2 => Event::Written(n),
+            3 => Event::TakeWritten,
+            4 | 5 => Event::Good(n),
+            6 => Event::Bad(n),
+            7 => match c.byte() % 8 {
+                0 => Event::Fail,
+                _ => Event::Cover(n),
+            },
+            8 => Event::Seal(vec![n % 26]),
+            _ => Event::HostileSeal(n),
+        });
+    }
+    if let Err(e) = replay(algo, size, BS, growing, journaled, max_retries, &events) {
+        panic!("file core: {e}: {events:?}");
+    }
 }
 
 /// Drives a session's settlement (when the summary may go) with the task events the

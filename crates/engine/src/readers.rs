@@ -22,6 +22,7 @@ use crate::source::{
     keep_open, open_source, pack, queue_block, read_origin, wants_pack, Job, OutBlock, ReadBlock,
     Shared, BLOCKS_PER_TURN,
 };
+use crate::store::Size;
 
 /// Most one-block jobs read in one trip.
 const SMALL_BATCH: usize = 32;
@@ -69,7 +70,7 @@ pub(crate) async fn reader(
 /// What the source knows of a job's file.
 struct Target {
     abs: PathBuf,
-    size: u64,
+    size: Size,
     identity: Option<Identity>,
     kept: Option<Arc<std::fs::File>>,
 }
@@ -149,7 +150,7 @@ async fn read_turn(
                 Some(f) => f,
                 None => Arc::new(open_source(&abs, sh.opts.read_confinement())?),
             };
-            if size > bs {
+            if size.known().is_none_or(|n| n > bs) {
                 hetch_storage::meta::advise_willneed(&f, ahead.0, ahead.1 - ahead.0);
             }
             Ok::<_, std::io::Error>(f)
@@ -169,13 +170,22 @@ async fn read_turn(
         keep_open(shared, job.file, &file, turn_end < job_end);
     }
     for index in job.start..job.end {
-        let len = integrity::block_len(t.size, bs, index);
+        let len = t.size.block_len(bs, index);
         let buf = shared.pool.get(len as usize).await;
         let try_pack = wants_pack(shared, data, backoff, job.file);
         let (sh, f, abs) = (shared.clone(), file.clone(), t.abs.clone());
         let identity = t.identity;
         let read = tokio::task::spawn_blocking(move || {
-            read_block(&sh, &f, &abs, t.size, index, identity, try_pack, buf)
+            read_block(
+                &sh,
+                &f,
+                &abs,
+                t.size.digest_len(),
+                index,
+                identity,
+                try_pack,
+                buf,
+            )
         })
         .await
         .expect("read task panicked");
@@ -206,7 +216,7 @@ async fn read_small(
             return false;
         };
         let Some(t) = t else { continue };
-        let len = integrity::block_len(t.size, bs, job.start);
+        let len = t.size.block_len(bs, job.start);
         // The first buffer is waited for; later ones only if free now, so that a
         // batch never waits holding buffers that others need.
         let buf = match work.is_empty() {
@@ -240,7 +250,14 @@ async fn read_small(
                 };
                 let read = opened.map(|f| {
                     let r = read_block(
-                        &sh, &f, &t.abs, t.size, job.start, t.identity, try_pack, buf,
+                        &sh,
+                        &f,
+                        &t.abs,
+                        t.size.digest_len(),
+                        job.start,
+                        t.identity,
+                        try_pack,
+                        buf,
                     );
                     (f, r)
                 });
@@ -370,7 +387,7 @@ async fn queue_read(
     }
     let block = ReadBlock {
         index,
-        len: integrity::block_len(t.size, shared.opts.block_size, index),
+        len: t.size.block_len(shared.opts.block_size, index),
         buf: read.buf,
         zero: read.zero,
         packed: read.packed == Some(true),

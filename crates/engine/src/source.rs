@@ -30,6 +30,7 @@ use crate::progress::{Progress, Report};
 use crate::rate::RateLimiter;
 use crate::session::{control_writer, is_zero, run_tasks, Watch, CONTROL_QUEUE};
 use crate::store::origin::{Found, OriginFile};
+use crate::store::Size;
 use crate::wire::{FrameReader, FrameWriter};
 use crate::{BoxStream, Options, Transport};
 
@@ -59,8 +60,8 @@ pub(crate) struct Announced {
     pub attempts: u32,
     /// What reads the file instead of `abs`, for an origin's operands.
     pub origin: Option<Arc<dyn OriginFile>>,
-    /// Size to read blocks by: `GROWING` until a followed file is sealed.
-    pub size: u64,
+    /// Size to read blocks by: growing until a followed file is sealed.
+    pub size: Size,
     pub is_file: bool,
     /// A read error was already reported (several readers may hit the same file).
     pub failed: bool,
@@ -477,11 +478,7 @@ pub(crate) fn announce_attempt(
             handle: None,
             attempts,
             origin,
-            size: if growing {
-                crate::follow::GROWING
-            } else {
-                size
-            },
+            size: Size::announced(size, growing),
             is_file: matches!(se.kind, SourceKind::File { .. }),
             failed: false,
             follow: followed,
@@ -585,7 +582,7 @@ async fn control_reader(
                                     // Its `FileDone` says whether it is verified there.
                                     Some(a) if shared.opts.remove_source && a.is_file => {
                                         a.skipped = true;
-                                        Some(a.size)
+                                        a.size.known()
                                     }
                                     _ => None,
                                 }
@@ -595,7 +592,7 @@ async fn control_reader(
                                 None => shared
                                     .complete(item.id)
                                     .filter(|a| a.is_file)
-                                    .map(|a| a.size),
+                                    .and_then(|a| a.size.known()),
                             };
                             if let Some(size) = skipped {
                                 Progress::add(&shared.progress.skipped, 1);
@@ -610,7 +607,7 @@ async fn control_reader(
                                 let ann = shared.announced.lock().expect("announced lock");
                                 ann.get(&item.id)
                                     .map(|a| (a.size, a.is_file))
-                                    .unwrap_or((0, false))
+                                    .unwrap_or((Size::Known(0), false))
                             };
                             if !known {
                                 return Err(unexpected(format!(
@@ -618,7 +615,7 @@ async fn control_reader(
                                     item.id
                                 )));
                             }
-                            let blocks = integrity::block_count(size, shared.opts.block_size);
+                            let blocks = size.blocks(shared.opts.block_size);
                             let mut planned = 0;
                             // Ascending and disjoint within the file: a plan can ask
                             // for each block once, so it cannot queue more jobs than
@@ -644,7 +641,9 @@ async fn control_reader(
                             let skipped = blocks.saturating_sub(planned);
                             Progress::add(
                                 &shared.progress.skipped_bytes,
-                                skipped.saturating_mul(shared.opts.block_size).min(size),
+                                skipped
+                                    .saturating_mul(shared.opts.block_size)
+                                    .min(size.known().unwrap_or(0)),
                             );
                         }
                     }
@@ -657,7 +656,7 @@ async fn control_reader(
                 };
                 // A file finished or failed meanwhile has nothing to resend.
                 let Some(size) = size else { continue };
-                let blocks = integrity::block_count(size, shared.opts.block_size);
+                let blocks = size.blocks(shared.opts.block_size);
                 if block >= blocks {
                     return Err(unexpected(format!(
                         "resend of block {block} of file {file}, beyond its {blocks} blocks"
@@ -808,7 +807,7 @@ pub(crate) fn pack(sh: &Shared, buf: &mut PooledBuf) -> bool {
 pub(crate) async fn queue_block(
     shared: &Shared,
     job: &Job,
-    size: u64,
+    size: Size,
     block: ReadBlock,
     data: &async_channel::Sender<OutBlock>,
     ctl: &mpsc::Sender<Frame>,
@@ -821,7 +820,7 @@ pub(crate) async fn queue_block(
         packed,
         digest,
     } = block;
-    if size == crate::follow::GROWING {
+    if size.is_growing() {
         crate::follow::sent(shared, job.file, index, &digest);
     }
     if job.cover {
@@ -866,7 +865,7 @@ pub(crate) async fn queue_block(
 pub(crate) async fn read_origin(
     shared: &Arc<Shared>,
     job: &Job,
-    size: u64,
+    size: Size,
     o: &dyn OriginFile,
     data: &async_channel::Sender<OutBlock>,
     ctl: &mpsc::Sender<Frame>,
@@ -874,7 +873,7 @@ pub(crate) async fn read_origin(
 ) -> bool {
     let bs = shared.opts.block_size;
     for index in job.start..job.end {
-        let len = integrity::block_len(size, bs, index);
+        let len = size.block_len(bs, index);
         let start = index * bs;
         // The buffer first: the pool's budget then also bounds the reads in flight
         // (many for small files, fewer for large blocks), whatever the number of readers.
@@ -888,7 +887,9 @@ pub(crate) async fn read_origin(
         let (buf, zero, digest, packed) = tokio::task::spawn_blocking(move || {
             let zero = is_zero(&buf);
             let algo = sh.opts.checksum;
-            let digest = sh.gate.run(|| algo.block_digest(size, bs, index, &buf));
+            let digest = sh
+                .gate
+                .run(|| algo.block_digest(size.digest_len(), bs, index, &buf));
             let packed = (try_pack && !zero).then(|| pack(&sh, &mut buf));
             (buf, zero, digest, packed)
         })

@@ -268,7 +268,13 @@ impl Store for BucketStore {
             return Err(refused(&url, "no key to write a file to; name one"));
         }
         let bs = spec.block_size;
-        let plan = PartPlan::new(spec.size, bs).map_err(|what| refused(&url, &what))?;
+        let Some(size) = spec.size.known() else {
+            return Err(refused(
+                &url,
+                "a growing file cannot become an object; not copied",
+            ));
+        };
+        let plan = PartPlan::new(size, bs).map_err(|what| refused(&url, &what))?;
         if !self.sh.keys.lock().expect("keys lock").insert(key.clone()) {
             return Err(refused(
                 &url,
@@ -279,7 +285,7 @@ impl Store for BucketStore {
         let header = UploadHeader {
             url: url.clone(),
             upload: String::new(),
-            size: spec.size,
+            size,
             mtime: (spec.meta.mtime_sec, spec.meta.mtime_nsec),
             block_size: bs,
             part_blocks: plan.part_blocks,
@@ -291,7 +297,7 @@ impl Store for BucketStore {
             key,
             header,
             plan,
-            blocks: spec.blocks,
+            blocks: spec.blocks(),
             checksum: spec.checksum,
             upload: Mutex::new(None),
             st: Mutex::default(),

@@ -21,14 +21,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
-use hetch_engine::ranges::{self, RangeControl, RangeOutcome, RangeSink, RangeSource, RangeWriter};
+use hetch_engine::ranges::{
+    self, RangeControl, RangeOutcome, RangeSink, RangeSource, RangeWriter, Taken,
+};
 use hetch_engine::store::posix::PosixStore;
-use hetch_engine::store::{FileSpec, Place, Store};
+use hetch_engine::store::{FileSpec, Place, Size, Store};
 use hetch_engine::wire::{FrameReader, FrameWriter, Incoming};
 use hetch_engine::{
     BoxStream, BufferPool, DestSpec, EngineError, Options, Progress, Report, Verify,
 };
-use hetch_integrity::{block_count, block_digest, block_len, Algorithm, Digest};
+use hetch_integrity::{block_len, Algorithm, Digest};
 use hetch_proto::{
     DataHeader, Frame, PlanAction, PlanItem, RangeRequest, RangeStep, SessionRequest, Summary,
 };
@@ -103,14 +105,17 @@ pub(crate) async fn serve(run: RangeRun) -> Result<Report, EngineError> {
     };
     match req.step {
         RangeStep::Blocks { first, end } => {
-            if end > target.spec.blocks {
+            if end > target.spec.blocks() {
                 let e = EngineError::Unexpected {
                     peer: peer.clone(),
-                    what: format!("blocks {first}..{end} of a file of {}", target.spec.blocks),
+                    what: format!(
+                        "blocks {first}..{end} of a file of {}",
+                        target.spec.blocks()
+                    ),
                 };
                 return Err(refuse(&mut control, &peer, e).await);
             }
-            let verify = opts.verify;
+            let (verify, retries) = (opts.verify, opts.max_retries);
             let opened = blocking(move || {
                 let w = RangeWriter::open(
                     &*target.store,
@@ -118,6 +123,7 @@ pub(crate) async fn serve(run: RangeRun) -> Result<Report, EngineError> {
                     &target.spec,
                     first..end,
                     verify,
+                    retries,
                 )?;
                 Ok::<_, StorageError>((w, target))
             })
@@ -135,7 +141,7 @@ pub(crate) async fn serve(run: RangeRun) -> Result<Report, EngineError> {
             };
             let (rd, wr) = tokio::io::split(control);
             let mut w = FrameWriter::new(wr, &peer);
-            let result = session.receive(rd, &mut w, first..end).await;
+            let result = session.receive(rd, &mut w).await;
             if let Some(writer) = session.writer.take() {
                 writer.keep_for_retry();
             }
@@ -272,9 +278,15 @@ fn open_target(
         }
     }
     let place = store.place(wire)?;
+    if Size::too_large(req.size) {
+        return Err(StorageError::Refused {
+            path: place.shown.display().to_string(),
+            reason: "announced size is beyond the largest possible file",
+        }
+        .into());
+    }
     let spec = FileSpec {
-        size: req.size,
-        blocks: block_count(req.size, block_size),
+        size: Size::Known(req.size),
         block_size,
         meta: FinalMeta {
             // As a push would: special bits only where both ends asked for them.
@@ -283,7 +295,6 @@ fn open_target(
             mtime_nsec: req.mtime_nsec,
         },
         checksum: Algorithm::Blake3,
-        growing: false,
         read_back_follows: verify == Verify::Written,
     };
     Ok(Target { store, place, spec })
@@ -306,124 +317,119 @@ impl ServedRange {
         }
     }
 
-    /// Plans blocks `blocks`, takes them from `rd` and makes them durable.
-    async fn receive<R, W>(
+    /// Runs `f` with the writer on a blocking thread.
+    async fn with_writer<T: Send + 'static>(
         &mut self,
-        rd: R,
-        w: &mut FrameWriter<W>,
-        blocks: Range<u64>,
-    ) -> Result<Summary, EngineError>
+        f: impl FnOnce(&mut RangeWriter) -> Result<T, StorageError> + Send + 'static,
+    ) -> Result<T, EngineError> {
+        let mut writer = self.writer.take().expect("open writer");
+        let (writer, out) = blocking(move || {
+            let out = f(&mut writer);
+            Ok::<_, StorageError>((writer, out))
+        })
+        .await?;
+        self.writer = Some(writer);
+        Ok(out?)
+    }
+
+    /// Plans the writer's blocks, takes them from `rd` (asking again for those that
+    /// fail their checks, after each [`Frame::EndOfEntries`]) and makes them durable.
+    async fn receive<R, W>(&mut self, rd: R, w: &mut FrameWriter<W>) -> Result<Summary, EngineError>
     where
         R: tokio::io::AsyncRead + Unpin,
         W: tokio::io::AsyncWrite + Unpin,
     {
         // What an earlier attempt recorded and still reads back intact is kept.
-        let mut writer = self.writer.take().expect("open writer");
-        let size = self.target.spec.size;
         let bs = self.target.spec.block_size;
-        let scan = blocks.clone();
-        let (writer, kept) = blocking(move || {
-            let mut kept = BTreeSet::new();
-            for i in scan {
-                if writer.keeps(i, block_len(size, bs, i) as usize)? {
-                    kept.insert(i);
-                }
-            }
-            Ok::<_, StorageError>((writer, kept))
-        })
-        .await?;
-        self.writer = Some(writer);
-        let mut needed: BTreeSet<u64> = blocks.clone().filter(|i| !kept.contains(i)).collect();
-        w.send(&Frame::Plan(vec![PlanItem {
-            id: 0,
-            action: PlanAction::Send(runs(&needed)),
-        }]))
-        .await?;
-        w.flush().await?;
+        let kept = self.with_writer(RangeWriter::keep_intact).await?;
+        let mut ask = self.writer.as_ref().expect("open writer").missing();
         let pool = BufferPool::new(2 * bs as usize);
+        let zeros: Arc<[u8]> = vec![0u8; bs as usize].into();
         let mut r = FrameReader::new(rd, &self.peer);
         let mut bytes = 0;
         loop {
-            let next = tokio::time::timeout(RANGE_SILENCE, r.next(Some(&pool)))
-                .await
-                .map_err(|_| EngineError::Stalled {
-                    peer: self.peer.clone(),
-                    secs: RANGE_SILENCE.as_secs(),
-                })??;
-            match next {
-                Some(Incoming::Data(h, buf)) => {
-                    if h.file != 0 || !needed.remove(&h.block) {
-                        return Err(self.unexpected(format!("block {} not asked for", h.block)));
-                    }
-                    let len = block_len(size, bs, h.block) as usize;
-                    let data = match buf {
-                        Some(b) => b.to_vec(),
-                        None => vec![0u8; h.raw_len as usize],
-                    };
-                    if data.len() != len {
-                        return Err(self.unexpected(format!(
-                            "block {} of {} bytes, expected {len}",
-                            h.block,
-                            data.len()
-                        )));
-                    }
-                    self.write(h, data).await?;
-                    bytes += len as u64;
-                    Progress::add(&self.progress.bytes, len as u64);
+            w.send(&Frame::Plan(vec![PlanItem {
+                id: 0,
+                action: PlanAction::Send(std::mem::take(&mut ask)),
+            }]))
+            .await?;
+            w.flush().await?;
+            let mut again = BTreeSet::new();
+            while let Some((h, buf)) = self.next_block(&mut r, &pool).await? {
+                let len = buf.as_ref().map_or(h.raw_len as usize, |b| b.len());
+                let writer = self.writer.as_ref().expect("open writer");
+                if h.file != 0 {
+                    return Err(self.unexpected(format!("block {} not asked for", h.block)));
                 }
-                Some(Incoming::Frame(Frame::EndOfEntries)) => break,
-                Some(Incoming::Frame(Frame::Error(e))) => {
-                    return Err(EngineError::Peer {
-                        peer: self.peer.clone(),
-                        code: e.code,
-                        message: hetch_proto::escape_text(&e.message),
+                if let Err(refused) = writer.admit(h.block, len as u64) {
+                    return Err(self.unexpected(refused.to_string()));
+                }
+                let zeros = zeros.clone();
+                let taken = self
+                    .with_writer(move |writer| {
+                        let data = buf.as_deref().map_or(&zeros[..len], |b| &b[..]);
+                        match writer.arrived_intact(h.block, data, &h.digest)? {
+                            true => writer.take(h.block, data, &h.digest),
+                            false => Ok(Taken::Again),
+                        }
                     })
-                }
-                Some(Incoming::Frame(f)) => {
-                    return Err(self.unexpected(format!("{} frame in a range", f.kind().name())))
-                }
-                None => {
-                    return Err(EngineError::ClosedEarly {
-                        peer: self.peer.clone(),
-                    })
+                    .await?;
+                match taken {
+                    Taken::Done => {
+                        bytes += len as u64;
+                        Progress::add(&self.progress.bytes, len as u64);
+                    }
+                    Taken::Again => {
+                        Progress::add(&self.progress.retried_blocks, 1);
+                        again.insert(h.block);
+                    }
                 }
             }
+            if again.is_empty() {
+                break;
+            }
+            ask = runs(&again);
         }
-        if let Some(missing) = needed.first() {
+        let writer = self.writer.as_ref().expect("open writer");
+        if let Some(&(missing, _)) = writer.missing().first() {
             return Err(self.unexpected(format!("the range ended without block {missing}")));
         }
-        let writer = self.writer.take().expect("open writer");
         let meta = self.target.spec.meta;
-        blocking(move || writer.finish(meta)).await?;
+        self.with_writer(move |writer| writer.finish(meta)).await?;
         Ok(Summary {
             bytes,
-            reverified: kept.len() as u64,
+            reverified: kept,
             ..Summary::default()
         })
     }
 
-    /// Checks block `h` as it arrived against the digest the client computed as it
-    /// read it, then has the writer put, check and record it.
-    async fn write(&mut self, h: DataHeader, data: Vec<u8>) -> Result<(), EngineError> {
-        let spec = self.target.spec;
-        if block_digest(spec.size, spec.block_size, h.block, &data) != h.digest {
-            return Err(EngineError::Tampered {
+    /// The client's next block, or `None` at its [`Frame::EndOfEntries`].
+    async fn next_block<R: tokio::io::AsyncRead + Unpin>(
+        &self,
+        r: &mut FrameReader<R>,
+        pool: &BufferPool,
+    ) -> Result<Option<(DataHeader, Option<hetch_engine::PooledBuf>)>, EngineError> {
+        let next = tokio::time::timeout(RANGE_SILENCE, r.next(Some(pool)))
+            .await
+            .map_err(|_| EngineError::Stalled {
                 peer: self.peer.clone(),
-                what: format!("block {} arrived damaged", h.block),
-            });
-        }
-        let mut writer = self.writer.take().expect("open writer");
-        let writer = blocking(move || match writer.take(h.block, &data, &h.digest) {
-            Ok(()) => Ok(writer),
-            Err(e) => {
-                // What this attempt recorded stays for the next one.
-                writer.keep_for_retry();
-                Err(e)
+                secs: RANGE_SILENCE.as_secs(),
+            })??;
+        match next {
+            Some(Incoming::Data(h, buf)) => Ok(Some((h, buf))),
+            Some(Incoming::Frame(Frame::EndOfEntries)) => Ok(None),
+            Some(Incoming::Frame(Frame::Error(e))) => Err(EngineError::Peer {
+                peer: self.peer.clone(),
+                code: e.code,
+                message: hetch_proto::escape_text(&e.message),
+            }),
+            Some(Incoming::Frame(f)) => {
+                Err(self.unexpected(format!("{} frame in a range", f.kind().name())))
             }
-        })
-        .await?;
-        self.writer = Some(writer);
-        Ok(())
+            None => Err(EngineError::ClosedEarly {
+                peer: self.peer.clone(),
+            }),
+        }
     }
 }
 
@@ -504,7 +510,7 @@ pub async fn push_range(
     let control = open_control(host, cfg, req).await?;
     let (rd, wr) = tokio::io::split(control);
     let mut r = FrameReader::new(rd, host);
-    let needed = match next_frame(&mut r, host).await? {
+    let mut needed = match next_frame(&mut r, host).await? {
         Frame::Plan(items) => planned(host, &items, &blocks)?,
         other => return Err(answer_error(host, other)),
     };
@@ -523,44 +529,69 @@ pub async fn push_range(
         }
         Ok::<_, EngineError>(())
     });
-    let read = tokio::task::spawn_blocking(move || {
-        let mut sink = RemoteRange {
-            needed,
-            tx,
-            size: src.size(),
-            block_size,
-        };
-        let control = RangeControl {
-            stop: pacing.stop.as_ref(),
-            rate: pacing.rate.as_deref(),
-            progress: pacing.progress.as_deref(),
-        };
-        let done = ranges::read_range(&src, block_size, blocks, control, &mut sink, &shown)?;
-        sink.send(Frame::EndOfEntries)?;
-        Ok::<_, StorageError>(done)
-    })
-    .await
-    .map_err(|e| anyhow!("range task: {e}"))?;
-    let sent = sender.await.map_err(|e| anyhow!("range sender: {e}"))?;
-    // The server's answer: its summary, or why it stopped taking blocks (which is
-    // what failed sending shows up as, so it comes first).
-    let answer = match (&read, &sent) {
-        (Ok(_), Ok(())) => next_frame(&mut r, host).await,
-        _ => tokio::time::timeout(Duration::from_secs(5), r.next_control())
-            .await
-            .map_err(|_| anyhow!("{host}: no answer"))
-            .and_then(|f| f.map_err(anyhow::Error::from))
-            .and_then(|f| f.ok_or_else(|| anyhow!("{host}: closed"))),
+    // Rounds: the planned blocks, then those the server asks for again (they failed
+    // a check there), until it answers with its summary or an error.
+    let mut total = RangeOutcome::default();
+    let mut tx = Some(tx);
+    let mut round = 0;
+    let answer = loop {
+        let (src, pacing, shown, range) =
+            (src.clone(), pacing.clone(), shown.clone(), blocks.clone());
+        let sink_tx = tx.take().expect("the sender's queue");
+        let (read, back) = tokio::task::spawn_blocking(move || {
+            let mut sink = RemoteRange {
+                needed,
+                tx: sink_tx,
+                size: src.size(),
+                block_size,
+            };
+            let control = RangeControl {
+                stop: pacing.stop.as_ref(),
+                rate: pacing.rate.as_deref(),
+                progress: pacing.progress.as_deref(),
+                ..Default::default()
+            };
+            let read = ranges::read_range(&src, block_size, range, control, &mut sink, &shown)
+                .and_then(|done| sink.send(Frame::EndOfEntries).map(|()| done));
+            (read, sink.tx)
+        })
+        .await
+        .map_err(|e| anyhow!("range task: {e}"))?;
+        match read {
+            Ok(done) => {
+                total.bytes += done.bytes;
+                if round == 0 {
+                    total.kept = done.kept; // later rounds send only what is asked
+                }
+            }
+            Err(e) => break Err(e),
+        }
+        tx = Some(back);
+        round += 1;
+        match next_frame(&mut r, host).await {
+            Ok(Frame::Plan(items)) => needed = planned(host, &items, &blocks)?,
+            other => break Ok(other),
+        }
     };
-    match answer {
-        Ok(Frame::Finished(_)) if read.is_ok() && sent.is_ok() => Ok(read?),
-        Ok(Frame::Error(e)) => Err(peer_error(host, e)),
-        _ => {
-            read?;
+    drop(tx);
+    let sent = sender.await.map_err(|e| anyhow!("range sender: {e}"))?;
+    match (answer, sent) {
+        (Ok(Ok(Frame::Finished(_))), Ok(())) => Ok(total),
+        (Ok(Ok(Frame::Error(e))), _) => Err(peer_error(host, e)),
+        (Ok(Ok(other)), Ok(())) => Err(answer_error(host, other)),
+        (Ok(Err(e)), Ok(())) => Err(e),
+        (read, sent) => {
+            // Reading or sending failed: the server's answer (why it stopped taking
+            // blocks, which is what failed sending shows up as) comes first.
+            let answer = tokio::time::timeout(Duration::from_secs(5), r.next_control()).await;
+            if let Ok(Ok(Some(Frame::Error(e)))) = answer {
+                return Err(peer_error(host, e));
+            }
+            if let Err(e) = read {
+                return Err(e.into());
+            }
             sent?;
-            Err(answer
-                .err()
-                .unwrap_or_else(|| anyhow!("{host}: unexpected answer")))
+            Err(anyhow!("{host}: unexpected answer"))
         }
     }
 }
@@ -661,7 +692,7 @@ impl RangeSink for RemoteRange {
         Ok(!self.needed.contains(&i))
     }
 
-    fn take(&mut self, i: u64, data: &[u8], digest: &Digest) -> Result<(), StorageError> {
+    fn take(&mut self, i: u64, data: &[u8], digest: &Digest) -> Result<Taken, StorageError> {
         debug_assert_eq!(data.len() as u64, block_len(self.size, self.block_size, i));
         let zero = ranges::is_zero(data);
         let h = DataHeader {
@@ -676,6 +707,7 @@ impl RangeSink for RemoteRange {
             h,
             if zero { Vec::new() } else { data.to_vec() },
         ))
+        .map(|()| Taken::Done)
     }
 }
 
@@ -686,6 +718,7 @@ mod tests {
 
     use super::*;
     use hetch_engine::wire::FrameWriter;
+    use hetch_integrity::block_digest;
 
     const BS: u64 = 16 << 10;
 
@@ -715,6 +748,7 @@ mod tests {
             &target.spec,
             0..4,
             Verify::Written,
+            1,
         )
         .unwrap();
         let mut served = ServedRange {
@@ -737,7 +771,7 @@ mod tests {
             w.flush().await
         });
         let mut w = FrameWriter::new(swr, "client");
-        let result = served.receive(srd, &mut w, 0..4).await;
+        let result = served.receive(srd, &mut w).await;
         let _ = w.flush().await;
         drop(w);
         let _ = sending.await;
@@ -782,6 +816,40 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread")]
+    async fn a_block_damaged_on_the_way_is_asked_for_again_not_the_whole_range() {
+        let t = tempfile::tempdir().unwrap();
+        let Frame::Data(h, mut bad) = block(2, &fill(2)) else {
+            unreachable!()
+        };
+        bad[9] ^= 1;
+        let frames = vec![
+            block(0, &fill(0)),
+            block(1, &fill(1)),
+            Frame::Data(h, bad),
+            block(3, &fill(3)),
+            Frame::EndOfEntries,
+            block(2, &fill(2)),
+            Frame::EndOfEntries,
+        ];
+        let (result, answers) = serve_frames(t.path(), frames).await;
+        assert_eq!(result.unwrap().bytes, 4 * BS);
+        let plans: Vec<_> = answers
+            .iter()
+            .filter_map(|f| match f {
+                Frame::Plan(items) => Some(items[0].action.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            plans,
+            vec![
+                PlanAction::Send(vec![(0, 4)]),
+                PlanAction::Send(vec![(2, 3)])
+            ]
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
     async fn crafted_blocks_are_refused_with_one_line() {
         let damaged = {
             let Frame::Data(h, mut d) = block(1, &fill(1)) else {
@@ -795,7 +863,15 @@ mod tests {
                 "not asked for",
                 vec![block(0, &fill(0)), block(0, &fill(0))],
             ),
-            ("arrived damaged", vec![damaged]),
+            (
+                "block 1 arrived damaged 2 times",
+                vec![
+                    damaged.clone(),
+                    Frame::EndOfEntries,
+                    damaged.clone(),
+                    Frame::EndOfEntries,
+                ],
+            ),
             ("expected 16384", {
                 let Frame::Data(h, mut d) = block(2, &fill(2)) else {
                     unreachable!()

@@ -27,6 +27,9 @@
 
 pub mod origin;
 pub mod placement;
+mod size;
+
+pub use size::{Size, MAX_FILE_SIZE};
 
 use std::ffi::OsString;
 use std::ops::Range;
@@ -174,21 +177,29 @@ pub struct Place {
 /// A file about to be received.
 #[derive(Debug, Clone, Copy)]
 pub struct FileSpec {
-    /// Its final size (`GROWING` while it grows).
-    pub size: u64,
-    /// Its blocks (for a growing file: as many as the largest offset allows).
-    pub blocks: u64,
+    /// Its final size, or none yet while it grows.
+    pub size: Size,
     /// The session's block size.
     pub block_size: u64,
     /// Mode and mtime to apply when it is committed.
     pub meta: FinalMeta,
     /// The session's block digest algorithm (what records hold).
     pub checksum: Algorithm,
-    /// Announced as growing: records are durable at once (its durability task syncs),
-    /// and the resume state does not depend on size or mtime.
-    pub growing: bool,
     /// Every put block will be read back soon: start writing it out at once.
     pub read_back_follows: bool,
+}
+
+impl FileSpec {
+    /// Its blocks (for a growing file: as many as the largest offset allows).
+    pub fn blocks(&self) -> u64 {
+        self.size.blocks(self.block_size)
+    }
+
+    /// Announced as growing: records are durable at once (its durability task syncs),
+    /// and the resume state does not depend on size or mtime.
+    pub fn growing(&self) -> bool {
+        self.size.is_growing()
+    }
 }
 
 /// A file opened for receiving.

@@ -343,8 +343,8 @@ impl Store for MemoryStore {
         let full = self.full(&place.rel);
         let identity = (
             spec.block_size,
-            if spec.growing { u64::MAX } else { spec.size },
-            if spec.growing {
+            spec.size.digest_len(),
+            if spec.growing() {
                 (0, 0)
             } else {
                 (spec.meta.mtime_sec, spec.meta.mtime_nsec)
@@ -357,10 +357,10 @@ impl Store for MemoryStore {
             let writer = tree.opened;
             tree.writers.insert(full.clone(), writer);
             let recorded = match tree.unfinished.get(&full) {
-                Some(u) if u.identity == identity && spec.blocks > 1 => Some(
+                Some(u) if u.identity == identity && spec.blocks() > 1 => Some(
                     u.records
                         .iter()
-                        .filter(|(i, _)| *i < spec.blocks)
+                        .filter(|(i, _)| *i < spec.blocks())
                         .copied()
                         .collect(),
                 ),

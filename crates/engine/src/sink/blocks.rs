@@ -22,6 +22,21 @@ pub(crate) struct BlockSet {
 }
 
 impl BlockSet {
+    /// Every block in `0..blocks` except those in `start..end` (`start <= end <=
+    /// blocks`).
+    pub fn outside(start: u64, end: u64, blocks: u64) -> BlockSet {
+        let mut rest = BTreeMap::new();
+        let prefix = if start == end { blocks } else { start };
+        if start < end && end < blocks {
+            rest.insert(end, blocks);
+        }
+        BlockSet {
+            prefix,
+            rest,
+            len: blocks - (end - start),
+        }
+    }
+
     /// Whether block `i` is in the set.
     pub fn contains(&self, i: u64) -> bool {
         i < self.prefix
@@ -185,6 +200,17 @@ mod tests {
             }
         }
         assert_eq!(members(&s, 200), model.iter().copied().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn outside_a_range_is_the_same_set_as_inserted_one_by_one() {
+        for (start, end, blocks) in [(0, 5, 5), (2, 5, 9), (0, 0, 4), (3, 3, 4), (1, 4, 4)] {
+            let mut one_by_one = BlockSet::default();
+            for i in (0..start).chain(end..blocks) {
+                one_by_one.insert(i);
+            }
+            assert_eq!(BlockSet::outside(start, end, blocks), one_by_one);
+        }
     }
 
     #[test]

@@ -5,7 +5,8 @@ use hetch_integrity::{self as integrity, Digest};
 use hetch_proto::{Frame, ManifestEntry};
 use hetch_storage::StorageError;
 
-use super::{FileState, IncomingFile, SinkShared};
+use super::core::{Complete, Done};
+use super::{IncomingFile, SinkShared};
 use crate::progress::Progress;
 use crate::store::Place;
 
@@ -31,119 +32,57 @@ pub(crate) fn block_done(
     data: &[u8],
     how: Arrival,
 ) -> Result<Option<Frame>, StorageError> {
-    let bs = sh.opts.block_size;
-    let (whole, expected) = {
-        let mut st = inc.state.lock().expect("file lock");
-        if st.failed || st.ledger.is_done(block) {
-            return Ok(None);
+    let done = inc.done(block, *digest, data)?;
+    if done == Done::Ignored {
+        return Ok(None);
+    }
+    match how {
+        Arrival::Received => Progress::add(&sh.progress.bytes, data.len() as u64),
+        Arrival::Journaled => {
+            Progress::add(&sh.progress.reverified, 1);
+            Progress::add(&sh.progress.skipped_bytes, data.len() as u64);
         }
-        let growing = inc.growing();
-        match &mut st.streamed {
-            // The final size, and so the shape of the digest tree, is not known yet.
-            Some(s) if growing => super::growing::keep_digest(s, block, *digest),
-            _ if sh.opts.checksum.merges_blocks() => {
-                let _ = st.digest.add(block, *digest);
+    }
+    match done {
+        Done::Last(complete) => finish(sh, id, inc, complete).map(Some),
+        _ => {
+            if done == (Done::More { durable: true }) {
+                super::growing::made_durable(sh, id);
             }
-            _ => {}
-        }
-        st.ledger.done(block);
-        match how {
-            Arrival::Received => Progress::add(&sh.progress.bytes, data.len() as u64),
-            Arrival::Journaled => {
-                Progress::add(&sh.progress.reverified, 1);
-                Progress::add(&sh.progress.skipped_bytes, data.len() as u64);
-            }
-        }
-        feed_ordered(&mut st, inc, bs, block, data)?;
-        if growing {
-            super::growing::made_durable(sh, id);
-        }
-        if st.ledger.remaining() > 0 {
-            drop(st);
             if how == Arrival::Received {
                 // Outside the file's lock: the store may sync before it records.
                 inc.out.record(block, digest, data.len() as u64)?;
             }
-            return Ok(None);
+            Ok(None)
         }
-        let whole = whole_digest(sh, &mut st);
-        let expected = st.streamed.as_mut().and_then(|s| s.expected.take());
-        (whole, expected)
-    };
-    if let Some(expected) = expected {
-        return finish_streamed(sh, id, inc, whole, expected).map(Some);
     }
-    finish_file(sh, id, inc, whole).map(Some)
 }
 
-/// Feeds the in-order digest with every done block from its cursor on; blocks done
-/// before their turn are read back from the part file (usually from the page cache).
-fn feed_ordered(
-    st: &mut FileState,
-    inc: &IncomingFile,
-    bs: u64,
-    block: u64,
-    data: &[u8],
-) -> Result<(), StorageError> {
-    let Some(mut o) = st.ordered.take() else {
-        return Ok(());
-    };
-    let mut scratch = Vec::new();
-    let mut result = Ok(());
-    while o.next < inc.blocks() && st.ledger.is_done(o.next) {
-        if o.next == block {
-            o.hasher.update(data);
-        } else {
-            let len = integrity::block_len(inc.size(), bs, o.next) as usize;
-            scratch.resize(len, 0);
-            if let Err(e) = inc.out.read_back(o.next * bs, &mut scratch) {
-                result = Err(e);
-                break;
-            }
-            o.hasher.update(&scratch);
-        }
-        o.next += 1;
-    }
-    st.ordered = Some(o);
-    result
-}
-
-/// The whole-file digest of a file whose blocks are all done.
-fn whole_digest(sh: &SinkShared, st: &mut FileState) -> Option<Vec<u8>> {
-    if sh.opts.checksum.merges_blocks() {
-        let d = std::mem::replace(
-            &mut st.digest,
-            integrity::FileDigest::new(0, sh.opts.block_size),
-        );
-        return d.finish().ok().map(|d| d.to_vec());
-    }
-    st.ordered.take().map(|o| o.hasher.finish())
-}
-
-/// Commits a complete file; reports it (with its digest when asked).
-pub(crate) fn finish_file(
+/// Commits a file whose blocks are all done; a once-growing file only when its
+/// whole-file digest is the one the source sealed it with.
+pub(crate) fn finish(
     sh: &SinkShared,
     id: u64,
     inc: &IncomingFile,
-    whole: Option<Vec<u8>>,
+    complete: Complete,
 ) -> Result<Frame, StorageError> {
-    let xattr: Option<[u8; 32]> = match (&whole, sh.opts.checksum.merges_blocks()) {
-        (Some(w), true) => w.as_slice().try_into().ok(),
-        _ => None,
-    };
+    match complete.expected.clone() {
+        Some(expected) => finish_streamed(sh, id, inc, complete, expected),
+        None => finish_file(sh, id, inc, complete),
+    }
+}
+
+/// Commits a complete file; reports it (with its digest when asked).
+fn finish_file(
+    sh: &SinkShared,
+    id: u64,
+    inc: &IncomingFile,
+    complete: Complete,
+) -> Result<Frame, StorageError> {
     // A streamed file's data are durable before it counts as done, like every block
     // of it before (its lag is measured up to durable).
     let fsync = sh.opts.fsync || inc.streamed;
-    let meta = inc
-        .state
-        .lock()
-        .expect("file lock")
-        .streamed
-        .as_ref()
-        .and_then(|s| s.final_meta)
-        .unwrap_or(inc.meta);
-    inc.out.commit(inc.size(), meta, xattr.as_ref(), fsync)?;
-    let whole = whole_or_stored(sh, &inc.place, whole);
+    let whole = commit(sh, &*inc.out, &inc.place, complete, fsync)?;
     sh.files.lock().expect("files lock").remove(&id);
     Progress::add(&sh.progress.files, 1);
     sh.ended(id);
@@ -152,6 +91,24 @@ pub(crate) fn finish_file(
         error: None,
         digest: manifest_entry(sh, &inc.place, whole),
     })
+}
+
+/// Gives a complete file its final name, size and metadata (and its BLAKE3 as an
+/// attribute, where the blocks gave it); returns its whole-file digest, when the
+/// session wants it.
+pub(crate) fn commit(
+    sh: &SinkShared,
+    out: &dyn crate::store::StoreFile,
+    place: &Place,
+    complete: Complete,
+    fsync: bool,
+) -> Result<Option<Vec<u8>>, StorageError> {
+    let xattr: Option<[u8; 32]> = match (&complete.whole, sh.opts.checksum.merges_blocks()) {
+        (Some(w), true) => w.as_slice().try_into().ok(),
+        _ => None,
+    };
+    out.commit(complete.size, complete.meta, xattr.as_ref(), fsync)?;
+    Ok(whole_or_stored(sh, place, complete.whole))
 }
 
 /// The whole-file digest of a committed file: `whole` when the blocks gave it, else
@@ -175,14 +132,14 @@ pub(crate) fn whole_or_stored(
 /// means the data changed at the source in a way the block checks could not see (for
 /// example a part file resumed from another version of it): the file is dropped, not
 /// renamed into place.
-pub(crate) fn finish_streamed(
+fn finish_streamed(
     sh: &SinkShared,
     id: u64,
     inc: &IncomingFile,
-    whole: Option<Vec<u8>>,
+    mut complete: Complete,
     expected: Vec<u8>,
 ) -> Result<Frame, StorageError> {
-    let whole = match whole {
+    let whole = match complete.whole.take() {
         Some(w) => w,
         None => inc.out.digest(sh.opts.checksum, sh.opts.block_size)?,
     };
@@ -198,7 +155,8 @@ pub(crate) fn finish_streamed(
             .fail_file(id, message.clone())
             .unwrap_or_else(|| sh.failure(id, message)));
     }
-    finish_file(sh, id, inc, Some(whole))
+    complete.whole = Some(whole);
+    finish_file(sh, id, inc, complete)
 }
 
 /// The manifest entry of a finished or skipped file, when the session asked for

@@ -9,10 +9,12 @@
 //! Memory follows the blocks that arrived ([`BlockSet`]), never the size announced.
 
 use std::collections::HashMap;
+use std::ops::Range;
 
 use hetch_integrity as integrity;
 
 use super::BlockSet;
+use crate::store::Size;
 
 /// A block header the peer should not have sent: the session ends on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,8 +50,8 @@ pub(crate) enum Checked {
 /// One file's blocks (see the module documentation).
 #[derive(Debug, Clone)]
 pub(crate) struct Ledger {
-    /// Bytes in the file ([`super::GROWING`] until a growing file is sealed).
-    size: u64,
+    /// Bytes in the file (none until a growing file is sealed).
+    size: Size,
     /// Blocks in the file.
     blocks: u64,
     block_size: u64,
@@ -64,24 +66,37 @@ pub(crate) struct Ledger {
 
 impl Default for Ledger {
     fn default() -> Self {
-        Ledger::new(0, 0, integrity::MIN_BLOCK_SIZE, 0)
+        Ledger::new(Size::Known(0), integrity::MIN_BLOCK_SIZE, 0)
     }
 }
 
 impl Ledger {
-    /// A file of `size` bytes in `blocks` blocks of `block_size` (for a growing file:
-    /// as many full blocks as fit below the largest offset), nothing done yet; a block
-    /// may fail its check `max_retries` times before the file fails.
-    pub fn new(size: u64, blocks: u64, block_size: u64, max_retries: u32) -> Self {
+    /// A file of `size` in blocks of `block_size` (for a growing file: as many full
+    /// blocks as fit below the largest offset), nothing done yet; a block may fail its
+    /// check `max_retries` times before the file fails.
+    pub fn new(size: Size, block_size: u64, max_retries: u32) -> Self {
+        let block_size = block_size.max(1);
+        let blocks = size.blocks(block_size);
         Ledger {
             size,
             blocks,
-            block_size: block_size.max(1),
+            block_size,
             done: BlockSet::default(),
             remaining: blocks,
             retries: HashMap::new(),
             max_retries,
         }
+    }
+
+    /// The blocks `range` of such a file, those outside it counted done already
+    /// (another writer's): O(1) whatever the range.
+    pub fn within(size: Size, block_size: u64, max_retries: u32, range: Range<u64>) -> Self {
+        let mut l = Ledger::new(size, block_size, max_retries);
+        let end = range.end.min(l.blocks);
+        let start = range.start.min(end);
+        l.done = BlockSet::outside(start, end, l.blocks);
+        l.remaining = end - start;
+        l
     }
 
     /// Checks a block header from the peer: an index within the file, and the length
@@ -90,7 +105,7 @@ impl Ledger {
         if block >= self.blocks {
             return Err(Refused::Beyond { block });
         }
-        let want = integrity::block_len(self.size, self.block_size, block);
+        let want = self.size.block_len(self.block_size, block);
         if len != want {
             return Err(Refused::Length {
                 block,
@@ -153,7 +168,7 @@ impl Ledger {
     /// A growing file is sealed at `size` bytes: blocks beyond its end do not count
     /// any more (a part file of a longer version may have had them).
     pub fn seal(&mut self, size: u64) {
-        self.size = size;
+        self.size = Size::Known(size);
         self.blocks = integrity::block_count(size, self.block_size);
         self.done.truncate(self.blocks);
         self.retries.retain(|&b, _| b < self.blocks);
@@ -184,7 +199,7 @@ pub(crate) enum Event {
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn replay(size: u64, bs: u64, max_retries: u32, events: &[Event]) -> Result<(), String> {
     use std::collections::BTreeSet;
-    let mut l = Ledger::new(size, integrity::block_count(size, bs), bs, max_retries);
+    let mut l = Ledger::new(Size::Known(size), bs, max_retries);
     let mut size = size;
     let mut done = BTreeSet::new();
     let mut fails: HashMap<u64, u32> = HashMap::new();
@@ -282,11 +297,27 @@ mod tests {
     }
 
     #[test]
+    fn a_range_admits_and_waits_for_its_own_blocks_only() {
+        let size = Size::Known(10 * BS + 7);
+        let mut l = Ledger::within(size, BS, 1, 3..6);
+        assert_eq!((l.remaining(), l.missing(11)), (3, vec![(3, 6)]));
+        assert!(l.is_done(0) && l.is_done(2) && l.is_done(6) && l.is_done(10));
+        assert!(!l.is_done(3) && !l.is_done(5));
+        assert!(l.done(4) && !l.done(7));
+        assert_eq!(l.missing(11), vec![(3, 4), (5, 6)]);
+        // A hostile range beyond a huge file costs nothing.
+        let huge = Ledger::within(Size::Growing, BS, 1, 0..u64::MAX);
+        assert_eq!(huge.remaining(), Size::Growing.blocks(BS));
+        let none = Ledger::within(size, BS, 1, 5..5);
+        assert_eq!((none.remaining(), none.missing(11)), (0, vec![]));
+    }
+
+    #[test]
     fn hostile_indexes_are_refused_before_anything_is_sized() {
         // A growing file: as many blocks as fit below the largest offset.
         let bs = 4 << 20;
-        let blocks = super::super::MAX_FILE_SIZE / bs;
-        let mut l = Ledger::new(super::super::GROWING, blocks, bs, 3);
+        let blocks = crate::store::MAX_FILE_SIZE / bs;
+        let mut l = Ledger::new(Size::Growing, bs, 3);
         assert_eq!(
             l.admit(u64::MAX, bs),
             Err(Refused::Beyond { block: u64::MAX })

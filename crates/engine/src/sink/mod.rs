@@ -12,6 +12,7 @@
 mod batch;
 mod blocks;
 mod compare;
+pub(crate) mod core;
 mod finish;
 mod growing;
 pub(crate) mod ledger;
@@ -23,15 +24,14 @@ mod verify;
 mod write;
 
 pub(crate) use blocks::BlockSet;
+pub(crate) use core::IncomingFile;
 pub(crate) use growing::{full_blocks, piece_digest};
-pub(crate) use ledger::Ledger;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use hetch_integrity::{Digest, FileDigest, Hasher};
 use hetch_proto::{DataHeader, Frame, Schedule};
 use hetch_storage::part::FinalMeta;
 use hetch_storage::StorageError;
@@ -45,155 +45,15 @@ use crate::gate::Gate;
 use crate::pool::{BufferPool, PooledBuf};
 use crate::progress::{Progress, Report};
 use crate::session::{control_writer, run_tasks, Watch, CONTROL_QUEUE};
-use crate::store::{Capabilities, FileSpec, Place, Store, StoreFile};
+use crate::store::{Capabilities, Place, Store};
 use crate::wire::{FrameReader, FrameWriter, Incoming};
 use crate::{BoxStream, Options, Transport};
-
-/// A file being received.
-pub(crate) struct IncomingFile {
-    /// Where the file goes.
-    pub place: Place,
-    /// The store's handle of the file.
-    pub out: Arc<dyn StoreFile>,
-    /// Final size; [`GROWING`] until a growing file is sealed.
-    size: AtomicU64,
-    /// Blocks in the final file (very many while the file grows).
-    blocks: AtomicU64,
-    /// The file is still growing at the source: no `Seal` yet.
-    growing: AtomicBool,
-    /// The file was announced as growing: it acknowledges durable data and is checked
-    /// against the source's final digest.
-    pub streamed: bool,
-    pub meta: FinalMeta,
-    pub state: Mutex<FileState>,
-    /// Growing files: no piece lands in a block while it is read back and counted
-    /// (see `growing::cover`).
-    pub write_lock: Mutex<()>,
-}
-
-/// The size a growing file has until it is sealed: every block is full-length, and
-/// every block digest is a non-root chaining value, as it will be in the final file
-/// (see `hetch_integrity`), so blocks can be checked and stored before the end is known.
-pub(crate) const GROWING: u64 = u64::MAX;
-
-/// The largest file a receiver takes: offsets are `off_t`, so no file can be larger,
-/// and a block whose end lies beyond is a number no honest peer sends.
-pub(crate) const MAX_FILE_SIZE: u64 = i64::MAX as u64;
 
 /// Files a source may have announced and not yet seen finished, at most: what the
 /// sink keeps per file (its place, its state) stays bounded whatever a peer sends. An
 /// honest source keeps to a window of a quarter of this (`ENTRY_WINDOW`); the slack
 /// is for sources of other versions with larger windows.
 pub const MAX_OPEN_FILES: usize = 16 * 1024;
-
-impl IncomingFile {
-    pub fn new(place: Place, out: Arc<dyn StoreFile>, spec: &FileSpec) -> Self {
-        let (size, blocks, growing) = (spec.size, spec.blocks, spec.growing);
-        IncomingFile {
-            place,
-            out,
-            size: AtomicU64::new(size),
-            blocks: AtomicU64::new(blocks),
-            growing: AtomicBool::new(growing),
-            streamed: growing,
-            meta: spec.meta,
-            state: Mutex::new(FileState::default()),
-            write_lock: Mutex::new(()),
-        }
-    }
-    /// Size of the file ([`GROWING`] until sealed).
-    pub fn size(&self) -> u64 {
-        self.size.load(SeqCst)
-    }
-    /// Blocks in the file.
-    pub fn blocks(&self) -> u64 {
-        self.blocks.load(SeqCst)
-    }
-    /// Whether the file still grows (not sealed yet).
-    pub fn growing(&self) -> bool {
-        self.growing.load(SeqCst)
-    }
-    /// Sets the final size of a growing file.
-    fn seal(&self, size: u64, bs: u64) {
-        self.size.store(size, SeqCst);
-        self.blocks
-            .store(hetch_integrity::block_count(size, bs), SeqCst);
-        self.growing.store(false, SeqCst);
-    }
-}
-
-/// The shape of a file as announced: its size ([`GROWING`] while it grows) and
-/// blocks (a growing file's are all full: as many as fit below the largest offset, so
-/// that a block index from the peer can be checked against it).
-pub(crate) fn shape(size: u64, growing: bool, bs: u64) -> (u64, u64) {
-    if growing {
-        (GROWING, MAX_FILE_SIZE / bs)
-    } else {
-        (size, hetch_integrity::block_count(size, bs))
-    }
-}
-
-/// What a growing file keeps besides the ordinary state.
-#[derive(Default)]
-pub(crate) struct Streamed {
-    /// Digest of every done block, by index, to merge the whole-file digest once the
-    /// final size is known (and to drop rewritten blocks). Sparse: it holds what
-    /// arrived, whatever the indexes.
-    pub digests: std::collections::BTreeMap<u64, Digest>,
-    /// Blocks whose full copy was written (pieces must not touch them again).
-    pub stored: BlockSet,
-    /// Blocks `0..durable_blocks` are done (the durable prefix, in blocks).
-    pub durable_blocks: u64,
-    /// Blocks not done yet whose first bytes pieces cover: block -> end of the
-    /// contiguous pieces from its start. Counted in the durable prefix once the blocks
-    /// before them are done.
-    pub pieces: std::collections::BTreeMap<u64, u64>,
-    /// The source's whole-file digest, from its `Seal`.
-    pub expected: Option<Vec<u8>>,
-    /// Mode and mtime from the `Seal` (the entry's were those of the file when it
-    /// started growing).
-    pub final_meta: Option<FinalMeta>,
-}
-
-/// Mutable state of a file being received.
-pub(crate) struct FileState {
-    /// Journaled blocks of a resumed part file not read back and checked yet (see
-    /// `recheck.rs`): neither done nor to be received, unless their check fails.
-    pub rechecking: u64,
-    pub digest: FileDigest,
-    /// Which blocks are done, how many remain, failed checks, bounds (see `ledger.rs`).
-    pub ledger: Ledger,
-    /// Blocks written but not yet read back and checked, with the source's digests
-    /// (file and sequential schedules), in block order.
-    pub written: std::collections::BTreeMap<u64, Digest>,
-    /// The in-order whole-file digest, for algorithms whose block digests do not merge.
-    pub ordered: Option<OrderedDigest>,
-    /// The file failed: late blocks are dropped, nothing is written for it any more.
-    pub failed: bool,
-    /// Set for files announced as growing.
-    pub streamed: Option<Streamed>,
-}
-
-/// A whole-file digest fed with blocks in file order as they become done.
-pub(crate) struct OrderedDigest {
-    pub hasher: Hasher,
-    /// The next block to feed.
-    pub next: u64,
-}
-
-impl Default for FileState {
-    fn default() -> Self {
-        FileState {
-            rechecking: 0,
-            digest: FileDigest::new(0, hetch_integrity::MIN_BLOCK_SIZE),
-            ledger: Ledger::default(),
-            written: Default::default(),
-            ordered: None,
-            failed: false,
-            streamed: None,
-        }
-    }
-}
 
 pub(crate) struct SinkShared {
     pub opts: Options,
@@ -355,13 +215,9 @@ impl SinkShared {
     /// that one file is reported once.
     pub fn fail_file(&self, id: u64, message: String) -> Option<Frame> {
         let inc = self.files.lock().expect("files lock").remove(&id)?;
-        {
-            // Other threads may still hold the file; `failed` stops them from
-            // writing, journaling or finishing it.
-            let mut st = inc.state.lock().expect("file lock");
-            st.failed = true;
-        }
-        inc.out.abort();
+        // Other threads may still hold the file; its failure stops them from
+        // writing, journaling or finishing it.
+        inc.drop_all();
         self.ended(id);
         Some(self.failure(id, message))
     }
@@ -383,13 +239,7 @@ impl SinkShared {
         self.stopped.store(true, SeqCst);
         let files: Vec<_> = self.files.lock().expect("files lock").drain().collect();
         for (_, inc) in files {
-            {
-                // Under the file's lock: a writer that is opening its part file
-                // finishes first, and any later one sees `failed`.
-                let mut st = inc.state.lock().expect("file lock");
-                st.failed = true;
-            }
-            inc.out.abort();
+            inc.drop_all();
         }
         let p = &self.progress;
         let settled = p.files.load(SeqCst) + p.skipped.load(SeqCst);

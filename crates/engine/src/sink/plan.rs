@@ -5,16 +5,16 @@ use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
-use hetch_integrity::{self as integrity, FileDigest};
 use hetch_proto::{Entry, EntryKind, Frame, PlanAction, PlanItem};
 use hetch_storage::part::FinalMeta;
 use hetch_storage::StorageError;
 
+use super::core::{FileCore, Setup};
 use super::recheck::Recheck;
-use super::{FileState, IncomingFile, OrderedDigest, SinkShared, Streamed};
+use super::{IncomingFile, SinkShared};
 use crate::error::EngineError;
 use crate::progress::Progress;
-use crate::store::{FileSpec, Kind, Place};
+use crate::store::{FileSpec, Kind, Place, Size};
 
 /// What planning a batch produced: the plan, frames that follow it, and the resumed
 /// files whose journaled blocks are to be read back.
@@ -294,7 +294,7 @@ fn plan_file(
     rechecks: &mut Vec<Recheck>,
 ) -> Result<PlanAction, StorageError> {
     let (id, size, fm) = (src.id, src.size, src.meta);
-    if size > super::MAX_FILE_SIZE {
+    if Size::too_large(size) {
         // No file system holds it; refused before anything is sized by it.
         return Err(StorageError::Refused {
             path: at.shown.display().to_string(),
@@ -338,33 +338,24 @@ fn plan_file(
         });
     }
     let bs = sh.opts.block_size;
-    let (size, blocks) = super::shape(size, src.growing, bs);
     let spec = FileSpec {
-        size,
-        blocks,
+        size: Size::announced(size, src.growing),
         block_size: bs,
         meta: fm,
         checksum: sh.opts.checksum,
-        growing: src.growing,
         read_back_follows: sh.opts.verify == hetch_proto::Verify::Written,
     };
     let opened = sh.store.open(&at, &spec)?;
-    let mut state = FileState {
-        digest: FileDigest::new(size, bs),
-        ledger: super::Ledger::new(size, blocks, bs, sh.opts.max_retries),
+    let mut core = FileCore::new(Setup {
+        size: spec.size,
+        block_size: bs,
+        checksum: sh.opts.checksum,
+        max_retries: sh.opts.max_retries,
         // In file order, reading back blocks that arrived early; a store that cannot
         // read back is read whole once the file is in place instead.
-        ordered: (sh.opts.file_digests
-            && !sh.opts.checksum.merges_blocks()
-            && !src.growing
-            && sh.caps.read_back)
-            .then(|| OrderedDigest {
-                hasher: sh.opts.checksum.hasher(),
-                next: 0,
-            }),
-        streamed: src.growing.then(Streamed::default),
-        ..FileState::default()
-    };
+        ordered: sh.opts.file_digests && !sh.opts.checksum.merges_blocks() && sh.caps.read_back,
+        meta: fm,
+    });
     // Journaled blocks to read back before they count (see `recheck.rs`); a growing
     // file's are taken as they are (its whole-file digest is checked at its seal).
     // A store that cannot read back vouches for what it recorded (S3 checked each
@@ -377,26 +368,14 @@ fn plan_file(
             if claimed.insert(i) {
                 journaled.push((i, d));
             }
-        } else if state.ledger.done(i) {
-            match &mut state.streamed {
-                Some(s) => super::growing::keep_digest(s, i, d),
-                None => {
-                    let _ = state.digest.add(i, d);
-                }
-            }
-            Progress::add(
-                &sh.progress.skipped_bytes,
-                integrity::block_len(size, bs, i),
-            );
+        } else if core.taken_up(i, d) {
+            Progress::add(&sh.progress.skipped_bytes, core.block_len(i));
         }
     }
     let out = opened.file;
-    if state.ledger.remaining() == 0 {
+    if core.remaining() == 0 {
         // Everything arrived before an interruption; only the rename was missing.
-        let merged = state.digest.finish().ok();
-        let xattr = merged.filter(|_| sh.opts.checksum.merges_blocks());
-        out.commit(size, fm, xattr.as_ref(), sh.opts.fsync)?;
-        let whole = super::finish::whole_or_stored(sh, &at, xattr.map(|d| d.to_vec()));
+        let whole = super::finish::commit(sh, &*out, &at, core.complete(), sh.opts.fsync)?;
         Progress::add(&sh.progress.files, 1);
         if let Some(m) = super::finish::manifest_entry(sh, &at, whole) {
             follow.push(Frame::FileDone {
@@ -412,32 +391,26 @@ fn plan_file(
     let planned = if src.growing {
         super::growing::full_blocks(src.size, bs)
     } else {
-        blocks
+        spec.blocks()
     };
     let ranges = if journaled.is_empty() {
-        missing_ranges(&state, planned)
+        core.missing(planned)
     } else {
         // Nothing is done yet: the source sends all but the journaled blocks.
-        state.rechecking = journaled.len() as u64;
+        core.recheck(journaled.len() as u64);
         rechecks.push(Recheck {
             file: id,
             blocks: journaled,
         });
         claimed.gaps(planned)
     };
-    let inc = IncomingFile::new(at, out, &spec);
-    *inc.state.lock().expect("file lock") = state;
+    let inc = IncomingFile::new(at, out, &spec, core);
     sh.files
         .lock()
         .expect("files lock")
         .insert(id, Arc::new(inc));
     sh.planned();
     Ok(PlanAction::Send(ranges))
-}
-
-/// The ranges of blocks in `0..blocks` not done yet: O(fragments), whatever the size.
-pub(crate) fn missing_ranges(state: &FileState, blocks: u64) -> Vec<(u64, u64)> {
-    state.ledger.missing(blocks)
 }
 
 /// Applies directory modes and mtimes (deepest first, after their contents changed

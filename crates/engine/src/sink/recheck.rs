@@ -11,9 +11,8 @@ use hetch_integrity::Digest;
 use hetch_proto::Frame;
 use tokio::sync::mpsc;
 
-use super::finish::{block_done, Arrival};
-use super::verify::{check, lookup, prefetch, Checked};
-use super::write::mismatch;
+use super::finish::Arrival;
+use super::verify::{checked, lookup, prefetch};
 use super::SinkShared;
 use crate::error::EngineError;
 
@@ -69,16 +68,13 @@ fn run(
     for (i, &(block, recorded)) in r.blocks.iter().enumerate() {
         // The device reads the next block while this one is hashed.
         prepare(i + 1);
-        let outcome = check(sh, &inc, block, &recorded, None, &mut scratch).and_then(|c| {
-            inc.state.lock().expect("file lock").rechecking -= 1;
-            match c {
-                Checked::Gone => Ok(None),
-                Checked::Good(data) => {
-                    block_done(sh, r.file, &inc, block, &recorded, data, Arrival::Journaled)
-                }
-                Checked::Bad(got) => Ok(mismatch(sh, r.file, block, &inc, &recorded, &got)),
-            }
-        });
+        let outcome = inc
+            .read_back(block, None, &mut scratch, &sh.gate)
+            .and_then(|back| {
+                inc.core().rechecked();
+                let how = Arrival::Journaled;
+                checked(sh, r.file, &inc, block, &recorded, back, how)
+            });
         let frame = match outcome {
             Ok(Some(frame)) => frame,
             Ok(None) => continue,

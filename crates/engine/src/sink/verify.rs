@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use hetch_integrity::{self as integrity, Digest};
+use hetch_integrity::Digest;
 use hetch_proto::{Frame, Schedule};
 use hetch_storage::StorageError;
 use tokio::sync::mpsc;
@@ -102,8 +102,8 @@ fn run(sh: &SinkShared, job: Job, prefetched: bool) -> Result<Vec<Frame>, Engine
             let Some(inc) = lookup(sh, file) else {
                 return Ok(replies);
             };
-            let written = std::mem::take(&mut inc.state.lock().expect("file lock").written);
-            (file, written.into_iter().collect(), None)
+            let written = inc.core().take_written();
+            (file, written, None)
         }
     };
     let Some(inc) = lookup(sh, file) else {
@@ -122,15 +122,12 @@ fn run(sh: &SinkShared, job: Job, prefetched: bool) -> Result<Vec<Frame>, Engine
     for (i, &(block, expected)) in blocks.iter().enumerate() {
         // The device reads the next block while this one is hashed.
         prepare(i + 1);
-        let outcome = check(sh, &inc, block, &expected, buf.as_deref_mut(), &mut scratch).and_then(
-            |checked| match checked {
-                Checked::Gone => Ok(None),
-                Checked::Good(data) => {
-                    block_done(sh, file, &inc, block, &expected, data, Arrival::Received)
-                }
-                Checked::Bad(got) => Ok(mismatch(sh, file, block, &inc, &expected, &got)),
-            },
-        );
+        let outcome = inc
+            .read_back(block, buf.as_deref_mut(), &mut scratch, &sh.gate)
+            .and_then(|back| {
+                let how = Arrival::Received;
+                checked(sh, file, &inc, block, &expected, back, how)
+            });
         match outcome {
             Ok(Some(frame)) => {
                 let failed = matches!(&frame, Frame::FileDone { error: Some(_), .. });
@@ -152,55 +149,31 @@ fn run(sh: &SinkShared, job: Job, prefetched: bool) -> Result<Vec<Frame>, Engine
 
 /// Asks the store to have block `block` ready to read back.
 pub(super) fn prefetch(inc: &IncomingFile, bs: u64, block: u64) {
-    inc.out
-        .prefetch(block * bs, integrity::block_len(inc.size(), bs, block));
+    let len = inc.size().block_len(bs, block);
+    inc.out.prefetch(block * bs, len);
 }
 
 pub(super) fn lookup(sh: &SinkShared, file: u64) -> Option<Arc<IncomingFile>> {
     sh.files.lock().expect("files lock").get(&file).cloned()
 }
 
-pub(super) enum Checked<'a> {
-    /// The file was finished or dropped meanwhile.
-    Gone,
-    /// The stored bytes match; here they are.
-    Good(&'a [u8]),
-    /// The stored bytes hash to this instead.
-    Bad(Digest),
-}
-
-/// Reads block `block` back (into `buf`, or `scratch` when there is none) and hashes it.
-pub(super) fn check<'a>(
+/// Acts on a block read back (see [`IncomingFile::read_back`]): done when its bytes
+/// have the digest `expected`, asked for again (or the file failed) when not,
+/// nothing when it is no longer wanted.
+pub(super) fn checked(
     sh: &SinkShared,
+    file: u64,
     inc: &IncomingFile,
     block: u64,
     expected: &Digest,
-    buf: Option<&'a mut Vec<u8>>,
-    scratch: &'a mut Vec<u8>,
-) -> Result<Checked<'a>, StorageError> {
-    {
-        let st = inc.state.lock().expect("file lock");
-        if st.failed || st.ledger.is_done(block) {
-            return Ok(Checked::Gone);
+    back: Option<(&[u8], Digest)>,
+    how: Arrival,
+) -> Result<Option<Frame>, StorageError> {
+    match back {
+        None => Ok(None),
+        Some((data, got)) if got == *expected => {
+            block_done(sh, file, inc, block, expected, data, how)
         }
+        Some((_, got)) => Ok(mismatch(sh, file, block, inc, expected, &got)),
     }
-    let bs = sh.opts.block_size;
-    let len = integrity::block_len(inc.size(), bs, block) as usize;
-    let data = match buf {
-        Some(b) if b.len() == len => b,
-        _ => {
-            scratch.resize(len, 0);
-            scratch
-        }
-    };
-    inc.out.read_back(block * bs, data)?;
-    let algo = sh.opts.checksum;
-    let got = sh
-        .gate
-        .run(|| algo.block_digest(inc.size(), bs, block, data));
-    Ok(if got == *expected {
-        Checked::Good(data)
-    } else {
-        Checked::Bad(got)
-    })
 }

@@ -59,7 +59,7 @@ fn handle_block(
         what,
     };
     // No file has this block, whether or not this one is still known here.
-    if h.block > super::MAX_FILE_SIZE / bs {
+    if h.block > crate::store::MAX_FILE_SIZE / bs {
         return Err(protocol(format!(
             "block {} beyond the end of any file (file {})",
             h.block, h.file
@@ -73,12 +73,7 @@ fn handle_block(
         None if (h.raw_len as usize) <= sh.zeros().len() => &sh.zeros()[..h.raw_len as usize],
         None => return Err(protocol("zero block longer than the block size".into())),
     };
-    let admitted = inc
-        .state
-        .lock()
-        .expect("file lock")
-        .ledger
-        .admit(h.block, data.len() as u64);
+    let admitted = inc.core().admit(h.block, data.len() as u64);
     let shown = inc.place.shown.display();
     match admitted {
         Ok(()) => {}
@@ -92,10 +87,7 @@ fn handle_block(
         }
     }
     if sh.opts.verify == Verify::Received {
-        let algo = sh.opts.checksum;
-        let digest = sh
-            .gate
-            .run(|| algo.block_digest(inc.size(), bs, h.block, data));
+        let digest = sh.gate.run(|| inc.block_digest(h.block, data));
         if digest != h.digest {
             return Ok(mismatch(sh, h.file, h.block, &inc, &h.digest, &digest));
         }
@@ -117,13 +109,7 @@ fn handle_block(
                 Ok(None)
             }
             (Verify::Written, _) => {
-                let all_written = {
-                    let mut st = inc.state.lock().expect("file lock");
-                    st.written.insert(h.block, h.digest);
-                    // Journaled blocks still being read back are not written here.
-                    st.written.len() as u64 + st.rechecking == st.ledger.remaining()
-                };
-                if all_written {
+                if inc.core().written(h.block, h.digest) {
                     sh.file_written(h.file);
                 }
                 Ok(None)
@@ -155,12 +141,7 @@ pub(crate) fn mismatch(
     expected: &[u8; 32],
     got: &[u8; 32],
 ) -> Option<Frame> {
-    let checked = inc
-        .state
-        .lock()
-        .expect("file lock")
-        .ledger
-        .failed_check(block);
+    let checked = inc.core().failed_check(block);
     if let Checked::GiveUp { tries } = checked {
         let offset = block * sh.opts.block_size;
         let n = sh.opts.checksum.digest_len();
@@ -185,18 +166,8 @@ fn store(
     data: &[u8],
     zero: bool,
 ) -> Result<bool, StorageError> {
-    {
-        let mut st = inc.state.lock().expect("file lock");
-        if st.failed || st.ledger.is_done(h.block) || st.written.contains_key(&h.block) {
-            return Ok(false); // a duplicate (e.g. a resend that crossed a good copy)
-        }
-        if sh.stopped.load(std::sync::atomic::Ordering::SeqCst) {
-            return Ok(false); // the session is stopping: nothing new is stored
-        }
-        if let Some(s) = &mut st.streamed {
-            // From now on pieces leave this block alone (see `growing::piece`).
-            s.stored.insert(h.block);
-        }
+    if !inc.claim(h.block, &sh.stopped) {
+        return Ok(false); // a duplicate, a failed file, or the session stops
     }
     let offset = h.block * sh.opts.block_size;
     if zero {

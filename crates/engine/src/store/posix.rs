@@ -266,12 +266,12 @@ impl Store for PosixStore {
             one_writer: Mutex::new(()),
         };
         let mut recorded = None;
-        if spec.blocks > 1 && self.fs().stat(&part::part_path(&place.rel))?.is_some() {
+        if spec.blocks() > 1 && self.fs().stat(&part::part_path(&place.rel))?.is_some() {
             let mut verified = Vec::new();
             let (dir, name) = self.fs().parent(&place.rel)?;
             let journal =
                 Journal::resume(&dir, &part::journal_name(&name), &file.header, |i, d| {
-                    if i < spec.blocks {
+                    if i < spec.blocks() {
                         verified.push((i, d))
                     }
                 })?;
@@ -383,9 +383,13 @@ fn final_name(temporary: &OsStr) -> OsString {
 fn journal_header(spec: &FileSpec) -> JournalHeader {
     JournalHeader {
         block_size: spec.block_size,
-        file_size: if spec.growing { u64::MAX } else { spec.size },
-        mtime_sec: if spec.growing { 0 } else { spec.meta.mtime_sec },
-        mtime_nsec: if spec.growing {
+        file_size: spec.size.digest_len(),
+        mtime_sec: if spec.growing() {
+            0
+        } else {
+            spec.meta.mtime_sec
+        },
+        mtime_nsec: if spec.growing() {
             0
         } else {
             spec.meta.mtime_nsec
@@ -470,7 +474,7 @@ impl PosixFile {
             inner.part = Some(Arc::new(part));
         }
         let part = inner.part.clone().expect("opened above");
-        if self.spec.blocks > 1 && inner.journal.is_none() {
+        if self.spec.blocks() > 1 && inner.journal.is_none() {
             inner.journal = Some(Arc::new(part.create_journal(&self.header)?));
         }
         Ok(part)
@@ -480,7 +484,7 @@ impl PosixFile {
     /// resume), so its part file needs no name until it is done, and its one block
     /// is read back directly from the device once written.
     fn single_block(&self) -> bool {
-        self.spec.blocks <= 1 && !self.spec.growing && !self.resumed
+        self.spec.blocks() <= 1 && !self.spec.growing() && !self.resumed
     }
 
     /// Whether `len` bytes of this file are read back with one direct read.
@@ -550,7 +554,7 @@ impl StoreFile for PosixFile {
             let Some(journal) = inner.journal.clone() else {
                 return Ok(()); // one-block files keep no journal
             };
-            if self.spec.growing {
+            if self.spec.growing() {
                 // A growing file's durability task syncs it on its own schedule; its
                 // records go at once (a resume reads them back anyway).
                 drop(inner);
@@ -621,7 +625,7 @@ impl StoreFile for PosixFile {
         if holes || len != size {
             part.set_len(size)?;
         }
-        part.finalize(fm, xattr, fsync, self.spec.blocks > 1)?;
+        part.finalize(fm, xattr, fsync, self.spec.blocks() > 1)?;
         let mut inner = self.inner.lock().expect("part lock");
         inner.part = None;
         inner.committed = true;

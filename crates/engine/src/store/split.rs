@@ -37,7 +37,7 @@ const RECORD_BATCH_BYTES: u64 = 16 << 20;
 fn header(spec: &FileSpec) -> JournalHeader {
     JournalHeader {
         block_size: spec.block_size,
-        file_size: spec.size,
+        file_size: spec.size.digest_len(),
         mtime_sec: spec.meta.mtime_sec,
         mtime_nsec: spec.meta.mtime_nsec,
         checksum: Algorithm::Blake3.id(),
@@ -71,13 +71,13 @@ pub(super) fn open_range(
     spec: &FileSpec,
     blocks: Range<u64>,
 ) -> Result<Opened, StorageError> {
-    if spec.growing || spec.checksum != Algorithm::Blake3 {
+    if spec.growing() || spec.checksum != Algorithm::Blake3 {
         return Err(refused(
             place,
             "only a complete file checked with BLAKE3 is moved in ranges",
         ));
     }
-    if blocks.start >= blocks.end || blocks.end > spec.blocks {
+    if blocks.start >= blocks.end || blocks.end > spec.blocks() {
         return Err(refused(place, "block range outside the file"));
     }
     let claim = writers::claim(base, &range_key(&place.rel, blocks.start));
@@ -284,8 +284,8 @@ pub(super) fn commit_ranges(
             format!("two of its ranges recorded different contents for block {block}"),
         ));
     }
-    let mut whole = FileDigest::new(spec.size, spec.block_size);
-    for (i, d) in digests.into_iter().filter(|(i, _)| *i < spec.blocks) {
+    let mut whole = FileDigest::new(spec.size.digest_len(), spec.block_size);
+    for (i, d) in digests.into_iter().filter(|(i, _)| *i < spec.blocks()) {
         whole
             .add(i, d)
             .map_err(|e| failed(place, format!("merging its ranges: {e}")))?;
@@ -296,12 +296,12 @@ pub(super) fn commit_ranges(
             place,
             format!(
                 "{missing} of its {} blocks were not recorded by any range",
-                spec.blocks
+                spec.blocks()
             ),
         )
     })?;
     let _held = claim.hold().ok_or_else(|| refused(place, TAKEN_OVER))?;
-    part.set_len(spec.size)?;
+    part.set_len(spec.size.digest_len())?;
     part.finalize(spec.meta, Some(&whole), fsync, false)?;
     for n in journals {
         dir.remove_file(&n)?;
@@ -322,7 +322,7 @@ fn is_committed(dir: &Dir, name: &OsString, spec: &FileSpec) -> Result<bool, Sto
         .any(|n| part::range_of_journal(name, n).is_some());
     Ok(md.is_file()
         && !journals
-        && md.len() == spec.size
+        && Some(md.len()) == spec.size.known()
         && md.mtime() == spec.meta.mtime_sec
         && md.mtime_nsec() as u32 == spec.meta.mtime_nsec)
 }

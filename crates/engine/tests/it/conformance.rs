@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::common::{bytes, opts};
 use hetch_engine::store::posix::PosixStore;
-use hetch_engine::store::{Capabilities, FileSpec, Kind, Store};
+use hetch_engine::store::{Capabilities, FileSpec, Kind, Size, Store};
 use hetch_engine::{copy_between, DestSpec, Destination, Operand, Options, Progress, Report};
 use hetch_storage::part::FinalMeta;
 use hetch_testkit::{MemoryOrigin, MemoryStore, MemoryTree, Node};
@@ -684,9 +684,8 @@ mod cases {
     /// How the engine would open a file like `md` of `blocks` blocks.
     fn spec_of(md: &std::fs::Metadata, blocks: u64, o: &Options) -> FileSpec {
         use std::os::unix::fs::MetadataExt;
-        FileSpec {
-            size: md.len(),
-            blocks,
+        let spec = FileSpec {
+            size: Size::Known(md.len()),
             block_size: BS,
             meta: FinalMeta {
                 mode: md.mode() & 0o777,
@@ -694,9 +693,10 @@ mod cases {
                 mtime_nsec: md.mtime_nsec() as u32,
             },
             checksum: o.checksum,
-            growing: false,
             read_back_follows: false,
-        }
+        };
+        assert_eq!(spec.blocks(), blocks);
+        spec
     }
 
     /// A transfer resumed while an older session of it still runs (on a server that

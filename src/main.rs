@@ -383,13 +383,8 @@ impl Tuning {
             stall_timeout: (!self.stall_timeout.is_zero()).then_some(self.stall_timeout),
             ..Options::default()
         };
-        // Test-only fault hooks (see Options::corrupt_blocks and corrupt_written).
-        if let Ok(n) = std::env::var("HETCH_FAULT_CORRUPT_BLOCKS") {
-            o.corrupt_blocks = n.parse().unwrap_or(0);
-        }
-        if let Ok(n) = std::env::var("HETCH_FAULT_CORRUPT_WRITTEN") {
-            o.corrupt_written = n.parse().unwrap_or(0);
-        }
+        // Test-only fault hooks, in test builds only.
+        hetch_engine::faults::from_env(&mut o);
         Ok(o)
     }
 

@@ -101,3 +101,38 @@ fn the_engine_reaches_no_socket_tls_or_http_crate() {
     // The check itself sees what it should: the object crate does reach HTTP.
     assert!(closure(&meta, "hetch-object").contains("reqwest"));
 }
+
+/// The engine's features as `cargo tree` resolves them for the binary, following
+/// `edges` (`normal`: what a release build links; `normal,dev`: what the tests build).
+fn engine_features(edges: &str) -> Vec<String> {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["tree", "-p", "hetch", "--edges", edges, "--prefix", "none"])
+        .args(["-f", "{p} [{f}]", "--offline"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree = String::from_utf8(out.stdout).unwrap();
+    let engine = tree.lines().filter(|l| l.starts_with("hetch-engine "));
+    engine.map(str::to_string).collect()
+}
+
+#[test]
+fn a_release_build_has_no_fault_hooks() {
+    // What damages blocks on purpose (HETCH_FAULT_*, Options::corrupt_*) exists only
+    // with the engine's `faults` feature, which only dev-dependencies enable.
+    let shipped = engine_features("normal");
+    assert!(!shipped.is_empty());
+    assert!(
+        shipped.iter().all(|l| !l.contains("faults")),
+        "the shipped binary's engine has fault hooks: {shipped:?}"
+    );
+    // The check sees what it should: the tests' build has them.
+    let tested = engine_features("normal,dev");
+    assert!(tested.iter().any(|l| l.contains("faults")), "{tested:?}");
+    assert!(hetch_engine::faults::BUILT_IN, "the tests need the hooks");
+}

@@ -20,6 +20,7 @@ mod changed;
 mod compress;
 mod dest;
 mod error;
+pub mod faults;
 mod filter;
 mod follow;
 #[cfg(any(test, feature = "fuzzing"))]

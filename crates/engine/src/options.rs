@@ -93,11 +93,14 @@ pub struct Options {
     /// lost in a host crash) between the runs then ends up in the final file.
     pub trust_journal: bool,
     /// Test-only fault hook: flip one bit in this many of the first data blocks the
-    /// source sends, after hashing them (simulates corruption in flight).
+    /// source sends, after hashing them (simulates corruption in flight). Only in
+    /// builds with the `faults` feature (see [`crate::faults`]).
+    #[cfg(feature = "faults")]
     pub corrupt_blocks: u64,
     /// Test-only fault hook: flip one bit in the destination file after writing each
     /// of this many of the first blocks (simulates storage damage, which only
-    /// `--verify written` can see).
+    /// `--verify written` can see). Only with the `faults` feature.
+    #[cfg(feature = "faults")]
     pub corrupt_written: u64,
     /// Compression of blocks on the wire when this side is the source (see
     /// `compress.rs`); a sink takes compressed blocks whatever this says.
@@ -136,7 +139,9 @@ impl Default for Options {
             dry_run: false,
             retry_changed: false,
             trust_journal: false,
+            #[cfg(feature = "faults")]
             corrupt_blocks: 0,
+            #[cfg(feature = "faults")]
             corrupt_written: 0,
             pulled: None,
             compression: Compression::Off,

@@ -5,17 +5,58 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use hetch_proto::Frame;
-use tokio::io::AsyncWrite;
+use tokio::io::{split, AsyncWrite, ReadHalf};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::error::EngineError;
 use crate::liveness::{Liveness, StopSignal};
-use crate::wire::FrameWriter;
-use crate::{Options, Transport};
+use crate::wire::{FrameReader, FrameWriter};
+use crate::{BoxStream, Options, Transport};
 
 /// Depth of the queue in front of the control writer.
 pub(crate) const CONTROL_QUEUE: usize = 4096;
+
+/// What every session starts from (see [`open`]).
+pub(crate) struct Opened {
+    /// The peer, for messages.
+    pub peer: String,
+    /// The control stream's reading half.
+    pub control: FrameReader<ReadHalf<BoxStream>>,
+    /// The queue of control frames to send.
+    pub ctl_tx: mpsc::Sender<Frame>,
+    /// The data streams, each with its frame MAC when plain TCP carries it.
+    pub data: Vec<(BoxStream, Option<crate::wire::FrameMac>)>,
+    /// What [`run_tasks`] ends with.
+    pub end: Ending,
+}
+
+/// The control writer and the silence watch, for [`run_tasks`].
+pub(crate) struct Ending {
+    ctl_writer: tokio::task::JoinHandle<Result<(), EngineError>>,
+    watch: Watch,
+}
+
+/// Starts a session on `transport`, whichever side: the transport watched for
+/// silence, its control stream split, and a task that writes queued control frames.
+pub(crate) fn open(transport: Transport, opts: &Options) -> Opened {
+    let (transport, watch) = Watch::new(transport, opts);
+    let peer = transport.peer.clone();
+    let (ctl_r, ctl_w) = split(transport.control);
+    let (ctl_tx, ctl_rx) = mpsc::channel(CONTROL_QUEUE);
+    let ctl_writer = tokio::spawn(control_writer(
+        FrameWriter::new(ctl_w, &peer),
+        ctl_rx,
+        opts.served_root.clone(),
+    ));
+    Opened {
+        control: FrameReader::new(ctl_r, &peer),
+        data: Transport::data_streams(transport.data, transport.data_mac).collect(),
+        peer,
+        ctl_tx,
+        end: Ending { ctl_writer, watch },
+    }
+}
 
 /// Writes queued control frames, flushing whenever the queue runs dry, and closes the
 /// stream when every sender is gone. Messages in them name paths under `served_root` (a
@@ -98,9 +139,9 @@ enum Event {
 pub(crate) async fn run_tasks(
     mut tasks: JoinSet<Result<(), EngineError>>,
     ctl_tx: mpsc::Sender<Frame>,
-    ctl_writer: tokio::task::JoinHandle<Result<(), EngineError>>,
-    watch: Watch,
+    end: Ending,
 ) -> Result<(), EngineError> {
+    let Ending { ctl_writer, watch } = end;
     let mut failure = None;
     let mut tick = tokio::time::interval(
         watch

@@ -15,7 +15,6 @@ use hetch_integrity as integrity;
 use hetch_proto::{DataHeader, Entry, EntryKind, Frame, PlanAction, Summary};
 use hetch_storage::walk::{self, Identity, SourceEntry, SourceKind};
 use hetch_storage::StorageError;
-use tokio::io::split;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
@@ -28,7 +27,7 @@ use crate::operand::Operand;
 use crate::pool::{BufferPool, PooledBuf};
 use crate::progress::{Progress, Report};
 use crate::rate::RateLimiter;
-use crate::session::{control_writer, is_zero, run_tasks, Watch, CONTROL_QUEUE};
+use crate::session::{is_zero, run_tasks};
 use crate::store::origin::{Found, OriginFile};
 use crate::store::Size;
 use crate::wire::{FrameReader, FrameWriter};
@@ -99,7 +98,7 @@ pub(crate) struct Shared {
     pub(crate) pool: BufferPool,
     /// Compresses blocks on the wire, when the session asks for it.
     packer: Option<Packer>,
-    corrupt_left: AtomicU64,
+    corrupt_left: crate::faults::Countdown,
     /// Bounds the threads hashing at once.
     pub(crate) gate: Gate,
     /// The next entry id.
@@ -173,15 +172,8 @@ pub async fn run_source_from(
     transport: Transport,
     progress: Arc<Progress>,
 ) -> Result<Report, EngineError> {
-    let (transport, watch) = Watch::new(transport, &opts);
-    let peer = transport.peer.clone();
-    let (ctl_r, ctl_w) = split(transport.control);
-    let (ctl_tx, ctl_rx) = mpsc::channel(CONTROL_QUEUE);
-    let ctl_writer = tokio::spawn(control_writer(
-        FrameWriter::new(ctl_w, &peer),
-        ctl_rx,
-        opts.served_root.clone(),
-    ));
+    let session = crate::session::open(transport, &opts);
+    let (peer, ctl_tx) = (session.peer.clone(), session.ctl_tx.clone());
     let pool = BufferPool::new(opts.effective_buffer_memory());
     // An origin's reads may wait a round trip each: it says how many to keep in
     // flight. Each reader holds a pool buffer while its read is out, so the buffer
@@ -195,7 +187,7 @@ pub async fn run_source_from(
         .fold(opts.concurrency, usize::max)
         .max(1);
     let shared = Arc::new(Shared {
-        corrupt_left: AtomicU64::new(opts.corrupt_blocks),
+        corrupt_left: crate::faults::in_flight(&opts),
         packer: Packer::new(opts.compression, opts.hash_threads),
         gate: Gate::new(opts.hash_threads),
         opts,
@@ -264,7 +256,7 @@ pub async fn run_source_from(
     tasks.spawn(announcer(entry_rx, ctl_tx.clone()));
     tasks.spawn(control_reader(
         shared.clone(),
-        FrameReader::new(ctl_r, &peer),
+        session.control,
         ctl_tx.clone(),
         summary.clone(),
     ));
@@ -285,7 +277,7 @@ pub async fn run_source_from(
         }
         Ok(())
     });
-    for (stream, mac) in Transport::data_streams(transport.data, transport.data_mac) {
+    for (stream, mac) in session.data {
         tasks.spawn(stream_writer(
             stream,
             mac,
@@ -296,7 +288,7 @@ pub async fn run_source_from(
     }
     drop(data_rx);
 
-    let result = run_tasks(tasks, ctl_tx, ctl_writer, watch).await;
+    let result = run_tasks(tasks, ctl_tx, session.end).await;
     shared.window.close();
     result?;
     let summary = *summary.lock().expect("summary lock");
@@ -519,25 +511,14 @@ async fn announcer(
         let mut item = Some(first);
         // Take whatever is already queued, without waiting, up to one batch.
         while let Some(listed) = item {
-            let error = match listed {
-                Listed::Entry(e) => {
-                    batch.push(e);
-                    None
-                }
-                Listed::Error(file, message) => Some(Frame::FileError { file, message }),
-            };
-            if let Some(frame) = error {
-                // Keep order: entries listed before the error go first.
-                if !batch.is_empty()
-                    && ctl
-                        .send(Frame::Entries(std::mem::take(&mut batch)))
-                        .await
-                        .is_err()
-                {
-                    return Ok(());
-                }
-                if ctl.send(frame).await.is_err() {
-                    return Ok(());
+            match listed {
+                Listed::Entry(e) => batch.push(e),
+                Listed::Error(file, message) => {
+                    // Keep order: entries listed before the error go first.
+                    let error = Frame::FileError { file, message };
+                    if !flush(&ctl, &mut batch).await || ctl.send(error).await.is_err() {
+                        return Ok(());
+                    }
                 }
             }
             item = if batch.len() < ENTRY_BATCH {
@@ -546,17 +527,21 @@ async fn announcer(
                 None
             };
         }
-        if !batch.is_empty()
-            && ctl
-                .send(Frame::Entries(std::mem::take(&mut batch)))
-                .await
-                .is_err()
-        {
+        if !flush(&ctl, &mut batch).await {
             return Ok(());
         }
     }
     let _ = ctl.send(Frame::EndOfEntries).await;
     Ok(())
+}
+
+/// Sends the entries batched so far, if any; false when the control stream is gone.
+async fn flush(ctl: &mpsc::Sender<Frame>, batch: &mut Vec<Entry>) -> bool {
+    batch.is_empty()
+        || ctl
+            .send(Frame::Entries(std::mem::take(batch)))
+            .await
+            .is_ok()
 }
 
 async fn control_reader(
@@ -833,13 +818,7 @@ pub(crate) async fn queue_block(
     }
     // (A compressed payload is damaged only to fail inflating: the hook damages blocks
     // sent as they are.)
-    if !zero
-        && !packed
-        && shared
-            .corrupt_left
-            .fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1))
-            .is_ok()
-    {
+    if !zero && !packed && shared.corrupt_left.fire() {
         buf[0] ^= 0x01; // test-only fault hook: damage after hashing
     }
     let header = DataHeader {

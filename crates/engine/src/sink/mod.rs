@@ -35,7 +35,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 use hetch_proto::{DataHeader, Frame, Schedule};
 use hetch_storage::part::FinalMeta;
 use hetch_storage::StorageError;
-use tokio::io::split;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinSet;
 
@@ -44,9 +43,9 @@ use crate::error::EngineError;
 use crate::gate::Gate;
 use crate::pool::{BufferPool, PooledBuf};
 use crate::progress::{Progress, Report};
-use crate::session::{control_writer, run_tasks, Watch, CONTROL_QUEUE};
+use crate::session::run_tasks;
 use crate::store::{Capabilities, Place, Store};
-use crate::wire::{FrameReader, FrameWriter, Incoming};
+use crate::wire::{FrameReader, Incoming};
 use crate::{BoxStream, Options, Transport};
 
 /// Files a source may have announced and not yet seen finished, at most: what the
@@ -81,8 +80,8 @@ pub(crate) struct SinkShared {
         async_channel::Sender<verify::Job>,
         async_channel::Receiver<verify::Job>,
     ),
-    /// Test hook: written blocks still to damage (see `Options::corrupt_written`).
-    pub corrupt_left: AtomicU64,
+    /// Test hook: written blocks still to damage (see [`crate::faults`]).
+    pub corrupt_left: crate::faults::Countdown,
     /// Compare-only and mirroring sessions: destination paths the source announced,
     /// relative to the destination directory (memory grows with the entries).
     pub seen: Mutex<std::collections::HashSet<PathBuf>>,
@@ -296,15 +295,8 @@ pub async fn run_sink_into(
     transport: Transport,
     progress: Arc<Progress>,
 ) -> Result<Report, EngineError> {
-    let (transport, watch) = Watch::new(transport, &opts);
-    let peer = transport.peer.clone();
-    let (ctl_r, ctl_w) = split(transport.control);
-    let (ctl_tx, ctl_rx) = mpsc::channel(CONTROL_QUEUE);
-    let ctl_writer = tokio::spawn(control_writer(
-        FrameWriter::new(ctl_w, &peer),
-        ctl_rx,
-        opts.served_root.clone(),
-    ));
+    let session = crate::session::open(transport, &opts);
+    let (peer, ctl_tx) = (session.peer.clone(), session.ctl_tx.clone());
 
     // A store that cannot read back checks what it receives instead.
     let caps = store.capabilities();
@@ -317,7 +309,7 @@ pub async fn run_sink_into(
     };
     let opts_hash_threads = opts.hash_threads;
     let opts_pulled = opts.pulled.clone();
-    let corrupt_written = opts.corrupt_written;
+    let corrupt_written = crate::faults::when_written(&opts);
     let shared = Arc::new(SinkShared {
         opts,
         peer: peer.clone(),
@@ -333,7 +325,7 @@ pub async fn run_sink_into(
         zeros: OnceLock::new(),
         gate: Gate::new(opts_hash_threads),
         verify: async_channel::unbounded(),
-        corrupt_left: AtomicU64::new(corrupt_written),
+        corrupt_left: corrupt_written,
         seen: Mutex::default(),
         durable: Mutex::new(None),
         dirs_seen: Mutex::default(),
@@ -350,7 +342,7 @@ pub async fn run_sink_into(
     let mut tasks = JoinSet::new();
     tasks.spawn(control_reader(
         shared.clone(),
-        FrameReader::new(ctl_r, &peer),
+        session.control,
         ctl_tx.clone(),
     ));
     tasks.spawn(finisher(shared.clone(), ctl_tx.clone()));
@@ -359,7 +351,7 @@ pub async fn run_sink_into(
         durable_rx,
         ctl_tx.clone(),
     ));
-    for (stream, mac) in Transport::data_streams(transport.data, transport.data_mac) {
+    for (stream, mac) in session.data {
         let sh = shared.clone();
         tasks.spawn(data_reader(
             peer.clone(),
@@ -387,7 +379,7 @@ pub async fn run_sink_into(
         tasks.spawn(verify::verifier(shared.clone(), ctl_tx.clone()));
     }
 
-    run_tasks(tasks, ctl_tx, ctl_writer, watch).await?;
+    run_tasks(tasks, ctl_tx, session.end).await?;
     Ok(progress.report())
 }
 

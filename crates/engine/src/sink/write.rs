@@ -2,7 +2,6 @@
 //! then handing each written block to the read-back check (`--verify written`) or
 //! straight to `finish::block_done` (`received`, `none`).
 
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use hetch_integrity::to_hex;
@@ -177,12 +176,7 @@ fn store(
             .map(|()| true);
     }
     inc.out.put(offset, data)?;
-    if !data.is_empty()
-        && sh
-            .corrupt_left
-            .fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1))
-            .is_ok()
-    {
+    if !data.is_empty() && sh.corrupt_left.fire() {
         // Test-only fault hook: damage the stored block before it is read back.
         inc.out.put(offset, &[data[0] ^ 0x01])?;
     }

@@ -172,8 +172,15 @@ pub async fn run_source_from(
     transport: Transport,
     progress: Arc<Progress>,
 ) -> Result<Report, EngineError> {
-    let session = crate::session::open(transport, &opts);
-    let (peer, ctl_tx) = (session.peer.clone(), session.ctl_tx.clone());
+    // The queue's sender moves into `run_tasks`, which drops it: the control writer
+    // ends once every sender is gone.
+    let crate::session::Opened {
+        peer,
+        control,
+        ctl_tx,
+        data,
+        end,
+    } = crate::session::open(transport, &opts);
     let pool = BufferPool::new(opts.effective_buffer_memory());
     // An origin's reads may wait a round trip each: it says how many to keep in
     // flight. Each reader holds a pool buffer while its read is out, so the buffer
@@ -256,7 +263,7 @@ pub async fn run_source_from(
     tasks.spawn(announcer(entry_rx, ctl_tx.clone()));
     tasks.spawn(control_reader(
         shared.clone(),
-        session.control,
+        control,
         ctl_tx.clone(),
         summary.clone(),
     ));
@@ -277,7 +284,7 @@ pub async fn run_source_from(
         }
         Ok(())
     });
-    for (stream, mac) in session.data {
+    for (stream, mac) in data {
         tasks.spawn(stream_writer(
             stream,
             mac,
@@ -288,7 +295,7 @@ pub async fn run_source_from(
     }
     drop(data_rx);
 
-    let result = run_tasks(tasks, ctl_tx, session.end).await;
+    let result = run_tasks(tasks, ctl_tx, end).await;
     shared.window.close();
     result?;
     let summary = *summary.lock().expect("summary lock");

@@ -295,8 +295,15 @@ pub async fn run_sink_into(
     transport: Transport,
     progress: Arc<Progress>,
 ) -> Result<Report, EngineError> {
-    let session = crate::session::open(transport, &opts);
-    let (peer, ctl_tx) = (session.peer.clone(), session.ctl_tx.clone());
+    // The queue's sender moves into `run_tasks`, which drops it: the control writer
+    // ends once every sender is gone.
+    let crate::session::Opened {
+        peer,
+        control,
+        ctl_tx,
+        data,
+        end,
+    } = crate::session::open(transport, &opts);
 
     // A store that cannot read back checks what it receives instead.
     let caps = store.capabilities();
@@ -340,18 +347,14 @@ pub async fn run_sink_into(
     *shared.durable.lock().expect("durable lock") = Some(durable_tx);
 
     let mut tasks = JoinSet::new();
-    tasks.spawn(control_reader(
-        shared.clone(),
-        session.control,
-        ctl_tx.clone(),
-    ));
+    tasks.spawn(control_reader(shared.clone(), control, ctl_tx.clone()));
     tasks.spawn(finisher(shared.clone(), ctl_tx.clone()));
     tasks.spawn(growing::durability(
         shared.clone(),
         durable_rx,
         ctl_tx.clone(),
     ));
-    for (stream, mac) in session.data {
+    for (stream, mac) in data {
         let sh = shared.clone();
         tasks.spawn(data_reader(
             peer.clone(),
@@ -379,7 +382,7 @@ pub async fn run_sink_into(
         tasks.spawn(verify::verifier(shared.clone(), ctl_tx.clone()));
     }
 
-    run_tasks(tasks, ctl_tx, session.end).await?;
+    run_tasks(tasks, ctl_tx, end).await?;
     Ok(progress.report())
 }
 

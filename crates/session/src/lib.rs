@@ -22,7 +22,9 @@
 #![deny(missing_docs)]
 
 pub mod client;
-pub mod location;
+/// What an operand names, parsed in the leaf crate `hetch-location` (re-exported so
+/// that `hetch_session::location::Location` keeps working).
+pub use hetch_location::location;
 mod metrics;
 pub mod range;
 pub mod relay;

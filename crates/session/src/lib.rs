@@ -31,7 +31,8 @@ pub mod relay;
 pub mod server;
 
 pub use client::{
-    is_transient, load_token, open_session, session_request, Autotune, ClientConfig, NoAnswer,
+    is_transient, is_transient_error, load_token, open_session, session_request, Autotune,
+    ClientConfig, NoAnswer,
 };
 pub use relay::{relay, server_key, RelayPolicy};
 pub use server::{default_state_dir, ServeConfig, ServeRoot, Server};

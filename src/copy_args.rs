@@ -7,26 +7,8 @@ use hetch_copy::CopyJob;
 use hetch_engine::Verify;
 
 use crate::location::Location;
+use crate::usage::{usage, ArgsError};
 use crate::{overlap, CpArgs, PredictArgs, SyncArgs, VerifyArgs, WatchArgs};
-
-/// Why a subcommand's arguments make no job.
-pub enum ArgsError {
-    /// Bad usage, in one line (exit code 2).
-    Usage(String),
-    /// Something the arguments name could not be used (exit code 1).
-    Failed(anyhow::Error),
-}
-
-impl From<anyhow::Error> for ArgsError {
-    fn from(e: anyhow::Error) -> Self {
-        ArgsError::Failed(e)
-    }
-}
-
-/// A usage error, as a result.
-fn usage<T>(msg: impl Into<String>) -> Result<T, ArgsError> {
-    Err(ArgsError::Usage(msg.into()))
-}
 
 /// Parses operands; `Err` is the usage error.
 fn parse_locations(paths: &[String]) -> Result<Vec<Location>, ArgsError> {

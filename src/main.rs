@@ -12,9 +12,12 @@ mod doctor;
 mod follow;
 mod jobcli;
 mod overlap;
+mod serve;
 mod service_client;
+mod sum;
 mod sync;
 mod ui;
+mod usage;
 mod watch;
 mod worker;
 mod worker_as;
@@ -30,8 +33,8 @@ use clap::{Args, Parser, Subcommand};
 use hetch_engine::Options;
 use hetch_net::SocketOptions;
 
-use crate::copy_args::ArgsError;
 use crate::location::Location;
+use crate::usage::{config_of, usage_error, ArgsError};
 use hetch_copy::CopyJob;
 use hetch_session::{client, location, server};
 use hetch_units as units;
@@ -676,12 +679,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// Reports bad usage found after flag parsing (exit code 2, like clap's own).
-fn usage_error(msg: &str) -> ExitCode {
-    eprintln!("hetch: error: {}", hetch_proto::escape_text(msg));
-    ExitCode::from(2)
-}
-
 /// The error and its causes on one line, without repeating a cause already quoted.
 pub(crate) fn one_line(e: &anyhow::Error) -> String {
     hetch_copy::one_line(e.as_ref())
@@ -696,14 +693,10 @@ fn job_of<'a, A>(
 where
     CopyJob: TryFrom<&'a A, Error = ArgsError>,
 {
-    match CopyJob::try_from(a) {
-        Ok(job) => Ok(Ok(CopyJob {
-            s3: s3.clone(),
-            ..job
-        })),
-        Err(ArgsError::Usage(msg)) => Ok(Err(usage_error(&msg))),
-        Err(ArgsError::Failed(e)) => Err(e),
-    }
+    Ok(config_of(a)?.map(|job: CopyJob| CopyJob {
+        s3: s3.clone(),
+        ..job
+    }))
 }
 
 /// Runs the copy the arguments `a` ask for, shown as `shown` says.
@@ -745,113 +738,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(job) => watch::run(job, a.conn.json, a.stats_interval).await,
             Err(code) => Ok(code),
         },
-        Command::Serve(a) => {
-            let mut engine = a.tuning.engine()?;
-            engine.rate_limit = a.rate_limit.unwrap_or(0);
-            engine.preserve_special_modes = a.preserve_special_modes;
-            let root = match Location::parse(&a.root) {
-                Ok(Location::Object(url)) => {
-                    let mut b = hetch_copy::Buckets::new(&s3);
-                    server::ServeRoot::Object(b.location(&url)?)
-                }
-                Ok(Location::Local(p)) => {
-                    // Messages to clients name paths relative to the root.
-                    engine.served_root = hetch_storage::paths::canonical_root(&p).ok();
-                    server::ServeRoot::Local(p)
-                }
-                Ok(Location::Remote { .. }) => {
-                    return Ok(usage_error(
-                        "--root: a local directory or s3://, gs:// or az://BUCKET/PREFIX",
-                    ))
-                }
-                Err(msg) => return Ok(usage_error(&msg)),
-            };
-            let cfg = server::ServeConfig {
-                root,
-                listen: a.listen,
-                state_dir: a.state_dir.unwrap_or_else(server::default_state_dir),
-                token_file: a.token_file,
-                socket: a.tuning.socket(),
-                engine,
-                limits: a.pre_auth.limits(),
-                metrics: a.metrics,
-                relay: match hetch_session::RelayPolicy::parse(&a.relay_to, location::DEFAULT_PORT)
-                {
-                    Ok(p) => p,
-                    Err(msg) => return Ok(usage_error(&msg)),
-                },
-            };
-            let srv = server::Server::bind(cfg).await?;
-            if srv.new_identity {
-                eprintln!("hetch serve: created a new key");
-            }
-            eprintln!("hetch serve: listening on {}", srv.addr);
-            if let Some(addr) = srv.metrics_addr {
-                eprintln!("hetch serve: metrics on http://{addr}/metrics");
-            }
-            eprintln!("hetch serve: fingerprint {}", srv.fingerprint);
-            eprintln!("hetch serve: token in {}", srv.token_path.display());
-            srv.run_until(watch::shutdown()).await?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Serve(a) => match config_of(serve::ServeFlags(&a, &s3))? {
+            Ok(cfg) => serve::run(cfg).await,
+            Err(code) => Ok(code),
+        },
         Command::Doctor(a) => doctor::run(a).await,
-        Command::Clean(a) => {
-            let md = std::fs::metadata(&a.dir)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", a.dir.display()))?;
-            if !md.is_dir() {
-                return Ok(usage_error(&format!(
-                    "{}: not a directory",
-                    a.dir.display()
-                )));
-            }
-            let (dir, dry_run, split) = (a.dir, a.dry_run, a.split);
-            Ok(tokio::task::spawn_blocking(move || clean::run(&dir, dry_run, split)).await?)
-        }
-        Command::Sum(a) => {
-            let (bs, threads, algo) = (a.block_size, a.threads, a.checksum);
-            let locs: Vec<_> = match a.paths.iter().map(|p| Location::parse(p)).collect() {
-                Ok(l) => l,
-                Err(msg) => return Ok(usage_error(&msg)),
-            };
-            let mut paths = Vec::new();
-            let mut errors = Vec::new();
-            let mut buckets = hetch_copy::Buckets::new(&s3);
-            for l in locs {
-                match l {
-                    Location::Local(p) => paths.push(p),
-                    Location::Object(url) => {
-                        let loc = buckets.location(&url)?;
-                        let mut out = std::io::stdout();
-                        errors.extend(
-                            hetch_object::sum_objects(&loc, algo, bs, threads * 4, &mut out)
-                                .await?,
-                        );
-                    }
-                    Location::Remote { .. } => {
-                        return Ok(usage_error(
-                            "hetch sum reads local files and s3://, gs://, az:// objects",
-                        ))
-                    }
-                }
-            }
-            let more = tokio::task::spawn_blocking(move || {
-                let mut out = std::io::BufWriter::new(std::io::stdout());
-                let errors =
-                    hetch_engine::sum::write_manifest(&paths, algo, bs, threads, &mut out)?;
-                std::io::Write::flush(&mut out)?;
-                Ok::<_, std::io::Error>(errors)
-            })
-            .await??;
-            errors.extend(more);
-            for e in &errors {
-                eprintln!("hetch: error: {}", hetch_proto::escape_text(e));
-            }
-            Ok(if errors.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(3)
-            })
-        }
+        Command::Clean(a) => clean::command(a).await,
+        Command::Sum(a) => sum::run(a, &s3).await,
         Command::Service(a) => jobcli::service(a).await,
         Command::Job(a) => jobcli::job(a).await,
         Command::Worker(a) => worker::run(a).await,

@@ -79,10 +79,11 @@ pub fn one_line(e: &(dyn Error + 'static)) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn lost() -> CopyError {
+    /// A lost connection, the transient failure of the tests.
+    pub(crate) fn lost() -> CopyError {
         CopyError::Engine(EngineError::Connection {
             peer: "h:1".into(),
             cause: std::io::Error::from(std::io::ErrorKind::ConnectionReset),

@@ -100,14 +100,7 @@ pub fn moved(attempt: &hetch_proto::Summary) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hetch_engine::EngineError;
-
-    fn lost() -> CopyError {
-        CopyError::Engine(EngineError::Connection {
-            peer: "h:1".into(),
-            cause: std::io::Error::from(std::io::ErrorKind::ConnectionReset),
-        })
-    }
+    use crate::error::tests::lost;
 
     fn policy(retries: u32) -> RetryPolicy {
         RetryPolicy {

@@ -37,13 +37,30 @@ pub enum CopyError {
     Storage(#[from] StorageError),
     /// Opening or running a session with a server failed.
     #[error(transparent)]
-    Session(Box<dyn Error + Send + Sync + 'static>),
+    Session(SessionError),
+}
+
+/// How a session with a server failed, with its causes (opaque: it is shown, and
+/// [`CopyError::is_transient`] reads it).
+#[derive(Debug)]
+pub struct SessionError(anyhow::Error);
+
+impl std::fmt::Display for SessionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl Error for SessionError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        (*self.0).source()
+    }
 }
 
 impl CopyError {
     /// A session's failure, with its causes.
-    pub(crate) fn session(e: impl Into<Box<dyn Error + Send + Sync + 'static>>) -> Self {
-        CopyError::Session(e.into())
+    pub(crate) fn session(e: impl Into<anyhow::Error>) -> Self {
+        CopyError::Session(SessionError(e.into()))
     }
 
     /// Whether another session may get past this failure (a lost, stalled or damaged
@@ -55,7 +72,8 @@ impl CopyError {
             CopyError::Engine(e) => hetch_session::is_transient_error(e),
             CopyError::Object(e) => hetch_session::is_transient_error(e),
             CopyError::Storage(e) => hetch_session::is_transient_error(e),
-            CopyError::Session(e) => hetch_session::is_transient_error(e.as_ref()),
+            // Not through `SessionError::source`: that starts below the error itself.
+            CopyError::Session(e) => hetch_session::is_transient(&e.0),
         }
     }
 }
@@ -100,6 +118,18 @@ pub(crate) mod tests {
         assert!(
             CopyError::session(engine).is_transient(),
             "a session's loss"
+        );
+        // A relay's loss, as the source server reports it, with context on top.
+        let peer = anyhow::Error::from(EngineError::Peer {
+            peer: "h:1".into(),
+            code: hetch_proto::ErrorCode::Unavailable,
+            message: "relay to b: connection lost".into(),
+        });
+        let relayed = CopyError::session(peer.context("relaying"));
+        assert!(relayed.is_transient(), "found below the context");
+        assert_eq!(
+            one_line(&relayed),
+            "relaying: h:1: relay to b: connection lost"
         );
     }
 

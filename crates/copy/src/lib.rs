@@ -25,7 +25,7 @@ pub mod run;
 
 pub use buckets::Buckets;
 pub use dispatch::dispatch;
-pub use error::{one_line, CopyError};
+pub use error::{one_line, CopyError, SessionError};
 pub use job::{CopyJob, DestServer, DEFAULT_STREAMS};
 pub use retry::{moved, Recovery, RetryPolicy};
 pub use run::{recover, Copied, Copy, Recovered};

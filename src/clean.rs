@@ -10,6 +10,21 @@ use hetch_proto::escape_text;
 use hetch_storage::leftovers::{clean_tree, Clean, Outcome};
 
 use crate::units::human_bytes;
+use crate::usage::usage_error;
+use crate::CleanArgs;
+
+/// `hetch clean` with its flags: `a.dir` must be a directory (bad usage otherwise).
+pub async fn command(a: CleanArgs) -> anyhow::Result<ExitCode> {
+    let md = std::fs::metadata(&a.dir).map_err(|e| anyhow::anyhow!("{}: {e}", a.dir.display()))?;
+    if !md.is_dir() {
+        return Ok(usage_error(&format!(
+            "{}: not a directory",
+            a.dir.display()
+        )));
+    }
+    let (dir, dry_run, split) = (a.dir, a.dry_run, a.split);
+    Ok(tokio::task::spawn_blocking(move || run(&dir, dry_run, split)).await?)
+}
 
 /// Cleans `dir`: one line per leftover on stdout (what was, or with `dry_run` would
 /// be, removed; what a running transfer holds and was kept), a total on stderr, each

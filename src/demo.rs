@@ -10,7 +10,9 @@ use hetch_engine::Options;
 use hetch_net::SocketOptions;
 
 use crate::client::ClientConfig;
-use crate::cp::{CopyJob, Outcome};
+use hetch_copy::CopyJob;
+
+use crate::cp::{Outcome, Shown};
 use crate::location::Location;
 use crate::server::{ServeConfig, Server};
 use crate::units::human_bytes;
@@ -143,24 +145,13 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
     };
     tokio::spawn(server.run());
     let job = |sources: Vec<Location>, dest: Location| CopyJob {
-        manifest: None,
-        s3: Default::default(),
-        sources,
-        dest,
-        opts: Options::default(),
-        streams: 4,
-        autotune_off: None,
-        link_rate: None,
-        encrypt: true,
         client: Some(client.clone()),
+        ..CopyJob::new(sources, dest)
+    };
+    let shown = || Shown {
         json: false,
         progress: crate::ui::ProgressView::Bar,
-        retry: Default::default(),
-        filter: Default::default(),
         dest_shown: String::new(),
-        entries: None,
-        confine_to: None,
-        dest_server: Default::default(),
     };
     let remote = Location::Remote {
         host: host.clone(),
@@ -171,11 +162,15 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         "hetch demo: push {} over TLS to hetch://{host}/dataset",
         human_bytes(bytes as f64)
     );
-    let push = crate::cp::run(job(vec![Location::Local(data.clone())], remote.clone())).await?;
+    let push = crate::cp::run(
+        job(vec![Location::Local(data.clone())], remote.clone()),
+        shown(),
+    )
+    .await?;
     let push_secs = t.elapsed().as_secs_f64();
     let t = Instant::now();
     eprintln!("hetch demo: pull it back into {}", pulled.display());
-    let pull = crate::cp::run(job(vec![remote], Location::Local(pulled.clone()))).await?;
+    let pull = crate::cp::run(job(vec![remote], Location::Local(pulled.clone())), shown()).await?;
     let pull_secs = t.elapsed().as_secs_f64();
     if matches!(push, Outcome::Partial) || matches!(pull, Outcome::Partial) {
         bail!("some files failed");

@@ -5,16 +5,19 @@
 //! listed on stderr).
 
 mod clean;
+mod copy_args;
 mod cp;
 mod demo;
 mod doctor;
 mod follow;
 mod jobcli;
 mod overlap;
-mod retry;
+mod serve;
 mod service_client;
+mod sum;
 mod sync;
 mod ui;
+mod usage;
 mod watch;
 mod worker;
 mod worker_as;
@@ -31,6 +34,8 @@ use hetch_engine::Options;
 use hetch_net::SocketOptions;
 
 use crate::location::Location;
+use crate::usage::{config_of, usage_error, ArgsError};
+use hetch_copy::CopyJob;
 use hetch_session::{client, location, server};
 use hetch_units as units;
 
@@ -74,7 +79,7 @@ enum Command {
     /// (deleted, deleted_paths: the first 1000). The destination side remembers every
     /// path the sources announce: memory grows with the number of entries, as with
     /// rsync --delete.
-    Sync(CpArgs),
+    Sync(SyncArgs),
     /// Predict how long `hetch cp SRC... DST` would take, and what would limit it: a
     /// dry run (what would be copied and replaced, as `cp --dry-run` lists it) through
     /// a bottleneck model of this machine's per-file and per-byte costs, the path's
@@ -198,7 +203,7 @@ struct CpArgs {
     #[command(flatten)]
     follow_args: follow::FollowArgs,
     #[command(flatten)]
-    retry: retry::RetryArgs,
+    retry: RetryArgs,
     #[command(flatten)]
     filter: follow::FilterArgs,
     #[command(flatten)]
@@ -218,6 +223,48 @@ struct PredictArgs {
     rate: Option<u64>,
     #[command(flatten)]
     cp: CpArgs,
+}
+
+/// `hetch sync`: the flags of `cp`, mirroring always.
+#[derive(Args)]
+struct SyncArgs {
+    #[command(flatten)]
+    cp: CpArgs,
+}
+
+impl CpArgs {
+    /// How the copy is shown: as the flags say, deleted entries named below the
+    /// destination operand as typed.
+    fn shown(&self) -> cp::Shown {
+        cp::Shown {
+            dest_shown: self.paths.last().cloned().unwrap_or_default(),
+            ..self.conn.shown()
+        }
+    }
+}
+
+/// How a run recovers from lost sessions (`cp`, `verify`): the flags of
+/// [`hetch_copy::RetryPolicy`].
+#[derive(Args, Clone, Debug)]
+struct RetryArgs {
+    /// Sessions opened again in a row, after a lost connection, without any data
+    /// getting through in between (a session that moves data resets the count);
+    /// 0 gives up at the first loss.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    retries: u32,
+    /// Give up recovering once this long has passed without any data getting through.
+    #[arg(long, default_value = "10m", value_parser = units::parse_duration)]
+    retry_for: std::time::Duration,
+}
+
+impl RetryArgs {
+    /// The policy these flags set.
+    fn policy(&self) -> hetch_copy::RetryPolicy {
+        hetch_copy::RetryPolicy {
+            retries: self.retries,
+            retry_for: self.retry_for,
+        }
+    }
 }
 
 #[derive(Args)]
@@ -273,13 +320,10 @@ struct StreamArgs {
     compress: hetch_engine::Compression,
 }
 
-/// Data streams when autotuning is off and none are given.
-const DEFAULT_STREAMS: u16 = 4;
-
 impl StreamArgs {
     /// The streams sessions open unless autotuning chooses.
     fn count(&self) -> u16 {
-        self.streams.unwrap_or(DEFAULT_STREAMS)
+        self.streams.unwrap_or(hetch_copy::DEFAULT_STREAMS)
     }
 
     /// Autotuning, unless streams were given or it was turned off (then why).
@@ -287,7 +331,7 @@ impl StreamArgs {
         match (self.streams, self.no_autotune) {
             (_, true) => Err("--no-autotune"),
             (Some(_), false) => Err("--streams given"),
-            (None, false) => Ok(Arc::new(client::Autotune::new(DEFAULT_STREAMS))),
+            (None, false) => Ok(Arc::new(client::Autotune::new(hetch_copy::DEFAULT_STREAMS))),
         }
     }
 }
@@ -485,7 +529,7 @@ struct VerifyArgs {
     #[command(flatten)]
     conn: ConnArgs,
     #[command(flatten)]
-    retry: retry::RetryArgs,
+    retry: RetryArgs,
 }
 
 /// Which server key to trust and which token to present: the flags of every command
@@ -547,6 +591,15 @@ impl ConnArgs {
         }
     }
 
+    /// How a copy is shown: as these flags say.
+    fn shown(&self) -> cp::Shown {
+        cp::Shown {
+            json: self.json,
+            progress: self.progress_view(),
+            dest_shown: String::new(),
+        }
+    }
+
     /// The connection settings, when any operand is on a server.
     fn client_for(
         &self,
@@ -575,7 +628,7 @@ impl ConnArgs {
 
     /// The destination server of a copy between two servers, as far as flags and
     /// environment say.
-    fn dest_server(&self) -> anyhow::Result<cp::DestServer> {
+    fn dest_server(&self) -> anyhow::Result<hetch_copy::DestServer> {
         let token = match (&self.dest_token_file, std::env::var("HETCH_DEST_TOKEN")) {
             (Some(p), _) => Some(hetch_net::read_token_file(p)?),
             (None, Ok(t)) if !t.trim().is_empty() => {
@@ -586,16 +639,11 @@ impl ConnArgs {
             }
             _ => None,
         };
-        Ok(cp::DestServer {
+        Ok(hetch_copy::DestServer {
             token,
             fingerprint: self.dest_fingerprint,
         })
     }
-}
-
-/// Parses operands; `Err` is the usage error.
-fn parse_locations(paths: &[String]) -> Result<Vec<Location>, String> {
-    paths.iter().map(|p| Location::parse(p)).collect()
 }
 
 #[derive(Args)]
@@ -626,26 +674,39 @@ fn main() -> ExitCode {
     }
 }
 
-/// Reports bad usage found after flag parsing (exit code 2, like clap's own).
-fn usage_error(msg: &str) -> ExitCode {
-    eprintln!("hetch: error: {}", hetch_proto::escape_text(msg));
-    ExitCode::from(2)
-}
-
 /// The error and its causes on one line, without repeating a cause already quoted.
 pub(crate) fn one_line(e: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in e.chain() {
-        let s = cause.to_string();
-        if out.contains(&s) {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&s);
+    hetch_copy::one_line(e.as_ref())
+}
+
+/// The job of a subcommand's arguments (with the global `--s3-endpoint`), or the exit
+/// code once bad usage is reported.
+fn job_of<'a, A>(
+    a: &'a A,
+    s3: &hetch_object::S3Options,
+) -> anyhow::Result<Result<CopyJob, ExitCode>>
+where
+    CopyJob: TryFrom<&'a A, Error = ArgsError>,
+{
+    Ok(config_of(a)?.map(|job: CopyJob| CopyJob {
+        s3: s3.clone(),
+        ..job
+    }))
+}
+
+/// Runs the copy the arguments `a` ask for, shown as `shown` says.
+async fn copy<'a, A>(
+    a: &'a A,
+    s3: &hetch_object::S3Options,
+    shown: cp::Shown,
+) -> anyhow::Result<ExitCode>
+where
+    CopyJob: TryFrom<&'a A, Error = ArgsError>,
+{
+    match job_of(a, s3)? {
+        Ok(job) => Ok(cp::run(job, shown).await?.exit_code()),
+        Err(code) => Ok(code),
     }
-    out
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -653,12 +714,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         endpoint: cli.s3_endpoint.clone(),
     };
     match cli.command {
-        Command::Cp(a) => copy(a, s3, false, None).await,
-        Command::Predict(mut a) => {
-            a.cp.mirror.dry_run = true;
-            copy(a.cp, s3, false, Some(a.rate)).await
-        }
-        Command::Sync(a) => copy(a, s3, true, None).await,
+        Command::Cp(a) => copy(&a, &s3, a.shown()).await,
+        Command::Predict(a) => copy(&a, &s3, a.cp.shown()).await,
+        Command::Sync(a) => copy(&a, &s3, a.cp.shown()).await,
+        Command::Verify(a) => copy(&a, &s3, a.conn.shown()).await,
         Command::Mcp(a) => {
             if s3.endpoint.is_some() {
                 return Ok(usage_error(
@@ -670,215 +729,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             hetch_mcp::serve_stdio(policy, exe).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Watch(a) => {
-            let dest = match Location::parse(&a.dst) {
-                Ok(Location::Object(_)) => {
-                    return Ok(usage_error(
-                        "watching into an object store is not supported (objects cannot grow): watch into a directory or a hetch:// server",
-                    ))
-                }
-                Ok(d) => d,
-                Err(msg) => return Ok(usage_error(&msg)),
-            };
-            std::fs::metadata(&a.dir).map_err(|e| anyhow::anyhow!("{}: {e}", a.dir.display()))?;
-            if !a.dir.is_dir() {
-                return Ok(usage_error(&format!(
-                    "{}: not a directory; hetch watch ships what appears under a directory",
-                    a.dir.display()
-                )));
-            }
-            let mut opts = a.tuning.engine()?;
-            opts.rate_limit = a.streams.rate_limit.unwrap_or(0);
-            opts.compression = a.streams.compress;
-            a.integrity.apply(&mut opts);
-            if let Err(msg) = a.follow_args.apply(&mut opts, true) {
-                return Ok(usage_error(&msg));
-            }
-            if a.remove_source {
-                if opts.verify == hetch_engine::Verify::None {
-                    return Ok(usage_error(
-                        "--remove-source deletes only what was verified: not with --verify none",
-                    ));
-                }
-                opts.remove_source = true;
-                // A file already at the destination is deleted only on a matching digest.
-                opts.checksum_skip = true;
-                opts.file_digests = true;
-            }
-            match a.filter.filter() {
-                Ok(f) => opts.filter = f,
-                Err(msg) => return Ok(usage_error(&msg)),
-            }
-            let sources = vec![Location::Local(a.dir.clone())];
-            let tune = a.streams.autotune();
-            let client =
-                a.conn
-                    .client_for(&sources, &dest, a.tuning.socket(), tune.clone().ok())?;
-            let job = cp::CopyJob {
-                sources,
-                dest,
-                opts,
-                streams: a.streams.count(),
-                autotune_off: tune.err(),
-                link_rate: None,
-                encrypt: !a.streams.no_encrypt,
-                client,
-                json: a.conn.json,
-                progress: ui::ProgressView::Hidden,
-                manifest: None,
-                s3: s3.clone(),
-                // A watch opens new sessions forever by itself.
-                retry: retry::RetryArgs {
-                    retries: 0,
-                    retry_for: std::time::Duration::ZERO,
-                },
-                filter: Default::default(),
-                dest_shown: String::new(),
-                entries: None,
-                confine_to: None,
-                dest_server: Default::default(),
-            };
-            watch::run(job, a.stats_interval).await
-        }
-        Command::Verify(a) => {
-            let mut locs = match parse_locations(&[a.src, a.dst]) {
-                Ok(l) => l,
-                Err(msg) => return Ok(usage_error(&msg)),
-            };
-            let dest = locs.pop().expect("two operands");
-            let mut opts = a.tuning.engine()?;
-            opts.checksum = a.checksum;
-            opts.compare_only = true;
-            let client = a.conn.client_for(&locs, &dest, a.tuning.socket(), None)?;
-            let job = cp::CopyJob {
-                sources: locs,
-                dest,
-                opts,
-                streams: 1,
-                autotune_off: Some("a comparison: one stream"),
-                link_rate: None,
-                encrypt: true,
-                client,
-                json: a.conn.json,
-                progress: a.conn.progress_view(),
-                manifest: None,
-                s3: s3.clone(),
-                retry: a.retry,
-                filter: Default::default(),
-                dest_shown: String::new(),
-                entries: None,
-                confine_to: None,
-                dest_server: Default::default(),
-            };
-            Ok(cp::run(job).await?.exit_code())
-        }
-        Command::Serve(a) => {
-            let mut engine = a.tuning.engine()?;
-            engine.rate_limit = a.rate_limit.unwrap_or(0);
-            engine.preserve_special_modes = a.preserve_special_modes;
-            let root = match Location::parse(&a.root) {
-                Ok(Location::Object(url)) => {
-                    let mut b = cp::Buckets::new(&s3);
-                    server::ServeRoot::Object(b.location(&url)?)
-                }
-                Ok(Location::Local(p)) => {
-                    // Messages to clients name paths relative to the root.
-                    engine.served_root = hetch_storage::paths::canonical_root(&p).ok();
-                    server::ServeRoot::Local(p)
-                }
-                Ok(Location::Remote { .. }) => {
-                    return Ok(usage_error(
-                        "--root: a local directory or s3://, gs:// or az://BUCKET/PREFIX",
-                    ))
-                }
-                Err(msg) => return Ok(usage_error(&msg)),
-            };
-            let cfg = server::ServeConfig {
-                root,
-                listen: a.listen,
-                state_dir: a.state_dir.unwrap_or_else(server::default_state_dir),
-                token_file: a.token_file,
-                socket: a.tuning.socket(),
-                engine,
-                limits: a.pre_auth.limits(),
-                metrics: a.metrics,
-                relay: match hetch_session::RelayPolicy::parse(&a.relay_to, location::DEFAULT_PORT)
-                {
-                    Ok(p) => p,
-                    Err(msg) => return Ok(usage_error(&msg)),
-                },
-            };
-            let srv = server::Server::bind(cfg).await?;
-            if srv.new_identity {
-                eprintln!("hetch serve: created a new key");
-            }
-            eprintln!("hetch serve: listening on {}", srv.addr);
-            if let Some(addr) = srv.metrics_addr {
-                eprintln!("hetch serve: metrics on http://{addr}/metrics");
-            }
-            eprintln!("hetch serve: fingerprint {}", srv.fingerprint);
-            eprintln!("hetch serve: token in {}", srv.token_path.display());
-            srv.run_until(watch::shutdown()).await?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Watch(a) => match job_of(&a, &s3)? {
+            Ok(job) => watch::run(job, a.conn.json, a.stats_interval).await,
+            Err(code) => Ok(code),
+        },
+        Command::Serve(a) => match config_of(serve::ServeFlags(&a, &s3))? {
+            Ok(cfg) => serve::run(cfg).await,
+            Err(code) => Ok(code),
+        },
         Command::Doctor(a) => doctor::run(a).await,
-        Command::Clean(a) => {
-            let md = std::fs::metadata(&a.dir)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", a.dir.display()))?;
-            if !md.is_dir() {
-                return Ok(usage_error(&format!(
-                    "{}: not a directory",
-                    a.dir.display()
-                )));
-            }
-            let (dir, dry_run, split) = (a.dir, a.dry_run, a.split);
-            Ok(tokio::task::spawn_blocking(move || clean::run(&dir, dry_run, split)).await?)
-        }
-        Command::Sum(a) => {
-            let (bs, threads, algo) = (a.block_size, a.threads, a.checksum);
-            let locs = match parse_locations(&a.paths) {
-                Ok(l) => l,
-                Err(msg) => return Ok(usage_error(&msg)),
-            };
-            let mut paths = Vec::new();
-            let mut errors = Vec::new();
-            let mut buckets = cp::Buckets::new(&s3);
-            for l in locs {
-                match l {
-                    Location::Local(p) => paths.push(p),
-                    Location::Object(url) => {
-                        let loc = buckets.location(&url)?;
-                        let mut out = std::io::stdout();
-                        errors.extend(
-                            hetch_object::sum_objects(&loc, algo, bs, threads * 4, &mut out)
-                                .await?,
-                        );
-                    }
-                    Location::Remote { .. } => {
-                        return Ok(usage_error(
-                            "hetch sum reads local files and s3://, gs://, az:// objects",
-                        ))
-                    }
-                }
-            }
-            let more = tokio::task::spawn_blocking(move || {
-                let mut out = std::io::BufWriter::new(std::io::stdout());
-                let errors =
-                    hetch_engine::sum::write_manifest(&paths, algo, bs, threads, &mut out)?;
-                std::io::Write::flush(&mut out)?;
-                Ok::<_, std::io::Error>(errors)
-            })
-            .await??;
-            errors.extend(more);
-            for e in &errors {
-                eprintln!("hetch: error: {}", hetch_proto::escape_text(e));
-            }
-            Ok(if errors.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(3)
-            })
-        }
+        Command::Clean(a) => clean::command(a).await,
+        Command::Sum(a) => sum::run(a, &s3).await,
         Command::Service(a) => jobcli::service(a).await,
         Command::Job(a) => jobcli::job(a).await,
         Command::Worker(a) => worker::run(a).await,
@@ -887,124 +748,6 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             demo::run(a.dir, a.large_mib, a.keep).await?;
             Ok(ExitCode::SUCCESS)
         }
-    }
-}
-
-/// The rate a dry run predicts at: the path's (if known) or the copy's own rate
-/// limit, whichever is lower.
-fn predicted_rate(path: Option<u64>, rate_limit: u64) -> Option<u64> {
-    match (path, rate_limit) {
-        (p, 0) => p,
-        (Some(p), l) => Some(p.min(l)),
-        (None, l) => Some(l),
-    }
-}
-
-/// `hetch cp` and (`sync`) `hetch sync`.
-/// `cp` (`sync`: mirroring); `predict` is a dry run with the path's rate, if known.
-async fn copy(
-    a: CpArgs,
-    s3: hetch_object::S3Options,
-    sync: bool,
-    predict: Option<Option<u64>>,
-) -> anyhow::Result<ExitCode> {
-    {
-        let mut locs = match parse_locations(&a.paths) {
-            Ok(l) => l,
-            Err(msg) => return Ok(usage_error(&msg)),
-        };
-        let dest = locs.pop().expect("clap requires two operands");
-        if let Location::Local(d) = &dest {
-            // Before anything is copied: a copy into itself would nest the tree.
-            let overlap = locs.iter().find_map(|s| match s {
-                Location::Local(s) => overlap::copy_into_itself(s, d),
-                _ => None,
-            });
-            if let Some(msg) = overlap {
-                return Ok(usage_error(&msg));
-            }
-        }
-        let mut opts = a.tuning.engine()?;
-        opts.rate_limit = a.streams.rate_limit.unwrap_or(0);
-        opts.compression = a.streams.compress;
-        opts.no_clobber = a.no_clobber;
-        opts.fsync = a.fsync;
-        opts.preserve_special_modes = a.preserve_special_modes;
-        opts.checksum_skip = a.checksum_skip;
-        opts.retry_changed = a.retry_changed;
-        opts.trust_journal = a.trust_journal;
-        a.integrity.apply(&mut opts);
-        if a.checksum_skip && a.integrity.verify == hetch_engine::Verify::None {
-            return Ok(usage_error(
-                "--checksum-skip needs a digest: not with --verify none",
-            ));
-        }
-        if a.follow {
-            if locs.iter().any(|l| !matches!(l, Location::Local(_))) {
-                return Ok(usage_error(
-                    "--follow needs local sources: run hetch where the files are written",
-                ));
-            }
-            if matches!(dest, Location::Object(_)) {
-                return Ok(usage_error(
-                        "--follow into an object store is not supported (objects cannot grow): follow into a directory or a hetch:// server",
-                    ));
-            }
-            if let Err(msg) = a.follow_args.apply(&mut opts, false) {
-                return Ok(usage_error(&msg));
-            }
-        }
-        opts.delete = match a.mirror.request(sync) {
-            Ok(d) => d,
-            Err(msg) => return Ok(usage_error(&msg)),
-        };
-        opts.dry_run = a.mirror.dry_run;
-        if opts.dry_run && (a.follow || a.manifest.is_some()) {
-            return Ok(usage_error(
-                "--dry-run changes nothing: not with --follow or --manifest",
-            ));
-        }
-        match a.filter.filter() {
-            Ok(f) => opts.filter = f,
-            Err(msg) => return Ok(usage_error(&msg)),
-        }
-        if opts.delete.is_some() && a.follow {
-            return Ok(usage_error(
-                "mirroring deletes after everything was copied: not with --follow",
-            ));
-        }
-        let tune = a.streams.autotune();
-        let client = a
-            .conn
-            .client_for(&locs, &dest, a.tuning.socket(), tune.clone().ok())?;
-        let confine_to = match &a.confine_to {
-            Some(d) => Some(
-                std::fs::canonicalize(d).map_err(|e| anyhow::anyhow!("{}: {e}", d.display()))?,
-            ),
-            None => None,
-        };
-        let link_rate = predicted_rate(predict.flatten(), opts.rate_limit);
-        let job = cp::CopyJob {
-            sources: locs,
-            dest,
-            opts,
-            streams: a.streams.count(),
-            autotune_off: tune.err(),
-            link_rate,
-            encrypt: !a.streams.no_encrypt,
-            client,
-            json: a.conn.json,
-            progress: a.conn.progress_view(),
-            manifest: a.manifest,
-            s3,
-            filter: a.filter.request(),
-            dest_shown: a.paths.last().cloned().unwrap_or_default(),
-            retry: a.retry,
-            entries: None,
-            confine_to,
-            dest_server: a.conn.dest_server()?,
-        };
-        Ok(cp::run(job).await?.exit_code())
     }
 }
 

@@ -11,14 +11,20 @@ use std::time::{Duration, Instant};
 
 use hetch_engine::Progress;
 
-use crate::cp::{self, CopyJob};
+use hetch_copy::CopyJob;
+
 use crate::ui;
 
 /// Longest pause between two sessions after a failure.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// Runs `job` (following forever) until interrupted; returns on SIGINT/SIGTERM.
-pub async fn run(job: CopyJob, stats_interval: Duration) -> anyhow::Result<std::process::ExitCode> {
+/// Counters are JSON lines with `json`.
+pub async fn run(
+    job: CopyJob,
+    json: bool,
+    stats_interval: Duration,
+) -> anyhow::Result<std::process::ExitCode> {
     let progress = Arc::new(Progress::default());
     progress.set_log(Box::new(|line: &str| {
         eprintln!("hetch watch: {}", hetch_proto::escape_text(line))
@@ -26,7 +32,6 @@ pub async fn run(job: CopyJob, stats_interval: Duration) -> anyhow::Result<std::
     let started = Instant::now();
     let stats = {
         let p = progress.clone();
-        let json = job.json;
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(stats_interval);
             tick.tick().await;
@@ -44,13 +49,13 @@ pub async fn run(job: CopyJob, stats_interval: Duration) -> anyhow::Result<std::
         sessions += 1;
         let began = Instant::now();
         let outcome = tokio::select! {
-            r = cp::dispatch(&job, progress.clone()) => r,
+            r = hetch_copy::dispatch(&job, progress.clone()) => r,
             _ = &mut stop => break,
         };
         // A follow-forever session only ends on an error.
         let why = match outcome {
             Ok(_) => "the session ended".to_string(),
-            Err(e) => format!("{e:#}"),
+            Err(e) => format!("{:#}", anyhow::Error::new(e)),
         };
         if began.elapsed() > MAX_BACKOFF {
             backoff = Duration::from_secs(1);
@@ -63,7 +68,7 @@ pub async fn run(job: CopyJob, stats_interval: Duration) -> anyhow::Result<std::
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
     stats.abort();
-    print_stats(&progress, started, sessions.saturating_sub(1), job.json);
+    print_stats(&progress, started, sessions.saturating_sub(1), json);
     let failed = progress.failed.load(Relaxed);
     Ok(if failed > 0 {
         std::process::ExitCode::from(3)

@@ -21,10 +21,10 @@ use hetch_service::api::{ClaimedUnit, JobSpec};
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
-use crate::cp::CopyJob;
 use crate::location::Location;
 use crate::service_client::{path_segment, Client, NotAllowed, Unreachable};
 use crate::worker_metrics::{Call, WorkerMetrics};
+use hetch_copy::CopyJob;
 
 /// `hetch worker`.
 #[derive(Args)]
@@ -585,7 +585,7 @@ impl UnitContext {
             with_parents(list, path);
         }
         let job = self.copy_job(u, per_source, stop, rate)?;
-        let (result, _) = crate::cp::recover(&job, &progress, None).await;
+        let (result, _) = hetch_copy::recover(&job, &progress, None).await;
         let report = result?;
         if let Some(e) = report.errors.first() {
             bail!("{e}");
@@ -719,33 +719,19 @@ impl UnitContext {
     ) -> anyhow::Result<CopyJob> {
         let (client, autotune_off) = with_autotune(client, spec.options.streams);
         Ok(CopyJob {
-            sources,
-            dest_shown: spec.dest.clone(),
-            dest,
             opts,
-            streams: spec.options.streams.unwrap_or(4),
+            streams: spec.options.streams.unwrap_or(hetch_copy::DEFAULT_STREAMS),
             autotune_off,
-            link_rate: None,
-            encrypt: true,
             client,
-            json: false,
-            progress: crate::ui::ProgressView::Hidden,
-            manifest: None,
-            s3: Default::default(),
             // With several destination nodes, a unit that loses its node fails at
             // once: the service gives it again, to the next node, rather than this
             // run waiting for the lost one to come back.
             retry: match spec.dest_nodes.is_empty() {
                 true => Default::default(),
-                false => crate::retry::RetryArgs {
-                    retries: 0,
-                    retry_for: Duration::ZERO,
-                },
+                false => hetch_copy::RetryPolicy::NEVER,
             },
-            filter: Default::default(),
-            entries: None,
             confine_to: Some(self.write_confinement(spec)?),
-            dest_server: Default::default(),
+            ..CopyJob::new(sources, dest)
         })
     }
 }

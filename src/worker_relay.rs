@@ -10,9 +10,9 @@ use anyhow::{anyhow, bail};
 use hetch_engine::{Progress, RateLimiter, StopSignal};
 use hetch_service::api::ClaimedUnit;
 
-use crate::cp::DestServer;
 use crate::location::Location;
 use crate::worker::{unit_options, UnitContext};
+use hetch_copy::DestServer;
 
 impl UnitContext {
     /// Has source operand `operand` of the unit's job pushed by its server into the
@@ -63,7 +63,7 @@ impl UnitContext {
         let client = self.client_config(&source_host, source_token)?;
         let mut job = self.unit_copy(spec, vec![source], dest, opts, Some(client))?;
         job.dest_server = dest_server;
-        let (result, _) = crate::cp::recover(&job, &progress, None).await;
+        let (result, _) = hetch_copy::recover(&job, &progress, None).await;
         let report = result?;
         if let Some(e) = report.errors.first() {
             bail!("{e}");

@@ -93,6 +93,13 @@ fn the_engine_reaches_no_socket_tls_or_http_crate() {
         );
     }
     assert!(closure(&meta, "hetch-object").contains("hetch-store"));
+    // The MCP server only checks operands against its policy (hetch-location); the
+    // copies themselves run in the `hetch` processes it starts.
+    let mcp = closure(&meta, "hetch-mcp");
+    for heavy in ["hetch-engine", "hetch-session", "hetch-object", "hetch-net"] {
+        assert!(!mcp.contains(heavy), "hetch-mcp depends on {heavy}");
+    }
+    assert!(mcp.contains("hetch-location"));
     // The shipped binary carries no benchmark harness, testbed or test backend.
     let shipped = closure(&meta, "hetch");
     for lab in ["hetch-bench", "hetch-wan", "hetch-testkit", "plotters"] {

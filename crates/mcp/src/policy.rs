@@ -4,7 +4,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use hetch_session::location::Location;
+use hetch_location::Location;
 use serde::Deserialize;
 
 /// Most bytes of one location string an assistant may pass.

@@ -26,7 +26,9 @@ pub mod location;
 pub mod origin;
 pub mod parts;
 pub mod store;
-pub mod url;
+/// `s3://`, `gs://` and `az://BUCKET/KEY` operands, parsed in the leaf crate
+/// `hetch-location` (re-exported: operands are read without the stores).
+pub use hetch_location::url;
 
 pub use bucket::{Bucket, ObjectHead, ObjectInfo, PutMeta};
 pub use cloud::{AzureConfig, GcsConfig};

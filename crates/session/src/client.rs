@@ -289,7 +289,15 @@ pub(crate) async fn handshake(
 /// damaged on the way, refused or unanswered while a server restarts, or the server
 /// said it is shutting down.
 pub fn is_transient(e: &anyhow::Error) -> bool {
-    for cause in e.chain() {
+    is_transient_error(e.as_ref())
+}
+
+/// [`is_transient`] for any error: whether `e` or one of its causes is a loss another
+/// session may get past (the first cause this module knows decides).
+pub fn is_transient_error(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(cause) = next {
+        next = cause.source();
         if let Some(e) = cause.downcast_ref::<EngineError>() {
             return e.is_transient()
                 // On plain data streams damage can show as a malformed frame before

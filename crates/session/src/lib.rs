@@ -22,14 +22,17 @@
 #![deny(missing_docs)]
 
 pub mod client;
-pub mod location;
+/// What an operand names, parsed in the leaf crate `hetch-location` (re-exported so
+/// that `hetch_session::location::Location` keeps working).
+pub use hetch_location::location;
 mod metrics;
 pub mod range;
 pub mod relay;
 pub mod server;
 
 pub use client::{
-    is_transient, load_token, open_session, session_request, Autotune, ClientConfig, NoAnswer,
+    is_transient, is_transient_error, load_token, open_session, session_request, Autotune,
+    ClientConfig, NoAnswer,
 };
 pub use relay::{relay, server_key, RelayPolicy};
 pub use server::{default_state_dir, ServeConfig, ServeRoot, Server};

@@ -1,46 +1,50 @@
 //! Recovery inside one run: when a session to a server is lost (reset, TLS record
-//! failure, stall, server restart or shutdown), `cp` and `verify` open a new one, which
-//! resumes from what the destination verified (part files and journals), after a pause
-//! that doubles each time. What ends a run is an error that another session cannot get
+//! failure, stall, server restart or shutdown), a copy opens a new one, which resumes
+//! from what the destination verified (part files and journals), after a pause that
+//! doubles each time. What ends a run is an error that another session cannot get
 //! past (a refused path, a wrong token, a full disk), or too many failures in a row
 //! without any data getting through.
 
 use std::time::{Duration, Instant};
 
-use clap::Args;
-use hetch_units::parse_duration;
+use crate::CopyError;
 
 /// Longest pause between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
-/// How a run recovers from lost sessions (`cp`, `verify`).
-#[derive(Args, Clone, Debug)]
-pub struct RetryArgs {
-    /// Sessions opened again in a row, after a lost connection, without any data
-    /// getting through in between (a session that moves data resets the count);
-    /// 0 gives up at the first loss.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=1000))]
+/// How a run recovers from lost sessions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Sessions opened again in a row without any data getting through in between
+    /// (a session that moves data resets the count); 0 gives up at the first loss.
     pub retries: u32,
-    /// Give up recovering once this long has passed without any data getting through.
-    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    /// Give up once this long has passed without any data getting through.
     pub retry_for: Duration,
 }
 
-impl Default for RetryArgs {
-    /// The command line's defaults.
+impl RetryPolicy {
+    /// No recovery: the first loss ends the run (a caller that opens new sessions
+    /// itself, or that another node should take over from).
+    pub const NEVER: RetryPolicy = RetryPolicy {
+        retries: 0,
+        retry_for: Duration::ZERO,
+    };
+}
+
+impl Default for RetryPolicy {
+    /// 5 sessions in a row, for up to 10 minutes without progress (the command line's
+    /// defaults).
     fn default() -> Self {
-        RetryArgs {
+        RetryPolicy {
             retries: 5,
             retry_for: Duration::from_secs(600),
         }
     }
 }
 
-pub use hetch_session::is_transient;
-
 /// The state of one run's recovery.
 pub struct Recovery {
-    args: RetryArgs,
+    policy: RetryPolicy,
     /// Failures since data last got through.
     in_a_row: u32,
     /// When data last got through (or the run started).
@@ -52,9 +56,9 @@ pub struct Recovery {
 
 impl Recovery {
     /// A run that has not failed yet.
-    pub fn new(args: RetryArgs) -> Self {
+    pub fn new(policy: RetryPolicy) -> Self {
         Recovery {
-            args,
+            policy,
             in_a_row: 0,
             last_progress: Instant::now(),
             backoff: Duration::from_secs(1),
@@ -65,8 +69,8 @@ impl Recovery {
     /// After a session failed with `e`: how long to wait before the next one, or
     /// `None` to give up (the error is not transient, or the limits are reached).
     /// `moved` says whether the failed session got any data through.
-    pub fn next_attempt(&mut self, e: &anyhow::Error, moved: bool) -> Option<Duration> {
-        if !is_transient(e) {
+    pub fn next_attempt(&mut self, e: &CopyError, moved: bool) -> Option<Duration> {
+        if !e.is_transient() {
             return None;
         }
         if moved {
@@ -75,7 +79,9 @@ impl Recovery {
             self.backoff = Duration::from_secs(1);
         }
         self.in_a_row += 1;
-        if self.in_a_row > self.args.retries || self.last_progress.elapsed() > self.args.retry_for {
+        if self.in_a_row > self.policy.retries
+            || self.last_progress.elapsed() > self.policy.retry_for
+        {
             return None;
         }
         let wait = self.backoff;
@@ -94,17 +100,10 @@ pub fn moved(attempt: &hetch_proto::Summary) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hetch_engine::EngineError;
+    use crate::error::tests::lost;
 
-    fn lost() -> anyhow::Error {
-        anyhow::Error::new(EngineError::Connection {
-            peer: "h:1".into(),
-            cause: std::io::Error::from(std::io::ErrorKind::ConnectionReset),
-        })
-    }
-
-    fn args(retries: u32) -> RetryArgs {
-        RetryArgs {
+    fn policy(retries: u32) -> RetryPolicy {
+        RetryPolicy {
             retries,
             retry_for: Duration::from_secs(600),
         }
@@ -112,7 +111,7 @@ mod tests {
 
     #[test]
     fn failures_in_a_row_without_progress_are_bounded_and_backoff_doubles() {
-        let mut r = Recovery::new(args(3));
+        let mut r = Recovery::new(policy(3));
         let e = lost();
         assert_eq!(r.next_attempt(&e, false), Some(Duration::from_secs(1)));
         assert_eq!(r.next_attempt(&e, false), Some(Duration::from_secs(2)));
@@ -127,7 +126,7 @@ mod tests {
 
     #[test]
     fn progress_resets_the_count_and_the_backoff() {
-        let mut r = Recovery::new(args(2));
+        let mut r = Recovery::new(policy(2));
         let e = lost();
         assert!(r.next_attempt(&e, false).is_some());
         assert!(r.next_attempt(&e, false).is_some());
@@ -138,14 +137,14 @@ mod tests {
 
     #[test]
     fn no_retries_and_final_errors_give_up_at_once() {
-        assert!(Recovery::new(args(0))
+        assert!(Recovery::new(policy(0))
             .next_attempt(&lost(), false)
             .is_none());
-        let final_error = anyhow::anyhow!("refused");
-        assert!(Recovery::new(args(5))
+        let final_error = CopyError::Refused("refused".into());
+        assert!(Recovery::new(policy(5))
             .next_attempt(&final_error, false)
             .is_none());
-        let mut quick = Recovery::new(RetryArgs {
+        let mut quick = Recovery::new(RetryPolicy {
             retries: 5,
             retry_for: Duration::ZERO,
         });

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use crate::url::ObjectUrl;
+
 /// Port a server listens on unless told otherwise.
 pub const DEFAULT_PORT: u16 = 7878;
 
@@ -19,14 +21,14 @@ pub enum Location {
         path: String,
     },
     /// An object or prefix in an object store (S3, GCS, Azure).
-    Object(hetch_object::ObjectUrl),
+    Object(ObjectUrl),
 }
 
 impl Location {
     /// Parses an operand.
     pub fn parse(s: &str) -> Result<Location, String> {
-        if hetch_object::ObjectUrl::is_object_url(s) {
-            return hetch_object::ObjectUrl::parse(s).map(Location::Object);
+        if ObjectUrl::is_object_url(s) {
+            return ObjectUrl::parse(s).map(Location::Object);
         }
         let Some(rest) = s.strip_prefix("hetch://") else {
             return Ok(Location::Local(PathBuf::from(s)));

@@ -1,0 +1,31 @@
+//! A hetch copy as a library: what the user asked for ([`CopyJob`]), run as a local
+//! copy, a push, a pull or a relay between two servers (either end may be an object
+//! store), with lost sessions to a server recovered by new ones that resume from what
+//! the destination verified.
+//!
+//! - [`job`]: the job, and what its summary says of it (autotuning, a dry run's
+//!   prediction).
+//! - [`dispatch`](mod@dispatch): one session of a job.
+//! - [`run`]: sessions until one completes ([`recover`]), the manifest ([`Copy`]).
+//! - [`retry`]: when a lost session is followed by another ([`RetryPolicy`]).
+//! - [`buckets`]: the object store clients of a job's operands.
+//! - [`error`]: [`CopyError`], which says whether another session may get past it.
+//!
+//! It prints nothing: progress, warnings and the mirror's changes go to the
+//! [`hetch_engine::Progress`] the caller passes, and the `hetch` binary shows them.
+
+#![deny(missing_docs)]
+
+pub mod buckets;
+pub mod dispatch;
+pub mod error;
+pub mod job;
+pub mod retry;
+pub mod run;
+
+pub use buckets::Buckets;
+pub use dispatch::dispatch;
+pub use error::{one_line, CopyError, SessionError};
+pub use job::{CopyJob, DestServer, DEFAULT_STREAMS};
+pub use retry::{moved, Recovery, RetryPolicy};
+pub use run::{recover, Copied, Copy, Recovered};

@@ -1,0 +1,146 @@
+//! A whole copy: sessions run until one completes, each lost one followed by a new one
+//! that resumes from what the destination verified, and the manifest written once.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use hetch_engine::{Manifest, Progress, Report};
+use hetch_proto::Summary;
+
+use crate::retry::{moved, Recovery};
+use crate::{dispatch, one_line, CopyError, CopyJob};
+
+/// What the sessions of a run that were lost had done, and how many there were.
+#[derive(Default)]
+pub struct Recovered {
+    /// Counters of the lost sessions, summed.
+    lost: Summary,
+    /// Sessions opened again.
+    pub reconnects: u64,
+}
+
+impl Recovered {
+    /// Adds the lost sessions' work to the last session's summary: the files they
+    /// finished count as copied, not as found in place by the last session.
+    pub fn merge_into(&self, s: &mut Summary) {
+        s.files += self.lost.files;
+        s.skipped = s.skipped.saturating_sub(self.lost.files);
+        s.bytes += self.lost.bytes;
+        s.retried_blocks += self.lost.retried_blocks;
+        s.reverified += self.lost.reverified;
+    }
+}
+
+/// Runs sessions of `job` until one completes, opening a new one (which resumes from
+/// what the destination verified) after each transient failure, as `job.retry` allows;
+/// each loss is a warning in `progress`. Copies that involve no server run once.
+/// Returns the last session's report, unmerged with what the lost ones did.
+pub async fn recover(
+    job: &CopyJob,
+    progress: &Arc<Progress>,
+    manifest: Option<&Manifest>,
+) -> (Result<Report, CopyError>, Recovered) {
+    let mut recovery = Recovery::new(job.retry.clone());
+    let mut recovered = Recovered::default();
+    loop {
+        let e = match dispatch(job, progress.clone()).await {
+            Ok(r) => return (Ok(r), recovered),
+            Err(e) => e,
+        };
+        // A server never reached is a mistake to report at once (a wrong address, a
+        // server not started), not a loss to recover from.
+        let reached = job.client.as_ref().map_or(0, |c| c.opened.load(Relaxed));
+        if reached == 0 {
+            return (Err(e), recovered);
+        }
+        let attempt = progress.begin_attempt();
+        let Some(wait) = recovery.next_attempt(&e, moved(&attempt)) else {
+            return (Err(e), recovered);
+        };
+        if let Some(m) = manifest {
+            if let Err(me) = m.restart() {
+                return (Err(me.into()), recovered);
+            }
+        }
+        recovered.lost.files += attempt.files;
+        recovered.lost.bytes += attempt.bytes;
+        recovered.lost.retried_blocks += attempt.retried_blocks;
+        recovered.lost.reverified += attempt.reverified;
+        recovered.reconnects = recovery.reconnects;
+        progress.warn(&format!(
+            "{}; opening a new session in {} s (it resumes what is verified)",
+            one_line(&e),
+            wait.as_secs()
+        ));
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// A copy ready to run: its job, with the manifest it writes already created.
+pub struct Copy {
+    job: CopyJob,
+    manifest: Option<Arc<Manifest>>,
+}
+
+/// What a finished copy did.
+pub struct Copied {
+    /// The report: of the last session, with the lost sessions' work added (a
+    /// comparison's last session compared everything again: its report alone).
+    pub report: Report,
+    /// Sessions opened again after a loss.
+    pub reconnects: u64,
+}
+
+impl Copied {
+    /// Whether every file was copied (or, comparing, is identical).
+    pub fn is_complete(&self) -> bool {
+        self.report.summary.failed == 0 && self.report.errors.is_empty()
+    }
+}
+
+impl Copy {
+    /// Prepares `job`: creates its manifest (file digests are then computed).
+    pub fn new(mut job: CopyJob) -> Result<Self, CopyError> {
+        let manifest = match &job.manifest {
+            Some(p) => Some(Arc::new(Manifest::create(p)?)),
+            None => None,
+        };
+        if let Some(m) = &manifest {
+            job.opts.file_digests = true;
+            job.opts.manifest = Some(m.clone());
+        }
+        Ok(Copy { job, manifest })
+    }
+
+    /// The job, as it runs.
+    pub fn job(&self) -> &CopyJob {
+        &self.job
+    }
+
+    /// Runs the copy (recovering lost sessions), counting into `progress`; the
+    /// manifest is committed if it succeeds, abandoned if not.
+    pub async fn run(&self, progress: &Arc<Progress>) -> Result<Copied, CopyError> {
+        let (result, recovered) = recover(&self.job, progress, self.manifest.as_deref()).await;
+        let mut report = match (result, &self.manifest) {
+            (Ok(r), Some(m)) => {
+                m.commit()?;
+                r
+            }
+            (Ok(r), None) => r,
+            (Err(e), m) => {
+                if let Some(m) = m {
+                    m.abandon();
+                }
+                return Err(e);
+            }
+        };
+        // Every comparing session compares everything again: the last has the answer.
+        if !self.job.opts.compare_only {
+            recovered.merge_into(&mut report.summary);
+        }
+        Ok(Copied {
+            report,
+            reconnects: recovered.reconnects,
+        })
+    }
+}

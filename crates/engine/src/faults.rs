@@ -40,25 +40,19 @@ impl Countdown {
     }
 }
 
-/// Blocks the source damages after hashing them (`Options::corrupt_blocks`).
-pub(crate) fn in_flight(opts: &Options) -> Countdown {
+/// The session's two hooks: blocks the source damages after hashing them
+/// (`Options::corrupt_blocks`), and blocks the sink damages after writing them
+/// (`Options::corrupt_written`).
+pub(crate) fn hooks(opts: &Options) -> (Countdown, Countdown) {
     #[cfg(feature = "faults")]
-    return Countdown::new(opts.corrupt_blocks);
+    return (
+        Countdown::new(opts.corrupt_blocks),
+        Countdown::new(opts.corrupt_written),
+    );
     #[cfg(not(feature = "faults"))]
     {
         let _ = opts;
-        Countdown::default()
-    }
-}
-
-/// Blocks the sink damages after writing them (`Options::corrupt_written`).
-pub(crate) fn when_written(opts: &Options) -> Countdown {
-    #[cfg(feature = "faults")]
-    return Countdown::new(opts.corrupt_written);
-    #[cfg(not(feature = "faults"))]
-    {
-        let _ = opts;
-        Countdown::default()
+        Default::default()
     }
 }
 

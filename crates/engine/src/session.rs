@@ -23,8 +23,6 @@ pub(crate) struct Opened {
     pub peer: String,
     /// The control stream's reading half.
     pub control: FrameReader<ReadHalf<BoxStream>>,
-    /// The queue of control frames to send.
-    pub ctl_tx: mpsc::Sender<Frame>,
     /// The data streams, each with its frame MAC when plain TCP carries it.
     pub data: Vec<(BoxStream, Option<crate::wire::FrameMac>)>,
     /// What [`run_tasks`] ends with.
@@ -38,8 +36,10 @@ pub(crate) struct Ending {
 }
 
 /// Starts a session on `transport`, whichever side: the transport watched for
-/// silence, its control stream split, and a task that writes queued control frames.
-pub(crate) fn open(transport: Transport, opts: &Options) -> Opened {
+/// silence, its control stream split, and a task that writes queued control frames,
+/// with the queue's sender (apart, so that it moves into [`run_tasks`], which drops
+/// it: the writer ends once every sender is gone).
+pub(crate) fn open(transport: Transport, opts: &Options) -> (Opened, mpsc::Sender<Frame>) {
     let (transport, watch) = Watch::new(transport, opts);
     let peer = transport.peer.clone();
     let (ctl_r, ctl_w) = split(transport.control);
@@ -49,13 +49,13 @@ pub(crate) fn open(transport: Transport, opts: &Options) -> Opened {
         ctl_rx,
         opts.served_root.clone(),
     ));
-    Opened {
+    let opened = Opened {
         control: FrameReader::new(ctl_r, &peer),
         data: Transport::data_streams(transport.data, transport.data_mac).collect(),
         peer,
-        ctl_tx,
         end: Ending { ctl_writer, watch },
-    }
+    };
+    (opened, ctl_tx)
 }
 
 /// Writes queued control frames, flushing whenever the queue runs dry, and closes the

@@ -172,15 +172,8 @@ pub async fn run_source_from(
     transport: Transport,
     progress: Arc<Progress>,
 ) -> Result<Report, EngineError> {
-    // The queue's sender moves into `run_tasks`, which drops it: the control writer
-    // ends once every sender is gone.
-    let crate::session::Opened {
-        peer,
-        control,
-        ctl_tx,
-        data,
-        end,
-    } = crate::session::open(transport, &opts);
+    let (session, ctl_tx) = crate::session::open(transport, &opts);
+    let peer = session.peer.clone();
     let pool = BufferPool::new(opts.effective_buffer_memory());
     // An origin's reads may wait a round trip each: it says how many to keep in
     // flight. Each reader holds a pool buffer while its read is out, so the buffer
@@ -194,7 +187,7 @@ pub async fn run_source_from(
         .fold(opts.concurrency, usize::max)
         .max(1);
     let shared = Arc::new(Shared {
-        corrupt_left: crate::faults::in_flight(&opts),
+        corrupt_left: crate::faults::hooks(&opts).0,
         packer: Packer::new(opts.compression, opts.hash_threads),
         gate: Gate::new(opts.hash_threads),
         opts,
@@ -263,7 +256,7 @@ pub async fn run_source_from(
     tasks.spawn(announcer(entry_rx, ctl_tx.clone()));
     tasks.spawn(control_reader(
         shared.clone(),
-        control,
+        session.control,
         ctl_tx.clone(),
         summary.clone(),
     ));
@@ -284,7 +277,7 @@ pub async fn run_source_from(
         }
         Ok(())
     });
-    for (stream, mac) in data {
+    for (stream, mac) in session.data {
         tasks.spawn(stream_writer(
             stream,
             mac,
@@ -295,7 +288,7 @@ pub async fn run_source_from(
     }
     drop(data_rx);
 
-    let result = run_tasks(tasks, ctl_tx, end).await;
+    let result = run_tasks(tasks, ctl_tx, session.end).await;
     shared.window.close();
     result?;
     let summary = *summary.lock().expect("summary lock");

@@ -157,20 +157,9 @@ pub(crate) fn seal_rest(sh: &SinkShared, rest: SealRest) -> Result<Vec<Frame>, E
     let mut replies = Vec::new();
     let mut scratch = Vec::new();
     for (b, d) in tail {
-        let outcome = inc
-            .read_back(b, None, &mut scratch, &sh.gate)
-            .and_then(|back| match back {
-                // The pieces that wrote it hold the block the source sealed.
-                Some((data, got)) if got == d => {
-                    super::finish::block_done(sh, file, &inc, b, &d, data, Arrival::Received)
-                }
-                _ => {
-                    ask.push((b, b + 1));
-                    Ok(None)
-                }
-            });
-        match outcome {
-            Ok(reply) => replies.extend(reply),
+        match count_held(sh, file, &inc, b, &d, &mut scratch) {
+            Ok(Held::Counted(reply)) => replies.extend(reply),
+            Ok(Held::Differs) => ask.push((b, b + 1)),
             Err(e) => return Ok(sh.file_error(file, &inc, e)?.into_iter().collect()),
         }
     }
@@ -268,22 +257,43 @@ pub(crate) fn cover(
         Ok(Cover::Resend) => return Ok(resend),
         Ok(Cover::Read(_)) => {}
     }
-    let mut scratch = Vec::new();
-    let outcome = inc
-        .read_back(block, None, &mut scratch, &sh.gate)
-        .and_then(|back| match back {
-            Some((data, got)) if got == digest => {
-                super::finish::block_done(sh, id, &inc, block, &digest, data, Arrival::Received)
-            }
-            _ => {
-                inc.core().uncover(block);
-                crate::progress::Progress::add(&sh.progress.retried_blocks, 1);
-                Ok(resend.clone())
-            }
-        });
-    match outcome {
-        Ok(reply) => Ok(reply),
+    match count_held(sh, id, &inc, block, &digest, &mut Vec::new()) {
+        Ok(Held::Counted(reply)) => Ok(reply),
+        Ok(Held::Differs) => {
+            inc.core().uncover(block);
+            crate::progress::Progress::add(&sh.progress.retried_blocks, 1);
+            Ok(resend)
+        }
         Err(e) => sh.file_error(id, &inc, e),
+    }
+}
+
+/// What a block pieces wrote held.
+enum Held {
+    /// The source's block: counted like a received one (the file's report, if it
+    /// was the last).
+    Counted(Option<Frame>),
+    /// Something else, or it is no longer wanted.
+    Differs,
+}
+
+/// Reads back block `block` of file `id`, which pieces wrote, and counts it when it
+/// has the digest `digest` the source sealed or covered it with.
+fn count_held(
+    sh: &SinkShared,
+    id: u64,
+    inc: &IncomingFile,
+    block: u64,
+    digest: &Digest,
+    scratch: &mut Vec<u8>,
+) -> Result<Held, StorageError> {
+    match inc.read_back(block, None, scratch, &sh.gate)? {
+        Some((data, got)) if got == *digest => {
+            let reply =
+                super::finish::block_done(sh, id, inc, block, digest, data, Arrival::Received)?;
+            Ok(Held::Counted(reply))
+        }
+        _ => Ok(Held::Differs),
     }
 }
 

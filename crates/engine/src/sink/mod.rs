@@ -295,15 +295,8 @@ pub async fn run_sink_into(
     transport: Transport,
     progress: Arc<Progress>,
 ) -> Result<Report, EngineError> {
-    // The queue's sender moves into `run_tasks`, which drops it: the control writer
-    // ends once every sender is gone.
-    let crate::session::Opened {
-        peer,
-        control,
-        ctl_tx,
-        data,
-        end,
-    } = crate::session::open(transport, &opts);
+    let (session, ctl_tx) = crate::session::open(transport, &opts);
+    let peer = session.peer.clone();
 
     // A store that cannot read back checks what it receives instead.
     let caps = store.capabilities();
@@ -316,7 +309,7 @@ pub async fn run_sink_into(
     };
     let opts_hash_threads = opts.hash_threads;
     let opts_pulled = opts.pulled.clone();
-    let corrupt_written = crate::faults::when_written(&opts);
+    let corrupt_written = crate::faults::hooks(&opts).1;
     let shared = Arc::new(SinkShared {
         opts,
         peer: peer.clone(),
@@ -347,14 +340,18 @@ pub async fn run_sink_into(
     *shared.durable.lock().expect("durable lock") = Some(durable_tx);
 
     let mut tasks = JoinSet::new();
-    tasks.spawn(control_reader(shared.clone(), control, ctl_tx.clone()));
+    tasks.spawn(control_reader(
+        shared.clone(),
+        session.control,
+        ctl_tx.clone(),
+    ));
     tasks.spawn(finisher(shared.clone(), ctl_tx.clone()));
     tasks.spawn(growing::durability(
         shared.clone(),
         durable_rx,
         ctl_tx.clone(),
     ));
-    for (stream, mac) in data {
+    for (stream, mac) in session.data {
         let sh = shared.clone();
         tasks.spawn(data_reader(
             peer.clone(),
@@ -382,7 +379,7 @@ pub async fn run_sink_into(
         tasks.spawn(verify::verifier(shared.clone(), ctl_tx.clone()));
     }
 
-    run_tasks(tasks, ctl_tx, end).await?;
+    run_tasks(tasks, ctl_tx, session.end).await?;
     Ok(progress.report())
 }
 

@@ -12,7 +12,6 @@ mod follow;
 mod jobcli;
 mod overlap;
 mod retry;
-mod service_client;
 mod sync;
 mod ui;
 mod watch;

@@ -51,3 +51,55 @@ fn generator() -> SchemaGenerator {
         })
         .into_generator()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `$ref` under `v`.
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(o) => {
+                if let Some(Value::String(r)) = o.get("$ref") {
+                    out.push(r.clone());
+                }
+                o.values().for_each(|x| refs(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn every_request_and_reply_has_a_schema_and_every_reference_resolves() {
+        let c = components();
+        for name in [
+            name_of::<JobSpec>(),
+            name_of::<JobView>(),
+            name_of::<FileRow>(),
+            name_of::<ClaimRequest>(),
+            name_of::<ClaimedUnit>(),
+            name_of::<HeartbeatRequest>(),
+            name_of::<HeartbeatReply>(),
+            name_of::<FinishRequest>(),
+            name_of::<FinishReply>(),
+            "Error".to_string(),
+            "CopyOptions".to_string(),
+            "UnitSpec".to_string(),
+            "HeldUnit".to_string(),
+            "Access".to_string(),
+        ] {
+            assert!(c.contains_key(&name), "{name} missing: {:?}", c.keys());
+        }
+        let mut all = Vec::new();
+        refs(&Value::Object(c.clone()), &mut all);
+        assert!(!all.is_empty());
+        for r in all {
+            let name = r.strip_prefix(REF_PREFIX).unwrap_or_else(|| panic!("{r}"));
+            assert!(c.contains_key(name), "{r} does not resolve");
+        }
+        // Requests refuse what they do not know, as the service does.
+        assert_eq!(c["JobSpec"]["additionalProperties"], false);
+        assert_eq!(c["FinishRequest"]["additionalProperties"], false);
+    }
+}

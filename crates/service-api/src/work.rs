@@ -195,3 +195,31 @@ impl FinishRequest {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reports_and_heartbeat_replies_keep_the_wire_format() {
+        let mut done = FinishRequest::done("j1", 4, 2, 10);
+        done.worker = "w".into();
+        assert_eq!(
+            serde_json::to_value(&done).unwrap(),
+            json!({"worker": "w", "job": "j1", "seq": 4, "error": null, "files": 2, "bytes": 10})
+        );
+        let failed = FinishRequest::failed("j1", 4, "no space".into());
+        assert_eq!(failed.error.as_deref(), Some("no space"));
+        assert_eq!((failed.files, failed.bytes), (0, 0));
+        let reply: HeartbeatReply = serde_json::from_value(
+            json!({"held": [{"job": "j1", "seq": 4, "rate_limit": 5, "new": 1}]}),
+        )
+        .unwrap();
+        assert_eq!(reply.held[0].rate_limit, 5);
+        // A unit with no number is not a unit the worker holds: the reply is refused.
+        let missing = json!({"held": [{"job": "j1", "rate_limit": 5}]});
+        assert!(serde_json::from_value::<HeartbeatReply>(missing).is_err());
+        assert_eq!(serde_json::to_string(&FinishReply {}).unwrap(), "{}");
+    }
+}

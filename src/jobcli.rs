@@ -8,11 +8,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::service_client::{path_segment, Client};
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use hetch_service::api::{CopyOptions, JobSpec, JobView};
-use serde_json::Value;
+use hetch_service::api::{CopyOptions, JobSpec, JobView, ListQuery};
+use hetch_service_api::client::Client;
 
 /// `hetch service`.
 #[derive(Args)]
@@ -252,9 +251,6 @@ pub async fn job(a: JobArgs) -> anyhow::Result<ExitCode> {
     let pin = &a.pin;
     let token = hetch_session::client::load_token(pin.token_file.as_ref())?;
     let c = Client::new(&a.service, pin.fingerprint, pin.known_hosts.clone(), token).await?;
-    let print = |v: &Value| {
-        println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
-    };
     match &a.cmd {
         JobCmd::Submit(s) => {
             let (dest, sources) = s.paths.split_last().expect("clap asks for two");
@@ -274,28 +270,24 @@ pub async fn job(a: JobArgs) -> anyhow::Result<ExitCode> {
                 dest_nodes: s.dest_node.clone(),
                 access: None,
             };
-            let v = c
-                .call(true, "/api/jobs", Some(serde_json::to_value(&spec)?))
-                .await?;
-            let id = v["id"].as_str().unwrap_or_default().to_string();
+            let j = c.submit(&spec).await?;
             match a.json && !s.wait {
-                true => print(&v),
-                false => println!("{id}"),
+                true => print_json(&j),
+                false => println!("{}", j.id),
             }
             if s.wait {
-                return wait(&c, &id, a.json).await;
+                return wait(&c, &j.id, a.json).await;
             }
         }
         JobCmd::Ls { state, limit } => {
-            let mut path = format!("/api/jobs?limit={limit}");
-            if let Some(st) = state {
-                path.push_str(&format!("&state={}", path_segment(st)?));
-            }
-            let v = c.call(false, &path, None).await?;
+            let q = ListQuery {
+                state: state.clone(),
+                limit: Some(*limit),
+            };
+            let jobs = c.list(&q).await?;
             if a.json {
-                print(&v);
+                print_json(&jobs);
             } else {
-                let jobs: Vec<JobView> = serde_json::from_value(v)?;
                 println!(
                     "{:<16}  {:<9}  {:>13}  {:>21}  WHAT",
                     "ID", "STATE", "FILES", "BYTES"
@@ -320,26 +312,18 @@ pub async fn job(a: JobArgs) -> anyhow::Result<ExitCode> {
         JobCmd::Show { id } => {
             let j = c.job(id).await?;
             match a.json {
-                true => print(&serde_json::to_value(&j)?),
+                true => print_json(&j),
                 false => show(&j),
             }
         }
         JobCmd::Cancel { id } | JobCmd::Retry { id } => {
-            let verb = if matches!(a.cmd, JobCmd::Cancel { .. }) {
-                "cancel"
-            } else {
-                "retry"
+            let j = match a.cmd {
+                JobCmd::Cancel { .. } => c.cancel(id).await?,
+                _ => c.retry(id).await?,
             };
-            let v = c
-                .call(
-                    true,
-                    &format!("/api/jobs/{}/{verb}", path_segment(id)?),
-                    None,
-                )
-                .await?;
             match a.json {
-                true => print(&v),
-                false => println!("{id}: {}", v["state"].as_str().unwrap_or("?")),
+                true => print_json(&j),
+                false => println!("{id}: {}", j.state),
             }
         }
         JobCmd::Wait { id } => return wait(&c, id, a.json).await,
@@ -371,7 +355,7 @@ async fn wait(c: &Client, id: &str, json: bool) -> anyhow::Result<ExitCode> {
         eprintln!();
     }
     match json {
-        true => println!("{}", serde_json::to_string_pretty(&j)?),
+        true => print_json(&j),
         false => show(&j),
     }
     Ok(match j.state.as_str() {
@@ -379,6 +363,11 @@ async fn wait(c: &Client, id: &str, json: bool) -> anyhow::Result<ExitCode> {
         "failed" => ExitCode::from(3),
         _ => ExitCode::from(1),
     })
+}
+
+/// `v` as `--json` prints it: indented JSON.
+fn print_json(v: &impl serde::Serialize) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
 }
 
 fn show(j: &JobView) {

@@ -13,7 +13,6 @@ mod follow;
 mod jobcli;
 mod overlap;
 mod serve;
-mod service_client;
 mod sum;
 mod sync;
 mod ui;

@@ -17,12 +17,14 @@ use anyhow::{anyhow, bail};
 use clap::Args;
 use hetch_engine::{Options, Progress, RateLimiter, StopSender, StopSignal, Verify};
 use hetch_jobs::UnitSpec;
-use hetch_service::api::{ClaimedUnit, JobSpec};
-use serde_json::{json, Value};
+use hetch_service::api::{
+    ClaimRequest, ClaimedUnit, FileRow, FilesQuery, FinishRequest, HeartbeatRequest, JobSpec,
+    UnitKey, WorkerAbout,
+};
+use hetch_service_api::client::{Client, ClientError};
 use tokio::task::JoinSet;
 
 use crate::location::Location;
-use crate::service_client::{path_segment, Client, NotAllowed, Unreachable};
 use crate::worker_metrics::{Call, WorkerMetrics};
 use hetch_copy::CopyJob;
 
@@ -101,18 +103,18 @@ const BEAT_EVERY: Duration = Duration::from_secs(3);
 
 /// What the worker says of itself with each claim and heartbeat (shown by the
 /// service's web interface; bounded as the service bounds it).
-fn about(a: &WorkerArgs, metrics: &WorkerMetrics, checks: &[String]) -> Value {
+fn about(a: &WorkerArgs, metrics: &WorkerMetrics, checks: &[String]) -> WorkerAbout {
     let checks: Vec<String> = checks
         .iter()
         .take(hetch_service::api::MAX_CHECKS)
         .map(|c| cut(c, hetch_service::api::MAX_CHECK))
         .collect();
-    json!({
-        "host": cut(&hostname(), 253),
-        "capacity": a.units.clamp(1, 64),
-        "moved": metrics.moved(),
-        "checks": checks,
-    })
+    WorkerAbout {
+        host: Some(cut(&hostname(), 253)),
+        capacity: Some(a.units.clamp(1, 64)),
+        moved: Some(metrics.moved()),
+        checks: Some(checks),
+    }
 }
 
 /// How often an idle worker's claims say what it is (the service shows a worker not
@@ -125,12 +127,16 @@ fn claim_body(
     name: &str,
     room: u32,
     last: &mut Option<Instant>,
-    about: impl FnOnce() -> Value,
-) -> Value {
-    let mut body = json!({"worker": name, "max": room});
+    about: impl FnOnce() -> WorkerAbout,
+) -> ClaimRequest {
+    let mut body = ClaimRequest {
+        worker: name.to_string(),
+        max: room,
+        about: None,
+    };
     if last.is_none_or(|t| t.elapsed() >= ABOUT_EVERY) {
         *last = Some(Instant::now());
-        body["about"] = about();
+        body.about = Some(about());
     }
     body
 }
@@ -181,7 +187,7 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
     // By claim: a number of this worker's own for each unit it was given.
     let mut running: HashMap<u64, Running> = HashMap::new();
     let mut claims = 0u64;
-    let mut tasks: JoinSet<(u64, Value)> = JoinSet::new();
+    let mut tasks: JoinSet<(u64, FinishRequest)> = JoinSet::new();
     let mut last_beat = Instant::now();
     let mut idle_since = Instant::now();
     // Claims in a row that did not reach the service: the next look waits longer.
@@ -207,8 +213,8 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
             let (job, seq) = ended.key;
-            report["worker"] = json!(name);
-            let call = api.call(true, "/api/work/finish", Some(report));
+            report.worker = name.clone();
+            let call = api.finish(&report);
             if let Err(e) = bounded(until_fence(&running), call).await {
                 metrics.call_failed(Call::Finish);
                 // Refused (the lease moved on) or unreachable: the unit is the
@@ -235,23 +241,26 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                 .into_iter()
                 .map(|(claim, r)| (&r.key, metrics.unit_bytes(*claim)))
                 .collect();
-            let units: Vec<Value> = units
+            let units: Vec<UnitKey> = units
                 .into_iter()
-                .map(|((job, seq), bytes)| json!({"job": job, "seq": seq, "bytes": bytes}))
+                .map(|((job, seq), bytes)| UnitKey {
+                    job: job.clone(),
+                    seq: *seq,
+                    bytes: Some(bytes),
+                })
                 .collect();
-            let body =
-                json!({"worker": name, "units": units, "about": about(&a, &metrics, &checks)});
-            let call = api.call(true, "/api/work/heartbeat", Some(body));
+            let body = HeartbeatRequest {
+                worker: name.clone(),
+                units: Some(units),
+                about: Some(about(&a, &metrics, &checks)),
+            };
+            let call = api.heartbeat(&body);
             match bounded(until_fence(&running), call).await {
-                Ok(v) => {
-                    let held: HashMap<(String, u64), u64> = v["held"]
-                        .as_array()
+                Ok(reply) => {
+                    let held: HashMap<(String, u64), u64> = reply
+                        .held
                         .into_iter()
-                        .flatten()
-                        .filter_map(|h| {
-                            let key = (h["job"].as_str()?.to_string(), h["seq"].as_u64()?);
-                            Some((key, h["rate_limit"].as_u64().unwrap_or(0)))
-                        })
+                        .map(|h| ((h.job, h.seq), h.rate_limit))
                         .collect();
                     for r in running.values_mut() {
                         match held.get(&r.key) {
@@ -278,18 +287,13 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
         let mut claimed = 0;
         if room > 0 {
             let sent = Instant::now();
-            let call = api.call(
-                true,
-                "/api/work/claim",
-                Some(claim_body(&name, room, &mut last_about, || {
-                    about(&a, &metrics, &checks)
-                })),
-            );
-            match bounded(until_fence(&running), call).await {
-                Ok(v) => {
+            let body = claim_body(&name, room, &mut last_about, || {
+                about(&a, &metrics, &checks)
+            });
+            match bounded(until_fence(&running), api.claim(&body)).await {
+                Ok(units) => {
                     unreachable = 0;
                     metrics.reachable(true);
-                    let units: Vec<ClaimedUnit> = serde_json::from_value(v)?;
                     claimed = units.len();
                     for u in units {
                         let (tx, rx) = StopSignal::new();
@@ -321,7 +325,12 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                 }
                 // A token the service does not take (or not for workers) will not
                 // become good by asking again.
-                Err(e) if e.is::<NotAllowed>() => bail!("{e}"),
+                Err(e)
+                    if e.downcast_ref::<ClientError>()
+                        .is_some_and(ClientError::is_not_allowed) =>
+                {
+                    bail!("{e}")
+                }
                 Err(e) => {
                     unreachable += 1;
                     metrics.call_failed(Call::Claim);
@@ -376,10 +385,10 @@ fn until_fence(running: &HashMap<u64, Running>) -> Duration {
 /// `call`, given up after `limit`.
 async fn bounded<T>(
     limit: Duration,
-    call: impl std::future::Future<Output = anyhow::Result<T>>,
+    call: impl std::future::Future<Output = Result<T, ClientError>>,
 ) -> anyhow::Result<T> {
     match tokio::time::timeout(limit, call).await {
-        Ok(r) => r,
+        Ok(r) => Ok(r?),
         Err(_) => bail!("no answer within {} ms", limit.as_millis()),
     }
 }
@@ -496,7 +505,7 @@ impl UnitContext {
         stop: StopSignal,
         rate: Arc<RateLimiter>,
         progress: Arc<Progress>,
-    ) -> Value {
+    ) -> FinishRequest {
         match crate::worker_as::account_of(&u).map(str::to_string) {
             Some(account) => self.run_as(u, &account, stop, rate, progress).await,
             None => self.run_here(u, stop, rate, progress).await,
@@ -510,8 +519,7 @@ impl UnitContext {
         stop: StopSignal,
         rate: Arc<RateLimiter>,
         progress: Arc<Progress>,
-    ) -> Value {
-        let mut report = json!({"job": u.job, "seq": u.seq, "error": null});
+    ) -> FinishRequest {
         let done = match self.check_access(&u.spec) {
             Err(e) => Err(e),
             Ok(()) => match u.unit {
@@ -525,17 +533,13 @@ impl UnitContext {
             },
         };
         match done {
-            Ok((files, bytes)) => {
-                report["files"] = json!(files);
-                report["bytes"] = json!(bytes);
-            }
+            Ok((files, bytes)) => FinishRequest::done(&u.job, u.seq, files, bytes),
             Err(e) => {
                 let line = crate::one_line(&e);
                 eprintln!("hetch worker: unit {} of job {}: {line}", u.seq, u.job);
-                report["error"] = json!(self.as_users_see(&line));
+                FinishRequest::failed(&u.job, u.seq, self.as_users_see(&line))
             }
         }
-        report
     }
 
     /// An error line as the job's user sees it: paths relative to the job's root,
@@ -570,19 +574,23 @@ impl UnitContext {
             .filter(|&n| n <= hetch_service::routes::MAX_FILES)
             .ok_or_else(|| anyhow!("the service sent a unit of files {first}..{end}"))?;
         let rows = self.listing(&u.job, first, end, &stop).await?;
-        let rows = rows.as_array().cloned().unwrap_or_default();
         if rows.len() as u64 != count {
             bail!("the service sent {} listing rows of {count}", rows.len());
         }
         let spec = &u.spec;
         let mut per_source: Vec<Vec<Vec<u8>>> = vec![Vec::new(); spec.sources.len()];
         for r in &rows {
-            let op = r["operand"].as_u64().unwrap_or(u64::MAX) as usize;
-            let path = r["path"].as_str().unwrap_or_default();
-            let list = per_source.get_mut(op).ok_or_else(|| {
-                anyhow!("listing row names source {op} of {}", spec.sources.len())
-            })?;
-            with_parents(list, path);
+            let list = usize::try_from(r.operand)
+                .ok()
+                .and_then(|op| per_source.get_mut(op))
+                .ok_or_else(|| {
+                    anyhow!(
+                        "listing row names source {} of {}",
+                        r.operand,
+                        spec.sources.len()
+                    )
+                })?;
+            with_parents(list, &r.path);
         }
         let job = self.copy_job(u, per_source, stop, rate)?;
         let (result, _) = hetch_copy::recover(&job, &progress, None).await;
@@ -605,12 +613,11 @@ impl UnitContext {
         from: u64,
         to: u64,
         stop: &StopSignal,
-    ) -> anyhow::Result<Value> {
-        let path = format!("/api/jobs/{}/files?from={from}&to={to}", path_segment(job)?);
+    ) -> anyhow::Result<Vec<FileRow>> {
         let mut wait = Duration::from_millis(100);
         loop {
-            match self.api.call(false, &path, None).await {
-                Err(e) if e.is::<Unreachable>() && !stop.is_raised() => {
+            match self.api.files(job, FilesQuery { from, to }).await {
+                Err(e) if e.is_transient() && !stop.is_raised() => {
                     tokio::select! {
                         _ = tokio::time::sleep(wait) => {}
                         _ = stop.clone().raised() => {}
@@ -618,7 +625,7 @@ impl UnitContext {
                     wait = (wait * 2).min(Duration::from_secs(2));
                 }
                 Err(e) if stop.is_raised() => bail!("stopped: {e}"),
-                other => return other,
+                other => return Ok(other?),
             }
         }
     }
@@ -914,17 +921,19 @@ mod tests {
 
     #[test]
     fn idle_claims_say_what_the_worker_is_only_every_few_seconds() {
+        let about = || hetch_service::api::WorkerAbout {
+            host: Some("h".into()),
+            ..Default::default()
+        };
         let mut last = None;
-        let first = super::claim_body("w", 2, &mut last, || serde_json::json!({"host": "h"}));
-        assert_eq!(first["about"]["host"], "h");
-        let next = super::claim_body("w", 2, &mut last, || serde_json::json!({"host": "h"}));
-        assert!(next.get("about").is_none(), "{next}");
+        let first = super::claim_body("w", 2, &mut last, about);
+        assert_eq!(first.about.unwrap().host.as_deref(), Some("h"));
+        let next = super::claim_body("w", 2, &mut last, about);
+        assert!(next.about.is_none(), "{next:?}");
         last = Some(std::time::Instant::now() - super::ABOUT_EVERY);
-        assert!(
-            super::claim_body("w", 1, &mut last, || serde_json::json!({}))
-                .get("about")
-                .is_some()
-        );
+        assert!(super::claim_body("w", 1, &mut last, Default::default)
+            .about
+            .is_some());
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! the unit names) is read by the child before it changes its identity, and the
 //! service's token is handed over in that line, never in its arguments or
 //! environment. After the change the process is no longer dumpable, so the account
-//! cannot read its memory. The child then reports progress (`{"bytes":N,...}`) and
+//! cannot read its memory. The child then reports progress (`{"progress":{"bytes":N,...}}`) and
 //! finally the unit's report (`{"report":{...}}`) on its standard output, one JSON
 //! line each; the worker sends it the unit's new rate (`{"rate":N}`) and stops it by
 //! closing its input, then killing it.
@@ -21,16 +21,14 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::worker::{Preloaded, UnitContext};
 use anyhow::{anyhow, bail};
 use hetch_engine::{Progress, RateLimiter, StopSignal};
-use hetch_service::api::ClaimedUnit;
+use hetch_service::api::{ClaimedUnit, FinishRequest};
+use hetch_service_api::client::Client;
 use hetch_storage::account::Account;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-
-use crate::service_client::Client;
-use crate::worker::{Preloaded, UnitContext};
 
 /// Longest line the worker reads from a child (a report is one line of a few KiB).
 const MAX_LINE: usize = 64 << 10;
@@ -47,6 +45,31 @@ struct Handover {
     dest_token: Option<PathBuf>,
     source_token: Option<PathBuf>,
     known_hosts: Option<PathBuf>,
+    rate: u64,
+}
+
+/// What a child says on its standard output, one JSON line each.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum FromChild {
+    /// What the unit moved so far (`{"progress":{...}}`).
+    Progress(Moved),
+    /// The unit's report, its last line (`{"report":{...}}`).
+    Report(FinishRequest),
+}
+
+/// A unit's progress, as a child reports it.
+#[derive(Serialize, Deserialize)]
+struct Moved {
+    bytes: u64,
+    wire_bytes: u64,
+    compressed_blocks: u64,
+}
+
+/// What the worker says to a child on its standard input after the handover: the
+/// unit's new share of its job's rate (`{"rate":N}`).
+#[derive(Serialize, Deserialize)]
+struct ToChild {
     rate: u64,
 }
 
@@ -70,14 +93,13 @@ impl UnitContext {
         stop: StopSignal,
         rate: Arc<RateLimiter>,
         progress: Arc<Progress>,
-    ) -> Value {
-        let key = json!({"job": u.job, "seq": u.seq});
+    ) -> FinishRequest {
+        let (job, seq) = (u.job.clone(), u.seq);
         match self.child(u, account, stop, rate, progress).await {
             Ok(report) => report,
             Err(e) => {
-                let mut report = key;
-                report["error"] = json!(format!("as account {account}: {}", crate::one_line(&e)));
-                report
+                let why = format!("as account {account}: {}", crate::one_line(&e));
+                FinishRequest::failed(&job, seq, why)
             }
         }
     }
@@ -89,7 +111,7 @@ impl UnitContext {
         stop: StopSignal,
         rate: Arc<RateLimiter>,
         progress: Arc<Progress>,
-    ) -> anyhow::Result<Value> {
+    ) -> anyhow::Result<FinishRequest> {
         let handover = Handover {
             unit: u,
             account: account.to_string(),
@@ -125,15 +147,13 @@ impl UnitContext {
         loop {
             tokio::select! {
                 got = output.recv() => match got {
-                    Some(l) => {
-                        let v: Value = serde_json::from_slice(&l?)?;
-                        if let Some(r) = v.get("report") {
-                            report = Some(r.clone());
+                    Some(l) => match serde_json::from_slice(&l?)? {
+                        FromChild::Report(r) => {
+                            report = Some(r);
                             break;
-                        } else {
-                            counted(&progress, &v);
                         }
-                    }
+                        FromChild::Progress(m) => counted(&progress, &m),
+                    },
                     None => break,
                 },
                 _ = stop.clone().raised() => {
@@ -147,7 +167,7 @@ impl UnitContext {
                     let now = rate.rate();
                     if now != sent_rate {
                         sent_rate = now;
-                        let line = format!("{}\n", json!({"rate": now}));
+                        let line = line_of(&ToChild { rate: now });
                         input.write_all(line.as_bytes()).await?;
                     }
                 }
@@ -199,15 +219,17 @@ fn bounded_lines(
 }
 
 /// Progress a child reports, into the worker's own counters.
-fn counted(progress: &Progress, v: &Value) {
-    let set = |field: &std::sync::atomic::AtomicU64, name: &str| {
-        if let Some(n) = v[name].as_u64() {
-            field.store(n, Relaxed);
-        }
-    };
-    set(&progress.bytes, "bytes");
-    set(&progress.wire_bytes, "wire_bytes");
-    set(&progress.compressed_blocks, "compressed_blocks");
+fn counted(progress: &Progress, m: &Moved) {
+    progress.bytes.store(m.bytes, Relaxed);
+    progress.wire_bytes.store(m.wire_bytes, Relaxed);
+    progress
+        .compressed_blocks
+        .store(m.compressed_blocks, Relaxed);
+}
+
+/// `v` as one JSON line.
+fn line_of(v: &impl Serialize) -> String {
+    format!("{}\n", serde_json::to_string(v).expect("a plain struct"))
 }
 
 /// `hetch worker-unit`: the child's side. Reads its handover, reads what only root
@@ -244,11 +266,8 @@ pub async fn child_main() -> anyhow::Result<ExitCode> {
     let heard = rate.clone();
     tokio::spawn(async move {
         while let Ok(Some(line)) = input.next_line().await {
-            if let Some(r) = serde_json::from_str::<Value>(&line)
-                .ok()
-                .and_then(|v| v["rate"].as_u64())
-            {
-                heard.set_rate(r);
+            if let Ok(ToChild { rate }) = serde_json::from_str(&line) {
+                heard.set_rate(rate);
             }
         }
         tx.stop();
@@ -257,17 +276,19 @@ pub async fn child_main() -> anyhow::Result<ExitCode> {
     let reporter = tokio::spawn(async move {
         loop {
             tokio::time::sleep(Duration::from_millis(500)).await;
-            let line = json!({
-                "bytes": shown.bytes.load(Relaxed),
-                "wire_bytes": shown.wire_bytes.load(Relaxed),
-                "compressed_blocks": shown.compressed_blocks.load(Relaxed),
-            });
-            println!("{line}");
+            print!(
+                "{}",
+                line_of(&FromChild::Progress(Moved {
+                    bytes: shown.bytes.load(Relaxed),
+                    wire_bytes: shown.wire_bytes.load(Relaxed),
+                    compressed_blocks: shown.compressed_blocks.load(Relaxed),
+                }))
+            );
         }
     });
     let report = ctx.run_here(h.unit, stop, rate, progress).await;
     reporter.abort();
-    println!("{}", json!({ "report": report }));
+    print!("{}", line_of(&FromChild::Report(report)));
     use std::io::Write;
     let _ = std::io::stdout().flush();
     // Now, not at the runtime's end: that would wait for the read of standard input,

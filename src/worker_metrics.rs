@@ -17,8 +17,7 @@ use hetch_engine::{Progress, Tally, Tracked};
 use hetch_jobs::UnitSpec;
 use hetch_metrics::{Exposition, Kind};
 use hetch_proto::Summary;
-use hetch_service::api::ClaimedUnit;
-use serde_json::Value;
+use hetch_service::api::{ClaimedUnit, FinishRequest};
 
 /// Kinds of unit, in the order of [`KINDS`].
 #[derive(Debug, Clone, Copy)]
@@ -106,7 +105,7 @@ impl WorkerMetrics {
         let progress = Arc::new(Progress::default());
         let run = UnitRun {
             kind,
-            job: crate::service_client::path_segment(&u.job)
+            job: hetch_service_api::client::path_segment(&u.job)
                 .ok()
                 .map(str::to_string),
             progress: progress.clone(),
@@ -122,21 +121,20 @@ impl WorkerMetrics {
     /// Claim `claim`'s unit ended with `report` (its `/api/work/finish` body); `lost`
     /// when it was stopped for its lease. A unit done counts the files it reports (the
     /// service's count: directories of its listing are files) and at least the bytes.
-    pub(crate) fn ended(&self, claim: u64, report: &Value, lost: bool) {
+    pub(crate) fn ended(&self, claim: u64, report: &FinishRequest, lost: bool) {
         let Some(run) = self.running.lock().expect("metrics lock").remove(&claim) else {
             return;
         };
-        let outcome = match (report["error"].is_null(), lost) {
+        let outcome = match (report.error.is_none(), lost) {
             (true, _) => Outcome::Done,
             (false, true) => Outcome::Stopped,
             (false, false) => Outcome::Failed,
         };
         let floor = match outcome {
             Outcome::Done => {
-                let files = report["files"].as_u64().unwrap_or(0);
-                self.files.fetch_add(files, Relaxed);
+                self.files.fetch_add(report.files, Relaxed);
                 Summary {
-                    bytes: report["bytes"].as_u64().unwrap_or(0),
+                    bytes: report.bytes,
                     ..Summary::default()
                 }
             }

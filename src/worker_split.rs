@@ -18,7 +18,7 @@ use hetch_engine::store::{Place, Store};
 use hetch_engine::{DestSpec, Progress, RateLimiter, StopSignal, Verify};
 use hetch_jobs::UnitSpec;
 use hetch_proto::{Op, RangeStep};
-use hetch_service::api::{ClaimedUnit, JobSpec};
+use hetch_service::api::{ClaimedUnit, FileRow, JobSpec};
 use hetch_session::client::ClientConfig;
 use hetch_session::range::{self as remote, RangePacing};
 use hetch_storage::part::FinalMeta;
@@ -203,24 +203,20 @@ impl UnitContext {
         job: &str,
         file: u64,
         stop: &StopSignal,
-    ) -> anyhow::Result<ListingRow> {
+    ) -> anyhow::Result<FileRow> {
         let end = file
             .checked_add(1)
             .ok_or_else(|| anyhow!("the service sent file {file}"))?;
-        let rows = self.listing(job, file, end, stop).await?;
-        let row = rows
-            .as_array()
-            .and_then(|r| r.first())
+        let row = self
+            .listing(job, file, end, stop)
+            .await?
+            .into_iter()
+            .next()
             .ok_or_else(|| anyhow!("the service has no listing row {file}"))?;
-        let path = row["path"].as_str().unwrap_or_default().to_string();
         // Named below the destination as it is: a wire path, checked as one.
-        hetch_proto::validate_rel_path(path.as_bytes())
-            .map_err(|e| anyhow!("the service sent listing row {file} as {path:?}: {e}"))?;
-        Ok(ListingRow {
-            operand: row["operand"].as_u64().unwrap_or(u64::MAX),
-            path,
-            size: row["size"].as_u64().unwrap_or(u64::MAX),
-        })
+        hetch_proto::validate_rel_path(row.path.as_bytes())
+            .map_err(|e| anyhow!("the service sent listing row {file} as {:?}: {e}", row.path))?;
+        Ok(row)
     }
 
     /// Opens the source of `row` (below its operand, no symlink followed) and its
@@ -229,12 +225,12 @@ impl UnitContext {
     fn open_split(
         &self,
         spec: &JobSpec,
-        row: &ListingRow,
+        row: &FileRow,
         dest: Location,
     ) -> anyhow::Result<SplitFile> {
         let operand = spec
             .sources
-            .get(row.operand as usize)
+            .get(usize::try_from(row.operand).unwrap_or(usize::MAX))
             .ok_or_else(|| anyhow!("listing row names source {}", row.operand))?;
         let (within, operand) = self.source_within(spec, operand)?;
         let mut below = EntriesBelow::within(&within, &operand)?;
@@ -327,13 +323,6 @@ fn parent_meta(below: &mut EntriesBelow, wire: &str) -> anyhow::Result<Option<Fi
         mtime_sec: dir.mtime_sec,
         mtime_nsec: dir.mtime_nsec,
     }))
-}
-
-/// A row of a job's listing.
-struct ListingRow {
-    operand: u64,
-    path: String,
-    size: u64,
 }
 
 #[cfg(test)]

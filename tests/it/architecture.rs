@@ -100,6 +100,19 @@ fn the_engine_reaches_no_socket_tls_or_http_crate() {
         assert!(!mcp.contains(heavy), "hetch-mcp depends on {heavy}");
     }
     assert!(mcp.contains("hetch-location"));
+    // The service's API types (and its client) are for any client to take: none of the
+    // transfer stack comes with them.
+    let api = closure(&meta, "hetch-service-api");
+    for heavy in [
+        "hetch-engine",
+        "hetch-session",
+        "hetch-storage",
+        "hetch-object",
+        "hetch-service",
+        "hetch-jobdb",
+    ] {
+        assert!(!api.contains(heavy), "hetch-service-api depends on {heavy}");
+    }
     // The shipped binary carries no benchmark harness, testbed or test backend.
     let shipped = closure(&meta, "hetch");
     for lab in ["hetch-bench", "hetch-wan", "hetch-testkit", "plotters"] {

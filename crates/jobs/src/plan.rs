@@ -16,7 +16,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One unit of work, as planned.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum UnitSpec {
     /// Files `first..end` of the listing (by their index in it), whole.
     Files {

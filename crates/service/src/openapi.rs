@@ -1,6 +1,14 @@
-//! The API's OpenAPI 3.1 document, served at `/api/openapi.json`. Written out here
-//! (a test checks that it names every route the router serves, and nothing else).
+//! The API's OpenAPI 3.1 document, served at `/api/openapi.json`. Its paths are
+//! written out here (a test checks that it names every route the router serves, and
+//! nothing else); its `components/schemas` are generated from the request and reply
+//! types of [`hetch_service_api`] (a test checks values of each against them).
 
+use hetch_service_api::schema::{self, name_of, REF_PREFIX};
+use hetch_service_api::{
+    ClaimRequest, ClaimedUnit, FileRow, FinishReply, FinishRequest, HeartbeatReply,
+    HeartbeatRequest, JobSpec, JobView,
+};
+use schemars::JsonSchema;
 use serde_json::{json, Value};
 
 /// The routes, as the document and the router name them: (method, path, summary).
@@ -82,6 +90,63 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// A reference to `T`'s schema.
+fn of<T: JsonSchema>() -> Value {
+    json!({"$ref": format!("{REF_PREFIX}{}", name_of::<T>())})
+}
+
+/// An array of `T`.
+fn array_of<T: JsonSchema>() -> Value {
+    json!({"type": "array", "items": of::<T>()})
+}
+
+/// The schemas of route `method` `path`'s request body (if it takes one) and of its
+/// successful answer (if it is JSON of one of the API's types).
+fn bodies(method: &str, path: &str) -> (Option<Value>, Option<Value>) {
+    match (method, path) {
+        ("post", "/api/jobs") => (Some(of::<JobSpec>()), Some(of::<JobView>())),
+        ("get", "/api/jobs") => (None, Some(array_of::<JobView>())),
+        ("get", "/api/jobs/{id}") | ("post", "/api/jobs/{id}/cancel" | "/api/jobs/{id}/retry") => {
+            (None, Some(of::<JobView>()))
+        }
+        ("get", "/api/jobs/{id}/files") => (None, Some(array_of::<FileRow>())),
+        ("post", "/api/work/claim") => {
+            (Some(of::<ClaimRequest>()), Some(array_of::<ClaimedUnit>()))
+        }
+        ("post", "/api/work/heartbeat") => {
+            (Some(of::<HeartbeatRequest>()), Some(of::<HeartbeatReply>()))
+        }
+        ("post", "/api/work/finish") => (Some(of::<FinishRequest>()), Some(of::<FinishReply>())),
+        _ => (None, None),
+    }
+}
+
+/// A query parameter.
+fn query(name: &str, required: bool, schema: Value) -> Value {
+    json!({"name": name, "in": "query", "required": required, "schema": schema})
+}
+
+/// The query parameters of route `path` (as `ListQuery` and `FilesQuery` take them).
+fn query_of(path: &str) -> Vec<Value> {
+    let count = || json!({"type": "integer", "minimum": 0});
+    match path {
+        "/api/jobs" => vec![
+            query(
+                "state",
+                false,
+                json!({"enum": ["planning", "queued", "running", "done", "failed", "cancelled"]}),
+            ),
+            query(
+                "limit",
+                false,
+                json!({"type": "integer", "minimum": 0, "maximum": 1000}),
+            ),
+        ],
+        "/api/jobs/{id}/files" => vec![query("from", true, count()), query("to", true, count())],
+        _ => Vec::new(),
+    }
+}
+
 /// The document.
 pub fn document() -> Value {
     let mut paths = serde_json::Map::new();
@@ -106,11 +171,30 @@ pub fn document() -> Value {
         if path.ends_with("/listing") {
             op["responses"]["200"] = json!({"description": "OK (application/x-ndjson)"});
         }
+        let mut parameters = match *method {
+            "get" => query_of(path),
+            _ => Vec::new(),
+        };
         if path.contains("{id}") {
-            op["parameters"] = json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
+            parameters.push(
+                json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}),
+            );
         }
-        if *path == "/api/jobs" && *method == "post" {
-            op["requestBody"] = json!({"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobSpec"}}}});
+        if !parameters.is_empty() {
+            op["parameters"] = Value::Array(parameters);
+        }
+        let (request, answer) = bodies(method, path);
+        if let Some(schema) = request {
+            op["requestBody"] =
+                json!({"required": true, "content": {"application/json": {"schema": schema}}});
+        }
+        if let Some(schema) = answer {
+            let code = if *method == "post" && *path == "/api/jobs" {
+                "201"
+            } else {
+                "200"
+            };
+            op["responses"][code]["content"] = json!({"application/json": {"schema": schema}});
         }
         if !path.starts_with("/api/work/") && *path != "/metrics" {
             op["security"] = json!([{"bearer": []}, {"session": []}]);
@@ -132,35 +216,7 @@ pub fn document() -> Value {
                 "name": "__Host-hetch_session",
                 "description": "A browser's session, set by POST /login with either token; a request other than GET also needs the session's CSRF token (GET /api/session) in X-CSRF-Token",
             }},
-            "schemas": {
-                "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}, "field": {"type": "string", "description": "The job spec's field a 400 is about"}}},
-                "JobSpec": {
-                    "type": "object",
-                    "additionalProperties": false,
-                    "required": ["sources", "dest"],
-                    "properties": {
-                        "sources": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 1000,
-                                    "description": "Paths below the service's root; or hetch://HOST:PORT/PATH URLs all on one server, which pushes them to a hetch:// dest (a copy between two servers)."},
-                        "dest": {"type": "string", "description": "hetch://, s3://, gs:// or az:// URL, or a path below the service's root."},
-                        "priority": {"type": "integer", "minimum": -100, "maximum": 100},
-                        "rate_limit": {"type": "integer", "minimum": 0},
-                        "dest_nodes": {"type": "array", "items": {"type": "string"}, "maxItems": 64,
-                                       "description": "Other hetch serve nodes (HOST[:PORT]) serving the same storage as the hetch:// dest's server; units are spread over all of them."},
-                        "options": {
-                            "type": "object",
-                            "additionalProperties": false,
-                            "properties": {
-                                "checksum": {"enum": ["blake3", "xxh3", "crc32c", "md5", "sha256", "adler32"]},
-                                "verify": {"enum": ["none", "received", "written"]},
-                                "block_size": {"type": "integer"},
-                                "streams": {"type": "integer", "minimum": 1, "maximum": 256},
-                                "no_clobber": {"type": "boolean"},
-                                "compress": {"type": "string", "pattern": "^(none|off|auto|zstd|zstd:([1-9]|1[0-9]))$"}
-                            }
-                        }
-                    }
-                }
-            }
+            "schemas": schema::components(),
         }
     })
 }

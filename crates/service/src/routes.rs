@@ -4,6 +4,13 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::api::{
+    ClaimRequest, ClaimedUnit, ErrorBody, FileRow, FilesQuery, FinishReply, FinishRequest,
+    HeartbeatReply, HeartbeatRequest, HeldUnit, JobSpec, JobView, ListQuery, UnitsView,
+    WorkerAbout,
+};
+use crate::auth::{self, Caller, Denied};
+use crate::{now_ms, AppState};
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, Request, State};
@@ -14,22 +21,12 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use hetch_jobdb::leases::{MAX_UNIT_BYTES, MAX_UNIT_FILES};
 use hetch_jobdb::{JobRow, JobState, NewJob, Retry, UnitOutcome, WorkerReport};
-use serde::Deserialize;
-
-use crate::api::{
-    ClaimRequest, ClaimedUnit, ErrorBody, FinishRequest, HeartbeatRequest, JobSpec, JobView,
-    UnitsView, WorkerAbout,
-};
-use crate::auth::{self, Caller, Denied};
-use crate::{now_ms, AppState};
 
 /// Largest request body: job specs and reports are small.
 const MAX_BODY: usize = 1 << 20;
 /// Most jobs one listing returns.
 const MAX_LIST: u64 = 1000;
-/// Most listing rows one call returns: also the most files a unit may hold, so that a
-/// worker reads a unit's rows in one call.
-pub const MAX_FILES: u64 = 10_000;
+pub use crate::api::MAX_FILES;
 /// Longest worker name.
 const MAX_NAME: usize = 200;
 
@@ -245,13 +242,6 @@ fn new_id() -> String {
     hex::encode(rand::random::<[u8; 8]>())
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListQuery {
-    state: Option<String>,
-    limit: Option<u64>,
-}
-
 async fn list(
     State(state): State<Arc<AppState>>,
     axum::Extension(caller): axum::Extension<Caller>,
@@ -324,13 +314,6 @@ async fn retry(
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FilesQuery {
-    from: u64,
-    to: u64,
-}
-
 async fn files(
     State(state): State<Arc<AppState>>,
     axum::Extension(caller): By,
@@ -347,11 +330,17 @@ async fn files(
     }
     view(&state, &caller, &id).await?;
     let rows = state.db.files(&id, q.from, q.to).await.map_err(internal)?;
-    let rows: Vec<_> = rows
-        .into_iter()
-        .map(|f| serde_json::json!({"operand": f.operand, "path": f.path, "size": f.size}))
-        .collect();
+    let rows: Vec<FileRow> = rows.into_iter().map(file_row).collect();
     Ok(Json(rows).into_response())
+}
+
+/// A row of a job's listing as the API shows it.
+pub(crate) fn file_row(f: hetch_jobdb::FileRow) -> FileRow {
+    FileRow {
+        operand: u64::from(f.operand),
+        path: f.path,
+        size: f.size,
+    }
 }
 
 fn check_worker(name: &str) -> Result<(), ApiError> {
@@ -479,14 +468,15 @@ async fn heartbeat(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
             shares.insert(job.clone(), rate);
         }
     }
-    let held: Vec<_> = held
+    let held = held
         .into_iter()
-        .map(|(job, seq)| {
-            let rate = shares.get(&job).copied().unwrap_or(0);
-            serde_json::json!({"job": job, "seq": seq, "rate_limit": rate})
+        .map(|(job, seq)| HeldUnit {
+            rate_limit: shares.get(&job).copied().unwrap_or(0),
+            job,
+            seq,
         })
         .collect();
-    Ok(Json(serde_json::json!({ "held": held })).into_response())
+    Ok(Json(HeartbeatReply { held }).into_response())
 }
 
 /// A finish report's numbers, within what any unit may move: one beyond is refused
@@ -528,7 +518,7 @@ async fn finish(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
         .await
         .map_err(internal)?;
     match r {
-        Ok(()) => Ok(Json(serde_json::json!({})).into_response()),
+        Ok(()) => Ok(Json(FinishReply {}).into_response()),
         Err(why) => Err(fail(
             StatusCode::CONFLICT,
             format!("unit {} of job {} is not yours: {why:?}", req.seq, req.job),

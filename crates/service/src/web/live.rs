@@ -127,7 +127,7 @@ async fn listing(
                 Ok(rows) => rows
                     .into_iter()
                     .map(|f| {
-                        json!({"operand": f.operand, "path": f.path, "size": f.size}).to_string()
+                        serde_json::to_string(&crate::routes::file_row(f)).expect("a plain struct")
                             + "\n"
                     })
                     .collect::<String>(),

@@ -4,4 +4,5 @@
 mod common;
 
 mod api;
+mod openapi;
 mod web;

@@ -1,0 +1,317 @@
+//! A client of the transfer service's HTTPS API, for `hetch job` and `hetch worker`:
+//! the token as for `cp`, and the service's key pinned on first use as for `cp`. Each
+//! route is a method taking and returning the API's types; what goes wrong is a
+//! [`ClientError`] that says whether asking again may help.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hetch_net::{KnownHosts, NetError, TlsClient, Trust};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::{
+    ClaimRequest, ClaimedUnit, ErrorBody, FileRow, FilesQuery, FinishReply, FinishRequest,
+    HeartbeatReply, HeartbeatRequest, JobSpec, JobView, ListQuery, MAX_FILES,
+};
+
+/// Why a call to the service did not give what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The service refused the caller (401 or 403): asking again will not help.
+    #[error("{0}")]
+    NotAllowed(String),
+    /// The service could not be reached, or its answer was cut off: asking again
+    /// later may succeed.
+    #[error("{0}")]
+    Unreachable(String),
+    /// The service answered with an error of its own (any other 4xx or 5xx): its
+    /// one line, after the service's name.
+    #[error("{service}: {message}")]
+    Service {
+        /// The service, `HOST:PORT`.
+        service: String,
+        /// The HTTP status.
+        status: u16,
+        /// The service's one line.
+        message: String,
+        /// The field of a submitted job the error is about, when it names one.
+        field: Option<String>,
+    },
+    /// What answered is not a hetch service, or its answer is not what the API says
+    /// (a field missing, a number out of bounds, too many rows).
+    #[error("{0}")]
+    Invalid(String),
+    /// A job id or state that cannot be sent as asked (checked before any call).
+    #[error("{0}")]
+    BadArgument(String),
+    /// Setting up the connection: the TLS identity, the pinned key, the known-hosts
+    /// file, or the first handshake that learns the key.
+    #[error(transparent)]
+    Net(#[from] NetError),
+}
+
+impl ClientError {
+    /// Whether asking again later may succeed: the service could not be reached.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ClientError::Unreachable(_))
+    }
+
+    /// Whether the service refused the caller: its token (or its kind of token).
+    pub fn is_not_allowed(&self) -> bool {
+        matches!(self, ClientError::NotAllowed(_))
+    }
+}
+
+/// What a call answers, or why not.
+pub type Result<T> = std::result::Result<T, ClientError>;
+
+/// The service's API, as this client reaches it.
+pub struct Client {
+    http: reqwest::Client,
+    tls: TlsClient,
+    base: String,
+    token: String,
+    host: String,
+}
+
+impl Client {
+    /// A client of the service at `service` (`HOST:PORT`), its key pinned by
+    /// `fingerprint` or the known-hosts file, presenting `token`.
+    pub async fn new(
+        service: &str,
+        fingerprint: Option<hetch_net::Fingerprint>,
+        known_hosts: Option<PathBuf>,
+        token: Vec<u8>,
+    ) -> Result<Client> {
+        let token = String::from_utf8(token)
+            .map_err(|_| ClientError::BadArgument("the token is not text".into()))?;
+        let trust = match fingerprint {
+            Some(fp) => Trust::Pinned(fp),
+            None => Trust::KnownHosts(KnownHosts {
+                path: known_hosts.unwrap_or_else(KnownHosts::default_path),
+            }),
+        };
+        let tls = TlsClient::new(service, trust)?;
+        if tls.pinned().is_none() {
+            // First use: one handshake through hetch's own connect learns the key
+            // (checking the server holds it); from then on the HTTPS client's
+            // connections must present that same key.
+            hetch_net::connect(service, &Default::default(), Some(&tls)).await?;
+        }
+        let config = tls
+            .rustls_config()
+            .expect("the key is known after a handshake");
+        let http = reqwest::Client::builder()
+            .use_preconfigured_tls((*config).clone())
+            .connect_timeout(Duration::from_secs(30))
+            .timeout(Duration::from_secs(120))
+            // Well before the service closes an idle connection (its --idle-timeout,
+            // 60 s by default), so that a call never goes out on one it is closing.
+            .pool_idle_timeout(Duration::from_secs(20))
+            .build()
+            .map_err(|e| ClientError::Invalid(format!("HTTPS client: {}", root_cause(&e))))?;
+        Ok(Client {
+            http,
+            tls,
+            base: format!("https://{service}"),
+            token,
+            host: service.to_string(),
+        })
+    }
+
+    /// Submits a job (`POST /api/jobs`): the job as the service took it (planning).
+    pub async fn submit(&self, spec: &JobSpec) -> Result<JobView> {
+        self.call(true, "/api/jobs", Some(spec)).await
+    }
+
+    /// Jobs, newest first (`GET /api/jobs`).
+    pub async fn list(&self, q: &ListQuery) -> Result<Vec<JobView>> {
+        let mut path = String::from("/api/jobs?");
+        if let Some(limit) = q.limit {
+            path.push_str(&format!("limit={limit}&"));
+        }
+        if let Some(state) = &q.state {
+            path.push_str(&format!("state={}", path_segment(state)?));
+        }
+        self.call(false, path.trim_end_matches(['&', '?']), None::<&()>)
+            .await
+    }
+
+    /// Job `id` (`GET /api/jobs/{id}`).
+    pub async fn job(&self, id: &str) -> Result<JobView> {
+        let path = format!("/api/jobs/{}", path_segment(id)?);
+        self.call(false, &path, None::<&()>).await
+    }
+
+    /// Cancels job `id` (`POST /api/jobs/{id}/cancel`): the job, cancelled.
+    pub async fn cancel(&self, id: &str) -> Result<JobView> {
+        let path = format!("/api/jobs/{}/cancel", path_segment(id)?);
+        self.call(true, &path, None::<&()>).await
+    }
+
+    /// Runs job `id`'s unfinished units again (`POST /api/jobs/{id}/retry`).
+    pub async fn retry(&self, id: &str) -> Result<JobView> {
+        let path = format!("/api/jobs/{}/retry", path_segment(id)?);
+        self.call(true, &path, None::<&()>).await
+    }
+
+    /// Rows `q.from..q.to` of job `job`'s listing (`GET /api/jobs/{id}/files`): at
+    /// most [`MAX_FILES`] are asked for, and more than were asked for are refused.
+    pub async fn files(&self, job: &str, q: FilesQuery) -> Result<Vec<FileRow>> {
+        let count =
+            q.to.checked_sub(q.from)
+                .filter(|&n| n <= MAX_FILES)
+                .ok_or_else(|| {
+                    ClientError::BadArgument(format!("listing rows {}..{}", q.from, q.to))
+                })?;
+        let path = format!(
+            "/api/jobs/{}/files?from={}&to={}",
+            path_segment(job)?,
+            q.from,
+            q.to
+        );
+        let rows: Vec<FileRow> = self.call(false, &path, None::<&()>).await?;
+        if rows.len() as u64 > count {
+            return Err(self.invalid(format!("{} listing rows for {count} asked for", rows.len())));
+        }
+        Ok(rows)
+    }
+
+    /// A worker takes up to `req.max` units under a lease (`POST /api/work/claim`).
+    pub async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ClaimedUnit>> {
+        let units: Vec<ClaimedUnit> = self.call(true, "/api/work/claim", Some(req)).await?;
+        if units.len() > req.max as usize {
+            return Err(self.invalid(format!("{} units for a claim of {}", units.len(), req.max)));
+        }
+        Ok(units)
+    }
+
+    /// A worker extends its leases (`POST /api/work/heartbeat`): the units it still
+    /// holds.
+    pub async fn heartbeat(&self, req: &HeartbeatRequest) -> Result<HeartbeatReply> {
+        self.call(true, "/api/work/heartbeat", Some(req)).await
+    }
+
+    /// A worker reports a unit it holds as done or failed (`POST /api/work/finish`).
+    pub async fn finish(&self, req: &FinishRequest) -> Result<FinishReply> {
+        self.call(true, "/api/work/finish", Some(req)).await
+    }
+
+    /// Calls the API (a POST sends `body`, or `{}`); a 4xx or 5xx becomes the
+    /// service's one-line error, an answer not of type `T` an invalid one.
+    async fn call<T: DeserializeOwned>(
+        &self,
+        post: bool,
+        path: &str,
+        body: Option<&impl Serialize>,
+    ) -> Result<T> {
+        let url = format!("{}{path}", self.base);
+        let req = match (post, body) {
+            (true, Some(body)) => self.http.post(url).json(body),
+            (true, None) => self.http.post(url).json(&Value::Object(Default::default())),
+            (false, _) => self.http.get(url),
+        };
+        let resp = req
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(&e))?;
+        let status = resp.status();
+        let text = resp.text().await.map_err(|e| self.unreachable(&e))?;
+        let v: Value = serde_json::from_str(&text).map_err(|_| {
+            ClientError::Invalid(format!(
+                "{}: not a hetch service (answered {status})",
+                self.host
+            ))
+        })?;
+        // It answered as the service does: its key can be trusted from now on.
+        if let Some(fp) = self.tls.record_learned()? {
+            eprintln!(
+                "hetch: first connection to {}: trusting its key {fp} from now on",
+                self.host
+            );
+        }
+        if !status.is_success() {
+            let body = serde_json::from_value::<ErrorBody>(v).unwrap_or(ErrorBody {
+                error: "(no error message)".into(),
+                field: None,
+            });
+            if status.as_u16() == 401 || status.as_u16() == 403 {
+                return Err(ClientError::NotAllowed(format!(
+                    "{}: {}",
+                    self.host, body.error
+                )));
+            }
+            return Err(ClientError::Service {
+                service: self.host.clone(),
+                status: status.as_u16(),
+                message: body.error,
+                field: body.field,
+            });
+        }
+        serde_json::from_value(v).map_err(|e| self.invalid(format!("answer to {path}: {e}")))
+    }
+
+    fn unreachable(&self, e: &reqwest::Error) -> ClientError {
+        ClientError::Unreachable(format!("{}: {}", self.host, root_cause(e)))
+    }
+
+    fn invalid(&self, what: String) -> ClientError {
+        ClientError::Invalid(format!("{}: {what}", self.host))
+    }
+
+    /// The service, `HOST:PORT`.
+    pub fn service(&self) -> &str {
+        &self.host
+    }
+
+    /// The service's key, once pinned.
+    pub fn pinned(&self) -> Option<hetch_net::Fingerprint> {
+        self.tls.pinned()
+    }
+
+    /// The token this client presents (handed to a unit's own process only).
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Whether `token` is the one this client presents to the service.
+    pub fn is_token(&self, token: &[u8]) -> bool {
+        hetch_net::tokens_equal(token, self.token.as_bytes())
+    }
+}
+
+/// The innermost error of a request: the one that says what went wrong.
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
+}
+
+/// A job id (or a job state) as one path segment or query value: ids are hex, states
+/// are words; anything else is refused here.
+pub fn path_segment(id: &str) -> Result<&str> {
+    match !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        true => Ok(id),
+        false => Err(ClientError::BadArgument(format!("{id:?} is not a job id"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_ids_become_path_segments() {
+        assert_eq!(path_segment("0123abcdef").unwrap(), "0123abcdef");
+        for bad in ["", "../x", "a/b", "a?b", "a b", &"a".repeat(65)] {
+            let e = path_segment(bad).unwrap_err();
+            assert!(matches!(e, ClientError::BadArgument(_)), "{bad:?}: {e}");
+            assert!(!e.is_transient() && !e.is_not_allowed());
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! The transfer service's API as types: every request and reply of its HTTPS routes
+//! (see `docs/design/service.md`), with the checks the service runs on what clients
+//! send, and their JSON Schemas for its OpenAPI document. The service, `hetch job`,
+//! `hetch worker` and the web interface's server side all (de)serialize these, so the
+//! wire format is written once.
+//!
+//! - [`job`]: a job's spec, its view, its listing's rows, the error body.
+//! - [`work`]: the worker routes: claims, heartbeats and reports on units.
+//! - [`access`]: what a job may touch, recorded with it from its submitter's identity.
+//! - [`schema`]: the JSON Schemas of all of them.
+//! - `client` (feature `client`): the HTTPS client, with the service's key pinned as
+//!   for `hetch cp`.
+
+#![deny(missing_docs)]
+
+pub mod access;
+#[cfg(feature = "client")]
+pub mod client;
+pub mod job;
+pub mod schema;
+pub mod work;
+
+pub use access::Access;
+pub use job::*;
+pub use work::*;

@@ -1,0 +1,225 @@
+//! What workers and the service say to each other on the `/api/work` routes: claims
+//! of units under leases, heartbeats that keep them, and the report on each unit.
+//! Requests refuse fields they do not know; replies ignore them (a newer service may
+//! say more).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::job::JobSpec;
+
+/// A worker asking for work.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimRequest {
+    /// The worker's name (unique among workers).
+    pub worker: String,
+    /// Units it can take now (1 to 64).
+    pub max: u32,
+    /// What it says of itself, for people watching.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub about: Option<WorkerAbout>,
+}
+
+/// What a worker says of itself when it calls (all optional; shown on the web
+/// interface's nodes page, never used to decide anything; one out of bounds is
+/// dropped whole).
+/// Unknown fields are ignored (a newer worker may say more).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WorkerAbout {
+    /// Its host's name (at most 253 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Units it may run at once (1 to 64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<u32>,
+    /// Bytes its units moved since it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved: Option<u64>,
+    /// Its host checks, one line each (at most 32 of at most 300 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks: Option<Vec<String>>,
+}
+
+/// Most host checks a worker reports.
+pub const MAX_CHECKS: usize = 32;
+/// Longest host check line.
+pub const MAX_CHECK: usize = 300;
+
+impl WorkerAbout {
+    /// Whether it is within bounds, as one line naming what is not.
+    pub fn check(&self) -> Result<(), String> {
+        let printable = |s: &str| !s.chars().any(char::is_control);
+        if let Some(h) = &self.host {
+            if h.len() > 253 || !printable(h) {
+                return Err("host must be at most 253 printable bytes".into());
+            }
+        }
+        if let Some(c) = self.capacity {
+            if !(1..=64).contains(&c) {
+                return Err("capacity must be 1 to 64".into());
+            }
+        }
+        if let Some(checks) = &self.checks {
+            let long = checks.iter().any(|c| c.len() > MAX_CHECK || !printable(c));
+            if checks.len() > MAX_CHECKS || long {
+                return Err(format!(
+                    "checks: at most {MAX_CHECKS} printable lines of at most {MAX_CHECK} bytes"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A unit handed to a worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ClaimedUnit {
+    /// Its job.
+    pub job: String,
+    /// Its number in the job.
+    pub seq: u64,
+    /// What to do (`files`, `range` or `commit`, with their bounds).
+    pub unit: hetch_jobs::UnitSpec,
+    /// The job's spec.
+    pub spec: JobSpec,
+    /// The lease runs out at this time (milliseconds since the epoch) unless a
+    /// heartbeat extends it.
+    pub until: u64,
+    /// Times this unit was tried before (a run that failed, or a lease that ran out).
+    #[serde(default)]
+    pub attempts: u32,
+    /// How long a lease lasts from a claim or heartbeat, milliseconds: a worker that
+    /// has not been heard for this long must have stopped the unit, since another
+    /// may be running it by then.
+    pub lease_ms: u64,
+    /// Bytes per second this unit may move (0: no limit): its share of the job's rate
+    /// limit, split evenly among the job's units held now. Heartbeats bring the
+    /// share up to date as units start and end.
+    pub rate_limit: u64,
+}
+
+/// A worker's word of life.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatRequest {
+    /// The worker's name.
+    pub worker: String,
+    /// The units it runs (at most 64), whose leases are extended; without it, every
+    /// lease it holds is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub units: Option<Vec<UnitKey>>,
+    /// What it says of itself, for people watching.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub about: Option<WorkerAbout>,
+}
+
+/// A unit of a job, by number.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UnitKey {
+    /// Its job.
+    pub job: String,
+    /// Its number in the job.
+    pub seq: u64,
+    /// Bytes this run of it moved so far (a heartbeat's live progress).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+}
+
+/// A worker's report on a unit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FinishRequest {
+    /// The worker's name.
+    pub worker: String,
+    /// The unit's job.
+    pub job: String,
+    /// The unit's number.
+    pub seq: u64,
+    /// `None` when it went through; else one line saying why not.
+    pub error: Option<String>,
+    /// Entries it moved.
+    #[serde(default)]
+    pub files: u64,
+    /// Bytes it moved.
+    #[serde(default)]
+    pub bytes: u64,
+}
+
+/// The service's answer to a heartbeat: the units the worker still holds. A unit the
+/// worker runs that is not among them is no longer its own (its lease ran out, or its
+/// job was cancelled): the worker stops it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct HeartbeatReply {
+    /// The units whose leases were extended.
+    pub held: Vec<HeldUnit>,
+}
+
+/// A unit a worker still holds, with its share of its job's rate limit as it is now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct HeldUnit {
+    /// Its job.
+    pub job: String,
+    /// Its number in the job.
+    pub seq: u64,
+    /// Bytes per second it may move now (0: no limit), as in [`ClaimedUnit`].
+    #[serde(default)]
+    pub rate_limit: u64,
+}
+
+/// The service's answer to a unit's report: nothing to say (an empty object), since a
+/// report it does not take is a 409 naming why.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FinishReply {}
+
+impl FinishRequest {
+    /// The report of unit `seq` of job `job`, which moved `files` entries and `bytes`
+    /// bytes (the worker's name is filled in when it is sent).
+    pub fn done(job: &str, seq: u64, files: u64, bytes: u64) -> FinishRequest {
+        FinishRequest {
+            worker: String::new(),
+            job: job.to_string(),
+            seq,
+            error: None,
+            files,
+            bytes,
+        }
+    }
+
+    /// The report of unit `seq` of job `job`, which failed for `error` (one line).
+    pub fn failed(job: &str, seq: u64, error: String) -> FinishRequest {
+        FinishRequest {
+            error: Some(error),
+            ..FinishRequest::done(job, seq, 0, 0)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reports_and_heartbeat_replies_keep_the_wire_format() {
+        let mut done = FinishRequest::done("j1", 4, 2, 10);
+        done.worker = "w".into();
+        assert_eq!(
+            serde_json::to_value(&done).unwrap(),
+            json!({"worker": "w", "job": "j1", "seq": 4, "error": null, "files": 2, "bytes": 10})
+        );
+        let failed = FinishRequest::failed("j1", 4, "no space".into());
+        assert_eq!(failed.error.as_deref(), Some("no space"));
+        assert_eq!((failed.files, failed.bytes), (0, 0));
+        let reply: HeartbeatReply = serde_json::from_value(
+            json!({"held": [{"job": "j1", "seq": 4, "rate_limit": 5, "new": 1}]}),
+        )
+        .unwrap();
+        assert_eq!(reply.held[0].rate_limit, 5);
+        // A unit with no number is not a unit the worker holds: the reply is refused.
+        let missing = json!({"held": [{"job": "j1", "rate_limit": 5}]});
+        assert!(serde_json::from_value::<HeartbeatReply>(missing).is_err());
+        assert_eq!(serde_json::to_string(&FinishReply {}).unwrap(), "{}");
+    }
+}

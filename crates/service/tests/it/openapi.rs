@@ -1,0 +1,202 @@
+//! The OpenAPI document's schemas against the types the service and its clients
+//! (de)serialize: each type's generated schema is served as generated, every
+//! reference in the document resolves, and what a real service answers on each route,
+//! and a sample of each request, validates against its schema (with a real JSON Schema
+//! validator) and reads back as its type unchanged.
+
+use crate::common;
+
+use common::{on_each, planner, start};
+use hetch_service::api::{
+    ClaimRequest, ClaimedUnit, CopyOptions, ErrorBody, FileRow, FinishReply, FinishRequest,
+    HeartbeatReply, HeartbeatRequest, JobSpec, JobView, UnitKey, WorkerAbout,
+};
+use hetch_service_api::schema::{components, name_of, REF_PREFIX};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+/// Checks `v` against the document's schema for `T` (an array of them when `array`),
+/// and that it reads as a `T` that writes and reads back unchanged; returns it.
+fn checked<T>(doc: &Value, v: &Value, array: bool) -> Vec<T>
+where
+    T: JsonSchema + Serialize + DeserializeOwned + PartialEq + std::fmt::Debug,
+{
+    let name = name_of::<T>();
+    let mut root = doc.clone();
+    let one = json!({"$ref": format!("{REF_PREFIX}{name}")});
+    let schema = match array {
+        true => json!({"type": "array", "items": one}),
+        false => one,
+    };
+    root.as_object_mut()
+        .unwrap()
+        .extend(schema.as_object().unwrap().clone());
+    let validator = jsonschema::draft202012::new(&root).expect("the schema compiles");
+    let errors: Vec<String> = validator.iter_errors(v).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{name}: {v} is refused: {errors:?}");
+    let read: Vec<T> = match array {
+        true => serde_json::from_value(v.clone()).unwrap(),
+        false => vec![serde_json::from_value(v.clone()).unwrap()],
+    };
+    // Written again (with the defaults filled in), it is still valid and reads the same.
+    let back = match array {
+        true => serde_json::to_value(&read).unwrap(),
+        false => serde_json::to_value(&read[0]).unwrap(),
+    };
+    let errors: Vec<String> = validator
+        .iter_errors(&back)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{name}: {back} is refused: {errors:?}");
+    let again: Vec<T> = match array {
+        true => serde_json::from_value(back).unwrap(),
+        false => vec![serde_json::from_value(back).unwrap()],
+    };
+    assert_eq!(again, read, "{name} does not read back as it was written");
+    read
+}
+
+/// Whether the document's schema for `T` takes `v`.
+fn valid<T: JsonSchema>(doc: &Value, v: &Value) -> bool {
+    let mut root = doc.clone();
+    root["$ref"] = json!(format!("{REF_PREFIX}{}", name_of::<T>()));
+    jsonschema::draft202012::new(&root).unwrap().is_valid(v)
+}
+
+/// Every `$ref` under `v`.
+fn refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+    match v {
+        Value::Object(o) => {
+            if let Some(Value::String(r)) = o.get("$ref") {
+                out.push(r);
+            }
+            o.values().for_each(|x| refs(x, out));
+        }
+        Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn the_documents_schemas_are_the_types_and_the_services_answers_fit_them() {
+    on_each(|_dir, url| async move {
+        let (api, _task) = start(&_dir, &url, planner()).await;
+        let (s, doc) = api.call("GET", "/api/openapi.json", None, None).await;
+        assert_eq!(s, 200);
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        let generated = components();
+        assert!(generated.len() >= 12, "{:?}", generated.keys());
+        for (name, schema) in &generated {
+            assert_eq!(schemas.get(name), Some(schema), "{name}");
+        }
+        let mut all = Vec::new();
+        refs(&doc, &mut all);
+        for r in all {
+            let name = r.strip_prefix(REF_PREFIX).expect("refers into components");
+            assert!(schemas.contains_key(name), "{r} does not resolve");
+        }
+
+        // What the service answers, route by route.
+        let spec = json!({"sources": ["run1"], "dest": "copy", "priority": 5});
+        checked::<JobSpec>(&doc, &spec, false);
+        let (s, v) = api.post("/api/jobs", spec).await;
+        assert_eq!(s, 201, "{v}");
+        let id = checked::<JobView>(&doc, &v, false).remove(0).id;
+        let planned = api.planned(&id).await;
+        checked::<JobView>(&doc, &planned, false);
+        let (_, v) = api.get("/api/jobs?limit=5").await;
+        checked::<JobView>(&doc, &v, true);
+        let (_, v) = api.get(&format!("/api/jobs/{id}/files?from=0&to=5")).await;
+        assert_eq!(checked::<FileRow>(&doc, &v, true).len(), 5);
+        let claim = serde_json::to_value(ClaimRequest {
+            worker: "w1".into(),
+            max: 2,
+            about: Some(WorkerAbout {
+                host: Some("h1".into()),
+                capacity: Some(2),
+                moved: Some(0),
+                checks: Some(vec!["ok".into()]),
+            }),
+        })
+        .unwrap();
+        checked::<ClaimRequest>(&doc, &claim, false);
+        let (s, v) = api.post("/api/work/claim", claim).await;
+        assert_eq!(s, 200, "{v}");
+        let units = checked::<ClaimedUnit>(&doc, &v, true);
+        let u = units.first().expect("a unit to claim");
+        let beat = serde_json::to_value(HeartbeatRequest {
+            worker: "w1".into(),
+            units: Some(vec![UnitKey {
+                job: u.job.clone(),
+                seq: u.seq,
+                bytes: Some(3),
+            }]),
+            about: None,
+        })
+        .unwrap();
+        checked::<HeartbeatRequest>(&doc, &beat, false);
+        let (s, v) = api.post("/api/work/heartbeat", beat).await;
+        assert_eq!(s, 200, "{v}");
+        let reply = checked::<HeartbeatReply>(&doc, &v, false).remove(0);
+        assert_eq!(
+            (reply.held[0].job.as_str(), reply.held[0].seq),
+            (id.as_str(), u.seq)
+        );
+        let mut done = FinishRequest::done(&u.job, u.seq, 1, 1);
+        done.worker = "w1".into();
+        let done = serde_json::to_value(done).unwrap();
+        checked::<FinishRequest>(&doc, &done, false);
+        let (s, v) = api.post("/api/work/finish", done).await;
+        assert_eq!(s, 200, "{v}");
+        checked::<FinishReply>(&doc, &v, false);
+        let failed = serde_json::to_value(FinishRequest::failed("j", 1, "why".into())).unwrap();
+        checked::<FinishRequest>(&doc, &failed, false);
+        let (s, v) = api
+            .post("/api/jobs", json!({"sources": ["run1"], "dest": "../x"}))
+            .await;
+        assert_eq!(s, 400, "{v}");
+        let e = checked::<ErrorBody>(&doc, &v, false).remove(0);
+        assert_eq!(e.field.as_deref(), Some("dest"));
+
+        // A spec with every option, and ones the service refuses by their shape: the
+        // schema refuses them too (the validator is not taking everything).
+        let full = serde_json::to_value(JobSpec {
+            sources: vec!["a".into(), "b".into()],
+            dest: "hetch://dtn1:7878/in".into(),
+            options: CopyOptions {
+                checksum: Some("xxh3".into()),
+                verify: Some("written".into()),
+                block_size: Some(1 << 20),
+                streams: Some(8),
+                no_clobber: true,
+                compress: Some("zstd:3".into()),
+            },
+            priority: -100,
+            rate_limit: 1 << 30,
+            dest_nodes: vec!["dtn2:7878".into()],
+            access: None,
+        })
+        .unwrap();
+        checked::<JobSpec>(&doc, &full, false);
+        for bad in [
+            json!({"sources": ["a"]}),
+            json!({"sources": [], "dest": "x"}),
+            json!({"sources": ["a"], "dest": "x", "optoins": {}}),
+            json!({"sources": ["a"], "dest": "x", "priority": 101}),
+            json!({"sources": ["a"], "dest": "x", "options": {"streams": 0}}),
+            json!({"sources": ["a"], "dest": "x", "options": {"compress": "gzip"}}),
+        ] {
+            assert!(!valid::<JobSpec>(&doc, &bad), "{bad}");
+        }
+        assert!(!valid::<FinishRequest>(
+            &doc,
+            &json!({"worker": "w", "job": "j"})
+        ));
+        assert!(!valid::<HeartbeatReply>(
+            &doc,
+            &json!({"held": [{"job": "j"}]})
+        ));
+    });
+}

@@ -27,6 +27,7 @@ use tokio::task::JoinSet;
 use crate::location::Location;
 use crate::worker_metrics::{Call, WorkerMetrics};
 use hetch_copy::CopyJob;
+use hetch_worker::lease::{Leases, Millis};
 
 /// `hetch worker`.
 #[derive(Args)]
@@ -81,25 +82,44 @@ struct Running {
     stop: StopSender,
     /// Its share of its job's rate limit, as the service last said.
     rate: Arc<RateLimiter>,
-    /// Its lease's length.
-    lease: Duration,
-    /// Until when (here) its lease surely holds: when the claim or the last heartbeat
-    /// that extended it was sent, plus its length. A worker cut off from the service
-    /// stops the unit a quarter of a lease before then, since another worker may be
-    /// given it once the lease runs out: two writers of one file would trample it.
-    deadline: Instant,
-    /// Stopped for that reason (said once).
-    fenced: bool,
-    /// Stopped because the service no longer holds it for this worker (its lease ran
-    /// out, or its job was cancelled).
-    released: bool,
 }
 
-/// The longest lease a worker accepts from a service (a day), and the shortest.
-const LEASE_BOUNDS: (u64, u64) = (100, 86_400_000);
+/// The units running here, by claim (a number of this worker's own for each unit it
+/// was given), and their leases: when to beat, what to stop (see
+/// `hetch_worker::lease`, which decides; this performs).
+struct Units {
+    running: HashMap<u64, Running>,
+    leases: Leases<u64>,
+    /// The origin of the leases' clock.
+    clock: Instant,
+}
 
-/// Heartbeats are sent this often at most, and three times per the shortest lease.
-const BEAT_EVERY: Duration = Duration::from_secs(3);
+impl Units {
+    /// Milliseconds of the leases' clock at `t`.
+    fn at(&self, t: Instant) -> Millis {
+        t.saturating_duration_since(self.clock).as_millis() as Millis
+    }
+
+    /// How long a call to the service may take before the loop must look at the
+    /// leases again.
+    fn until_fence(&self) -> Duration {
+        Duration::from_millis(self.leases.until_fence(self.at(Instant::now())))
+    }
+
+    /// Stops the units whose leases this worker could not keep (the service
+    /// unreachable) and will soon run out.
+    fn fence(&mut self, name: &str) {
+        for claim in self.leases.fence(self.at(Instant::now())) {
+            let r = &self.running[&claim];
+            r.stop.stop();
+            let (job, seq) = &r.key;
+            eprintln!(
+                "hetch worker {name}: stopping unit {seq} of job {job}: its lease could not \
+                 be extended and is about to run out"
+            );
+        }
+    }
+}
 
 /// What the worker says of itself with each claim and heartbeat (shown by the
 /// service's web interface; bounded as the service bounds it).
@@ -184,11 +204,13 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
     // When a claim last said what this worker is (an idle worker asks four times a
     // second; the service records a worker only when it says).
     let mut last_about: Option<Instant> = None;
-    // By claim: a number of this worker's own for each unit it was given.
-    let mut running: HashMap<u64, Running> = HashMap::new();
+    let mut units = Units {
+        running: HashMap::new(),
+        leases: Leases::default(),
+        clock: Instant::now(),
+    };
     let mut claims = 0u64;
     let mut tasks: JoinSet<(u64, FinishRequest)> = JoinSet::new();
-    let mut last_beat = Instant::now();
     let mut idle_since = Instant::now();
     // Claims in a row that did not reach the service: the next look waits longer.
     let mut unreachable = 0u32;
@@ -202,12 +224,13 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
         }
         for done in ended {
             let (claim, mut report) = done.map_err(|e| anyhow!("unit task: {e}"))?;
-            let lost = running.get(&claim).is_some_and(|r| r.fenced || r.released);
+            let lost = units.leases.stopped(&claim).is_some();
             metrics.ended(claim, &report, lost);
-            let Some(ended) = running.remove(&claim) else {
+            units.leases.ended(&claim);
+            let Some(ended) = units.running.remove(&claim) else {
                 continue;
             };
-            if running.values().any(|r| r.key == ended.key) {
+            if units.running.values().any(|r| r.key == ended.key) {
                 // A run stopped here whose unit this worker was given again: the
                 // report is the newer run's to make.
                 continue;
@@ -215,33 +238,27 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
             let (job, seq) = ended.key;
             report.worker = name.clone();
             let call = api.finish(&report);
-            if let Err(e) = bounded(until_fence(&running), call).await {
+            if let Err(e) = bounded(units.until_fence(), call).await {
                 metrics.call_failed(Call::Finish);
                 // Refused (the lease moved on) or unreachable: the unit is the
                 // service's to hand out again; nothing here to undo.
                 eprintln!("hetch worker {name}: reporting unit {seq} of job {job}: {e}");
             }
-            fence(&name, &mut running);
+            units.fence(&name);
         }
         // Keep the leases; stop what is no longer ours.
-        let beat_every = running
-            .values()
-            .map(|r| r.lease / 3)
-            .min()
-            .unwrap_or(BEAT_EVERY)
-            .min(BEAT_EVERY);
-        if !running.is_empty() && last_beat.elapsed() >= beat_every {
-            last_beat = Instant::now();
+        let sent = Instant::now();
+        if units.leases.beat_due(units.at(sent)) {
+            units.leases.beat_sent(units.at(sent));
             // Only the units running here (not being stopped) are kept, each with
-            // what it moved so far (a unit claimed again here counts its newest run).
-            let mut runs: Vec<(&u64, &Running)> =
-                running.iter().filter(|(_, r)| !r.fenced).collect();
-            runs.sort_by_key(|(claim, _)| **claim);
-            let units: std::collections::BTreeMap<&(String, u64), u64> = runs
-                .into_iter()
-                .map(|(claim, r)| (&r.key, metrics.unit_bytes(*claim)))
+            // what it moved so far (a unit claimed again here counts its newest run;
+            // `running` is in claim order).
+            let kept: std::collections::BTreeMap<&(String, u64), u64> = units
+                .leases
+                .running()
+                .map(|claim| (&units.running[claim].key, metrics.unit_bytes(*claim)))
                 .collect();
-            let units: Vec<UnitKey> = units
+            let kept: Vec<UnitKey> = kept
                 .into_iter()
                 .map(|((job, seq), bytes)| UnitKey {
                     job: job.clone(),
@@ -251,27 +268,28 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                 .collect();
             let body = HeartbeatRequest {
                 worker: name.clone(),
-                units: Some(units),
+                units: Some(kept),
                 about: Some(about(&a, &metrics, &checks)),
             };
             let call = api.heartbeat(&body);
-            match bounded(until_fence(&running), call).await {
+            match bounded(units.until_fence(), call).await {
                 Ok(reply) => {
                     let held: HashMap<(String, u64), u64> = reply
                         .held
                         .into_iter()
                         .map(|h| ((h.job, h.seq), h.rate_limit))
                         .collect();
-                    for r in running.values_mut() {
-                        match held.get(&r.key) {
-                            Some(&rate) => {
-                                r.deadline = last_beat + r.lease;
-                                r.rate.set_rate(rate);
-                            }
-                            None => {
-                                r.released = true;
-                                r.stop.stop();
-                            }
+                    let sent = units.at(sent);
+                    let Units {
+                        running, leases, ..
+                    } = &mut units;
+                    let released = leases.answered(sent, |c| held.contains_key(&running[c].key));
+                    for claim in released {
+                        running[&claim].stop.stop();
+                    }
+                    for r in running.values() {
+                        if let Some(&rate) = held.get(&r.key) {
+                            r.rate.set_rate(rate);
                         }
                     }
                 }
@@ -281,36 +299,31 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        fence(&name, &mut running);
+        units.fence(&name);
         // Take more when there is room.
-        let room = a.units.saturating_sub(running.len() as u32);
+        let room = a.units.saturating_sub(units.running.len() as u32);
         let mut claimed = 0;
         if room > 0 {
             let sent = Instant::now();
             let body = claim_body(&name, room, &mut last_about, || {
                 about(&a, &metrics, &checks)
             });
-            match bounded(until_fence(&running), api.claim(&body)).await {
-                Ok(units) => {
+            match bounded(units.until_fence(), api.claim(&body)).await {
+                Ok(given) => {
                     unreachable = 0;
                     metrics.reachable(true);
-                    claimed = units.len();
-                    for u in units {
+                    claimed = given.len();
+                    for u in given {
                         let (tx, rx) = StopSignal::new();
-                        let (least, most) = LEASE_BOUNDS;
-                        let lease = Duration::from_millis(u.lease_ms.clamp(least, most));
                         let rate = Arc::new(RateLimiter::adjustable(u.rate_limit));
                         claims += 1;
                         let r = Running {
                             key: (u.job.clone(), u.seq),
                             stop: tx,
                             rate: rate.clone(),
-                            lease,
-                            deadline: sent + lease,
-                            fenced: false,
-                            released: false,
                         };
-                        running.insert(claims, r);
+                        units.running.insert(claims, r);
+                        units.leases.claimed(claims, units.at(sent), u.lease_ms);
                         let ctx = UnitContext::new(
                             api.clone(),
                             root.clone(),
@@ -339,9 +352,9 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             // A claim answered late may be due for stopping already.
-            fence(&name, &mut running);
+            units.fence(&name);
         }
-        if claimed > 0 || !running.is_empty() {
+        if claimed > 0 || !units.running.is_empty() {
             idle_since = Instant::now();
         } else if a
             .idle_exit
@@ -354,7 +367,7 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
             // look for work.
             // A quarter of a second; doubling while the service cannot be reached, up
             // to four seconds, so that an outage is not a flood of log lines.
-            let next = Duration::from_millis(250 << unreachable.min(4)).min(until_fence(&running));
+            let next = Duration::from_millis(250 << unreachable.min(4)).min(units.until_fence());
             match tasks.is_empty() {
                 true => tokio::time::sleep(next).await,
                 false => {
@@ -368,20 +381,6 @@ pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// How long a call to the service may take before the loop must look at its units'
-/// leases again: until the first is to be stopped (half a second at least), or a
-/// minute when nothing runs.
-fn until_fence(running: &HashMap<u64, Running>) -> Duration {
-    let now = Instant::now();
-    running
-        .values()
-        .filter(|r| !r.fenced)
-        .map(|r| (r.deadline - r.lease / 4).saturating_duration_since(now))
-        .min()
-        .unwrap_or(Duration::from_secs(60))
-        .max(Duration::from_millis(500))
-}
-
 /// `call`, given up after `limit`.
 async fn bounded<T>(
     limit: Duration,
@@ -390,23 +389,6 @@ async fn bounded<T>(
     match tokio::time::timeout(limit, call).await {
         Ok(r) => Ok(r?),
         Err(_) => bail!("no answer within {} ms", limit.as_millis()),
-    }
-}
-
-/// Stops the units whose leases this worker could not keep (the service unreachable)
-/// and will soon run out.
-fn fence(name: &str, running: &mut HashMap<u64, Running>) {
-    let now = Instant::now();
-    for r in running.values_mut() {
-        let (job, seq) = &r.key;
-        if !r.fenced && now + r.lease / 4 >= r.deadline {
-            r.fenced = true;
-            r.stop.stop();
-            eprintln!(
-                "hetch worker {name}: stopping unit {seq} of job {job}: its lease could not \
-                 be extended and is about to run out"
-            );
-        }
     }
 }
 

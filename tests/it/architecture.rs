@@ -154,5 +154,4 @@ fn a_release_build_has_no_fault_hooks() {
     // The check sees what it should: the tests' build has them.
     let tested = engine_features("normal,dev");
     assert!(tested.iter().any(|l| l.contains("faults")), "{tested:?}");
-    assert!(hetch_engine::faults::BUILT_IN, "the tests need the hooks");
 }

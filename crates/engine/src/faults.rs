@@ -73,6 +73,3 @@ pub fn from_env(opts: &mut Options) {
     #[cfg(not(feature = "faults"))]
     let _ = opts;
 }
-
-/// Whether this build has the fault hooks (test builds only).
-pub const BUILT_IN: bool = cfg!(feature = "faults");

@@ -94,6 +94,10 @@ struct Streamed {
     expected: Option<Vec<u8>>,
 }
 
+/// Reads block `i`'s bytes back from the store into the buffer (an in-order digest
+/// fed with blocks done before their turn).
+pub(crate) type ReadBlock<'a> = &'a mut dyn FnMut(u64, &mut [u8]) -> Result<(), StorageError>;
+
 /// A file whose every block is done: what its commit needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Complete {
@@ -275,7 +279,7 @@ impl FileCore {
         block: u64,
         digest: Digest,
         data: &[u8],
-        read: &mut dyn FnMut(u64, &mut [u8]) -> Result<(), StorageError>,
+        read: ReadBlock<'_>,
     ) -> Result<Done, StorageError> {
         if self.failed || !self.ledger.done(block) {
             return Ok(Done::Ignored);
@@ -307,7 +311,7 @@ impl FileCore {
         &mut self,
         block: u64,
         data: &[u8],
-        read: &mut dyn FnMut(u64, &mut [u8]) -> Result<(), StorageError>,
+        read: ReadBlock<'_>,
     ) -> Result<(), StorageError> {
         let Some(o) = &mut self.ordered else {
             return Ok(());

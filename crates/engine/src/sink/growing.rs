@@ -158,7 +158,7 @@ pub(crate) fn seal_rest(sh: &SinkShared, rest: SealRest) -> Result<Vec<Frame>, E
     let mut scratch = Vec::new();
     for (b, d) in tail {
         match count_held(sh, file, &inc, b, &d, &mut scratch) {
-            Ok(Held::Counted(reply)) => replies.extend(reply),
+            Ok(Held::Counted(reply)) => replies.extend(reply.map(|f| *f)),
             Ok(Held::Differs) => ask.push((b, b + 1)),
             Err(e) => return Ok(sh.file_error(file, &inc, e)?.into_iter().collect()),
         }
@@ -258,7 +258,7 @@ pub(crate) fn cover(
         Ok(Cover::Read(_)) => {}
     }
     match count_held(sh, id, &inc, block, &digest, &mut Vec::new()) {
-        Ok(Held::Counted(reply)) => Ok(reply),
+        Ok(Held::Counted(reply)) => Ok(reply.map(|f| *f)),
         Ok(Held::Differs) => {
             inc.core().uncover(block);
             crate::progress::Progress::add(&sh.progress.retried_blocks, 1);
@@ -272,7 +272,7 @@ pub(crate) fn cover(
 enum Held {
     /// The source's block: counted like a received one (the file's report, if it
     /// was the last).
-    Counted(Option<Frame>),
+    Counted(Option<Box<Frame>>),
     /// Something else, or it is no longer wanted.
     Differs,
 }
@@ -291,7 +291,7 @@ fn count_held(
         Some((data, got)) if got == *digest => {
             let reply =
                 super::finish::block_done(sh, id, inc, block, digest, data, Arrival::Received)?;
-            Ok(Held::Counted(reply))
+            Ok(Held::Counted(reply.map(Box::new)))
         }
         _ => Ok(Held::Differs),
     }

@@ -157,7 +157,7 @@ pub(crate) fn replay(
                 let last = counts && sealed && done.len() as u64 == final_blocks;
                 match (&got, counts, last) {
                     (Done::Ignored, false, _) => {}
-                    (Done::More { durable }, true, false) if *durable == !sealed => {}
+                    (Done::More { durable }, true, false) if *durable != sealed => {}
                     (Done::Last(c), true, true) => {
                         committed += 1;
                         let whole = expected_whole(algo, &data, growing);

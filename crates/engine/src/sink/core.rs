@@ -573,8 +573,14 @@ impl IncomingFile {
         }
     }
 
-    /// The file's state, for one event.
-    pub fn core(&self) -> MutexGuard<'_, FileCore> {
+    /// Applies one event to the file's state, under its lock (taken here only, and
+    /// only for the event).
+    pub fn event<T>(&self, event: impl FnOnce(&mut FileCore) -> T) -> T {
+        event(&mut self.core())
+    }
+
+    /// The file's state, locked.
+    fn core(&self) -> MutexGuard<'_, FileCore> {
         self.core.lock().expect("file lock")
     }
 

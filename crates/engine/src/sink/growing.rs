@@ -72,14 +72,14 @@ pub(crate) async fn durability(
 /// of the sync).
 fn durable_frame(sh: &SinkShared, id: u64) -> Option<Frame> {
     let inc = lookup(sh, id)?;
-    if !inc.core().advance_durable() {
+    if !inc.event(|c| c.advance_durable()) {
         return None;
     }
     // The offset is read again after the sync: whatever was done before it is durable.
     if let Err(e) = inc.out.sync() {
         return sh.fail_file(id, e.to_string());
     }
-    let offset = inc.core().durable_offset()?;
+    let offset = inc.event(|c| c.durable_offset())?;
     Some(Frame::Durable { file: id, offset })
 }
 
@@ -116,7 +116,7 @@ pub(crate) fn seal(
     let Some(inc) = lookup(sh, seal.file) else {
         return Ok((Vec::new(), None)); // failed or abandoned meanwhile
     };
-    let sealed = inc.core().seal(&seal);
+    let sealed = inc.event(|c| c.seal(&seal));
     let sealed = match sealed {
         Ok(Some(s)) => s,
         Ok(None) => return Ok((Vec::new(), None)),
@@ -147,7 +147,7 @@ pub(crate) fn seal_rest(sh: &SinkShared, rest: SealRest) -> Result<Vec<Frame>, E
     let SealRest { file, inc, tail } = rest;
     if tail.is_empty() {
         // Every block arrived already (a resumed file): finish it now.
-        let complete = inc.core().complete();
+        let complete = inc.event(|c| c.complete());
         return match super::finish::finish(sh, file, &inc, complete) {
             Ok(f) => Ok(vec![f]),
             Err(e) => Ok(sh.file_error(file, &inc, e)?.into_iter().collect()),
@@ -192,7 +192,7 @@ pub(crate) fn piece(sh: &SinkShared, p: hetch_proto::Piece) -> Result<Option<Fra
         return Ok(None);
     };
     let len = p.data.len() as u64;
-    if let Err(h) = inc.core().piece(p.offset, len) {
+    if let Err(h) = inc.event(|c| c.piece(p.offset, len)) {
         let what = format!("piece at {} ({len} bytes)", p.offset);
         return Err(hostile(sh, &inc, &what, h));
     }
@@ -220,7 +220,10 @@ pub(crate) fn piece(sh: &SinkShared, p: hetch_proto::Piece) -> Result<Option<Fra
 /// Writes and reads back a piece; false when it was not needed.
 fn write_piece(inc: &IncomingFile, offset: u64, data: &[u8]) -> Result<bool, StorageError> {
     let _one_writer = inc.one_writer();
-    if !inc.core().piece(offset, data.len() as u64).unwrap_or(false) {
+    if !inc
+        .event(|c| c.piece(offset, data.len() as u64))
+        .unwrap_or(false)
+    {
         return Ok(false);
     }
     inc.out.put(offset, data)?;
@@ -232,7 +235,7 @@ fn write_piece(inc: &IncomingFile, offset: u64, data: &[u8]) -> Result<bool, Sto
             reason: "a piece read back differs from what was written",
         });
     }
-    inc.core().piece_written(offset, data.len() as u64);
+    inc.event(|c| c.piece_written(offset, data.len() as u64));
     Ok(true)
 }
 
@@ -250,7 +253,7 @@ pub(crate) fn cover(
     let resend = Some(Frame::Resend { file: id, block });
     // No piece may land in the block while it is read back and counted.
     let _one_writer = inc.one_writer();
-    let cover = inc.core().cover(block);
+    let cover = inc.event(|c| c.cover(block));
     match cover {
         Err(h) => return Err(hostile(sh, &inc, &format!("cover of block {block}"), h)),
         Ok(Cover::Gone) => return Ok(None),
@@ -260,7 +263,7 @@ pub(crate) fn cover(
     match count_held(sh, id, &inc, block, &digest, &mut Vec::new()) {
         Ok(Held::Counted(reply)) => Ok(reply.map(|f| *f)),
         Ok(Held::Differs) => {
-            inc.core().uncover(block);
+            inc.event(|c| c.uncover(block));
             crate::progress::Progress::add(&sh.progress.retried_blocks, 1);
             Ok(resend)
         }

@@ -71,7 +71,7 @@ fn run(
         let outcome = inc
             .read_back(block, None, &mut scratch, &sh.gate)
             .and_then(|back| {
-                inc.core().rechecked();
+                inc.event(|c| c.rechecked());
                 let how = Arrival::Journaled;
                 checked(sh, r.file, &inc, block, &recorded, back, how)
             });

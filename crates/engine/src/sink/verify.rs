@@ -102,7 +102,7 @@ fn run(sh: &SinkShared, job: Job, prefetched: bool) -> Result<Vec<Frame>, Engine
             let Some(inc) = lookup(sh, file) else {
                 return Ok(replies);
             };
-            let written = inc.core().take_written();
+            let written = inc.event(|c| c.take_written());
             (file, written, None)
         }
     };

@@ -72,7 +72,7 @@ fn handle_block(
         None if (h.raw_len as usize) <= sh.zeros().len() => &sh.zeros()[..h.raw_len as usize],
         None => return Err(protocol("zero block longer than the block size".into())),
     };
-    let admitted = inc.core().admit(h.block, data.len() as u64);
+    let admitted = inc.event(|c| c.admit(h.block, data.len() as u64));
     let shown = inc.place.shown.display();
     match admitted {
         Ok(()) => {}
@@ -108,7 +108,7 @@ fn handle_block(
                 Ok(None)
             }
             (Verify::Written, _) => {
-                if inc.core().written(h.block, h.digest) {
+                if inc.event(|c| c.written(h.block, h.digest)) {
                     sh.file_written(h.file);
                 }
                 Ok(None)
@@ -140,7 +140,7 @@ pub(crate) fn mismatch(
     expected: &[u8; 32],
     got: &[u8; 32],
 ) -> Option<Frame> {
-    let checked = inc.core().failed_check(block);
+    let checked = inc.event(|c| c.failed_check(block));
     if let Checked::GiveUp { tries } = checked {
         let offset = block * sh.opts.block_size;
         let n = sh.opts.checksum.digest_len();

@@ -19,10 +19,6 @@ mod ui;
 mod usage;
 mod watch;
 mod worker;
-mod worker_as;
-mod worker_metrics;
-mod worker_relay;
-mod worker_split;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -742,7 +738,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Service(a) => jobcli::service(a).await,
         Command::Job(a) => jobcli::job(a).await,
         Command::Worker(a) => worker::run(a).await,
-        Command::WorkerUnit => worker_as::child_main().await,
+        Command::WorkerUnit => worker::unit().await,
         Command::Demo(a) => {
             demo::run(a.dir, a.large_mib, a.keep).await?;
             Ok(ExitCode::SUCCESS)

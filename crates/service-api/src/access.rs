@@ -222,3 +222,27 @@ fn local_root<'a>(paths: &'a [String], rel: &str) -> Option<&'a str> {
         .max_by_key(|p| p.len())
         .map(String::as_str)
 }
+
+/// Where job `spec`'s local sources and destination lead under canonical `root`,
+/// checked against its access (if it has one): each source must resolve below one of
+/// its read paths and a local destination below one of its write paths, whatever
+/// symlinks lie on the way. One line naming the path that does not.
+pub fn check_paths(root: &Path, spec: &JobSpec) -> Result<(), String> {
+    let Some(access) = &spec.access else {
+        return Ok(());
+    };
+    let denied = |p: &str| format!("{p:?} is not yours (identity map entry {})", access.entry);
+    if !spec.is_relay() {
+        for s in &spec.sources {
+            let allowed = access.read_root(s).ok_or_else(|| denied(s))?;
+            Access::resolve(root, allowed, s)?;
+        }
+    }
+    if !crate::job::is_url(&spec.dest) {
+        let allowed = access
+            .write_root(&spec.dest)
+            .ok_or_else(|| denied(&spec.dest))?;
+        Access::resolve(root, allowed, &spec.dest)?;
+    }
+    Ok(())
+}

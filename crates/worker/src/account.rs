@@ -1,6 +1,6 @@
 //! Running a user's unit as their local account: where the identity map gives a
 //! user's entry an `account` and the worker runs as root, each of that user's units
-//! runs in a child process of its own (`hetch worker-unit`, hidden) that becomes the
+//! runs in a child process of its own (`hetch worker-unit`, hidden: [`child_main`]) that becomes the
 //! account (its uid, gid and supplementary groups) before it opens anything, so that
 //! the file system's own permissions and ACLs decide what the unit reads and writes,
 //! as they do for `scp` as that user.
@@ -15,17 +15,19 @@
 //! line each; the worker sends it the unit's new rate (`{"rate":N}`) and stops it by
 //! closing its input, then killing it.
 
+use std::convert::Infallible;
 use std::path::PathBuf;
-use std::process::{ExitCode, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::worker::{Preloaded, UnitContext};
+use crate::servers::Preloaded;
+use crate::unit::{Pace, UnitContext};
 use anyhow::{anyhow, bail};
-use hetch_engine::{Progress, RateLimiter, StopSignal};
-use hetch_service::api::{ClaimedUnit, FinishRequest};
+use hetch_engine::{Progress, RateLimiter};
 use hetch_service_api::client::Client;
+use hetch_service_api::{ClaimedUnit, FinishRequest};
 use hetch_storage::account::Account;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -86,32 +88,24 @@ impl UnitContext {
     /// Runs unit `u` in a child process as `account` (see the module's comment) and
     /// returns its report; a child that fails to start or to report is the unit's
     /// error.
-    pub(crate) async fn run_as(
-        &self,
-        u: ClaimedUnit,
-        account: &str,
-        stop: StopSignal,
-        rate: Arc<RateLimiter>,
-        progress: Arc<Progress>,
-    ) -> FinishRequest {
+    pub(crate) async fn run_as(&self, u: ClaimedUnit, account: &str, p: Pace) -> FinishRequest {
         let (job, seq) = (u.job.clone(), u.seq);
-        match self.child(u, account, stop, rate, progress).await {
+        match self.child(u, account, p).await {
             Ok(report) => report,
             Err(e) => {
-                let why = format!("as account {account}: {}", crate::one_line(&e));
+                let why = format!("as account {account}: {}", hetch_copy::one_line(e.as_ref()));
                 FinishRequest::failed(&job, seq, why)
             }
         }
     }
 
-    async fn child(
-        &self,
-        u: ClaimedUnit,
-        account: &str,
-        stop: StopSignal,
-        rate: Arc<RateLimiter>,
-        progress: Arc<Progress>,
-    ) -> anyhow::Result<FinishRequest> {
+    /// [`UnitContext::run_as`]'s child process, from its start to its report.
+    async fn child(&self, u: ClaimedUnit, account: &str, p: Pace) -> anyhow::Result<FinishRequest> {
+        let Pace {
+            stop,
+            rate,
+            progress,
+        } = p;
         let handover = Handover {
             unit: u,
             account: account.to_string(),
@@ -130,7 +124,7 @@ impl UnitContext {
         };
         let exe = std::env::current_exe()?;
         let mut child = tokio::process::Command::new(exe)
-            .arg("worker-unit")
+            .args(self.account_child.iter())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -232,9 +226,33 @@ fn line_of(v: &impl Serialize) -> String {
     format!("{}\n", serde_json::to_string(v).expect("a plain struct"))
 }
 
+/// Why a unit's process could not run it (its handover unreadable, the service
+/// unreachable, the account not to be become): the process's error. Opaque: it
+/// carries the errors of the crates it drives.
+#[derive(Debug)]
+pub struct ChildError(anyhow::Error);
+
+impl std::fmt::Display for ChildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for ChildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
 /// `hetch worker-unit`: the child's side. Reads its handover, reads what only root
-/// may (tokens, pinned keys), becomes the account, runs the unit, reports.
-pub async fn child_main() -> anyhow::Result<ExitCode> {
+/// may (tokens, pinned keys), becomes the account, runs the unit, reports, and ends
+/// the process (exit code 0: the report says how the unit went).
+pub async fn child_main() -> Result<Infallible, ChildError> {
+    unit_process().await.map_err(ChildError)
+}
+
+/// [`child_main`].
+async fn unit_process() -> anyhow::Result<Infallible> {
     let mut input = BufReader::new(tokio::io::stdin()).lines();
     let first = input
         .next_line()
@@ -286,7 +304,16 @@ pub async fn child_main() -> anyhow::Result<ExitCode> {
             );
         }
     });
-    let report = ctx.run_here(h.unit, stop, rate, progress).await;
+    let report = ctx
+        .run_here(
+            h.unit,
+            Pace {
+                stop,
+                rate,
+                progress,
+            },
+        )
+        .await;
     reporter.abort();
     print!("{}", line_of(&FromChild::Report(report)));
     use std::io::Write;

@@ -1,4 +1,4 @@
-//! What `hetch worker --metrics ADDR` exposes: units running and finished by kind and
+//! What a worker's metrics endpoint (`hetch worker --metrics ADDR`) exposes: units running and finished by kind and
 //! outcome, what they moved (bytes advancing while they run, files as each ends),
 //! calls to the service that failed, and per job what its units running here now are
 //! doing.
@@ -17,7 +17,7 @@ use hetch_engine::{Progress, Tally, Tracked};
 use hetch_jobs::UnitSpec;
 use hetch_metrics::{Exposition, Kind};
 use hetch_proto::Summary;
-use hetch_service::api::{ClaimedUnit, FinishRequest};
+use hetch_service_api::{ClaimedUnit, FinishRequest};
 
 /// Kinds of unit, in the order of [`KINDS`].
 #[derive(Debug, Clone, Copy)]
@@ -70,7 +70,7 @@ struct UnitRun {
 
 /// A worker's counters, from its start.
 #[derive(Default)]
-pub(crate) struct WorkerMetrics {
+pub struct WorkerMetrics {
     /// Bytes of units, live.
     moved: Arc<Tally>,
     /// Files of units done, as they report them (as the service counts a job's files).
@@ -172,7 +172,7 @@ impl WorkerMetrics {
     }
 
     /// The exposition.
-    pub(crate) fn render(&self) -> String {
+    pub fn render(&self) -> String {
         let mut e = Exposition::new();
         let mut by_kind = [0u64; 4];
         // Per job: (units running here, bytes they moved so far).

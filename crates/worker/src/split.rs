@@ -18,14 +18,14 @@ use hetch_engine::store::{Place, Store};
 use hetch_engine::{DestSpec, Progress, RateLimiter, StopSignal, Verify};
 use hetch_jobs::UnitSpec;
 use hetch_proto::{Op, RangeStep};
-use hetch_service::api::{ClaimedUnit, FileRow, JobSpec};
+use hetch_service_api::{ClaimedUnit, FileRow, JobSpec};
 use hetch_session::client::ClientConfig;
 use hetch_session::range::{self as remote, RangePacing};
 use hetch_storage::part::FinalMeta;
 use hetch_storage::walk::EntriesBelow;
 
-use crate::location::Location;
-use crate::worker::{unit_options, UnitContext};
+use crate::unit::{unit_options, Pace, Runner, Running, UnitContext};
+use hetch_session::location::Location;
 
 /// The split file a unit concerns: where it is read and where it goes.
 struct SplitFile {
@@ -51,6 +51,16 @@ enum SplitDest {
         /// destination).
         top: Vec<u8>,
     },
+}
+
+/// Runs the units of a split file: `range` and `commit` ([`UnitSpec::Range`],
+/// [`UnitSpec::Commit`]), which share how the file is opened.
+pub(crate) struct SplitUnit;
+
+impl Runner for SplitUnit {
+    fn run<'a>(&'a self, ctx: &'a UnitContext, u: &'a ClaimedUnit, p: Pace) -> Running<'a> {
+        Box::pin(ctx.split_unit(u, p.stop, p.rate, p.progress))
+    }
 }
 
 impl UnitContext {

@@ -1,4 +1,4 @@
-//! `hetch worker`'s relay units: one source of a copy between two servers, which the
+//! A worker's relay units: one source of a copy between two servers, which the
 //! worker asks the source server to push to the destination server (a third-party
 //! copy: the data goes from server to server, not through the worker). The service
 //! cannot list the source server, so the unit is the whole operand; a run after a
@@ -8,11 +8,26 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, bail};
 use hetch_engine::{Progress, RateLimiter, StopSignal};
-use hetch_service::api::ClaimedUnit;
+use hetch_service_api::ClaimedUnit;
 
-use crate::location::Location;
-use crate::worker::{unit_options, UnitContext};
+use crate::unit::{unit_options, Pace, Runner, Running, UnitContext};
 use hetch_copy::DestServer;
+use hetch_jobs::UnitSpec;
+use hetch_session::location::Location;
+
+/// Runs relay units ([`UnitSpec::Relay`]).
+pub(crate) struct RelayUnit;
+
+impl Runner for RelayUnit {
+    fn run<'a>(&'a self, ctx: &'a UnitContext, u: &'a ClaimedUnit, p: Pace) -> Running<'a> {
+        Box::pin(async move {
+            let UnitSpec::Relay { operand } = u.unit else {
+                bail!("not a relay unit");
+            };
+            ctx.relay_unit(u, operand, p.stop, p.rate, p.progress).await
+        })
+    }
+}
 
 impl UnitContext {
     /// Has source operand `operand` of the unit's job pushed by its server into the

@@ -1,0 +1,332 @@
+//! Running one unit the service handed this worker: the context every kind of unit
+//! needs (the service, the root, the servers' tokens and keys), the checks made before
+//! anything is opened, and the dispatch on the unit's kind to its [`Runner`]: a batch
+//! of files (`files.rs`), a block range of a large file or its commit (`split.rs`), a
+//! source of a copy between two servers (`relay.rs`); here, or as the unit's user's
+//! local account (`account.rs`).
+
+use std::ffi::OsString;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail};
+use hetch_copy::CopyJob;
+use hetch_engine::{Options, Progress, RateLimiter, StopSignal, Verify};
+use hetch_jobs::UnitSpec;
+use hetch_service_api::client::Client;
+use hetch_service_api::{ClaimedUnit, FileRow, FilesQuery, FinishRequest, JobSpec};
+use hetch_session::location::Location;
+
+use crate::claim_loop::Execute;
+use crate::servers::Preloaded;
+
+/// What a unit of one kind moved: (files, bytes) done.
+pub(crate) type Done = (u64, u64);
+
+/// A future a [`Runner`] returns.
+pub(crate) type Running<'a> = Pin<Box<dyn Future<Output = anyhow::Result<Done>> + Send + 'a>>;
+
+/// How a unit runs: stopping when `stop` is raised, at its share `rate` of its job's
+/// rate, counting what it moves into `progress`.
+pub struct Pace {
+    /// Raised when the unit must stop (its lease lost or not kept).
+    pub stop: StopSignal,
+    /// Its share of its job's rate limit, as the service last said.
+    pub rate: Arc<RateLimiter>,
+    /// What it moved so far.
+    pub progress: Arc<Progress>,
+}
+
+/// How one kind of unit runs ([`UnitSpec`]'s: files, range, commit, relay), once its
+/// job's access was checked, paced by a [`Pace`].
+pub(crate) trait Runner: Sync {
+    /// Runs unit `u` with what `ctx` gives.
+    fn run<'a>(&'a self, ctx: &'a UnitContext, u: &'a ClaimedUnit, p: Pace) -> Running<'a>;
+}
+
+/// The runner of units of kind `unit`.
+fn runner_of(unit: &UnitSpec) -> &'static dyn Runner {
+    match unit {
+        UnitSpec::Files { .. } => &crate::files::FilesUnit,
+        UnitSpec::Range { .. } | UnitSpec::Commit { .. } => &crate::split::SplitUnit,
+        UnitSpec::Relay { .. } => &crate::relay::RelayUnit,
+    }
+}
+
+/// What a unit needs besides itself.
+#[derive(Clone)]
+pub struct UnitContext {
+    pub(crate) api: Arc<Client>,
+    pub(crate) root: PathBuf,
+    pub(crate) dest_token: Option<PathBuf>,
+    pub(crate) source_token: Option<PathBuf>,
+    pub(crate) known_hosts: Option<PathBuf>,
+    /// The tokens and pinned keys a unit run as a user's account needs, read before
+    /// it became the account (`account.rs`); `None`: read from their files.
+    pub(crate) preloaded: Option<Arc<Preloaded>>,
+    /// The arguments with which this executable runs one unit as a local account
+    /// (`hetch worker-unit`).
+    pub(crate) account_child: Arc<[OsString]>,
+}
+
+impl UnitContext {
+    /// A context for units of the service `api`, with sources below `root`, the
+    /// destination servers' token in `dest_token`, the source servers' in
+    /// `source_token` (else `dest_token`'s), their keys in `known_hosts`.
+    pub fn new(
+        api: Arc<Client>,
+        root: PathBuf,
+        dest_token: Option<PathBuf>,
+        source_token: Option<PathBuf>,
+        known_hosts: Option<PathBuf>,
+    ) -> UnitContext {
+        UnitContext {
+            api,
+            root,
+            dest_token,
+            source_token,
+            known_hosts,
+            preloaded: None,
+            account_child: Arc::new([]),
+        }
+    }
+
+    /// Runs unit `u` in this process, as [`Execute::execute`] says.
+    pub(crate) async fn run_here(&self, u: ClaimedUnit, p: Pace) -> FinishRequest {
+        let done = match self.check_access(&u.spec) {
+            Err(e) => Err(e),
+            Ok(()) => {
+                let runner = runner_of(&u.unit);
+                runner.run(self, &u, p).await
+            }
+        };
+        match done {
+            Ok((files, bytes)) => FinishRequest::done(&u.job, u.seq, files, bytes),
+            Err(e) => {
+                let line = hetch_copy::one_line(e.as_ref());
+                eprintln!("hetch worker: unit {} of job {}: {line}", u.seq, u.job);
+                FinishRequest::failed(&u.job, u.seq, self.as_users_see(&line))
+            }
+        }
+    }
+
+    /// An error line as the job's user sees it: paths relative to the job's root,
+    /// never this worker's own root or home directory (the worker's log has it whole).
+    fn as_users_see(&self, line: &str) -> String {
+        let mut out = line.replace(&format!("{}/", self.root.display()), "");
+        out = out.replace(&self.root.display().to_string(), ".");
+        if let Some(home) = std::env::var_os("HOME").filter(|h| h.len() > 1) {
+            let home = home.to_string_lossy().trim_end_matches('/').to_string();
+            out = out.replace(&format!("{home}/"), "~/");
+        }
+        out
+    }
+
+    /// Rows `from..to` of job `job`'s listing. Asked again while the service cannot
+    /// be reached: a unit is not failed by a moment's outage, and one cut off for
+    /// good is stopped by its lease (`stop`) like a unit that is copying.
+    pub(crate) async fn listing(
+        &self,
+        job: &str,
+        from: u64,
+        to: u64,
+        stop: &StopSignal,
+    ) -> anyhow::Result<Vec<FileRow>> {
+        let mut wait = Duration::from_millis(100);
+        loop {
+            match self.api.files(job, FilesQuery { from, to }).await {
+                Err(e) if e.is_transient() && !stop.is_raised() => {
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = stop.clone().raised() => {}
+                    }
+                    wait = (wait * 2).min(Duration::from_secs(2));
+                }
+                Err(e) if stop.is_raised() => bail!("stopped: {e}"),
+                other => return Ok(other?),
+            }
+        }
+    }
+
+    /// What the service recorded the job may touch (its submitter's identity map
+    /// entry), checked here again before anything is opened: its sources and
+    /// destination by name, and where they lead on this worker's view of the root.
+    fn check_access(&self, spec: &JobSpec) -> anyhow::Result<()> {
+        if let Some(access) = &spec.access {
+            access.check_spec(spec).map_err(anyhow::Error::msg)?;
+            hetch_service_api::access::check_paths(&self.root, spec).map_err(anyhow::Error::msg)?;
+        }
+        Ok(())
+    }
+
+    /// The directory a unit of `spec` writes within, through handles that no symlink
+    /// leads out of: the root, or, for a job with an access, the write path its local
+    /// destination is under (resolved now).
+    pub(crate) fn write_confinement(&self, spec: &JobSpec) -> anyhow::Result<PathBuf> {
+        let Some(access) = &spec.access else {
+            return Ok(self.root.clone());
+        };
+        if hetch_service_api::is_url(&spec.dest) {
+            return Ok(self.root.clone());
+        }
+        let allowed = access
+            .write_root(&spec.dest)
+            .ok_or_else(|| anyhow!("dest {:?} is not the job's to write", spec.dest))?;
+        hetch_service_api::Access::resolve(&self.root, allowed, &spec.dest)
+            .map_err(anyhow::Error::msg)
+    }
+
+    /// Source operand `s` of job `spec` below the root, checked to lead nowhere
+    /// outside it (or outside the read path of the job's access that covers it), with
+    /// the directory its reads are confined to: the root, or that read path (see
+    /// `Options::read_within`). The check gives the error a user can act on; the
+    /// confinement holds whatever is swapped onto the way after it.
+    pub(crate) fn source_within(
+        &self,
+        spec: &JobSpec,
+        s: &str,
+    ) -> anyhow::Result<(PathBuf, PathBuf)> {
+        if let Some(access) = &spec.access {
+            return access
+                .source_within(&self.root, s)
+                .map_err(anyhow::Error::msg);
+        }
+        let path = self.root.join(s);
+        match std::fs::canonicalize(&path) {
+            Ok(real) if real.starts_with(&self.root) => Ok((self.root.clone(), path)),
+            Ok(_) => bail!("source {s} leads outside the root"),
+            Err(e) => bail!("source {s}: {e}"),
+        }
+    }
+    /// The `hetch cp` of a unit of job `spec`: `sources` into `dest`.
+    pub(crate) fn unit_copy(
+        &self,
+        spec: &JobSpec,
+        sources: Vec<Location>,
+        dest: Location,
+        opts: Options,
+        client: Option<hetch_session::client::ClientConfig>,
+    ) -> anyhow::Result<CopyJob> {
+        let (client, autotune_off) = with_autotune(client, spec.options.streams);
+        Ok(CopyJob {
+            opts,
+            streams: spec.options.streams.unwrap_or(hetch_copy::DEFAULT_STREAMS),
+            autotune_off,
+            client,
+            // With several destination nodes, a unit that loses its node fails at
+            // once: the service gives it again, to the next node, rather than this
+            // run waiting for the lost one to come back.
+            retry: match spec.dest_nodes.is_empty() {
+                true => Default::default(),
+                false => hetch_copy::RetryPolicy::NEVER,
+            },
+            confine_to: Some(self.write_confinement(spec)?),
+            ..CopyJob::new(sources, dest)
+        })
+    }
+
+    /// Unit `u`'s destination (its node of the job's destination nodes), to copy
+    /// *into* always: every unit must agree on where entries go, whichever of them
+    /// creates the destination directory.
+    pub(crate) fn dest_of(&self, u: &ClaimedUnit) -> anyhow::Result<Location> {
+        let dest = u.spec.dest_for(u.seq, u.attempts);
+        let mut dest = Location::parse(&dest).map_err(|e| anyhow!("{e}"))?;
+        match &mut dest {
+            Location::Local(p) => {
+                let into = self.root.join(&*p);
+                *p = PathBuf::from(format!("{}/", into.display()));
+            }
+            Location::Remote { path, .. } if !path.ends_with('/') => path.push('/'),
+            _ => {}
+        }
+        Ok(dest)
+    }
+}
+
+impl Execute for UnitContext {
+    /// Runs the unit here, or as its user's local account (`account.rs`).
+    fn execute(self, u: ClaimedUnit, p: Pace) -> impl Future<Output = FinishRequest> + Send {
+        async move {
+            match crate::account::account_of(&u).map(str::to_string) {
+                Some(account) => self.run_as(u, &account, p).await,
+                None => self.run_here(u, p).await,
+            }
+        }
+    }
+}
+
+/// The engine settings of a job's unit: its copy options, stopped by `stop`, at its
+/// share `rate` of the job's rate limit.
+pub(crate) fn unit_options(
+    spec: &JobSpec,
+    stop: StopSignal,
+    rate: Arc<RateLimiter>,
+) -> anyhow::Result<Options> {
+    let o = &spec.options;
+    let mut opts = Options {
+        stop: Some(stop),
+        no_clobber: o.no_clobber,
+        shared_rate: Some(rate),
+        ..Options::default()
+    };
+    if let Some(c) = &o.checksum {
+        opts.checksum = c.parse().map_err(|e: String| anyhow!(e))?;
+    }
+    if let Some(v) = &o.verify {
+        opts.verify = match v.as_str() {
+            "none" => Verify::None,
+            "received" => Verify::Received,
+            _ => Verify::Written,
+        };
+    }
+    if let Some(bs) = o.block_size {
+        opts.block_size = bs;
+    }
+    if let Some(c) = &o.compress {
+        opts.compression = c.parse().map_err(|e: String| anyhow!(e))?;
+    }
+    Ok(opts)
+}
+
+/// A unit's sessions choose their streams as `hetch cp`'s do, unless the job gave a
+/// number; then why not.
+fn with_autotune(
+    mut client: Option<hetch_session::client::ClientConfig>,
+    streams: Option<u16>,
+) -> (
+    Option<hetch_session::client::ClientConfig>,
+    Option<&'static str>,
+) {
+    if streams.is_some() {
+        return (client, Some("--streams given"));
+    }
+    if let Some(c) = client.as_mut() {
+        c.autotune = Some(Arc::new(hetch_session::Autotune::new(4)));
+    }
+    (client, None)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn units_autotune_unless_the_job_gives_streams() {
+        let client = hetch_session::client::ClientConfig {
+            token: b"0123456789abcdef0123".to_vec(),
+            fingerprint: None,
+            known_hosts: None,
+            socket: Default::default(),
+            timeout: std::time::Duration::from_secs(1),
+            opened: Default::default(),
+            autotune: None,
+        };
+        let (c, off) = super::with_autotune(Some(client.clone()), None);
+        assert!(c.unwrap().autotune.is_some() && off.is_none());
+        let (c, off) = super::with_autotune(Some(client), Some(2));
+        assert!(c.unwrap().autotune.is_none());
+        assert_eq!(off, Some("--streams given"));
+        assert!(super::with_autotune(None, None).0.is_none());
+    }
+}

@@ -1,0 +1,293 @@
+//! The claim loop against a service in memory (no network), on tokio's paused clock:
+//! the units it is given are run and reported, a unit the service no longer holds is
+//! stopped without its report passing for a newer run's, and a service that stops
+//! answering has the worker stop its units before their leases could run out.
+
+use std::collections::{HashSet, VecDeque};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hetch_jobs::UnitSpec;
+use hetch_service_api::client::ClientError;
+use hetch_service_api::{
+    ClaimRequest, ClaimedUnit, FinishReply, FinishRequest, HeartbeatReply, HeartbeatRequest,
+    HeldUnit, JobSpec,
+};
+use hetch_worker::claim_loop::{claim_loop, Execute, LoopConfig};
+use hetch_worker::metrics::WorkerMetrics;
+use hetch_worker::service::Service;
+use hetch_worker::{Pace, WorkerError};
+use tokio::time::Instant;
+
+/// How long the fake service's leases last.
+const LEASE: Duration = Duration::from_secs(10);
+
+/// Unit `seq` of job `j`.
+fn unit(seq: u64) -> ClaimedUnit {
+    ClaimedUnit {
+        job: "j".into(),
+        seq,
+        unit: UnitSpec::Files {
+            first: 0,
+            end: 1,
+            bytes: 0,
+        },
+        spec: JobSpec::default(),
+        until: 0,
+        attempts: 0,
+        lease_ms: LEASE.as_millis() as u64,
+        rate_limit: 0,
+    }
+}
+
+/// What the fake service knows and was told.
+#[derive(Default)]
+struct State {
+    /// Units to hand out.
+    queue: VecDeque<ClaimedUnit>,
+    /// Units held for the worker.
+    held: HashSet<u64>,
+    /// Reports received.
+    finished: Vec<FinishRequest>,
+    /// When the service last handed out a unit.
+    claimed_at: Option<Instant>,
+    /// No answer to anything from now on.
+    silent: bool,
+    /// Refuse the worker's token.
+    refuse: bool,
+    /// At the next heartbeat: release this unit, and queue it again (as if its lease
+    /// had run out and it was handed to this worker anew).
+    reassign: Option<u64>,
+}
+
+/// A service in memory.
+#[derive(Default)]
+struct Fake(Mutex<State>);
+
+impl Fake {
+    fn with(units: impl IntoIterator<Item = u64>) -> Arc<Fake> {
+        let f = Fake::default();
+        f.0.lock().unwrap().queue = units.into_iter().map(unit).collect();
+        Arc::new(f)
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.0.lock().unwrap()
+    }
+
+    /// What `f` answers, unless the service is silent.
+    fn answer<T>(
+        &self,
+        f: impl FnOnce(&mut State) -> Result<T, ClientError>,
+    ) -> std::future::Ready<Result<T, ClientError>> {
+        let mut s = self.state();
+        std::future::ready(match s.silent {
+            true => Err(ClientError::Unreachable("no answer".into())),
+            false => f(&mut s),
+        })
+    }
+}
+
+impl Service for Fake {
+    fn claim(
+        &self,
+        req: &ClaimRequest,
+    ) -> impl Future<Output = Result<Vec<ClaimedUnit>, ClientError>> + Send {
+        self.answer(|s| {
+            if s.refuse {
+                return Err(ClientError::NotAllowed("not a worker's token".into()));
+            }
+            let n = (req.max as usize).min(s.queue.len());
+            let given: Vec<ClaimedUnit> = s.queue.drain(..n).collect();
+            for u in &given {
+                s.held.insert(u.seq);
+                s.claimed_at = Some(Instant::now());
+            }
+            Ok(given)
+        })
+    }
+
+    fn heartbeat(
+        &self,
+        req: &HeartbeatRequest,
+    ) -> impl Future<Output = Result<HeartbeatReply, ClientError>> + Send {
+        self.answer(|s| {
+            if let Some(seq) = s.reassign.filter(|q| s.held.contains(q)) {
+                s.reassign = None;
+                s.held.remove(&seq);
+                s.queue.push_back(unit(seq));
+            }
+            let held = req
+                .units
+                .iter()
+                .flatten()
+                .filter(|k| s.held.contains(&k.seq))
+                .map(|k| HeldUnit {
+                    job: k.job.clone(),
+                    seq: k.seq,
+                    rate_limit: 0,
+                })
+                .collect();
+            Ok(HeartbeatReply { held })
+        })
+    }
+
+    fn finish(
+        &self,
+        req: &FinishRequest,
+    ) -> impl Future<Output = Result<FinishReply, ClientError>> + Send {
+        self.answer(|s| {
+            s.held.remove(&req.seq);
+            s.finished.push(req.clone());
+            Ok(FinishReply {})
+        })
+    }
+}
+
+/// How the fake units run.
+#[derive(Clone, Copy)]
+enum Plays {
+    /// Done after a second.
+    Quick,
+    /// Until stopped, then a second more to end (failed: "stopped"); a unit's second
+    /// run is done after five seconds.
+    UntilStopped,
+}
+
+/// Runs units as [`Plays`] says, noting when each run started and was stopped.
+#[derive(Clone)]
+struct FakeUnits {
+    plays: Plays,
+    /// Per run, in order of start: its unit and when it saw its stop.
+    runs: Arc<Mutex<Vec<(u64, Option<Instant>)>>>,
+}
+
+impl FakeUnits {
+    fn new(plays: Plays) -> FakeUnits {
+        FakeUnits {
+            plays,
+            runs: Default::default(),
+        }
+    }
+
+    fn runs(&self) -> Vec<(u64, Option<Instant>)> {
+        self.runs.lock().unwrap().clone()
+    }
+}
+
+impl Execute for FakeUnits {
+    fn execute(self, u: ClaimedUnit, p: Pace) -> impl Future<Output = FinishRequest> + Send {
+        async move {
+            let (run, earlier) = {
+                let mut runs = self.runs.lock().unwrap();
+                let earlier = runs.iter().filter(|(seq, _)| *seq == u.seq).count();
+                runs.push((u.seq, None));
+                (runs.len() - 1, earlier)
+            };
+            let quick = match self.plays {
+                Plays::Quick => Some(Duration::from_secs(1)),
+                Plays::UntilStopped if earlier > 0 => Some(Duration::from_secs(5)),
+                Plays::UntilStopped => None,
+            };
+            if let Some(d) = quick {
+                tokio::time::sleep(d).await;
+                return FinishRequest::done(&u.job, u.seq, 1, 10);
+            }
+            p.stop.raised().await;
+            self.runs.lock().unwrap()[run].1 = Some(Instant::now());
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            FinishRequest::failed(&u.job, u.seq, "stopped".into())
+        }
+    }
+}
+
+fn config(units: u32) -> LoopConfig {
+    LoopConfig {
+        name: "w".into(),
+        units,
+        idle_exit: Some(Duration::from_secs(2)),
+        checks: Vec::new(),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn units_claimed_are_run_and_reported() {
+    let service = Fake::with([1, 2, 3]);
+    let units = FakeUnits::new(Plays::Quick);
+    let metrics = WorkerMetrics::default();
+    claim_loop(&config(2), service.clone(), units.clone(), &metrics)
+        .await
+        .unwrap();
+    let s = service.state();
+    let mut done: Vec<u64> = s.finished.iter().map(|r| r.seq).collect();
+    done.sort();
+    assert_eq!(done, [1, 2, 3]);
+    for r in &s.finished {
+        assert_eq!((r.worker.as_str(), &r.error, r.files), ("w", &None, 1));
+    }
+    assert_eq!(units.runs().len(), 3);
+    assert!(s.held.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_unit_no_longer_held_is_stopped_and_its_report_is_not_the_newer_runs() {
+    let service = Fake::with([1]);
+    service.state().reassign = Some(1);
+    let units = FakeUnits::new(Plays::UntilStopped);
+    let metrics = WorkerMetrics::default();
+    claim_loop(&config(2), service.clone(), units.clone(), &metrics)
+        .await
+        .unwrap();
+    let runs = units.runs();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert!(runs[0].1.is_some(), "the first run was stopped: {runs:?}");
+    assert!(runs[1].1.is_none(), "the second run was not: {runs:?}");
+    // One report, the newer run's: the stopped run's "stopped" is not sent for it.
+    let s = service.state();
+    assert_eq!(s.finished.len(), 1, "{:?}", s.finished);
+    assert_eq!(s.finished[0].error, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_service_has_units_stopped_before_their_leases_run_out() {
+    let service = Fake::with([1, 2]);
+    let units = FakeUnits::new(Plays::UntilStopped);
+    let metrics = WorkerMetrics::default();
+    let c = config(2);
+    let worker = claim_loop(&c, service.clone(), units.clone(), &metrics);
+    let silence = async {
+        // Once both units run, the service says nothing more.
+        while units.runs().len() < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        service.state().silent = true;
+    };
+    let (ended, ()) = tokio::join!(worker, silence);
+    ended.unwrap();
+    let claimed = service.state().claimed_at.unwrap();
+    let runs = units.runs();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    for (seq, stopped) in runs {
+        let stopped = stopped.unwrap_or_else(|| panic!("unit {seq} was not stopped"));
+        assert!(
+            stopped < claimed + LEASE,
+            "unit {seq} stopped {:?} after its claim",
+            stopped - claimed
+        );
+    }
+    assert!(service.state().finished.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_token_ends_the_worker() {
+    let service = Fake::with([1]);
+    service.state().refuse = true;
+    let units = FakeUnits::new(Plays::Quick);
+    let metrics = WorkerMetrics::default();
+    let e = claim_loop(&config(1), service, units.clone(), &metrics)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, WorkerError::NotAllowed(_)), "{e:?}");
+    assert!(units.runs().is_empty());
+}

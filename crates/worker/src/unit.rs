@@ -248,12 +248,10 @@ impl UnitContext {
 
 impl Execute for UnitContext {
     /// Runs the unit here, or as its user's local account (`account.rs`).
-    fn execute(self, u: ClaimedUnit, p: Pace) -> impl Future<Output = FinishRequest> + Send {
-        async move {
-            match crate::account::account_of(&u).map(str::to_string) {
-                Some(account) => self.run_as(u, &account, p).await,
-                None => self.run_here(u, p).await,
-            }
+    async fn execute(self, u: ClaimedUnit, p: Pace) -> FinishRequest {
+        match crate::account::account_of(&u).map(str::to_string) {
+            Some(account) => self.run_as(u, &account, p).await,
+            None => self.run_here(u, p).await,
         }
     }
 }

@@ -160,8 +160,11 @@ enum Plays {
 struct FakeUnits {
     plays: Plays,
     /// Per run, in order of start: its unit and when it saw its stop.
-    runs: Arc<Mutex<Vec<(u64, Option<Instant>)>>>,
+    runs: Arc<Mutex<Vec<Run>>>,
 }
+
+/// A run of a unit: its number, and when it saw its stop.
+type Run = (u64, Option<Instant>);
 
 impl FakeUnits {
     fn new(plays: Plays) -> FakeUnits {
@@ -171,34 +174,32 @@ impl FakeUnits {
         }
     }
 
-    fn runs(&self) -> Vec<(u64, Option<Instant>)> {
+    fn runs(&self) -> Vec<Run> {
         self.runs.lock().unwrap().clone()
     }
 }
 
 impl Execute for FakeUnits {
-    fn execute(self, u: ClaimedUnit, p: Pace) -> impl Future<Output = FinishRequest> + Send {
-        async move {
-            let (run, earlier) = {
-                let mut runs = self.runs.lock().unwrap();
-                let earlier = runs.iter().filter(|(seq, _)| *seq == u.seq).count();
-                runs.push((u.seq, None));
-                (runs.len() - 1, earlier)
-            };
-            let quick = match self.plays {
-                Plays::Quick => Some(Duration::from_secs(1)),
-                Plays::UntilStopped if earlier > 0 => Some(Duration::from_secs(5)),
-                Plays::UntilStopped => None,
-            };
-            if let Some(d) = quick {
-                tokio::time::sleep(d).await;
-                return FinishRequest::done(&u.job, u.seq, 1, 10);
-            }
-            p.stop.raised().await;
-            self.runs.lock().unwrap()[run].1 = Some(Instant::now());
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            FinishRequest::failed(&u.job, u.seq, "stopped".into())
+    async fn execute(self, u: ClaimedUnit, p: Pace) -> FinishRequest {
+        let (run, earlier) = {
+            let mut runs = self.runs.lock().unwrap();
+            let earlier = runs.iter().filter(|(seq, _)| *seq == u.seq).count();
+            runs.push((u.seq, None));
+            (runs.len() - 1, earlier)
+        };
+        let quick = match self.plays {
+            Plays::Quick => Some(Duration::from_secs(1)),
+            Plays::UntilStopped if earlier > 0 => Some(Duration::from_secs(5)),
+            Plays::UntilStopped => None,
+        };
+        if let Some(d) = quick {
+            tokio::time::sleep(d).await;
+            return FinishRequest::done(&u.job, u.seq, 1, 10);
         }
+        p.stop.raised().await;
+        self.runs.lock().unwrap()[run].1 = Some(Instant::now());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        FinishRequest::failed(&u.job, u.seq, "stopped".into())
     }
 }
 

@@ -48,9 +48,13 @@ fn push_mixed_tree_then_identical_rerun_skips_everything() {
             .is_some_and(|w| w.contains("user space")),
         "{v}"
     );
-    // Autotuning chose the streams from the loopback round trip: the default 4.
+    // Autotuning chose the streams from the loopback round trip: the default 4, or
+    // more when a loaded machine made the round trip look long (it says why).
     assert_eq!(v["autotune"]["enabled"], true, "{v}");
-    assert_eq!(v["autotune"]["streams"], 4, "{v}");
+    let streams = v["autotune"]["streams"].as_u64().unwrap_or(0);
+    assert!(streams >= 4, "{v}");
+    let why = v["autotune"]["why"].as_str().unwrap_or_default();
+    assert!(why.starts_with(&format!("{streams} streams")), "{v}");
     assert!(
         v["autotune"]["rtt_ms"].as_f64().is_some_and(|r| r < 50.0),
         "{v}"

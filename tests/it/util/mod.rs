@@ -356,9 +356,12 @@ impl Running {
         self.child.try_wait().expect("try_wait").is_some()
     }
 
-    /// SIGKILLs the process (no cleanup of any kind can run).
+    /// SIGKILLs the process (no cleanup of any kind can run) and reaps it, so that
+    /// what it held (a listening port) is free once this returns, even on a loaded
+    /// machine where dying takes a while.
     pub fn kill9(&mut self) {
         let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// Waits for the end (at most [`COMMAND_LIMIT`], then kills and panics).

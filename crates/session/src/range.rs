@@ -48,6 +48,11 @@ const RANGE_SILENCE: Duration = Duration::from_secs(120);
 /// Blocks a client holds queued for its connection while it reads the next.
 const QUEUED_BLOCKS: usize = 4;
 
+/// Rounds of blocks a client sends at most in one range session: the planned ones,
+/// then those the server asks for again. The server gives up on a block after its
+/// own retry limit; this bounds what a server that keeps asking can make it do.
+const MAX_ROUNDS: u32 = 16;
+
 // ---------------------------------------------------------------------------------
 // Server side.
 
@@ -569,6 +574,9 @@ pub async fn push_range(
         tx = Some(back);
         round += 1;
         match next_frame(&mut r, host).await {
+            Ok(Frame::Plan(_)) if round >= MAX_ROUNDS => {
+                bail!("{host}: asked for blocks again after {MAX_ROUNDS} rounds")
+            }
             Ok(Frame::Plan(items)) => needed = planned(host, &items, &blocks)?,
             other => break Ok(other),
         }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, bail};
 use hetch_copy::CopyJob;
-use hetch_engine::{Progress, RateLimiter, StopSignal};
+use hetch_engine::{RateLimiter, StopSignal};
 use hetch_jobs::UnitSpec;
 use hetch_service_api::ClaimedUnit;
 use hetch_session::location::Location;
@@ -17,7 +17,7 @@ pub(crate) struct FilesUnit;
 
 impl Runner for FilesUnit {
     fn run<'a>(&'a self, ctx: &'a UnitContext, u: &'a ClaimedUnit, p: Pace) -> Running<'a> {
-        Box::pin(ctx.files_unit(u, p.stop, p.rate, p.progress))
+        Box::pin(ctx.files_unit(u, p))
     }
 }
 
@@ -25,13 +25,12 @@ impl UnitContext {
     /// Copies a batch of files: its rows of the listing, each source's share as listed
     /// entries (with their parent directories, which may be in another unit), into
     /// the destination.
-    async fn files_unit(
-        &self,
-        u: &ClaimedUnit,
-        stop: StopSignal,
-        rate: Arc<RateLimiter>,
-        progress: Arc<Progress>,
-    ) -> anyhow::Result<(u64, u64)> {
+    async fn files_unit(&self, u: &ClaimedUnit, p: Pace) -> anyhow::Result<(u64, u64)> {
+        let Pace {
+            stop,
+            rate,
+            progress,
+        } = p;
         let (first, end, bytes) = match u.unit {
             UnitSpec::Files { first, end, bytes } => (first, end, bytes),
             _ => bail!("not a unit of files"),

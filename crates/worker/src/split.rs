@@ -59,20 +59,19 @@ pub(crate) struct SplitUnit;
 
 impl Runner for SplitUnit {
     fn run<'a>(&'a self, ctx: &'a UnitContext, u: &'a ClaimedUnit, p: Pace) -> Running<'a> {
-        Box::pin(ctx.split_unit(u, p.stop, p.rate, p.progress))
+        Box::pin(ctx.split_unit(u, p))
     }
 }
 
 impl UnitContext {
     /// Runs a `range` or `commit` unit (a range counts its bytes into `progress` as it
     /// goes); returns (files, bytes) done.
-    pub(crate) async fn split_unit(
-        &self,
-        u: &ClaimedUnit,
-        stop: StopSignal,
-        rate: Arc<RateLimiter>,
-        progress: Arc<Progress>,
-    ) -> anyhow::Result<(u64, u64)> {
+    pub(crate) async fn split_unit(&self, u: &ClaimedUnit, p: Pace) -> anyhow::Result<(u64, u64)> {
+        let Pace {
+            stop,
+            rate,
+            progress,
+        } = p;
         let file = match u.unit {
             UnitSpec::Range { file, .. } | UnitSpec::Commit { file, .. } => file,
             UnitSpec::Files { .. } | UnitSpec::Relay { .. } => {

@@ -633,12 +633,18 @@ impl IncomingFile {
         scratch: &'a mut Vec<u8>,
         gate: &crate::gate::Gate,
     ) -> Result<Option<(&'a [u8], Digest)>, StorageError> {
-        let (len, bs) = {
+        // One look under the lock; the read and the hash run outside it.
+        let (len, bs, size, algo) = {
             let core = self.core();
             if !core.wants(block) {
                 return Ok(None);
             }
-            (core.block_len(block) as usize, core.bs)
+            (
+                core.block_len(block) as usize,
+                core.bs,
+                core.size,
+                core.checksum,
+            )
         };
         let data = match own {
             Some(b) if b.len() == len => b,
@@ -648,7 +654,7 @@ impl IncomingFile {
             }
         };
         self.out.read_back(block * bs, data)?;
-        let got = gate.run(|| self.block_digest(block, data));
+        let got = gate.run(|| algo.block_digest(size.digest_len(), bs, block, data));
         Ok(Some((&data[..], got)))
     }
 

@@ -109,7 +109,7 @@ pub(crate) async fn changed(
                     a.failed = true;
                     // Counted before the entry goes, so that the listing is not
                     // declared over while the file is on its way to being listed again.
-                    shared.relisting.fetch_add(1, SeqCst);
+                    shared.open_end.relist_begins();
                 }
                 again.then(|| (a.rel.clone(), a.attempts + 1))
             }
@@ -135,7 +135,7 @@ pub(crate) async fn changed(
     let sh = shared.clone();
     let abs: PathBuf = abs.to_path_buf();
     tokio::task::spawn_blocking(move || {
-        let tx = sh.entries.lock().expect("entries lock").clone();
+        let tx = sh.open_end.sender();
         let again = match sh.opts.within_of(&abs) {
             Some(within) => walk::entry_within(within, &abs, rel),
             None => walk::entry(&abs, rel),
@@ -150,7 +150,7 @@ pub(crate) async fn changed(
             }
             (_, None) => {}
         }
-        sh.relisting.fetch_sub(1, SeqCst);
+        sh.open_end.relist_ends();
         end_listing_if_settled(&sh);
     })
     .await
@@ -164,10 +164,10 @@ pub(crate) fn end_listing_if_settled(shared: &Shared) {
     if !shared.opts.retry_changed || shared.opts.follow.is_some() {
         return;
     }
-    let settled = shared.walked.load(SeqCst)
-        && shared.relisting.load(SeqCst) == 0
+    let settled = shared.open_end.walked()
+        && shared.open_end.nothing_relisting()
         && shared.announced.lock().expect("announced lock").is_empty();
     if settled {
-        shared.entries.lock().expect("entries lock").take();
+        shared.open_end.close();
     }
 }

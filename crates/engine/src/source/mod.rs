@@ -6,13 +6,16 @@
 //! stream sends whatever block is ready next. Entries in flight are bounded by a window,
 //! blocks in flight by the buffer pool.
 
+mod control;
+pub(crate) mod listing;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use hetch_integrity as integrity;
-use hetch_proto::{DataHeader, Entry, EntryKind, Frame, PlanAction, Summary};
+use hetch_proto::{DataHeader, Entry, EntryKind, Frame, Summary};
 use hetch_storage::walk::{self, Identity, SourceEntry, SourceKind};
 use hetch_storage::StorageError;
 use tokio::sync::{mpsc, Semaphore};
@@ -21,7 +24,7 @@ use tokio::task::JoinSet;
 use crate::changed::CachedFile;
 use crate::compress::{Backoff, Packer};
 use crate::error::EngineError;
-use crate::follow::Followed;
+use crate::follow::{Followed, Follower};
 use crate::gate::Gate;
 use crate::operand::Operand;
 use crate::pool::{BufferPool, PooledBuf};
@@ -30,8 +33,9 @@ use crate::rate::RateLimiter;
 use crate::session::{is_zero, run_tasks};
 use crate::store::origin::{Found, OriginFile};
 use crate::store::Size;
-use crate::wire::{FrameReader, FrameWriter};
+use crate::wire::FrameWriter;
 use crate::{BoxStream, Options, Transport};
+use listing::{Announce, Listing, Once, OpenEnd};
 
 /// Entries announced but not yet finished, at most. It bounds what the sink keeps per
 /// file (about 1 KiB each): 16 Ki entries took 15 MiB of a sink's 88 MiB peak on
@@ -103,21 +107,13 @@ pub(crate) struct Shared {
     pub(crate) gate: Gate,
     /// The next entry id.
     pub next_id: AtomicU64,
-    /// Where followed trees announce entries after the first listing (`None` once the
-    /// follower is done).
-    pub entries: Mutex<Option<mpsc::Sender<Listed>>>,
-    /// Durable acks arrived (sealing waits for them).
-    pub acks: tokio::sync::Notify,
-    /// Followed trees: the status-change time of recently changed entries when they
-    /// were last listed or sealed, so that a scan announces only what changed since.
-    pub seen: Mutex<HashMap<PathBuf, (i64, u32)>>,
+    /// What is listed beyond one walk (see [`listing`]).
+    pub listing: Arc<dyn Listing>,
+    /// Where entries listed after the walk go.
+    pub open_end: OpenEnd,
     /// Open files kept with their entries (see [`CachedFile`]), and their bound.
     handles: Arc<AtomicUsize>,
     handle_cap: usize,
-    /// The first listing is done.
-    pub walked: AtomicBool,
-    /// Files on their way to being listed again (see `changed.rs`).
-    pub relisting: AtomicUsize,
 }
 
 impl Shared {
@@ -186,6 +182,13 @@ pub async fn run_source_from(
         })
         .fold(opts.concurrency, usize::max)
         .max(1);
+    let listing: Arc<dyn Listing> = match &opts.follow {
+        Some(f) => Arc::new(Follower::new(f.clone(), local_operands(&operands))),
+        None => Arc::new(Once),
+    };
+    let (entry_tx, entry_rx) = mpsc::channel(ENTRY_BATCH * 4);
+    // Followed trees and files listed again after changing announce after the walk.
+    let stays_open = opts.follow.is_some() || opts.retry_changed;
     let shared = Arc::new(Shared {
         corrupt_left: crate::faults::hooks(&opts).0,
         packer: Packer::new(opts.compression, opts.hash_threads),
@@ -198,16 +201,13 @@ pub async fn run_source_from(
         jobs: async_channel::unbounded(),
         pool,
         next_id: AtomicU64::new(0),
-        entries: Mutex::new(None),
-        acks: tokio::sync::Notify::new(),
-        seen: Mutex::default(),
+        listing,
+        open_end: OpenEnd::new(stays_open.then(|| entry_tx.clone())),
         handles: Arc::default(),
         // Each reader holds the file it reads; beyond those, as many kept for their
         // next turn: one per reader is enough for every reader to work on its own
         // big file.
         handle_cap: n_readers,
-        walked: AtomicBool::new(false),
-        relisting: AtomicUsize::new(0),
     });
     let (data_tx, data_rx) = async_channel::bounded::<OutBlock>(64);
     let limiter = match &shared.opts.shared_rate {
@@ -217,44 +217,20 @@ pub async fn run_source_from(
     let summary = Arc::new(Mutex::new(Summary::default()));
 
     let mut tasks = JoinSet::new();
-    let (entry_tx, entry_rx) = mpsc::channel(ENTRY_BATCH * 4);
-    // Followed trees and files listed again after changing announce after the walk.
-    if shared.opts.follow.is_some() || shared.opts.retry_changed {
-        *shared.entries.lock().expect("entries lock") = Some(entry_tx.clone());
-    }
-    // Set once the first listing is done: followed trees are scanned again after it.
-    let listed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     {
         let shared = shared.clone();
-        let listed = listed.clone();
-        let ops = operands.clone();
         tasks.spawn_blocking(move || {
-            let r = walker(&shared, ops, entry_tx);
-            listed.store(true, std::sync::atomic::Ordering::SeqCst);
-            shared
-                .walked
-                .store(true, std::sync::atomic::Ordering::SeqCst);
+            let r = walker(&shared, operands, entry_tx);
+            shared.open_end.walk_done();
             crate::changed::end_listing_if_settled(&shared);
             r
         });
     }
-    if shared.opts.follow.is_some() {
-        let local = operands
-            .iter()
-            .filter_map(|o| match o {
-                Operand::Local(p) => Some(p.clone()),
-                Operand::Origin(_) | Operand::Entries { .. } => None,
-            })
-            .collect();
-        tasks.spawn(crate::follow::follower(
-            shared.clone(),
-            local,
-            listed,
-            ctl_tx.clone(),
-        ));
+    if let Some(watch) = shared.listing.clone().watch(shared.clone(), ctl_tx.clone()) {
+        tasks.spawn(watch);
     }
     tasks.spawn(announcer(entry_rx, ctl_tx.clone()));
-    tasks.spawn(control_reader(
+    tasks.spawn(control::control_reader(
         shared.clone(),
         session.control,
         ctl_tx.clone(),
@@ -296,6 +272,17 @@ pub async fn run_source_from(
         summary,
         ..progress.report()
     })
+}
+
+/// The local paths among `operands` (those a follower watches).
+fn local_operands(operands: &[Operand]) -> Vec<PathBuf> {
+    operands
+        .iter()
+        .filter_map(|o| match o {
+            Operand::Local(p) => Some(p.clone()),
+            Operand::Origin(_) | Operand::Entries { .. } => None,
+        })
+        .collect()
 }
 
 /// What the walker hands the announcer.
@@ -413,23 +400,23 @@ pub(crate) fn announce_attempt(
             return true;
         }
     }
-    let follow = crate::follow::on_listing(shared, &se);
-    if follow == crate::follow::Listing::Held {
-        return true; // a done-marker, sent after its file
-    }
-    crate::follow::listed(shared, &se);
+    let (followed, idle) = match shared.listing.classify(shared, &se) {
+        Announce::Held => return true,
+        Announce::Plain => (None, true),
+        Announce::Growing { state, idle } => (Some(state), idle),
+    };
+    let growing = followed.is_some();
     // Wait for room in the window; a closed window means the session ended.
     match rt.block_on(shared.window.acquire()) {
         Ok(p) => p.forget(),
         Err(_) => return false,
     }
     let id = shared.next_id.fetch_add(1, Relaxed);
-    let growing = follow == crate::follow::Listing::Growing;
     let mut entry = to_entry(id, &se, growing);
     if let (EntryKind::File { digest, .. }, true, true) = (
         &mut entry.kind,
         shared.opts.checksum_skip || shared.opts.compare_only,
-        !growing || crate::follow::is_idle(shared, &se),
+        idle,
     ) {
         // The sink skips (or, comparing, accepts) a file only on a matching
         // whole-file digest, so it must travel with the entry.
@@ -456,7 +443,6 @@ pub(crate) fn announce_attempt(
         }
         _ => 0,
     };
-    let followed = growing.then(|| Box::new(crate::follow::Followed::new(&se, size)));
     // Growing files change by design; an origin checks its files itself.
     let identity = (!growing && origin.is_none())
         .then(|| Identity::of_entry(&se))
@@ -542,182 +528,6 @@ async fn flush(ctl: &mpsc::Sender<Frame>, batch: &mut Vec<Entry>) -> bool {
             .send(Frame::Entries(std::mem::take(batch)))
             .await
             .is_ok()
-}
-
-async fn control_reader(
-    shared: Arc<Shared>,
-    mut r: FrameReader<tokio::io::ReadHalf<BoxStream>>,
-    ctl: mpsc::Sender<Frame>,
-    summary: Arc<Mutex<Summary>>,
-) -> Result<(), EngineError> {
-    let unexpected = |what: String| EngineError::unexpected(&shared.peer, what);
-    loop {
-        let frame = match r.next_control().await? {
-            Some(f) => f,
-            None => return Err(EngineError::closed_early(&shared.peer)),
-        };
-        match frame {
-            Frame::Plan(items) => {
-                for item in items {
-                    match item.action {
-                        PlanAction::Skip => {
-                            let held = {
-                                let mut ann = shared.announced.lock().expect("announced lock");
-                                match ann.get_mut(&item.id) {
-                                    // Its `FileDone` says whether it is verified there.
-                                    Some(a) if shared.opts.remove_source && a.is_file => {
-                                        a.skipped = true;
-                                        a.size.known()
-                                    }
-                                    _ => None,
-                                }
-                            };
-                            let skipped = match held {
-                                Some(size) => Some(size),
-                                None => shared
-                                    .complete(item.id)
-                                    .filter(|a| a.is_file)
-                                    .and_then(|a| a.size.known()),
-                            };
-                            if let Some(size) = skipped {
-                                Progress::add(&shared.progress.skipped, 1);
-                                Progress::add(&shared.progress.skipped_bytes, size);
-                            }
-                        }
-                        PlanAction::Send(ranges) => {
-                            if crate::follow::first_plan(&shared, item.id, &ranges).await {
-                                continue;
-                            }
-                            let (size, known) = {
-                                let ann = shared.announced.lock().expect("announced lock");
-                                ann.get(&item.id)
-                                    .map(|a| (a.size, a.is_file))
-                                    .unwrap_or((Size::Known(0), false))
-                            };
-                            if !known {
-                                return Err(unexpected(format!(
-                                    "plan for unknown file {}",
-                                    item.id
-                                )));
-                            }
-                            let blocks = size.blocks(shared.opts.block_size);
-                            let mut planned = 0;
-                            // Ascending and disjoint within the file: a plan can ask
-                            // for each block once, so it cannot queue more jobs than
-                            // the file has blocks.
-                            let mut floor = 0;
-                            for (start, end) in ranges {
-                                if start < floor || start >= end || end > blocks {
-                                    return Err(unexpected(format!(
-                                        "bad block range {start}..{end} for file {} of {blocks} blocks",
-                                        item.id
-                                    )));
-                                }
-                                floor = end;
-                                planned += end - start;
-                                let job = Job {
-                                    file: item.id,
-                                    start,
-                                    end,
-                                    cover: false,
-                                };
-                                let _ = shared.jobs.0.send(job).await;
-                            }
-                            let skipped = blocks.saturating_sub(planned);
-                            Progress::add(
-                                &shared.progress.skipped_bytes,
-                                skipped
-                                    .saturating_mul(shared.opts.block_size)
-                                    .min(size.known().unwrap_or(0)),
-                            );
-                        }
-                    }
-                }
-            }
-            Frame::Resend { file, block } => {
-                let size = {
-                    let ann = shared.announced.lock().expect("announced lock");
-                    ann.get(&file).map(|a| a.size)
-                };
-                // A file finished or failed meanwhile has nothing to resend.
-                let Some(size) = size else { continue };
-                let blocks = size.blocks(shared.opts.block_size);
-                if block >= blocks {
-                    return Err(unexpected(format!(
-                        "resend of block {block} of file {file}, beyond its {blocks} blocks"
-                    )));
-                }
-                Progress::add(&shared.progress.retried_blocks, 1);
-                let job = Job {
-                    file,
-                    start: block,
-                    end: block + 1,
-                    cover: false,
-                };
-                let _ = shared.jobs.0.send(job).await;
-            }
-            Frame::FileDone {
-                file,
-                error,
-                digest,
-            } => {
-                if let (Some(m), Some(manifest)) = (&digest, &shared.opts.manifest) {
-                    manifest.add(&m.digest, &m.path);
-                }
-                let was = shared.complete(file);
-                if let Some(f) = was.as_ref().and_then(|a| a.follow.as_deref()) {
-                    crate::follow::finished(&shared, f, error.is_none()).await;
-                }
-                match (error, was) {
-                    (None, Some(a)) => {
-                        if !a.skipped {
-                            Progress::add(&shared.progress.files, 1);
-                        }
-                        // Only a watch logs finished files: a copy of many small files
-                        // need not format a line per file that nobody reads.
-                        let watching = shared.opts.follow.as_ref().is_some_and(|f| f.forever);
-                        if a.is_file && watching {
-                            shared.progress.note(&format!("done {}", a.abs.display()));
-                        }
-                        if a.is_file && shared.opts.remove_source {
-                            remove_source(&shared, a.abs).await;
-                        }
-                    }
-                    (None, None) => {}
-                    (Some(message), _) => shared.progress.fail(message),
-                }
-            }
-            Frame::Durable { file, offset } => crate::follow::durable(&shared, file, offset),
-            Frame::Change(c) if shared.opts.delete.is_some() || shared.opts.dry_run => {
-                shared.progress.change(c.action, &c.path, c.size)
-            }
-            Frame::Finished(s) => {
-                *summary.lock().expect("summary lock") = s;
-                // No more jobs will come: let readers drain and stop.
-                shared.jobs.0.close();
-                drop(ctl);
-                return Ok(());
-            }
-            Frame::Error(e) => return Err(EngineError::from_peer(&shared.peer, e)),
-            other => return Err(unexpected(format!("unexpected frame {other:?}"))),
-        }
-    }
-}
-
-/// Deletes a source file whose copy the sink verified.
-async fn remove_source(shared: &Shared, abs: PathBuf) {
-    let path = abs.clone();
-    let r = tokio::task::spawn_blocking(move || std::fs::remove_file(&path))
-        .await
-        .expect("remove task panicked");
-    match r {
-        Ok(()) => shared.progress.note(&format!("removed {}", abs.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => shared.progress.warn(&format!(
-            "{}: copied and verified, but not removed: {e}",
-            abs.display()
-        )),
-    }
 }
 
 /// Opens a listed file (on a blocking thread): never through a symlink, and where
@@ -806,7 +616,7 @@ pub(crate) async fn queue_block(
         digest,
     } = block;
     if size.is_growing() {
-        crate::follow::sent(shared, job.file, index, &digest);
+        shared.listing.sent(shared, job.file, index, &digest);
     }
     if job.cover {
         let cover = Frame::Cover {

@@ -12,7 +12,7 @@
 //! With `--retry-changed` such a file is not failed but dropped at the sink (`Abandon`)
 //! and listed again, with a fresh stat, under a new entry id, up to
 //! [`MAX_CHANGED_ATTEMPTS`] times. Growing files under `--follow` are not checked here:
-//! they are followed by design (see `follow.rs`).
+//! they are followed by design (see `follow/`).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

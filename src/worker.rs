@@ -80,6 +80,7 @@ impl TryFrom<WorkerArgs> for WorkerConfig {
             idle_exit: a.idle_exit.map(Duration::from_secs),
             metrics: a.metrics,
             account_child: vec![WORKER_UNIT.into()],
+            log: None,
         })
     }
 }

@@ -16,6 +16,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::lease::{Leases, Millis};
+use crate::log::Log;
 use crate::metrics::{Call, WorkerMetrics};
 use crate::service::Service;
 use crate::unit::Pace;
@@ -39,6 +40,8 @@ pub struct LoopConfig {
     pub idle_exit: Option<Duration>,
     /// This host's checks, which the worker shows the service.
     pub checks: Vec<String>,
+    /// Where the loop says what it does (see [`crate::log`]).
+    pub log: Log,
 }
 
 /// A unit being run (under one claim of it: a unit stopped here and claimed again
@@ -75,15 +78,15 @@ impl Units {
 
     /// Stops the units whose leases this worker could not keep (the service
     /// unreachable) and will soon run out.
-    fn fence(&mut self, name: &str) {
+    fn fence(&mut self, log: &Log) {
         for claim in self.leases.fence(self.at(Instant::now())) {
             let r = &self.running[&claim];
             r.stop.stop();
             let (job, seq) = &r.key;
-            eprintln!(
-                "hetch worker {name}: stopping unit {seq} of job {job}: its lease could not \
-                 be extended and is about to run out"
-            );
+            log.say(&format!(
+                "stopping unit {seq} of job {job}: its lease could not be extended and is \
+                 about to run out"
+            ));
         }
     }
 }
@@ -211,9 +214,10 @@ pub async fn claim_loop<S: Service, E: Execute>(
                 metrics.call_failed(Call::Finish);
                 // Refused (the lease moved on) or unreachable: the unit is the
                 // service's to hand out again; nothing here to undo.
-                eprintln!("hetch worker {name}: reporting unit {seq} of job {job}: {e}");
+                c.log
+                    .say(&format!("reporting unit {seq} of job {job}: {e}"));
             }
-            units.fence(name);
+            units.fence(&c.log);
         }
         // Keep the leases; stop what is no longer ours.
         let sent = Instant::now();
@@ -264,11 +268,11 @@ pub async fn claim_loop<S: Service, E: Execute>(
                 }
                 Err(e) => {
                     metrics.call_failed(Call::Heartbeat);
-                    eprintln!("hetch worker {name}: heartbeat: {e}");
+                    c.log.say(&format!("heartbeat: {e}"));
                 }
             }
         }
-        units.fence(name);
+        units.fence(&c.log);
         // Take more when there is room.
         let room = c.units.saturating_sub(units.running.len() as u32);
         let mut claimed = 0;
@@ -311,11 +315,11 @@ pub async fn claim_loop<S: Service, E: Execute>(
                     unreachable += 1;
                     metrics.call_failed(Call::Claim);
                     metrics.reachable(false);
-                    eprintln!("hetch worker {name}: claiming work: {e}");
+                    c.log.say(&format!("claiming work: {e}"));
                 }
             }
             // A claim answered late may be due for stopping already.
-            units.fence(name);
+            units.fence(&c.log);
         }
         if claimed > 0 || !units.running.is_empty() {
             idle_since = Instant::now();

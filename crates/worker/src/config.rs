@@ -37,4 +37,7 @@ pub struct WorkerConfig {
     /// account, reading it on its standard input and calling [`crate::child_main`]
     /// (`hetch worker-unit`).
     pub account_child: Vec<OsString>,
+    /// Where the worker says what it does (`None`: standard error, each line after
+    /// `hetch worker NAME: `).
+    pub log: Option<crate::log::Log>,
 }

@@ -16,6 +16,7 @@ pub mod claim_loop;
 mod config;
 mod error;
 pub mod lease;
+pub mod log;
 pub mod metrics;
 pub mod service;
 
@@ -42,6 +43,10 @@ use crate::metrics::WorkerMetrics;
 /// [`WorkerConfig::idle_exit`] (`Ok`).
 pub async fn run(c: WorkerConfig) -> Result<(), WorkerError> {
     let name = c.name.clone().unwrap_or_else(default_name);
+    let log = c
+        .log
+        .clone()
+        .unwrap_or_else(|| log::Log::stderr(format!("hetch worker {name}: ")));
     let metrics = Arc::new(WorkerMetrics::default());
     // Bound before anything else, so that a wrong address is the first thing said.
     let _serving = match &c.metrics {
@@ -49,10 +54,7 @@ pub async fn run(c: WorkerConfig) -> Result<(), WorkerError> {
             let endpoint = hetch_metrics::Endpoint::bind(addr)
                 .await
                 .map_err(WorkerError::Metrics)?;
-            eprintln!(
-                "hetch worker {name}: metrics on http://{}/metrics",
-                endpoint.addr
-            );
+            log.say(&format!("metrics on http://{}/metrics", endpoint.addr));
             let m = metrics.clone();
             Some(endpoint.spawn(move || m.render()))
         }
@@ -71,7 +73,7 @@ pub async fn run(c: WorkerConfig) -> Result<(), WorkerError> {
         path: c.root.clone(),
         source,
     })?;
-    eprintln!("hetch worker {name}: working for {}", c.service);
+    log.say(&format!("working for {}", c.service));
     let mut ctx = UnitContext::new(
         api.clone(),
         root,
@@ -80,12 +82,14 @@ pub async fn run(c: WorkerConfig) -> Result<(), WorkerError> {
         c.known_hosts,
     );
     ctx.account_child = c.account_child.into();
+    ctx.log = log.clone();
     let lc = LoopConfig {
         name,
         units: c.units,
         idle_exit: c.idle_exit,
         // This host's checks, found once: the service shows them on its nodes page.
         checks: hetch_doctor::host_findings(&hetch_doctor::Host::default()),
+        log,
     };
     claim_loop::claim_loop(&lc, api, ctx, &metrics).await
 }

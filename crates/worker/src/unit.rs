@@ -21,6 +21,7 @@ use hetch_service_api::{ClaimedUnit, FileRow, FilesQuery, FinishRequest, JobSpec
 use hetch_session::location::Location;
 
 use crate::claim_loop::Execute;
+use crate::log::Log;
 use crate::servers::Preloaded;
 
 /// What a unit of one kind moved: (files, bytes) done.
@@ -70,6 +71,9 @@ pub struct UnitContext {
     /// The arguments with which this executable runs one unit as a local account
     /// (`hetch worker-unit`).
     pub(crate) account_child: Arc<[OsString]>,
+    /// Where a unit's failure is said whole (the service is told it as the job's
+    /// user sees it).
+    pub(crate) log: Log,
 }
 
 impl UnitContext {
@@ -91,6 +95,7 @@ impl UnitContext {
             known_hosts,
             preloaded: None,
             account_child: Arc::new([]),
+            log: Log::stderr("hetch worker: ".into()),
         }
     }
 
@@ -107,7 +112,8 @@ impl UnitContext {
             Ok((files, bytes)) => FinishRequest::done(&u.job, u.seq, files, bytes),
             Err(e) => {
                 let line = hetch_copy::one_line(e.as_ref());
-                eprintln!("hetch worker: unit {} of job {}: {line}", u.seq, u.job);
+                self.log
+                    .say(&format!("unit {} of job {}: {line}", u.seq, u.job));
                 FinishRequest::failed(&u.job, u.seq, self.as_users_see(&line))
             }
         }

@@ -15,6 +15,7 @@ use hetch_service_api::{
     HeldUnit, JobSpec,
 };
 use hetch_worker::claim_loop::{claim_loop, Execute, LoopConfig};
+use hetch_worker::log::Log;
 use hetch_worker::metrics::WorkerMetrics;
 use hetch_worker::service::Service;
 use hetch_worker::{Pace, WorkerError};
@@ -209,7 +210,22 @@ fn config(units: u32) -> LoopConfig {
         units,
         idle_exit: Some(Duration::from_secs(2)),
         checks: Vec::new(),
+        log: Log::new(|_| {}),
     }
+}
+
+/// A config whose log lines are kept.
+fn logged(units: u32) -> (LoopConfig, Arc<Mutex<Vec<String>>>) {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let kept = lines.clone();
+    let log = Log::new(move |line| kept.lock().unwrap().push(line.to_string()));
+    (
+        LoopConfig {
+            log,
+            ..config(units)
+        },
+        lines,
+    )
 }
 
 #[tokio::test(start_paused = true)]
@@ -255,7 +271,7 @@ async fn a_silent_service_has_units_stopped_before_their_leases_run_out() {
     let service = Fake::with([1, 2]);
     let units = FakeUnits::new(Plays::UntilStopped);
     let metrics = WorkerMetrics::default();
-    let c = config(2);
+    let (c, lines) = logged(2);
     let worker = claim_loop(&c, service.clone(), units.clone(), &metrics);
     let silence = async {
         // Once both units run, the service says nothing more.
@@ -278,6 +294,13 @@ async fn a_silent_service_has_units_stopped_before_their_leases_run_out() {
         );
     }
     assert!(service.state().finished.is_empty());
+    // The operator is told why, once per unit.
+    let lines = lines.lock().unwrap();
+    let stopping: Vec<_> = lines
+        .iter()
+        .filter(|l| l.starts_with("stopping unit ") && l.contains("lease could not be extended"))
+        .collect();
+    assert_eq!(stopping.len(), 2, "{lines:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -153,8 +153,8 @@ pub(crate) enum Cover {
     Gone,
     /// Pieces do not cover it: ask for the block.
     Resend,
-    /// Read back these many bytes and check them.
-    Read(u64),
+    /// Pieces wrote all of it: read it back and check it against the digest.
+    ReadBack,
 }
 
 impl FileCore {
@@ -484,7 +484,7 @@ impl FileCore {
         }
         // Like a full copy written: pieces leave it alone from now on.
         s.stored.insert(block);
-        Ok(Cover::Read(len))
+        Ok(Cover::ReadBack)
     }
 
     /// A covered block read back differs from the source's digest: pieces may write

@@ -258,7 +258,7 @@ pub(crate) fn cover(
         Err(h) => return Err(hostile(sh, &inc, &format!("cover of block {block}"), h)),
         Ok(Cover::Gone) => return Ok(None),
         Ok(Cover::Resend) => return Ok(resend),
-        Ok(Cover::Read(_)) => {}
+        Ok(Cover::ReadBack) => {}
     }
     match count_held(sh, id, &inc, block, &digest, &mut Vec::new()) {
         Ok(Held::Counted(reply)) => Ok(reply.map(|f| *f)),

@@ -18,26 +18,21 @@
 //! time is new are announced (renames into the tree count), so memory stays bounded
 //! by the entries in flight rather than by the size of the tree.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering::SeqCst;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::future::BoxFuture;
-use hetch_integrity::{self as integrity, Algorithm, Digest, FileDigest};
-use hetch_proto::{Frame, Piece, Seal, MAX_PIECE, MAX_REWRITTEN, MAX_TAIL_BLOCKS};
-use hetch_storage::walk::{self, SourceEntry, SourceKind};
+use hetch_integrity::Digest;
+use hetch_proto::Frame;
+use hetch_storage::walk::{SourceEntry, SourceKind};
 use tokio::sync::mpsc;
 
 use crate::error::EngineError;
-use crate::notify::Wakeups;
-use crate::progress::Progress;
 use crate::sink::full_blocks;
 use crate::source::listing::{Announce, Listing};
-use crate::source::{announce, Announced, Job, Shared};
-use crate::store::Size;
+use crate::source::{Announced, Job, Shared};
 use crate::Follow;
 
 mod poll;

@@ -1,7 +1,21 @@
 //! The follower's loop: each followed file probed every poll, its growth sent as blocks
 //! and pieces, and the trees scanned again for what appears.
 
-use super::*;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hetch_proto::{Frame, Piece, MAX_PIECE};
+use tokio::sync::mpsc;
+
+use super::{marker_of, Follower};
+use crate::error::EngineError;
+use crate::notify::Wakeups;
+use crate::progress::Progress;
+use crate::sink::full_blocks;
+use crate::source::{Job, Shared};
 
 /// Pause after an inotify wake-up before looking, so that a burst of events (a writer
 /// making many small writes) costs one look.

@@ -1,7 +1,15 @@
 //! What followed trees list after the walk: entries whose status-change time is new,
 //! and paths listed again (a done-marker, a file started over).
 
-use super::*;
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hetch_storage::walk::{self, SourceEntry};
+
+use super::Follower;
+use crate::source::{announce, Shared};
 
 /// Followed trees: the status-change time of recently changed entries when they were
 /// last listed or sealed.

@@ -1,7 +1,17 @@
 //! Sealing a followed file that stopped changing: read once more, compared with what
 //! was sent, and its final size and whole-file digest sent.
 
-use super::*;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::Path;
+use std::sync::Arc;
+
+use hetch_integrity::{self as integrity, Algorithm, Digest, FileDigest};
+use hetch_proto::{Frame, Seal, MAX_REWRITTEN, MAX_TAIL_BLOCKS};
+use tokio::sync::mpsc;
+
+use super::Follower;
+use crate::source::Shared;
+use crate::store::Size;
 
 /// What the last read of a file before its seal found.
 struct Rechecked {

@@ -10,6 +10,7 @@
 //! - [`schema`]: the JSON Schemas of all of them.
 //! - `client` (feature `client`): the HTTPS client, with the service's key pinned as
 //!   for `hetch cp`.
+//! - `show` (feature `client`): jobs as a terminal shows them (`hetch job`).
 
 #![deny(missing_docs)]
 
@@ -18,6 +19,8 @@ pub mod access;
 pub mod client;
 pub mod job;
 pub mod schema;
+#[cfg(feature = "client")]
+pub mod show;
 pub mod work;
 
 pub use access::Access;

@@ -8,7 +8,7 @@ use hetch_engine::Verify;
 
 use crate::location::Location;
 use crate::usage::{usage, ArgsError};
-use crate::{overlap, CpArgs, PredictArgs, SyncArgs, VerifyArgs, WatchArgs};
+use crate::{CpArgs, PredictArgs, SyncArgs, VerifyArgs, WatchArgs};
 
 /// Parses operands; `Err` is the usage error.
 fn parse_locations(paths: &[String]) -> Result<Vec<Location>, ArgsError> {
@@ -60,7 +60,7 @@ fn copy_job(a: &CpArgs, sync: bool, predict: Option<Option<u64>>) -> Result<Copy
     if let Location::Local(d) = &dest {
         // Before anything is copied: a copy into itself would nest the tree.
         let overlap = locs.iter().find_map(|s| match s {
-            Location::Local(s) => overlap::copy_into_itself(s, d),
+            Location::Local(s) => hetch_copy::copy_into_itself(s, d),
             _ => None,
         });
         if let Some(msg) = overlap {

@@ -8,7 +8,7 @@ use std::time::Instant;
 use hetch_copy::{Copy, CopyJob};
 use hetch_engine::Progress;
 
-use crate::ui::{print_comparison, print_summary, Display, ProgressView, RunShape};
+use crate::ui::{print_comparison, print_summary, Display, ProgressView};
 
 /// How a copy's run is shown.
 pub struct Shown {
@@ -65,24 +65,9 @@ pub async fn run(job: CopyJob, shown: Shown) -> anyhow::Result<Outcome> {
     let result = copy.run(&progress).await;
     display.finish();
     let copied = result?;
-    let (report, reconnects) = (&copied.report, copied.reconnects);
-    let job = copy.job();
-    if job.opts.compare_only {
-        print_comparison(report, started, shown.json, reconnects);
-    } else {
-        print_summary(
-            report,
-            &progress,
-            started,
-            shown.json,
-            reconnects,
-            &RunShape {
-                mirror: job.opts.delete,
-                dry_run: job.opts.dry_run,
-                autotune: job.autotune_json(),
-                predicted: job.opts.dry_run.then(|| job.predict(report)),
-            },
-        );
+    match copy.job().opts.compare_only {
+        true => print_comparison(&copied, started, shown.json),
+        false => print_summary(copy.job(), &copied, &progress, started, shown.json),
     }
     Ok(match copied.is_complete() {
         true => Outcome::Complete,

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use hetch_service::api::{CopyOptions, JobSpec, JobView, ListQuery};
+use hetch_service::api::{CopyOptions, JobSpec, ListQuery};
 use hetch_service_api::client::Client;
 
 /// `hetch service`.
@@ -138,7 +138,7 @@ pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
     eprintln!("hetch service: listening on https://{}", svc.addr);
     eprintln!(
         "hetch service: web interface at https://{}/ (log in with the token below)",
-        browsable(svc.addr)
+        svc.web_address()
     );
     eprintln!("hetch service: key fingerprint {}", svc.fingerprint);
     eprintln!("hetch service: token in {}", svc.token_path.display());
@@ -285,35 +285,16 @@ pub async fn job(a: JobArgs) -> anyhow::Result<ExitCode> {
                 limit: Some(*limit),
             };
             let jobs = c.list(&q).await?;
-            if a.json {
-                print_json(&jobs);
-            } else {
-                println!(
-                    "{:<16}  {:<9}  {:>13}  {:>21}  WHAT",
-                    "ID", "STATE", "FILES", "BYTES"
-                );
-                for j in jobs {
-                    println!(
-                        "{:<16}  {:<9}  {:>13}  {:>21}  {} -> {}",
-                        j.id,
-                        j.state,
-                        format!("{}/{}", j.files_done, j.files),
-                        format!(
-                            "{}/{}",
-                            hetch_units::human_bytes(j.bytes_done as f64),
-                            hetch_units::human_bytes(j.bytes as f64)
-                        ),
-                        hetch_proto::escape_text(&j.spec.sources.join(" ")),
-                        hetch_proto::escape_text(&j.spec.dest),
-                    );
-                }
+            match a.json {
+                true => print_json(&jobs),
+                false => print!("{}", hetch_service_api::show::table(&jobs)),
             }
         }
         JobCmd::Show { id } => {
             let j = c.job(id).await?;
             match a.json {
                 true => print_json(&j),
-                false => show(&j),
+                false => print!("{}", j.to_text()),
             }
         }
         JobCmd::Cancel { id } | JobCmd::Retry { id } => {
@@ -334,29 +315,20 @@ pub async fn job(a: JobArgs) -> anyhow::Result<ExitCode> {
 /// Polls job `id` until it ends, with a line of progress on a terminal.
 async fn wait(c: &Client, id: &str, json: bool) -> anyhow::Result<ExitCode> {
     let tty = std::io::stderr().is_terminal() && !json;
-    let j = loop {
-        let j = c.job(id).await?;
-        if tty {
-            eprint!(
-                "\r{id}: {} {}/{} files, {} of {}   ",
-                j.state,
-                j.files_done,
-                j.files,
-                hetch_units::human_bytes(j.bytes_done as f64),
-                hetch_units::human_bytes(j.bytes as f64)
-            );
-        }
-        if ["done", "failed", "cancelled"].contains(&j.state.as_str()) {
-            break j;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let every = Duration::from_millis(500);
+    let j = c
+        .wait(id, every, |j| {
+            if tty {
+                eprint!("\r{id}: {}   ", j.progress());
+            }
+        })
+        .await?;
     if tty {
         eprintln!();
     }
     match json {
         true => print_json(&j),
-        false => show(&j),
+        false => print!("{}", j.to_text()),
     }
     Ok(match j.state.as_str() {
         "done" => ExitCode::SUCCESS,
@@ -368,40 +340,4 @@ async fn wait(c: &Client, id: &str, json: bool) -> anyhow::Result<ExitCode> {
 /// `v` as `--json` prints it: indented JSON.
 fn print_json(v: &impl serde::Serialize) {
     println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
-}
-
-fn show(j: &JobView) {
-    let esc = |s: &str| hetch_proto::escape_text(s);
-    println!("id:           {}", j.id);
-    println!("state:        {}", j.state);
-    println!("submitted by: {}", esc(&j.submitted_by));
-    println!("sources:      {}", esc(&j.spec.sources.join(" ")));
-    println!("destination:  {}", esc(&j.spec.dest));
-    if !j.spec.dest_nodes.is_empty() {
-        println!("dest nodes:   {}", esc(&j.spec.dest_nodes.join(" ")));
-    }
-    println!("priority:     {}", j.spec.priority);
-    println!("files:        {} of {}", j.files_done, j.files);
-    println!(
-        "bytes:        {} of {}",
-        hetch_units::human_bytes(j.bytes_done as f64),
-        hetch_units::human_bytes(j.bytes as f64)
-    );
-    let u = &j.units;
-    println!(
-        "units:        {} ready, {} running, {} done, {} failed, {} waiting, {} cancelled ({} tried again)",
-        u.ready, u.leased, u.done, u.failed, u.waiting, u.cancelled, u.retried
-    );
-    if let Some(e) = &j.error {
-        println!("error:        {}", esc(e));
-    }
-}
-
-/// `addr` as a browser on this machine reaches it: a wildcard address becomes
-/// localhost.
-fn browsable(addr: std::net::SocketAddr) -> String {
-    match addr.ip().is_unspecified() {
-        true => format!("localhost:{}", addr.port()),
-        false => addr.to_string(),
-    }
 }

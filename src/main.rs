@@ -11,7 +11,6 @@ mod demo;
 mod doctor;
 mod follow;
 mod jobcli;
-mod overlap;
 mod serve;
 mod sum;
 mod sync;
@@ -624,18 +623,8 @@ impl ConnArgs {
     /// The destination server of a copy between two servers, as far as flags and
     /// environment say.
     fn dest_server(&self) -> anyhow::Result<hetch_copy::DestServer> {
-        let token = match (&self.dest_token_file, std::env::var("HETCH_DEST_TOKEN")) {
-            (Some(p), _) => Some(hetch_net::read_token_file(p)?),
-            (None, Ok(t)) if !t.trim().is_empty() => {
-                let token = t.trim().as_bytes().to_vec();
-                hetch_net::check_token_len(&token)
-                    .map_err(|e| anyhow::anyhow!("HETCH_DEST_TOKEN: {e}"))?;
-                Some(token)
-            }
-            _ => None,
-        };
         Ok(hetch_copy::DestServer {
-            token,
+            token: client::load_dest_token(self.dest_token_file.as_ref())?,
             fingerprint: self.dest_fingerprint,
         })
     }

@@ -1,8 +1,9 @@
 //! The README's dependency rules, checked against `cargo metadata`: the engine (and the
 //! crates under it) never reach sockets, TLS or an HTTP client, which come in only
 //! through the crates that implement the engine's seams (`net`, `object`); backends
-//! depend on the seam (`hetch-store`), not on the engine; and the
-//! shipped `hetch` binary carries neither the benchmark harness nor the testbed.
+//! depend on the seam (`hetch-store`), not on the engine; the
+//! shipped `hetch` binary carries neither the benchmark harness nor the testbed; and
+//! the binary crate itself stays small (flags, printing, exit codes).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -154,4 +155,45 @@ fn a_release_build_has_no_fault_hooks() {
     // The check sees what it should: the tests' build has them.
     let tested = engine_features("normal,dev");
     assert!(tested.iter().any(|l| l.contains("faults")), "{tested:?}");
+}
+
+/// Most lines the binary crate's sources (`src/`) may hold: flags, printing and exit
+/// codes; what a command does belongs in the library crate whose job it is (issue 38).
+const MAX_BINARY_LINES: usize = 2_500;
+
+/// The `.rs` files under `dir`, recursively, with their line counts.
+fn rust_files(dir: &std::path::Path, out: &mut Vec<(String, usize)>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            out.push((path.display().to_string(), text.lines().count()));
+        }
+    }
+}
+
+#[test]
+fn the_binary_crate_stays_small() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    assert!(
+        files.iter().any(|(p, _)| p.ends_with("main.rs")),
+        "{files:?}"
+    );
+    let total: usize = files.iter().map(|(_, n)| n).sum();
+    files.sort_by_key(|f| std::cmp::Reverse(f.1));
+    let largest: Vec<String> = files
+        .iter()
+        .take(5)
+        .map(|(p, n)| format!("{p}: {n}"))
+        .collect();
+    assert!(
+        total <= MAX_BINARY_LINES,
+        "src/ has {total} lines, more than {MAX_BINARY_LINES}: move what is not flags, \
+         printing or exit codes to the library crate whose job it is; the largest files: \
+         {largest:?}"
+    );
 }

@@ -6,10 +6,14 @@
 //! - [`job`]: the job, and what its summary says of it (autotuning, a dry run's
 //!   prediction).
 //! - [`dispatch`](mod@dispatch): one session of a job.
-//! - [`run`]: sessions until one completes ([`recover`]), the manifest ([`Copy`]).
+//! - [`run`]: sessions until one completes ([`recover`]), the manifest ([`Copy`]);
+//!   sessions until stopped, for a copy that follows its sources ([`forever`]).
 //! - [`retry`]: when a lost session is followed by another ([`RetryPolicy`]).
 //! - [`buckets`]: the object store clients of a job's operands.
+//! - [`overlap`]: refusing a local copy onto or into itself.
 //! - [`error`]: [`CopyError`], which says whether another session may get past it.
+//! - [`summary`]: what a copy says of itself at its end (and while it runs), as the
+//!   commands print it: JSON, or lines for people.
 //!
 //! It prints nothing: progress, warnings and the mirror's changes go to the
 //! [`hetch_engine::Progress`] the caller passes, and the `hetch` binary shows them.
@@ -20,12 +24,15 @@ pub mod buckets;
 pub mod dispatch;
 pub mod error;
 pub mod job;
+pub mod overlap;
 pub mod retry;
 pub mod run;
+pub mod summary;
 
 pub use buckets::Buckets;
 pub use dispatch::dispatch;
 pub use error::{one_line, CopyError, SessionError};
 pub use job::{CopyJob, DestServer, DEFAULT_STREAMS};
+pub use overlap::copy_into_itself;
 pub use retry::{moved, Recovery, RetryPolicy};
-pub use run::{recover, Copied, Copy, Recovered};
+pub use run::{forever, recover, Copied, Copy, Recovered};

@@ -1,8 +1,11 @@
 //! A whole copy: sessions run until one completes, each lost one followed by a new one
-//! that resumes from what the destination verified, and the manifest written once.
+//! that resumes from what the destination verified, and the manifest written once; or,
+//! for a copy that follows its sources forever, sessions until it is stopped.
 
+use std::future::Future;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use hetch_engine::{Manifest, Progress, Report};
 use hetch_proto::Summary;
@@ -73,6 +76,45 @@ pub async fn recover(
             wait.as_secs()
         ));
         tokio::time::sleep(wait).await;
+    }
+}
+
+/// Longest pause between two sessions of [`forever`] after a failure.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Runs sessions of `job`, which follows its sources forever (a session only ends on
+/// an error), until `stop` resolves (`hetch watch`): after each session a note in
+/// `progress` says why it ended and when the next starts, after a pause that doubles
+/// up to [`MAX_BACKOFF`] (back to 1 s after a session that lasted longer). Each
+/// resumes from what the destination verified. Returns the sessions started.
+pub async fn forever(
+    job: &CopyJob,
+    progress: &Arc<Progress>,
+    stop: impl Future<Output = ()>,
+) -> u64 {
+    let mut sessions = 0u64;
+    let mut backoff = Duration::from_secs(1);
+    tokio::pin!(stop);
+    loop {
+        sessions += 1;
+        let began = Instant::now();
+        let outcome = tokio::select! {
+            r = dispatch(job, progress.clone()) => r,
+            _ = &mut stop => return sessions,
+        };
+        let why = match outcome {
+            Ok(_) => "the session ended".to_string(),
+            Err(e) => format!("{:#}", anyhow::Error::new(e)),
+        };
+        if began.elapsed() > MAX_BACKOFF {
+            backoff = Duration::from_secs(1);
+        }
+        progress.note(&format!("{why}; starting again in {} s", backoff.as_secs()));
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = &mut stop => return sessions,
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }
 

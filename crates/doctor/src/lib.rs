@@ -13,12 +13,20 @@
 //!   links (a bottleneck model), and the accuracy measure of seed 003 (MAPE).
 //! - [`tune`]: autotuning: the data streams a session opens, from the round trip
 //!   measured while connecting and these limits.
+//! - `measure` (feature `measure`): the links measured on this host: one core's
+//!   hashing, one TLS stream over loopback, a directory's storage.
+//! - [`sysctl`]: running a report's sysctl fixes with a way back (`--apply`,
+//!   `--undo`).
 //!
-//! The doctor only reads: it never changes the system.
+//! Only [`sysctl`] changes the system, and only when called; the rest reads (the
+//! storage measurement writes a temporary file of its own).
 
 pub mod check;
 pub mod host;
+#[cfg(feature = "measure")]
+pub mod measure;
 pub mod predict;
+pub mod sysctl;
 pub mod tune;
 pub mod window;
 

@@ -151,6 +151,24 @@ impl Client {
         self.call(true, &path, None::<&()>).await
     }
 
+    /// Looks at job `id` every `every` until it has ended (done, failed or
+    /// cancelled): `seen` is given each look, the last one too, which is returned.
+    pub async fn wait(
+        &self,
+        id: &str,
+        every: Duration,
+        mut seen: impl FnMut(&JobView),
+    ) -> Result<JobView> {
+        loop {
+            let j = self.job(id).await?;
+            seen(&j);
+            if j.is_finished() {
+                return Ok(j);
+            }
+            tokio::time::sleep(every).await;
+        }
+    }
+
     /// Runs job `id`'s unfinished units again (`POST /api/jobs/{id}/retry`).
     pub async fn retry(&self, id: &str) -> Result<JobView> {
         let path = format!("/api/jobs/{}/retry", path_segment(id)?);

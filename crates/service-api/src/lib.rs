@@ -7,9 +7,12 @@
 //! - [`job`]: a job's spec, its view, its listing's rows, the error body.
 //! - [`work`]: the worker routes: claims, heartbeats and reports on units.
 //! - [`access`]: what a job may touch, recorded with it from its submitter's identity.
+//! - [`web`]: what the routes of the web interface answer: who is calling, the live
+//!   snapshot, the nodes, a job's activity.
 //! - [`schema`]: the JSON Schemas of all of them.
 //! - `client` (feature `client`): the HTTPS client, with the service's key pinned as
 //!   for `hetch cp`.
+//! - `show` (feature `client`): jobs as a terminal shows them (`hetch job`).
 
 #![deny(missing_docs)]
 
@@ -18,8 +21,12 @@ pub mod access;
 pub mod client;
 pub mod job;
 pub mod schema;
+#[cfg(feature = "client")]
+pub mod show;
+pub mod web;
 pub mod work;
 
 pub use access::Access;
 pub use job::*;
+pub use web::*;
 pub use work::*;

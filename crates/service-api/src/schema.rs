@@ -7,8 +7,9 @@ use schemars::JsonSchema;
 use serde_json::{Map, Value};
 
 use crate::{
-    ClaimRequest, ClaimedUnit, ErrorBody, FileRow, FilesQuery, FinishReply, FinishRequest,
-    HeartbeatReply, HeartbeatRequest, JobSpec, JobView, ListQuery,
+    ActivityView, ClaimRequest, ClaimedUnit, ErrorBody, FileRow, FilesQuery, FinishReply,
+    FinishRequest, HeartbeatReply, HeartbeatRequest, JobSpec, JobView, ListQuery, LiveSnapshot,
+    NodesView, SessionView,
 };
 
 /// Where the document keeps its schemas, as a `$ref` names them.
@@ -32,6 +33,10 @@ pub fn components() -> Map<String, Value> {
     let _ = g.subschema_for::<HeartbeatReply>();
     let _ = g.subschema_for::<FinishRequest>();
     let _ = g.subschema_for::<FinishReply>();
+    let _ = g.subschema_for::<SessionView>();
+    let _ = g.subschema_for::<LiveSnapshot>();
+    let _ = g.subschema_for::<NodesView>();
+    let _ = g.subschema_for::<ActivityView>();
     g.take_definitions(true)
 }
 
@@ -83,11 +88,20 @@ mod tests {
             name_of::<HeartbeatReply>(),
             name_of::<FinishRequest>(),
             name_of::<FinishReply>(),
+            name_of::<SessionView>(),
+            name_of::<LiveSnapshot>(),
+            name_of::<NodesView>(),
+            name_of::<ActivityView>(),
             "Error".to_string(),
             "CopyOptions".to_string(),
             "UnitSpec".to_string(),
             "HeldUnit".to_string(),
             "Access".to_string(),
+            "JobSummary".to_string(),
+            "NodeView".to_string(),
+            "ServiceHost".to_string(),
+            "ShareView".to_string(),
+            "FailedUnitView".to_string(),
         ] {
             assert!(c.contains_key(&name), "{name} missing: {:?}", c.keys());
         }

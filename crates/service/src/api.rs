@@ -2,4 +2,5 @@
 //! clients share them), re-exported under their old paths.
 
 pub use hetch_service_api::job::*;
+pub use hetch_service_api::web::*;
 pub use hetch_service_api::work::*;

@@ -137,6 +137,15 @@ pub struct Service {
 }
 
 impl Service {
+    /// Where a browser on this machine reaches the web interface (`HOST:PORT`): as
+    /// [`Service::addr`], a wildcard address becoming `localhost`.
+    pub fn web_address(&self) -> String {
+        match self.addr.ip().is_unspecified() {
+            true => format!("localhost:{}", self.addr.port()),
+            false => self.addr.to_string(),
+        }
+    }
+
     /// Opens the database (applying migrations), loads or creates the TLS identity and
     /// token, binds the address, and resumes planning jobs a previous run left
     /// unplanned. The state directory is made 0700 (and refused if group or others

@@ -65,7 +65,8 @@ pub async fn scrape(
     axum::Extension(caller): axum::Extension<Caller>,
 ) -> Response {
     let json_error = |status: StatusCode, error: String| {
-        (status, axum::Json(serde_json::json!({ "error": error }))).into_response()
+        let body = crate::api::ErrorBody { error, field: None };
+        (status, axum::Json(body)).into_response()
     };
     if caller != Caller::Operator {
         let why = "the metrics take the service's own token".to_string();

@@ -5,8 +5,8 @@
 
 use hetch_service_api::schema::{self, name_of, REF_PREFIX};
 use hetch_service_api::{
-    ClaimRequest, ClaimedUnit, FileRow, FinishReply, FinishRequest, HeartbeatReply,
-    HeartbeatRequest, JobSpec, JobView,
+    ActivityView, ClaimRequest, ClaimedUnit, FileRow, FinishReply, FinishRequest, HeartbeatReply,
+    HeartbeatRequest, JobSpec, JobView, LiveSnapshot, NodesView, SessionView,
 };
 use schemars::JsonSchema;
 use serde_json::{json, Value};
@@ -117,6 +117,9 @@ fn bodies(method: &str, path: &str) -> (Option<Value>, Option<Value>) {
             (Some(of::<HeartbeatRequest>()), Some(of::<HeartbeatReply>()))
         }
         ("post", "/api/work/finish") => (Some(of::<FinishRequest>()), Some(of::<FinishReply>())),
+        ("get", "/api/session") => (None, Some(of::<SessionView>())),
+        ("get", "/api/nodes") => (None, Some(of::<NodesView>())),
+        ("get", "/api/jobs/{id}/activity") => (None, Some(of::<ActivityView>())),
         _ => (None, None),
     }
 }
@@ -166,7 +169,11 @@ pub fn document() -> Value {
                 json!({"description": "OK (text/plain, Prometheus' exposition format 0.0.4)"});
         }
         if *path == "/api/events" {
-            op["responses"]["200"] = json!({"description": "OK (text/event-stream)"});
+            // OpenAPI 3.1 has no schema for an event's data: it is named in an extension.
+            op["responses"]["200"] = json!({
+                "description": "OK (text/event-stream): each `snapshot` event's data is a LiveSnapshot",
+                "x-event-data": {"snapshot": of::<LiveSnapshot>()},
+            });
         }
         if path.ends_with("/listing") {
             op["responses"]["200"] = json!({"description": "OK (application/x-ndjson)"});

@@ -78,6 +78,24 @@ pub fn load_token(token_file: Option<&PathBuf>) -> anyhow::Result<Vec<u8>> {
     }
 }
 
+/// Finds the destination server's token of a copy between two servers (which the
+/// source server presents there): `--dest-token-file`, else `HETCH_DEST_TOKEN`, else
+/// none (the source server's token is used). Short tokens are refused, as by
+/// [`load_token`].
+pub fn load_dest_token(token_file: Option<&PathBuf>) -> anyhow::Result<Option<Vec<u8>>> {
+    if let Some(p) = token_file {
+        return Ok(Some(hetch_net::read_token_file(p)?));
+    }
+    match std::env::var("HETCH_DEST_TOKEN") {
+        Ok(t) if !t.trim().is_empty() => {
+            let token = t.trim().as_bytes().to_vec();
+            hetch_net::check_token_len(&token).map_err(|e| anyhow!("HETCH_DEST_TOKEN: {e}"))?;
+            Ok(Some(token))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// The session request for `op` with the engine options `opts`: what the server is to
 /// apply on its side (block size, checks, tuning of its data sockets from `socket`,
 /// filters, mirroring).

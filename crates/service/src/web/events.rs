@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use axum::response::sse::{Event, KeepAlive, Sse};
 use hetch_jobdb::{LiveJob, WorkerRow};
+pub use hetch_service_api::web::{JobSummary, LiveSnapshot, NodeView};
 use serde::Serialize;
 use tokio::sync::watch;
 
@@ -35,66 +36,6 @@ const RATE_WINDOW_MS: u64 = 10_000;
 const WORKER_HORIZON_MS: u64 = 24 * 3600 * 1000;
 /// A worker not heard from for this long is shown as silent.
 pub const SILENT_AFTER_MS: u64 = 30_000;
-
-/// A job as the live list shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct JobSummary {
-    /// Its id.
-    pub id: String,
-    /// Its state.
-    pub state: String,
-    /// Who submitted it.
-    pub submitted_by: String,
-    /// Its first source.
-    pub source: String,
-    /// How many sources it has.
-    pub sources: usize,
-    /// Where to.
-    pub dest: String,
-    /// Higher goes first.
-    pub priority: i64,
-    /// Entries listed.
-    pub files: u64,
-    /// Bytes listed.
-    pub bytes: u64,
-    /// Entries moved.
-    pub files_done: u64,
-    /// Bytes moved, including what running units moved so far.
-    pub bytes_done: u64,
-    /// Bytes per second over the last ten seconds (0 once it ended).
-    pub rate: u64,
-    /// Seconds left at that rate, when it is moving.
-    pub eta_s: Option<u64>,
-    /// Submitted, ms since the epoch.
-    pub created: u64,
-    /// First unit claimed.
-    pub started: Option<u64>,
-    /// Ended.
-    pub finished: Option<u64>,
-    /// Why it failed.
-    pub error: Option<String>,
-}
-
-/// A worker as the nodes page shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct NodeView {
-    /// Its name.
-    pub name: String,
-    /// Its host.
-    pub host: String,
-    /// Units it may run at once.
-    pub capacity: u64,
-    /// Last heard from, ms since the epoch.
-    pub last_seen: u64,
-    /// Whether it has been silent for 30 s or more.
-    pub silent: bool,
-    /// Units it holds now.
-    pub active: u64,
-    /// Bytes per second its units moved over the last ten seconds.
-    pub rate: u64,
-    /// Its host checks.
-    pub checks: Vec<String>,
-}
 
 /// What one tick saw.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -278,7 +219,8 @@ impl Hub {
                         .ok()?
                         .ok()?;
                     let snap = rx.borrow_and_update().clone();
-                    let text = visible(&snap, &caller).to_string();
+                    let text =
+                        serde_json::to_string(&visible(&snap, &caller)).expect("a plain struct");
                     if text != last {
                         let event = Event::default().event("snapshot").data(&text);
                         return Some((Ok(event), (rx, caller, text, slot)));
@@ -340,13 +282,16 @@ impl Drop for StreamSlot {
 
 /// The part of `snap` that `caller` may see: their own jobs (every job for the
 /// operator), and the nodes.
-pub fn visible(snap: &Snapshot, caller: &Caller) -> serde_json::Value {
-    let jobs: Vec<&JobSummary> = snap
-        .jobs
-        .iter()
-        .filter(|j| caller.may_see(&j.submitted_by))
-        .collect();
-    serde_json::json!({"jobs": jobs, "nodes": snap.nodes})
+pub fn visible(snap: &Snapshot, caller: &Caller) -> LiveSnapshot {
+    LiveSnapshot {
+        jobs: snap
+            .jobs
+            .iter()
+            .filter(|j| caller.may_see(&j.submitted_by))
+            .cloned()
+            .collect(),
+        nodes: snap.nodes.clone(),
+    }
 }
 
 /// Takes a snapshot every [`TICK`] until the service stops.

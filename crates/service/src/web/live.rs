@@ -16,7 +16,9 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Json, Router};
-use serde_json::json;
+use hetch_service_api::web::{
+    ActivityView, FailedUnitView, NodesView, ServiceHost, SessionView, ShareView,
+};
 
 use super::session::Session;
 use crate::auth::Caller;
@@ -39,17 +41,17 @@ pub fn router() -> Router<Arc<AppState>> {
 async fn session(
     Extension(caller): Extension<Caller>,
     session: Option<Extension<Session>>,
-) -> Json<serde_json::Value> {
+) -> Json<SessionView> {
     let (csrf, expires) = match session {
         Some(Extension(s)) => (Some(s.csrf), Some(s.expires)),
         None => (None, None),
     };
-    Json(json!({
-        "caller": caller.name(),
-        "operator": caller == Caller::Operator,
-        "csrf": csrf,
-        "expires": expires,
-    }))
+    Json(SessionView {
+        caller: caller.name().to_string(),
+        operator: caller == Caller::Operator,
+        csrf,
+        expires,
+    })
 }
 
 async fn events(
@@ -69,12 +71,14 @@ async fn events(
     }
 }
 
-async fn nodes(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
-    let snap = state.hub.latest();
-    Json(json!({
-        "nodes": snap.nodes,
-        "service": {"host": state.host, "checks": state.host_checks},
-    }))
+async fn nodes(State(state): State<Arc<AppState>>) -> Json<NodesView> {
+    Json(NodesView {
+        nodes: state.hub.latest().nodes.clone(),
+        service: ServiceHost {
+            host: state.host.clone(),
+            checks: state.host_checks.clone(),
+        },
+    })
 }
 
 async fn activity(
@@ -89,22 +93,31 @@ async fn activity(
         .failed_units(&id, MAX_FAILED)
         .await
         .map_err(internal)?;
-    let shares: Vec<_> = shares
+    let shares = shares
         .into_iter()
-        .map(|s| json!({"worker": s.worker, "units": s.units, "bytes": s.bytes}))
-        .collect();
-    let failed: Vec<_> = failed
-        .into_iter()
-        .map(|f| {
-            json!({"seq": f.seq, "kind": f.kind, "state": f.state, "attempts": f.attempts,
-                   "error": f.error, "path": f.path, "files": f.files})
+        .map(|s| ShareView {
+            worker: s.worker,
+            units: s.units,
+            bytes: s.bytes,
         })
         .collect();
-    Ok(Json(json!({
-        "samples": state.hub.samples(&id),
-        "shares": shares,
-        "failed": failed,
-    }))
+    let failed = failed
+        .into_iter()
+        .map(|f| FailedUnitView {
+            seq: f.seq,
+            kind: f.kind,
+            state: f.state,
+            attempts: f.attempts,
+            error: f.error,
+            path: f.path,
+            files: f.files,
+        })
+        .collect();
+    Ok(Json(ActivityView {
+        samples: state.hub.samples(&id),
+        shares,
+        failed,
+    })
     .into_response())
 }
 

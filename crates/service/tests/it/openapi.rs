@@ -1,15 +1,19 @@
 //! The OpenAPI document's schemas against the types the service and its clients
 //! (de)serialize: each type's generated schema is served as generated, every
-//! reference in the document resolves, and what a real service answers on each route,
-//! and a sample of each request, validates against its schema (with a real JSON Schema
-//! validator) and reads back as its type unchanged.
+//! reference in the document resolves, and what a real service answers on each route
+//! (the web interface's routes and its live event stream among them), and a sample of
+//! each request, validates against its schema (with a real JSON Schema validator) and
+//! reads back as its type unchanged.
+
+use std::time::{Duration, Instant};
 
 use crate::common;
 
-use common::{on_each, planner, start};
+use common::{on_each, planner, start, Api};
 use hetch_service::api::{
-    ClaimRequest, ClaimedUnit, CopyOptions, ErrorBody, FileRow, FinishReply, FinishRequest,
-    HeartbeatReply, HeartbeatRequest, JobSpec, JobView, UnitKey, WorkerAbout,
+    ActivityView, ClaimRequest, ClaimedUnit, CopyOptions, ErrorBody, FileRow, FinishReply,
+    FinishRequest, HeartbeatReply, HeartbeatRequest, JobSpec, JobView, LiveSnapshot, NodesView,
+    SessionView, UnitKey, WorkerAbout,
 };
 use hetch_service_api::schema::{components, name_of, REF_PREFIX};
 use schemars::JsonSchema;
@@ -65,6 +69,61 @@ fn valid<T: JsonSchema>(doc: &Value, v: &Value) -> bool {
     jsonschema::draft202012::new(&root).unwrap().is_valid(v)
 }
 
+/// The data of the first `snapshot` event of `GET /api/events` that satisfies `want`.
+async fn snapshot_where(api: &Api, want: impl Fn(&Value) -> bool) -> Value {
+    let mut resp = api
+        .http
+        .get(format!("{}/api/events", api.base))
+        .bearer_auth(&api.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut text = String::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let chunk = tokio::time::timeout(left, resp.chunk()).await;
+        let chunk = chunk.expect("a snapshot in time").unwrap().expect("open");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some((event, rest)) = text.split_once("\n\n") {
+            let data = event
+                .lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .map(|d| serde_json::from_str::<Value>(d).unwrap());
+            text = rest.to_string();
+            if let Some(v) = data.filter(|v| want(v)) {
+                return v;
+            }
+        }
+    }
+}
+
+/// `GET /api/session` in a browser's session, logged in with the service's token.
+async fn session_of_a_browser(api: &Api) -> Value {
+    let resp = api
+        .http
+        .post(format!("{}/login", api.base))
+        .header("sec-fetch-site", "same-origin")
+        .form(&[("token", api.token.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 303);
+    let set = resp.headers()["set-cookie"].to_str().unwrap();
+    let cookie = set.split(';').next().unwrap().to_string();
+    let resp = api
+        .http
+        .get(format!("{}/api/session", api.base))
+        .header("sec-fetch-site", "same-origin")
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.json().await.unwrap()
+}
+
 /// Every `$ref` under `v`.
 fn refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
     match v {
@@ -87,7 +146,7 @@ fn the_documents_schemas_are_the_types_and_the_services_answers_fit_them() {
         assert_eq!(s, 200);
         let schemas = doc["components"]["schemas"].as_object().unwrap();
         let generated = components();
-        assert!(generated.len() >= 12, "{:?}", generated.keys());
+        assert!(generated.len() >= 16, "{:?}", generated.keys());
         for (name, schema) in &generated {
             assert_eq!(schemas.get(name), Some(schema), "{name}");
         }
@@ -153,6 +212,40 @@ fn the_documents_schemas_are_the_types_and_the_services_answers_fit_them() {
         checked::<FinishReply>(&doc, &v, false);
         let failed = serde_json::to_value(FinishRequest::failed("j", 1, "why".into())).unwrap();
         checked::<FinishRequest>(&doc, &failed, false);
+        if let Some(other) = units.get(1) {
+            let mut failed = FinishRequest::failed(&other.job, other.seq, "disk full".into());
+            failed.worker = "w1".into();
+            let (s, v) = api
+                .post("/api/work/finish", serde_json::to_value(failed).unwrap())
+                .await;
+            assert_eq!(s, 200, "{v}");
+        }
+
+        // The web interface's answers: who is calling (a bearer token, then a
+        // browser's session), the live snapshot once it shows the worker, the nodes,
+        // and the job's activity.
+        let (s, v) = api.get("/api/session").await;
+        assert_eq!(s, 200, "{v}");
+        let who = checked::<SessionView>(&doc, &v, false).remove(0);
+        assert_eq!((who.caller.as_str(), who.operator), ("token", true));
+        assert_eq!((who.csrf, who.expires), (None, None));
+        let v = session_of_a_browser(&api).await;
+        let who = checked::<SessionView>(&doc, &v, false).remove(0);
+        assert!(who.csrf.is_some() && who.expires.is_some(), "{v}");
+        let v = snapshot_where(&api, |v| v["nodes"][0]["name"] == "w1").await;
+        let live = checked::<LiveSnapshot>(&doc, &v, false).remove(0);
+        assert_eq!(live.jobs[0].id, id);
+        assert_eq!(live.nodes[0].host, "h1");
+        let (s, v) = api.get("/api/nodes").await;
+        assert_eq!(s, 200, "{v}");
+        let nodes = checked::<NodesView>(&doc, &v, false).remove(0);
+        assert_eq!(nodes.nodes[0].name, "w1");
+        let (s, v) = api.get(&format!("/api/jobs/{id}/activity")).await;
+        assert_eq!(s, 200, "{v}");
+        let act = checked::<ActivityView>(&doc, &v, false).remove(0);
+        assert_eq!(act.shares[0].worker, "w1");
+        assert!(!act.samples.is_empty(), "{v}");
+        assert_eq!(act.failed.len(), units.len() - 1, "{v}");
         let (s, v) = api
             .post("/api/jobs", json!({"sources": ["run1"], "dest": "../x"}))
             .await;

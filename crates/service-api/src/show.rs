@@ -1,0 +1,160 @@
+//! Jobs as a terminal shows them (feature `client`): what `hetch job show`, `ls` and
+//! `wait` print. Whatever a job's submitter wrote (operands, errors) is escaped, so
+//! that it cannot drive the terminal.
+
+use hetch_proto::escape_text;
+use hetch_units::human_bytes;
+
+use crate::JobView;
+
+/// The states in which a job has ended.
+pub const FINAL_STATES: [&str; 3] = ["done", "failed", "cancelled"];
+
+impl JobView {
+    /// Whether the job has ended: done, failed or cancelled.
+    pub fn is_finished(&self) -> bool {
+        FINAL_STATES.contains(&self.state.as_str())
+    }
+
+    /// Where it is, in one line: `STATE F/N files, B of T`.
+    pub fn progress(&self) -> String {
+        format!(
+            "{} {}/{} files, {} of {}",
+            self.state,
+            self.files_done,
+            self.files,
+            human_bytes(self.bytes_done as f64),
+            human_bytes(self.bytes as f64)
+        )
+    }
+
+    /// The job as `hetch job show` prints it: a `name: value` line for each of its
+    /// facts.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        let mut line = |name: &str, value: &dyn std::fmt::Display| {
+            out.push_str(&format!("{:<14}{value}\n", format!("{name}:")));
+        };
+        line("id", &self.id);
+        line("state", &self.state);
+        line("submitted by", &escape_text(&self.submitted_by));
+        line("sources", &escape_text(&self.spec.sources.join(" ")));
+        line("destination", &escape_text(&self.spec.dest));
+        if !self.spec.dest_nodes.is_empty() {
+            line("dest nodes", &escape_text(&self.spec.dest_nodes.join(" ")));
+        }
+        line("priority", &self.spec.priority);
+        line("files", &format!("{} of {}", self.files_done, self.files));
+        line(
+            "bytes",
+            &format!(
+                "{} of {}",
+                human_bytes(self.bytes_done as f64),
+                human_bytes(self.bytes as f64)
+            ),
+        );
+        let u = &self.units;
+        line(
+            "units",
+            &format!(
+                "{} ready, {} running, {} done, {} failed, {} waiting, {} cancelled ({} tried again)",
+                u.ready, u.leased, u.done, u.failed, u.waiting, u.cancelled, u.retried
+            ),
+        );
+        if let Some(e) = &self.error {
+            line("error", &escape_text(e));
+        }
+        out
+    }
+}
+
+/// Jobs as `hetch job ls` prints them: a header, then one row each.
+pub fn table(jobs: &[JobView]) -> String {
+    let mut out = format!(
+        "{:<16}  {:<9}  {:>13}  {:>21}  WHAT\n",
+        "ID", "STATE", "FILES", "BYTES"
+    );
+    for j in jobs {
+        out.push_str(&format!(
+            "{:<16}  {:<9}  {:>13}  {:>21}  {} -> {}\n",
+            j.id,
+            j.state,
+            format!("{}/{}", j.files_done, j.files),
+            format!(
+                "{}/{}",
+                human_bytes(j.bytes_done as f64),
+                human_bytes(j.bytes as f64)
+            ),
+            escape_text(&j.spec.sources.join(" ")),
+            escape_text(&j.spec.dest),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{JobSpec, UnitsView};
+
+    fn job() -> JobView {
+        JobView {
+            id: "00ab".into(),
+            state: "running".into(),
+            submitted_by: "oidc:alice".into(),
+            spec: JobSpec {
+                sources: vec!["run1".into(), "run\x1b[2J".into()],
+                dest: "hetch://dtn1:7878/in".into(),
+                ..JobSpec::default()
+            },
+            created: 1,
+            started: Some(2),
+            finished: None,
+            error: None,
+            files: 10,
+            bytes: 4 << 20,
+            files_done: 3,
+            bytes_done: 1 << 20,
+            units: UnitsView {
+                ready: 1,
+                leased: 2,
+                ..UnitsView::default()
+            },
+        }
+    }
+
+    #[test]
+    fn a_job_is_shown_line_by_line_escaped() {
+        let mut j = job();
+        assert!(!j.is_finished());
+        assert_eq!(j.progress(), "running 3/10 files, 1.00 MiB of 4.00 MiB");
+        let text = j.to_text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "id:           00ab");
+        assert_eq!(lines[2], "submitted by: oidc:alice");
+        assert!(!text.contains('\x1b'), "{text}");
+        assert!(!text.contains("dest nodes:") && !text.contains("error:"));
+        assert_eq!(
+            lines.last().unwrap(),
+            &"units:        1 ready, 2 running, 0 done, 0 failed, 0 waiting, 0 cancelled (0 tried again)"
+        );
+        j.state = "failed".into();
+        j.error = Some("it broke".into());
+        j.spec.dest_nodes = vec!["dtn2".into()];
+        assert!(j.is_finished());
+        let text = j.to_text();
+        assert!(text.contains("\ndest nodes:   dtn2\n"), "{text}");
+        assert!(text.ends_with("\nerror:        it broke\n"), "{text}");
+    }
+
+    #[test]
+    fn the_table_has_a_header_and_a_row_per_job() {
+        let t = table(&[job()]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].starts_with("ID                STATE"), "{t}");
+        assert!(lines[1].starts_with("00ab              running  "), "{t}");
+        assert!(lines[1].ends_with(" -> hetch://dtn1:7878/in"), "{t}");
+        assert!(!t.contains('\x1b'), "{t}");
+    }
+}

@@ -190,6 +190,32 @@ impl PartFile {
         self.file.set_len(size).at(&self.path)
     }
 
+    /// Sizes the file to `len` bytes and reserves its disk, for a file about to be
+    /// written out of order (`fallocate`): several writers filling one large file at
+    /// their own offsets otherwise leave it in hundreds of extents (a 2 GiB file: 240
+    /// against `cp`'s 21), which costs its writeback, its read-back and the disk's
+    /// discard when it is deleted. A disk too full for it is an error now, before a
+    /// byte is sent; a file system without it (or one that refuses) is left alone.
+    pub fn preallocate(&self, len: u64) -> Result<(), StorageError> {
+        use rustix::fs::{fallocate, FallocateFlags};
+        use rustix::io::Errno;
+        match fallocate(&self.file, FallocateFlags::empty(), 0, len) {
+            Ok(()) => Ok(()),
+            Err(e @ (Errno::NOSPC | Errno::DQUOT | Errno::FBIG)) => {
+                Err(StorageError::io(&self.path, e.into()))
+            }
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Gives back the disk under `len` bytes at `offset`, which read as zeros after
+    /// (an all-zero block of a preallocated file stays a hole). Advice only.
+    pub fn punch_hole(&self, offset: u64, len: u64) {
+        use rustix::fs::{fallocate, FallocateFlags};
+        let flags = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+        let _ = fallocate(&self.file, flags, offset, len);
+    }
+
     /// Flushes the data written so far to stable storage (`fdatasync`).
     pub fn sync_data(&self) -> Result<(), StorageError> {
         self.file.sync_data().at(&self.path)
@@ -413,6 +439,39 @@ mod tests {
         ] {
             assert!(!is_split_name(name.as_bytes()), "{name}");
         }
+    }
+
+    #[test]
+    fn a_preallocated_part_file_holds_its_space_until_a_hole_is_punched() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = Dir::open(t.path()).unwrap();
+        let p = PartFile::open(&dir, OsStr::new("f"), false).unwrap();
+        p.preallocate(8 << 20).unwrap();
+        let md = p.file().metadata().unwrap();
+        if md.blocks() * 512 < 8 << 20 {
+            eprintln!("SKIPPED: the file system of {:?} does not preallocate", t.path());
+            return;
+        }
+        assert_eq!(md.len(), 8 << 20);
+        p.write_at(0, &[1; 4096]).unwrap();
+        p.punch_hole(4 << 20, 4 << 20);
+        let md = p.file().metadata().unwrap();
+        assert_eq!(md.len(), 8 << 20);
+        let mut back = vec![1; 4096];
+        p.file().read_exact_at(&mut back, (8 << 20) - 4096).unwrap();
+        assert!(back.iter().all(|&b| b == 0), "a hole reads as zeros");
+        let held = md.blocks() * 512;
+        assert!((4 << 20..8 << 20).contains(&held), "{held} bytes allocated");
+    }
+
+    #[test]
+    fn a_full_disk_refuses_a_preallocation_with_the_part_files_name() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = Dir::open(t.path()).unwrap();
+        let p = PartFile::open(&dir, OsStr::new("f"), false).unwrap();
+        // More than any disk here holds (and below the largest file size).
+        let e = p.preallocate(1 << 60).unwrap_err().to_string();
+        assert!(e.contains(".f.hetch-part") || e.contains("hetch"), "{e}");
     }
 
     #[test]

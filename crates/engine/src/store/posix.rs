@@ -460,9 +460,10 @@ impl PosixFile {
         }
         if inner.part.is_none() {
             let (dir, name) = self.parents.of(&self.fs, &self.rel)?;
-            // Not sized up front: writes that extend the file in (mostly) ascending
-            // order are much cheaper on ext4 than filling a pre-sized sparse file. A
-            // file whose zero blocks were skipped is sized when it is committed.
+            // Never sized as one sparse hole (`ftruncate`): on ext4, filling that is
+            // much dearer than writes that extend the file or land in space reserved
+            // for them (below). A file whose zero blocks were skipped is sized when it
+            // is committed.
             let part = match self.single_block() {
                 true => PartFile::open_anonymous(&dir, &name)?,
                 false => None,
@@ -471,6 +472,13 @@ impl PosixFile {
                 Some(p) => p,
                 None => PartFile::open(&dir, &name, self.resumed)?,
             };
+            // Many blocks written at once at their own offsets: the file is sized and
+            // its space reserved in one piece first (see `PartFile::preallocate`).
+            if let (super::Size::Known(size), false, false) =
+                (self.spec.size, self.single_block(), self.resumed)
+            {
+                part.preallocate(size)?;
+            }
             inner.part = Some(Arc::new(part));
         }
         let part = inner.part.clone().expect("opened above");
@@ -519,7 +527,9 @@ impl StoreFile for PosixFile {
         if self.resumed {
             return self.put(offset, &zeros[..len as usize]);
         }
-        self.part()?;
+        let part = self.part()?;
+        // Reserved by `preallocate`: given back, so that the file stays sparse.
+        part.punch_hole(offset, len);
         self.inner.lock().expect("part lock").holes = true;
         Ok(())
     }

@@ -449,7 +449,10 @@ mod tests {
         p.preallocate(8 << 20).unwrap();
         let md = p.file().metadata().unwrap();
         if md.blocks() * 512 < 8 << 20 {
-            eprintln!("SKIPPED: the file system of {:?} does not preallocate", t.path());
+            eprintln!(
+                "SKIPPED: the file system of {:?} does not preallocate",
+                t.path()
+            );
             return;
         }
         assert_eq!(md.len(), 8 << 20);

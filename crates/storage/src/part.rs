@@ -190,16 +190,17 @@ impl PartFile {
         self.file.set_len(size).at(&self.path)
     }
 
-    /// Sizes the file to `len` bytes and reserves its disk, for a file about to be
-    /// written out of order (`fallocate`): several writers filling one large file at
-    /// their own offsets otherwise leave it in hundreds of extents (a 2 GiB file: 240
-    /// against `cp`'s 21), which costs its writeback, its read-back and the disk's
-    /// discard when it is deleted. A disk too full for it is an error now, before a
-    /// byte is sent; a file system without it (or one that refuses) is left alone.
-    pub fn preallocate(&self, len: u64) -> Result<(), StorageError> {
+    /// Reserves the disk under `len` bytes at `offset` (`fallocate`, which also
+    /// extends the file to `offset + len` if it was shorter), for a file being written
+    /// out of order: several writers filling one large file at their own offsets
+    /// otherwise leave it in hundreds of extents (a 2 GiB file: 240 against `cp`'s 21),
+    /// which costs its writeback, its read-back and the disk's discard when it is
+    /// deleted. A full disk is an error; a file system without it (or one that
+    /// refuses) is left alone.
+    pub fn preallocate(&self, offset: u64, len: u64) -> Result<(), StorageError> {
         use rustix::fs::{fallocate, FallocateFlags};
         use rustix::io::Errno;
-        match fallocate(&self.file, FallocateFlags::empty(), 0, len) {
+        match fallocate(&self.file, FallocateFlags::empty(), offset, len) {
             Ok(()) => Ok(()),
             Err(e @ (Errno::NOSPC | Errno::DQUOT | Errno::FBIG)) => {
                 Err(StorageError::io(&self.path, e.into()))
@@ -446,7 +447,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let dir = Dir::open(t.path()).unwrap();
         let p = PartFile::open(&dir, OsStr::new("f"), false).unwrap();
-        p.preallocate(8 << 20).unwrap();
+        p.preallocate(0, 8 << 20).unwrap();
         let md = p.file().metadata().unwrap();
         if md.blocks() * 512 < 8 << 20 {
             eprintln!(
@@ -473,7 +474,7 @@ mod tests {
         let dir = Dir::open(t.path()).unwrap();
         let p = PartFile::open(&dir, OsStr::new("f"), false).unwrap();
         // More than any disk here holds (and below the largest file size).
-        let e = p.preallocate(1 << 60).unwrap_err().to_string();
+        let e = p.preallocate(0, 1 << 60).unwrap_err().to_string();
         assert!(e.contains(".f.hetch-part") || e.contains("hetch"), "{e}");
     }
 

@@ -39,6 +39,9 @@ const JOURNAL_BATCH_RECORDS: usize = 256;
 /// buffer of its own) rather than through the page cache after dropping its pages
 /// there: on small files the four calls of the latter cost more than the read. Larger
 /// blocks keep the cached path, which needs no buffer beside the block's own.
+/// A part file's disk is reserved ahead of its writes by at least this much (see
+/// `PosixFile::reserve`).
+const RESERVE_STEP: u64 = 64 << 20;
 const DIRECT_READ_BACK_MAX: u64 = 1 << 20;
 
 /// A destination directory tree.
@@ -429,6 +432,10 @@ struct Inner {
     unjournaled_bytes: u64,
     /// Some all-zero block was skipped rather than written: size the file at the end.
     holes: bool,
+    /// The part file's disk is reserved up to here (see `PosixFile::reserve`).
+    reserved: u64,
+    /// Bytes put in this session.
+    received: u64,
     /// Committed or aborted: nothing more is written.
     closed: bool,
     /// Renamed into place: an abort must not touch the names any more.
@@ -472,13 +479,6 @@ impl PosixFile {
                 Some(p) => p,
                 None => PartFile::open(&dir, &name, self.resumed)?,
             };
-            // Many blocks written at once at their own offsets: the file is sized and
-            // its space reserved in one piece first (see `PartFile::preallocate`).
-            if let (super::Size::Known(size), false, false) =
-                (self.spec.size, self.single_block(), self.resumed)
-            {
-                part.preallocate(size)?;
-            }
             inner.part = Some(Arc::new(part));
         }
         let part = inner.part.clone().expect("opened above");
@@ -500,6 +500,41 @@ impl PosixFile {
         self.single_block() && len <= DIRECT_READ_BACK_MAX
     }
 
+    /// Reserves the part file's disk ahead of a put that ends at `end`, for a file of
+    /// many blocks written at their writers' own offsets (see
+    /// `PartFile::preallocate`). The reservation grows in steps bounded by what
+    /// arrived: at most twice the bytes put, plus [`RESERVE_STEP`], never beyond the
+    /// announced size. A size is the peer's word, so reserving it whole before the data
+    /// came would let a client that sends one block hold any amount of disk in part
+    /// files kept for resume. Nothing is reserved once a zero block was skipped (its
+    /// hole would be filled by a later step), for resumed files (written already), or
+    /// where the size is not known.
+    fn reserve(&self, part: &PartFile, end: u64, len: u64) -> Result<(), StorageError> {
+        let super::Size::Known(size) = self.spec.size else {
+            return Ok(());
+        };
+        if self.single_block() || self.resumed {
+            return Ok(());
+        }
+        let mut inner = self.inner.lock().expect("part lock");
+        inner.received = inner.received.saturating_add(len);
+        if inner.holes || end <= inner.reserved || inner.reserved >= size {
+            return Ok(());
+        }
+        let target = inner
+            .received
+            .saturating_mul(2)
+            .saturating_add(RESERVE_STEP)
+            .min(size);
+        if target <= inner.reserved {
+            return Ok(());
+        }
+        let from = inner.reserved;
+        inner.reserved = target;
+        drop(inner);
+        part.preallocate(from, target - from)
+    }
+
     fn open_part(&self) -> Option<Arc<PartFile>> {
         self.inner.lock().expect("part lock").part.clone()
     }
@@ -510,6 +545,7 @@ impl StoreFile for PosixFile {
         let part = self.part()?;
         let _one = self.one_writer.lock().expect("write lock");
         let _held = self.hold()?;
+        self.reserve(&part, offset + data.len() as u64, data.len() as u64)?;
         part.write_at(offset, data)?;
         self.written_end
             .fetch_max(offset + data.len() as u64, Ordering::Relaxed);
@@ -528,7 +564,8 @@ impl StoreFile for PosixFile {
             return self.put(offset, &zeros[..len as usize]);
         }
         let part = self.part()?;
-        // Reserved by `preallocate`: given back, so that the file stays sparse.
+        // Reserved already (see `reserve`): given back, so that the file stays sparse.
+        // From here on nothing more is reserved, so later holes stay holes too.
         part.punch_hole(offset, len);
         self.inner.lock().expect("part lock").holes = true;
         Ok(())

@@ -462,6 +462,44 @@ async fn a_directory_another_writer_makes_at_the_same_moment_is_taken() {
     assert_eq!(b.kind("out/run/a"), Some(Kind::Dir));
 }
 
+/// A file's size is the peer's word: a part file reserves disk ahead of its writes
+/// (so that writers at their own offsets leave it in few extents), but never much more
+/// than what arrived. A source that announces 64 GiB and sends one block holds a few
+/// dozen MiB, not 64 GiB, in a part file kept for resume.
+#[test]
+fn an_announced_size_reserves_no_more_disk_than_what_was_sent() {
+    use std::os::unix::fs::MetadataExt;
+    let root = tempfile::tempdir().unwrap();
+    let top = root.path().to_path_buf();
+    let backend = Posix(root);
+    let store = backend.store("g", 1);
+    let announced = 64 << 30;
+    let spec = FileSpec {
+        size: Size::Known(announced),
+        block_size: 1 << 20,
+        meta: FinalMeta {
+            mode: 0o644,
+            mtime_sec: 0,
+            mtime_nsec: 0,
+        },
+        checksum: suite_opts().checksum,
+        read_back_follows: false,
+    };
+    store.resolve(b"f", true).unwrap();
+    let place = store.place(b"f").unwrap();
+    let opened = store.open(&place, &spec).unwrap();
+    opened.file.put(0, &[7; 1 << 20]).unwrap();
+    let held: u64 = walkdir(&top)
+        .iter()
+        .filter_map(|p| std::fs::symlink_metadata(top.join(p)).ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.blocks() * 512)
+        .sum();
+    assert!(held >= 1 << 20, "{held} bytes held: the block is not there");
+    assert!(held <= 80 << 20, "{held} bytes held for one block of 1 MiB");
+    opened.file.abort();
+}
+
 /// The S3 backend's `leftovers` counts the uploads MinIO holds in the case's own
 /// bucket, and only those (other cases use the same server at the same time): what
 /// makes "nothing left" checks on S3 mean something.

@@ -5,8 +5,6 @@
 //! each request, validates against its schema (with a real JSON Schema validator) and
 //! reads back as its type unchanged.
 
-use std::time::{Duration, Instant};
-
 use crate::common;
 
 use common::{on_each, planner, start, Api};
@@ -71,7 +69,7 @@ fn valid<T: JsonSchema>(doc: &Value, v: &Value) -> bool {
 
 /// The data of the first `snapshot` event of `GET /api/events` that satisfies `want`.
 async fn snapshot_where(api: &Api, want: impl Fn(&Value) -> bool) -> Value {
-    let mut resp = api
+    let resp = api
         .http
         .get(format!("{}/api/events", api.base))
         .bearer_auth(&api.token)
@@ -79,24 +77,7 @@ async fn snapshot_where(api: &Api, want: impl Fn(&Value) -> bool) -> Value {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut text = String::new();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let chunk = tokio::time::timeout(left, resp.chunk()).await;
-        let chunk = chunk.expect("a snapshot in time").unwrap().expect("open");
-        text.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some((event, rest)) = text.split_once("\n\n") {
-            let data = event
-                .lines()
-                .find_map(|l| l.strip_prefix("data: "))
-                .map(|d| serde_json::from_str::<Value>(d).unwrap());
-            text = rest.to_string();
-            if let Some(v) = data.filter(|v| want(v)) {
-                return v;
-            }
-        }
-    }
+    crate::web::first_event_where(resp, want).await
 }
 
 /// `GET /api/session` in a browser's session, logged in with the service's token.

@@ -61,7 +61,7 @@ async fn log_in(api: &Api, token: &str) -> String {
 
 /// The first `snapshot` event on `path` for `cookie` that satisfies `want`.
 async fn snapshot_where(api: &Api, cookie: &str, want: impl Fn(&Value) -> bool) -> Value {
-    let mut resp = browser(api, reqwest::Method::GET, "/api/events", Some(cookie), None)
+    let resp = browser(api, reqwest::Method::GET, "/api/events", Some(cookie), None)
         .send()
         .await
         .unwrap();
@@ -70,6 +70,15 @@ async fn snapshot_where(api: &Api, cookie: &str, want: impl Fn(&Value) -> bool) 
         .to_str()
         .unwrap()
         .starts_with("text/event-stream"));
+    first_event_where(resp, want).await
+}
+
+/// The data of the first event of the stream `resp` that satisfies `want` (within a
+/// minute).
+pub(crate) async fn first_event_where(
+    mut resp: reqwest::Response,
+    want: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut text = String::new();
     loop {

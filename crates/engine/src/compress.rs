@@ -114,9 +114,9 @@ impl Packer {
         (bytes >= SPEED_SAMPLE).then(|| bytes as f64 * 1e9 / nanos as f64)
     }
 
-    /// Compresses `buf` in place when that saves enough; true if it did (`buf` then
-    /// holds the zstd frame, shorter than before).
-    pub(crate) fn pack(&self, buf: &mut Vec<u8>) -> bool {
+    /// Compresses `buf` in place when that saves enough: the length of the zstd frame
+    /// now at its start if it did (the bytes after the frame are left as they were).
+    pub(crate) fn pack(&self, buf: &mut [u8]) -> Option<usize> {
         let mut slot = match self.slots.lock().expect("packer lock").pop() {
             Some(s) => s,
             None => match zstd::bulk::Compressor::new(self.level) {
@@ -124,7 +124,7 @@ impl Packer {
                     cctx,
                     out: Vec::new(),
                 },
-                Err(_) => return false,
+                Err(_) => return None,
             },
         };
         let t0 = Instant::now();
@@ -133,10 +133,10 @@ impl Packer {
         // zstd reports as an error, and that is the "does not shrink" answer.
         let room = buf.len() - buf.len() / MIN_SAVING;
         let packed = compress_bounded(&mut slot.cctx, buf, &mut slot.out, room).is_some();
-        if packed {
-            buf.clear();
-            buf.extend_from_slice(&slot.out);
-        }
+        let packed = packed.then(|| {
+            buf[..slot.out.len()].copy_from_slice(&slot.out);
+            slot.out.len()
+        });
         self.tried_bytes.fetch_add(raw, Relaxed);
         self.tried_nanos
             .fetch_add(t0.elapsed().as_nanos() as u64, Relaxed);
@@ -260,7 +260,8 @@ mod tests {
         let p = Packer::new(Compression::Zstd(3), 1).unwrap();
         let orig = text(1 << 20);
         let mut buf = orig.clone();
-        assert!(p.pack(&mut buf));
+        let n = p.pack(&mut buf).expect("packed");
+        buf.truncate(n);
         assert!(buf.len() < orig.len() / 3, "{} bytes", buf.len());
         let mut out = vec![0; orig.len()];
         unpack(&buf, &mut out).unwrap();
@@ -272,7 +273,7 @@ mod tests {
         let p = Packer::new(Compression::Zstd(1), 1).unwrap();
         let orig = random(64 << 10);
         let mut buf = orig.clone();
-        assert!(!p.pack(&mut buf));
+        assert!(p.pack(&mut buf).is_none());
         assert_eq!(
             buf, orig,
             "a block that did not shrink must be left as it was"
@@ -295,7 +296,7 @@ mod tests {
         assert!(!b.wants(1));
         b.tried(false);
         assert!(b.wants(2));
-        assert!(p.pack(&mut text(64 << 10)));
+        assert!(p.pack(&mut text(64 << 10)).is_some());
     }
 
     #[test]

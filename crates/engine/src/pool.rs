@@ -5,6 +5,9 @@
 //! returns one. Buffers are kept by power-of-two size class and reused, so a transfer of
 //! a million small files does not allocate a million times, and memory is set by the
 //! budget, not by the dataset.
+//!
+//! Buffers start on a page boundary ([`ALIGN`]), so a block can be read from or written
+//! to a file with direct I/O (`O_DIRECT`) straight from the buffer it travels in.
 
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
@@ -25,9 +28,64 @@ const UNIT: usize = 1 << 10;
 /// the batches of readers and writers take.
 const MIN_CHARGE: usize = 64 << 10;
 
+/// Buffers start at a multiple of this many bytes (the alignment direct I/O needs).
+pub const ALIGN: usize = 4096;
+
+/// One page of a buffer: a `Vec` of these is allocated (and freed) page-aligned.
+#[derive(Clone, Copy)]
+#[repr(C, align(4096))]
+struct Page([u8; ALIGN]);
+
+/// Page-aligned storage of `len` bytes.
+struct Pages {
+    pages: Vec<Page>,
+    len: usize,
+}
+
+impl Pages {
+    fn with_capacity(bytes: usize) -> Self {
+        Pages {
+            pages: Vec::with_capacity(bytes.div_ceil(ALIGN)),
+            len: 0,
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        self.pages.capacity() * ALIGN
+    }
+
+    /// Makes the buffer `len` bytes long. Bytes in pages it had already keep what they
+    /// held; pages it grows into read as zeros.
+    fn resize(&mut self, len: usize) {
+        let pages = len.div_ceil(ALIGN);
+        if pages > self.pages.len() {
+            self.pages.resize(pages, Page([0; ALIGN]));
+        }
+        self.len = len;
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `Page` is plain bytes with no padding (repr(C), one array of u8), so
+        // its initialised pages are `pages.len() * ALIGN` initialised bytes, and
+        // `len <= pages.len() * ALIGN` (see `resize`).
+        unsafe { std::slice::from_raw_parts(self.pages.as_ptr().cast::<u8>(), self.len) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`; the borrow of `self` is exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.pages.as_mut_ptr().cast::<u8>(), self.len) }
+    }
+}
+
+impl std::fmt::Debug for Pages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pages({} of {} bytes)", self.len, self.capacity())
+    }
+}
+
 #[derive(Debug, Default)]
 struct Shelf {
-    free: HashMap<usize, Vec<Vec<u8>>>,
+    free: HashMap<usize, Vec<Pages>>,
     /// Capacity of all buffers on the shelf.
     shelved: usize,
 }
@@ -102,12 +160,12 @@ impl BufferPool {
                         }
                         shelf.shelved -= dropped;
                     }
-                    Vec::with_capacity(class)
+                    Pages::with_capacity(class)
                 }
             }
         };
-        // SAFETY-free zero fill only when growing: resize is cheap for reused buffers.
-        buf.resize(len, 0);
+        // Zero fill only when growing: cheap for reused buffers.
+        buf.resize(len);
         PooledBuf {
             buf,
             class,
@@ -117,37 +175,52 @@ impl BufferPool {
     }
 }
 
-/// A buffer lent by a [`BufferPool`]; it goes back to the pool when dropped.
+/// A buffer lent by a [`BufferPool`], page-aligned ([`ALIGN`]); it goes back to the
+/// pool when dropped.
 #[derive(Debug)]
 pub struct PooledBuf {
-    buf: Vec<u8>,
+    buf: Pages,
     class: usize,
     _permit: OwnedSemaphorePermit,
     shelf: Arc<Mutex<Shelf>>,
 }
 
+impl PooledBuf {
+    /// Makes the buffer `len` bytes long (contents past the earlier length
+    /// unspecified, as those of a buffer just lent), reallocating only beyond its
+    /// capacity.
+    pub fn resize(&mut self, len: usize) {
+        self.buf.resize(len);
+    }
+
+    /// Shortens the buffer to `len` bytes (no effect if it is shorter).
+    pub fn truncate(&mut self, len: usize) {
+        self.buf.len = self.buf.len.min(len);
+    }
+}
+
 impl Deref for PooledBuf {
-    type Target = Vec<u8>;
-    fn deref(&self) -> &Vec<u8> {
-        &self.buf
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.buf.bytes()
     }
 }
 
 impl AsRef<[u8]> for PooledBuf {
     fn as_ref(&self) -> &[u8] {
-        &self.buf
+        self.buf.bytes()
     }
 }
 
 impl DerefMut for PooledBuf {
-    fn deref_mut(&mut self) -> &mut Vec<u8> {
-        &mut self.buf
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.buf.bytes_mut()
     }
 }
 
 impl Drop for PooledBuf {
     fn drop(&mut self) {
-        let buf = std::mem::take(&mut self.buf);
+        let buf = std::mem::replace(&mut self.buf, Pages::with_capacity(0));
         if buf.capacity() >= self.class {
             let mut shelf = self.shelf.lock().expect("pool lock");
             shelf.shelved += buf.capacity();
@@ -195,7 +268,24 @@ mod tests {
         assert!(pool.try_get(1024).is_none(), "a fifth tiny buffer was lent");
         assert!(lent
             .iter()
-            .all(|b| b.len() == 1024 && b.capacity() < MIN_CHARGE));
+            .all(|b| b.len() == 1024 && b.buf.capacity() < MIN_CHARGE));
+    }
+
+    #[tokio::test]
+    async fn buffers_are_page_aligned_and_grow_with_zeros() {
+        let pool = BufferPool::new(1 << 20);
+        let mut a = pool.get(5000).await;
+        assert_eq!(a.as_ptr() as usize % ALIGN, 0);
+        assert!(a.iter().all(|&b| b == 0));
+        a.fill(7);
+        a.truncate(10);
+        assert_eq!(&a[..], &[7; 10]);
+        a.resize(3 * ALIGN + 1);
+        assert_eq!(a.len(), 3 * ALIGN + 1);
+        assert_eq!(a[3 * ALIGN], 0, "a page added by growing reads as zeros");
+        drop(a);
+        let b = pool.get(300 << 10).await;
+        assert_eq!(b.as_ptr() as usize % ALIGN, 0);
     }
 
     #[tokio::test]

@@ -7,6 +7,7 @@
 //! themselves (waking a blocking thread, then the task awaiting it) cost more than
 //! reading the file.
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -72,7 +73,7 @@ struct Target {
     abs: PathBuf,
     size: Size,
     identity: Option<Identity>,
-    kept: Option<Arc<std::fs::File>>,
+    kept: Option<Arc<File>>,
 }
 
 /// The file of `job`, unless it finished or failed meanwhile. A file read from an
@@ -144,21 +145,23 @@ async fn read_turn(
             job.start * bs,
             (turn_end + BLOCKS_PER_TURN).min(job_end) * bs,
         );
+        let turn = (job.start * bs, turn_end * bs);
         let sh = shared.clone();
         tokio::task::spawn_blocking(move || {
             let f = match kept {
                 Some(f) => f,
                 None => Arc::new(open_source(&abs, sh.opts.read_confinement())?),
             };
-            if size.known().is_none_or(|n| n > bs) {
+            let direct = direct_reads(&f, size, bs, turn);
+            if direct.is_none() && size.known().is_none_or(|n| n > bs) {
                 hetch_storage::meta::advise_willneed(&f, ahead.0, ahead.1 - ahead.0);
             }
-            Ok::<_, std::io::Error>(f)
+            Ok::<_, std::io::Error>((f, direct.map(Arc::new)))
         })
         .await
         .expect("open task panicked")
     };
-    let file = match opened {
+    let (file, direct) = match opened {
         Ok(f) => f,
         Err(e) => {
             let message = format!("{}: {e}", t.abs.display());
@@ -174,11 +177,12 @@ async fn read_turn(
         let buf = shared.pool.get(len as usize).await;
         let try_pack = wants_pack(shared, data, backoff, job.file);
         let (sh, f, abs) = (shared.clone(), file.clone(), t.abs.clone());
+        let direct = direct.clone();
         let identity = t.identity;
         let read = tokio::task::spawn_blocking(move || {
             read_block(
                 &sh,
-                &f,
+                (&f, direct.as_deref()),
                 &abs,
                 t.size.digest_len(),
                 index,
@@ -251,7 +255,7 @@ async fn read_small(
                 let read = opened.map(|f| {
                     let r = read_block(
                         &sh,
-                        &f,
+                        (&f, None),
                         &t.abs,
                         t.size.digest_len(),
                         job.start,
@@ -300,13 +304,55 @@ pub(crate) struct Read {
     changed: Option<String>,
 }
 
-/// Reads block `index` of `f` (the file at `path`, `size` bytes, listed as `identity`)
-/// into `buf`, hashes it and, if `try_pack`, compresses it. Checks after the read that
-/// the file is still the one listed, so that a torn copy cannot finish.
+/// A descriptor that reads `f` directly, past the page cache, for the blocks of one
+/// turn (`turn`, a byte range) of a file of many blocks, unless the cache holds them
+/// already (read there, they cost a copy from memory; read from the device, a read
+/// that was not needed) or the file system cannot. A cold large file read through the
+/// cache costs the kernel far more CPU than the copy it makes (see
+/// `hetch_storage::direct`).
+fn direct_reads(f: &File, size: Size, bs: u64, turn: (u64, u64)) -> Option<File> {
+    use hetch_storage::direct;
+    let many_blocks = matches!(size, Size::Known(n) if n > bs);
+    let aligned = bs % direct::ALIGN as u64 == 0;
+    if !many_blocks || !aligned || direct::cached(f, turn.0, turn.1 - turn.0) {
+        return None;
+    }
+    direct::reopen(f, false)
+}
+
+/// Reads `buf.len()` bytes at `offset` of `file`: directly through `direct` where
+/// given, into the buffer rounded up to whole pages (the last block of a file), else
+/// through the cache.
+fn read_exact_at(
+    (file, direct): (&File, Option<&File>),
+    offset: u64,
+    buf: &mut PooledBuf,
+) -> std::io::Result<()> {
+    use hetch_storage::direct::{self, ALIGN};
+    use std::os::unix::fs::FileExt;
+    if let Some(d) = direct.filter(|_| offset % ALIGN as u64 == 0) {
+        let len = buf.len();
+        buf.resize(len.div_ceil(ALIGN) * ALIGN);
+        let read = direct::read_at(d, offset, &mut buf[..]);
+        buf.truncate(len);
+        match read {
+            Ok(n) if n >= len => return Ok(()),
+            Ok(_) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    file.read_exact_at(&mut buf[..], offset)
+}
+
+/// Reads block `index` of `f` (the file at `path`, `size` bytes, listed as `identity`;
+/// with a descriptor that reads it directly, if any) into `buf`, hashes it and, if
+/// `try_pack`, compresses it. Checks after the read that the file is still the one
+/// listed, so that a torn copy cannot finish.
 #[allow(clippy::too_many_arguments)]
 fn read_block(
     sh: &Shared,
-    f: &std::fs::File,
+    (f, direct): (&File, Option<&File>),
     path: &Path,
     size: u64,
     index: u64,
@@ -314,9 +360,8 @@ fn read_block(
     try_pack: bool,
     mut buf: PooledBuf,
 ) -> std::io::Result<Read> {
-    use std::os::unix::fs::FileExt;
     let bs = sh.opts.block_size;
-    let r = f.read_exact_at(&mut buf[..], index * bs);
+    let r = read_exact_at((f, direct), index * bs, &mut buf);
     let zero = r.is_ok() && crate::session::is_zero(&buf);
     let algo = sh.opts.checksum;
     let digest = sh.gate.run(|| algo.block_digest(size, bs, index, &buf));
@@ -396,5 +441,65 @@ async fn queue_read(
     match queue_block(shared, job, t.size, block, data, ctl).await {
         true => Flow::Next,
         false => Flow::Over,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::BufferPool;
+    use hetch_storage::direct::cached;
+    use std::os::unix::fs::FileExt;
+
+    #[tokio::test]
+    async fn a_cold_large_file_is_read_past_the_cache_and_a_cached_one_through_it() {
+        // On a disk: /tmp may be a tmpfs.
+        let target = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target");
+        std::fs::create_dir_all(target).unwrap();
+        let dir = tempfile::tempdir_in(target).unwrap();
+        let path = dir.path().join("big");
+        let bs = 64 << 10;
+        let data: Vec<u8> = (0..3 * bs + 1000).map(|i| (i % 251) as u8).collect();
+        let len = data.len() as u64;
+        std::fs::write(&path, &data).unwrap();
+        let f = File::open(&path).unwrap();
+        f.sync_all().unwrap();
+        hetch_storage::meta::drop_cached_range(&f, 0, len);
+        let turn = (0, 4 * bs);
+        assert!(
+            direct_reads(&f, Size::Known(bs), bs, turn).is_none(),
+            "one block"
+        );
+        let Some(d) = direct_reads(&f, Size::Known(len), bs, turn) else {
+            eprintln!("SKIPPED: no direct I/O (or no cachestat) for {path:?}");
+            return;
+        };
+        let pool = BufferPool::new(1 << 20);
+        for i in 0..4 {
+            let range = i * bs as usize..((i + 1) * bs as usize).min(data.len());
+            let mut buf = pool.get(range.len()).await;
+            read_exact_at((&f, Some(&d)), i as u64 * bs, &mut buf).unwrap();
+            assert_eq!(
+                buf.len(),
+                range.len(),
+                "the last block is cut to its length"
+            );
+            assert!(buf[..] == data[range], "block {i} differs");
+        }
+        assert!(!cached(&f, 0, len), "direct reads filled the cache");
+        // A file that shrank under the reader is an end of file, as through the cache.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(3 * bs + 10)
+            .unwrap();
+        let mut buf = pool.get(1000).await;
+        let e = read_exact_at((&f, Some(&d)), 3 * bs, &mut buf).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
+        // Once the cache holds the file, it is read there.
+        let mut all = vec![0; (3 * bs) as usize];
+        f.read_exact_at(&mut all, 0).unwrap();
+        assert!(direct_reads(&f, Size::Known(len), bs, (0, 3 * bs)).is_none());
     }
 }

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::OFlags;
 
 use crate::confined::{Dir, OpenHow};
+use crate::direct::aligned;
 use crate::error::{IoContext, StorageError};
 use crate::journal::{Journal, JournalHeader};
 use crate::meta;
@@ -114,6 +115,9 @@ pub struct PartFile {
     path: PathBuf,
     /// Made with [`PartFile::open_anonymous`]: no name until it is finalized.
     anonymous: bool,
+    /// A second descriptor that reads and writes directly (see
+    /// [`PartFile::with_direct_io`]).
+    direct: Option<File>,
 }
 
 impl PartFile {
@@ -146,6 +150,7 @@ impl PartFile {
             name: name.to_os_string(),
             part,
             anonymous: false,
+            direct: None,
         })
     }
 
@@ -167,7 +172,26 @@ impl PartFile {
             name: name.to_os_string(),
             part,
             anonymous: true,
+            direct: None,
         }))
+    }
+
+    /// This part file with its aligned blocks written and read back directly, past the
+    /// page cache (`O_DIRECT`, see [`crate::direct`]), where the file system allows:
+    /// for a large file, whose bytes the cache would only hold on their way to the
+    /// device, at a cost in CPU and memory bandwidth that exceeds the copy's. A write
+    /// or read that is not aligned (a file's last block) goes through the cache as
+    /// before; the kernel keeps the two views of the file coherent.
+    pub fn with_direct_io(mut self) -> Self {
+        self.direct = crate::direct::reopen(&self.file, true);
+        self
+    }
+
+    /// The direct descriptor, when a transfer at `offset` can use it.
+    fn direct_at(&self, offset: u64) -> Option<&File> {
+        self.direct
+            .as_ref()
+            .filter(|_| offset % crate::direct::ALIGN as u64 == 0)
     }
 
     /// Turns this handle's shared hold (see [`crate::leftovers`]) into an exclusive
@@ -232,16 +256,33 @@ impl PartFile {
         &self.file
     }
 
-    /// Writes all of `data` at `offset`.
+    /// Writes all of `data` at `offset`: directly when this part file does
+    /// ([`PartFile::with_direct_io`]) and `data` is aligned, else through the cache.
     pub fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), StorageError> {
+        let direct = self.direct_at(offset);
+        if let Some(d) = direct.filter(|_| aligned(offset, data.len(), data.as_ptr())) {
+            match crate::direct::write_all_at(d, offset, data) {
+                // Refused after all (a file system that opens but cannot write
+                // directly): through the cache, which is always possible.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+                r => return r.at(&self.path),
+            }
+        }
         self.file.write_all_at(data, offset).at(&self.path)
+    }
+
+    /// Whether `len` bytes at `offset` from an aligned buffer are written directly,
+    /// past the cache: nothing of them is left there to write out.
+    fn writes_direct(&self, offset: u64, len: u64) -> bool {
+        let page = crate::direct::ALIGN as *const u8; // stands for an aligned buffer
+        self.direct_at(offset).is_some() && aligned(offset, len as usize, page)
     }
 
     /// Starts writing `len` bytes at `offset` out to the device without waiting
     /// (`sync_file_range(WRITE)`), so that a later [`PartFile::prepare_read_back`] finds
     /// them on their way and the disk writes steadily instead of in one burst at the end.
     pub fn start_writeback(&self, offset: u64, len: u64) {
-        if len > 0 {
+        if len > 0 && !self.writes_direct(offset, len) {
             meta::start_writeback(&self.file, offset, len);
         }
     }
@@ -254,7 +295,9 @@ impl PartFile {
     /// it hashes this one. Where a file system ignores the advice (tmpfs), the read
     /// comes from memory. Advice only: errors are ignored.
     pub fn prepare_read_back(&self, offset: u64, len: u64) {
-        if len > 0 {
+        // A range read back directly needs none of it (and read ahead into the cache
+        // it would be read twice).
+        if len > 0 && self.direct_at(offset).is_none() {
             meta::drop_cached_range(&self.file, offset, len);
             meta::advise_willneed(&self.file, offset, len);
         }
@@ -264,6 +307,24 @@ impl PartFile {
     /// [`PartFile::prepare_read_back`]). Bytes past the current end of the file read as
     /// zeros: the file is sized when it is finished, and unwritten ranges are holes.
     pub fn read_back(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        // Direct reads come from the device even where some write went through the
+        // cache (the kernel writes such a range out first); a buffer that is not
+        // aligned, or the last block's length, goes through an aligned one.
+        if let Some(d) = self.direct_at(offset) {
+            let read = match aligned(offset, buf.len(), buf.as_ptr()) {
+                true => crate::direct::read_at(d, offset, buf).map(|n| {
+                    buf[n..].fill(0);
+                    true
+                }),
+                false => crate::direct::read_bounced(d, offset, buf),
+            };
+            match read {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+                Err(e) => return Err(StorageError::io(&self.path, e)),
+            }
+        }
         let mut done = 0;
         while done < buf.len() {
             match self.file.read_at(&mut buf[done..], offset + done as u64) {
@@ -440,6 +501,62 @@ mod tests {
         ] {
             assert!(!is_split_name(name.as_bytes()), "{name}");
         }
+    }
+
+    #[test]
+    fn a_part_file_with_direct_io_writes_aligned_blocks_past_the_cache_and_reads_the_device() {
+        use crate::direct::tests::{aligned_slice, disk_tempdir};
+        use crate::direct::{cached, ALIGN};
+        let t = disk_tempdir();
+        let dir = Dir::open(t.path()).unwrap();
+        let p = PartFile::open(&dir, OsStr::new("f"), false)
+            .unwrap()
+            .with_direct_io();
+        if p.direct.is_none() {
+            eprintln!(
+                "SKIPPED: no direct I/O on the file system of {:?}",
+                t.path()
+            );
+            return;
+        }
+        let mut space = Vec::new();
+        let block = aligned_slice(&mut space, 2 * ALIGN);
+        block.fill(7);
+        p.write_at(0, block).unwrap();
+        assert!(
+            !cached(p.file(), 0, 2 * ALIGN as u64),
+            "the block went through the cache"
+        );
+        // The last block, not whole pages, goes through the cache; so does a damaged
+        // byte written over a direct block (as the fault tests do).
+        let tail = vec![9u8; 1000];
+        p.write_at(2 * ALIGN as u64, &tail).unwrap();
+        p.write_at(5, &[8]).unwrap();
+        p.prepare_read_back(0, 2 * ALIGN as u64);
+        assert!(
+            !cached(p.file(), ALIGN as u64, ALIGN as u64),
+            "read ahead into the cache"
+        );
+        // Read back from the device, which the kernel first brings up to date: into an
+        // aligned buffer, an unaligned one, and past the end (zeros).
+        let mut back_space = Vec::new();
+        let back = aligned_slice(&mut back_space, 2 * ALIGN);
+        p.read_back(0, back).unwrap();
+        assert_eq!(
+            back[5], 8,
+            "the byte written through the cache was not read"
+        );
+        assert!(back[..5].iter().chain(&back[6..]).all(|&b| b == 7));
+        let mut odd = vec![0u8; 1001];
+        p.read_back(2 * ALIGN as u64, &mut odd[1..]).unwrap();
+        assert!(odd[1..].iter().all(|&b| b == 9));
+        let mut past = vec![1u8; 3000];
+        p.read_back(2 * ALIGN as u64, &mut past).unwrap();
+        assert!(past[..1000].iter().all(|&b| b == 9));
+        assert!(
+            past[1000..].iter().all(|&b| b == 0),
+            "past the end reads as zeros"
+        );
     }
 
     #[test]

@@ -629,7 +629,7 @@ impl IncomingFile {
     pub fn read_back<'a>(
         &self,
         block: u64,
-        own: Option<&'a mut Vec<u8>>,
+        own: Option<&'a mut [u8]>,
         scratch: &'a mut Vec<u8>,
         gate: &crate::gate::Gate,
     ) -> Result<Option<(&'a [u8], Digest)>, StorageError> {
@@ -650,7 +650,7 @@ impl IncomingFile {
             Some(b) if b.len() == len => b,
             _ => {
                 scratch.resize(len, 0);
-                scratch
+                &mut scratch[..]
             }
         };
         self.out.read_back(block * bs, data)?;

@@ -592,9 +592,14 @@ pub(crate) fn wants_pack(
 /// Compresses a read and hashed block in place if that pays (under the hashing gate:
 /// it is CPU work of the same kind). True if it did.
 pub(crate) fn pack(sh: &Shared, buf: &mut PooledBuf) -> bool {
-    sh.packer
-        .as_ref()
-        .is_some_and(|p| sh.gate.run(|| p.pack(buf)))
+    let Some(p) = &sh.packer else { return false };
+    match sh.gate.run(|| p.pack(buf)) {
+        Some(len) => {
+            buf.truncate(len);
+            true
+        }
+        None => false,
+    }
 }
 
 /// Hands a read block on: to the data streams, or as a `Cover` when pieces carried its

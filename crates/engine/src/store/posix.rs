@@ -479,6 +479,13 @@ impl PosixFile {
                 Some(p) => p,
                 None => PartFile::open(&dir, &name, self.resumed)?,
             };
+            // A file of many blocks is written and read back past the page cache (see
+            // `PartFile::with_direct_io`); a growing one is synced on its own schedule
+            // and read back in pieces, through the cache.
+            let part = match self.spec.blocks() > 1 && !self.spec.growing() {
+                true => part.with_direct_io(),
+                false => part,
+            };
             inner.part = Some(Arc::new(part));
         }
         let part = inner.part.clone().expect("opened above");

@@ -372,7 +372,7 @@ impl ServedRange {
                 let zeros = zeros.clone();
                 let taken = self
                     .with_writer(move |writer| {
-                        let data = buf.as_deref().map_or(&zeros[..len], |b| &b[..]);
+                        let data = buf.as_deref().map_or(&zeros[..len], |b| b);
                         match writer.arrived_intact(h.block, data, &h.digest)? {
                             true => writer.take(h.block, data, &h.digest),
                             false => Ok(Taken::Again),

@@ -726,7 +726,7 @@ async fn stream_writer(
                 }
             }
         };
-        let payload: &[u8] = block.payload.as_deref().map(|v| &v[..]).unwrap_or(&[]);
+        let payload: &[u8] = block.payload.as_deref().unwrap_or(&[]);
         if let Some(rl) = &limiter {
             rl.acquire(payload.len() + 64).await;
         }

@@ -253,9 +253,11 @@ async fn read_small(
                     None => open_source(&t.abs, sh.opts.read_confinement()).map(Arc::new),
                 };
                 let read = opened.map(|f| {
+                    let len = t.size.known().unwrap_or(0);
+                    let direct = direct_reads(&f, t.size, sh.opts.block_size, (0, len));
                     let r = read_block(
                         &sh,
-                        (&f, None),
+                        (&f, direct.as_ref()),
                         &t.abs,
                         t.size.digest_len(),
                         job.start,
@@ -305,16 +307,16 @@ pub(crate) struct Read {
 }
 
 /// A descriptor that reads `f` directly, past the page cache, for the blocks of one
-/// turn (`turn`, a byte range) of a file of many blocks, unless the cache holds them
+/// turn (`turn`, a byte range) of a large file, unless the cache holds them
 /// already (read there, they cost a copy from memory; read from the device, a read
 /// that was not needed) or the file system cannot. A cold large file read through the
 /// cache costs the kernel far more CPU than the copy it makes (see
 /// `hetch_storage::direct`).
 fn direct_reads(f: &File, size: Size, bs: u64, turn: (u64, u64)) -> Option<File> {
     use hetch_storage::direct;
-    let many_blocks = matches!(size, Size::Known(n) if n > bs);
+    let large = matches!(size, Size::Known(n) if n >= direct::MIN_FILE);
     let aligned = bs % direct::ALIGN as u64 == 0;
-    if !many_blocks || !aligned || direct::cached(f, turn.0, turn.1 - turn.0) {
+    if !large || !aligned || direct::cached(f, turn.0, turn.1 - turn.0) {
         return None;
     }
     direct::reopen(f, false)

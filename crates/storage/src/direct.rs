@@ -38,6 +38,12 @@ pub fn read_exact_at(file: &File, offset: u64, buf: &mut [u8]) -> io::Result<boo
     result
 }
 
+/// Files shorter than this are read and written through the page cache: a direct
+/// transfer waits for the device while it is made, where a small file's write to the
+/// cache returns at once and is written out with its neighbours'; and what the cache
+/// costs per byte matters less beside what a small file costs per file.
+pub const MIN_FILE: u64 = 256 << 10;
+
 /// Whether `len` bytes at file offset `offset` from or into memory at `buf` can move
 /// directly (every one a multiple of [`ALIGN`]).
 pub fn aligned(offset: u64, len: usize, buf: *const u8) -> bool {
@@ -86,10 +92,16 @@ pub fn write_all_at(file: &File, offset: u64, data: &[u8]) -> io::Result<()> {
     file.write_all_at(data, offset)
 }
 
-/// Whether the page cache holds all of `len` bytes at `offset` of `file`
-/// (`cachestat(2)`, Linux 6.5 and later): such a range is read faster through the
-/// cache than from the device. False where the kernel cannot tell.
+/// Whether the page cache holds all of `len` bytes at `offset` of `file`: such a
+/// range is read faster through the cache than from the device. False where the
+/// kernel cannot tell.
 pub fn cached(file: &File, offset: u64, len: u64) -> bool {
+    len == 0 || cached_pages(file, offset, len).is_some_and(|n| n >= len.div_ceil(page_size()))
+}
+
+/// How many pages of the `len` bytes at `offset` of `file` the page cache holds
+/// (`cachestat(2)`, Linux 6.5 and later); `None` where the kernel cannot tell.
+pub fn cached_pages(file: &File, offset: u64, len: u64) -> Option<u64> {
     /// `cachestat`'s number on every architecture (it came after the numbering was
     /// unified), not yet in the `libc` crate for all targets.
     const SYS_CACHESTAT: libc::c_long = 451;
@@ -107,9 +119,6 @@ pub fn cached(file: &File, offset: u64, len: u64) -> bool {
         nr_evicted: u64,
         nr_recently_evicted: u64,
     }
-    if len == 0 {
-        return true;
-    }
     let range = Range { off: offset, len };
     let mut stat = Stat::default();
     // SAFETY: the kernel reads `range` and writes `stat`, both live locals of the
@@ -123,8 +132,7 @@ pub fn cached(file: &File, offset: u64, len: u64) -> bool {
             0,
         )
     };
-    let pages = len.div_ceil(page_size());
-    r == 0 && stat.nr_cache >= pages
+    (r == 0).then_some(stat.nr_cache)
 }
 
 fn page_size() -> u64 {

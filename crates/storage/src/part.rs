@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::OFlags;
 
 use crate::confined::{Dir, OpenHow};
-use crate::direct::aligned;
+use crate::direct::{aligned, ALIGN};
 use crate::error::{IoContext, StorageError};
 use crate::journal::{Journal, JournalHeader};
 use crate::meta;
@@ -256,16 +256,26 @@ impl PartFile {
         &self.file
     }
 
-    /// Writes all of `data` at `offset`: directly when this part file does
-    /// ([`PartFile::with_direct_io`]) and `data` is aligned, else through the cache.
+    /// Writes all of `data` at `offset`: its whole pages directly when this part file
+    /// does ([`PartFile::with_direct_io`]) and `data` is aligned, the rest (a file's
+    /// last bytes) through the cache.
     pub fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), StorageError> {
+        let head = data.len() / ALIGN * ALIGN;
         let direct = self.direct_at(offset);
-        if let Some(d) = direct.filter(|_| aligned(offset, data.len(), data.as_ptr())) {
-            match crate::direct::write_all_at(d, offset, data) {
+        if let Some(d) = direct.filter(|_| head > 0 && aligned(offset, head, data.as_ptr())) {
+            match crate::direct::write_all_at(d, offset, &data[..head]) {
+                Ok(()) if head == data.len() => return Ok(()),
+                Ok(()) => {
+                    let tail = &data[head..];
+                    return self
+                        .file
+                        .write_all_at(tail, offset + head as u64)
+                        .at(&self.path);
+                }
                 // Refused after all (a file system that opens but cannot write
                 // directly): through the cache, which is always possible.
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
-                r => return r.at(&self.path),
+                Err(e) => return Err(StorageError::io(&self.path, e)),
             }
         }
         self.file.write_all_at(data, offset).at(&self.path)
@@ -274,8 +284,7 @@ impl PartFile {
     /// Whether `len` bytes at `offset` from an aligned buffer are written directly,
     /// past the cache: nothing of them is left there to write out.
     fn writes_direct(&self, offset: u64, len: u64) -> bool {
-        let page = crate::direct::ALIGN as *const u8; // stands for an aligned buffer
-        self.direct_at(offset).is_some() && aligned(offset, len as usize, page)
+        self.direct_at(offset).is_some() && len % ALIGN as u64 == 0
     }
 
     /// Starts writing `len` bytes at `offset` out to the device without waiting
@@ -308,17 +317,11 @@ impl PartFile {
     /// zeros: the file is sized when it is finished, and unwritten ranges are holes.
     pub fn read_back(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
         // Direct reads come from the device even where some write went through the
-        // cache (the kernel writes such a range out first); a buffer that is not
-        // aligned, or the last block's length, goes through an aligned one.
+        // cache (the kernel writes such a range out first): the whole pages into
+        // `buf` where it is aligned, the rest (or all of an unaligned `buf`) through
+        // an aligned buffer of their own.
         if let Some(d) = self.direct_at(offset) {
-            let read = match aligned(offset, buf.len(), buf.as_ptr()) {
-                true => crate::direct::read_at(d, offset, buf).map(|n| {
-                    buf[n..].fill(0);
-                    true
-                }),
-                false => crate::direct::read_bounced(d, offset, buf),
-            };
-            match read {
+            match self.read_back_direct_with(d, offset, buf) {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
@@ -338,6 +341,31 @@ impl PartFile {
             }
         }
         Ok(())
+    }
+
+    /// [`PartFile::read_back`] through the direct descriptor `d`; false if the file
+    /// system refused.
+    fn read_back_direct_with(
+        &self,
+        d: &File,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> std::io::Result<bool> {
+        let head = match aligned(offset, 0, buf.as_ptr()) {
+            true => buf.len() / ALIGN * ALIGN,
+            false => 0,
+        };
+        if head > 0 {
+            let n = crate::direct::read_at(d, offset, &mut buf[..head])?;
+            if n < head {
+                buf[n..].fill(0); // the file ends here
+                return Ok(true);
+            }
+        }
+        match head == buf.len() {
+            true => Ok(true),
+            false => crate::direct::read_bounced(d, offset + head as u64, &mut buf[head..]),
+        }
     }
 
     /// Reads `buf.len()` bytes at `offset` straight from the device (`O_DIRECT`,
@@ -519,18 +547,17 @@ mod tests {
             );
             return;
         }
+        // A block of whole pages and a tail: the pages go directly, the tail (not a
+        // whole page) through the cache; so does a damaged byte written over a direct
+        // block (as the fault tests do).
         let mut space = Vec::new();
-        let block = aligned_slice(&mut space, 2 * ALIGN);
-        block.fill(7);
+        let block = aligned_slice(&mut space, 2 * ALIGN + 1000);
+        block[..2 * ALIGN].fill(7);
+        block[2 * ALIGN..].fill(9);
         p.write_at(0, block).unwrap();
-        assert!(
-            !cached(p.file(), 0, 2 * ALIGN as u64),
-            "the block went through the cache"
-        );
-        // The last block, not whole pages, goes through the cache; so does a damaged
-        // byte written over a direct block (as the fault tests do).
-        let tail = vec![9u8; 1000];
-        p.write_at(2 * ALIGN as u64, &tail).unwrap();
+        let pages_cached = cached(p.file(), 0, 2 * ALIGN as u64);
+        assert!(!pages_cached, "the pages went through the cache");
+        assert_eq!(p.file().metadata().unwrap().len(), 2 * ALIGN as u64 + 1000);
         p.write_at(5, &[8]).unwrap();
         p.prepare_read_back(0, 2 * ALIGN as u64);
         assert!(

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use hetch_integrity::{Algorithm, Digest};
 use hetch_storage::confined::{Dir, Links, OpenHow};
+use hetch_storage::direct;
 use hetch_storage::journal::{Journal, JournalHeader};
 use hetch_storage::part::{self, FinalMeta, PartFile, JOURNAL_SUFFIX, PART_SUFFIX};
 use hetch_storage::{meta, StorageError};
@@ -35,14 +36,9 @@ const JOURNAL_BATCH_BYTES: u64 = 16 << 20;
 /// ... or this many records, so that small blocks do not make a long batch.
 const JOURNAL_BATCH_RECORDS: usize = 256;
 
-/// A single-block file at most this long is read back with one direct read (into a
-/// buffer of its own) rather than through the page cache after dropping its pages
-/// there: on small files the four calls of the latter cost more than the read. Larger
-/// blocks keep the cached path, which needs no buffer beside the block's own.
 /// A part file's disk is reserved ahead of its writes by at least this much (see
 /// `PosixFile::reserve`).
 const RESERVE_STEP: u64 = 64 << 20;
-const DIRECT_READ_BACK_MAX: u64 = 1 << 20;
 
 /// A destination directory tree.
 pub struct PosixStore {
@@ -479,10 +475,7 @@ impl PosixFile {
                 Some(p) => p,
                 None => PartFile::open(&dir, &name, self.resumed)?,
             };
-            // A file of many blocks is written and read back past the page cache (see
-            // `PartFile::with_direct_io`); a growing one is synced on its own schedule
-            // and read back in pieces, through the cache.
-            let part = match self.spec.blocks() > 1 && !self.spec.growing() {
+            let part = match self.direct_io() {
                 true => part.with_direct_io(),
                 false => part,
             };
@@ -502,9 +495,20 @@ impl PosixFile {
         self.spec.blocks() <= 1 && !self.spec.growing() && !self.resumed
     }
 
-    /// Whether `len` bytes of this file are read back with one direct read.
-    fn direct_read_back(&self, len: u64) -> bool {
-        self.single_block() && len <= DIRECT_READ_BACK_MAX
+    /// Whether this file is written and read back past the page cache (see
+    /// `PartFile::with_direct_io`): a large one, not growing (a growing file is synced
+    /// on its own schedule and read back in pieces, through the cache).
+    fn direct_io(&self) -> bool {
+        let large = matches!(self.spec.size, super::Size::Known(n) if n >= direct::MIN_FILE);
+        large && !self.spec.growing()
+    }
+
+    /// Whether this small file is written through the cache and read back with one
+    /// direct read of its one block (into a buffer of its own), rather than through
+    /// the cache after dropping its pages there: on small files the four calls of the
+    /// latter cost more than the read. (A large file reads back directly anyway.)
+    fn direct_read_back(&self) -> bool {
+        self.single_block() && !self.direct_io()
     }
 
     /// Reserves the part file's disk ahead of a put that ends at `end`, for a file of
@@ -558,7 +562,7 @@ impl StoreFile for PosixFile {
             .fetch_max(offset + data.len() as u64, Ordering::Relaxed);
         // A single-block file's writeback is started by its verifier's `prefetch`,
         // together with the other files of its batch.
-        if self.spec.read_back_follows && !self.direct_read_back(data.len() as u64) {
+        if self.spec.read_back_follows && !self.direct_read_back() {
             part.start_writeback(offset, data.len() as u64);
         }
         Ok(())
@@ -580,7 +584,7 @@ impl StoreFile for PosixFile {
 
     fn prefetch(&self, offset: u64, len: u64) {
         let Some(p) = self.open_part() else { return };
-        if self.direct_read_back(len) {
+        if self.direct_read_back() {
             // Read directly (see `read_back`), which writes the range out first: start
             // that now. A verifier prefetches a batch of files before it reads any, so
             // their writes reach the device together (and merge there).
@@ -592,7 +596,7 @@ impl StoreFile for PosixFile {
 
     fn read_back(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
         let part = self.part()?;
-        if self.direct_read_back(buf.len() as u64) {
+        if self.direct_read_back() {
             let _one = self.one_writer.lock().expect("write lock");
             if part.read_back_direct(offset, buf)? {
                 return Ok(());

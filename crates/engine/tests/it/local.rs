@@ -28,6 +28,50 @@ async fn copies_a_mixed_tree_and_skips_it_the_second_time() {
     assert_same_tree(&src, &out);
 }
 
+/// A large file read cold and written with `--verify written`: its bytes pass through
+/// no page cache on either side (read, written and read back directly), except the
+/// last page of the destination, which is not a whole one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_large_file_moves_past_the_page_cache_at_both_ends() {
+    use hetch_storage::direct::{cached_pages, reopen, ALIGN};
+    let t = tempfile::tempdir().unwrap();
+    let src = t.path().join("big");
+    let data = bytes(3, (3 << 20) + 100);
+    std::fs::write(&src, &data).unwrap();
+    let f = std::fs::File::open(&src).unwrap();
+    f.sync_all().unwrap();
+    hetch_storage::meta::drop_cached_range(&f, 0, data.len() as u64);
+    if reopen(&f, false).is_none() || cached_pages(&f, 0, 1).is_none() {
+        eprintln!(
+            "SKIPPED: no direct I/O or no cachestat(2) under {:?}",
+            t.path()
+        );
+        return;
+    }
+    let out = t.path().join("copy");
+    let o = Options {
+        verify: hetch_proto::Verify::Written,
+        ..opts()
+    };
+    let r = copy_local(o, vec![src.clone()], dest(&out, 1), 2, Arc::default())
+        .await
+        .unwrap();
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    let len = data.len() as u64;
+    let source_cached = cached_pages(&f, 0, len);
+    assert_eq!(
+        source_cached,
+        Some(0),
+        "the source was read through the cache"
+    );
+    // Before the destination is read here for the comparison, which fills the cache.
+    let g = std::fs::File::open(&out).unwrap();
+    let whole = len / ALIGN as u64 * ALIGN as u64;
+    let dest_cached = cached_pages(&g, 0, whole);
+    assert_eq!(dest_cached, Some(0), "the copy went through the cache");
+    assert!(std::fs::read(&out).unwrap() == data, "the copy differs");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corrupted_blocks_are_sent_again() {
     let t = tempfile::tempdir().unwrap();

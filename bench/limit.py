@@ -7,11 +7,14 @@
   limit.py show LIMIT.json
         the floors again from the raw measurements stored in LIMIT.json, with the model
         as it is in this file now (edit MODES / SCENARIOS / DATASETS below to disagree)
+  limit.py rebuild LIMIT.json
+        the same, and LIMIT.json and LIMIT.md rewritten with it
   limit.py ratio LIMIT.json CORE.csv [--mode MODE]
         a bench/core.sh result as a fraction of the floor: for every case and tool,
         time_floor/time and cpu_floor/cpu of the medians (1.0 = at the floor)
   limit.py time --bytes N -- CMD...    (used by limit.sh) CMD's wall, user and system time
-  limit.py iperf3 JSON | fio JSON BUSY (used by limit.sh) the figures kept from their JSON
+  limit.py iperf3 JSON | fio JSON BUSY [FSYNC] | kcpu   (used by limit.sh) the figures kept
+        from iperf3's and fio's JSON; the kernel threads' CPU-seconds so far
 
 The model, term by term, is MODEL_TEXT below; it is also written into the results.
 """
@@ -21,6 +24,7 @@ import csv
 import json
 import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -84,8 +88,10 @@ MODEL_TEXT = [
     "copies: 2 across the socket (send, receive). Cold: 0 more (direct I/O at both ends: "
     "the device reads into and writes from the mover's buffers). Warm: +1 reading the cached "
     "source, +1 writing tmpfs, +1 reading tmpfs back (defaults only); no zero-copy, no mmap.",
-    "Per-file CPU: the whole machine's CPU-seconds (kernel threads included) of the per-file "
-    "phases the mode needs, measured on files of 16 KiB, less the page-cache copies they make "
+    "Per-file CPU: the CPU-seconds of the per-file phases the mode needs, measured on files of "
+    "16 KiB (the program's own plus the kernel's threads: writeback, journal, loop device; "
+    "the whole machine's figure, which also counts other users of a shared machine, is kept "
+    "beside), less the page-cache copies they make "
     "(counted per byte above), divided by the files: cold = create + syncfs, list + direct "
     "read, [defaults] direct read-back; warm = list + read from cache, create on tmpfs, "
     "[defaults] read back from tmpfs. The same cost per file is assumed for 1 MiB files.",
@@ -96,7 +102,11 @@ MODEL_TEXT = [
     "Shortest time = max(CPU floor / cores, loopback bytes / iperf3 rate, device time). "
     "Device time (cold only; source and destination on one device, as in core.sh): reads = "
     "bytes (source) [+ bytes (read-back), defaults], writes = bytes; while both are pending "
-    "they go at the mixed run's read and write rates, the rest at the read or write rate alone.",
+    "they go at the mixed run's read and write rates, the rest at the read or write rate alone "
+    "(or all reads, then all writes, if that is faster). Computed with each repetition's own "
+    "four disk rates (they move together), the median of the repetitions kept.",
+    "The last column: the device time if reads and writes did not slow each other down "
+    "(max(reads / read rate, writes / write rate)), for comparison; not part of the floor.",
     "Rates: memcpy of a 256 MiB buffer and BLAKE3 of 4 MiB blocks of a 256 MiB buffer (the "
     "data not in the CPU's caches, as a block just read from a device or socket), divided "
     "by CPU time; AES-256-GCM from openssl speed on 16 KiB (TLS record size, in cache). The "
@@ -150,6 +160,35 @@ def cmd_fio(args):
                              "bw_bytes": s["bw_bytes"],
                              "sys_cpu_pct": j.get("sys_cpu"), "usr_cpu_pct": j.get("usr_cpu")})
     print(json.dumps({"jobs": jobs, "fsync_after_s": float(args.fsync), "busy_before_pct": int(args.busy)}))
+
+
+def kernel_cpu_s():
+    """CPU-seconds so far of every kernel thread (children of kthreadd: writeback, the
+    journal, the loop device's workers, ksoftirqd): what the kernel does for a measured
+    program outside the program's own CPU time, without the CPU of other programs that
+    share the machine. Interrupts are left to whichever task they interrupt (without
+    CONFIG_IRQ_TIME_ACCOUNTING, as here, a task's system time includes them; adding
+    /proc/stat's irq and softirq would count them twice); those that land on an idle CPU
+    are not counted."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        rest = st[st.rfind(")") + 2:].split()
+        # rest[0] = state, rest[1] = ppid, rest[11] = utime, rest[12] = stime
+        if pid == "2" or rest[1] == "2":
+            total += int(rest[11]) + int(rest[12])
+    return total / tick
+
+
+def cmd_kcpu(args):
+    print(f"{kernel_cpu_s():.2f}")
 
 
 # ---------------------------------------------------------------------------- measurements
@@ -221,30 +260,50 @@ def measurements(raw):
     ip = k.get("iperf3", [])
     put("loopback", "GB/s", "iperf3, one TCP stream on 127.0.0.1 (received bytes / seconds)",
         [r["data"]["bytes"] / r["data"]["seconds"] / GB for r in ip])
-    put("loopback_cpu", "CPU-s/GB", "CPU-seconds per GB moved by iperf3: both ends' own CPU (iperf3 -J)",
-        [r["data"]["iperf3_cpu_s"] / (r["data"]["bytes"] / GB) for r in ip if r["data"].get("iperf3_cpu_s")])
-    put("loopback_machine_cpu", "CPU-s/GB", "the same, the whole machine's busy CPU-seconds (/proc/stat)",
+    put("loopback_cpu", "CPU-s/GB", "CPU-seconds per GB moved by iperf3: both ends' own (iperf3 -J) "
+        "+ the kernel's threads",
+        [(r["data"]["iperf3_cpu_s"] + r["data"].get("kernel_cpu_s", 0)) / (r["data"]["bytes"] / GB)
+         for r in ip if r["data"].get("iperf3_cpu_s")])
+    put("loopback_machine_cpu", "CPU-s/GB", "the same, the whole machine's busy CPU-seconds (/proc/stat; "
+        "counts other users of the machine too)",
         [r["data"]["machine_cpu_s"] / (r["data"]["bytes"] / GB) for r in ip])
     put("disk_write", "GB/s", "fio sequential write, direct, 4 MiB, iodepth 4, and the fsync after it",
         [fio_rate(r, "write") for r in k.get("fio_write", [])])
     put("disk_read", "GB/s", "fio sequential read of that file, direct, 4 MiB, iodepth 4",
         [fio_rate(r, "read") for r in k.get("fio_read", [])])
-    put("disk_mixed_read", "GB/s", "mixed run: the reading job, while another job writes",
-        [fio_rate(r, "read", "read") for r in k.get("fio_mixed", [])])
-    put("disk_mixed_write", "GB/s", "mixed run: the writing job, while the other reads",
-        [fio_rate(r, "write", "write") for r in k.get("fio_mixed", [])])
+    mixed = [(fio_rate(r, "read", "read"), fio_rate(r, "write", "write")) for r in k.get("fio_mixed", [])]
+    if mixed:
+        # read and write of one run belong together: the run with the median sum is kept
+        mid = sorted(mixed, key=lambda p: p[0] + p[1])[(len(mixed) - 1) // 2]
+        how = "of the run with the median read + write sum"
+        put("disk_mixed_read", "GB/s", f"mixed run: the reading job, while another job writes ({how})",
+            [p[0] for p in mixed], {"median": round(mid[0], 4)})
+        put("disk_mixed_write", "GB/s", f"mixed run: the writing job, while the other reads ({how})",
+            [p[1] for p in mixed], {"median": round(mid[1], 4)})
     for ph, what in PHASE_WHAT.items():
         rs = k.get(ph, [])
         if not rs:
             continue
         files = rs[0]["data"]["files"]
-        put(ph, "machine CPU-s", f"{files:,} files of {rs[0]['data']['size']} B: {what}",
-            [r["data"]["machine_cpu_s"] for r in rs],
+        put(ph, "CPU-s", f"{files:,} files of {rs[0]['data']['size']} B: {what}; the program's own CPU "
+            "+ the kernel's threads",
+            [r["data"]["cpu_s"] + r["data"]["kernel_cpu_s"] for r in rs],
             {"files": files, "size": rs[0]["data"]["size"],
              "wall_s": [r["data"]["wall_s"] for r in rs], "wall_median": round(med([r["data"]["wall_s"] for r in rs]), 4),
              "own_cpu_s": [round(r["data"]["cpu_s"], 4) for r in rs],
+             "kernel_cpu_s": [r["data"]["kernel_cpu_s"] for r in rs],
+             "machine_cpu_s": [r["data"]["machine_cpu_s"] for r in rs],
              "busy_before_pct": [r["data"].get("busy_before_pct") for r in rs]})
     return m
+
+
+def disk_runs(m):
+    """(read, write, mixed read, mixed write) GB/s of each repetition: the device time is
+    computed per repetition (the figures of one moment together) and its median kept."""
+    names = ("disk_read", "disk_write", "disk_mixed_read", "disk_mixed_write")
+    if not all(n in m for n in names):
+        return []
+    return [list(x) for x in zip(*(m[n]["values"] for n in names)) if None not in x]
 
 
 def rates_used(m):
@@ -257,9 +316,10 @@ def rates_used(m):
     blake3, blake3_src = max(b3) if b3 else (None, "none")
     u = {"memcpy": g("memcpy"), "blake3": blake3, "blake3_source": blake3_src,
          "aes_enc": g("aes_gcm_encrypt"), "aes_dec": g("aes_gcm_decrypt") or g("aes_gcm_encrypt"),
-         "loopback": g("loopback"), "loopback_cpu_per_gb": g("loopback_machine_cpu"),
+         "loopback": g("loopback"), "loopback_cpu_per_gb": g("loopback_cpu"),
          "read": g("disk_read"), "write": g("disk_write"),
-         "mixed_read": g("disk_mixed_read"), "mixed_write": g("disk_mixed_write")}
+         "mixed_read": g("disk_mixed_read"), "mixed_write": g("disk_mixed_write"),
+         "disk_runs": disk_runs(m)}
     # per-file CPU-seconds, each phase less its page-cache copies
     pf = {}
     for ph, copies in PHASE_COPIES.items():
@@ -272,16 +332,20 @@ def rates_used(m):
 
 
 # ---------------------------------------------------------------------------- floors
-def device_time(reads, writes, u):
-    """Seconds for one device to read `reads` and write `writes` bytes, overlapping at the
-    mixed rates while both are pending, the rest alone."""
-    r, w = u["read"] * GB, u["write"] * GB
-    mr, mw = u["mixed_read"] * GB, u["mixed_write"] * GB
+def device_time(reads, writes, d):
+    """Seconds for one device to read `reads` and write `writes` bytes, given one run's
+    rates d = (read, write, mixed read, mixed write) in GB/s: the least time over sharing
+    the device among reading alone, the mixed run's way and writing alone (a small linear
+    program: the mixed way while both are pending, then the rest alone; or reading and
+    writing one after the other, if that is faster)."""
+    r, w, mr, mw = (x * GB for x in d)
     if reads / mr >= writes / mw:
         t = writes / mw
-        return t + (reads - mr * t) / r
-    t = reads / mr
-    return t + (writes - mw * t) / w
+        via_mixed = t + (reads - mr * t) / r
+    else:
+        t = reads / mr
+        via_mixed = t + (writes - mw * t) / w
+    return min(via_mixed, reads / r + writes / w)
 
 
 def floor(files, nbytes, scenario, mode, u, cores, socket="memcpy"):
@@ -302,11 +366,17 @@ def floor(files, nbytes, scenario, mode, u, cores, socket="memcpy"):
     cpu["per_file"] = files * sum(pf.get(p, 0.0) for p in phases)
     cpu_total = sum(cpu.values())
     wall = {"cpu": cpu_total / cores, "loopback": B / (u["loopback"] * GB)}
+    extra = {}
     if sc["device"]:
         reads = B * (2 if md["readback"] else 1)
-        wall["device"] = device_time(reads, B, u)
+        runs = u["disk_runs"]
+        per_run = [device_time(reads, B, d) for d in runs]
+        wall["device"] = med(per_run)
+        extra["device_runs_s"] = [round(t, 4) for t in per_run]
+        # for comparison: as if reads and writes did not slow each other down
+        extra["device_no_interference_s"] = round(med([max(reads / (d[0] * GB), B / (d[1] * GB)) for d in runs]), 4)
     bound = max(wall, key=wall.get)
-    return {"files": files, "bytes": B, "scenario": scenario, "mode": mode, "copies": copies,
+    return {**extra,"files": files, "bytes": B, "scenario": scenario, "mode": mode, "copies": copies,
             "per_file_phases": phases if files else [],
             "cpu_terms_s": {k: round(v, 4) for k, v in cpu.items()}, "cpu_s": round(cpu_total, 4),
             "time_terms_s": {k: round(v, 4) for k, v in wall.items()}, "time_s": round(wall[bound], 4),
@@ -333,7 +403,7 @@ def table(rows, header):
 
 def md_table(rows, header):
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(str(x) for x in r) + " |" for r in rows]
+    out += ["| " + " | ".join(str(x).replace("|", "\\|") for x in r) + " |" for r in rows]
     return "\n".join(out)
 
 
@@ -357,13 +427,13 @@ def phase_rows(m, u):
             continue
         e = m[ph]
         rows.append([ph.removeprefix("files_"), f2(e["median"]), " ".join(f2(v) for v in e["values"]),
-                     f2(e["wall_median"]), " ".join(f2(v) for v in e["own_cpu_s"]),
-                     f2(u["per_file_cpu_s"].get(ph, 0) * 1e6, 1), PHASE_WHAT[ph]])
+                     " ".join(f2(v) for v in e["own_cpu_s"]), " ".join(f2(v) for v in e["machine_cpu_s"]),
+                     f2(e["wall_median"]), f2(u["per_file_cpu_s"].get(ph, 0) * 1e6, 1), PHASE_WHAT[ph]])
     return rows
 
 
 FLOOR_HEADER = ["dataset", "case", "mode", "CPU-s floor", "= aes + blake3 + copies + per-file",
-                "time floor s", "= max(CPU/cores, loopback, device)", "bound by"]
+                "time floor s", "= max(CPU/cores, loopback, device)", "bound by", "device, no interference s"]
 
 
 def floor_rows(floors):
@@ -373,7 +443,7 @@ def floor_rows(floors):
         terms = " + ".join(f2(c.get(k, 0)) for k in ("aes", "blake3", "copies", "per_file"))
         tt = ", ".join(f2(t.get(k)) if k in t else "-" for k in ("cpu", "loopback", "device"))
         rows.append([f["dataset"], f["scenario"], f["mode"], f2(f["cpu_s"]), terms, f2(f["time_s"]),
-                     tt, f["bound_by"]])
+                     tt, f["bound_by"], f2(f.get("device_no_interference_s"))])
     return rows
 
 
@@ -409,11 +479,13 @@ def render(meta, m, u, cores, floors, alt, md=True):
     w("")
     if md:
         w("## Per-file phases\n")
-    w(T(phase_rows(m, u), ["phase", "machine CPU-s", "runs", "wall s", "own CPU-s (runs)", "per file us (model)", "what"]))
+    w(T(phase_rows(m, u), ["phase", "CPU-s", "runs", "own CPU-s", "machine CPU-s", "wall s",
+                           "per file us (model)", "what"]))
     w("")
     w(f"Rates in the model: memcpy {f2(u['memcpy'])} GB/s, BLAKE3 {f2(u['blake3'])} GB/s ({u['blake3_source']}), "
       f"AES-256-GCM {f2(u['aes_enc'])} / {f2(u['aes_dec'])} GB/s (encrypt / decrypt), loopback {f2(u['loopback'])} GB/s, "
-      f"disk read {f2(u['read'])}, write {f2(u['write'])}, mixed {f2(u['mixed_read'])} read + {f2(u['mixed_write'])} write GB/s.")
+      f"disk (read, write, mixed read, mixed write GB/s, per repetition) "
+      f"{'; '.join(', '.join(f2(x) for x in d) for d in u['disk_runs'])}.")
     w("")
     if md:
         w("## The model\n")
@@ -428,7 +500,7 @@ def render(meta, m, u, cores, floors, alt, md=True):
     if alt:
         if md:
             w(f"### With the socket charged at iperf3's measured cost ({f2(u['loopback_cpu_per_gb'], 3)} CPU-s per GB, "
-              f"the whole machine) instead of {SOCKET_COPIES} memcpy\n")
+              f"both ends and the kernel's threads) instead of {SOCKET_COPIES} memcpy\n")
         else:
             w(f"With the socket charged at iperf3's measured {f2(u['loopback_cpu_per_gb'], 3)} CPU-s/GB instead of {SOCKET_COPIES} memcpy:")
         rows = []
@@ -442,18 +514,37 @@ def render(meta, m, u, cores, floors, alt, md=True):
 def cmd_build(args):
     meta = read_meta(args.meta)
     raw = [json.loads(line) for line in open(args.raw) if line.strip()]
-    m, u, cores, floors, alt = compute(raw, meta)
-    doc = {"schema": "hetch-limit/1", "meta": meta, "cores": cores, "model": MODEL_TEXT,
-           "modes": MODES, "scenarios": SCENARIOS, "measurements": m, "rates_used": u,
-           "floors": floors, "floors_socket_as_iperf3": alt, "raw": raw}
-    with open(args.json, "w") as f:
+    doc = make_doc(raw, meta)
+    write_results(doc, args.json, args.md)
+    print(render(meta, doc["measurements"], doc["rates_used"], doc["cores"], doc["floors"],
+                 doc["floors_socket_as_iperf3"], md=False))
+
+
+def write_results(doc, json_path, md_path):
+    with open(json_path, "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
-    with open(args.md, "w") as f:
-        f.write(render(meta, m, u, cores, floors, alt, md=True))
-        f.write(f"\nRaw measurements: [{os.path.basename(args.json)}]({os.path.basename(args.json)}). "
-                f"Compare a core.sh run: `bench/limit.py ratio {os.path.basename(args.json)} CORE.csv`.\n")
-    print(render(meta, m, u, cores, floors, alt, md=False))
+    m, u, cores = doc["measurements"], doc["rates_used"], doc["cores"]
+    with open(md_path, "w") as f:
+        f.write(render(doc["meta"], m, u, cores, doc["floors"], doc["floors_socket_as_iperf3"], md=True))
+        f.write(f"\nRaw measurements: [{os.path.basename(json_path)}]({os.path.basename(json_path)}). "
+                f"Compare a core.sh run: `bench/limit.py ratio {os.path.basename(json_path)} CORE.csv`.\n")
+
+
+def make_doc(raw, meta):
+    m, u, cores, floors, alt = compute(raw, meta)
+    return {"schema": "hetch-limit/1", "meta": meta, "cores": cores, "model": MODEL_TEXT,
+            "modes": MODES, "scenarios": SCENARIOS, "measurements": m, "rates_used": u,
+            "floors": floors, "floors_socket_as_iperf3": alt, "raw": raw}
+
+
+def cmd_rebuild(args):
+    old = json.load(open(args.json))
+    doc = make_doc(old["raw"], old["meta"])
+    base = args.json[:-5] if args.json.endswith(".json") else args.json
+    write_results(doc, base + ".json", base + ".md")
+    print(render(doc["meta"], doc["measurements"], doc["rates_used"], doc["cores"], doc["floors"],
+                 doc["floors_socket_as_iperf3"], md=False))
 
 
 def cmd_show(args):
@@ -515,6 +606,7 @@ def cmd_ratio(args):
 
 
 def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("build")
@@ -527,6 +619,9 @@ def main():
     s.add_argument("json")
     s.add_argument("--md", action="store_true", help="Markdown instead of plain tables")
     s.set_defaults(fn=cmd_show)
+    s = sub.add_parser("rebuild")
+    s.add_argument("json")
+    s.set_defaults(fn=cmd_rebuild)
     s = sub.add_parser("ratio")
     s.add_argument("limit")
     s.add_argument("core")
@@ -539,6 +634,8 @@ def main():
     s = sub.add_parser("iperf3")
     s.add_argument("json")
     s.set_defaults(fn=cmd_iperf3)
+    s = sub.add_parser("kcpu")
+    s.set_defaults(fn=cmd_kcpu)
     s = sub.add_parser("fio")
     s.add_argument("json")
     s.add_argument("busy")

@@ -10,12 +10,13 @@
 #
 # Usage: bench/limit.sh [--runs N] [--quick] [--work DIR] [--tmpfs DIR] [--label NAME]
 #   --runs N      repetitions of every measurement; the median is kept (default 3)
-#   --quick       short measurements and small files, for smoke-testing the script
+#   --quick       short measurements and few files, for smoke-testing the script
 #   --work DIR    the disk measured (fio files, small files; default /var/tmp/hetch-bench,
 #                 core.sh's); everything written there is removed on exit
 #   --tmpfs DIR   tmpfs for the warm small-file figures (default /dev/shm)
-#   --idle-wait S before each measurement wait up to S seconds (default 30; 0: never)
-#                 for other processes to use < 25% of the CPUs (the machine may be shared)
+#   --idle-wait S before each measurement wait up to S seconds (default 5; 0: never)
+#                 for other processes to use < 25% of the CPUs (the machine may be shared;
+#                 there are about 50 measurements, so a long wait makes a long run)
 #   --no-fresh-fs the small-file figures in WORK itself; by default each run makes a new
 #                 ext4 (journal on) on a loop device with direct I/O, as core.sh's cold
 #                 small-file destinations are
@@ -38,15 +39,17 @@
 #               write of 2 GiB (then an fsync, timed with it), sequential read of it, and a mixed run (one
 #               job reading that file while another writes a second, 5 s): a copy reads
 #               and writes at the same time
-#   per file    20,000 files of 16 KiB, with the whole machine's CPU-seconds (/proc/stat:
-#               the kernel's writeback, journal and loop threads counted): create
+#   per file    20,000 files of 16 KiB, with the program's CPU-seconds plus those of the
+#               kernel's threads (writeback, journal, loop device), and the whole
+#               machine's (/proc/stat, which counts other users too): create
 #               (open O_CREAT|O_EXCL, write, futimens, close, then one syncfs), list
 #               and read with O_DIRECT (8 threads), read back by name with O_DIRECT
 #               (8 threads); warm: list and read from the page cache, create on tmpfs,
 #               read back from tmpfs (1 thread each)
 #
-# The model (bench/limit.py prints it with the numbers; each term can be disagreed with,
-# and `bench/limit.py show LIMIT.json` recomputes the floors after editing it):
+# The model (bench/limit.py prints it with the numbers; each term can be disagreed with:
+# edit MODES / SCENARIOS in limit.py and `bench/limit.py rebuild LIMIT.json` recomputes
+# the floors from the stored raw measurements):
 #   Modes: defaults = TLS 1.3 AES-256-GCM both ways, BLAKE3 of every block at the
 #   source, --verify written (the destination reads back what it wrote from the device
 #   and hashes it); plain = --no-encrypt --verify received (BLAKE3 at the source and of
@@ -60,9 +63,10 @@
 #     zero-copy makes no page-cache copy when cold); warm adds the page-cache copies
 #     it cannot avoid without zero-copy: reading the cached source (1), writing tmpfs
 #     (1), reading tmpfs back (1, defaults only).
-#     per-file CPU: the measured machine CPU-s of the per-file phases the mode needs
-#     (cold: create+syncfs, list+read, [defaults] read back; warm: the warm phases),
-#     less the page-cache copies those phases make (already counted per byte), / files.
+#     per-file CPU: the measured CPU-s (own + kernel threads) of the per-file phases
+#     the mode needs (cold: create+syncfs, list+read, [defaults] read back; warm: the
+#     warm phases), less the page-cache copies those phases make (already counted per
+#     byte), / files.
 #     Not counted: the mover's own per-file bookkeeping and messages, TLS records'
 #     framing, TCP's own per-byte cost beyond the 2 copies (the output also gives the
 #     floor with the socket charged at iperf3's measured CPU-s per GB instead).
@@ -71,7 +75,9 @@
 #     loopback: bytes / iperf3's GB/s;
 #     device (cold only): reads = bytes (source) [+ bytes (read-back), defaults],
 #       writes = bytes, one device for both; reads and writes overlap at the mixed run's
-#       rates while both are pending, what is left runs at the read or write rate alone.
+#       rates while both are pending, what is left runs at the read or write rate alone
+#       (or all reads, then all writes, if that is faster); computed per repetition
+#       with that repetition's four disk rates, the median kept.
 #     The device's per-file costs (metadata, journal, latency) are left out of the time
 #     (only their CPU is in); the per-file phases' wall times are reported beside.
 #
@@ -89,7 +95,7 @@ RUNS=3
 QUICK=0
 WORK=/var/tmp/hetch-bench
 TMPFS=/dev/shm
-IDLE_WAIT=30
+IDLE_WAIT=5
 FRESH_FS=1
 LABEL=""
 ARGS_ORIG="$*"
@@ -178,18 +184,25 @@ raw() {   # raw KIND RUN JSON: one measurement, as limit.py reads it
 # CPU-seconds the whole machine has been busy (user, nice, system, irq, softirq, steal).
 busy_cpu() { awk '/^cpu / { printf "%.2f", ($2 + $3 + $4 + $7 + $8 + $9) / 100 }' /proc/stat; }
 
+# The kernel threads' CPU-seconds so far (limit.py kcpu).
+kernel_cpu() { python3 "$LIMIT_PY" kcpu; }
+delta() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+
 # measured KIND RUN COMMAND...: runs COMMAND (which prints one JSON object) after
-# wait_idle, and records it with the machine's CPU-seconds over it and how busy the
-# machine was just before.
+# wait_idle, and records it with the CPU-seconds of the kernel's threads over it (the
+# work the kernel did for it outside its own CPU time), the whole machine's (which
+# also counts whatever else runs here) and how busy the machine was just before.
 measured() {
-    local kind=$1 run=$2 c0 c1 out
+    local kind=$1 run=$2 c0 c1 k0 k1 out
     shift 2
     wait_idle
+    k0=$(kernel_cpu)
     c0=$(busy_cpu)
     out=$("$@") || die "$kind (run $run) failed: $*"
     c1=$(busy_cpu)
+    k1=$(kernel_cpu)
     out=${out%\}}
-    raw "$kind" "$run" "$out,\"machine_cpu_s\":$(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.2f", b - a }'),\"busy_before_pct\":${LAST_BUSY:-0}}"
+    raw "$kind" "$run" "$out,\"kernel_cpu_s\":$(delta "$k0" "$k1"),\"machine_cpu_s\":$(delta "$c0" "$c1"),\"busy_before_pct\":${LAST_BUSY:-0}}"
 }
 
 # ---------------------------------------------------------------- the C program
@@ -518,12 +531,14 @@ IPERF_PID=$!
 wait_port "$IPERF_PORT" "$IPERF_PID" || die "iperf3 server did not start"
 for run in $(seq 1 "$RUNS"); do
     wait_idle
+    k0=$(kernel_cpu)
     c0=$(busy_cpu)
     iperf3 -c 127.0.0.1 -p "$IPERF_PORT" -t "$IPERF_T" -J >"$RUNTMP/iperf3.$run.json" 2>"$RUNTMP/iperf3.$run.err" \
         || die "iperf3 run $run failed: $(tail -n 2 "$RUNTMP/iperf3.$run.err")"
     c1=$(busy_cpu)
+    k1=$(kernel_cpu)
     j=$(python3 "$LIMIT_PY" iperf3 "$RUNTMP/iperf3.$run.json")
-    raw iperf3 "$run" "${j%\}},\"machine_cpu_s\":$(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.2f", b - a }'),\"busy_before_pct\":${LAST_BUSY:-0}}"
+    raw iperf3 "$run" "${j%\}},\"kernel_cpu_s\":$(delta "$k0" "$k1"),\"machine_cpu_s\":$(delta "$c0" "$c1"),\"busy_before_pct\":${LAST_BUSY:-0}}"
     sleep 1
 done
 kill "$IPERF_PID" 2>/dev/null || true

@@ -560,7 +560,9 @@ fi
 # Every tool on every dataset (issue 17's table): hetch with its defaults (TLS, --verify
 # written), hetch with --no-encrypt --verify none, cp -r, a tar pipe, the rsync daemon,
 # rsync over ssh, GridFTP (clear, no checksum) and scp, with the machine's CPU-seconds.
-COLD_TOOLS=${COLD_TOOLS:-hetch,hetch-plain,cp,tar,rsyncd,rsync-ssh,gridftp,scp}
+# hetch-received is plain mode as issue 39's target has it (--no-encrypt --verify
+# received); hetch-local is `hetch cp SRC DST` on this machine, with the defaults.
+COLD_TOOLS=${COLD_TOOLS:-hetch,hetch-plain,hetch-received,hetch-local,cp,tar,rsyncd,rsync-ssh,gridftp,scp}
 cold_tool() { case ",$COLD_TOOLS," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 if want cold-big || want cold-1M || want cold-16K; then
     if cold_tool scp || cold_tool rsync-ssh; then start_sshd; fi
@@ -579,6 +581,8 @@ cold_case() {   # cold_case CASE SRC FILES BYTES
     fi
     meta cmd.hetch "$HETCH_CMD"
     meta cmd.hetch-plain "${HETCH_CMD/--json/--json --no-encrypt --verify none}"
+    meta cmd.hetch-received "${HETCH_CMD/--json/--json --no-encrypt --verify received}"
+    meta cmd.hetch-local "hetch cp -q --json SRC DST/NAME"
     meta cmd.scp "$SCP_CMD"
     meta cmd.rsyncd "$RSYNCD_CMD"
     meta cmd.rsync-ssh "$RSYNC_SSH_CMD"
@@ -594,6 +598,10 @@ cold_case() {   # cold_case CASE SRC FILES BYTES
                     hetch_push "$src" "$name" ;;
                 hetch-plain) run_point "$case" hetch-plain "$run" cold "$src" "$d" "$files" "$bytes" -- \
                     hetch_push --no-encrypt --verify none "$src" "$name" ;;
+                hetch-received) run_point "$case" hetch-received "$run" cold "$src" "$d" "$files" "$bytes" -- \
+                    hetch_push --no-encrypt --verify received "$src" "$name" ;;
+                hetch-local) run_point "$case" hetch-local "$run" cold "$src" "$d" "$files" "$bytes" -- \
+                    rss_wrap "$HETCH" cp -q --json "$src" "$d" ;;
                 scp) run_point "$case" scp "$run" cold "$src" "$d" "$files" "$bytes" -- do_scp "$src" "$d" ;;
                 rsyncd) run_point "$case" rsyncd "$run" cold "$src" "$d" "$files" "$bytes" -- \
                     do_rsyncd "$src" "$name" ;;

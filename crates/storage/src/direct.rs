@@ -151,21 +151,11 @@ pub fn read_bounced(file: &File, offset: u64, buf: &mut [u8]) -> io::Result<bool
     let mut space = vec![0u8; rounded + ALIGN];
     let start = space.as_ptr().align_offset(ALIGN);
     let aligned = &mut space[start..start + rounded];
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut aligned[done..], offset + done as u64) {
-            Ok(0) => break,
-            Ok(n) => {
-                done += n;
-                if done % ALIGN != 0 {
-                    break; // a short read that is not whole blocks: the end of the file
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && done == 0 => return Ok(false),
-            Err(e) => return Err(e),
-        }
-    }
+    let done = match read_at(file, offset, aligned) {
+        Ok(n) => n,
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(false),
+        Err(e) => return Err(e),
+    };
     let got = done.min(buf.len());
     buf[..got].copy_from_slice(&aligned[..got]);
     buf[got..].fill(0);

@@ -82,7 +82,9 @@ pub(super) fn open_range(
     }
     let claim = writers::claim(base, &range_key(&place.rel, blocks.start));
     let (dir, name) = fs.parent(&place.rel)?;
-    let part = PartFile::open_as(&dir, &name, part::split_name(&name), true)?;
+    // A file moved in ranges is large by definition: its blocks go past the page
+    // cache, as a whole large file's do (see `PartFile::with_direct_io`).
+    let part = PartFile::open_as(&dir, &name, part::split_name(&name), true)?.with_direct_io();
     let journal_name = part::range_journal_name(&name, blocks.start);
     let header = header(spec);
     let mut recorded = Vec::new();

@@ -36,13 +36,21 @@ pub const ALIGN: usize = 4096;
 #[repr(C, align(4096))]
 struct Page([u8; ALIGN]);
 
-/// Page-aligned storage of `len` bytes.
-struct Pages {
+/// Page-aligned storage of `len` bytes: what the pool lends, and a scratch buffer of
+/// its own for a block read back with direct I/O outside the pool's budget (one per
+/// verifier, at most a block long).
+#[derive(Default)]
+pub struct Pages {
     pages: Vec<Page>,
     len: usize,
 }
 
 impl Pages {
+    /// Empty; grows with [`Pages::resize`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
     fn with_capacity(bytes: usize) -> Self {
         Pages {
             pages: Vec::with_capacity(bytes.div_ceil(ALIGN)),
@@ -56,7 +64,7 @@ impl Pages {
 
     /// Makes the buffer `len` bytes long. Bytes in pages it had already keep what they
     /// held; pages it grows into read as zeros.
-    fn resize(&mut self, len: usize) {
+    pub fn resize(&mut self, len: usize) {
         let pages = len.div_ceil(ALIGN);
         if pages > self.pages.len() {
             self.pages.resize(pages, Page([0; ALIGN]));
@@ -74,6 +82,19 @@ impl Pages {
     fn bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in `bytes`; the borrow of `self` is exclusive.
         unsafe { std::slice::from_raw_parts_mut(self.pages.as_mut_ptr().cast::<u8>(), self.len) }
+    }
+}
+
+impl Deref for Pages {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.bytes()
+    }
+}
+
+impl DerefMut for Pages {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.bytes_mut()
     }
 }
 

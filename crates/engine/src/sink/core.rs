@@ -26,6 +26,7 @@ use hetch_storage::StorageError;
 
 use super::ledger::{Checked, Ledger, Refused};
 use super::BlockSet;
+use crate::pool::Pages;
 use crate::store::{FileSpec, Place, Size, StoreFile};
 
 /// How a file is received.
@@ -630,7 +631,7 @@ impl IncomingFile {
         &self,
         block: u64,
         own: Option<&'a mut [u8]>,
-        scratch: &'a mut Vec<u8>,
+        scratch: &'a mut Pages,
         gate: &crate::gate::Gate,
     ) -> Result<Option<(&'a [u8], Digest)>, StorageError> {
         // One look under the lock; the read and the hash run outside it.
@@ -649,7 +650,7 @@ impl IncomingFile {
         let data = match own {
             Some(b) if b.len() == len => b,
             _ => {
-                scratch.resize(len, 0);
+                scratch.resize(len);
                 &mut scratch[..]
             }
         };

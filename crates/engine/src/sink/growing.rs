@@ -20,6 +20,7 @@ use super::finish::Arrival;
 use super::verify::lookup;
 use super::{IncomingFile, SinkShared};
 use crate::error::EngineError;
+use crate::pool::Pages;
 
 /// Blocks of a growing file of `size` bytes that may be sent before its end is known:
 /// the full blocks, except a lone first block (a file of exactly one block has its
@@ -155,7 +156,7 @@ pub(crate) fn seal_rest(sh: &SinkShared, rest: SealRest) -> Result<Vec<Frame>, E
     }
     let mut ask = Vec::new();
     let mut replies = Vec::new();
-    let mut scratch = Vec::new();
+    let mut scratch = Pages::new();
     for (b, d) in tail {
         match count_held(sh, file, &inc, b, &d, &mut scratch) {
             Ok(Held::Counted(reply)) => replies.extend(reply.map(|f| *f)),
@@ -260,7 +261,7 @@ pub(crate) fn cover(
         Ok(Cover::Resend) => return Ok(resend),
         Ok(Cover::ReadBack) => {}
     }
-    match count_held(sh, id, &inc, block, &digest, &mut Vec::new()) {
+    match count_held(sh, id, &inc, block, &digest, &mut Pages::new()) {
         Ok(Held::Counted(reply)) => Ok(reply.map(|f| *f)),
         Ok(Held::Differs) => {
             inc.event(|c| c.uncover(block));
@@ -288,7 +289,7 @@ fn count_held(
     inc: &IncomingFile,
     block: u64,
     digest: &Digest,
-    scratch: &mut Vec<u8>,
+    scratch: &mut Pages,
 ) -> Result<Held, StorageError> {
     match inc.read_back(block, None, scratch, &sh.gate)? {
         Some((data, got)) if got == *digest => {

@@ -15,6 +15,7 @@ use super::finish::Arrival;
 use super::verify::{checked, lookup, prefetch};
 use super::SinkShared;
 use crate::error::EngineError;
+use crate::pool::Pages;
 
 /// The journaled blocks of one resumed file, to read back.
 pub(crate) struct Recheck {
@@ -63,7 +64,7 @@ fn run(
             prefetch(&inc, bs, block);
         }
     };
-    let mut scratch = Vec::new();
+    let mut scratch = Pages::new();
     prepare(0);
     for (i, &(block, recorded)) in r.blocks.iter().enumerate() {
         // The device reads the next block while this one is hashed.

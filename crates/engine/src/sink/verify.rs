@@ -17,7 +17,7 @@ use super::finish::{block_done, Arrival};
 use super::write::mismatch;
 use super::{IncomingFile, SinkShared};
 use crate::error::EngineError;
-use crate::pool::PooledBuf;
+use crate::pool::{Pages, PooledBuf};
 
 /// Work for a verifier.
 pub(crate) enum Job {
@@ -109,7 +109,7 @@ fn run(sh: &SinkShared, job: Job, prefetched: bool) -> Result<Vec<Frame>, Engine
     let Some(inc) = lookup(sh, file) else {
         return Ok(replies); // finished or failed meanwhile
     };
-    let mut scratch = Vec::new();
+    let mut scratch = Pages::new();
     let bs = sh.opts.block_size;
     let prepare = |i: usize| {
         if let Some(&(block, _)) = blocks.get(i) {

@@ -262,23 +262,23 @@ impl PartFile {
     pub fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), StorageError> {
         let head = data.len() / ALIGN * ALIGN;
         let direct = self.direct_at(offset);
+        let mut done = 0;
         if let Some(d) = direct.filter(|_| head > 0 && aligned(offset, head, data.as_ptr())) {
             match crate::direct::write_all_at(d, offset, &data[..head]) {
-                Ok(()) if head == data.len() => return Ok(()),
-                Ok(()) => {
-                    let tail = &data[head..];
-                    return self
-                        .file
-                        .write_all_at(tail, offset + head as u64)
-                        .at(&self.path);
-                }
+                Ok(()) => done = head,
                 // Refused after all (a file system that opens but cannot write
                 // directly): through the cache, which is always possible.
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
                 Err(e) => return Err(StorageError::io(&self.path, e)),
             }
         }
-        self.file.write_all_at(data, offset).at(&self.path)
+        if done == data.len() {
+            return Ok(());
+        }
+        let rest = &data[done..];
+        self.file
+            .write_all_at(rest, offset + done as u64)
+            .at(&self.path)
     }
 
     /// Whether `len` bytes at `offset` from an aligned buffer are written directly,

@@ -147,11 +147,8 @@ fn page_size() -> u64 {
 /// directly, through an aligned buffer of its own; bytes past the end of the file read
 /// as zeros. `Ok(false)` if the file system refused (`EINVAL`): nothing was read.
 pub fn read_bounced(file: &File, offset: u64, buf: &mut [u8]) -> io::Result<bool> {
-    let rounded = buf.len().div_ceil(ALIGN) * ALIGN;
-    let mut space = vec![0u8; rounded + ALIGN];
-    let start = space.as_ptr().align_offset(ALIGN);
-    let aligned = &mut space[start..start + rounded];
-    let done = match read_at(file, offset, aligned) {
+    let mut aligned = AlignedBuf::zeroed(buf.len().div_ceil(ALIGN) * ALIGN);
+    let done = match read_at(file, offset, &mut aligned) {
         Ok(n) => n,
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(false),
         Err(e) => return Err(e),
@@ -160,6 +157,36 @@ pub fn read_bounced(file: &File, offset: u64, buf: &mut [u8]) -> io::Result<bool
     buf[..got].copy_from_slice(&aligned[..got]);
     buf[got..].fill(0);
     Ok(true)
+}
+
+/// Zeroed bytes that start on a page boundary, for direct reads into memory the
+/// caller's buffer is not (a file's tail, an unaligned buffer).
+pub struct AlignedBuf {
+    space: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    /// `len` zero bytes, the first on a page boundary.
+    pub fn zeroed(len: usize) -> Self {
+        let space = vec![0u8; len + ALIGN];
+        let start = space.as_ptr().align_offset(ALIGN);
+        AlignedBuf { space, start, len }
+    }
+}
+
+impl std::ops::Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.space[self.start..self.start + self.len]
+    }
+}
+
+impl std::ops::DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.space[self.start..self.start + self.len]
+    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 //!   and renamed into place only when complete and checked.
 //! - [`journal`]: the per-file record of verified block digests that makes resume work.
 //! - [`direct`]: reads that bypass the page cache, to check what a device holds.
+//! - [`uring`]: direct reads of many small files submitted together (io_uring).
 //! - [`leftovers`]: finding and removing part files and journals no transfer holds.
 //!
 //! The contract every backend will share (list, stat, read_at, write_at, finalize) is
@@ -29,6 +30,7 @@ mod listing;
 pub mod meta;
 pub mod part;
 pub mod paths;
+pub mod uring;
 pub mod walk;
 
 pub use error::{kind_name, StorageError};

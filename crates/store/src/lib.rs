@@ -330,6 +330,17 @@ pub trait Store: Send + Sync {
     /// Removes the entry at `rel` (an empty directory when `dir`).
     fn remove(&self, rel: &Path, dir: bool) -> Result<(), StorageError>;
 
+    /// Reads back each of `reads` as [`StoreFile::read_back`] does, one result per
+    /// read. A store that can submit many reads at once (the device then reads them
+    /// together, and the caller waits once) does so; by default they are read one
+    /// after the other. Only where [`Capabilities::read_back`].
+    fn read_back_batch(&self, reads: &mut [BatchRead<'_>]) -> Vec<Result<(), StorageError>> {
+        reads
+            .iter_mut()
+            .map(|r| r.file.read_back(r.offset, r.buf))
+            .collect()
+    }
+
     /// Makes everything committed durable (once, at the end of a session).
     fn sync(&self) -> Result<(), StorageError>;
 
@@ -345,8 +356,24 @@ fn no_ranges(place: &Place) -> StorageError {
     }
 }
 
+/// One read of [`Store::read_back_batch`]: `buf.len()` bytes at `offset` of `file`.
+pub struct BatchRead<'a> {
+    /// A file the same store opened.
+    pub file: &'a dyn StoreFile,
+    /// Where the read starts.
+    pub offset: u64,
+    /// Where the bytes go.
+    pub buf: &'a mut [u8],
+}
+
 /// One file on its way into a store.
 pub trait StoreFile: Send + Sync {
+    /// The file as its store's own type, for a store that handles files of a batch
+    /// together ([`Store::read_back_batch`]); `None` for the others.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
+
     /// Puts `data` at `offset`: a whole block (`offset` = block × block size), or a
     /// piece of one where the store has [`Capabilities::random_access`].
     fn put(&self, offset: u64, data: &[u8]) -> Result<(), StorageError>;

@@ -623,40 +623,31 @@ impl IncomingFile {
         first
     }
 
-    /// Reads block `block` back into `own` (its receive buffer, when it has the
-    /// block's length) or else `scratch`, and hashes it on `gate`: the bytes and
+    /// Reads block `block` back into `scratch` and hashes it on `gate`: the bytes and
     /// their digest, or `None` when the block is no longer wanted (done, or the file
     /// failed meanwhile).
     pub fn read_back<'a>(
         &self,
         block: u64,
-        own: Option<&'a mut [u8]>,
         scratch: &'a mut Pages,
         gate: &crate::gate::Gate,
     ) -> Result<Option<(&'a [u8], Digest)>, StorageError> {
         // One look under the lock; the read and the hash run outside it.
-        let (len, bs, size, algo) = {
-            let core = self.core();
-            if !core.wants(block) {
-                return Ok(None);
-            }
-            (
-                core.block_len(block) as usize,
-                core.bs,
-                core.size,
-                core.checksum,
-            )
+        let Some((offset, len)) = self.wanted_back(block) else {
+            return Ok(None);
         };
-        let data = match own {
-            Some(b) if b.len() == len => b,
-            _ => {
-                scratch.resize(len);
-                &mut scratch[..]
-            }
-        };
-        self.out.read_back(block * bs, data)?;
-        let got = gate.run(|| algo.block_digest(size.digest_len(), bs, block, data));
-        Ok(Some((&data[..], got)))
+        scratch.resize(len);
+        self.out.read_back(offset, scratch)?;
+        let got = gate.run(|| self.block_digest(block, scratch));
+        Ok(Some((&scratch[..], got)))
+    }
+
+    /// Where block `block` is stored (offset and length) when it still wants its
+    /// read-back check; `None` when it no longer does (done, or the file failed).
+    pub fn wanted_back(&self, block: u64) -> Option<(u64, usize)> {
+        let core = self.core();
+        core.wants(block)
+            .then(|| (block * core.bs, core.block_len(block) as usize))
     }
 
     /// The digest block `block` with bytes `data` has (hashed outside the lock).

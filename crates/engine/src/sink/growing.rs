@@ -291,7 +291,7 @@ fn count_held(
     digest: &Digest,
     scratch: &mut Pages,
 ) -> Result<Held, StorageError> {
-    match inc.read_back(block, None, scratch, &sh.gate)? {
+    match inc.read_back(block, scratch, &sh.gate)? {
         Some((data, got)) if got == *digest => {
             let reply =
                 super::finish::block_done(sh, id, inc, block, digest, data, Arrival::Received)?;

@@ -70,7 +70,7 @@ fn run(
         // The device reads the next block while this one is hashed.
         prepare(i + 1);
         let outcome = inc
-            .read_back(block, None, &mut scratch, &sh.gate)
+            .read_back(block, &mut scratch, &sh.gate)
             .and_then(|back| {
                 inc.event(|c| c.rechecked());
                 let how = Arrival::Journaled;

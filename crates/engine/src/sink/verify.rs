@@ -4,6 +4,9 @@
 //! `--hash-threads` verifiers, overlapping with the transfer and writing of later
 //! blocks. The schedule decides what a verifier is handed: each block as soon as it is
 //! written (block), or a whole file once all its blocks are written (file, sequential).
+//! Written blocks waiting together are read back together
+//! ([`crate::store::Store::read_back_batch`]): for small files, one wait for the device
+//! per batch instead of one per file.
 
 use std::sync::Arc;
 
@@ -18,6 +21,7 @@ use super::write::mismatch;
 use super::{IncomingFile, SinkShared};
 use crate::error::EngineError;
 use crate::pool::{Pages, PooledBuf};
+use crate::store::BatchRead;
 
 /// Work for a verifier.
 pub(crate) enum Job {
@@ -67,48 +71,132 @@ pub(crate) async fn verifier(
     Ok(())
 }
 
-/// Runs a batch of jobs: the read-backs of all its written blocks are started first,
-/// so that the device reads them together while the first ones are hashed.
+/// Runs a batch of jobs: the store is told of all its written blocks first (it starts
+/// writing them out), then reads them back together (see [`Store::read_back_batch`])
+/// and they are hashed one by one.
+///
+/// [`Store::read_back_batch`]: crate::store::Store::read_back_batch
 fn run_batch(sh: &SinkShared, batch: Vec<Job>) -> Result<Vec<Frame>, EngineError> {
-    if batch.len() > 1 {
-        for job in &batch {
-            if let Job::Block { file, block, .. } = job {
-                if let Some(inc) = lookup(sh, *file) {
-                    prefetch(&inc, sh.opts.block_size, *block);
-                }
-            }
+    let mut blocks = Vec::with_capacity(batch.len());
+    let mut files = Vec::new();
+    for job in batch {
+        match job {
+            Job::File(file) => files.push(file),
+            Job::Block {
+                file,
+                block,
+                digest,
+                buf,
+            } => blocks.push((file, block, digest, buf)),
         }
     }
-    let many = batch.len() > 1;
-    let mut replies = Vec::new();
-    for job in batch {
-        let prefetched = many && matches!(job, Job::Block { .. });
-        replies.extend(run(sh, job, prefetched)?);
+    let mut replies = together(sh, blocks)?;
+    for file in files {
+        replies.extend(run_file(sh, file)?);
     }
     Ok(replies)
 }
 
-/// Runs one job; `prefetched`: the read-back of its first block was started already.
-fn run(sh: &SinkShared, job: Job, prefetched: bool) -> Result<Vec<Frame>, EngineError> {
-    let mut replies = Vec::new();
-    let (file, blocks, mut buf) = match job {
-        Job::Block {
+/// A written block of a batch, with the space it is read back into.
+struct Back {
+    file: u64,
+    inc: Arc<IncomingFile>,
+    block: u64,
+    digest: Digest,
+    offset: u64,
+    /// Its receive buffer, or scratch of its length.
+    space: Space,
+}
+
+enum Space {
+    Own(PooledBuf),
+    Scratch(Pages),
+}
+
+impl Space {
+    fn bytes(&mut self) -> &mut [u8] {
+        match self {
+            Space::Own(b) => b,
+            Space::Scratch(p) => p,
+        }
+    }
+}
+
+/// Reads back the written blocks `jobs` (file, block, digest, receive buffer) in one
+/// batch, then checks each.
+fn together(
+    sh: &SinkShared,
+    jobs: Vec<(u64, u64, Digest, Option<PooledBuf>)>,
+) -> Result<Vec<Frame>, EngineError> {
+    let bs = sh.opts.block_size;
+    let mut backs = Vec::with_capacity(jobs.len());
+    for (file, block, digest, buf) in jobs {
+        let Some(inc) = lookup(sh, file) else {
+            continue; // finished or failed meanwhile
+        };
+        prefetch(&inc, bs, block);
+        let Some((offset, len)) = inc.wanted_back(block) else {
+            continue;
+        };
+        let space = match buf {
+            Some(b) if b.len() == len => Space::Own(b),
+            _ => {
+                let mut p = Pages::new();
+                p.resize(len);
+                Space::Scratch(p)
+            }
+        };
+        backs.push(Back {
             file,
+            inc,
             block,
             digest,
-            buf,
-        } => (file, vec![(block, digest)], buf),
-        Job::File(file) => {
-            let Some(inc) = lookup(sh, file) else {
-                return Ok(replies);
-            };
-            let written = inc.event(|c| c.take_written());
-            (file, written, None)
+            offset,
+            space,
+        });
+    }
+    let results = {
+        let mut reads: Vec<BatchRead<'_>> = backs
+            .iter_mut()
+            .map(|b| BatchRead {
+                file: &*b.inc.out,
+                offset: b.offset,
+                buf: b.space.bytes(),
+            })
+            .collect();
+        sh.store.read_back_batch(&mut reads)
+    };
+    let mut replies = Vec::new();
+    for (mut b, read) in backs.into_iter().zip(results) {
+        let data = b.space.bytes();
+        let outcome = read.and_then(|()| {
+            let got = sh.gate.run(|| b.inc.block_digest(b.block, data));
+            let back = Some((&data[..], got));
+            checked(
+                sh,
+                b.file,
+                &b.inc,
+                b.block,
+                &b.digest,
+                back,
+                Arrival::Received,
+            )
+        });
+        match outcome {
+            Ok(frame) => replies.extend(frame),
+            Err(e) => replies.extend(sh.file_error(b.file, &b.inc, e)?),
         }
-    };
+    }
+    Ok(replies)
+}
+
+/// Reads back and checks every written, unchecked block of file `file`, in order.
+fn run_file(sh: &SinkShared, file: u64) -> Result<Vec<Frame>, EngineError> {
+    let mut replies = Vec::new();
     let Some(inc) = lookup(sh, file) else {
-        return Ok(replies); // finished or failed meanwhile
+        return Ok(replies);
     };
+    let blocks = inc.event(|c| c.take_written());
     let mut scratch = Pages::new();
     let bs = sh.opts.block_size;
     let prepare = |i: usize| {
@@ -116,14 +204,12 @@ fn run(sh: &SinkShared, job: Job, prefetched: bool) -> Result<Vec<Frame>, Engine
             prefetch(&inc, bs, block);
         }
     };
-    if !prefetched {
-        prepare(0);
-    }
+    prepare(0);
     for (i, &(block, expected)) in blocks.iter().enumerate() {
         // The device reads the next block while this one is hashed.
         prepare(i + 1);
         let outcome = inc
-            .read_back(block, buf.as_deref_mut(), &mut scratch, &sh.gate)
+            .read_back(block, &mut scratch, &sh.gate)
             .and_then(|back| {
                 let how = Arrival::Received;
                 checked(sh, file, &inc, block, &expected, back, how)
@@ -142,7 +228,6 @@ fn run(sh: &SinkShared, job: Job, prefetched: bool) -> Result<Vec<Frame>, Engine
                 break;
             }
         }
-        buf = None; // a receive buffer serves its own block only
     }
     Ok(replies)
 }

@@ -8,5 +8,6 @@ pub use hetch_store::*;
 
 mod parents;
 pub mod posix;
+mod read_back;
 mod split;
 mod writers;

@@ -20,7 +20,9 @@ use hetch_storage::{meta, StorageError};
 
 use super::parents::Parents;
 use super::writers::{self, Claim, TAKEN_OVER};
-use super::{Capabilities, FileSpec, Kind, Listed, Opened, Place, Present, Store, StoreFile};
+use super::{
+    BatchRead, Capabilities, FileSpec, Kind, Listed, Opened, Place, Present, Store, StoreFile,
+};
 use crate::dest::{DestMap, DestSpec};
 use hetch_store::StoreError;
 
@@ -354,6 +356,10 @@ impl Store for PosixStore {
         }
     }
 
+    fn read_back_batch(&self, reads: &mut [BatchRead<'_>]) -> Vec<Result<(), StorageError>> {
+        super::read_back::batch(reads)
+    }
+
     fn sync(&self) -> Result<(), StorageError> {
         match self.fs.get() {
             Some(fs) => fs.sync_fs(),
@@ -398,7 +404,7 @@ fn journal_header(spec: &FileSpec) -> JournalHeader {
 }
 
 /// A file being received into a directory tree.
-struct PosixFile {
+pub(super) struct PosixFile {
     fs: Dir,
     parents: Arc<Parents>,
     rel: PathBuf,
@@ -452,7 +458,7 @@ impl PosixFile {
     }
 
     /// The part file, opened (and its journal created) on first use.
-    fn part(&self) -> Result<Arc<PartFile>, StorageError> {
+    pub(super) fn part(&self) -> Result<Arc<PartFile>, StorageError> {
         let _held = self.hold()?;
         let mut inner = self.inner.lock().expect("part lock");
         if inner.closed {
@@ -507,7 +513,7 @@ impl PosixFile {
     /// direct read of its one block (into a buffer of its own), rather than through
     /// the cache after dropping its pages there: on small files the four calls of the
     /// latter cost more than the read. (A large file reads back directly anyway.)
-    fn direct_read_back(&self) -> bool {
+    pub(super) fn direct_read_back(&self) -> bool {
         self.single_block() && !self.direct_io()
     }
 
@@ -546,12 +552,22 @@ impl PosixFile {
         part.preallocate(from, target - from)
     }
 
+    /// Holds the file against its own writes (as a direct read needs), if no write
+    /// holds it now.
+    pub(super) fn try_hold_writes(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
+        self.one_writer.try_lock().ok()
+    }
+
     fn open_part(&self) -> Option<Arc<PartFile>> {
         self.inner.lock().expect("part lock").part.clone()
     }
 }
 
 impl StoreFile for PosixFile {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn put(&self, offset: u64, data: &[u8]) -> Result<(), StorageError> {
         let part = self.part()?;
         let _one = self.one_writer.lock().expect("write lock");

@@ -246,12 +246,27 @@ async fn read_small(
     }
     let sh = shared.clone();
     let done = tokio::task::spawn_blocking(move || {
-        work.into_iter()
-            .map(|(job, t, buf, try_pack)| {
-                let opened = match &t.kept {
+        // Every file of the batch is opened and its read started first, so that the
+        // device reads them together (a cold file's read would otherwise wait for the
+        // device on its own, one file after the other).
+        let opened: Vec<_> = work
+            .iter()
+            .map(|(_, t, buf, _)| {
+                let f = match &t.kept {
                     Some(f) => Ok(f.clone()),
                     None => open_source(&t.abs, sh.opts.read_confinement()).map(Arc::new),
                 };
+                if let Ok(f) = &f {
+                    if buf.len() > 0 {
+                        hetch_storage::meta::advise_willneed(f, 0, buf.len() as u64);
+                    }
+                }
+                f
+            })
+            .collect();
+        work.into_iter()
+            .zip(opened)
+            .map(|((job, t, buf, try_pack), opened)| {
                 let read = opened.map(|f| {
                     let len = t.size.known().unwrap_or(0);
                     let direct = direct_reads(&f, t.size, sh.opts.block_size, (0, len));

@@ -245,49 +245,9 @@ async fn read_small(
         return true;
     }
     let sh = shared.clone();
-    let done = tokio::task::spawn_blocking(move || {
-        // Every file of the batch is opened and its read started first, so that the
-        // device reads them together (a cold file's read would otherwise wait for the
-        // device on its own, one file after the other).
-        let opened: Vec<_> = work
-            .iter()
-            .map(|(_, t, buf, _)| {
-                let f = match &t.kept {
-                    Some(f) => Ok(f.clone()),
-                    None => open_source(&t.abs, sh.opts.read_confinement()).map(Arc::new),
-                };
-                if let Ok(f) = &f {
-                    if buf.len() > 0 {
-                        hetch_storage::meta::advise_willneed(f, 0, buf.len() as u64);
-                    }
-                }
-                f
-            })
-            .collect();
-        work.into_iter()
-            .zip(opened)
-            .map(|((job, t, buf, try_pack), opened)| {
-                let read = opened.map(|f| {
-                    let len = t.size.known().unwrap_or(0);
-                    let direct = direct_reads(&f, t.size, sh.opts.block_size, (0, len));
-                    let r = read_block(
-                        &sh,
-                        (&f, direct.as_ref()),
-                        &t.abs,
-                        t.size.digest_len(),
-                        job.start,
-                        t.identity,
-                        try_pack,
-                        buf,
-                    );
-                    (f, r)
-                });
-                (job, t, read)
-            })
-            .collect::<Vec<_>>()
-    })
-    .await
-    .expect("read task panicked");
+    let done = tokio::task::spawn_blocking(move || read_together(&sh, work))
+        .await
+        .expect("read task panicked");
     for (job, t, read) in done {
         let read = match read {
             Ok((file, read)) => {
@@ -308,6 +268,82 @@ async fn read_small(
         }
     }
     true
+}
+
+/// A batch of one-block jobs on a blocking thread: every file is opened, then all
+/// their reads are submitted together (see [`hetch_storage::uring::read`]), so that a
+/// cold batch reaches the device at once instead of one wait per file; then each is
+/// hashed and checked.
+#[allow(clippy::type_complexity)]
+fn read_together(
+    sh: &Shared,
+    work: Vec<(Job, Target, PooledBuf, bool)>,
+) -> Vec<(
+    Job,
+    Target,
+    std::io::Result<(Arc<File>, std::io::Result<Read>)>,
+)> {
+    use hetch_storage::direct::ALIGN;
+    let bs = sh.opts.block_size;
+    let mut open = Vec::with_capacity(work.len());
+    for (job, t, mut buf, try_pack) in work {
+        let opened = match &t.kept {
+            Some(f) => Ok(f.clone()),
+            None => open_source(&t.abs, sh.opts.read_confinement()).map(Arc::new),
+        };
+        let opened = opened.map(|f| {
+            let len = t.size.known().unwrap_or(0);
+            let direct = direct_reads(&f, t.size, bs, (0, len));
+            let want = buf.len();
+            if direct.is_some() {
+                buf.resize(want.div_ceil(ALIGN) * ALIGN); // whole pages, cut after
+            }
+            (f, direct, want)
+        });
+        open.push((job, t, buf, try_pack, opened));
+    }
+    let results = {
+        let mut reads: Vec<hetch_storage::uring::Read<'_>> = Vec::new();
+        for (job, _, buf, _, opened) in open.iter_mut() {
+            if let Ok((f, direct, _)) = opened {
+                reads.push(hetch_storage::uring::Read {
+                    file: direct.as_ref().unwrap_or(f),
+                    offset: job.start * bs,
+                    buf: &mut buf[..],
+                });
+            }
+        }
+        hetch_storage::uring::read(&mut reads)
+    };
+    let mut results = results.map(Vec::into_iter);
+    open.into_iter()
+        .map(|(job, t, mut buf, try_pack, opened)| {
+            let read = opened.map(|(f, direct, want)| {
+                let got = results.as_mut().and_then(|r| r.next());
+                let r = match got {
+                    Some(Ok(n)) if n >= want => {
+                        buf.truncate(want);
+                        Ok(())
+                    }
+                    Some(Ok(_)) => Err(std::io::ErrorKind::UnexpectedEof.into()),
+                    // Not read (no io_uring), or refused directly: the usual way.
+                    Some(Err(e)) if direct.is_none() || e.raw_os_error() != Some(libc::EINVAL) => {
+                        Err(e)
+                    }
+                    _ => {
+                        buf.truncate(want);
+                        read_exact_at((&f, direct.as_ref()), job.start * bs, &mut buf)
+                    }
+                };
+                let size = t.size.digest_len();
+                let read = (r, buf);
+                let read =
+                    checked_read(sh, &f, &t.abs, size, job.start, t.identity, try_pack, read);
+                (f, read)
+            });
+            (job, t, read)
+        })
+        .collect()
 }
 
 /// A block read and hashed on a blocking thread, before it is queued.
@@ -377,8 +413,25 @@ fn read_block(
     try_pack: bool,
     mut buf: PooledBuf,
 ) -> std::io::Result<Read> {
+    let r = read_exact_at((f, direct), index * sh.opts.block_size, &mut buf);
+    checked_read(sh, f, path, size, index, identity, try_pack, (r, buf))
+}
+
+/// Hashes block `index` of `f` once read into `buf` (`r`: how the read went; see
+/// [`read_block`]), compresses it if `try_pack`, and checks that the file is still
+/// the one listed.
+#[allow(clippy::too_many_arguments)]
+fn checked_read(
+    sh: &Shared,
+    f: &File,
+    path: &Path,
+    size: u64,
+    index: u64,
+    identity: Option<Identity>,
+    try_pack: bool,
+    (r, mut buf): (std::io::Result<()>, PooledBuf),
+) -> std::io::Result<Read> {
     let bs = sh.opts.block_size;
-    let r = read_exact_at((f, direct), index * bs, &mut buf);
     let zero = r.is_ok() && crate::session::is_zero(&buf);
     let algo = sh.opts.checksum;
     let digest = sh.gate.run(|| algo.block_digest(size, bs, index, &buf));

@@ -47,10 +47,11 @@ pub fn reads_submitted() -> u64 {
 }
 
 /// One read of a batch: `buf.len()` bytes at `offset` of `file`.
-pub struct DirectRead<'a> {
-    /// The file, open for reading (without `O_DIRECT`: it is set for the read alone).
+pub struct Read<'a> {
+    /// The file, open for reading.
     pub file: &'a File,
-    /// Where the read starts (a multiple of [`ALIGN`], or the read is not made).
+    /// Where the read starts (for [`read_direct`]: a multiple of [`ALIGN`], or the
+    /// read is not made).
     pub offset: u64,
     /// Where the bytes go; bytes past the end of the file read as zeros.
     pub buf: &'a mut [u8],
@@ -61,12 +62,63 @@ pub fn available() -> bool {
     with_ring(|_| ()).is_some()
 }
 
+/// Makes each of `reads` as its descriptor reads (through the page cache, or directly
+/// where it was opened with `O_DIRECT` and the read is aligned), all submitted
+/// together: per read, the bytes read, fewer than asked only where the file ends.
+/// `None` where there is no io_uring: nothing was read.
+pub fn read(reads: &mut [Read<'_>]) -> Option<Vec<io::Result<usize>>> {
+    let targets: Vec<(usize, *mut u8, usize)> = reads
+        .iter_mut()
+        .enumerate()
+        .filter(|(_, r)| !r.buf.is_empty())
+        .map(|(i, r)| (i, r.buf.as_mut_ptr(), r.buf.len()))
+        .collect();
+    let results = with_ring(|ring| submit_all(ring, reads, &targets))?;
+    let mut out: Vec<io::Result<usize>> = reads.iter().map(|_| Ok(0)).collect();
+    for (&(i, _, len), result) in targets.iter().zip(results) {
+        let r = &mut reads[i];
+        out[i] = match result {
+            // The kernel may end a buffered read early (a signal, part of it cached):
+            // the rest the usual way, up to the end of the file. (A direct read stops
+            // early only there.)
+            Ok(n) if n > 0 && n < len && !reads_directly(r.file) => {
+                read_on(r.file, r.offset, &mut r.buf[..], n).map(|more| n + more)
+            }
+            other => other,
+        };
+    }
+    Some(out)
+}
+
+/// Whether `file`'s descriptor reads past the page cache (`O_DIRECT`).
+fn reads_directly(file: &File) -> bool {
+    // SAFETY: F_GETFL on a descriptor `file` keeps open; no pointers involved.
+    let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+    flags >= 0 && flags & libc::O_DIRECT != 0
+}
+
+/// Reads `buf[from..]` at `offset + from` of `file` until it is full or the file ends:
+/// the bytes read.
+fn read_on(file: &File, offset: u64, buf: &mut [u8], from: usize) -> io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let mut done = from;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done - from)
+}
+
 /// Makes each of `reads` straight from the device (`O_DIRECT`, which first writes out
 /// what the page cache holds of the range), all submitted together. Per read:
 /// `Ok(true)` read; `Ok(false)` not possible here (no io_uring, a file system without
 /// direct reads, an unaligned offset): nothing was read and the caller reads the usual
 /// way; `Err` the read failed. The descriptors read directly only during the call.
-pub fn read_direct(reads: &mut [DirectRead<'_>]) -> Vec<io::Result<bool>> {
+pub fn read_direct(reads: &mut [Read<'_>]) -> Vec<io::Result<bool>> {
     let mut outcome: Vec<io::Result<bool>> = reads.iter().map(|_| Ok(false)).collect();
     if with_ring(|_| ()).is_none() {
         return outcome;
@@ -77,7 +129,7 @@ pub fn read_direct(reads: &mut [DirectRead<'_>]) -> Vec<io::Result<bool>> {
         .iter()
         .map(|r| !aligned(r.offset, r.buf.len(), r.buf.as_ptr()))
         .collect();
-    let rounded = |r: &DirectRead<'_>| r.buf.len().div_ceil(ALIGN) * ALIGN;
+    let rounded = |r: &Read<'_>| r.buf.len().div_ceil(ALIGN) * ALIGN;
     let bounce_len: usize = reads
         .iter()
         .zip(&bounced)
@@ -175,7 +227,7 @@ fn with_ring<R>(f: impl FnOnce(&mut IoUring) -> R) -> Option<R> {
 /// [`RING_ENTRIES`] at a time, and waits for all of them: per target, the bytes read.
 fn submit_all(
     ring: &mut IoUring,
-    reads: &[DirectRead<'_>],
+    reads: &[Read<'_>],
     targets: &[(usize, *mut u8, usize)],
 ) -> Vec<io::Result<usize>> {
     let mut results: Vec<io::Result<usize>> = targets.iter().map(|_| Ok(0)).collect();
@@ -296,7 +348,7 @@ mod tests {
             .map(|&n| crate::direct::AlignedBuf::zeroed(n.div_ceil(ALIGN) * ALIGN + ALIGN))
             .collect();
         let mut odd = vec![0xffu8; 8193];
-        let mut reads: Vec<DirectRead<'_>> = Vec::new();
+        let mut reads: Vec<Read<'_>> = Vec::new();
         let mut lens = Vec::new();
         for ((f, data), b) in files.iter().zip(bufs.iter_mut()) {
             let len = if data.len() == 12288 {
@@ -306,19 +358,19 @@ mod tests {
             };
             lens.push(len);
             b[..len].fill(0xff);
-            reads.push(DirectRead {
+            reads.push(Read {
                 file: f,
                 offset: 0,
                 buf: &mut b[..len],
             });
         }
-        reads.push(DirectRead {
+        reads.push(Read {
             file: &files[0].0,
             offset: 4096,
             buf: &mut odd[1..],
         });
         let mut refused = [0u8; 10];
-        reads.push(DirectRead {
+        reads.push(Read {
             file: &files[0].0,
             offset: 100,
             buf: &mut refused,
@@ -345,7 +397,7 @@ mod tests {
         let (f, data) = written(dir.path(), "f", 4096);
         let mut buf = crate::direct::AlignedBuf::zeroed(4096);
         buf.fill(0xff);
-        let mut reads = [DirectRead {
+        let mut reads = [Read {
             file: &f,
             offset: 0,
             buf: &mut buf[..],

@@ -504,7 +504,7 @@ impl PosixFile {
     /// Whether this file is written and read back past the page cache (see
     /// `PartFile::with_direct_io`): a large one, not growing (a growing file is synced
     /// on its own schedule and read back in pieces, through the cache).
-    fn direct_io(&self) -> bool {
+    pub(super) fn direct_io(&self) -> bool {
         let large = matches!(self.spec.size, super::Size::Known(n) if n >= direct::MIN_FILE);
         large && !self.spec.growing()
     }

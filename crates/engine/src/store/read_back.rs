@@ -1,11 +1,11 @@
-//! Read-backs of many small files of a directory tree at once (see
-//! [`hetch_storage::uring`]): the files that read back with one direct read each are
-//! submitted together, the others are read one at a time as
-//! [`StoreFile::read_back`] reads them.
+//! Read-backs of many files of a directory tree at once (see
+//! [`hetch_storage::uring`]): the blocks of files that read back directly (small files
+//! with one read each, large ones written directly) are submitted together; the others
+//! are read one at a time as [`StoreFile::read_back`] reads them.
 
 use std::sync::MutexGuard;
 
-use hetch_storage::uring::{self, DirectRead};
+use hetch_storage::uring::{self, Read};
 use hetch_storage::StorageError;
 
 use super::posix::PosixFile;
@@ -24,7 +24,9 @@ pub(super) fn batch(reads: &mut [BatchRead<'_>]) -> Vec<Result<(), StorageError>
             let Some(f) = file.as_any().and_then(|a| a.downcast_ref::<PosixFile>()) else {
                 continue;
             };
-            if !f.direct_read_back() {
+            // Small files read back with one direct read; large ones are written
+            // directly, all but a last partial page, and read back directly too.
+            if !f.direct_read_back() && !f.direct_io() {
                 continue;
             }
             let Ok(part) = f.part() else {
@@ -34,11 +36,11 @@ pub(super) fn batch(reads: &mut [BatchRead<'_>]) -> Vec<Result<(), StorageError>
                 held.push((i, guard, part));
             }
         }
-        let mut direct: Vec<DirectRead<'_>> = Vec::with_capacity(held.len());
+        let mut direct: Vec<Read<'_>> = Vec::with_capacity(held.len());
         let mut next = held.iter().peekable();
         for (i, r) in reads.iter_mut().enumerate() {
             if let Some((_, _, part)) = next.next_if(|(j, _, _)| *j == i) {
-                direct.push(DirectRead {
+                direct.push(Read {
                     file: part.file(),
                     offset: r.offset,
                     buf: &mut *r.buf,

@@ -101,6 +101,44 @@ async fn small_files_read_back_together_from_the_device_and_damage_among_them_is
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_source_reads_small_files_together_cold_or_cached_direct_or_not() {
+    let t = tempfile::tempdir().unwrap();
+    let src = t.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    // One block each (64 KiB blocks here): small files through the cache, and files
+    // of 256 KiB or more read directly when cold (whole pages, and a tail).
+    let sizes = [16384, 1000, 0, 5000, 64 << 10];
+    for i in 0..200 {
+        std::fs::write(
+            src.join(format!("f{i:03}")),
+            bytes(i, sizes[i as usize % 5]),
+        )
+        .unwrap();
+    }
+    let big = Options {
+        block_size: 1 << 20,
+        buffer_memory: 8 << 20,
+        verify: Verify::Received, // only the source reads through the ring
+        ..opts()
+    };
+    for (i, n) in [(0u64, 300 << 10), (1, (300 << 10) + 123), (2, 1 << 20)] {
+        let path = src.join(format!("big{i}"));
+        std::fs::write(&path, bytes(100 + i, n)).unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        f.sync_all().unwrap();
+        hetch_storage::meta::drop_cached_range(&f, 0, n as u64);
+    }
+    let before = hetch_storage::uring::reads_submitted();
+    let r = copy(big, &src, &t.path().join("out")).await;
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_same_tree(&src, &t.path().join("out"));
+    if hetch_storage::uring::available() {
+        let read = hetch_storage::uring::reads_submitted() - before;
+        assert!(read >= 160 + 3, "{read} reads through io_uring");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn storage_damage_that_keeps_coming_back_fails_the_file_without_a_final_name() {
     let t = tempfile::tempdir().unwrap();
     let src = t.path().join("f");

@@ -236,10 +236,7 @@ pub async fn as_a_source_a_file_of_many_blocks_is_read_in_runs(b: &B) {
     assert_eq!(r.summary.failed, 0, "{}: {:?}", b.name(), r.errors);
     assert_eq!(out.file("out"), Some(data), "{}", b.name());
     let requests = requests.load(std::sync::atomic::Ordering::Relaxed);
-    // Runs of up to four blocks (a reader's turn): 17 blocks in 5 requests or a few more.
-    assert!(
-        requests <= (blocks + 1) / 2,
-        "{}: {requests} requests",
-        b.name()
-    );
+    // Runs of up to four blocks (a reader's turn): 17 blocks in 5 requests, a few more
+    // when the pool is short; one per block without runs.
+    assert!(requests <= blocks / 2, "{}: {requests} requests", b.name());
 }

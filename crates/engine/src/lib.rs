@@ -3,8 +3,8 @@
 //! A session has a *source* side ([`run_source`]) and a *sink* side ([`run_sink`]),
 //! joined by a [`Transport`]: one ordered control stream plus N data streams. The engine
 //! does not know about sockets or TLS; the caller hands it streams (TCP/TLS for remote
-//! transfers, in-memory pipes for [`copy_local`]), so the whole engine runs in tests
-//! without a network.
+//! transfers, in-memory pipes and [`Lane`]s that hand blocks over by reference for
+//! [`copy_local`]), so the whole engine runs in tests without a network.
 //!
 //! Flow: the source walks its operands and announces entries in batches on the control
 //! stream; the sink answers each batch with a plan (skip, send everything, or send the
@@ -89,8 +89,8 @@ pub struct Transport {
 
 impl Transport {
     /// Two ends of one session joined by in-memory pipes of `capacity` bytes each, with
-    /// `streams` data streams: local copies, and tests or fuzzers that play one side
-    /// frame by frame. Each end names the other as given in `peers` (first end's peer,
+    /// `streams` data streams: tests or fuzzers that play one side frame by frame (local
+    /// copies use [`Transport::in_process_pair`]). Each end names the other as given in `peers` (first end's peer,
     /// second end's peer).
     pub fn in_memory_pair(
         streams: usize,

@@ -3,8 +3,8 @@
 //! A session has a *source* side ([`run_source`]) and a *sink* side ([`run_sink`]),
 //! joined by a [`Transport`]: one ordered control stream plus N data streams. The engine
 //! does not know about sockets or TLS; the caller hands it streams (TCP/TLS for remote
-//! transfers, in-memory pipes for [`copy_local`]), so the whole engine runs in tests
-//! without a network.
+//! transfers, in-memory pipes and [`Lane`]s that hand blocks over by reference for
+//! [`copy_local`]), so the whole engine runs in tests without a network.
 //!
 //! Flow: the source walks its operands and announces entries in batches on the control
 //! stream; the sink answers each batch with a plan (skip, send everything, or send the
@@ -28,6 +28,7 @@ mod follow;
 pub mod fuzzing;
 mod gate;
 mod lag;
+mod lane;
 mod liveness;
 mod local;
 mod manifest;
@@ -52,6 +53,7 @@ pub use dest::DestSpec;
 pub use error::EngineError;
 pub use filter::glob_filter;
 pub use lag::{LagHistogram, LagSummary};
+pub use lane::Lane;
 pub use liveness::{StopSender, StopSignal};
 pub use local::{copy_between, copy_local};
 pub use manifest::Manifest;
@@ -80,12 +82,15 @@ pub struct Transport {
     /// Key of the per-frame MAC on the data streams, when they are plain TCP
     /// (`--no-encrypt`); `None` when TLS (or a local pipe) protects them.
     pub data_mac: Option<[u8; 32]>,
+    /// Where both ends run in one process, one [`Lane`] per data stream: data frames
+    /// go on it by reference instead of as bytes on the stream. Empty otherwise.
+    pub lanes: Vec<Lane>,
 }
 
 impl Transport {
     /// Two ends of one session joined by in-memory pipes of `capacity` bytes each, with
-    /// `streams` data streams: local copies, and tests or fuzzers that play one side
-    /// frame by frame. Each end names the other as given in `peers` (first end's peer,
+    /// `streams` data streams: tests or fuzzers that play one side frame by frame (local
+    /// copies use [`Transport::in_process_pair`]). Each end names the other as given in `peers` (first end's peer,
     /// second end's peer).
     pub fn in_memory_pair(
         streams: usize,
@@ -105,17 +110,47 @@ impl Transport {
             data,
             peer: peer.into(),
             data_mac: None,
+            lanes: Vec::new(),
         };
         (end(c1, one, peers.0), end(c2, two, peers.1))
     }
 
-    /// The data streams, each with its frame MAC (if any).
+    /// [`Transport::in_memory_pair`] whose data streams carry blocks by reference, on
+    /// a [`Lane`] each (the byte pipes are there for the streams' lifetimes and carry
+    /// nothing): the two ends of an in-process copy.
+    pub fn in_process_pair(
+        streams: usize,
+        capacity: usize,
+        peers: (&str, &str),
+    ) -> (Transport, Transport) {
+        let (mut one, mut two) = Self::in_memory_pair(streams, capacity, peers);
+        (one.lanes, two.lanes) = one.data.iter().map(|_| Lane::pair()).unzip();
+        (one, two)
+    }
+
+    /// The data streams, each with its frame MAC (if any) and its lane (if any).
     pub(crate) fn data_streams(
         data: Vec<BoxStream>,
         key: Option<[u8; 32]>,
-    ) -> impl Iterator<Item = (BoxStream, Option<wire::FrameMac>)> {
+        lanes: Vec<Lane>,
+    ) -> impl Iterator<Item = DataStream> {
+        let mut lanes = lanes.into_iter();
         data.into_iter()
             .enumerate()
-            .map(move |(i, s)| (s, key.as_ref().map(|k| wire::FrameMac::for_stream(k, i))))
+            .map(move |(i, stream)| DataStream {
+                stream,
+                mac: key.as_ref().map(|k| wire::FrameMac::for_stream(k, i)),
+                lane: lanes.next(),
+            })
     }
+}
+
+/// One data stream of a session as its side uses it.
+pub(crate) struct DataStream {
+    /// The stream's bytes.
+    pub stream: BoxStream,
+    /// The frame MAC, when plain TCP carries the stream.
+    pub mac: Option<wire::FrameMac>,
+    /// The lane that carries its frames instead, in one process.
+    pub lane: Option<Lane>,
 }

@@ -1,5 +1,6 @@
 //! Local copies through the same engine: source and sink in one process, joined by
-//! in-memory pipes instead of sockets.
+//! in-memory pipes instead of sockets, and blocks handed from one to the other by
+//! reference (see `lane.rs`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,8 +11,8 @@ use crate::operand::{Destination, Operand};
 use crate::progress::{Progress, Report};
 use crate::{run_sink_into, run_source_from, Options, Transport};
 
-/// Bytes buffered in each in-memory pipe.
-const PIPE: usize = 4 << 20;
+/// Bytes buffered in each in-memory pipe (control frames only: blocks go on lanes).
+const PIPE: usize = 1 << 20;
 
 /// Copies `operands` to `dest` on this machine with `streams` data pipes. Progress is
 /// reported on `progress` as the sending side sees it.
@@ -35,17 +36,26 @@ pub async fn copy_between(
     streams: usize,
     progress: Arc<Progress>,
 ) -> Result<Report, EngineError> {
-    // Both ends are in this process: neither can go quiet without the other knowing.
+    // Both ends are in this process: neither can go quiet without the other knowing,
+    // and nothing is saved by compressing a block handed over by reference.
     let opts = Options {
         stall_timeout: None,
+        compression: crate::Compression::Off,
         ..opts
     };
-    let (src, dst) = Transport::in_memory_pair(streams, PIPE, ("local receiver", "local sender"));
+    let (src, dst) = Transport::in_process_pair(streams, PIPE, ("local receiver", "local sender"));
     let sink_progress = Arc::new(Progress::default());
     // The source writes manifest lines from the sink's reports; the sink must not too.
     let sink_opts = Options {
         manifest: None,
         ..opts.clone()
+    };
+    // A block stays in the source's buffer until the sink has written it, and the
+    // sink's pool goes unused: the source gets both sides' budgets, the same memory
+    // in all as two ends of a pipe.
+    let opts = Options {
+        buffer_memory: 2 * opts.effective_buffer_memory(),
+        ..opts
     };
     let store = dest.into_store();
     let sink = tokio::spawn(run_sink_into(sink_opts, store, dst, sink_progress));

@@ -23,8 +23,9 @@ pub(crate) struct Opened {
     pub peer: String,
     /// The control stream's reading half.
     pub control: FrameReader<ReadHalf<BoxStream>>,
-    /// The data streams, each with its frame MAC when plain TCP carries it.
-    pub data: Vec<(BoxStream, Option<crate::wire::FrameMac>)>,
+    /// The data streams, each with its frame MAC when plain TCP carries it, or its lane
+    /// when the peer is in this process.
+    pub data: Vec<crate::DataStream>,
     /// What [`run_tasks`] ends with.
     pub end: Ending,
 }
@@ -51,7 +52,8 @@ pub(crate) fn open(transport: Transport, opts: &Options) -> (Opened, mpsc::Sende
     ));
     let opened = Opened {
         control: FrameReader::new(ctl_r, &peer),
-        data: Transport::data_streams(transport.data, transport.data_mac).collect(),
+        data: Transport::data_streams(transport.data, transport.data_mac, transport.lanes)
+            .collect(),
         peer,
         end: Ending { ctl_writer, watch },
     };

@@ -11,12 +11,17 @@
 //! repeated, reordered or moved to another stream unnoticed. A data payload is not
 //! covered itself: the block digest is, and the sink checks the payload against it
 //! (unless `--verify none`, which therefore leaves plain payloads unprotected).
+//!
+//! A data stream whose two ends are in one process has a [`Lane`] as well: its frames
+//! are handed over on it as they are, the payload's pooled buffer by reference, and its
+//! bytes carry nothing (see `lane.rs`).
 
 use hetch_proto::{self as proto, DataHeader, Frame, FrameKind};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 
 use crate::error::EngineError;
 use crate::pool::{BufferPool, PooledBuf};
+use crate::Lane;
 
 /// Buffer size of frame readers and writers.
 const IO_BUF: usize = 256 << 10;
@@ -94,6 +99,8 @@ pub struct FrameReader<R> {
     packed: Vec<u8>,
     /// Payload bytes of data frames read so far, as they were on the wire.
     wire_bytes: u64,
+    /// Where frames come from instead of the bytes, in one process.
+    lane: Option<tokio::sync::mpsc::Receiver<Incoming>>,
 }
 
 /// Compressed blocks up to this long are inflated on the reading task itself; longer
@@ -110,7 +117,15 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             max_block: proto::MAX_BLOCK,
             packed: Vec::new(),
             wire_bytes: 0,
+            lane: None,
         }
+    }
+
+    /// Takes frames from `lane` (when there is one) instead of reading bytes: the
+    /// stream's writer is in this process and hands them over.
+    pub fn with_lane(mut self, lane: Option<Lane>) -> Self {
+        self.lane = lane.map(|l| l.rx);
+        self
     }
 
     /// Refuses data frames whose block (as sent, or once inflated) is longer than
@@ -189,6 +204,9 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         &mut self,
         pool: Option<&BufferPool>,
     ) -> Result<Option<Incoming>, EngineError> {
+        if self.lane.is_some() {
+            return self.next_handed(pool).await;
+        }
         let mut h = [0u8; proto::HEADER_LEN];
         // Distinguish a clean close (no byte of a new frame) from a torn frame.
         let n = self.r.read(&mut h[..1]).await.map_err(|e| self.conn(e))?;
@@ -216,17 +234,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             self.check_tag(&[&h, &fixed], "a data frame").await?;
             let dh = proto::decode_data_fixed(&fixed).map_err(|e| self.proto(e))?;
             let len = header.len as usize - proto::DATA_FIXED_LEN;
-            proto::check_data_payload(&dh, len).map_err(|e| self.proto(e))?;
-            if len.max(dh.raw_len as usize) > self.max_block {
-                return Err(EngineError::Unexpected {
-                    peer: self.peer.clone(),
-                    what: format!(
-                        "block {} of file {} longer than the session's {}-byte blocks",
-                        dh.block, dh.file, self.max_block
-                    ),
-                });
-            }
-            self.wire_bytes += len as u64;
+            self.take_data(&dh, len)?;
             if dh.zero {
                 return Ok(Some(Incoming::Data(dh, None)));
             }
@@ -251,9 +259,58 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         Ok(Some(Incoming::Frame(frame)))
     }
 
+    /// Checks a data frame with a payload of `len` bytes (as sent) against the session's
+    /// limits before anything is taken for it, and counts its bytes.
+    fn take_data(&mut self, dh: &DataHeader, len: usize) -> Result<(), EngineError> {
+        proto::check_data_payload(dh, len).map_err(|e| self.proto(e))?;
+        if len.max(dh.raw_len as usize) > self.max_block {
+            return Err(EngineError::Unexpected {
+                peer: self.peer.clone(),
+                what: format!(
+                    "block {} of file {} longer than the session's {}-byte blocks",
+                    dh.block, dh.file, self.max_block
+                ),
+            });
+        }
+        self.wire_bytes += len as u64;
+        Ok(())
+    }
+
+    /// The next frame handed over on the lane: checked and counted as one read from the
+    /// bytes would be, its payload the buffer the writer filled (inflated into one of
+    /// `pool`'s when it was sent compressed).
+    async fn next_handed(
+        &mut self,
+        pool: Option<&BufferPool>,
+    ) -> Result<Option<Incoming>, EngineError> {
+        let lane = self.lane.as_mut().expect("called with a lane");
+        let Some(item) = lane.recv().await else {
+            return Ok(None);
+        };
+        let Incoming::Data(dh, payload) = item else {
+            return Ok(Some(item));
+        };
+        let Some(pool) = pool else {
+            return Err(EngineError::Unexpected {
+                peer: self.peer.clone(),
+                what: "data frame on the control connection".into(),
+            });
+        };
+        self.take_data(&dh, payload.as_ref().map_or(0, |p| p.len()))?;
+        match payload {
+            Some(sent) if dh.compressed => {
+                let mut packed = std::mem::take(&mut self.packed);
+                packed.clear();
+                packed.extend_from_slice(&sent);
+                drop(sent);
+                self.unpack(dh, packed, pool).await
+            }
+            payload => Ok(Some(Incoming::Data(dh, payload))),
+        }
+    }
+
     /// Reads a compressed payload of `len` bytes and inflates it into a pooled buffer of
-    /// the block's length; a payload that does not inflate to exactly that length ends
-    /// the session (a peer bug or attack: over TLS nothing else can damage it).
+    /// the block's length.
     async fn inflate(
         &mut self,
         dh: DataHeader,
@@ -266,6 +323,20 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             .read_exact(&mut packed)
             .await
             .map_err(|e| self.conn(e))?;
+        self.unpack(dh, packed, pool).await
+    }
+
+    /// Inflates the compressed payload `packed` of the block `dh` into a pooled buffer
+    /// of the block's length (keeping `packed` for the next one); a payload that does
+    /// not inflate to exactly that length ends the session (a peer bug or attack: over
+    /// TLS nothing else can damage it).
+    async fn unpack(
+        &mut self,
+        dh: DataHeader,
+        packed: Vec<u8>,
+        pool: &BufferPool,
+    ) -> Result<Option<Incoming>, EngineError> {
+        let len = packed.len();
         let mut buf = pool.get(dh.raw_len as usize).await;
         let (packed, buf, r) = if len <= INLINE_UNPACK {
             let r = crate::compress::unpack(&packed, &mut buf[..]);
@@ -305,6 +376,8 @@ pub struct FrameWriter<W> {
     scratch: Vec<u8>,
     peer: String,
     mac: Option<FrameMac>,
+    /// Where frames go instead of the bytes, in one process.
+    lane: Option<tokio::sync::mpsc::Sender<Incoming>>,
 }
 
 impl<W: AsyncWrite + Unpin> FrameWriter<W> {
@@ -315,6 +388,23 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
             scratch: Vec::new(),
             peer: peer.to_string(),
             mac: None,
+            lane: None,
+        }
+    }
+
+    /// Hands frames over on `lane` (when there is one) instead of writing bytes: the
+    /// stream's reader is in this process.
+    pub fn with_lane(mut self, lane: Option<Lane>) -> Self {
+        self.lane = lane.map(|l| l.tx);
+        self
+    }
+
+    /// Hands `frame` over on the lane; the reader having gone is a closed connection.
+    async fn hand(&mut self, frame: Incoming) -> Result<(), EngineError> {
+        let lane = self.lane.as_ref().expect("called with a lane");
+        match lane.send(frame).await {
+            Ok(()) => Ok(()),
+            Err(_) => Err(self.conn(std::io::ErrorKind::BrokenPipe.into())),
         }
     }
 
@@ -334,6 +424,10 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
 
     /// Writes a control frame.
     pub async fn send(&mut self, frame: &Frame) -> Result<(), EngineError> {
+        if self.lane.is_some() {
+            // On the lane too, behind the data frames sent before it (a stream end).
+            return self.hand(Incoming::Frame(frame.clone())).await;
+        }
         self.scratch.clear();
         proto::encode(frame, &mut self.scratch);
         if let Some(mac) = &mut self.mac {
@@ -355,13 +449,29 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
         self.w.write_all(payload).await.map_err(|e| self.conn(e))
     }
 
+    /// Sends a data frame whose payload (`None` for a zero block) is in a pooled
+    /// buffer: handed over as it is on a lane, its bytes written otherwise (and the
+    /// buffer returned to its pool).
+    pub async fn send_block(
+        &mut self,
+        h: &DataHeader,
+        payload: Option<PooledBuf>,
+    ) -> Result<(), EngineError> {
+        if self.lane.is_some() {
+            return self.hand(Incoming::Data(*h, payload)).await;
+        }
+        self.send_data(h, payload.as_deref().unwrap_or(&[])).await
+    }
+
     /// Pushes buffered bytes to the stream.
     pub async fn flush(&mut self) -> Result<(), EngineError> {
         self.w.flush().await.map_err(|e| self.conn(e))
     }
 
-    /// Flushes and closes the writing side.
+    /// Flushes and closes the writing side (the lane too: the reader sees the end once
+    /// it has taken every frame handed over before).
     pub async fn shutdown(&mut self) -> Result<(), EngineError> {
+        self.lane = None;
         self.w.shutdown().await.map_err(|e| self.conn(e))
     }
 }
@@ -573,6 +683,42 @@ mod tests {
             }
             other => panic!("not refused as tampered: {other:?}"),
         }
+    }
+
+    /// On a lane a data frame arrives in the very buffer it was sent in (by reference,
+    /// not copied), behind it the stream end, and nothing goes through the bytes.
+    #[tokio::test]
+    async fn lanes_hand_blocks_over_by_reference() {
+        let (ours, theirs) = Lane::pair();
+        let (bytes, _keep) = tokio::io::duplex(1 << 10);
+        let mut w = FrameWriter::new(Vec::new(), "test").with_lane(Some(ours));
+        let mut r = FrameReader::new(bytes, "peer").with_lane(Some(theirs));
+        let pool = BufferPool::new(1 << 20);
+        let (h, payload) = block(3);
+        let mut buf = pool.get(payload.len()).await;
+        buf.copy_from_slice(&payload);
+        let sent_at = buf.as_ptr();
+        let reading = tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Some(f) = r.next(Some(&pool)).await.unwrap() {
+                got.push(f);
+            }
+            (got, r.wire_bytes())
+        });
+        w.send_block(&h, Some(buf)).await.unwrap();
+        w.send(&Frame::StreamEnd).await.unwrap();
+        w.shutdown().await.unwrap();
+        let (got, wire_bytes) = reading.await.unwrap();
+        match &got[..] {
+            [Incoming::Data(dh, Some(p)), Incoming::Frame(Frame::StreamEnd)] => {
+                assert_eq!(*dh, h);
+                assert_eq!(&p[..], &payload[..]);
+                assert_eq!(p.as_ptr(), sent_at, "the block was copied");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(wire_bytes, 100);
+        assert!(w.w.get_ref().is_empty(), "bytes went out on the stream");
     }
 
     #[tokio::test]

@@ -375,22 +375,44 @@ impl Bucket {
         etag: Option<&str>,
         buf: &mut [u8],
     ) -> Result<(), ObjectError> {
-        if buf.is_empty() {
+        self.get_run_into(key, offset, etag, &mut [buf]).await
+    }
+
+    /// Reads consecutive bytes of `key` from `offset` into `bufs`, filling each in
+    /// turn, with one ranged GET (checked as [`Bucket::get_range`] checks it): the
+    /// body is split into the buffers as it arrives.
+    pub async fn get_run_into(
+        &self,
+        key: &str,
+        offset: u64,
+        etag: Option<&str>,
+        bufs: &mut [&mut [u8]],
+    ) -> Result<(), ObjectError> {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        if total == 0 {
             return Ok(());
         }
-        let range = offset..offset + buf.len() as u64;
+        let range = offset..offset + total as u64;
         let mut body = self.get_ranged(key, range, etag).await?.into_stream();
-        let mut at = 0;
+        let mut bufs = bufs.iter_mut().filter(|b| !b.is_empty());
+        let (mut into, mut at) = (bufs.next(), 0);
         while let Some(chunk) = body.next().await {
             let chunk = chunk.map_err(|e| self.err(key, e))?;
-            // More than asked for: not the range (or not the version) listed.
-            let Some(into) = buf.get_mut(at..at + chunk.len()) else {
-                return Err(ObjectError::Changed { url: self.url(key) });
-            };
-            into.copy_from_slice(&chunk);
-            at += chunk.len();
+            let mut chunk = &chunk[..];
+            while !chunk.is_empty() {
+                // More than asked for: not the range (or not the version) listed.
+                let Some(buf) = into.as_deref_mut() else {
+                    return Err(ObjectError::Changed { url: self.url(key) });
+                };
+                let n = chunk.len().min(buf.len() - at);
+                buf[at..at + n].copy_from_slice(&chunk[..n]);
+                (chunk, at) = (&chunk[n..], at + n);
+                if at == buf.len() {
+                    (into, at) = (bufs.next(), 0);
+                }
+            }
         }
-        if at != buf.len() {
+        if into.is_some() {
             // The object is shorter than listed: it was replaced.
             return Err(ObjectError::Changed { url: self.url(key) });
         }

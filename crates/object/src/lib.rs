@@ -25,6 +25,8 @@ pub mod journal;
 pub mod location;
 pub mod origin;
 pub mod parts;
+#[cfg(test)]
+mod runs_test;
 pub mod store;
 /// `s3://`, `gs://` and `az://BUCKET/KEY` operands, parsed in the leaf crate
 /// `hetch-location` (re-exported: operands are read without the stores).

@@ -41,6 +41,19 @@ impl OriginFile for ObjectRef {
         })
     }
 
+    fn read_run<'a, 'b: 'a>(
+        &'a self,
+        offset: u64,
+        bufs: &'a mut [&'b mut [u8]],
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let got = self
+                .bucket
+                .get_run_into(&self.key, offset, self.etag.as_deref(), bufs);
+            got.await.map_err(|e| e.to_string())
+        })
+    }
+
     fn digest(
         &self,
         size: u64,

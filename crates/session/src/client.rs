@@ -246,6 +246,7 @@ async fn open_session_now(
         data,
         peer: host.to_string(),
         data_mac: (!encrypt).then(|| key.frame_mac_key()),
+        lanes: Vec::new(),
     })
 }
 

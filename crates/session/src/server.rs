@@ -585,6 +585,7 @@ async fn session(
         data,
         peer: peer.clone(),
         data_mac,
+        lanes: Vec::new(),
     };
     let progress = Arc::new(Progress::default());
     let started = std::time::Instant::now();

@@ -46,6 +46,25 @@ pub trait OriginFile: Send + Sync {
     /// since it was listed.
     fn read<'a>(&'a self, offset: u64, buf: &'a mut [u8]) -> BoxFuture<'a, Result<(), String>>;
 
+    /// Reads consecutive bytes from `offset` into `bufs`, filling each in turn (the
+    /// blocks of a run), as one request where the origin can: a service a round trip
+    /// away then pays one request for the run, not one per block. As [`Self::read`]
+    /// by default.
+    fn read_run<'a, 'b: 'a>(
+        &'a self,
+        offset: u64,
+        bufs: &'a mut [&'b mut [u8]],
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let mut at = offset;
+            for buf in bufs.iter_mut() {
+                self.read(at, buf).await?;
+                at += buf.len() as u64;
+            }
+            Ok(())
+        })
+    }
+
     /// The whole-file digest of its `size` bytes, as `algo` computes it with blocks of
     /// `block_size`, from its bytes.
     fn digest(

@@ -351,13 +351,14 @@ pub async fn run_sink_into(
         durable_rx,
         ctl_tx.clone(),
     ));
-    for (stream, mac) in session.data {
+    for data in session.data {
         let sh = shared.clone();
         tasks.spawn(data_reader(
             peer.clone(),
             move || sh.finished(),
-            FrameReader::new(stream, &peer)
-                .with_mac(mac)
+            FrameReader::new(data.stream, &peer)
+                .with_mac(data.mac)
+                .with_lane(data.lane)
                 .with_block_limit(shared.opts.block_size),
             pool.clone(),
             block_tx.clone(),

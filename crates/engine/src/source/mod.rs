@@ -34,7 +34,7 @@ use crate::session::{is_zero, run_tasks};
 use crate::store::origin::{Found, OriginFile};
 use crate::store::Size;
 use crate::wire::FrameWriter;
-use crate::{BoxStream, Options, Transport};
+use crate::{Options, Transport};
 use listing::{Announce, Listing, Once, OpenEnd};
 
 /// Entries announced but not yet finished, at most. It bounds what the sink keeps per
@@ -253,10 +253,9 @@ pub async fn run_source_from(
         }
         Ok(())
     });
-    for (stream, mac) in session.data {
+    for data in session.data {
         tasks.spawn(stream_writer(
-            stream,
-            mac,
+            data,
             data_rx.clone(),
             limiter.clone(),
             shared.clone(),
@@ -654,8 +653,14 @@ pub(crate) async fn queue_block(
     .is_ok()
 }
 
-/// Reads blocks `job.start..job.end` of an origin's file, hashes and queues them.
-/// False when the session is over.
+/// Bytes one read of an origin asks for at most: a run of consecutive blocks of one
+/// file in one request (a ranged GET), so that a service a round trip away is asked
+/// once per run instead of once per block. Bounded here, not by the file's size; the
+/// run is shorter when the pool has fewer buffers free.
+const ORIGIN_RUN: u64 = 16 << 20;
+
+/// Reads blocks `job.start..job.end` of an origin's file in runs, hashes and queues
+/// them. False when the session is over.
 pub(crate) async fn read_origin(
     shared: &Arc<Shared>,
     job: &Job,
@@ -666,54 +671,78 @@ pub(crate) async fn read_origin(
     backoff: &mut Backoff,
 ) -> bool {
     let bs = shared.opts.block_size;
-    for index in job.start..job.end {
-        let len = size.block_len(bs, index);
-        let start = index * bs;
-        // The buffer first: the pool's budget then also bounds the reads in flight
-        // (many for small files, fewer for large blocks), whatever the number of readers.
-        let mut buf = shared.pool.get(len as usize).await;
-        if let Err(e) = o.read(start, &mut buf[..]).await {
+    let mut index = job.start;
+    while index < job.end {
+        let mut bufs = run_buffers(shared, size, index, job.end).await;
+        let mut into: Vec<&mut [u8]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
+        if let Err(e) = o.read_run(index * bs, &mut into).await {
             shared.read_failed(job.file, e, ctl).await;
             return true;
         }
-        let sh = shared.clone();
-        let try_pack = wants_pack(shared, data, backoff, job.file);
-        let (buf, zero, digest, packed) = tokio::task::spawn_blocking(move || {
-            let zero = is_zero(&buf);
-            let algo = sh.opts.checksum;
-            let digest = sh
-                .gate
-                .run(|| algo.block_digest(size.digest_len(), bs, index, &buf));
-            let packed = (try_pack && !zero).then(|| pack(&sh, &mut buf));
-            (buf, zero, digest, packed)
-        })
-        .await
-        .expect("hash task panicked");
-        packed.inspect(|&p| backoff.tried(p));
-        let packed = packed == Some(true);
-        let block = ReadBlock {
-            index,
-            len,
-            buf,
-            zero,
-            packed,
-            digest,
-        };
-        if !queue_block(shared, job, size, block, data, ctl).await {
-            return false;
+        for mut buf in bufs {
+            let sh = shared.clone();
+            let try_pack = wants_pack(shared, data, backoff, job.file);
+            let (buf, zero, digest, packed) = tokio::task::spawn_blocking(move || {
+                let zero = is_zero(&buf);
+                let algo = sh.opts.checksum;
+                let digest = sh
+                    .gate
+                    .run(|| algo.block_digest(size.digest_len(), bs, index, &buf));
+                let packed = (try_pack && !zero).then(|| pack(&sh, &mut buf));
+                (buf, zero, digest, packed)
+            })
+            .await
+            .expect("hash task panicked");
+            packed.inspect(|&p| backoff.tried(p));
+            let block = ReadBlock {
+                index,
+                len: size.block_len(bs, index),
+                buf,
+                zero,
+                packed: packed == Some(true),
+                digest,
+            };
+            if !queue_block(shared, job, size, block, data, ctl).await {
+                return false;
+            }
+            index += 1;
         }
     }
     true
 }
 
+/// Pool buffers for a run of blocks of a file from block `from` (before `end`): the
+/// first waits for the pool, which then also bounds the reads in flight whatever the
+/// number of readers. The next ones are taken only while the pool has them at once and
+/// the run stays within [`ORIGIN_RUN`]: readers that each held part of the budget and
+/// waited for more would wait for each other forever.
+async fn run_buffers(shared: &Shared, size: Size, from: u64, end: u64) -> Vec<PooledBuf> {
+    let bs = shared.opts.block_size;
+    let len = |index| size.block_len(bs, index) as usize;
+    let mut bufs = vec![shared.pool.get(len(from)).await];
+    let mut bytes = len(from) as u64;
+    for index in from + 1..end {
+        bytes += len(index) as u64;
+        if bytes > ORIGIN_RUN {
+            break;
+        }
+        match shared.pool.try_get(len(index)) {
+            Some(buf) => bufs.push(buf),
+            None => break,
+        }
+    }
+    bufs
+}
+
 async fn stream_writer(
-    stream: BoxStream,
-    mac: Option<crate::wire::FrameMac>,
+    data: crate::DataStream,
     rx: async_channel::Receiver<OutBlock>,
     limiter: Option<Arc<RateLimiter>>,
     shared: Arc<Shared>,
 ) -> Result<(), EngineError> {
-    let mut w = FrameWriter::new(stream, &shared.peer).with_mac(mac);
+    let mut w = FrameWriter::new(data.stream, &shared.peer)
+        .with_mac(data.mac)
+        .with_lane(data.lane);
     loop {
         let block = match rx.try_recv() {
             Ok(b) => b,
@@ -726,13 +755,13 @@ async fn stream_writer(
                 }
             }
         };
-        let payload: &[u8] = block.payload.as_deref().unwrap_or(&[]);
+        let wire = block.payload.as_ref().map_or(0, |p| p.len());
         if let Some(rl) = &limiter {
-            rl.acquire(payload.len() + 64).await;
+            rl.acquire(wire + 64).await;
         }
-        w.send_data(&block.header, payload).await?;
+        w.send_block(&block.header, block.payload).await?;
         Progress::add(&shared.progress.bytes, block.len);
-        Progress::add(&shared.progress.wire_bytes, payload.len() as u64);
+        Progress::add(&shared.progress.wire_bytes, wire as u64);
         if block.header.compressed {
             Progress::add(&shared.progress.compressed_blocks, 1);
         }

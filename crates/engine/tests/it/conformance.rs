@@ -526,6 +526,7 @@ conformance!(
     as_a_source_blocks_damaged_in_flight_are_read_again,
     as_a_source_its_digest_decides_checksum_skip,
     as_a_source_a_file_replaced_after_listing_is_refused,
+    as_a_source_a_file_of_many_blocks_is_read_in_runs,
 );
 
 conformance!(

@@ -253,3 +253,94 @@ async fn sources_read_within_a_directory_are_not_read_through_a_link_swapped_ont
         );
     }
 }
+
+/// A byte stream that counts the bytes written into it.
+struct Counted {
+    inner: hetch_engine::BoxStream,
+    written: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl tokio::io::AsyncRead for Counted {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Counted {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let std::task::Poll::Ready(Ok(n)) = r {
+            self.written
+                .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+        r
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Copies `file` to `out` between the two ends of `pair` in this process; the bytes
+/// written into the data streams' pipes (both ends, both directions).
+async fn data_stream_bytes(
+    pair: (hetch_engine::Transport, hetch_engine::Transport),
+    file: &std::path::Path,
+    out: &std::path::Path,
+) -> u64 {
+    use hetch_engine::{run_sink, run_source};
+    let written = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let count = |mut t: hetch_engine::Transport| {
+        t.data = std::mem::take(&mut t.data)
+            .into_iter()
+            .map(|inner| {
+                let written = written.clone();
+                Box::new(Counted { inner, written }) as hetch_engine::BoxStream
+            })
+            .collect();
+        t
+    };
+    let (src, dst) = (count(pair.0), count(pair.1));
+    let sink = tokio::spawn(run_sink(opts(), dest(out, 1), dst, Arc::default()));
+    let r = run_source(opts(), vec![file.to_path_buf()], src, Arc::default())
+        .await
+        .unwrap();
+    sink.await.unwrap().unwrap();
+    assert_eq!(r.summary.failed, 0, "{:?}", r.errors);
+    assert_eq!(std::fs::read(out).unwrap(), std::fs::read(file).unwrap());
+    written.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// In one process the blocks go from source to sink by reference: nothing of a 2 MiB
+/// file passes through the data streams' byte pipes, which carry every byte of it
+/// (and the frames around them) between the ends of a plain in-memory pair.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_copies_hand_blocks_over_by_reference() {
+    use hetch_engine::Transport;
+    let t = tempfile::tempdir().unwrap();
+    let file = t.path().join("f");
+    std::fs::write(&file, bytes(11, 2 << 20)).unwrap();
+    let peers = ("sink", "source");
+    let piped = Transport::in_memory_pair(2, 1 << 20, peers);
+    let through_pipes = data_stream_bytes(piped, &file, &t.path().join("piped")).await;
+    assert!(through_pipes > 2 << 20, "{through_pipes}");
+    let handed = Transport::in_process_pair(2, 1 << 20, peers);
+    let through_pipes = data_stream_bytes(handed, &file, &t.path().join("handed")).await;
+    assert_eq!(through_pipes, 0);
+}

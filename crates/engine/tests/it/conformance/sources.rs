@@ -3,7 +3,8 @@
 //! reported naming it.
 
 use super::*;
-use hetch_engine::store::origin::{Found, Origin};
+use futures_util::future::BoxFuture;
+use hetch_engine::store::origin::{Found, Origin, OriginFile};
 use hetch_engine::store::StoreError;
 use hetch_storage::walk::SourceKind;
 
@@ -149,4 +150,93 @@ pub async fn as_a_source_a_file_replaced_after_listing_is_refused(b: &B) {
     assert!(r.errors[0].contains(&shown), "{}: {:?}", b.name(), r.errors);
     assert_eq!(out.kind("out"), None, "{}: a torn copy arrived", b.name());
     assert_eq!(out.leftovers(), 0, "{}", b.name());
+}
+
+/// An origin whose files count the requests the session makes of them.
+struct Counting {
+    inner: Arc<dyn Origin>,
+    requests: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// A file of a [`Counting`] origin.
+struct CountingFile {
+    inner: Arc<dyn OriginFile>,
+    requests: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl CountingFile {
+    fn count(&self) {
+        self.requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl OriginFile for CountingFile {
+    fn read<'a>(&'a self, offset: u64, buf: &'a mut [u8]) -> BoxFuture<'a, Result<(), String>> {
+        self.count();
+        self.inner.read(offset, buf)
+    }
+    fn read_run<'a, 'b: 'a>(
+        &'a self,
+        offset: u64,
+        bufs: &'a mut [&'b mut [u8]],
+    ) -> BoxFuture<'a, Result<(), String>> {
+        self.count();
+        self.inner.read_run(offset, bufs)
+    }
+    fn digest(
+        &self,
+        size: u64,
+        algo: hetch_integrity::Algorithm,
+        block_size: u64,
+    ) -> BoxFuture<'_, Result<Vec<u8>, String>> {
+        self.inner.digest(size, algo, block_size)
+    }
+}
+
+impl Origin for Counting {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn concurrent_reads(&self) -> usize {
+        self.inner.concurrent_reads()
+    }
+    fn list(&self, found: &mut dyn FnMut(Found) -> bool) -> Result<(), StoreError> {
+        self.inner.list(&mut |f| match f {
+            Found::Entry(se, Some(inner)) => {
+                let requests = self.requests.clone();
+                found(Found::Entry(
+                    se,
+                    Some(Arc::new(CountingFile { inner, requests })),
+                ))
+            }
+            other => found(other),
+        })
+    }
+}
+
+/// The blocks of a file are asked for in runs (one ranged GET of an object store
+/// each), not one request per block; and arrive whole.
+pub async fn as_a_source_a_file_of_many_blocks_is_read_in_runs(b: &B) {
+    let blocks = 16;
+    let data = bytes(54, blocks * BS as usize + 7);
+    b.put_file("runs", &data, 3);
+    let Operand::Origin(inner) = b.origin("runs") else {
+        eprintln!("{}: local files are read by the engine itself", b.name());
+        return;
+    };
+    let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counting = Counting {
+        inner,
+        requests: requests.clone(),
+    };
+    let out = Posix(tempfile::tempdir().unwrap());
+    let operands = vec![Operand::Origin(Arc::new(counting))];
+    let r = copy_into(b, suite_opts(), operands, out.store("out", 1)).await;
+    assert_eq!(r.summary.failed, 0, "{}: {:?}", b.name(), r.errors);
+    assert_eq!(out.file("out"), Some(data), "{}", b.name());
+    let requests = requests.load(std::sync::atomic::Ordering::Relaxed);
+    // Runs of up to four blocks (a reader's turn): 17 blocks in 5 requests, a few more
+    // when the pool is short; one per block without runs.
+    assert!(requests <= blocks / 2, "{}: {requests} requests", b.name());
 }

@@ -300,8 +300,8 @@ struct StreamArgs {
     /// Do not autotune: 4 data streams (or --streams) whatever the path.
     #[arg(long)]
     no_autotune: bool,
-    /// Cap on the transfer rate: bytes per second with SI suffixes (500M, 2G) or bits
-    /// (4gbit).
+    /// Cap on the transfer rate: bytes per second with SI suffixes (500M, 500MB, 2G),
+    /// binary ones (400MiB), or bits (4gbit).
     #[arg(long, value_parser = units::parse_rate)]
     rate_limit: Option<u64>,
     /// Do not encrypt data streams (control stays TLS). For trusted links only.

@@ -75,8 +75,9 @@ pub fn parse_block_size(s: &str) -> Result<u64, String> {
     Ok(n)
 }
 
-/// Parses a rate in bytes per second with SI suffixes (`500M` = 500,000,000 B/s, `2G`),
-/// or in bits per second when it ends with `bit` (`4gbit` = 500,000,000 B/s).
+/// Parses a rate in bytes per second with SI suffixes (`500M` or `500MB` = 500,000,000
+/// B/s, `2G`), binary ones (`100MiB`), or in bits per second when it ends with `bit` or
+/// `bps` (`4gbit` = 500,000,000 B/s).
 pub fn parse_rate(s: &str) -> Result<u64, String> {
     let t = s.trim().to_ascii_lowercase();
     let (body, per_bit) = match t.strip_suffix("bit").or_else(|| t.strip_suffix("bps")) {
@@ -93,15 +94,21 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
     let n: f64 = num
         .parse()
         .map_err(|_| format!("'{s}' is not a rate (e.g. 500M, 2G, 4gbit)"))?;
+    // Bytes unless it ends in `bit` or `bps`: `MB` is the MB/s that progress and the
+    // web page show (10^6), `MiB` a binary one, as sizes are written.
     let mult = match suffix {
-        "" => 1e0,
-        "k" => 1e3,
-        "m" => 1e6,
-        "g" => 1e9,
-        "t" => 1e12,
+        "" | "b" => 1e0,
+        "k" | "kb" => 1e3,
+        "m" | "mb" => 1e6,
+        "g" | "gb" => 1e9,
+        "t" | "tb" => 1e12,
+        "ki" | "kib" => (1u64 << 10) as f64,
+        "mi" | "mib" => (1u64 << 20) as f64,
+        "gi" | "gib" => (1u64 << 30) as f64,
+        "ti" | "tib" => (1u64 << 40) as f64,
         _ => {
             return Err(format!(
-                "'{s}': unknown rate suffix '{suffix}' (use K, M, G, T, or e.g. 4gbit)"
+                "'{s}': unknown rate suffix '{suffix}' (use K, M, G, T, MB, MiB, or e.g. 4gbit)"
             ))
         }
     };
@@ -235,6 +242,16 @@ mod tests {
         assert_eq!(parse_rate("4gbit").unwrap(), 500_000_000);
         assert_eq!(parse_rate("100MB/s").unwrap(), 100_000_000);
         assert_eq!(parse_rate("1000").unwrap(), 1000);
+        // Sizes' spellings: decimal MB as progress shows rates, binary MiB.
+        assert_eq!(parse_rate("10MB").unwrap(), 10_000_000);
+        assert_eq!(parse_rate("10mb").unwrap(), 10_000_000);
+        assert_eq!(parse_rate("10MiB").unwrap(), 10 << 20);
+        assert_eq!(parse_rate("10MiB/s").unwrap(), 10 << 20);
+        assert_eq!(parse_rate("1.5GiB").unwrap(), 3 << 29);
+        assert_eq!(parse_rate("2KB").unwrap(), 2_000);
+        assert_eq!(parse_rate("800mbps").unwrap(), 100_000_000);
+        assert!(parse_rate("10MX").is_err());
+        assert_eq!(parse_rate("8Mibit").unwrap(), 1 << 20);
         assert!(parse_rate("fast").is_err());
     }
 

@@ -154,11 +154,18 @@ pub struct JobArgs {
     service: String,
     #[command(flatten)]
     pin: crate::PinArgs,
-    /// Print the service's JSON answer on stdout.
-    #[arg(long)]
+    /// Print the service's JSON answer on stdout (before or after the subcommand).
+    #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
     cmd: JobCmd,
+}
+
+impl JobArgs {
+    /// Whether `--json` was given.
+    pub fn json(&self) -> bool {
+        self.json
+    }
 }
 
 #[derive(Subcommand)]

@@ -161,13 +161,6 @@ pub struct JobArgs {
     cmd: JobCmd,
 }
 
-impl JobArgs {
-    /// Whether `--json` was given.
-    pub fn json(&self) -> bool {
-        self.json
-    }
-}
-
 #[derive(Subcommand)]
 enum JobCmd {
     /// Queue a copy: sources (paths below the service's root) and a destination
@@ -347,4 +340,23 @@ async fn wait(c: &Client, id: &str, json: bool) -> anyhow::Result<ExitCode> {
 /// `v` as `--json` prints it: indented JSON.
 fn print_json(v: &impl serde::Serialize) {
     println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    #[test]
+    fn json_is_taken_before_or_after_the_subcommand() {
+        for args in [
+            ["hetch", "job", "--service", "h:1", "--json", "ls"],
+            ["hetch", "job", "--service", "h:1", "ls", "--json"],
+        ] {
+            let cli = crate::Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            let crate::Command::Job(a) = cli.command else {
+                panic!("{args:?}: not a job command");
+            };
+            assert!(a.json, "{args:?}");
+        }
+    }
 }

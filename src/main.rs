@@ -764,22 +764,3 @@ impl PreAuthArgs {
         }
     }
 }
-
-#[cfg(test)]
-mod cli_tests {
-    use super::*;
-
-    #[test]
-    fn job_json_is_taken_before_or_after_the_subcommand() {
-        for args in [
-            ["hetch", "job", "--service", "h:1", "--json", "ls"],
-            ["hetch", "job", "--service", "h:1", "ls", "--json"],
-        ] {
-            let cli = Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-            let Command::Job(a) = cli.command else {
-                panic!("{args:?}: not a job command");
-            };
-            assert!(a.json(), "{args:?}");
-        }
-    }
-}

@@ -111,6 +111,7 @@ impl Progress {
             ChangeAction::WouldDelete => "would delete",
             ChangeAction::WouldCopy => "would copy",
             ChangeAction::WouldReplace => "would replace",
+            ChangeAction::WouldUpdate => "would update mode and mtime of",
         };
         if let Some((n, bytes)) = self.would.of(action) {
             n.fetch_add(1, Relaxed);
@@ -214,7 +215,10 @@ impl DryRunTally {
     fn of(&self, action: hetch_proto::ChangeAction) -> Option<(&AtomicU64, &AtomicU64)> {
         match action {
             hetch_proto::ChangeAction::WouldCopy => Some((&self.copy, &self.copy_bytes)),
-            hetch_proto::ChangeAction::WouldReplace => Some((&self.replace, &self.replace_bytes)),
+            // An update moves no bytes (its size is 0), but the entry differs.
+            hetch_proto::ChangeAction::WouldReplace | hetch_proto::ChangeAction::WouldUpdate => {
+                Some((&self.replace, &self.replace_bytes))
+            }
             _ => None,
         }
     }

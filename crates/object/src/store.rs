@@ -219,6 +219,7 @@ impl Store for BucketStore {
             kind: Kind::File,
             size: h.info.size,
             mtime: h.source_mtime.unwrap_or(h.info.modified),
+            mode: None,
             kept_mtime: h.source_mtime.is_some(),
         }))
     }

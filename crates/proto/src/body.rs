@@ -32,6 +32,7 @@ const CHANGE_DELETED: u8 = 0;
 const CHANGE_WOULD_DELETE: u8 = 1;
 const CHANGE_WOULD_COPY: u8 = 2;
 const CHANGE_WOULD_REPLACE: u8 = 3;
+const CHANGE_WOULD_UPDATE: u8 = 4;
 
 /// Longest whole-file digest on the wire (SHA-512 would fit).
 pub(crate) const MAX_FILE_DIGEST: usize = 64;
@@ -217,6 +218,7 @@ pub(crate) fn encode_body(frame: &Frame, out: &mut Vec<u8>) {
                 ChangeAction::WouldDelete => CHANGE_WOULD_DELETE,
                 ChangeAction::WouldCopy => CHANGE_WOULD_COPY,
                 ChangeAction::WouldReplace => CHANGE_WOULD_REPLACE,
+                ChangeAction::WouldUpdate => CHANGE_WOULD_UPDATE,
             });
             out.put_bytes(&c.path);
             out.put_u64(c.size);
@@ -653,6 +655,7 @@ fn decode_change(r: &mut Reader<'_>) -> Result<Change, ProtoError> {
         CHANGE_WOULD_DELETE => ChangeAction::WouldDelete,
         CHANGE_WOULD_COPY => ChangeAction::WouldCopy,
         CHANGE_WOULD_REPLACE => ChangeAction::WouldReplace,
+        CHANGE_WOULD_UPDATE => ChangeAction::WouldUpdate,
         _ => return Err(r.err("unknown change action")),
     };
     let path = r.bytes()?;

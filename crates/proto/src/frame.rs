@@ -285,6 +285,8 @@ pub enum ChangeAction {
     /// Dry run: the entry would replace a different one (another size or mtime,
     /// another type, another link target).
     WouldReplace,
+    /// Dry run: the file's contents are current, its mode or mtime would be set.
+    WouldUpdate,
 }
 
 /// Most `--include`/`--exclude` patterns a session request may carry, in total.

@@ -343,6 +343,30 @@ impl Dir {
             .map_err(|e| self.error(name, e.into()))
     }
 
+    /// Sets the permission bits of `name` (one component) without following it: the
+    /// entry is opened as a path (`O_PATH | O_NOFOLLOW`) and changed through its own
+    /// descriptor's magic link, which names that very inode. A symlink there is
+    /// refused (symlinks have no mode of their own on Linux).
+    pub fn set_mode_nofollow(&self, name: &OsStr, mode: u32) -> Result<(), StorageError> {
+        let name = self.one(name)?;
+        let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fail = |e: Errno| self.error(name, e.into());
+        let fd = rfs::openat(self.fd(), name, flags, Mode::empty()).map_err(fail)?;
+        let st = rfs::fstat(&fd).map_err(fail)?;
+        if st.st_mode as u32 & libc::S_IFMT == libc::S_IFLNK {
+            return Err(fail(Errno::LOOP));
+        }
+        let mode = Mode::from_raw_mode(mode);
+        if proc_fd_links() {
+            let own = format!("/proc/self/fd/{}", fd.as_raw_fd());
+            return rfs::chmod(own.as_str(), mode).map_err(fail);
+        }
+        // No /proc: a descriptor that can be changed, where the entry can be opened.
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let fd = rfs::openat(self.fd(), name, flags, Mode::empty()).map_err(fail)?;
+        rfs::fchmod(&fd, mode).map_err(fail)
+    }
+
     /// Flushes the file system holding this directory to stable storage (`syncfs`).
     pub fn sync_fs(&self) -> Result<(), StorageError> {
         let f = self.open_dir(Path::new(""))?;

@@ -145,6 +145,8 @@ pub struct Present {
     pub size: u64,
     /// Its mtime: seconds and nanoseconds.
     pub mtime: (i64, u32),
+    /// Its permission bits (`0o7777`), where the store keeps a mode.
+    pub mode: Option<u32>,
     /// `mtime` is the source's, kept by the copy. Otherwise it is when the store wrote
     /// the entry, and the entry counts as a current copy when that is not older than
     /// the source's mtime (as `aws s3 sync` decides).
@@ -153,7 +155,9 @@ pub struct Present {
 
 impl Present {
     /// Whether this is a copy of a file of `size` bytes last modified at `mtime`, by
-    /// size and mtime (the rule a transfer skips by).
+    /// size and mtime (the rule a transfer skips by). Its mode is not looked at: a
+    /// copy whose mode alone differs gets the source's without being copied again
+    /// ([`Present::stale_meta`]).
     pub fn is_copy_of(&self, size: u64, mtime: (i64, u32)) -> bool {
         self.kind == Kind::File
             && self.size == size
@@ -161,6 +165,15 @@ impl Present {
                 true => self.mtime == mtime,
                 false => self.mtime.0 >= mtime.0,
             }
+    }
+
+    /// Whether an entry whose contents are current still needs `meta` applied
+    /// ([`Store::refresh_meta`]): its mode differs, where the store keeps modes, or its
+    /// mtime does, where the store keeps the source's (a contents check found it equal
+    /// whatever its mtime, or a symlink's target matched).
+    pub fn stale_meta(&self, meta: &FinalMeta, with_mode: bool) -> bool {
+        let mode = with_mode && self.mode.is_some_and(|m| m & 0o7777 != meta.mode);
+        mode || (self.kept_mtime && self.mtime != (meta.mtime_sec, meta.mtime_nsec))
     }
 }
 
@@ -279,6 +292,15 @@ pub trait Store: Send + Sync {
 
     /// Applies a directory's final mode and mtime (after its contents are done).
     fn finish_dir(&self, rel: &Path, meta: FinalMeta) -> Result<(), StorageError>;
+
+    /// Applies `meta` to the existing entry at `rel`, of kind `kind`, without following
+    /// it: the permission bits (not to a symlink, whose mode means nothing) and the
+    /// mtime. For an entry whose contents are current and whose metadata alone changed
+    /// (`chmod` at the source, a contents check that found equal files with other
+    /// mtimes). A store that keeps neither has nothing to do.
+    fn refresh_meta(&self, _rel: &Path, _kind: Kind, _meta: FinalMeta) -> Result<(), StorageError> {
+        Ok(())
+    }
 
     /// Creates (atomically replacing whatever is there) a symlink at `rel`.
     fn make_symlink(&self, rel: &Path, target: &[u8], meta: FinalMeta) -> Result<(), StorageError>;

@@ -245,18 +245,21 @@ impl Store for MemoryStore {
                 kind: Kind::Dir,
                 size: 0,
                 mtime: (m.mtime_sec, m.mtime_nsec),
+                mode: Some(m.mode),
                 kept_mtime: true,
             },
             Node::File { data, meta } => Present {
                 kind: Kind::File,
                 size: data.len() as u64,
                 mtime: (meta.mtime_sec, meta.mtime_nsec),
+                mode: Some(meta.mode),
                 kept_mtime: true,
             },
             Node::Symlink { target, mtime } => Present {
                 kind: Kind::Symlink,
                 size: target.len() as u64,
                 mtime: *mtime,
+                mode: None,
                 kept_mtime: true,
             },
         }))
@@ -322,6 +325,16 @@ impl Store for MemoryStore {
             Some(_) => Err(Self::refused(&full, "is no longer a directory")),
             None => Err(StorageError::io(&full, std::io::ErrorKind::NotFound.into())),
         }
+    }
+
+    fn refresh_meta(&self, rel: &Path, _kind: Kind, fm: FinalMeta) -> Result<(), StorageError> {
+        let full = self.full(rel);
+        match self.tree().nodes.get_mut(&full) {
+            Some(Node::Dir(m)) | Some(Node::File { meta: m, .. }) => *m = fm,
+            Some(Node::Symlink { mtime, .. }) => *mtime = (fm.mtime_sec, fm.mtime_nsec),
+            None => return Err(StorageError::io(&full, std::io::ErrorKind::NotFound.into())),
+        }
+        Ok(())
     }
 
     fn make_symlink(&self, rel: &Path, target: &[u8], meta: FinalMeta) -> Result<(), StorageError> {

@@ -9,7 +9,7 @@
 use std::os::unix::ffi::OsStrExt;
 
 use hetch_integrity::to_hex;
-use hetch_proto::{Entry, EntryKind};
+use hetch_proto::{Change, ChangeAction, Entry, EntryKind, Frame};
 
 use super::SinkShared;
 use crate::progress::Progress;
@@ -84,49 +84,73 @@ pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
 }
 
 /// Dry runs: a change frame when the entry would be copied (the destination has
-/// nothing there) or would replace what is there (another type, another link target,
-/// or a file whose size or mtime differ: the rule a transfer skips by); a file that
-/// would be skipped is counted as skipped. Looks through the store only.
-pub(crate) fn would_copy(sh: &SinkShared, e: &Entry) -> Option<hetch_proto::Frame> {
-    use hetch_proto::{Change, ChangeAction, Frame};
-    let at = sh.place(&e.path).ok()?;
+/// nothing there), would replace what is there (another type, another link target, or
+/// a file whose size or mtime differ: the rule a transfer skips by) or would only get
+/// its mode and mtime (a current file whose mode changed, or whose mtime did where a
+/// contents check is asked for, as it then has no digest to compare here). What would
+/// go to make way for another type is listed before it, or the entry fails as the run
+/// would fail it (see `make_way`). A file that would be skipped is counted as skipped.
+/// Looks through the store only.
+pub(crate) fn would_copy(sh: &SinkShared, e: &Entry, follow: &mut Vec<Frame>) {
+    let Ok(at) = sh.place(&e.path) else {
+        return;
+    };
     // Only a mirror's deletion phase needs every path: a plain dry run keeps none.
     if sh.opts.delete.is_some() {
         sh.seen.lock().expect("seen lock").insert(at.rel.clone());
     }
+    if matches!(e.kind, EntryKind::Dir) && !sh.caps.directories {
+        return;
+    }
+    let fm = super::plan::final_meta(sh, e);
     let found = sh.store.stat(&at.rel);
     let missing = matches!(found, Ok(None));
-    let same = match (found, &e.kind) {
-        (_, EntryKind::Dir) if !sh.caps.directories => true,
-        (Ok(Some(p)), EntryKind::Dir) => p.kind == Kind::Dir,
+    let (same, stale) = match (&found, &e.kind) {
+        (Ok(Some(p)), EntryKind::Dir) => (p.kind == Kind::Dir, false),
         (Ok(Some(p)), EntryKind::Symlink { target }) => {
-            p.kind == Kind::Symlink
+            let same = p.kind == Kind::Symlink
                 && sh
                     .store
                     .read_link(&at.rel)
-                    .is_ok_and(|t| t.as_bytes() == target.as_slice())
+                    .is_ok_and(|t| t.as_bytes() == target.as_slice());
+            (same, false)
         }
         (Ok(Some(p)), EntryKind::File { size, .. }) => {
-            p.is_copy_of(*size, (e.mtime_sec, e.mtime_nsec))
+            let same = p.is_copy_of(*size, (e.mtime_sec, e.mtime_nsec));
+            (same, same && !sh.opts.no_clobber && p.stale_meta(&fm, true))
         }
-        _ => false,
+        _ => (false, false),
     };
     let size = match e.kind {
         EntryKind::File { size, .. } => size,
         _ => 0,
     };
-    if same {
+    if same && !stale {
         if matches!(e.kind, EntryKind::File { .. }) {
             Progress::add(&sh.progress.skipped, 1);
             Progress::add(&sh.progress.skipped_bytes, size);
         }
-        return None;
+        return;
     }
-    let action = match missing {
-        true => ChangeAction::WouldCopy,
-        false => ChangeAction::WouldReplace,
+    if let Ok(Some(p)) = found {
+        let needed = super::plan::kind_of(e);
+        if super::plan::in_the_way(p.kind, needed) {
+            let top_level = !e.path.contains(&b'/');
+            match super::make_way::make_way(sh, &at, p.kind, needed, top_level) {
+                Ok(frames) => follow.extend(frames),
+                Err(err) => {
+                    follow.push(sh.failure(e.id, err.to_string()));
+                    return;
+                }
+            }
+        }
+    }
+    let (action, size) = match (missing, stale) {
+        (true, _) => (ChangeAction::WouldCopy, size),
+        (false, true) => (ChangeAction::WouldUpdate, 0),
+        (false, false) => (ChangeAction::WouldReplace, size),
     };
     let path = sh.store.manifest_path(&at);
     sh.progress.change(action, &path, size);
-    Some(Frame::Change(Change { action, path, size }))
+    follow.push(Frame::Change(Change { action, path, size }));
 }

@@ -89,7 +89,9 @@ pub(crate) fn delete_extras(sh: &SinkShared) -> Vec<Frame> {
         }
     };
     drop(seen);
-    if let Some(why) = too_many(extras.len(), &del) {
+    // Directories replaced by files or symlinks took their subtrees with them.
+    let made_way = sh.made_way.load(std::sync::atomic::Ordering::SeqCst) as usize;
+    if let Some(why) = too_many(extras.len() + made_way, &del) {
         return vec![sh.failure(u64::MAX, why)];
     }
     let mut out = Vec::new();
@@ -139,6 +141,28 @@ pub(crate) fn too_many(count: usize, del: &DeleteRequest) -> Option<String> {
     (count as u64 > max).then(|| {
         format!("deletions skipped: {count} entries would be deleted, more than --max-delete {max}")
     })
+}
+
+/// Everything below directory `rel`, children before their directory, for a mirroring
+/// session replacing it with an entry of another type (see `make_way`); `None` when
+/// the filter protects something in it (unless `delete_excluded`).
+pub(crate) fn subtree(
+    sh: &SinkShared,
+    rel: &Path,
+    delete_excluded: bool,
+) -> Result<Option<Vec<(PathBuf, bool)>>, StorageError> {
+    let seen = HashSet::new();
+    let mode = Mode::Mirror { delete_excluded };
+    let walk = Walk {
+        sh,
+        seen: &seen,
+        mode,
+    };
+    let mut out = Vec::new();
+    if !walk.dir(rel, true, &mut out)? {
+        return Ok(None);
+    }
+    Ok(Some(out.into_iter().map(|x| (x.rel, x.is_dir)).collect()))
 }
 
 /// The extra entries below the trees the operands map to.

@@ -16,6 +16,7 @@ pub(crate) mod core;
 mod finish;
 mod growing;
 pub(crate) mod ledger;
+mod make_way;
 pub(crate) mod mirror;
 mod plan;
 mod recheck;
@@ -92,6 +93,10 @@ pub(crate) struct SinkShared {
     pub tops: Option<crate::tops::TopCheck>,
     /// Directories already listed in `dirs` (a followed tree announces them again).
     dirs_seen: Mutex<std::collections::HashSet<PathBuf>>,
+    /// Mirroring sessions: entries removed (or, in a dry run, to be removed) with the
+    /// directories that entries of another type replaced (see `make_way`), counted
+    /// against `--max-delete` with the deletion phase's.
+    pub made_way: AtomicU64,
     /// Files and symlinks announced so far (for "N files not copied" when stopped).
     pub announced: AtomicU64,
     /// The destination refused writes as a whole: no part file may be created any more.
@@ -329,6 +334,7 @@ pub async fn run_sink_into(
         seen: Mutex::default(),
         durable: Mutex::new(None),
         dirs_seen: Mutex::default(),
+        made_way: AtomicU64::new(0),
         announced: AtomicU64::new(0),
         stopped: AtomicBool::new(false),
         backlog: Mutex::new(0),

@@ -14,7 +14,7 @@ use super::recheck::Recheck;
 use super::{IncomingFile, SinkShared};
 use crate::error::EngineError;
 use crate::progress::Progress;
-use crate::store::{FileSpec, Kind, Place, Size};
+use crate::store::{FileSpec, Kind, Place, Present, Size};
 
 /// What planning a batch produced: the plan, frames that follow it, and the resumed
 /// files whose journaled blocks are to be read back.
@@ -76,7 +76,7 @@ pub(crate) fn plan_batch(sh: &SinkShared, batch: Vec<Entry>) -> Result<Planned, 
                 id: e.id,
                 action: PlanAction::Skip,
             });
-            follow.extend(super::compare::would_copy(sh, &e));
+            super::compare::would_copy(sh, &e, &mut follow);
         }
         return Ok((plan, follow, rechecks));
     }
@@ -118,13 +118,8 @@ fn is_wrong_type(e: &StorageError) -> bool {
     matches!(e, StorageError::WrongType { .. })
 }
 
-fn plan_entry(
-    sh: &SinkShared,
-    e: &Entry,
-    follow: &mut Vec<Frame>,
-    rechecks: &mut Vec<Recheck>,
-) -> Result<PlanAction, StorageError> {
-    let at = sh.place(&e.path)?;
+/// The mode and mtime entry `e` gets at the destination.
+pub(crate) fn final_meta(sh: &SinkShared, e: &Entry) -> FinalMeta {
     // Setuid, setgid and sticky bits only on request: a receiver running as root must
     // not create setuid files a peer chose. (Ownership is never copied.)
     let keep = if sh.opts.preserve_special_modes {
@@ -132,14 +127,55 @@ fn plan_entry(
     } else {
         0o777
     };
-    let fm = FinalMeta {
+    FinalMeta {
         mode: e.mode & keep,
         mtime_sec: e.mtime_sec,
         mtime_nsec: e.mtime_nsec,
+    }
+}
+
+/// The kind of destination entry that entry `e` makes.
+pub(crate) fn kind_of(e: &Entry) -> Kind {
+    match e.kind {
+        EntryKind::Dir => Kind::Dir,
+        EntryKind::Symlink { .. } => Kind::Symlink,
+        EntryKind::File { .. } => Kind::File,
+    }
+}
+
+/// Whether an entry of kind `needed` can take the place of one of kind `found` only
+/// once that is removed (see `make_way`): a directory and anything else. (A file or
+/// symlink is renamed over any other non-directory.)
+pub(crate) fn in_the_way(found: Kind, needed: Kind) -> bool {
+    (found == Kind::Dir) != (needed == Kind::Dir)
+}
+
+fn plan_entry(
+    sh: &SinkShared,
+    e: &Entry,
+    follow: &mut Vec<Frame>,
+    rechecks: &mut Vec<Recheck>,
+) -> Result<PlanAction, StorageError> {
+    let at = sh.place(&e.path)?;
+    let fm = final_meta(sh, e);
+    let top_level = !e.path.contains(&b'/');
+    let needed = kind_of(e);
+    if needed == Kind::Dir && !sh.caps.directories {
+        // Object stores have no directories: keys with '/' stand for them.
+        return Ok(PlanAction::Skip);
+    }
+    // What stands in the way of an entry of another type goes first.
+    let found = match sh.store.stat(&at.rel)? {
+        Some(p) if in_the_way(p.kind, needed) => {
+            let made = super::make_way::make_way(sh, &at, p.kind, needed, top_level)?;
+            follow.extend(made);
+            None
+        }
+        found => found,
     };
     match &e.kind {
         EntryKind::Dir => {
-            let action = plan_dir(sh, &at, fm)?;
+            let action = plan_dir(sh, &at, fm, found)?;
             // Mark a directory copied *as* its operand, so that the same command run
             // again resumes into it instead of nesting a copy inside it.
             if !e.path.contains(&b'/') {
@@ -147,7 +183,7 @@ fn plan_entry(
             }
             Ok(action)
         }
-        EntryKind::Symlink { target: link } => plan_symlink(sh, &at, link, fm),
+        EntryKind::Symlink { target: link } => plan_symlink(sh, &at, link, fm, found),
         EntryKind::File {
             size,
             digest,
@@ -160,19 +196,21 @@ fn plan_entry(
                 growing: *growing,
                 meta: fm,
             };
-            plan_file(sh, &src, at, follow, rechecks)
+            plan_file(sh, &src, at, found, follow, rechecks)
         }
     }
 }
 
-fn plan_dir(sh: &SinkShared, at: &Place, fm: FinalMeta) -> Result<PlanAction, StorageError> {
-    if !sh.caps.directories {
-        // Object stores have no directories: keys with '/' stand for them.
-        return Ok(PlanAction::Skip);
-    }
-    match sh.store.stat(&at.rel)? {
-        Some(p) if p.kind == Kind::Dir => {}
-        Some(p) => return Err(p.kind.found_where(&at.shown, "directory")),
+/// Plans a directory entry at `at`, where the destination has `found` (nothing, or a
+/// directory: anything else was removed by `make_way`).
+fn plan_dir(
+    sh: &SinkShared,
+    at: &Place,
+    fm: FinalMeta,
+    found: Option<Present>,
+) -> Result<PlanAction, StorageError> {
+    match found {
+        Some(_) => {}
         // Owner-writable until the end, so that a read-only source directory can still
         // be filled; its real mode is applied by `finish_dirs`.
         None => sh.store.make_shared_dir(&at.rel)?,
@@ -201,6 +239,7 @@ fn plan_symlink(
     at: &Place,
     link: &[u8],
     fm: FinalMeta,
+    found: Option<Present>,
 ) -> Result<PlanAction, StorageError> {
     if !sh.caps.symlinks {
         return Err(StorageError::Refused {
@@ -208,7 +247,7 @@ fn plan_symlink(
             reason: "is a symbolic link, which this destination cannot hold; not copied",
         });
     }
-    match sh.store.stat(&at.rel)? {
+    match found {
         Some(p)
             if p.kind == Kind::Symlink
                 && sh
@@ -216,10 +255,12 @@ fn plan_symlink(
                     .read_link(&at.rel)
                     .is_ok_and(|t| t.as_bytes() == link) =>
         {
+            if !sh.opts.no_clobber && p.stale_meta(&fm, false) {
+                sh.store.refresh_meta(&at.rel, Kind::Symlink, fm)?;
+            }
             Progress::add(&sh.progress.skipped, 1);
             return Ok(PlanAction::Skip);
         }
-        Some(p) if p.kind == Kind::Dir => return Err(p.kind.found_where(&at.shown, "symlink")),
         // Something else, or a link pointing elsewhere: replaced, unless told not to.
         Some(p) if sh.opts.no_clobber => return Err(not_replaced(at, p.kind)),
         _ => {}
@@ -232,7 +273,7 @@ fn plan_symlink(
 /// `--no-clobber`: the destination has a different entry of type `found` where an
 /// entry goes. Its type is named when it is not a file, so that a planted symlink is
 /// not mistaken for a differing file.
-fn not_replaced(at: &Place, found: Kind) -> StorageError {
+pub(crate) fn not_replaced(at: &Place, found: Kind) -> StorageError {
     let reason = match found {
         Kind::Symlink => "is a symlink that differs; not replaced (--no-clobber)",
         Kind::File => "exists and differs; not replaced (--no-clobber)",
@@ -290,6 +331,7 @@ fn plan_file(
     sh: &SinkShared,
     src: &FileToPlan<'_>,
     at: Place,
+    found: Option<Present>,
     follow: &mut Vec<Frame>,
     rechecks: &mut Vec<Recheck>,
 ) -> Result<PlanAction, StorageError> {
@@ -301,10 +343,7 @@ fn plan_file(
             reason: "announced size is beyond the largest possible file",
         });
     }
-    if let Some(p) = sh.store.stat(&at.rel)? {
-        if p.kind == Kind::Dir {
-            return Err(p.kind.found_where(&at.shown, "file"));
-        }
+    if let Some(p) = found {
         let same_size = p.kind == Kind::File && p.size == size;
         let mut known = None;
         let same = if sh.opts.checksum_skip {
@@ -322,6 +361,11 @@ fn plan_file(
             p.is_copy_of(size, (fm.mtime_sec, fm.mtime_nsec))
         };
         if same {
+            // Current contents; a changed mode (or, after a contents check, mtime) is
+            // applied to the file as it is, as rsync does.
+            if !sh.opts.no_clobber && p.stale_meta(&fm, true) {
+                sh.store.refresh_meta(&at.rel, Kind::File, fm)?;
+            }
             Progress::add(&sh.progress.skipped, 1);
             Progress::add(&sh.progress.skipped_bytes, size);
             report_present(sh, id, &at, known, follow)?;

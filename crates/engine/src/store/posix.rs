@@ -81,6 +81,7 @@ fn present(md: &std::fs::Metadata) -> Present {
         kind: Kind::of(md.file_type()),
         size: md.len(),
         mtime: (md.mtime(), md.mtime_nsec() as u32),
+        mode: Some(md.mode() & 0o7777),
         kept_mtime: true,
     }
 }
@@ -189,6 +190,7 @@ impl Store for PosixStore {
             kind: Kind::of_mode(st.file_type()),
             size: st.size,
             mtime: st.mtime,
+            mode: Some(st.mode & 0o7777),
             kept_mtime: true,
         }))
     }
@@ -238,6 +240,14 @@ impl Store for PosixStore {
         d.set_permissions(std::fs::Permissions::from_mode(fm.mode))
             .map_err(|e| StorageError::io(&shown, e))?;
         meta::set_file_mtime(&d, &shown, fm.mtime_sec, fm.mtime_nsec)
+    }
+
+    fn refresh_meta(&self, rel: &Path, kind: Kind, fm: FinalMeta) -> Result<(), StorageError> {
+        let (dir, name) = self.parents.of(self.fs(), rel)?;
+        if kind != Kind::Symlink {
+            dir.set_mode_nofollow(&name, fm.mode)?;
+        }
+        dir.set_times_nofollow(&name, fm.mtime_sec, fm.mtime_nsec)
     }
 
     fn make_symlink(&self, rel: &Path, target: &[u8], fm: FinalMeta) -> Result<(), StorageError> {

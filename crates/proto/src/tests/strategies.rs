@@ -212,6 +212,7 @@ pub(super) fn change() -> impl Strategy<Value = Change> {
         Just(ChangeAction::WouldDelete),
         Just(ChangeAction::WouldCopy),
         Just(ChangeAction::WouldReplace),
+        Just(ChangeAction::WouldUpdate),
     ];
     let path = "[a-z]{1,8}(/[a-z]{1,8}){0,3}";
     (action, path, any::<u64>()).prop_map(|(action, path, size)| Change {

@@ -50,7 +50,7 @@ pub async fn run(job: CopyJob, shown: Shown) -> anyhow::Result<Outcome> {
         if let Some(w) = line.strip_prefix("warning: ") {
             eprintln!("hetch: warning: {}", hetch_proto::escape_text(w));
         }
-        for verb in ["deleted ", "would delete ", "would copy ", "would replace "] {
+        for verb in hetch_engine::CHANGE_VERBS {
             if let Some(rel) = line.strip_prefix(verb) {
                 eprintln!("{verb}{}", crate::sync::shown_below(&dest_shown, rel));
             }

@@ -20,6 +20,7 @@ mod contrib;
 mod doctor;
 mod errors;
 mod failures;
+mod faithful;
 mod follow;
 mod mcp;
 mod mcp_python;

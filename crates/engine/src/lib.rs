@@ -63,7 +63,7 @@ pub use options::{
     Schedule, Verify,
 };
 pub use pool::{BufferPool, PooledBuf};
-pub use progress::{Progress, Report};
+pub use progress::{Progress, Report, CHANGE_VERBS};
 pub use rate::RateLimiter;
 pub use sink::{run_sink, run_sink_into, MAX_OPEN_FILES};
 pub use source::{run_source, run_source_from};

@@ -107,11 +107,11 @@ impl Progress {
         use hetch_proto::ChangeAction;
         let shown = hetch_proto::escape_bytes(path);
         let verb = match action {
-            ChangeAction::Deleted => "deleted",
-            ChangeAction::WouldDelete => "would delete",
-            ChangeAction::WouldCopy => "would copy",
-            ChangeAction::WouldReplace => "would replace",
-            ChangeAction::WouldUpdate => "would update mode and mtime of",
+            ChangeAction::Deleted => CHANGE_VERBS[0],
+            ChangeAction::WouldDelete => CHANGE_VERBS[1],
+            ChangeAction::WouldCopy => CHANGE_VERBS[2],
+            ChangeAction::WouldReplace => CHANGE_VERBS[3],
+            ChangeAction::WouldUpdate => CHANGE_VERBS[4],
         };
         if let Some((n, bytes)) = self.would.of(action) {
             n.fetch_add(1, Relaxed);
@@ -123,7 +123,7 @@ impl Progress {
                 kept.push(shown.clone());
             }
         }
-        self.note(&format!("{verb} {shown}"));
+        self.note(&format!("{verb}{shown}"));
     }
 
     /// Records one lag sample.
@@ -200,6 +200,16 @@ pub struct Report {
     /// What a dry run would copy and replace.
     pub would: DryRunTotals,
 }
+
+/// How [`Progress::change`] starts its lines, one per [`hetch_proto::ChangeAction`]:
+/// a log that shows changes picks them out by these.
+pub const CHANGE_VERBS: [&str; 5] = [
+    "deleted ",
+    "would delete ",
+    "would copy ",
+    "would replace ",
+    "would update mode and mtime of ",
+];
 
 /// Counters of a dry run: entries it would copy (new at the destination) and replace,
 /// with the bytes of their files.

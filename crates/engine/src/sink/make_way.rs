@@ -58,12 +58,20 @@ pub(crate) fn make_way(
         });
     };
     gone.push((at.rel.clone(), true));
+    if sh.opts.dry_run {
+        let mut listed = sh.would_make_way.lock().expect("would_make_way lock");
+        listed.insert(at.rel.clone());
+    }
     let count = gone.len() as u64;
     let before = sh.made_way.fetch_add(count, SeqCst);
     if let Some(max) = del.max_delete.filter(|max| before + count > *max) {
         sh.made_way.fetch_sub(count, SeqCst);
+        let earlier = match before {
+            0 => String::new(),
+            n => format!(" after {n} for other replaced directories"),
+        };
         let reason = format!(
-            "is a directory; replacing it deletes {count} entries, {before} were already, \
+            "is a directory; replacing it deletes {count} entries{earlier}, \
              more than --max-delete {max}; not replaced"
         );
         return Err(StorageError::WrongType {

@@ -53,7 +53,7 @@ pub(crate) fn compare_extras(sh: &SinkShared) -> Vec<Frame> {
         return Vec::new();
     };
     // A tree that cannot be listed was reported by the comparison itself.
-    let extras = list_extras(sh, &seen, Mode::Compare).unwrap_or_default();
+    let extras = list_extras(sh, &seen, &HashSet::new(), Mode::Compare).unwrap_or_default();
     extras
         .into_iter()
         .map(|x| {
@@ -75,13 +75,15 @@ pub(crate) fn delete_extras(sh: &SinkShared) -> Vec<Frame> {
     let Some(base) = sh.store.shown_base() else {
         return Vec::new();
     };
+    // A dry run listed what replaced directories held already: they are not entered.
+    let replaced = std::mem::take(&mut *sh.would_make_way.lock().expect("would_make_way lock"));
     if let Some(why) = failures_stop(&sh.progress, sh.opts.dry_run) {
         return vec![sh.failure(u64::MAX, why)];
     }
     let mode = Mode::Mirror {
         delete_excluded: del.delete_excluded,
     };
-    let extras = match list_extras(sh, &seen, mode) {
+    let extras = match list_extras(sh, &seen, &replaced, mode) {
         Ok(x) => x,
         Err(e) => {
             let why = format!("deletions skipped: {e}");
@@ -151,11 +153,12 @@ pub(crate) fn subtree(
     rel: &Path,
     delete_excluded: bool,
 ) -> Result<Option<Vec<(PathBuf, bool)>>, StorageError> {
-    let seen = HashSet::new();
+    let none = HashSet::new();
     let mode = Mode::Mirror { delete_excluded };
     let walk = Walk {
         sh,
-        seen: &seen,
+        seen: &none,
+        replaced: &none,
         mode,
     };
     let mut out = Vec::new();
@@ -169,6 +172,7 @@ pub(crate) fn subtree(
 fn list_extras(
     sh: &SinkShared,
     seen: &HashSet<PathBuf>,
+    replaced: &HashSet<PathBuf>,
     mode: Mode,
 ) -> Result<Vec<Extra>, StorageError> {
     let tops: BTreeSet<&OsStr> = seen.iter().filter_map(|p| p.iter().next()).collect();
@@ -178,7 +182,12 @@ fn list_extras(
         // Only a real directory has entries to compare; a symlink is not entered. (A
         // store without directories lists the prefix, which may hold nothing.)
         if !sh.caps.directories || sh.store.stat(top)?.is_some_and(|p| p.kind == Kind::Dir) {
-            let walk = Walk { sh, seen, mode };
+            let walk = Walk {
+                sh,
+                seen,
+                replaced,
+                mode,
+            };
             walk.dir(top, false, &mut out)?;
         }
     }
@@ -188,6 +197,8 @@ fn list_extras(
 struct Walk<'a> {
     sh: &'a SinkShared,
     seen: &'a HashSet<PathBuf>,
+    /// Directories not to enter: a dry run's replaced ones (see `make_way`).
+    replaced: &'a HashSet<PathBuf>,
     mode: Mode,
 }
 
@@ -218,7 +229,7 @@ impl Walk<'_> {
                 Mode::Mirror { delete_excluded } => {
                     if !is_extra {
                         all = false;
-                        if is_dir {
+                        if is_dir && !self.replaced.contains(&child) {
                             self.dir(&child, false, out)?;
                         }
                         continue;

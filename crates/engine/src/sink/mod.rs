@@ -97,6 +97,9 @@ pub(crate) struct SinkShared {
     /// directories that entries of another type replaced (see `make_way`), counted
     /// against `--max-delete` with the deletion phase's.
     pub made_way: AtomicU64,
+    /// Dry runs of mirroring sessions: directories `make_way` would have removed, whose
+    /// contents it listed already (the deletion phase does not list them again).
+    pub would_make_way: Mutex<std::collections::HashSet<PathBuf>>,
     /// Files and symlinks announced so far (for "N files not copied" when stopped).
     pub announced: AtomicU64,
     /// The destination refused writes as a whole: no part file may be created any more.
@@ -335,6 +338,7 @@ pub async fn run_sink_into(
         durable: Mutex::new(None),
         dirs_seen: Mutex::default(),
         made_way: AtomicU64::new(0),
+        would_make_way: Mutex::default(),
         announced: AtomicU64::new(0),
         stopped: AtomicBool::new(false),
         backlog: Mutex::new(0),

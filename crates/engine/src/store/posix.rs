@@ -183,7 +183,9 @@ impl Store for PosixStore {
         }
         let (dir, name) = match self.parents.of(self.fs(), rel) {
             Ok(found) => found,
-            Err(e) if e.is_not_found() => return Ok(None), // nor is its parent
+            // Nor is its parent, or that is not a directory (yet: a dry run's entry below a
+            // file the run would replace with a directory).
+            Err(e) if e.is_not_found() || e.errno() == Some(libc::ENOTDIR) => return Ok(None),
             Err(e) => return Err(e),
         };
         Ok(dir.stat_name(&name)?.map(|st| Present {

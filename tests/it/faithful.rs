@@ -1,0 +1,243 @@
+//! A copy as `rsync -aHAX --delete` makes it, through the `hetch` binary: entries that
+//! changed type are replaced (locally, pushed and pulled), a plain copy replaces an
+//! empty directory only, `--max-delete` counts what a replaced directory held, a
+//! mode-only change is applied without a copy, and `--checksum-skip` brings mtimes in
+//! step; dry runs list each of these and change nothing.
+
+use crate::util;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+use util::*;
+
+/// Replaces what is at `path` (file, link or tree) with nothing.
+fn remove(path: &Path) {
+    match std::fs::symlink_metadata(path) {
+        Ok(md) if md.is_dir() => std::fs::remove_dir_all(path).unwrap(),
+        Ok(_) => std::fs::remove_file(path).unwrap(),
+        Err(_) => {}
+    }
+}
+
+/// A source tree, then the same tree with four entries of another type: a file that
+/// became a directory, a directory (with contents) that became a symlink, a symlink
+/// that became a file, an empty directory that became a file.
+fn changed_types(src: &Path) {
+    Tree::new(src)
+        .file("f", 1000, 1)
+        .file("d/x", 2000, 2)
+        .file("d/sub/y", 100, 3)
+        .symlink("l", "f")
+        .dir("e")
+        .file("keep", 500, 4);
+}
+
+fn change_types(src: &Path) {
+    for name in ["f", "d", "l", "e"] {
+        remove(&src.join(name));
+    }
+    Tree::new(src)
+        .file("f/inner", 300, 5)
+        .symlink("d", "keep")
+        .file("l", 400, 6)
+        .file("e", 10, 7);
+}
+
+/// Lines of a command's stderr that start with `prefix`, sorted.
+fn lines_starting(out: &Out, prefix: &str) -> Vec<String> {
+    let mut v: Vec<String> = out
+        .stderr_lines()
+        .into_iter()
+        .filter(|l| l.starts_with(prefix))
+        .map(str::to_string)
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn sync_replaces_entries_that_changed_type_and_still_deletes_extras() {
+    let t = tempdir();
+    let (src, dst) = (t.path().join("src"), t.path().join("dst"));
+    changed_types(&src);
+    hetch(&args!["sync", "-q", &src, &dst], &[]).ok();
+    change_types(&src);
+    std::fs::write(dst.join("extra"), b"x").unwrap();
+    let shown = |rel: &str| dst.join(rel).display().to_string();
+
+    // The dry run lists what the run will do, and does nothing.
+    let before = snapshot(&dst);
+    let dry = hetch(&args!["sync", "--dry-run", &src, &dst], &[]);
+    dry.ok();
+    assert_same_snapshot(&before, &snapshot(&dst), "after the dry run");
+    let want_replaced: Vec<String> = ["d", "e", "f", "l"]
+        .iter()
+        .map(|r| format!("would replace {}", shown(r)))
+        .collect();
+    assert_eq!(
+        lines_starting(&dry, "would replace "),
+        want_replaced,
+        "{dry:?}"
+    );
+    let gone = ["d", "d/sub", "d/sub/y", "d/x", "e", "extra"];
+    let want_deleted: Vec<String> = gone
+        .iter()
+        .map(|r| format!("would delete {}", shown(r)))
+        .collect();
+    assert_eq!(
+        lines_starting(&dry, "would delete "),
+        want_deleted,
+        "{dry:?}"
+    );
+    let copy = format!("would copy {}", shown("f/inner"));
+    assert!(dry.stderr_lines().contains(&copy.as_str()), "{dry:?}");
+
+    // The run replaces them, deletes the extra, and the next run has nothing to do.
+    let out = hetch(&args!["sync", "--json", &src, &dst], &[]);
+    out.ok();
+    let want_deleted: Vec<String> = gone
+        .iter()
+        .map(|r| format!("deleted {}", shown(r)))
+        .collect();
+    assert_eq!(lines_starting(&out, "deleted "), want_deleted, "{out:?}");
+    assert_eq!(out.json_value()["deleted"], 6, "{out:?}");
+    assert_same_tree(&src, &dst);
+    let again = hetch(&args!["sync", "--json", &src, &dst], &[]);
+    again.ok();
+    assert_eq!(again.json_value()["files"], 0, "{again:?}");
+    assert!(lines_starting(&again, "deleted ").is_empty(), "{again:?}");
+}
+
+#[test]
+fn entries_that_changed_type_are_replaced_when_pushed_and_pulled() {
+    let t = tempdir();
+    let srv = Server::start(&t.path().join("root"), &t.path().join("state"));
+    let src = t.path().join("src");
+    changed_types(&src);
+    srv.cp(&args!["--delete", &src, srv.url("pushed")]).ok();
+    changed_types(&srv.root.join("offered"));
+    let here = t.path().join("pulled");
+    srv.cp(&args!["--delete", srv.url("offered"), &here]).ok();
+
+    change_types(&src);
+    change_types(&srv.root.join("offered"));
+    srv.cp(&args!["--delete", &src, srv.url("pushed")]).ok();
+    assert_same_tree(&src, &srv.root.join("pushed"));
+    srv.cp(&args!["--delete", srv.url("offered"), &here]).ok();
+    assert_same_tree(&srv.root.join("offered"), &here);
+}
+
+#[test]
+fn a_plain_copy_replaces_an_empty_directory_but_not_a_full_one() {
+    let t = tempdir();
+    // Copied into `out`, as `out/src`.
+    let (src, out_dir) = (t.path().join("src"), t.path().join("out"));
+    let dst = out_dir.join("src");
+    Tree::new(&src)
+        .file("full", 100, 1)
+        .file("empty", 200, 2)
+        .file("was_file/in", 300, 3);
+    Tree::new(&dst)
+        .file("full/mine", 50, 4)
+        .dir("empty")
+        .file("was_file", 60, 5);
+    let out = hetch(&args!["cp", "-q", &src, &out_dir], &[]);
+    out.expect_code(3);
+    let full = dst.join("full");
+    let line = format!("{}: is a directory that is not empty", full.display());
+    assert!(
+        out.stderr_lines().iter().any(|l| l.contains(&line)),
+        "{out:?}"
+    );
+    assert!(full.join("mine").is_file(), "a full directory is kept");
+    assert_eq!(std::fs::read(dst.join("empty")).unwrap().len(), 200);
+    assert_eq!(std::fs::read(dst.join("was_file/in")).unwrap().len(), 300);
+    // `--no-clobber` replaces nothing of another type.
+    remove(&dst);
+    Tree::new(&dst).dir("empty");
+    let out = hetch(&args!["cp", "-q", "--no-clobber", &src, &out_dir], &[]);
+    out.expect_code(3);
+    assert!(dst.join("empty").is_dir(), "{out:?}");
+}
+
+#[test]
+fn max_delete_counts_what_a_replaced_directory_held() {
+    let t = tempdir();
+    let (src, dst) = (t.path().join("src"), t.path().join("dst"));
+    Tree::new(&src).file("d/a", 10, 1).file("d/b", 10, 2);
+    hetch(&args!["sync", "-q", &src, &dst], &[]).ok();
+    remove(&src.join("d"));
+    Tree::new(&src).file("d", 30, 3);
+    let out = hetch(&args!["sync", "-q", "--max-delete", "2", &src, &dst], &[]);
+    out.expect_code(3);
+    let line = format!(
+        "{}: is a directory; replacing it deletes 3 entries",
+        dst.join("d").display()
+    );
+    assert!(
+        out.stderr_lines().iter().any(|l| l.contains(&line)),
+        "{out:?}"
+    );
+    assert!(dst.join("d/a").is_file());
+    hetch(&args!["sync", "-q", "--max-delete", "3", &src, &dst], &[]).ok();
+    assert_same_tree(&src, &dst);
+}
+
+#[test]
+fn a_mode_only_change_is_applied_without_copying_and_listed_by_the_dry_run() {
+    let t = tempdir();
+    let srv = Server::start(&t.path().join("root"), &t.path().join("state"));
+    let (src, local) = (t.path().join("src"), t.path().join("local"));
+    Tree::new(&src).file("f", 5000, 1).file("g", 10, 2);
+    hetch(&args!["cp", "-q", &src, &local], &[]).ok();
+    srv.cp(&args![&src, srv.url("remote")]).ok();
+    // chmod leaves the mtime alone: size and mtime say "same file".
+    std::fs::set_permissions(src.join("f"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let remote = srv.root.join("remote");
+    for (dest, at) in [
+        (local.clone().into_os_string(), local.clone()),
+        (srv.url("remote").into(), remote.clone()),
+    ] {
+        let md = std::fs::metadata(at.join("f")).unwrap();
+        let dry = srv.cp(&args!["--dry-run", "--json", &src, &dest]);
+        dry.ok();
+        assert!(
+            dry.stderr_lines()
+                .iter()
+                .any(|l| l.starts_with("would update mode and mtime of ") && l.ends_with("/f")),
+            "{dry:?}"
+        );
+        assert_eq!(std::fs::metadata(at.join("f")).unwrap().mode(), md.mode());
+        let out = srv.cp(&args!["--json", &src, &dest]);
+        out.ok();
+        assert_eq!(out.json_value()["files"], 0, "not copied again: {out:?}");
+        assert_same_tree(&src, &at);
+        assert_eq!(std::fs::metadata(at.join("f")).unwrap().ino(), md.ino());
+    }
+}
+
+#[test]
+fn checksum_skip_brings_the_mtime_of_equal_files_in_step() {
+    let t = tempdir();
+    let (src, dst) = (t.path().join("src"), t.path().join("dst"));
+    Tree::new(&src).file("f", 3000, 1);
+    hetch(&args!["cp", "-q", &src, &dst], &[]).ok();
+    // Same contents, a new mtime at the source.
+    let when = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::new(1_700_000_000, 5);
+    let f = std::fs::File::options()
+        .write(true)
+        .open(src.join("f"))
+        .unwrap();
+    f.set_modified(when).unwrap();
+    let ino = std::fs::metadata(dst.join("f")).unwrap().ino();
+    let out = hetch(&args!["cp", "--json", "--checksum-skip", &src, &dst], &[]);
+    out.ok();
+    assert_eq!(out.json_value()["files"], 0, "{out:?}");
+    assert_same_tree(&src, &dst);
+    assert_eq!(std::fs::metadata(dst.join("f")).unwrap().ino(), ino);
+    // So a plain run finds the copy current.
+    let plain = hetch(&args!["cp", "--json", &src, &dst], &[]);
+    plain.ok();
+    assert_eq!(plain.json_value()["files"], 0, "{plain:?}");
+}

@@ -155,12 +155,10 @@ pub(crate) fn describe(
                 target: target.into_bytes(),
             }
         }
-        _ => {
-            return Err(StorageError::WrongType {
-                path: abs,
-                reason: crate::walk::SPECIAL.into(),
-            })
-        }
+        _ => match crate::walk::Special::of_mode(st.st_mode & libc::S_IFMT, st.st_rdev) {
+            Some(special) => SourceKind::Special(special),
+            None => return Err(crate::walk::unknown_type(&abs)),
+        },
     };
     Ok(SourceEntry {
         rel,

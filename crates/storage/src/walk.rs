@@ -22,6 +22,45 @@ pub enum SourceKind {
         /// The target bytes, as stored.
         target: Vec<u8>,
     },
+    /// A FIFO, socket or device: listed so that it can be skipped with a notice.
+    Special(Special),
+}
+
+/// A special file's kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Special {
+    /// A named pipe.
+    Fifo,
+    /// A Unix domain socket.
+    Socket,
+    /// A character device with this device number.
+    CharDevice(u64),
+    /// A block device with this device number.
+    BlockDevice(u64),
+}
+
+impl Special {
+    /// The special file of `st_mode` type bits `ifmt` and device number `rdev`, if
+    /// `ifmt` is one.
+    pub fn of_mode(ifmt: u32, rdev: u64) -> Option<Special> {
+        match ifmt {
+            libc::S_IFIFO => Some(Special::Fifo),
+            libc::S_IFSOCK => Some(Special::Socket),
+            libc::S_IFCHR => Some(Special::CharDevice(rdev)),
+            libc::S_IFBLK => Some(Special::BlockDevice(rdev)),
+            _ => None,
+        }
+    }
+
+    /// What it is, with an article ("a fifo").
+    pub fn name(self) -> &'static str {
+        match self {
+            Special::Fifo => "a fifo",
+            Special::Socket => "a socket",
+            Special::CharDevice(_) => "a character device",
+            Special::BlockDevice(_) => "a block device",
+        }
+    }
 }
 
 /// One item found under a source operand.
@@ -236,10 +275,6 @@ impl Anchor {
     }
 }
 
-/// Why a special file is not copied.
-pub(crate) const SPECIAL: &str =
-    "is a special file (device, socket or fifo); only files, directories and symlinks are copied";
-
 /// Describes one path (lstat, no following).
 pub fn entry(path: &Path, rel: Vec<u8>) -> Result<SourceEntry, StorageError> {
     let md = std::fs::symlink_metadata(path).at(path)?;
@@ -359,6 +394,14 @@ impl EntriesBelow {
     }
 }
 
+/// An entry whose type bits name no type Linux has.
+pub(crate) fn unknown_type(path: &Path) -> StorageError {
+    StorageError::Refused {
+        path: path.display().to_string(),
+        reason: "is of an unknown file type; not copied",
+    }
+}
+
 /// An entry from its metadata (and a symlink's target).
 fn describe(
     path: &Path,
@@ -375,11 +418,10 @@ fn describe(
         SourceKind::Symlink {
             target: target.as_bytes().to_vec(),
         }
+    } else if let Some(special) = Special::of_mode(md.mode() & libc::S_IFMT, md.rdev()) {
+        SourceKind::Special(special)
     } else {
-        return Err(StorageError::WrongType {
-            path: path.to_path_buf(),
-            reason: SPECIAL.into(),
-        });
+        return Err(unknown_type(path));
     };
     Ok(SourceEntry {
         rel,

@@ -172,6 +172,17 @@ struct CpArgs {
     /// this option). Ownership is never copied.
     #[arg(long)]
     preserve_special_modes: bool,
+    /// Recreate FIFOs and sockets (skipped with a warning by default).
+    #[arg(long)]
+    specials: bool,
+    /// Recreate character and block devices, where the receiver runs as root (a
+    /// server only when started with --devices itself); skipped with a warning by
+    /// default.
+    #[arg(long)]
+    devices: bool,
+    /// The same as --specials --devices (rsync's -D).
+    #[arg(short = 'D')]
+    specials_and_devices: bool,
     /// fdatasync each file before renaming it into place (slower; the whole
     /// destination is always synced once at the end).
     #[arg(long)]
@@ -458,6 +469,11 @@ struct ServeArgs {
     /// push (stripped otherwise). Ownership is never copied.
     #[arg(long)]
     preserve_special_modes: bool,
+    /// Let clients that ask for it (--devices) push device nodes, made when the server
+    /// runs as root. Off by default: a device node in the served tree would let pulls
+    /// read the raw device.
+    #[arg(long)]
+    devices: bool,
     #[command(flatten)]
     pre_auth: PreAuthArgs,
     /// Serve metrics in Prometheus' text format at http://ADDR/metrics (HOST:PORT; off

@@ -20,6 +20,7 @@ impl TryFrom<ServeFlags<'_>> for ServeConfig {
         let mut engine = a.tuning.engine()?;
         engine.rate_limit = a.rate_limit.unwrap_or(0);
         engine.preserve_special_modes = a.preserve_special_modes;
+        engine.devices = a.devices;
         let root = match Location::parse(&a.root) {
             Ok(Location::Object(url)) => {
                 let mut b = hetch_copy::Buckets::new(s3);

@@ -234,6 +234,8 @@ fn plain_control_hello(addr: &str, token: &[u8]) -> Vec<u8> {
                     trust_journal: false,
                 },
                 preserve_special_modes: false,
+                specials: false,
+                devices: false,
                 filter: Default::default(),
                 delete: None,
                 compression: Default::default(),

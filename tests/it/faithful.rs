@@ -241,3 +241,118 @@ fn checksum_skip_brings_the_mtime_of_equal_files_in_step() {
     plain.ok();
     assert_eq!(plain.json_value()["files"], 0, "{plain:?}");
 }
+
+/// A FIFO, a socket and a character device (as `/dev/null` is: 1, 3) at `src`, with
+/// odd modes and mtimes (the suite runs as root, as CI does).
+fn specials(src: &Path) {
+    Tree::new(src).file("plain", 100, 1);
+    for (name, kind, dev) in [
+        ("fifo", libc::S_IFIFO, 0),
+        ("null", libc::S_IFCHR, libc::makedev(1, 3)),
+    ] {
+        let path =
+            std::ffi::CString::new(src.join(name).into_os_string().into_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mknod only reads it.
+        let r = unsafe { libc::mknod(path.as_ptr(), kind | 0o640, dev) };
+        assert_eq!(r, 0, "mknod {name}: {}", std::io::Error::last_os_error());
+    }
+    drop(std::os::unix::net::UnixListener::bind(src.join("socket")).unwrap());
+    let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::new(1_600_000_000, 7);
+    for name in ["fifo", "null", "socket"] {
+        std::fs::set_permissions(src.join(name), std::fs::Permissions::from_mode(0o604)).unwrap();
+        set_mtime_nofollow(&src.join(name), old);
+    }
+}
+
+/// Sets the mtime of `path` without opening it (a FIFO would block an open).
+fn set_mtime_nofollow(path: &Path, when: std::time::SystemTime) {
+    let d = when.duration_since(std::time::UNIX_EPOCH).unwrap();
+    let t = libc::timespec {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    };
+    let path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid path and two valid timespecs.
+    let r = unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            [t, t].as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    assert_eq!(r, 0, "utimensat: {}", std::io::Error::last_os_error());
+}
+
+#[test]
+fn specials_and_devices_are_recreated_with_d_locally_pushed_and_pulled() {
+    let t = tempdir();
+    let srv = Server::start_with(
+        &t.path().join("root"),
+        &t.path().join("state"),
+        &["--devices"],
+        &[],
+    );
+    let src = t.path().join("src");
+    specials(&src);
+    specials(&srv.root.join("offered"));
+    let local = t.path().join("local");
+    let pulled = t.path().join("pulled");
+    let runs = [
+        (
+            args!["-D", "--json", &src, &local],
+            local.clone(),
+            src.clone(),
+        ),
+        (
+            args!["-D", "--json", &src, srv.url("pushed")],
+            srv.root.join("pushed"),
+            src.clone(),
+        ),
+        (
+            args!["-D", "--json", srv.url("offered"), &pulled],
+            pulled.clone(),
+            srv.root.join("offered"),
+        ),
+    ];
+    for (args, at, from) in &runs {
+        let out = srv.cp(args);
+        out.ok();
+        assert_eq!(out.json_value()["warnings"], 0, "{out:?}");
+        assert_same_tree(from, at);
+        // Again: the same special files are there, nothing is made anew.
+        let again = srv.cp(args);
+        again.ok();
+        assert_eq!(again.json_value()["files"], 0, "{again:?}");
+        assert_same_tree(from, at);
+    }
+}
+
+#[test]
+fn a_server_makes_and_offers_devices_only_when_started_with_devices() {
+    use std::os::unix::fs::FileTypeExt;
+    let t = tempdir();
+    let srv = Server::start(&t.path().join("root"), &t.path().join("state"));
+    let src = t.path().join("src");
+    specials(&src);
+    specials(&srv.root.join("offered"));
+    let back = t.path().join("back");
+    for (args, at) in [
+        (
+            args!["-D", &src, srv.url("pushed")],
+            srv.root.join("pushed"),
+        ),
+        (args!["-D", srv.url("offered"), &back], back.clone()),
+    ] {
+        let out = srv.cp(&args);
+        out.ok();
+        assert!(
+            std::fs::symlink_metadata(at.join("null")).is_err(),
+            "{out:?}"
+        );
+        let fifo = std::fs::symlink_metadata(at.join("fifo")).unwrap();
+        assert!(fifo.file_type().is_fifo(), "{out:?}");
+        let socket = std::fs::symlink_metadata(at.join("socket")).unwrap();
+        assert!(socket.file_type().is_socket(), "{out:?}");
+    }
+}

@@ -43,6 +43,7 @@ mod readers;
 mod session;
 mod sink;
 mod source;
+mod special;
 pub mod store;
 pub mod sum;
 mod tally;

@@ -32,6 +32,13 @@ pub struct Options {
     /// Off by default, so that a peer cannot have a receiver running as root create
     /// setuid files. Ownership is never copied: files belong to the receiving user.
     pub preserve_special_modes: bool,
+    /// FIFOs and sockets are recreated (`--specials`), otherwise skipped with a warning.
+    pub specials: bool,
+    /// Devices are recreated (`--devices`) where the receiver may make them (root),
+    /// otherwise skipped with a warning. A server recreates them only when it was
+    /// started with `--devices` itself: a device node a token holder chose, in the
+    /// served tree, would let later pulls read the raw device.
+    pub devices: bool,
     /// A server's root (canonical), for server sessions: messages to the peer name
     /// paths below it relative to it, so that a client never learns the server's
     /// absolute paths, and every file a pull reads must really lie below it (checked on
@@ -119,6 +126,8 @@ impl Default for Options {
             no_clobber: false,
             fsync: false,
             preserve_special_modes: false,
+            specials: false,
+            devices: false,
             served_root: None,
             read_within: Vec::new(),
             stall_timeout: None,

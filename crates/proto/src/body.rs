@@ -20,6 +20,11 @@ const OP_RANGE: u8 = 3;
 const ENTRY_FILE: u8 = 0;
 const ENTRY_DIR: u8 = 1;
 const ENTRY_SYMLINK: u8 = 2;
+const ENTRY_SPECIAL: u8 = 3;
+const SPECIAL_FIFO: u8 = 0;
+const SPECIAL_SOCKET: u8 = 1;
+const SPECIAL_CHAR: u8 = 2;
+const SPECIAL_BLOCK: u8 = 3;
 const PLAN_SKIP: u8 = 0;
 const PLAN_SEND: u8 = 1;
 const VERIFY_WRITTEN: u8 = 0;
@@ -77,6 +82,7 @@ impl Entry {
             }
             EntryKind::Dir => 0,
             EntryKind::Symlink { target } => 4 + target.len(),
+            EntryKind::Special(_) => 1 + 8,
         };
         ENTRY_MIN_LEN + self.path.len() + kind
     }
@@ -391,6 +397,8 @@ fn encode_hello(hello: &Hello, out: &mut Vec<u8>) {
             out.put_bool(req.fsync);
             encode_integrity(&req.integrity, out);
             out.put_bool(req.preserve_special_modes);
+            out.put_bool(req.specials);
+            out.put_bool(req.devices);
             encode_filter(&req.filter, out);
             match &req.delete {
                 None => out.put_u8(0),
@@ -486,6 +494,8 @@ fn decode_session_request(r: &mut Reader<'_>) -> Result<SessionRequest, ProtoErr
         fsync: r.bool()?,
         integrity: decode_integrity(r)?,
         preserve_special_modes: r.bool()?,
+        specials: r.bool()?,
+        devices: r.bool()?,
         filter: decode_filter(r)?,
         delete: r.option(|r| {
             Ok(DeleteRequest {
@@ -772,6 +782,17 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
             out.put_u8(ENTRY_SYMLINK);
             out.put_bytes(target);
         }
+        EntryKind::Special(kind) => {
+            out.put_u8(ENTRY_SPECIAL);
+            let (tag, rdev) = match *kind {
+                SpecialKind::Fifo => (SPECIAL_FIFO, 0),
+                SpecialKind::Socket => (SPECIAL_SOCKET, 0),
+                SpecialKind::CharDevice(rdev) => (SPECIAL_CHAR, rdev),
+                SpecialKind::BlockDevice(rdev) => (SPECIAL_BLOCK, rdev),
+            };
+            out.put_u8(tag);
+            out.put_u64(rdev);
+        }
     }
     out.put_u32(entry.mode);
     out.put_i64(entry.mtime_sec);
@@ -798,6 +819,7 @@ fn decode_entry(r: &mut Reader<'_>) -> Result<Entry, ProtoError> {
             }
             EntryKind::Symlink { target }
         }
+        ENTRY_SPECIAL => EntryKind::Special(decode_special(r)?),
         _ => return Err(r.err("unknown entry kind")),
     };
     let entry = Entry {
@@ -816,6 +838,21 @@ fn decode_entry(r: &mut Reader<'_>) -> Result<Entry, ProtoError> {
         return Err(r.err("mtime nanoseconds not below one second"));
     }
     Ok(entry)
+}
+
+fn decode_special(r: &mut Reader<'_>) -> Result<SpecialKind, ProtoError> {
+    let tag = r.u8()?;
+    let rdev = r.u64()?;
+    Ok(match tag {
+        SPECIAL_FIFO | SPECIAL_SOCKET if rdev != 0 => {
+            return Err(r.err("device number on a fifo or socket"))
+        }
+        SPECIAL_FIFO => SpecialKind::Fifo,
+        SPECIAL_SOCKET => SpecialKind::Socket,
+        SPECIAL_CHAR => SpecialKind::CharDevice(rdev),
+        SPECIAL_BLOCK => SpecialKind::BlockDevice(rdev),
+        _ => return Err(r.err("unknown special file kind")),
+    })
 }
 
 fn encode_plan_item(item: &PlanItem, out: &mut Vec<u8>) {

@@ -201,6 +201,11 @@ pub struct SessionRequest {
     /// Push: keep setuid, setgid and sticky bits on what the server creates (it
     /// strips them unless it was itself started with `--preserve-special-modes`).
     pub preserve_special_modes: bool,
+    /// FIFOs and sockets are recreated (`--specials`); otherwise skipped with a notice.
+    pub specials: bool,
+    /// Devices are recreated (`--devices`; a server only when it was itself started
+    /// with `--devices`, and only as root); otherwise skipped with a notice.
+    pub devices: bool,
     /// Which entries the source sends (and a mirroring sink protects).
     pub filter: FilterRequest,
     /// Mirror: remove what the source lacks, after everything else succeeded.
@@ -540,6 +545,32 @@ pub enum EntryKind {
         /// The link's target, as stored.
         target: Vec<u8>,
     },
+    /// A FIFO, socket or device, recreated by a sink asked to (`--specials`,
+    /// `--devices`); it carries no data.
+    Special(SpecialKind),
+}
+
+/// What a special file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpecialKind {
+    /// A named pipe.
+    Fifo,
+    /// A Unix domain socket (recreated as a name only: nothing listens on it).
+    Socket,
+    /// A character device with this device number.
+    CharDevice(u64),
+    /// A block device with this device number.
+    BlockDevice(u64),
+}
+
+impl SpecialKind {
+    /// A device (made only where asked for with `--devices`, and only by root).
+    pub fn is_device(self) -> bool {
+        matches!(
+            self,
+            SpecialKind::CharDevice(_) | SpecialKind::BlockDevice(_)
+        )
+    }
 }
 
 /// The sink's decision for one entry.

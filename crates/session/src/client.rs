@@ -130,6 +130,8 @@ pub fn session_request(
             trust_journal: opts.trust_journal,
         },
         preserve_special_modes: opts.preserve_special_modes,
+        specials: opts.specials,
+        devices: opts.devices,
         filter,
         delete: opts.delete,
         compression: opts.compression,

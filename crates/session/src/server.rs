@@ -640,6 +640,10 @@ fn session_options(engine: &Options, req: &SessionRequest) -> Result<Options, St
     opts.no_clobber = req.no_clobber;
     // Only when both ask: the server's own flag is the ceiling.
     opts.preserve_special_modes &= req.preserve_special_modes;
+    opts.specials = req.specials;
+    // Devices too: a device node a token holder chose, in the served tree, would let
+    // later pulls read the raw device.
+    opts.devices &= req.devices;
     opts.fsync = req.fsync || opts.fsync;
     let i = &req.integrity;
     opts.checksum = i.checksum.parse()?;

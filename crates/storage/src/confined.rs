@@ -76,6 +76,8 @@ pub struct NameStat {
     pub size: u64,
     /// Modification time: seconds and nanoseconds.
     pub mtime: (i64, u32),
+    /// Device number (devices).
+    pub rdev: u64,
 }
 
 impl NameStat {
@@ -203,6 +205,7 @@ impl Dir {
                 mode: st.st_mode as u32,
                 size: st.st_size as u64,
                 mtime: (st.st_mtime as i64, st.st_mtime_nsec as u32),
+                rdev: st.st_rdev as u64,
             })),
             Err(Errno::NOENT) => Ok(None),
             Err(e) => Err(self.error(name, e.into())),
@@ -226,6 +229,16 @@ impl Dir {
     pub fn mkdir(&self, name: &OsStr, mode: u32) -> Result<(), StorageError> {
         let name = self.one(name)?;
         rfs::mkdirat(self.fd(), name, Mode::from_raw_mode(mode))
+            .map_err(|e| self.error(name, e.into()))
+    }
+
+    /// Creates special file `name` (one component): `ifmt` is its type
+    /// (`libc::S_IFIFO`, `S_IFSOCK`, `S_IFCHR`, `S_IFBLK`), made with mode 0600 (the
+    /// caller sets the real one), `rdev` its device number.
+    pub fn mknod(&self, name: &OsStr, ifmt: u32, rdev: u64) -> Result<(), StorageError> {
+        let name = self.one(name)?;
+        let kind = rfs::FileType::from_raw_mode(ifmt);
+        rfs::mknodat(self.fd(), name, kind, Mode::from_raw_mode(0o600), rdev)
             .map_err(|e| self.error(name, e.into()))
     }
 

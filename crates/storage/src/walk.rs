@@ -52,6 +52,21 @@ impl Special {
         }
     }
 
+    /// Its `st_mode` type bits and device number, as `mknod` takes them.
+    pub fn mode_and_rdev(self) -> (u32, u64) {
+        match self {
+            Special::Fifo => (libc::S_IFIFO, 0),
+            Special::Socket => (libc::S_IFSOCK, 0),
+            Special::CharDevice(rdev) => (libc::S_IFCHR, rdev),
+            Special::BlockDevice(rdev) => (libc::S_IFBLK, rdev),
+        }
+    }
+
+    /// A device (not a FIFO or socket).
+    pub fn is_device(self) -> bool {
+        matches!(self, Special::CharDevice(_) | Special::BlockDevice(_))
+    }
+
     /// What it is, with an article ("a fifo").
     pub fn name(self) -> &'static str {
         match self {

@@ -38,6 +38,7 @@ use std::sync::Arc;
 
 use hetch_integrity::{Algorithm, Digest};
 use hetch_storage::part::FinalMeta;
+use hetch_storage::walk::Special;
 use hetch_storage::StorageError;
 
 /// What a store can do; the sink adapts to it.
@@ -300,6 +301,25 @@ pub trait Store: Send + Sync {
     /// mtimes). A store that keeps neither has nothing to do.
     fn refresh_meta(&self, _rel: &Path, _kind: Kind, _meta: FinalMeta) -> Result<(), StorageError> {
         Ok(())
+    }
+
+    /// The special file at `rel`, if that is what is there.
+    fn special_at(&self, _rel: &Path) -> Result<Option<Special>, StorageError> {
+        Ok(None)
+    }
+
+    /// Creates (atomically replacing whatever is there) special file `special` at
+    /// `rel`, with `meta`. A store that cannot hold special files refuses.
+    fn make_special(
+        &self,
+        rel: &Path,
+        _special: Special,
+        _meta: FinalMeta,
+    ) -> Result<(), StorageError> {
+        Err(StorageError::Refused {
+            path: rel.display().to_string(),
+            reason: "is a special file, which this destination cannot hold; not copied",
+        })
     }
 
     /// Creates (atomically replacing whatever is there) a symlink at `rel`.

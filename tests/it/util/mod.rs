@@ -883,6 +883,13 @@ pub enum Kind {
     Dir,
     /// A symlink and its target.
     Symlink(PathBuf),
+    /// A FIFO, socket or device: its type bits (`S_IFMT`) and device number.
+    Special {
+        /// `st_mode & S_IFMT`.
+        file_type: u32,
+        /// `st_rdev`.
+        rdev: u64,
+    },
 }
 
 /// One entry of a [`snapshot`].
@@ -949,7 +956,14 @@ fn snap(abs: &Path, rel: &Path, out: &mut BTreeMap<PathBuf, Entry>) {
             mtime,
         }
     } else {
-        panic!("unexpected special file {}", abs.display());
+        Entry {
+            kind: Kind::Special {
+                file_type: md.mode() & libc::S_IFMT,
+                rdev: md.rdev(),
+            },
+            mode,
+            mtime,
+        }
     };
     out.insert(rel.to_path_buf(), entry);
 }

@@ -32,6 +32,21 @@ pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
     };
     let kind = found.kind.name();
     match &e.kind {
+        EntryKind::Special(k) => {
+            let special = crate::special::from_wire(*k);
+            let there = sh
+                .store
+                .special_at(&at.rel)
+                .map_err(|err| err.to_string())?;
+            if there != Some(special) {
+                return Err(format!(
+                    "{shown}: is {kind} where the source has {}",
+                    special.name()
+                ));
+            }
+            Progress::add(&sh.progress.files, 1);
+            Ok(())
+        }
         EntryKind::Dir if found.kind == Kind::Dir => Ok(()),
         EntryKind::Dir => Err(format!(
             "{shown}: is {kind} where the source has a directory"
@@ -102,6 +117,11 @@ pub(crate) fn would_copy(sh: &SinkShared, e: &Entry, follow: &mut Vec<Frame>) {
     if matches!(e.kind, EntryKind::Dir) && !sh.caps.directories {
         return;
     }
+    if let EntryKind::Special(k) = e.kind {
+        if !crate::special::wanted(&sh.opts, crate::special::from_wire(k)) {
+            return; // skipped with a warning by the run
+        }
+    }
     let fm = super::plan::final_meta(sh, e);
     let found = sh.store.stat(&at.rel);
     let missing = matches!(found, Ok(None));
@@ -117,6 +137,11 @@ pub(crate) fn would_copy(sh: &SinkShared, e: &Entry, follow: &mut Vec<Frame>) {
         }
         (Ok(Some(p)), EntryKind::File { size, .. }) => {
             let same = p.is_copy_of(*size, (e.mtime_sec, e.mtime_nsec));
+            (same, same && !sh.opts.no_clobber && p.stale_meta(&fm, true))
+        }
+        (Ok(Some(p)), EntryKind::Special(k)) => {
+            let there = sh.store.special_at(&at.rel).ok().flatten();
+            let same = there == Some(crate::special::from_wire(*k));
             (same, same && !sh.opts.no_clobber && p.stale_meta(&fm, true))
         }
         _ => (false, false),

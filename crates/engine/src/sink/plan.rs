@@ -140,6 +140,7 @@ pub(crate) fn kind_of(e: &Entry) -> Kind {
         EntryKind::Dir => Kind::Dir,
         EntryKind::Symlink { .. } => Kind::Symlink,
         EntryKind::File { .. } => Kind::File,
+        EntryKind::Special(_) => Kind::Other,
     }
 }
 
@@ -184,6 +185,7 @@ fn plan_entry(
             Ok(action)
         }
         EntryKind::Symlink { target: link } => plan_symlink(sh, &at, link, fm, found),
+        EntryKind::Special(kind) => plan_special(sh, &at, *kind, fm, found),
         EntryKind::File {
             size,
             digest,
@@ -267,6 +269,51 @@ fn plan_symlink(
     }
     sh.store.make_symlink(&at.rel, link, fm)?;
     Progress::add(&sh.progress.files, 1);
+    Ok(PlanAction::Skip)
+}
+
+/// Creates a special file as announced, unless the same one is there (then only its
+/// mode and mtime are brought in step). One the session did not ask for (a source
+/// that sends it anyway), or a device a receiver may not make (not root), is skipped
+/// with a warning, as rsync skips it.
+fn plan_special(
+    sh: &SinkShared,
+    at: &Place,
+    kind: hetch_proto::SpecialKind,
+    fm: FinalMeta,
+    found: Option<Present>,
+) -> Result<PlanAction, StorageError> {
+    let special = crate::special::from_wire(kind);
+    let shown = || hetch_proto::escape_text(&at.shown.display().to_string());
+    if !crate::special::wanted(&sh.opts, special) {
+        sh.progress
+            .warn(&crate::special::skipped(&shown(), special));
+        return Ok(PlanAction::Skip);
+    }
+    if let Some(p) = found {
+        if sh.store.special_at(&at.rel)? == Some(special) {
+            if !sh.opts.no_clobber && p.stale_meta(&fm, true) {
+                sh.store.refresh_meta(&at.rel, Kind::Other, fm)?;
+            }
+            Progress::add(&sh.progress.skipped, 1);
+            return Ok(PlanAction::Skip);
+        }
+        if sh.opts.no_clobber {
+            return Err(not_replaced(at, p.kind));
+        }
+    }
+    match sh.store.make_special(&at.rel, special, fm) {
+        Ok(()) => Progress::add(&sh.progress.files, 1),
+        Err(e) if special.is_device() && e.errno() == Some(libc::EPERM) => {
+            let why = format!(
+                "{}: is {}; skipped: only root can make devices",
+                shown(),
+                special.name()
+            );
+            sh.progress.warn(&why);
+        }
+        Err(e) => return Err(e),
+    }
     Ok(PlanAction::Skip)
 }
 

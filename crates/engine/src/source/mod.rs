@@ -400,14 +400,15 @@ pub(crate) fn announce_attempt(
         }
     }
     if let SourceKind::Special(special) = se.kind {
-        // Skipped, as rsync without -D does: a notice, not a failure, so that a
-        // mirror's deletions still go ahead.
-        let what = special.name();
-        let shown = hetch_proto::escape_text(&se.abs.display().to_string());
-        shared.progress.warn(&format!(
-            "{shown}: is {what}; skipped (only files, directories and symlinks are copied)"
-        ));
-        return true;
+        if !crate::special::wanted(&shared.opts, special) {
+            // Skipped, as rsync without -D does: a warning, not a failure, so that a
+            // mirror's deletions still go ahead.
+            let shown = hetch_proto::escape_text(&se.abs.display().to_string());
+            shared
+                .progress
+                .warn(&crate::special::skipped(&shown, special));
+            return true;
+        }
     }
     let (followed, idle) = match shared.listing.classify(shared, &se) {
         Announce::Held => return true,
@@ -489,7 +490,7 @@ fn to_entry(id: u64, se: &SourceEntry, growing: bool) -> Entry {
             SourceKind::Symlink { target } => EntryKind::Symlink {
                 target: target.clone(),
             },
-            SourceKind::Special(_) => unreachable!("special files are skipped before"),
+            SourceKind::Special(s) => EntryKind::Special(crate::special::to_wire(*s)),
         },
         mode: se.mode,
         mtime_sec: se.mtime_sec,

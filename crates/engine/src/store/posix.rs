@@ -16,6 +16,7 @@ use hetch_storage::confined::{Dir, Links, OpenHow};
 use hetch_storage::direct;
 use hetch_storage::journal::{Journal, JournalHeader};
 use hetch_storage::part::{self, FinalMeta, PartFile, JOURNAL_SUFFIX, PART_SUFFIX};
+use hetch_storage::walk::Special;
 use hetch_storage::{meta, StorageError};
 
 use super::parents::Parents;
@@ -250,6 +251,35 @@ impl Store for PosixStore {
             dir.set_mode_nofollow(&name, fm.mode)?;
         }
         dir.set_times_nofollow(&name, fm.mtime_sec, fm.mtime_nsec)
+    }
+
+    fn special_at(&self, rel: &Path) -> Result<Option<Special>, StorageError> {
+        let (dir, name) = self.parents.of(self.fs(), rel)?;
+        let st = dir.stat_name(&name)?;
+        Ok(st.and_then(|st| Special::of_mode(st.file_type(), st.rdev)))
+    }
+
+    fn make_special(
+        &self,
+        rel: &Path,
+        special: Special,
+        fm: FinalMeta,
+    ) -> Result<(), StorageError> {
+        // Made under the temporary name, given its mode and times, and renamed over
+        // whatever is there, as a symlink is.
+        let (parent, name) = self.fs().parent(rel)?;
+        let tmp = part::part_name(&name);
+        parent.remove_file(&tmp)?;
+        let (ifmt, rdev) = special.mode_and_rdev();
+        parent.mknod(&tmp, ifmt, rdev)?;
+        let made = parent
+            .set_mode_nofollow(&tmp, fm.mode)
+            .and_then(|()| parent.set_times_nofollow(&tmp, fm.mtime_sec, fm.mtime_nsec))
+            .and_then(|()| parent.rename(&tmp, &name));
+        if made.is_err() {
+            let _ = parent.remove_file(&tmp);
+        }
+        made
     }
 
     fn make_symlink(&self, rel: &Path, target: &[u8], fm: FinalMeta) -> Result<(), StorageError> {

@@ -33,6 +33,8 @@ struct RawHello {
     fsync: u8,
     integrity: Vec<u8>,
     preserve_special_modes: u8,
+    /// `specials` and `devices`.
+    specials_devices: [u8; 2],
     /// Filter lists and delete request.
     tail: Vec<u8>,
     /// Compression: 0 off, 255 auto, else the zstd level.
@@ -71,6 +73,7 @@ impl Default for RawHello {
             fsync: 1,
             integrity: raw_integrity(b"blake3", 0, 0),
             preserve_special_modes: 0,
+            specials_devices: [0, 0],
             // No include, no exclude, no deletion phase.
             tail: vec![0, 0, 0, 0, 0, 0, 0, 0, 0],
             compression: 0,
@@ -95,6 +98,7 @@ impl RawHello {
         b.put_u8(self.fsync);
         b.extend_from_slice(&self.integrity);
         b.put_u8(self.preserve_special_modes);
+        b.extend_from_slice(&self.specials_devices);
         b.extend_from_slice(&self.tail);
         b.put_u8(self.compression);
         b.put_u8(0); // not a dry run
@@ -401,6 +405,7 @@ fn unknown_tags_are_refused() {
         |h: &mut RawHello| h.no_clobber = 2,
         |h: &mut RawHello| h.fsync = 0xff,
         |h: &mut RawHello| h.preserve_special_modes = 3,
+        |h: &mut RawHello| h.specials_devices = [0, 2],
     ] {
         let mut h = RawHello::default();
         spoil(&mut h);
@@ -414,12 +419,30 @@ fn unknown_tags_are_refused() {
     }
 
     let entry = RawEntry {
-        kind: vec![3],
+        kind: vec![4],
         ..RawEntry::default()
     };
     assert_eq!(
         refused(FrameKind::Entries, &entry.body()),
         "unknown entry kind"
+    );
+    // A special file: a known kind, and a device number only on a device.
+    let special = |tag: u8, rdev: u64| {
+        let mut kind = vec![3, tag];
+        kind.put_u64(rdev);
+        RawEntry {
+            kind,
+            ..RawEntry::default()
+        }
+        .body()
+    };
+    assert_eq!(
+        refused(FrameKind::Entries, &special(0, 7)),
+        "device number on a fifo or socket"
+    );
+    assert_eq!(
+        refused(FrameKind::Entries, &special(4, 0)),
+        "unknown special file kind"
     );
 
     let plan = [1, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 2];
@@ -901,8 +924,9 @@ fn hostile_filters_and_changes_are_refused() {
     };
     assert!(change(0, b"d/old").is_ok());
     assert!(change(3, b"d/replaced").is_ok());
+    assert!(change(4, b"d/chmodded").is_ok());
     for (action, path) in [
-        (4u8, &b"d/x"[..]),
+        (5u8, &b"d/x"[..]),
         (0, b"/etc/passwd"),
         (0, b"d/../x"),
         (0, b""),

@@ -146,6 +146,7 @@ pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
             proptest::option::of(delete()),
             compression(),
             any::<bool>(),
+            any::<(bool, bool)>(),
         ),
     )
         .prop_map(
@@ -161,7 +162,7 @@ pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
                 no_clobber,
                 fsync,
                 integrity,
-                (preserve_special_modes, filter, delete, compression, dry_run),
+                (preserve_special_modes, filter, delete, compression, dry_run, (specials, devices)),
             )| SessionRequest {
                 op,
                 streams,
@@ -175,6 +176,8 @@ pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
                 fsync,
                 integrity,
                 preserve_special_modes,
+                specials,
+                devices,
                 filter,
                 delete,
                 compression,
@@ -309,6 +312,13 @@ fn entry() -> impl Strategy<Value = Entry> {
             }),
         Just(EntryKind::Dir),
         link_target().prop_map(|target| EntryKind::Symlink { target }),
+        prop_oneof![
+            Just(SpecialKind::Fifo),
+            Just(SpecialKind::Socket),
+            any::<u64>().prop_map(SpecialKind::CharDevice),
+            any::<u64>().prop_map(SpecialKind::BlockDevice),
+        ]
+        .prop_map(EntryKind::Special),
     ];
     (
         any::<u64>(),

@@ -356,3 +356,77 @@ fn a_server_makes_and_offers_devices_only_when_started_with_devices() {
         assert!(socket.file_type().is_socket(), "{out:?}");
     }
 }
+
+/// Runs `hetch ARGS` as user `nobody` (the suite runs as root).
+fn hetch_as_nobody(args: &[std::ffi::OsString]) -> Out {
+    let mut full = Vec::from(args![
+        "--reuid=nobody",
+        "--regid=nogroup",
+        "--clear-groups",
+        BIN
+    ]);
+    full.extend(args.iter().cloned());
+    let out = std::process::Command::new("setpriv")
+        .args(&full)
+        .env("HOME", "/nonexistent")
+        .env_remove("HETCH_TOKEN")
+        .output()
+        .expect("run setpriv");
+    Out {
+        cmd: format!("setpriv {full:?}"),
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Hands `path` and everything under it to `nobody`.
+fn give_to_nobody(path: &Path) {
+    let st = std::process::Command::new("chown")
+        .args(["-R", "nobody:nogroup"])
+        .arg(path)
+        .status()
+        .expect("chown");
+    assert!(st.success());
+}
+
+#[test]
+fn as_a_user_a_changed_file_in_a_read_only_directory_is_replaced_and_the_mode_kept() {
+    let t = tempdir();
+    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // A directory of nobody's own, where it makes the copy.
+    let w = t.path().join("w");
+    std::fs::create_dir(&w).unwrap();
+    give_to_nobody(&w);
+    let (src, dst) = (w.join("src"), w.join("dst"));
+    Tree::new(&src)
+        .file("ro/f", 1000, 1)
+        .file("ro/big", 5 << 20, 2);
+    give_to_nobody(&src);
+    std::fs::set_permissions(src.join("ro"), std::fs::Permissions::from_mode(0o555)).unwrap();
+    hetch_as_nobody(&args!["sync", "-q", &src, &dst]).ok();
+    assert_same_tree(&src, &dst);
+    // Both change at the source (as their owner could, through a writable copy).
+    std::fs::set_permissions(src.join("ro"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    Tree::new(&src)
+        .file("ro/f", 1200, 3)
+        .file("ro/big", 6 << 20, 4);
+    give_to_nobody(&src);
+    std::fs::set_permissions(src.join("ro"), std::fs::Permissions::from_mode(0o555)).unwrap();
+    let out = hetch_as_nobody(&args!["sync", "-q", &src, &dst]);
+    out.ok();
+    assert_same_tree(&src, &dst);
+    // A single file into it: the directory, not part of the copy, keeps its mode.
+    Tree::new(t.path()).file("single", 300, 5);
+    give_to_nobody(&t.path().join("single"));
+    let out = hetch_as_nobody(&args![
+        "cp",
+        "-q",
+        t.path().join("single"),
+        dst.join("ro/f")
+    ]);
+    out.ok();
+    assert_eq!(std::fs::read(dst.join("ro/f")).unwrap().len(), 300);
+    let mode = std::fs::metadata(dst.join("ro")).unwrap().mode() & 0o7777;
+    assert_eq!(mode, 0o555);
+}

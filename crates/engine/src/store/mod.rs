@@ -10,4 +10,5 @@ mod parents;
 pub mod posix;
 mod read_back;
 mod split;
+mod unlocked;
 mod writers;

@@ -20,6 +20,7 @@ use hetch_storage::walk::Special;
 use hetch_storage::{meta, StorageError};
 
 use super::parents::Parents;
+use super::unlocked::Unlocked;
 use super::writers::{self, Claim, TAKEN_OVER};
 use super::{
     BatchRead, Capabilities, FileSpec, Kind, Listed, Opened, Place, Present, Store, StoreFile,
@@ -54,6 +55,8 @@ pub struct PosixStore {
     base_id: OnceLock<(u64, u64)>,
     /// Handles of the directories entries are placed in.
     parents: Arc<Parents>,
+    /// Read-only directories made writable to replace a file in them.
+    unlocked: Arc<Unlocked>,
 }
 
 impl PosixStore {
@@ -65,6 +68,7 @@ impl PosixStore {
             fs: OnceLock::new(),
             base_id: OnceLock::new(),
             parents: Arc::default(),
+            unlocked: Arc::default(),
         }
     }
 
@@ -242,6 +246,7 @@ impl Store for PosixStore {
         }
         d.set_permissions(std::fs::Permissions::from_mode(fm.mode))
             .map_err(|e| StorageError::io(&shown, e))?;
+        self.unlocked.settled(rel);
         meta::set_file_mtime(&d, &shown, fm.mtime_sec, fm.mtime_nsec)
     }
 
@@ -299,6 +304,7 @@ impl Store for PosixStore {
         let mut file = PosixFile {
             fs: self.fs().clone(),
             parents: self.parents.clone(),
+            unlocked: self.unlocked.clone(),
             rel: place.rel.clone(),
             header: journal_header(spec),
             spec: *spec,
@@ -404,7 +410,11 @@ impl Store for PosixStore {
 
     fn sync(&self) -> Result<(), StorageError> {
         match self.fs.get() {
-            Some(fs) => fs.sync_fs(),
+            Some(fs) => {
+                let restored = self.unlocked.restore(fs);
+                fs.sync_fs()?;
+                restored
+            }
             None => Ok(()),
         }
     }
@@ -449,6 +459,7 @@ fn journal_header(spec: &FileSpec) -> JournalHeader {
 pub(super) struct PosixFile {
     fs: Dir,
     parents: Arc<Parents>,
+    unlocked: Arc<Unlocked>,
     rel: PathBuf,
     header: JournalHeader,
     spec: FileSpec,
@@ -515,13 +526,12 @@ impl PosixFile {
             // much dearer than writes that extend the file or land in space reserved
             // for them (below). A file whose zero blocks were skipped is sized when it
             // is committed.
-            let part = match self.single_block() {
-                true => PartFile::open_anonymous(&dir, &name)?,
-                false => None,
-            };
-            let part = match part {
-                Some(p) => p,
-                None => PartFile::open(&dir, &name, self.resumed)?,
+            let part = match self.create_part(&dir, &name) {
+                // A read-only directory of ours: made writable for the session.
+                Err(e) if e.errno() == Some(libc::EACCES) && self.unlock_parent()? => {
+                    self.create_part(&dir, &name)?
+                }
+                made => made?,
             };
             let part = match self.direct_io() {
                 true => part.with_direct_io(),
@@ -534,6 +544,25 @@ impl PosixFile {
             inner.journal = Some(Arc::new(part.create_journal(&self.header)?));
         }
         Ok(part)
+    }
+
+    /// Creates (or, resuming, opens) the part file `name` in `dir`.
+    fn create_part(&self, dir: &Dir, name: &OsStr) -> Result<PartFile, StorageError> {
+        let anonymous = match self.single_block() {
+            true => PartFile::open_anonymous(dir, name)?,
+            false => None,
+        };
+        match anonymous {
+            Some(p) => Ok(p),
+            None => PartFile::open(dir, name, self.resumed),
+        }
+    }
+
+    /// Makes the file's directory writable for the session, where it is ours and
+    /// read-only (see `unlocked`); whether it did.
+    fn unlock_parent(&self) -> Result<bool, StorageError> {
+        let parent = self.rel.parent().unwrap_or(Path::new(""));
+        self.unlocked.unlock(&self.fs, parent)
     }
 
     /// A file of one block at most, written afresh: it keeps no journal (nothing to

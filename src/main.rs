@@ -175,9 +175,8 @@ struct CpArgs {
     /// Recreate FIFOs and sockets (skipped with a warning by default).
     #[arg(long)]
     specials: bool,
-    /// Recreate character and block devices, where the receiver runs as root (a
-    /// server only when started with --devices itself); skipped with a warning by
-    /// default.
+    /// Recreate devices, as root (a server only when started with --devices too);
+    /// skipped with a warning by default.
     #[arg(long)]
     devices: bool,
     /// The same as --specials --devices (rsync's -D).
@@ -469,9 +468,8 @@ struct ServeArgs {
     /// push (stripped otherwise). Ownership is never copied.
     #[arg(long)]
     preserve_special_modes: bool,
-    /// Let clients that ask for it (--devices) push device nodes, made when the server
-    /// runs as root. Off by default: a device node in the served tree would let pulls
-    /// read the raw device.
+    /// Let clients push device nodes (--devices, made as root). Off by default: a
+    /// device node in the served tree would let pulls read the raw device.
     #[arg(long)]
     devices: bool,
     #[command(flatten)]

@@ -116,9 +116,10 @@ fn every_failed_file_is_named_on_stderr_and_in_json() {
     let t = tempdir();
     let src = tree_with(&t.path().join("src"), 4, 0);
     let dst = t.path().join("dst");
-    // Directories where the copy needs files: two failures, the rest copied.
-    std::fs::create_dir_all(dst.join("src/d0/f0.bin")).unwrap();
-    std::fs::create_dir_all(dst.join("src/d1/f1.bin")).unwrap();
+    // Directories that are not empty where the copy needs files: two failures (a
+    // plain copy replaces only empty ones), the rest copied.
+    std::fs::create_dir_all(dst.join("src/d0/f0.bin/kept")).unwrap();
+    std::fs::create_dir_all(dst.join("src/d1/f1.bin/kept")).unwrap();
     let out = hetch(&args!["cp", "--json", &src.root, &dst], &[]);
     out.expect_code(3);
     let lines = out.stderr_lines();
@@ -132,7 +133,7 @@ fn every_failed_file_is_named_on_stderr_and_in_json() {
         .collect();
     assert_eq!(errors.len(), 2, "{out:?}");
     for name in ["d0/f0.bin", "d1/f1.bin"] {
-        let named = |l: &&str| l.contains(name) && l.contains("is a directory where a file");
+        let named = |l: &&str| l.contains(name) && l.contains("is a directory that is not empty");
         assert!(lines.iter().any(named), "{name} not on stderr\n{out:?}");
         assert!(errors.iter().any(named), "{name} not in JSON\n{out:?}");
     }

@@ -40,7 +40,14 @@ pub(crate) fn make_way(
         return Err(found.found_where(&at.shown, wanted));
     }
     if sh.opts.no_clobber {
-        return Err(super::plan::not_replaced(at, found));
+        return Err(StorageError::WrongType {
+            path: at.shown.clone(),
+            reason: format!(
+                "is {} where a {wanted} is needed; not replaced (--no-clobber)",
+                found.name()
+            )
+            .into(),
+        });
     }
     if found != Kind::Dir {
         if !sh.opts.dry_run {

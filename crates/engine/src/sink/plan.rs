@@ -320,7 +320,7 @@ fn plan_special(
 /// `--no-clobber`: the destination has a different entry of type `found` where an
 /// entry goes. Its type is named when it is not a file, so that a planted symlink is
 /// not mistaken for a differing file.
-pub(crate) fn not_replaced(at: &Place, found: Kind) -> StorageError {
+fn not_replaced(at: &Place, found: Kind) -> StorageError {
     let reason = match found {
         Kind::Symlink => "is a symlink that differs; not replaced (--no-clobber)",
         Kind::File => "exists and differs; not replaced (--no-clobber)",

@@ -75,6 +75,7 @@ fn copy_job(a: &CpArgs, sync: bool, predict: Option<Option<u64>>) -> Result<Copy
     opts.preserve_special_modes = a.preserve_special_modes;
     opts.specials = a.specials || a.specials_and_devices;
     opts.devices = a.devices || a.specials_and_devices;
+    opts.hard_links = a.hard_links;
     opts.checksum_skip = a.checksum_skip;
     opts.retry_changed = a.retry_changed;
     opts.trust_journal = a.trust_journal;

@@ -179,6 +179,9 @@ struct CpArgs {
     /// skipped with a warning by default.
     #[arg(long)]
     devices: bool,
+    /// Keep names of one file as hard links (copied as separate files by default).
+    #[arg(short = 'H', long)]
+    hard_links: bool,
     /// The same as --specials --devices (rsync's -D).
     #[arg(short = 'D')]
     specials_and_devices: bool,

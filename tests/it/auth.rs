@@ -236,6 +236,7 @@ fn plain_control_hello(addr: &str, token: &[u8]) -> Vec<u8> {
                 preserve_special_modes: false,
                 specials: false,
                 devices: false,
+                hard_links: false,
                 filter: Default::default(),
                 delete: None,
                 compression: Default::default(),

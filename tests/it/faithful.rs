@@ -430,3 +430,59 @@ fn as_a_user_a_changed_file_in_a_read_only_directory_is_replaced_and_the_mode_ke
     let mode = std::fs::metadata(dst.join("ro")).unwrap().mode() & 0o7777;
     assert_eq!(mode, 0o555);
 }
+
+/// The inode of `path`.
+fn ino(path: &Path) -> u64 {
+    std::fs::symlink_metadata(path).unwrap().ino()
+}
+
+#[test]
+fn hard_links_are_kept_with_h_locally_pushed_and_pulled() {
+    let t = tempdir();
+    let srv = Server::start(&t.path().join("root"), &t.path().join("state"));
+    let linked = |root: &Path| {
+        Tree::new(root)
+            .file("a", 3000, 1)
+            .file("lone", 10, 2)
+            .dir("d");
+        std::fs::hard_link(root.join("a"), root.join("b")).unwrap();
+        std::fs::hard_link(root.join("a"), root.join("d/c")).unwrap();
+    };
+    let src = t.path().join("src");
+    linked(&src);
+    linked(&srv.root.join("offered"));
+    let (local, pulled) = (t.path().join("local"), t.path().join("pulled"));
+    let runs = [
+        (
+            args!["-H", "--json", &src, &local],
+            local.clone(),
+            src.clone(),
+        ),
+        (
+            args!["-H", "--json", &src, srv.url("pushed")],
+            srv.root.join("pushed"),
+            src.clone(),
+        ),
+        (
+            args!["-H", "--json", srv.url("offered"), &pulled],
+            pulled.clone(),
+            srv.root.join("offered"),
+        ),
+    ];
+    for (args, at, from) in &runs {
+        let out = srv.cp(args);
+        out.ok();
+        assert_eq!(out.json_value()["bytes"], 3010, "sent once: {out:?}");
+        assert_same_tree(from, at);
+        assert_eq!(ino(&at.join("a")), ino(&at.join("b")), "{out:?}");
+        assert_eq!(ino(&at.join("a")), ino(&at.join("d/c")), "{out:?}");
+        assert_ne!(ino(&at.join("a")), ino(&at.join("lone")));
+        let again = srv.cp(args);
+        again.ok();
+        assert_eq!(again.json_value()["files"], 0, "{again:?}");
+    }
+    // Without -H, each name is a file of its own.
+    let plain = t.path().join("plain");
+    hetch(&args!["cp", "-q", &src, &plain], &[]).ok();
+    assert_ne!(ino(&plain.join("a")), ino(&plain.join("b")));
+}

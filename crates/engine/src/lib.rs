@@ -29,6 +29,7 @@ pub mod fuzzing;
 mod gate;
 mod lag;
 mod lane;
+mod links;
 mod liveness;
 mod local;
 mod manifest;

@@ -39,6 +39,8 @@ pub struct Options {
     /// started with `--devices` itself: a device node a token holder chose, in the
     /// served tree, would let later pulls read the raw device.
     pub devices: bool,
+    /// Names of one file are kept as hard links (`--hard-links`).
+    pub hard_links: bool,
     /// A server's root (canonical), for server sessions: messages to the peer name
     /// paths below it relative to it, so that a client never learns the server's
     /// absolute paths, and every file a pull reads must really lie below it (checked on
@@ -128,6 +130,7 @@ impl Default for Options {
             preserve_special_modes: false,
             specials: false,
             devices: false,
+            hard_links: false,
             served_root: None,
             read_within: Vec::new(),
             stall_timeout: None,

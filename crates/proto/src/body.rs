@@ -21,6 +21,7 @@ const ENTRY_FILE: u8 = 0;
 const ENTRY_DIR: u8 = 1;
 const ENTRY_SYMLINK: u8 = 2;
 const ENTRY_SPECIAL: u8 = 3;
+const ENTRY_HARDLINK: u8 = 4;
 const SPECIAL_FIFO: u8 = 0;
 const SPECIAL_SOCKET: u8 = 1;
 const SPECIAL_CHAR: u8 = 2;
@@ -83,6 +84,7 @@ impl Entry {
             EntryKind::Dir => 0,
             EntryKind::Symlink { target } => 4 + target.len(),
             EntryKind::Special(_) => 1 + 8,
+            EntryKind::HardLink { target } => 4 + target.len(),
         };
         ENTRY_MIN_LEN + self.path.len() + kind
     }
@@ -399,6 +401,7 @@ fn encode_hello(hello: &Hello, out: &mut Vec<u8>) {
             out.put_bool(req.preserve_special_modes);
             out.put_bool(req.specials);
             out.put_bool(req.devices);
+            out.put_bool(req.hard_links);
             encode_filter(&req.filter, out);
             match &req.delete {
                 None => out.put_u8(0),
@@ -496,6 +499,7 @@ fn decode_session_request(r: &mut Reader<'_>) -> Result<SessionRequest, ProtoErr
         preserve_special_modes: r.bool()?,
         specials: r.bool()?,
         devices: r.bool()?,
+        hard_links: r.bool()?,
         filter: decode_filter(r)?,
         delete: r.option(|r| {
             Ok(DeleteRequest {
@@ -793,6 +797,10 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
             out.put_u8(tag);
             out.put_u64(rdev);
         }
+        EntryKind::HardLink { target } => {
+            out.put_u8(ENTRY_HARDLINK);
+            out.put_bytes(target);
+        }
     }
     out.put_u32(entry.mode);
     out.put_i64(entry.mtime_sec);
@@ -820,6 +828,13 @@ fn decode_entry(r: &mut Reader<'_>) -> Result<Entry, ProtoError> {
             EntryKind::Symlink { target }
         }
         ENTRY_SPECIAL => EntryKind::Special(decode_special(r)?),
+        ENTRY_HARDLINK => {
+            let target = r.bytes()?;
+            if let Some(why) = rel_path_problem(&target) {
+                return Err(r.err(why));
+            }
+            EntryKind::HardLink { target }
+        }
         _ => return Err(r.err("unknown entry kind")),
     };
     let entry = Entry {

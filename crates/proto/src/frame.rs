@@ -206,6 +206,9 @@ pub struct SessionRequest {
     /// Devices are recreated (`--devices`; a server only when it was itself started
     /// with `--devices`, and only as root); otherwise skipped with a notice.
     pub devices: bool,
+    /// Names of one file are kept as hard links (`--hard-links`): the source sends
+    /// the second and later names as [`EntryKind::HardLink`].
+    pub hard_links: bool,
     /// Which entries the source sends (and a mirroring sink protects).
     pub filter: FilterRequest,
     /// Mirror: remove what the source lacks, after everything else succeeded.
@@ -548,6 +551,12 @@ pub enum EntryKind {
     /// A FIFO, socket or device, recreated by a sink asked to (`--specials`,
     /// `--devices`); it carries no data.
     Special(SpecialKind),
+    /// Another name of a file announced earlier in the same session (`--hard-links`):
+    /// the sink links it to that file once the file is in place; it carries no data.
+    HardLink {
+        /// The wire path of the earlier entry.
+        target: Vec<u8>,
+    },
 }
 
 /// What a special file is.

@@ -132,6 +132,7 @@ pub fn session_request(
         preserve_special_modes: opts.preserve_special_modes,
         specials: opts.specials,
         devices: opts.devices,
+        hard_links: opts.hard_links,
         filter,
         delete: opts.delete,
         compression: opts.compression,

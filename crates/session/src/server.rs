@@ -644,6 +644,7 @@ fn session_options(engine: &Options, req: &SessionRequest) -> Result<Options, St
     // Devices too: a device node a token holder chose, in the served tree, would let
     // later pulls read the raw device.
     opts.devices &= req.devices;
+    opts.hard_links = req.hard_links;
     opts.fsync = req.fsync || opts.fsync;
     let i = &req.integrity;
     opts.checksum = i.checksum.parse()?;

@@ -78,6 +78,8 @@ pub struct NameStat {
     pub mtime: (i64, u32),
     /// Device number (devices).
     pub rdev: u64,
+    /// Inode number.
+    pub ino: u64,
 }
 
 impl NameStat {
@@ -206,6 +208,7 @@ impl Dir {
                 size: st.st_size as u64,
                 mtime: (st.st_mtime as i64, st.st_mtime_nsec as u32),
                 rdev: st.st_rdev as u64,
+                ino: st.st_ino as u64,
             })),
             Err(Errno::NOENT) => Ok(None),
             Err(e) => Err(self.error(name, e.into())),
@@ -240,6 +243,14 @@ impl Dir {
         let kind = rfs::FileType::from_raw_mode(ifmt);
         rfs::mknodat(self.fd(), name, kind, Mode::from_raw_mode(0o600), rdev)
             .map_err(|e| self.error(name, e.into()))
+    }
+
+    /// Gives file `name` (one component) of this directory a further name, `new_name`
+    /// in directory `to` (`linkat`, not following a symlink).
+    pub fn hard_link(&self, name: &OsStr, to: &Dir, new_name: &OsStr) -> Result<(), StorageError> {
+        let (name, new_name) = (self.one(name)?, to.one(new_name)?);
+        rfs::linkat(self.fd(), name, to.fd(), new_name, AtFlags::empty())
+            .map_err(|e| to.error(new_name, e.into()))
     }
 
     /// Creates symlink `name` (one component) pointing to `target`.

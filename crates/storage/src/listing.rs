@@ -170,5 +170,6 @@ pub(crate) fn describe(
         ctime_sec: st.st_ctime as i64,
         ctime_nsec: st.st_ctime_nsec as u32,
         id: (st.st_dev as u64, st.st_ino as u64),
+        nlink: st.st_nlink as u64,
     })
 }

@@ -100,6 +100,8 @@ pub struct SourceEntry {
     pub ctime_nsec: u32,
     /// Device and inode: a followed file replaced under its name gets another.
     pub id: (u64, u64),
+    /// Names the inode has (hard links kept with `--hard-links`).
+    pub nlink: u64,
 }
 
 impl SourceEntry {
@@ -122,6 +124,7 @@ impl SourceEntry {
             ctime_sec: mtime.0,
             ctime_nsec: mtime.1,
             id: (0, 0),
+            nlink: 1,
         }
     }
 }
@@ -448,6 +451,7 @@ fn describe(
         ctime_sec: md.ctime(),
         ctime_nsec: md.ctime_nsec() as u32,
         id: (md.dev(), md.ino()),
+        nlink: md.nlink(),
     })
 }
 

@@ -322,6 +322,20 @@ pub trait Store: Send + Sync {
         })
     }
 
+    /// Whether `rel` is already another name of the file at `target` (hard links).
+    fn linked(&self, _target: &Path, _rel: &Path) -> Result<bool, StorageError> {
+        Ok(false)
+    }
+
+    /// Makes `rel` another name of the file at `target` (atomically replacing whatever
+    /// is at `rel`). A store without hard links refuses.
+    fn hard_link(&self, _target: &Path, rel: &Path) -> Result<(), StorageError> {
+        Err(StorageError::Refused {
+            path: rel.display().to_string(),
+            reason: "is a hard link, which this destination cannot hold; not linked",
+        })
+    }
+
     /// Creates (atomically replacing whatever is there) a symlink at `rel`.
     fn make_symlink(&self, rel: &Path, target: &[u8], meta: FinalMeta) -> Result<(), StorageError>;
 

@@ -319,6 +319,7 @@ mod tests {
             ctime_sec: 0,
             ctime_nsec: 0,
             id: (1, 2),
+            nlink: 1,
         };
         let mut fl = Followed::new(&se, 0);
         let t = SystemTime::now();

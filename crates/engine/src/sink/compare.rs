@@ -32,6 +32,21 @@ pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
     };
     let kind = found.kind.name();
     match &e.kind {
+        EntryKind::HardLink { target } => {
+            let to = sh.place(target).map_err(|err| err.to_string())?;
+            if !sh
+                .store
+                .linked(&to.rel, &at.rel)
+                .map_err(|err| err.to_string())?
+            {
+                return Err(format!(
+                    "{shown}: is not a hard link to {}",
+                    to.shown.display()
+                ));
+            }
+            Progress::add(&sh.progress.files, 1);
+            Ok(())
+        }
         EntryKind::Special(k) => {
             let special = crate::special::from_wire(*k);
             let there = sh
@@ -138,6 +153,13 @@ pub(crate) fn would_copy(sh: &SinkShared, e: &Entry, follow: &mut Vec<Frame>) {
         (Ok(Some(p)), EntryKind::File { size, .. }) => {
             let same = p.is_copy_of(*size, (e.mtime_sec, e.mtime_nsec));
             (same, same && !sh.opts.no_clobber && p.stale_meta(&fm, true))
+        }
+        (Ok(Some(_)), EntryKind::HardLink { target }) => {
+            let linked = sh
+                .place(target)
+                .ok()
+                .map(|to| sh.store.linked(&to.rel, &at.rel));
+            (matches!(linked, Some(Ok(true))), false)
         }
         (Ok(Some(p)), EntryKind::Special(k)) => {
             let there = sh.store.special_at(&at.rel).ok().flatten();

@@ -100,6 +100,8 @@ pub(crate) struct SinkShared {
     /// Dry runs of mirroring sessions: directories `make_way` would have removed, whose
     /// contents it listed already (the deletion phase does not list them again).
     pub would_make_way: Mutex<std::collections::HashSet<PathBuf>>,
+    /// Hard links: files announced, links to make at the end (`--hard-links`).
+    pub links: crate::links::SinkLinks,
     /// Files and symlinks announced so far (for "N files not copied" when stopped).
     pub announced: AtomicU64,
     /// The destination refused writes as a whole: no part file may be created any more.
@@ -339,6 +341,7 @@ pub async fn run_sink_into(
         dirs_seen: Mutex::default(),
         made_way: AtomicU64::new(0),
         would_make_way: Mutex::default(),
+        links: Default::default(),
         announced: AtomicU64::new(0),
         stopped: AtomicBool::new(false),
         backlog: Mutex::new(0),
@@ -578,12 +581,13 @@ async fn finisher(shared: Arc<SinkShared>, ctl: mpsc::Sender<Frame>) -> Result<(
     shared.durable.lock().expect("durable lock").take();
     let sh = shared.clone();
     let extras = tokio::task::spawn_blocking(move || {
-        // Removal comes before directory metadata: it changes the directories' mtimes.
-        let mut extras = if sh.opts.compare_only {
-            mirror::compare_extras(&sh)
-        } else {
-            mirror::delete_extras(&sh)
-        };
+        // Links once every file is in place, so that a failed one stops deletions;
+        // removal comes before directory metadata: it changes the directories' mtimes.
+        let mut extras = crate::links::make_links(&sh);
+        extras.extend(match sh.opts.compare_only {
+            true => mirror::compare_extras(&sh),
+            false => mirror::delete_extras(&sh),
+        });
         extras.extend(plan::finish_dirs(&sh)?);
         Ok::<_, EngineError>(extras)
     })

@@ -139,7 +139,7 @@ pub(crate) fn kind_of(e: &Entry) -> Kind {
     match e.kind {
         EntryKind::Dir => Kind::Dir,
         EntryKind::Symlink { .. } => Kind::Symlink,
-        EntryKind::File { .. } => Kind::File,
+        EntryKind::File { .. } | EntryKind::HardLink { .. } => Kind::File,
         EntryKind::Special(_) => Kind::Other,
     }
 }
@@ -157,6 +157,9 @@ fn plan_entry(
     follow: &mut Vec<Frame>,
     rechecks: &mut Vec<Recheck>,
 ) -> Result<PlanAction, StorageError> {
+    if sh.opts.hard_links && matches!(e.kind, EntryKind::File { .. }) {
+        sh.links.announced(&e.path);
+    }
     let at = sh.place(&e.path)?;
     let fm = final_meta(sh, e);
     let top_level = !e.path.contains(&b'/');
@@ -186,6 +189,7 @@ fn plan_entry(
         }
         EntryKind::Symlink { target: link } => plan_symlink(sh, &at, link, fm, found),
         EntryKind::Special(kind) => plan_special(sh, &at, *kind, fm, found),
+        EntryKind::HardLink { target } => plan_link(sh, at, target),
         EntryKind::File {
             size,
             digest,
@@ -313,6 +317,30 @@ fn plan_special(
             sh.progress.warn(&why);
         }
         Err(e) => return Err(e),
+    }
+    Ok(PlanAction::Skip)
+}
+
+/// A further name of a file announced earlier in the session: linked to it at the end
+/// (`links::make_links`), once that file is in place.
+fn plan_link(sh: &SinkShared, at: Place, target: &[u8]) -> Result<PlanAction, StorageError> {
+    let refused = |reason| StorageError::Refused {
+        path: at.shown.display().to_string(),
+        reason,
+    };
+    if !sh.opts.hard_links {
+        return Err(refused(
+            "is a hard link, which this session did not ask for",
+        ));
+    }
+    if !sh.links.was_announced(target) {
+        return Err(refused(
+            "is a hard link to a file not copied earlier in this session; not linked",
+        ));
+    }
+    let target = sh.place(target)?;
+    if !sh.opts.dry_run {
+        sh.links.defer(at, target);
     }
     Ok(PlanAction::Skip)
 }

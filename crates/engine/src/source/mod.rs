@@ -111,6 +111,8 @@ pub(crate) struct Shared {
     pub listing: Arc<dyn Listing>,
     /// Where entries listed after the walk go.
     pub open_end: OpenEnd,
+    /// First names of files with several (`--hard-links`).
+    links: crate::links::SourceLinks,
     /// Open files kept with their entries (see [`CachedFile`]), and their bound.
     handles: Arc<AtomicUsize>,
     handle_cap: usize,
@@ -203,6 +205,7 @@ pub async fn run_source_from(
         next_id: AtomicU64::new(0),
         listing,
         open_end: OpenEnd::new(stays_open.then(|| entry_tx.clone())),
+        links: Default::default(),
         handles: Arc::default(),
         // Each reader holds the file it reads; beyond those, as many kept for their
         // next turn: one per reader is enough for every reader to work on its own
@@ -410,6 +413,20 @@ pub(crate) fn announce_attempt(
             return true;
         }
     }
+    let link_to = match shared.opts.hard_links {
+        true => shared.links.name(&se),
+        false => crate::links::LinkOrNot::Itself,
+    };
+    let link_to = match link_to {
+        crate::links::LinkOrNot::LinkTo(target) => Some(target),
+        crate::links::LinkOrNot::Itself => None,
+        crate::links::LinkOrNot::TableFull => {
+            let why = "more files with several names than hard links are kept for; \
+                       further names are copied as separate files";
+            shared.progress.warn(why);
+            None
+        }
+    };
     let (followed, idle) = match shared.listing.classify(shared, &se) {
         Announce::Held => return true,
         Announce::Plain => (None, true),
@@ -423,6 +440,10 @@ pub(crate) fn announce_attempt(
     }
     let id = shared.next_id.fetch_add(1, Relaxed);
     let mut entry = to_entry(id, &se, growing);
+    if let Some(target) = link_to {
+        entry.kind = EntryKind::HardLink { target };
+    }
+    let is_file = matches!(entry.kind, EntryKind::File { .. });
     if let (EntryKind::File { digest, .. }, true, true) = (
         &mut entry.kind,
         shared.opts.checksum_skip || shared.opts.compare_only,
@@ -446,7 +467,7 @@ pub(crate) fn announce_attempt(
         }
     }
     let size = match se.kind {
-        SourceKind::File { size } => {
+        SourceKind::File { size } if is_file => {
             Progress::add(&shared.progress.total_files, 1);
             Progress::add(&shared.progress.total_bytes, size);
             size
@@ -454,7 +475,7 @@ pub(crate) fn announce_attempt(
         _ => 0,
     };
     // Growing files change by design; an origin checks its files itself.
-    let identity = (!growing && origin.is_none())
+    let identity = (!growing && origin.is_none() && is_file)
         .then(|| Identity::of_entry(&se))
         .flatten();
     shared.announced.lock().expect("announced lock").insert(
@@ -467,7 +488,7 @@ pub(crate) fn announce_attempt(
             attempts,
             origin,
             size: Size::announced(size, growing),
-            is_file: matches!(se.kind, SourceKind::File { .. }),
+            is_file,
             failed: false,
             follow: followed,
             skipped: false,

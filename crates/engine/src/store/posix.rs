@@ -258,6 +258,31 @@ impl Store for PosixStore {
         dir.set_times_nofollow(&name, fm.mtime_sec, fm.mtime_nsec)
     }
 
+    fn linked(&self, target: &Path, rel: &Path) -> Result<bool, StorageError> {
+        let ino = |rel: &Path| -> Result<Option<u64>, StorageError> {
+            let (dir, name) = self.parents.of(self.fs(), rel)?;
+            Ok(dir
+                .stat_name(&name)?
+                .filter(|st| st.file_type() == libc::S_IFREG)
+                .map(|st| st.ino))
+        };
+        Ok(matches!((ino(target)?, ino(rel)?), (Some(a), Some(b)) if a == b))
+    }
+
+    fn hard_link(&self, target: &Path, rel: &Path) -> Result<(), StorageError> {
+        // Linked under the temporary name and renamed over whatever is there.
+        let (from, from_name) = self.fs().parent(target)?;
+        let (parent, name) = self.fs().parent(rel)?;
+        let tmp = part::part_name(&name);
+        parent.remove_file(&tmp)?;
+        from.hard_link(&from_name, &parent, &tmp)?;
+        let renamed = parent.rename(&tmp, &name);
+        if renamed.is_err() {
+            let _ = parent.remove_file(&tmp);
+        }
+        renamed
+    }
+
     fn special_at(&self, rel: &Path) -> Result<Option<Special>, StorageError> {
         let (dir, name) = self.parents.of(self.fs(), rel)?;
         let st = dir.stat_name(&name)?;

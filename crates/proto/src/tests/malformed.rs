@@ -33,8 +33,8 @@ struct RawHello {
     fsync: u8,
     integrity: Vec<u8>,
     preserve_special_modes: u8,
-    /// `specials` and `devices`.
-    specials_devices: [u8; 2],
+    /// `specials`, `devices` and `hard_links`.
+    specials_devices: [u8; 3],
     /// Filter lists and delete request.
     tail: Vec<u8>,
     /// Compression: 0 off, 255 auto, else the zstd level.
@@ -73,7 +73,7 @@ impl Default for RawHello {
             fsync: 1,
             integrity: raw_integrity(b"blake3", 0, 0),
             preserve_special_modes: 0,
-            specials_devices: [0, 0],
+            specials_devices: [0, 0, 0],
             // No include, no exclude, no deletion phase.
             tail: vec![0, 0, 0, 0, 0, 0, 0, 0, 0],
             compression: 0,
@@ -405,7 +405,8 @@ fn unknown_tags_are_refused() {
         |h: &mut RawHello| h.no_clobber = 2,
         |h: &mut RawHello| h.fsync = 0xff,
         |h: &mut RawHello| h.preserve_special_modes = 3,
-        |h: &mut RawHello| h.specials_devices = [0, 2],
+        |h: &mut RawHello| h.specials_devices = [0, 2, 0],
+        |h: &mut RawHello| h.specials_devices = [0, 0, 7],
     ] {
         let mut h = RawHello::default();
         spoil(&mut h);
@@ -419,7 +420,7 @@ fn unknown_tags_are_refused() {
     }
 
     let entry = RawEntry {
-        kind: vec![4],
+        kind: vec![5],
         ..RawEntry::default()
     };
     assert_eq!(
@@ -444,6 +445,14 @@ fn unknown_tags_are_refused() {
         refused(FrameKind::Entries, &special(4, 0)),
         "unknown special file kind"
     );
+    // A hard link names its target as a relative path inside the session.
+    let mut kind = vec![4];
+    kind.put_bytes(b"../outside");
+    let link = RawEntry {
+        kind,
+        ..RawEntry::default()
+    };
+    assert!(decode_body(FrameKind::Entries, &link.body()).is_err());
 
     let plan = [1, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 2];
     assert_eq!(refused(FrameKind::Plan, &plan), "unknown plan action");

@@ -146,7 +146,7 @@ pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
             proptest::option::of(delete()),
             compression(),
             any::<bool>(),
-            any::<(bool, bool)>(),
+            any::<(bool, bool, bool)>(),
         ),
     )
         .prop_map(
@@ -162,7 +162,14 @@ pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
                 no_clobber,
                 fsync,
                 integrity,
-                (preserve_special_modes, filter, delete, compression, dry_run, (specials, devices)),
+                (
+                    preserve_special_modes,
+                    filter,
+                    delete,
+                    compression,
+                    dry_run,
+                    (specials, devices, hard_links),
+                ),
             )| SessionRequest {
                 op,
                 streams,
@@ -178,6 +185,7 @@ pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
                 preserve_special_modes,
                 specials,
                 devices,
+                hard_links,
                 filter,
                 delete,
                 compression,
@@ -319,6 +327,7 @@ fn entry() -> impl Strategy<Value = Entry> {
             any::<u64>().prop_map(SpecialKind::BlockDevice),
         ]
         .prop_map(EntryKind::Special),
+        rel_path().prop_map(|target| EntryKind::HardLink { target }),
     ];
     (
         any::<u64>(),

@@ -91,7 +91,8 @@ slowest "$LOG"
 cat <<'LEFT'
 === the quick tier left out (bash test.sh runs them):
   - the end-to-end suite of the hetch binary (tests/it: every command, the peers,
-    the testbed, the browser, MinIO and the cloud emulators, the Python MCP client)
+    the testbed, the browser, MinIO and the cloud emulators, the Python MCP client,
+    Schemathesis over the service's API)
   - the job database and the service on PostgreSQL (HETCH_DB=sqlite here)
   - the conformance suite's S3, GCS and Azure backends (HETCH_CONFORMANCE=posix,memory)
   - the benchmark harness's peers (hetch-bench's tests/), the doc tests

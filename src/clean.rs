@@ -44,13 +44,13 @@ pub fn run(dir: &Path, dry_run: bool, split: bool) -> ExitCode {
                 Outcome::Stale => "would remove",
                 Outcome::InUse => {
                     kept += 1;
-                    println!("in use, kept {shown}");
+                    crate::out::or_say(outln!("in use, kept {shown}"));
                     return;
                 }
             };
             count += 1;
             bytes += l.bytes;
-            println!("{what} {shown} ({})", human_bytes(l.bytes as f64));
+            crate::out::or_say(outln!("{what} {shown} ({})", human_bytes(l.bytes as f64)));
         }
         Err(e) => {
             errors += 1;

@@ -66,8 +66,15 @@ pub async fn run(job: CopyJob, shown: Shown) -> anyhow::Result<Outcome> {
     display.finish();
     let copied = result?;
     match copy.job().opts.compare_only {
-        true => print_comparison(&copied, started, shown.json),
-        false => print_summary(copy.job(), &copied, &progress, started, shown.json),
+        true => print_comparison(&copied, started, shown.json, shown.progress),
+        false => print_summary(
+            copy.job(),
+            &copied,
+            &progress,
+            started,
+            shown.json,
+            shown.progress,
+        ),
     }
     Ok(match copied.is_complete() {
         true => Outcome::Complete,

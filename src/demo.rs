@@ -177,11 +177,11 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
     }
     let n1 = verify_trees(&data, &root.join("dataset"))?;
     let n2 = verify_trees(&data, &pulled)?;
-    println!(
+    outln!(
         "hetch demo: OK: {n1} files pushed and {n2} pulled back, all identical by BLAKE3; push {}/s, pull {}/s (TLS 1.3, block digests on)",
         human_bytes(bytes as f64 / push_secs),
         human_bytes(bytes as f64 / pull_secs),
-    );
+    )?;
     if keep {
         if let Some(t) = tmp {
             let kept = t.keep();

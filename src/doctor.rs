@@ -110,8 +110,8 @@ pub async fn run(a: DoctorArgs) -> anyhow::Result<ExitCode> {
         }
     }
     match a.json {
-        true => println!("{}", serde_json::to_string(&report)?),
-        false => print!("{}", report.to_text()),
+        true => outln!("{}", serde_json::to_string(&report)?)?,
+        false => out!("{}", report.to_text())?,
     }
     if a.apply {
         return apply(&report);

@@ -1,6 +1,10 @@
 //! `hetch service` (the transfer service) and `hetch job` (its command-line client:
 //! submit, ls, show, cancel, retry, wait), over the service's HTTPS API with the
 //! same token and key pinning as `hetch cp`.
+//!
+//! `hetch job` exits with [`UNREACHABLE`] when the service could not be reached (for
+//! `wait`: not within `--retry-for`), apart from a job that failed (3) or was
+//! cancelled (1).
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -10,8 +14,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use hetch_net::NetError;
 use hetch_service::api::{CopyOptions, JobSpec, ListQuery};
-use hetch_service_api::client::Client;
+use hetch_service_api::client::{service_address, Client, ClientError, Look};
+
+use crate::usage::usage_error;
+
+/// `hetch job`'s exit code when the service could not be reached.
+pub const UNREACHABLE: u8 = 4;
 
 /// `hetch service`.
 #[derive(Args)]
@@ -21,7 +31,7 @@ pub struct ServiceArgs {
     #[arg(long)]
     root: PathBuf,
     /// Address to listen on.
-    #[arg(long, default_value = "0.0.0.0:7879")]
+    #[arg(long, default_value_t = SocketAddr::from(([0, 0, 0, 0], hetch_service_api::DEFAULT_PORT)))]
     listen: SocketAddr,
     /// The job database: sqlite://PATH (default: jobs.db in the state directory) or
     /// postgres://USER@HOST/DB, which several service instances may share.
@@ -149,7 +159,8 @@ pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
 /// `hetch job`.
 #[derive(Args)]
 pub struct JobArgs {
-    /// The service, HOST:PORT.
+    /// The service: as it prints itself (https://HOST:PORT), HOST:PORT, or a host
+    /// alone for the default port, 7879 (IPv6 addresses in brackets: [::1]:7879).
     #[arg(long, env = "HETCH_SERVICE")]
     service: String,
     #[command(flatten)]
@@ -193,11 +204,22 @@ enum JobCmd {
         id: String,
     },
     /// Wait for a job to end. Exit code 0 when it is done, 3 when it failed, 1 when
-    /// it was cancelled.
+    /// it was cancelled, 4 when the service could not be reached for --retry-for.
     Wait {
         /// The job's id.
         id: String,
+        #[command(flatten)]
+        patience: Patience,
     },
+}
+
+/// How long waiting for a job goes on while the service cannot be reached.
+#[derive(Args, Clone, Copy)]
+struct Patience {
+    /// While the service cannot be reached (restarting), ask again, less and less
+    /// often, for up to this long in a row; then give up (exit code 4).
+    #[arg(long, default_value = "2m", value_parser = hetch_units::parse_duration)]
+    retry_for: Duration,
 }
 
 #[derive(Args)]
@@ -234,6 +256,8 @@ struct SubmitArgs {
     /// Wait for the job to end (exit codes as `hetch job wait`).
     #[arg(long)]
     wait: bool,
+    #[command(flatten)]
+    patience: Patience,
     /// Another `hetch serve` node (HOST[:PORT]) serving the same storage as the
     /// hetch:// destination's server; repeatable. Units are spread over all of them.
     #[arg(long, value_name = "HOST[:PORT]")]
@@ -246,11 +270,36 @@ fn check_compress(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
-/// Runs `hetch job ...`.
+/// Runs `hetch job ...`: bad usage is exit code 2, a service that could not be
+/// reached [`UNREACHABLE`].
 pub async fn job(a: JobArgs) -> anyhow::Result<ExitCode> {
+    let service = match service_address(&a.service) {
+        Ok(s) => s,
+        Err(e) => return Ok(usage_error(&format!("--service {e}"))),
+    };
+    match run(&a, &service).await {
+        Err(e) if unreachable(&e) => {
+            crate::report(&e);
+            Ok(ExitCode::from(UNREACHABLE))
+        }
+        r => r,
+    }
+}
+
+/// Whether `e` says that the service could not be reached (not that it refused).
+fn unreachable(e: &anyhow::Error) -> bool {
+    match e.downcast_ref::<ClientError>() {
+        Some(ClientError::Net(NetError::Connect { .. })) => true,
+        Some(c) => c.is_transient(),
+        None => false,
+    }
+}
+
+/// `hetch job ...` on `service`.
+async fn run(a: &JobArgs, service: &str) -> anyhow::Result<ExitCode> {
     let pin = &a.pin;
     let token = hetch_session::client::load_token(pin.token_file.as_ref())?;
-    let c = Client::new(&a.service, pin.fingerprint, pin.known_hosts.clone(), token).await?;
+    let c = Client::new(service, pin.fingerprint, pin.known_hosts.clone(), token).await?;
     match &a.cmd {
         JobCmd::Submit(s) => {
             let (dest, sources) = s.paths.split_last().expect("clap asks for two");
@@ -272,11 +321,11 @@ pub async fn job(a: JobArgs) -> anyhow::Result<ExitCode> {
             };
             let j = c.submit(&spec).await?;
             match a.json && !s.wait {
-                true => print_json(&j),
-                false => println!("{}", j.id),
+                true => print_json(&j)?,
+                false => outln!("{}", j.id)?,
             }
             if s.wait {
-                return wait(&c, &j.id, a.json).await;
+                return wait(&c, &j.id, a.json, s.patience).await;
             }
         }
         JobCmd::Ls { state, limit } => {
@@ -286,15 +335,15 @@ pub async fn job(a: JobArgs) -> anyhow::Result<ExitCode> {
             };
             let jobs = c.list(&q).await?;
             match a.json {
-                true => print_json(&jobs),
-                false => print!("{}", hetch_service_api::show::table(&jobs)),
+                true => print_json(&jobs)?,
+                false => out!("{}", hetch_service_api::show::table(&jobs))?,
             }
         }
         JobCmd::Show { id } => {
             let j = c.job(id).await?;
             match a.json {
-                true => print_json(&j),
-                false => print!("{}", j.to_text()),
+                true => print_json(&j)?,
+                false => out!("{}", j.to_text())?,
             }
         }
         JobCmd::Cancel { id } | JobCmd::Retry { id } => {
@@ -303,32 +352,44 @@ pub async fn job(a: JobArgs) -> anyhow::Result<ExitCode> {
                 _ => c.retry(id).await?,
             };
             match a.json {
-                true => print_json(&j),
-                false => println!("{id}: {}", j.state),
+                true => print_json(&j)?,
+                false => outln!("{id}: {}", j.state)?,
             }
         }
-        JobCmd::Wait { id } => return wait(&c, id, a.json).await,
+        JobCmd::Wait { id, patience } => return wait(&c, id, a.json, *patience).await,
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Polls job `id` until it ends, with a line of progress on a terminal.
-async fn wait(c: &Client, id: &str, json: bool) -> anyhow::Result<ExitCode> {
+/// Polls job `id` until it ends, with a line of progress on a terminal; through a
+/// restart of the service, as `patience` says (one line when the service is lost).
+async fn wait(c: &Client, id: &str, json: bool, patience: Patience) -> anyhow::Result<ExitCode> {
     let tty = std::io::stderr().is_terminal() && !json;
     let every = Duration::from_millis(500);
+    let mut lost = false;
     let j = c
-        .wait(id, every, |j| {
-            if tty {
-                eprint!("\r{id}: {}   ", j.progress());
+        .wait(id, every, patience.retry_for, |look| match look {
+            Look::Job(j) => {
+                lost = false;
+                if tty {
+                    eprint!("\r{id}: {}   ", j.progress());
+                }
             }
+            Look::Lost(e) if !lost => {
+                lost = true;
+                let e = hetch_proto::escape_text(&e.to_string());
+                let secs = patience.retry_for.as_secs();
+                eprintln!("hetch: job {id}: {e}; asking again for up to {secs} s");
+            }
+            Look::Lost(_) => {}
         })
         .await?;
     if tty {
         eprintln!();
     }
     match json {
-        true => print_json(&j),
-        false => print!("{}", j.to_text()),
+        true => print_json(&j)?,
+        false => out!("{}", j.to_text())?,
     }
     Ok(match j.state.as_str() {
         "done" => ExitCode::SUCCESS,
@@ -338,8 +399,8 @@ async fn wait(c: &Client, id: &str, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 /// `v` as `--json` prints it: indented JSON.
-fn print_json(v: &impl serde::Serialize) {
-    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+fn print_json(v: &impl serde::Serialize) -> std::io::Result<()> {
+    outln!("{}", serde_json::to_string_pretty(v).unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -2,8 +2,16 @@
 //!
 //! Exit codes: 0 success; 1 the transfer failed (one line on stderr says why, naming
 //! the file or host); 2 bad usage; 3 the transfer finished but some files failed (each
-//! listed on stderr).
+//! listed on stderr). `hetch job`: 4 the service could not be reached (`wait`: not
+//! within `--retry-for`); `hetch job wait` (and `submit --wait`) 0 when the job is
+//! done, 3 when it failed, 1 when it was cancelled.
+//!
+//! A reader of standard output that stops reading (`hetch job ls | head -1`) ends the
+//! process quietly, as if by SIGPIPE (see `out`).
 
+// First: its `out!` and `outln!` macros are for the modules below.
+#[macro_use]
+mod out;
 mod clean;
 mod copy_args;
 mod cp;
@@ -580,7 +588,8 @@ struct ConnArgs {
     /// Print a JSON summary on stdout.
     #[arg(long)]
     json: bool,
-    /// No progress bar.
+    /// Print nothing but what failed: no progress bar, no summary at the end
+    /// (errors still go to stderr; --json still prints its JSON).
     #[arg(long, short)]
     quiet: bool,
     /// Progress as a JSON line on stderr each second instead of a bar:
@@ -669,10 +678,15 @@ fn main() -> ExitCode {
     match rt.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("hetch: error: {}", hetch_proto::escape_text(&one_line(&e)));
+            report(&e);
             ExitCode::from(1)
         }
     }
+}
+
+/// Says why a command failed: one line on stderr.
+pub(crate) fn report(e: &anyhow::Error) {
+    eprintln!("hetch: error: {}", hetch_proto::escape_text(&one_line(e)));
 }
 
 /// The error and its causes on one line, without repeating a cause already quoted.

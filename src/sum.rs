@@ -23,7 +23,7 @@ pub async fn run(a: SumArgs, s3: &hetch_object::S3Options) -> anyhow::Result<Exi
             Location::Local(p) => paths.push(p),
             Location::Object(url) => {
                 let loc = buckets.location(&url)?;
-                let mut out = std::io::stdout();
+                let mut out = crate::out::Stdout;
                 errors.extend(
                     hetch_object::sum_objects(&loc, algo, bs, threads * 4, &mut out).await?,
                 );
@@ -36,7 +36,7 @@ pub async fn run(a: SumArgs, s3: &hetch_object::S3Options) -> anyhow::Result<Exi
         }
     }
     let more = tokio::task::spawn_blocking(move || {
-        let mut out = std::io::BufWriter::new(std::io::stdout());
+        let mut out = std::io::BufWriter::new(crate::out::Stdout);
         let errors = hetch_engine::sum::write_manifest(&paths, algo, bs, threads, &mut out)?;
         std::io::Write::flush(&mut out)?;
         Ok::<_, std::io::Error>(errors)

@@ -104,38 +104,64 @@ pub fn json_line(v: &impl Serialize) -> serde_json::Value {
     serde_json::to_value(v).expect("a plain struct")
 }
 
-/// Prints the end of a comparison (`hetch verify`): every difference, then a count.
-pub fn print_comparison(copied: &Copied, started: Instant, json: bool) {
+/// What a run prints at its end, as its flags say: `--json`'s JSON on stdout, else
+/// lines for people on stderr, except under `-q` (its progress hidden), which prints
+/// only what failed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum End {
+    Json,
+    Lines,
+    Quiet,
+}
+
+impl End {
+    fn of(json: bool, progress: ProgressView) -> End {
+        match (json, progress) {
+            (true, _) => End::Json,
+            (false, ProgressView::Hidden) => End::Quiet,
+            (false, _) => End::Lines,
+        }
+    }
+}
+
+/// Prints the end of a comparison (`hetch verify`): every difference, then a count
+/// (as `json` and `progress`, the run's flags, say: see [`End`]).
+pub fn print_comparison(copied: &Copied, started: Instant, json: bool, progress: ProgressView) {
     // Messages name files a peer chose: escaped, so they cannot drive the terminal.
     for e in &copied.report.errors {
         eprintln!("hetch: differs: {}", escape_text(e));
     }
     let c = Comparison::new(copied, started.elapsed().as_secs_f64());
-    match json {
-        true => println!("{}", json_line(&c)),
-        false => eprintln!("hetch: {}", c.to_line()),
+    match End::of(json, progress) {
+        End::Json => crate::out::or_say(outln!("{}", json_line(&c))),
+        End::Lines => eprintln!("hetch: {}", c.to_line()),
+        End::Quiet => {}
     }
 }
 
-/// Prints the end-of-transfer summary of `copied`, a run of `job` (one line, or JSON
-/// on stdout) and the per-file errors: each on stderr, and with `json` also in the
-/// summary's `errors` list.
+/// Prints the end-of-transfer summary of `copied`, a run of `job` (lines, or JSON on
+/// stdout, or nothing under `-q`: see [`End`]) and the per-file errors: each on
+/// stderr, and in JSON also in the summary's `errors` list. A prediction (`hetch
+/// predict`) is the command's answer, printed under `-q` too.
 pub fn print_summary(
     job: &CopyJob,
     copied: &Copied,
     progress: &Progress,
     started: Instant,
     json: bool,
+    progress_view: ProgressView,
 ) {
     let summary = CopySummary::new(job, copied, progress, started.elapsed().as_secs_f64());
     for e in &copied.report.errors {
         eprintln!("hetch: error: {}", escape_text(e));
     }
-    match json {
-        true => println!("{}", json_line(&summary)),
-        false => summary
-            .to_lines()
-            .iter()
-            .for_each(|l| eprintln!("hetch: {l}")),
-    }
+    let lines = match End::of(json, progress_view) {
+        End::Json => return crate::out::or_say(outln!("{}", json_line(&summary))),
+        End::Lines => summary.to_lines(),
+        End::Quiet => {
+            let predicted = summary.dry_run.as_ref().and_then(|d| d.predicted.as_ref());
+            predicted.map(|p| p.to_text()).into_iter().collect()
+        }
+    };
+    lines.iter().for_each(|l| eprintln!("hetch: {l}"));
 }

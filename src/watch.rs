@@ -64,7 +64,7 @@ pub async fn shutdown() {
 fn print_stats(p: &Progress, started: Instant, reconnects: u64, json: bool) {
     let c = Counters::of(p, started.elapsed().as_secs_f64(), reconnects);
     match json {
-        true => println!("{}", ui::json_line(&c)),
+        true => crate::out::or_say(outln!("{}", ui::json_line(&c))),
         false => eprintln!("hetch watch: {}", c.to_line()),
     }
 }

@@ -11,7 +11,8 @@ use hetch_worker::WorkerConfig;
 /// `hetch worker`.
 #[derive(Args)]
 pub struct WorkerArgs {
-    /// The service, HOST:PORT.
+    /// The service: as it prints itself (https://HOST:PORT), HOST:PORT, or a host
+    /// alone for the default port, 7879 (IPv6 addresses in brackets: [::1]:7879).
     #[arg(long, env = "HETCH_SERVICE")]
     service: String,
     /// Job sources are below this directory here (the service's --root, as this node
@@ -85,8 +86,13 @@ impl TryFrom<WorkerArgs> for WorkerConfig {
     }
 }
 
-/// `hetch worker`: runs until the service refuses it, or idle for `--idle-exit`.
-pub async fn run(a: WorkerArgs) -> anyhow::Result<ExitCode> {
+/// `hetch worker`: runs until the service refuses it, or idle for `--idle-exit`; a
+/// `--service` that is no service's address is bad usage (exit code 2).
+pub async fn run(mut a: WorkerArgs) -> anyhow::Result<ExitCode> {
+    a.service = match hetch_service_api::client::service_address(&a.service) {
+        Ok(s) => s,
+        Err(e) => return Ok(crate::usage::usage_error(&format!("--service {e}"))),
+    };
     hetch_worker::run(WorkerConfig::try_from(a)?).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -9,7 +9,9 @@ use crate::util;
 use std::ffi::OsString;
 use std::path::Path;
 
-use util::service::{args, launch, printed_after, show, start, start_with, submit, Service};
+use util::service::{
+    args, free_port, launch, printed_after, show, start, start_with, submit, Service,
+};
 use util::{hetch, spawn, wait_for, Running};
 
 #[test]
@@ -110,12 +112,12 @@ fn bad_jobs_and_bad_callers_get_one_line_and_nothing_is_queued() {
     let other = hetch(&pinned, &svc.env());
     other.expect_code(1).one_line_naming(&[&svc.addr]);
     assert!(!other.stdout.contains('['), "no answer read\n{other:?}");
-    // A service that is not there: one line naming it.
+    // A service that is not there: one line naming it, and its own exit code.
     let nobody = hetch(
         &args(&["job", "--service", "127.0.0.1:9", "ls"]),
         &svc.env(),
     );
-    nobody.expect_code(1).one_line_naming(&["127.0.0.1:9"]);
+    nobody.expect_code(4).one_line_naming(&["127.0.0.1:9"]);
 }
 
 /// A tree of `n` files of 40 KiB in a few directories, plus an empty directory and a
@@ -178,11 +180,6 @@ fn start_splitting(dir: &Path) -> Service {
 /// Job `id` as `hetch job --json show` gives it.
 fn leased(svc: &Service, id: &str) -> u64 {
     show(svc, id)["units"]["leased"].as_u64().unwrap_or(0)
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
 }
 
 /// The job is done with every file of its listing moved.

@@ -10,7 +10,8 @@
 //!   sessions until stopped, for a copy that follows its sources ([`forever`]).
 //! - [`retry`]: when a lost session is followed by another ([`RetryPolicy`]).
 //! - [`buckets`]: the object store clients of a job's operands.
-//! - [`overlap`]: refusing a local copy onto or into itself.
+//! - [`overlap`]: refusing a local copy onto or into itself (from `hetch-location`,
+//!   which the transfer service checks its jobs with too).
 //! - [`error`]: [`CopyError`], which says whether another session may get past it.
 //! - [`summary`]: what a copy says of itself at its end (and while it runs), as the
 //!   commands print it: JSON, or lines for people.
@@ -24,7 +25,6 @@ pub mod buckets;
 pub mod dispatch;
 pub mod error;
 pub mod job;
-pub mod overlap;
 pub mod retry;
 pub mod run;
 pub mod summary;
@@ -32,7 +32,8 @@ pub mod summary;
 pub use buckets::Buckets;
 pub use dispatch::dispatch;
 pub use error::{one_line, CopyError, SessionError};
+/// Copies onto or into their own source, found where both are local paths.
+pub use hetch_location::overlap::{self, copy_into_itself};
 pub use job::{CopyJob, DestServer, DEFAULT_STREAMS};
-pub use overlap::copy_into_itself;
 pub use retry::{moved, Recovery, RetryPolicy};
 pub use run::{forever, recover, Copied, Copy, Recovered};

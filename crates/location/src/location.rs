@@ -37,24 +37,8 @@ impl Location {
             Some(i) => (&rest[..i], &rest[i + 1..]),
             None => (rest, ""),
         };
-        if hostport.is_empty() {
-            return Err(format!(
-                "{s}: no host in URL (expected hetch://HOST[:PORT]/path)"
-            ));
-        }
-        let has_port = if hostport.starts_with('[') {
-            hostport.contains("]:")
-        } else {
-            hostport.contains(':')
-        };
-        let host = if has_port {
-            let port = hostport.rsplit(':').next().unwrap_or_default();
-            port.parse::<u16>()
-                .map_err(|_| format!("{s}: bad port '{port}'"))?;
-            hostport.to_string()
-        } else {
-            format!("{hostport}:{DEFAULT_PORT}")
-        };
+        let host = crate::host::host_port(hostport, DEFAULT_PORT)
+            .map_err(|e| format!("{s}: {e} (expected hetch://HOST[:PORT]/path)"))?;
         Ok(Location::Remote {
             host,
             path: path.to_string(),
@@ -99,6 +83,15 @@ mod tests {
         ));
         assert!(Location::parse("s3:///a").is_err());
         assert!(Location::parse("hetch:///x").is_err());
-        assert!(Location::parse("hetch://h:port/x").is_err());
+        for bad in [
+            "hetch://h:port/x",
+            "hetch://h:0/x",
+            "hetch://[::1/x",
+            "hetch://::1/x",
+            "hetch://a b/x",
+        ] {
+            let e = Location::parse(bad).unwrap_err();
+            assert!(e.starts_with(bad), "{bad}: {e}");
+        }
     }
 }

@@ -286,22 +286,44 @@ impl TlsClient {
 
     /// Turns a failed handshake into an error, recognising the verifier's pin mismatch.
     fn handshake_error(&self, e: std::io::Error) -> NetError {
-        let mismatch = e
-            .get_ref()
-            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-            .and_then(|tls| match tls {
-                rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(other))) => {
-                    other.downcast_ref::<PinMismatch>()
-                }
-                _ => None,
-            });
-        match mismatch {
-            Some(m) => self.changed(m.expected, m.actual),
-            None => NetError::Tls {
-                host: self.host.clone(),
-                reason: e.to_string(),
-            },
+        self.key_changed(&e).unwrap_or_else(|| NetError::Tls {
+            host: self.host.clone(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// The [`NetError::HostKeyChanged`] that error `e` (or any error it was caused
+    /// by) stands for, when a handshake through this client's TLS configuration was
+    /// refused because the server presented another key than the pinned one: what
+    /// another protocol's client over [`TlsClient::rustls_config`] (the service's
+    /// HTTPS API) reports, said as `connect` says it. `None` for any other error.
+    pub fn key_changed(&self, e: &(dyn std::error::Error + 'static)) -> Option<NetError> {
+        let mut cur = Some(e);
+        while let Some(err) = cur {
+            if let Some(m) = pin_mismatch(err) {
+                return Some(self.changed(m.expected, m.actual));
+            }
+            cur = err.source();
         }
+        None
+    }
+}
+
+/// The verifier's rejection, if `e` is it: a rustls error, alone or inside I/O errors
+/// (an I/O error's `source` skips the error it wraps, and HTTP clients wrap the TLS
+/// stream's I/O error in one of their own).
+fn pin_mismatch<'a>(mut e: &'a (dyn std::error::Error + 'static)) -> Option<&'a PinMismatch> {
+    while let Some(inner) = e
+        .downcast_ref::<std::io::Error>()
+        .and_then(|io| io.get_ref())
+    {
+        e = inner;
+    }
+    match e.downcast_ref::<rustls::Error>()? {
+        rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(other))) => {
+            other.downcast_ref::<PinMismatch>()
+        }
+        _ => None,
     }
 }
 
@@ -381,6 +403,32 @@ mod tests {
 
     fn fp(byte: u8) -> Fingerprint {
         Fingerprint([byte; 32])
+    }
+
+    /// A pin mismatch reported by another protocol's client (the service's HTTPS
+    /// client wraps the TLS stream's I/O error in an I/O error of its own, under its
+    /// own errors) is told apart from any other error, and said as `connect` says it.
+    #[test]
+    fn a_pin_mismatch_is_found_inside_other_errors() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("request failed")]
+        struct Outer(#[source] std::io::Error);
+        let client = TlsClient::new("h:1", Trust::Pinned(fp(1))).unwrap();
+        let tls = rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(
+            PinMismatch {
+                expected: fp(1),
+                actual: fp(2),
+            },
+        ))));
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, tls);
+        let e = Outer(std::io::Error::other(io));
+        let changed = client.key_changed(&e).expect("found").to_string();
+        assert!(
+            changed.contains("h:1") && changed.contains(&fp(2).to_string()),
+            "{changed}"
+        );
+        let other = Outer(std::io::Error::other("connection refused"));
+        assert!(client.key_changed(&other).is_none());
     }
 
     #[test]

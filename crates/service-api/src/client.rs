@@ -64,6 +64,18 @@ impl ClientError {
     }
 }
 
+/// What [`Client::wait`] saw at one look.
+#[derive(Debug)]
+pub enum Look<'a> {
+    /// The job, as it is now.
+    Job(&'a JobView),
+    /// Why the service did not answer (it is looked at again).
+    Lost(&'a ClientError),
+}
+
+/// The longest pause between two looks of [`Client::wait`] at a service it lost.
+const MAX_PAUSE: Duration = Duration::from_secs(5);
+
 /// What a call answers, or why not.
 pub type Result<T> = std::result::Result<T, ClientError>;
 
@@ -77,14 +89,15 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client of the service at `service` (`HOST:PORT`), its key pinned by
-    /// `fingerprint` or the known-hosts file, presenting `token`.
+    /// A client of the service at `service` (as [`service_address`] takes it), its
+    /// key pinned by `fingerprint` or the known-hosts file, presenting `token`.
     pub async fn new(
         service: &str,
         fingerprint: Option<hetch_net::Fingerprint>,
         known_hosts: Option<PathBuf>,
         token: Vec<u8>,
     ) -> Result<Client> {
+        let service = &service_address(service).map_err(ClientError::BadArgument)?;
         let token = String::from_utf8(token)
             .map_err(|_| ClientError::BadArgument("the token is not text".into()))?;
         let trust = match fingerprint {
@@ -153,19 +166,39 @@ impl Client {
 
     /// Looks at job `id` every `every` until it has ended (done, failed or
     /// cancelled): `seen` is given each look, the last one too, which is returned.
+    /// While the service cannot be reached (it is restarting), `seen` is told why,
+    /// and it is looked at again, less and less often, for up to `retry_for` in a
+    /// row; then that error is returned.
     pub async fn wait(
         &self,
         id: &str,
         every: Duration,
-        mut seen: impl FnMut(&JobView),
+        retry_for: Duration,
+        mut seen: impl FnMut(Look<'_>),
     ) -> Result<JobView> {
+        let mut lost_since = None;
+        let mut pause = every;
         loop {
-            let j = self.job(id).await?;
-            seen(&j);
-            if j.is_finished() {
-                return Ok(j);
+            match self.job(id).await {
+                Ok(j) => {
+                    (lost_since, pause) = (None, every);
+                    seen(Look::Job(&j));
+                    if j.is_finished() {
+                        return Ok(j);
+                    }
+                }
+                Err(e) if e.is_transient() => {
+                    let since = *lost_since.get_or_insert_with(tokio::time::Instant::now);
+                    let left = retry_for.saturating_sub(since.elapsed());
+                    if left.is_zero() {
+                        return Err(e);
+                    }
+                    seen(Look::Lost(&e));
+                    pause = (pause * 2).clamp(every, MAX_PAUSE).min(left);
+                }
+                Err(e) => return Err(e),
             }
-            tokio::time::sleep(every).await;
+            tokio::time::sleep(pause).await;
         }
     }
 
@@ -235,7 +268,7 @@ impl Client {
             .bearer_auth(&self.token)
             .send()
             .await
-            .map_err(|e| self.unreachable(&e))?;
+            .map_err(|e| self.not_sent(&e))?;
         let status = resp.status();
         let text = resp.text().await.map_err(|e| self.unreachable(&e))?;
         let v: Value = serde_json::from_str(&text).map_err(|_| {
@@ -272,6 +305,16 @@ impl Client {
         serde_json::from_value(v).map_err(|e| self.invalid(format!("answer to {path}: {e}")))
     }
 
+    /// Why a request got no answer: the service presented another key than the
+    /// pinned one (said as `hetch cp` says it for a server), or it could not be
+    /// reached.
+    fn not_sent(&self, e: &reqwest::Error) -> ClientError {
+        match self.tls.key_changed(e) {
+            Some(changed) => ClientError::Net(changed),
+            None => self.unreachable(e),
+        }
+    }
+
     fn unreachable(&self, e: &reqwest::Error) -> ClientError {
         ClientError::Unreachable(format!("{}: {}", self.host, root_cause(e)))
     }
@@ -301,6 +344,25 @@ impl Client {
     }
 }
 
+/// The service at `s`, as `hetch job --service` and `hetch worker --service` take it,
+/// as `HOST:PORT`: what the service prints (`https://HOST:PORT`, or its web address,
+/// which ends in `/`), `HOST:PORT`, or a host alone (`HOST`, `https://HOST`, `[::1]`)
+/// meaning the service's default port ([`crate::DEFAULT_PORT`]). Anything else (an
+/// `http://` URL, a path, a malformed host or port) is one line naming `s`.
+pub fn service_address(s: &str) -> std::result::Result<String, String> {
+    let bad = |why: &str| format!("{s}: {why} (expected https://HOST[:PORT] or HOST[:PORT])");
+    let rest = match s.split_once("://") {
+        Some(("https", rest)) => rest,
+        Some((scheme, _)) => return Err(bad(&format!("{scheme}:// is not the service's"))),
+        None => s,
+    };
+    let host = rest.strip_suffix('/').unwrap_or(rest);
+    if host.contains('/') {
+        return Err(bad("a path after the host"));
+    }
+    hetch_location::host_port(host, crate::DEFAULT_PORT).map_err(|e| bad(&e))
+}
+
 /// The innermost error of a request: the one that says what went wrong.
 fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     let mut cur = e;
@@ -322,6 +384,37 @@ pub fn path_segment(id: &str) -> Result<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn services_are_taken_as_they_print_themselves() {
+        for (given, want) in [
+            ("https://127.0.0.1:7000", "127.0.0.1:7000"),
+            ("https://127.0.0.1:7000/", "127.0.0.1:7000"),
+            ("127.0.0.1:7000", "127.0.0.1:7000"),
+            ("svc.example.org", "svc.example.org:7879"),
+            ("https://svc", "svc:7879"),
+            ("[::1]:7000", "[::1]:7000"),
+            ("https://[::1]", "[::1]:7879"),
+        ] {
+            assert_eq!(service_address(given).as_deref(), Ok(want), "{given}");
+        }
+        for (bad, why) in [
+            ("http://h:1", "http:// is not"),
+            ("ftp://h", "ftp:// is not"),
+            ("https://h:1/api/jobs", "a path"),
+            ("h:1/x", "a path"),
+            ("h:0", "port"),
+            ("[::1:7000", "]"),
+            ("", "no host"),
+            ("not a host", "not a host name"),
+        ] {
+            let e = service_address(bad).unwrap_err();
+            assert!(
+                e.starts_with(&format!("{bad}: ")) && e.contains(why),
+                "{bad:?}: {e}"
+            );
+        }
+    }
 
     #[test]
     fn only_plain_ids_become_path_segments() {

@@ -14,10 +14,11 @@ pub struct JobSpec {
     /// Source operands, relative to the service's root (a shared file system); or,
     /// for a copy between two servers, `hetch://HOST:PORT/PATH` URLs all on one server
     /// (with a `hetch://` destination), which that server pushes to the destination.
-    #[schemars(length(min = 1, max = 1000))]
+    #[schemars(length(min = 1, max = 1000), inner(length(min = 1, max = 4096)))]
     pub sources: Vec<String>,
     /// Where to: `hetch://HOST:PORT/PATH` or `s3://`, `gs://`, `az://` URLs, or a
     /// path relative to the service's root.
+    #[schemars(length(min = 1, max = 4096))]
     pub dest: String,
     /// The copy's options.
     #[serde(default)]
@@ -34,7 +35,7 @@ pub struct JobSpec {
     /// several data transfer nodes): units are spread over all of them, and a unit
     /// run again after a failure goes to the next node.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 64))]
+    #[schemars(length(max = 64), inner(length(min = 1, max = 300)))]
     pub dest_nodes: Vec<String>,
     /// What the job may touch: set by the service at submission from its
     /// submitter's entry in the identity map (whatever a client sends here is
@@ -104,8 +105,12 @@ impl JobSpec {
             }
             true => self.check_relay()?,
         }
-        if !is_url(&self.dest) {
-            check_relative(&self.dest, "dest")?;
+        match is_url(&self.dest) {
+            // As the worker will parse it, so that what it cannot is refused now.
+            true => {
+                hetch_location::Location::parse(&self.dest).map_err(|e| format!("dest {e}"))?;
+            }
+            false => check_relative(&self.dest, "dest")?,
         }
         self.check_dest_nodes()?;
         if !(-100..=100).contains(&self.priority) {
@@ -151,6 +156,7 @@ impl JobSpec {
             let (h, path) = hetch_url(s).ok_or_else(|| {
                 format!("source {s:?}: sources are all paths under the root or all hetch:// URLs")
             })?;
+            hetch_location::Location::parse(s).map_err(|e| format!("source {e}"))?;
             if *host.get_or_insert(h) != h {
                 return Err(
                     "the sources of a copy between two servers are all on one server".into(),
@@ -179,13 +185,11 @@ impl JobSpec {
             return Err(format!("at most {MAX_DEST_NODES} dest_nodes"));
         }
         for n in &self.dest_nodes {
-            let bad = n.is_empty()
-                || n.len() > MAX_NODE
-                || n.contains(['/', '\0', ' '])
-                || n.contains("://");
-            if bad {
-                return Err(format!("dest node {n:?} is not HOST[:PORT]"));
+            if n.len() > MAX_NODE {
+                return Err(format!("dest node {n:?} is not HOST[:PORT]: too long"));
             }
+            hetch_location::host_port(n, hetch_location::DEFAULT_PORT)
+                .map_err(|e| format!("dest node {n:?} is not HOST[:PORT]: {e}"))?;
         }
         Ok(())
     }

@@ -6,6 +6,8 @@
 //!
 //! - [`job`]: a job's spec, its view, its listing's rows, the error body.
 //! - [`work`]: the worker routes: claims, heartbeats and reports on units.
+//! - [`dest`]: where a job's destination below the root is, and whether the job
+//!   would copy a source into itself there.
 //! - [`access`]: what a job may touch, recorded with it from its submitter's identity.
 //! - [`web`]: what the routes of the web interface answer: who is calling, the live
 //!   snapshot, the nodes, a job's activity.
@@ -19,6 +21,7 @@
 pub mod access;
 #[cfg(feature = "client")]
 pub mod client;
+pub mod dest;
 pub mod job;
 pub mod schema;
 #[cfg(feature = "client")]
@@ -27,6 +30,10 @@ pub mod web;
 pub mod work;
 
 pub use access::Access;
+
+/// The port `hetch service` listens on unless told otherwise (`--listen`), and the
+/// one `hetch job` and `hetch worker` reach a `--service` given without a port.
+pub const DEFAULT_PORT: u16 = 7879;
 pub use job::*;
 pub use web::*;
 pub use work::*;

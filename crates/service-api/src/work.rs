@@ -13,8 +13,13 @@ use crate::job::JobSpec;
 #[serde(deny_unknown_fields)]
 pub struct ClaimRequest {
     /// The worker's name (unique among workers).
+    #[schemars(
+        length(min = 1, max = 200),
+        regex(pattern = r"^[^\x00-\x1f\x7f-\x9f]+$")
+    )]
     pub worker: String,
     /// Units it can take now (1 to 64).
+    #[schemars(range(min = 1, max = 64))]
     pub max: u32,
     /// What it says of itself, for people watching.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -104,10 +109,15 @@ pub struct ClaimedUnit {
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatRequest {
     /// The worker's name.
+    #[schemars(
+        length(min = 1, max = 200),
+        regex(pattern = r"^[^\x00-\x1f\x7f-\x9f]+$")
+    )]
     pub worker: String,
     /// The units it runs (at most 64), whose leases are extended; without it, every
     /// lease it holds is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub units: Option<Vec<UnitKey>>,
     /// What it says of itself, for people watching.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -132,6 +142,10 @@ pub struct UnitKey {
 #[serde(deny_unknown_fields)]
 pub struct FinishRequest {
     /// The worker's name.
+    #[schemars(
+        length(min = 1, max = 200),
+        regex(pattern = r"^[^\x00-\x1f\x7f-\x9f]+$")
+    )]
     pub worker: String,
     /// The unit's job.
     pub job: String,
@@ -139,11 +153,13 @@ pub struct FinishRequest {
     pub seq: u64,
     /// `None` when it went through; else one line saying why not.
     pub error: Option<String>,
-    /// Entries it moved.
+    /// Entries it moved (at most 10^9: no unit moves more).
     #[serde(default)]
+    #[schemars(range(max = 1_000_000_000))]
     pub files: u64,
-    /// Bytes it moved.
+    /// Bytes it moved (at most 2^53: no unit moves more).
     #[serde(default)]
+    #[schemars(range(max = 9_007_199_254_740_992u64))]
     pub bytes: u64,
 }
 

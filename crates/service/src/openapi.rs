@@ -41,7 +41,7 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     (
         "get",
         "/api/jobs/{id}/files",
-        "Rows from..to of a job's listing (at most 10,000)",
+        "Rows from..to of a job's listing (at most 10,000: a longer range is cut; from >= to gives none)",
     ),
     (
         "post",
@@ -124,6 +124,36 @@ fn bodies(method: &str, path: &str) -> (Option<Value>, Option<Value>) {
     }
 }
 
+/// The error statuses route `method` `path` answers (each with an `Error` body), and
+/// when.
+fn errors_of(method: &str, path: &str) -> Vec<(&'static str, &'static str)> {
+    let mut e = vec![
+        ("401", "No token, a wrong or expired one, or no session"),
+        ("403", "Not the caller's to do (a user's token on a worker route, a request without the session's CSRF token, an identity the map does not name, a path outside the user's)"),
+        ("429", "Too many wrong tokens from this address (Retry-After says how long to wait), or too many event streams"),
+        ("500", "The service's own failure (its database)"),
+    ];
+    if takes_body(method, path)
+        || (method == "get" && matches!(path, "/api/jobs" | "/api/jobs/{id}/files"))
+    {
+        e.push(("400", "The request is not what the route takes (a field out of bounds, a source that does not exist, a copy into itself): one line naming it"));
+    }
+    if path.contains("{id}") {
+        e.push(("404", "No such job (or not the caller's)"));
+    }
+    if path.ends_with("/cancel") || path.ends_with("/retry") || path == "/api/work/finish" {
+        e.push(("409", "The job (or unit) is not in a state this applies to: already ended, nothing to retry, not the worker's"));
+    }
+    e.sort();
+    e
+}
+
+/// Whether route `method` `path` takes a body, which is refused (413, without a JSON
+/// body) over the service's limit.
+fn takes_body(method: &str, path: &str) -> bool {
+    method == "post" && !path.ends_with("/cancel") && !path.ends_with("/retry")
+}
+
 /// A query parameter.
 fn query(name: &str, required: bool, schema: Value) -> Value {
     json!({"name": name, "in": "query", "required": required, "schema": schema})
@@ -131,7 +161,7 @@ fn query(name: &str, required: bool, schema: Value) -> Value {
 
 /// The query parameters of route `path` (as `ListQuery` and `FilesQuery` take them).
 fn query_of(path: &str) -> Vec<Value> {
-    let count = || json!({"type": "integer", "minimum": 0});
+    let count = || json!({"type": "integer", "minimum": 0, "maximum": u64::MAX});
     match path {
         "/api/jobs" => vec![
             query(
@@ -155,14 +185,27 @@ pub fn document() -> Value {
     let mut paths = serde_json::Map::new();
     for (method, path, summary) in ROUTES {
         let entry = paths.entry(path.to_string()).or_insert_with(|| json!({}));
+        let mut responses = serde_json::Map::new();
+        let ok = match (*method, *path) {
+            ("post", "/api/jobs") => ("201", "Created (JSON)"),
+            _ => ("200", "OK (JSON)"),
+        };
+        responses.insert(ok.0.into(), json!({"description": ok.1}));
+        for (code, why) in errors_of(method, path) {
+            let error = json!({"$ref": "#/components/schemas/Error"});
+            responses.insert(
+                code.into(),
+                json!({"description": why, "content": {"application/json": {"schema": error}}}),
+            );
+        }
+        if takes_body(method, path) {
+            let over = format!("The body is over {} MiB", crate::routes::MAX_BODY >> 20);
+            responses.insert("413".into(), json!({"description": over}));
+        }
         let mut op = json!({
             "summary": summary,
             "security": [{"bearer": []}],
-            "responses": {
-                "200": {"description": "OK (JSON)"},
-                "201": {"description": "Created (JSON)"},
-                "4XX": {"description": "Refused", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-            }
+            "responses": responses,
         });
         if *path == "/metrics" {
             op["responses"]["200"] =

@@ -22,8 +22,10 @@ use axum::{Json, Router};
 use hetch_jobdb::leases::{MAX_UNIT_BYTES, MAX_UNIT_FILES};
 use hetch_jobdb::{JobRow, JobState, NewJob, Retry, UnitOutcome, WorkerReport};
 
-/// Largest request body: job specs and reports are small.
-const MAX_BODY: usize = 1 << 20;
+/// Largest request body: room for a job of the most sources at the longest paths the
+/// document allows (1000 of 4096 bytes), so that such a job is answered, not cut off
+/// while it is sent. Read only from callers that authenticated.
+pub(crate) const MAX_BODY: usize = 8 << 20;
 /// Most jobs one listing returns.
 const MAX_LIST: u64 = 1000;
 pub use crate::api::MAX_FILES;
@@ -182,7 +184,31 @@ fn authenticated(req: &Request) {
 /// A JSON body, or a 400 naming what is wrong with it (axum's own rejection is not
 /// JSON).
 fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|e| bad(format!("request body: {e}")))
+    let mut v: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| bad(format!("request body: {e}")))?;
+    integral(&mut v);
+    serde_json::from_value(v).map_err(|e| bad(format!("request body: {e}")))
+}
+
+/// `v` with every number that has no fraction (`34.0`) as an integer: JSON Schema, and
+/// so the OpenAPI document, counts it as one, and the request types take integers.
+fn integral(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) => {
+            let whole = n.as_f64().filter(|f| f.fract() == 0.0 && n.is_f64());
+            // In u64 or i64's range only: beyond, it stays a number no field takes.
+            if let Some(f) = whole.filter(|f| (-(2f64.powi(63))..2f64.powi(64)).contains(f)) {
+                *n = match f < 0.0 {
+                    true => (f as i64).into(),
+                    false => (f as u64).into(),
+                };
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral),
+        Value::Object(fields) => fields.values_mut().for_each(integral),
+        _ => {}
+    }
 }
 
 async fn submit(
@@ -218,6 +244,10 @@ async fn submit(
             }
             Err(e) => return Err(bad(format!("source {s:?}: {e}"))),
         }
+    }
+    // Workers would nest copies of the tree inside the tree they read.
+    if let Some(why) = spec.copies_into_itself(&state.root) {
+        return Err(bad(why));
     }
     let id = new_id();
     let job = NewJob {
@@ -323,13 +353,11 @@ async fn files(
     let Ok(Query(q)) = q else {
         return Err(bad("query: expected from=N&to=N"));
     };
-    if q.to < q.from || q.to - q.from > MAX_FILES {
-        return Err(bad(format!(
-            "from..to must be a range of at most {MAX_FILES} rows"
-        )));
-    }
+    // An empty range has no rows, and a longer one is cut to its first MAX_FILES:
+    // neither is malformed (the document cannot say that `to` follows `from`).
+    let to = q.to.max(q.from).min(q.from.saturating_add(MAX_FILES));
     view(&state, &caller, &id).await?;
-    let rows = state.db.files(&id, q.from, q.to).await.map_err(internal)?;
+    let rows = state.db.files(&id, q.from, to).await.map_err(internal)?;
     let rows: Vec<FileRow> = rows.into_iter().map(file_row).collect();
     Ok(Json(rows).into_response())
 }
@@ -344,7 +372,9 @@ pub(crate) fn file_row(f: hetch_jobdb::FileRow) -> FileRow {
 }
 
 fn check_worker(name: &str) -> Result<(), ApiError> {
-    if name.is_empty() || name.len() > MAX_NAME || name.chars().any(char::is_control) {
+    // Characters, not bytes: as the OpenAPI document's maxLength counts.
+    let n = name.chars().count();
+    if n == 0 || n > MAX_NAME || name.chars().any(char::is_control) {
         return Err(bad(format!(
             "worker name must be 1 to {MAX_NAME} printable characters"
         )));

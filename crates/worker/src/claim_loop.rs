@@ -173,8 +173,8 @@ pub async fn claim_loop<S: Service, E: Execute>(
     metrics: &WorkerMetrics,
 ) -> Result<(), WorkerError> {
     let name = &c.name;
-    // When a claim last said what this worker is (an idle worker asks four times a
-    // second; the service records a worker only when it says).
+    // When a claim last said what this worker is (an idle worker asks every few
+    // seconds at most; the service records a worker only when it says).
     let mut last_about: Option<Instant> = None;
     let mut units = Units {
         running: HashMap::new(),
@@ -186,6 +186,8 @@ pub async fn claim_loop<S: Service, E: Execute>(
     let mut idle_since = Instant::now();
     // Claims in a row that did not reach the service: the next look waits longer.
     let mut unreachable = 0u32;
+    // Claims in a row that found no work: likewise.
+    let mut idle = 0u32;
     // A unit that ended while the loop waited.
     let mut woken_by = None;
     loop {
@@ -282,6 +284,10 @@ pub async fn claim_loop<S: Service, E: Execute>(
             match bounded(units.until_fence(), api.claim(&body)).await {
                 Ok(given) => {
                     unreachable = 0;
+                    idle = match given.is_empty() {
+                        true => idle.saturating_add(1),
+                        false => 0,
+                    };
                     metrics.reachable(true);
                     claimed = given.len();
                     for u in given {
@@ -329,20 +335,36 @@ pub async fn claim_loop<S: Service, E: Execute>(
         if claimed == 0 {
             // Until a unit ends (to report it and take the next at once), or the next
             // look for work.
-            // A quarter of a second; doubling while the service cannot be reached, up
-            // to four seconds, so that an outage is not a flood of log lines.
-            let next = Duration::from_millis(250 << unreachable.min(4)).min(units.until_fence());
+            let next = next_look(idle, unreachable).min(units.until_fence());
             match tasks.is_empty() {
                 true => tokio::time::sleep(next).await,
                 false => {
                     woken_by = tokio::time::timeout(next, tasks.join_next())
                         .await
                         .ok()
-                        .flatten()
+                        .flatten();
+                    // A unit ended: room for work, asked for at once and then
+                    // again soon.
+                    if woken_by.is_some() {
+                        idle = 0;
+                    }
                 }
             }
         }
     }
+}
+
+/// How long the loop waits before it asks for work again, after `idle` claims in a
+/// row that found none and `unreachable` that did not reach the service: a quarter of
+/// a second, doubling with each idle claim up to two seconds (so that idle workers do
+/// not ask several times a second, while a new job still starts within two seconds),
+/// and with each claim that did not reach the service up to four (so that an outage is
+/// not a flood of log lines).
+fn next_look(idle: u32, unreachable: u32) -> Duration {
+    let quarter = Duration::from_millis(250);
+    let idle = quarter * (1 << idle.min(3));
+    let unreachable = quarter * (1 << unreachable.min(4));
+    idle.max(unreachable)
 }
 
 #[cfg(test)]

@@ -238,13 +238,10 @@ impl UnitContext {
     /// *into* always: every unit must agree on where entries go, whichever of them
     /// creates the destination directory.
     pub(crate) fn dest_of(&self, u: &ClaimedUnit) -> anyhow::Result<Location> {
-        let dest = u.spec.dest_for(u.seq, u.attempts);
-        let mut dest = Location::parse(&dest).map_err(|e| anyhow!("{e}"))?;
+        let named = u.spec.dest_for(u.seq, u.attempts);
+        let mut dest = Location::parse(&named).map_err(|e| anyhow!("{e}"))?;
         match &mut dest {
-            Location::Local(p) => {
-                let into = self.root.join(&*p);
-                *p = PathBuf::from(format!("{}/", into.display()));
-            }
+            Location::Local(p) => *p = hetch_service_api::dest::local_dest(&self.root, &named),
             Location::Remote { path, .. } if !path.ends_with('/') => path.push('/'),
             _ => {}
         }

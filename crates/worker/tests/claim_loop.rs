@@ -1,7 +1,8 @@
 //! The claim loop against a service in memory (no network), on tokio's paused clock:
 //! the units it is given are run and reported, a unit the service no longer holds is
-//! stopped without its report passing for a newer run's, and a service that stops
-//! answering has the worker stop its units before their leases could run out.
+//! stopped without its report passing for a newer run's, a service that stops
+//! answering has the worker stop its units before their leases could run out, and an
+//! idle worker asks for work less and less often.
 
 use std::collections::{HashSet, VecDeque};
 use std::future::Future;
@@ -51,6 +52,8 @@ struct State {
     held: HashSet<u64>,
     /// Reports received.
     finished: Vec<FinishRequest>,
+    /// Claims asked for (answered or not).
+    claims: u64,
     /// When the service last handed out a unit.
     claimed_at: Option<Instant>,
     /// No answer to anything from now on.
@@ -95,6 +98,7 @@ impl Service for Fake {
         &self,
         req: &ClaimRequest,
     ) -> impl Future<Output = Result<Vec<ClaimedUnit>, ClientError>> + Send {
+        self.state().claims += 1;
         self.answer(|s| {
             if s.refuse {
                 return Err(ClientError::NotAllowed("not a worker's token".into()));
@@ -314,4 +318,34 @@ async fn a_refused_token_ends_the_worker() {
         .unwrap_err();
     assert!(matches!(e, WorkerError::NotAllowed(_)), "{e:?}");
     assert!(units.runs().is_empty());
+}
+
+/// A worker with nothing to do asks less and less often (up to once every two
+/// seconds, where it used to ask four times a second), and still takes work that
+/// appears.
+#[tokio::test(start_paused = true)]
+async fn an_idle_worker_backs_off_and_still_takes_new_work() {
+    let service = Fake::with([]);
+    let units = FakeUnits::new(Plays::Quick);
+    let metrics = WorkerMetrics::default();
+    let c = LoopConfig {
+        idle_exit: Some(Duration::from_secs(60)),
+        ..config(2)
+    };
+    let worker = claim_loop(&c, service.clone(), units.clone(), &metrics);
+    let then_work = async {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        let mut s = service.state();
+        s.queue.push_back(unit(1));
+        s.claims
+    };
+    let (ended, idle_claims) = tokio::join!(worker, then_work);
+    ended.unwrap();
+    // Four a second would be 120; backing off to one every two seconds, about 17.
+    assert!(
+        (5..=20).contains(&idle_claims),
+        "{idle_claims} claims in 30 idle seconds"
+    );
+    assert_eq!(units.runs().len(), 1);
+    assert_eq!(service.state().finished.len(), 1);
 }

@@ -296,6 +296,51 @@ fn collect(mut r: impl Read + Send + 'static, seen: Arc<Mutex<Vec<u8>>>) -> Join
 /// Starts `hetch ARGS` with the environment cleaned of anything that could make the
 /// test depend on the machine, plus `env`.
 pub fn spawn(args: &[OsString], env: &[(&str, &str)]) -> Running {
+    let (mut cmd, shown) = command(args, env);
+    let mut child = cmd.spawn().expect("spawn hetch");
+    let stdout = collect(child.stdout.take().expect("stdout"), Arc::default());
+    let stderr_seen = Arc::new(Mutex::new(Vec::new()));
+    let stderr = collect(child.stderr.take().expect("stderr"), stderr_seen.clone());
+    Running {
+        cmd: shown,
+        child,
+        stdout: Some(stdout),
+        stderr: Some(stderr),
+        stderr_seen,
+    }
+}
+
+/// Runs `hetch ARGS` (as [`spawn`] does) with its standard output a pipe whose
+/// reader is closed before the command writes anything, as `hetch ARGS | true` runs
+/// it; its stdout is empty.
+pub fn with_stdout_closed(args: &[OsString], env: &[(&str, &str)]) -> Out {
+    let (mut cmd, shown) = command(args, env);
+    let mut child = cmd.spawn().expect("spawn hetch");
+    drop(child.stdout.take());
+    let stderr = collect(child.stderr.take().expect("stderr"), Arc::default());
+    let deadline = Instant::now() + COMMAND_LIMIT;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("hung: `{shown}` did not finish within {COMMAND_LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Out {
+        cmd: shown,
+        status,
+        stdout: String::new(),
+        stderr: stderr.join().unwrap_or_default(),
+    }
+}
+
+/// The command `hetch ARGS` (or `hetch-lab ARGS`) with the environment cleaned of
+/// anything that could make the test depend on the machine, plus `env`, its output
+/// piped; and how it is shown in messages.
+fn command(args: &[OsString], env: &[(&str, &str)]) -> (Command, String) {
     let lab = args
         .first()
         .is_some_and(|a| LAB_COMMANDS.iter().any(|c| a == *c));
@@ -327,17 +372,7 @@ pub fn spawn(args: &[OsString], env: &[(&str, &str)]) -> Running {
             .collect::<Vec<_>>()
             .join(" ")
     );
-    let mut child = cmd.spawn().expect("spawn hetch");
-    let stdout = collect(child.stdout.take().expect("stdout"), Arc::default());
-    let stderr_seen = Arc::new(Mutex::new(Vec::new()));
-    let stderr = collect(child.stderr.take().expect("stderr"), stderr_seen.clone());
-    Running {
-        cmd: shown,
-        child,
-        stdout: Some(stdout),
-        stderr: Some(stderr),
-        stderr_seen,
-    }
+    (cmd, shown)
 }
 
 impl Running {

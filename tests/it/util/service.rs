@@ -117,6 +117,12 @@ pub fn printed_after(p: &Running, marker: &str) -> String {
     rest().unwrap()
 }
 
+/// A port of 127.0.0.1 free now (for a service started again on the same address).
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
 /// Job `id` as `hetch job --json show` gives it.
 pub fn show(svc: &Service, id: &str) -> serde_json::Value {
     let out = svc.job(&["--json", "show", id]);

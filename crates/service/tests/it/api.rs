@@ -106,6 +106,70 @@ fn bad_requests_are_refused_with_one_line_and_nothing_is_queued() {
     });
 }
 
+/// What the worker would fail on later is refused at submission, naming the value:
+/// a copy onto or into one of its sources (on the service's root, however the paths
+/// are spelt), and destinations the worker could not parse.
+#[test]
+fn copies_into_themselves_and_destinations_that_do_not_parse_are_refused() {
+    on_each(|dir, url| async move {
+        let (api, _task) = start(&dir, &url, planner()).await;
+        let cases = [
+            (json!({"sources": ["run1"], "dest": "run1"}), "onto itself"),
+            (
+                json!({"sources": ["run1"], "dest": "./run1/"}),
+                "onto itself",
+            ),
+            (json!({"sources": ["run1"], "dest": "run1/sub/"}), "inside"),
+            (
+                json!({"sources": ["run1"], "dest": "run1/./sub//new"}),
+                "inside",
+            ),
+            (
+                json!({"sources": ["x", "run1/sub"], "dest": "run1"}),
+                "onto itself",
+            ),
+            (
+                json!({"sources": ["run1"], "dest": "hetch://[::1/x"}),
+                "[::1",
+            ),
+            (
+                json!({"sources": ["run1"], "dest": "hetch://h:0/x"}),
+                "port '0'",
+            ),
+            (
+                json!({"sources": ["run1"], "dest": "hetch://:7/x"}),
+                "no host",
+            ),
+            (json!({"sources": ["run1"], "dest": "s3://"}), "no bucket"),
+            (json!({"sources": ["run1"], "dest": "s3:///k"}), "no bucket"),
+            (json!({"sources": ["run1"], "dest": "gs://"}), "no bucket"),
+            (json!({"sources": ["run1"], "dest": "az://"}), "no bucket"),
+        ];
+        std::fs::create_dir_all(dir.join("root/x")).unwrap();
+        for (body, names) in cases {
+            let (s, v) = api.post("/api/jobs", body.clone()).await;
+            assert_eq!(s, 400, "{body} -> {v}");
+            let e = v["error"].as_str().unwrap();
+            let dest = body["dest"].as_str().unwrap();
+            assert!(e.contains(names) && e.contains(dest), "{body} -> {e}");
+            assert_eq!(v["field"], "dest", "{body} -> {v}");
+        }
+        let nodes = json!({"sources": ["run1"], "dest": "hetch://h/x", "dest_nodes": ["h:0"]});
+        let (s, v) = api.post("/api/jobs", nodes).await;
+        assert_eq!(s, 400, "{v}");
+        assert!(v["error"].as_str().unwrap().contains("port '0'"), "{v}");
+        let (s, v) = api.get("/api/jobs").await;
+        assert_eq!((s, v), (200, json!([])), "nothing queued");
+        // Beside its source, and into a directory of its own, a copy is taken.
+        for dest in ["run1-copy", "x/run1"] {
+            let (s, v) = api
+                .post("/api/jobs", json!({"sources": ["run1"], "dest": dest}))
+                .await;
+            assert_eq!(s, 201, "{dest} -> {v}");
+        }
+    });
+}
+
 #[test]
 fn a_job_is_planned_from_its_tree_and_run_through_the_work_api_to_done() {
     on_each(|dir, url| async move {

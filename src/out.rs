@@ -1,0 +1,73 @@
+//! Standard output, for what the commands print there (listings, digests, JSON): a
+//! reader that stops reading (`hetch job ls | head -1`, `hetch sum DIR | true`) ends
+//! the process quietly, as SIGPIPE ends coreutils' and rsync's, instead of a panic
+//! (`println!`'s, exit code 101) or an error line. Only standard output does: the
+//! process otherwise ignores SIGPIPE (Rust's runtime sets that), so that a peer
+//! closing a TCP connection stays an error the transfer handles, never the end of
+//! the process.
+
+use std::io::{self, Write};
+
+/// Prints `format!($($arg)*)` on standard output ([`print`]); an `io::Result`.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::out::print(format_args!($($arg)*))
+    };
+}
+
+/// Prints `format!($($arg)*)` and a newline on standard output ([`print`]); an
+/// `io::Result`.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::out::print(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// Writes `text` on standard output, ending the process quietly when its reader has
+/// gone (see the module doc); any other error is returned.
+pub fn print(text: std::fmt::Arguments) -> io::Result<()> {
+    Stdout.write_fmt(text)
+}
+
+/// Standard output as a writer (for what writes to an `io::Write`), with a closed
+/// pipe ending the process quietly (see the module doc).
+pub struct Stdout;
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        quiet_on_closed_pipe(io::stdout().write(buf))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        quiet_on_closed_pipe(io::stdout().flush())
+    }
+}
+
+/// `r`, unless it is the error of a reader that has gone: then the process ends.
+fn quiet_on_closed_pipe<T>(r: io::Result<T>) -> io::Result<T> {
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => die_of_sigpipe(),
+        r => r,
+    }
+}
+
+/// Ends the process as SIGPIPE ends a program that does not ignore it: the shell
+/// sees a death by that signal (exit status 141), and nothing is printed.
+fn die_of_sigpipe() -> ! {
+    // SAFETY: setting one signal's action back to its default and raising it in
+    // this thread touches no memory of the process.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::raise(libc::SIGPIPE);
+    }
+    // Only where the signal is blocked in this thread: the same status, by hand.
+    std::process::exit(128 + libc::SIGPIPE)
+}
+
+/// Reports a failure to print what a command prints at its end (a summary), where
+/// the caller has no error to return: one line on stderr.
+pub fn or_say(r: io::Result<()>) {
+    if let Err(e) = r {
+        eprintln!("hetch: error: writing to standard output: {e}");
+    }
+}

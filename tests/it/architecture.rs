@@ -159,7 +159,10 @@ fn a_release_build_has_no_fault_hooks() {
 
 /// Most lines the binary crate's sources (`src/`) may hold: flags, printing and exit
 /// codes; what a command does belongs in the library crate whose job it is (issue 38).
-const MAX_BINARY_LINES: usize = 2_500;
+/// Raised from 2,500 by issue 40, whose flags and printing are the binary's own job:
+/// `-D`/`-H`/`--specials`/`--devices`, `hetch job`'s service forms, exit code 4 and
+/// `--retry-for`, `-q`, and the standard output that ends quietly on a closed pipe.
+const MAX_BINARY_LINES: usize = 2_750;
 
 /// The `.rs` files under `dir`, recursively, with their line counts.
 fn rust_files(dir: &std::path::Path, out: &mut Vec<(String, usize)>) {

@@ -26,7 +26,8 @@
 //! `local-psm` (the same with `--preserve-special-modes`), `push` (`hetch cp --delete
 //! -D --preserve-special-modes` to a server started with `--devices
 //! --preserve-special-modes`) and `pull` (`hetch cp --delete -D` from it); (d) runs
-//! `local` only.
+//! `local` as nobody, `push` by root to a server nobody runs (the server writes), and
+//! `pull` as nobody from that server.
 //!
 //! The allow-list ([`ALLOWED`]):
 //!
@@ -143,7 +144,7 @@ const ALLOWED: &[Allowed] = &[
         reason: "as a user who is not root, a changed file inside a 0555 directory is not \
                  replaced (the run fails with exit 3)",
         covers: |d| {
-            d.scenario == "nobody-changed/local"
+            d.scenario.starts_with("nobody-changed/")
                 && match d.what {
                     Aspect::Exit => d.hetch.contains("/ro: Permission denied"),
                     _ => d.path.starts_with("ro"),
@@ -874,6 +875,7 @@ fn as_nobody(base: &Path) -> Vec<Diff> {
     };
     std::fs::create_dir_all(home.join("config")).unwrap();
     std::fs::create_dir_all(home.join("state")).unwrap();
+    std::fs::create_dir_all(home.join("server-state")).unwrap();
     stamp(&src);
     chown_all(&home);
     // The binary under test, where nobody may run it (a checkout under /root is not).
@@ -887,39 +889,108 @@ fn as_nobody(base: &Path) -> Vec<Diff> {
             copy
         }
     };
-    let (reference, copy) = (home.join("rsync"), home.join("hetch"));
-    let run = |label: &str| -> Vec<Diff> {
-        rsync(&src, &reference, &[], true);
-        let mut cmd = nobody_command(bin.as_os_str());
-        cmd.arg("sync")
-            .arg("-q")
-            .arg(&src)
-            .arg(&copy)
-            .env_remove("HETCH_TOKEN")
-            .env_remove("XDG_CONFIG_HOME")
-            .env("HOME", &home)
-            .env("HETCH_CONFIG_DIR", home.join("config"))
-            .env("HETCH_STATE_DIR", home.join("state"));
+    // A server run by nobody, serving nobody's directory: pushes land in `pushed`,
+    // pulls read `src`.
+    let mut serve = nobody_command(bin.as_os_str());
+    serve
+        .arg("serve")
+        .arg("--root")
+        .arg(&home)
+        .arg("--state-dir")
+        .arg(home.join("server-state"))
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("HETCH_TOKEN")
+        .env_remove("XDG_CONFIG_HOME")
+        .env("HOME", &home)
+        .env("HETCH_CONFIG_DIR", home.join("config"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut server = KillOnDrop(serve.spawn().expect("spawn hetch serve as nobody"));
+    let (addr, fingerprint, token_path, _log) = util::announced(&mut server.0);
+    let token = std::fs::read_to_string(token_path)
+        .unwrap()
+        .trim()
+        .to_string();
+    let reference = home.join("rsync");
+    let as_out = |cmd: &mut Command| {
         let o = cmd.output().expect("run hetch as nobody");
-        let out = Out {
+        Out {
             cmd: format!("{cmd:?}"),
             status: o.status,
             stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        };
-        let mut d: Vec<Diff> = exit_diff(label, false, &out).into_iter().collect();
-        d.extend(compare(&reference, &copy, label, false));
+        }
+    };
+    let run = |scenario: &str| -> Vec<Diff> {
+        rsync(&src, &reference, &[], true);
+        let mut d = Vec::new();
+        for form in ["local", "push", "pull"] {
+            let label = format!("{scenario}/{form}");
+            let dest = home.join(form);
+            let out = match form {
+                // `hetch sync` as nobody.
+                "local" => as_out(
+                    nobody_command(bin.as_os_str())
+                        .args(["sync", "-q"])
+                        .arg(&src)
+                        .arg(&dest)
+                        .env_remove("HETCH_TOKEN")
+                        .env_remove("XDG_CONFIG_HOME")
+                        .env("HOME", &home)
+                        .env("HETCH_CONFIG_DIR", home.join("config"))
+                        .env("HETCH_STATE_DIR", home.join("state")),
+                ),
+                // Pushed by root to nobody's server: the server writes.
+                "push" => hetch(
+                    &args![
+                        "cp",
+                        "-q",
+                        "--delete",
+                        "--fingerprint",
+                        &fingerprint,
+                        &src,
+                        format!("hetch://{addr}/push")
+                    ],
+                    &[("HETCH_TOKEN", &token)],
+                ),
+                // Pulled by nobody from nobody's server.
+                _ => as_out(
+                    nobody_command(bin.as_os_str())
+                        .args(["cp", "-q", "--delete", "--fingerprint", &fingerprint])
+                        .arg(format!("hetch://{addr}/src"))
+                        .arg(&dest)
+                        .env("HETCH_TOKEN", &token)
+                        .env_remove("XDG_CONFIG_HOME")
+                        .env("HOME", &home)
+                        .env("HETCH_CONFIG_DIR", home.join("config"))
+                        .env("HETCH_STATE_DIR", home.join("state")),
+                ),
+            };
+            d.extend(exit_diff(&label, false, &out));
+            d.extend(compare(&reference, &dest, &label, false));
+        }
         d
     };
-    let mut diffs = run("nobody-first/local");
+    let mut diffs = run("nobody-first");
     // The change, made by root and given back to nobody.
     chmod(&src.join("ro"), 0o755);
     Tree::new(&src).file("ro/inside", 250, 62);
     chmod(&src.join("ro"), 0o555);
     stamp(&src);
     chown_all(&src);
-    diffs.extend(run("nobody-changed/local"));
+    diffs.extend(run("nobody-changed"));
     diffs
+}
+
+/// A child process killed (and reaped) on drop.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 fn tool_present(tool: &str) -> bool {

@@ -17,8 +17,10 @@ note_missing() { missing+=("$1"); }
 
 # Debian packages: the tests' own tools (b3sum checks manifests with the reference
 # tool; PostgreSQL backs the job database's second engine; Chromium drives the web
-# interface's tests), then the peers and the testbed's tools.
-DEB=(b3sum postgresql chromium chromium-driver)
+# interface's tests; rsync is the reference of the differential test rsync_diff, which
+# sets POSIX ACLs with setfacl from acl, and attr's getfattr/setfattr are there to look
+# at what it compares), then the peers and the testbed's tools.
+DEB=(b3sum postgresql chromium chromium-driver rsync acl attr)
 need=()
 for p in "${DEB[@]}"; do
     dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || need+=("$p")

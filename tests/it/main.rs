@@ -33,6 +33,7 @@ mod range_nodes;
 mod recover;
 mod relay;
 mod resume;
+mod rsync_diff;
 mod s3;
 mod schemathesis;
 mod service;

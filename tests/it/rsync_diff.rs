@@ -36,11 +36,9 @@
 //! | `hetch-xattrs` | deliberate | hetch keeps its own `user.hetch.*` attributes: `user.hetch.top` marks a directory made as an operand's copy, `user.hetch.blake3` a file's whole-file digest |
 //! | `special-mode-bits` | deliberate | a receiver drops setuid, setgid and sticky bits unless given `--preserve-special-modes` (forms `local` and `pull` only) |
 //! | `ownership` | deliberate | hetch never copies owner and group: the receiving user (root here) owns the copy; rsync `-a` as root keeps them |
-//! | `hard-links` | PENDING, issue 40 item 3 (`-H`) | hard links are copied as separate files |
 //! | `user-xattrs` | PENDING, issue 40 item 3 (`-X`) | user extended attributes are not copied |
 //! | `posix-acls` | PENDING, issue 40 item 3 (`-A`) | POSIX ACLs (access and default) are not copied |
 //! | `sparse-holes` | PENDING, issue 40 item 3 | holes are kept only where a whole block (4 MiB) is zero |
-//! | `read-only-dir-as-non-root` | PENDING, issue 40 item 4 | as a user who is not root, a changed file in a 0555 directory is not replaced (the run fails, exit 3) |
 //!
 //! Ownership is compared: the trees are built by root (one file owned by `nobody`)
 //! and copied by root, and scenario (d) by `nobody` on both sides.
@@ -114,13 +112,6 @@ const ALLOWED: &[Allowed] = &[
         covers: |d| d.what == Aspect::Owner && d.hetch == "0:0",
     },
     Allowed {
-        id: "hard-links",
-        status: Status::Pending("-H/--hard-links: issue 40, What to build, item 3"),
-        reason: "hard links are copied as separate files",
-        // Each name its own inode at hetch's side.
-        covers: |d| d.what == Aspect::HardLinks && d.hetch == format!("{{{:?}}}", d.path),
-    },
-    Allowed {
         id: "user-xattrs",
         status: Status::Pending("-X/--xattrs: issue 40, What to build, item 3"),
         reason: "user extended attributes are not copied",
@@ -137,19 +128,6 @@ const ALLOWED: &[Allowed] = &[
         status: Status::Pending("holes at the file system's granularity: issue 40, item 3"),
         reason: "holes are kept only where a whole block (4 MiB by default) is zero",
         covers: |d| d.what == Aspect::Holes && d.nums.1 > d.nums.0,
-    },
-    Allowed {
-        id: "read-only-dir-as-non-root",
-        status: Status::Pending("read-only directories: issue 40, What to build, item 4"),
-        reason: "as a user who is not root, a changed file inside a 0555 directory is not \
-                 replaced (the run fails with exit 3)",
-        covers: |d| {
-            d.scenario.starts_with("nobody-changed/")
-                && match d.what {
-                    Aspect::Exit => d.hetch.contains("/ro: Permission denied"),
-                    _ => d.path.starts_with("ro"),
-                }
-        },
     },
 ];
 
@@ -813,14 +791,14 @@ fn run_hetch(f: &Form, srv: &Server, src: &Path, extra: &[&str]) -> Out {
     let psm = f.psm.then_some("--preserve-special-modes");
     match f.name {
         "local" | "local-psm" => {
-            a.extend(args!["sync", "-q", "-D"]);
+            a.extend(args!["sync", "-q", "-D", "-H"]);
             a.extend(psm.map(OsString::from));
             a.extend(extra.iter().map(OsString::from));
             a.extend(args![src, &f.dest]);
             hetch(&a, &[])
         }
         "push" | "pull" => {
-            a.extend(args!["--delete", "-D"]);
+            a.extend(args!["--delete", "-D", "-H"]);
             a.extend(psm.map(OsString::from));
             a.extend(extra.iter().map(OsString::from));
             if f.name == "push" {

@@ -155,13 +155,22 @@ impl Tool for Iperf3 {
         let port = net::free_port(&ctx.server)?;
         let mut cmd = ctx.server.command(&program("iperf3"));
         cmd.args(["-s", "-p", &port.to_string(), "-B", &ctx.server.addr]);
-        let s = Server::start(
-            "iperf3",
-            cmd,
-            &ctx.scratch.join("iperf3-server.log"),
-            ctx,
-            port,
-        )?;
+        let log = ctx.scratch.join("iperf3-server.log");
+        // The log is appended to: only what this server writes counts.
+        let before = std::fs::metadata(&log).map_or(0, |m| m.len() as usize);
+        let s = Server::start("iperf3", cmd, &log, ctx, port)?;
+        // The readiness probe is a client to iperf3, which fails it and then closes
+        // and reopens its listening socket: a real client in that moment is refused.
+        // Its log says when it listens again ("test #2").
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::time::Instant::now() < deadline
+            && !std::fs::read(&log).is_ok_and(|l| {
+                let ours = String::from_utf8_lossy(l.get(before..).unwrap_or_default());
+                ours.contains("(test #2)")
+            })
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         self.server = Some((s, port));
         Ok(())
     }

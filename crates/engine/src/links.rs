@@ -24,6 +24,8 @@ pub(crate) const MAX_LINKED: usize = 4 << 20;
 #[derive(Default)]
 pub(crate) struct SourceLinks {
     first: Mutex<HashMap<(u64, u64), Vec<u8>>>,
+    /// The table was found full once (and said so).
+    full: std::sync::atomic::AtomicBool,
 }
 
 /// What [`SourceLinks::name`] decided for an entry.
@@ -47,13 +49,9 @@ impl SourceLinks {
             return LinkOrNot::LinkTo(target.clone());
         }
         if first.len() >= MAX_LINKED {
-            return match first.len() == MAX_LINKED {
-                true => {
-                    // One past the bound marks the warning as given.
-                    first.insert((u64::MAX, u64::MAX), Vec::new());
-                    LinkOrNot::TableFull
-                }
-                false => LinkOrNot::Itself,
+            return match self.full.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                false => LinkOrNot::TableFull,
+                true => LinkOrNot::Itself,
             };
         }
         first.insert(se.id, se.rel.clone());
@@ -87,9 +85,15 @@ impl SinkLinks {
         self.files.lock().expect("links lock").contains(&key(wire))
     }
 
-    /// `at` is to become a name of the file at `target` once that is in place.
-    pub(crate) fn defer(&self, at: Place, target: Place) {
-        self.pending.lock().expect("links lock").push((at, target));
+    /// `at` is to become a name of the file at `target` once that is in place;
+    /// false when [`MAX_LINKED`] links wait already (a peer's count is bounded too).
+    pub(crate) fn defer(&self, at: Place, target: Place) -> bool {
+        let mut pending = self.pending.lock().expect("links lock");
+        if pending.len() >= MAX_LINKED {
+            return false;
+        }
+        pending.push((at, target));
+        true
     }
 
     /// The links to make, taken.

@@ -15,7 +15,7 @@
 
 use std::sync::atomic::Ordering::SeqCst;
 
-use hetch_proto::{Change, ChangeAction, Frame};
+use hetch_proto::Frame;
 use hetch_storage::StorageError;
 
 use super::SinkShared;
@@ -87,27 +87,9 @@ pub(crate) fn make_way(
         });
     }
     let base = sh.store.shown_base().unwrap_or_default();
-    let mut frames = Vec::with_capacity(gone.len());
-    for (rel, is_dir) in gone {
-        let action = if sh.opts.dry_run {
-            ChangeAction::WouldDelete
-        } else {
-            sh.store.remove(&rel, is_dir)?;
-            ChangeAction::Deleted
-        };
-        let place = Place {
-            shown: base.join(&rel),
-            rel,
-        };
-        let path = sh.store.manifest_path(&place);
-        sh.progress.change(action, &path, 0);
-        frames.push(Frame::Change(Change {
-            action,
-            path,
-            size: 0,
-        }));
-    }
-    Ok(frames)
+    gone.into_iter()
+        .map(|(rel, is_dir)| super::mirror::removed(sh, &base, rel, is_dir))
+        .collect()
 }
 
 /// A plain copy: the directory goes only when it is empty.

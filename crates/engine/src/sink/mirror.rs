@@ -96,32 +96,41 @@ pub(crate) fn delete_extras(sh: &SinkShared) -> Vec<Frame> {
     if let Some(why) = too_many(extras.len() + made_way, &del) {
         return vec![sh.failure(u64::MAX, why)];
     }
-    let mut out = Vec::new();
-    for x in extras {
-        let place = Place {
-            shown: base.join(&x.rel),
-            rel: x.rel.clone(),
-        };
-        let path = sh.store.manifest_path(&place);
-        let action = if sh.opts.dry_run {
-            ChangeAction::WouldDelete
-        } else {
-            match sh.store.remove(&x.rel, x.is_dir) {
-                Ok(()) => ChangeAction::Deleted,
-                Err(e) => {
-                    out.push(sh.failure(u64::MAX, format!("not deleted: {e}")));
-                    continue;
-                }
-            }
-        };
-        sh.progress.change(action, &path, 0);
-        out.push(Frame::Change(Change {
-            action,
-            path,
-            size: 0,
-        }));
-    }
-    out
+    extras
+        .into_iter()
+        .map(|x| {
+            removed(sh, &base, x.rel, x.is_dir)
+                .unwrap_or_else(|e| sh.failure(u64::MAX, format!("not deleted: {e}")))
+        })
+        .collect()
+}
+
+/// Removes entry `rel` below `base` (in a dry run, nothing) and reports it: the
+/// change frame for the source, also logged.
+pub(crate) fn removed(
+    sh: &SinkShared,
+    base: &Path,
+    rel: PathBuf,
+    is_dir: bool,
+) -> Result<Frame, StorageError> {
+    let action = match sh.opts.dry_run {
+        true => ChangeAction::WouldDelete,
+        false => {
+            sh.store.remove(&rel, is_dir)?;
+            ChangeAction::Deleted
+        }
+    };
+    let place = Place {
+        shown: base.join(&rel),
+        rel,
+    };
+    let path = sh.store.manifest_path(&place);
+    sh.progress.change(action, &path, 0);
+    Ok(Frame::Change(Change {
+        action,
+        path,
+        size: 0,
+    }))
 }
 
 /// Why nothing may be deleted after the copies: some entry failed (a dry run lists

@@ -288,7 +288,8 @@ fn plan_special(
     found: Option<Present>,
 ) -> Result<PlanAction, StorageError> {
     let special = crate::special::from_wire(kind);
-    let shown = || hetch_proto::escape_text(&at.shown.display().to_string());
+    // Raw: whoever shows the log escapes it.
+    let shown = || at.shown.display().to_string();
     if !crate::special::wanted(&sh.opts, special) {
         sh.progress
             .warn(&crate::special::skipped(&shown(), special));
@@ -339,8 +340,12 @@ fn plan_link(sh: &SinkShared, at: Place, target: &[u8]) -> Result<PlanAction, St
         ));
     }
     let target = sh.place(target)?;
-    if !sh.opts.dry_run {
-        sh.links.defer(at, target);
+    let shown = at.shown.display().to_string();
+    if !sh.links.defer(at, target) {
+        return Err(StorageError::Refused {
+            path: shown,
+            reason: "is one hard link more than a session makes (4 Mi); not linked",
+        });
     }
     Ok(PlanAction::Skip)
 }

@@ -406,7 +406,7 @@ pub(crate) fn announce_attempt(
         if !crate::special::wanted(&shared.opts, special) {
             // Skipped, as rsync without -D does: a warning, not a failure, so that a
             // mirror's deletions still go ahead.
-            let shown = hetch_proto::escape_text(&se.abs.display().to_string());
+            let shown = se.abs.display().to_string();
             shared
                 .progress
                 .warn(&crate::special::skipped(&shown, special));

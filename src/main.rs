@@ -190,6 +190,12 @@ struct CpArgs {
     /// Keep names of one file as hard links (copied as separate files by default).
     #[arg(short = 'H', long)]
     hard_links: bool,
+    /// Keep user extended attributes (user.*) of files and directories.
+    #[arg(short = 'X', long)]
+    xattrs: bool,
+    /// Keep POSIX ACLs (access and default; numeric user and group ids).
+    #[arg(short = 'A', long)]
+    acls: bool,
     /// The same as --specials --devices (rsync's -D).
     #[arg(short = 'D')]
     specials_and_devices: bool,
@@ -543,6 +549,15 @@ struct VerifyArgs {
     /// Checksum to compare with.
     #[arg(long, default_value = "blake3")]
     checksum: hetch_integrity::Algorithm,
+    /// Compare hard links too (names of one source file must share an inode).
+    #[arg(short = 'H', long)]
+    hard_links: bool,
+    /// Compare user extended attributes (user.*) too.
+    #[arg(short = 'X', long)]
+    xattrs: bool,
+    /// Compare POSIX ACLs too.
+    #[arg(short = 'A', long)]
+    acls: bool,
     #[command(flatten)]
     tuning: Tuning,
     #[command(flatten)]

@@ -237,6 +237,8 @@ fn plain_control_hello(addr: &str, token: &[u8]) -> Vec<u8> {
                 specials: false,
                 devices: false,
                 hard_links: false,
+                xattrs: false,
+                acls: false,
                 filter: Default::default(),
                 delete: None,
                 compression: Default::default(),

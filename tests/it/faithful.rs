@@ -205,7 +205,7 @@ fn a_mode_only_change_is_applied_without_copying_and_listed_by_the_dry_run() {
         assert!(
             dry.stderr_lines()
                 .iter()
-                .any(|l| l.starts_with("would update mode and mtime of ") && l.ends_with("/f")),
+                .any(|l| l.starts_with("would update the metadata of ") && l.ends_with("/f")),
             "{dry:?}"
         );
         assert_eq!(std::fs::metadata(at.join("f")).unwrap().mode(), md.mode());

@@ -44,3 +44,4 @@ mod verify;
 mod wan;
 mod watch;
 mod web;
+mod xattrs;

@@ -20,12 +20,15 @@
 //! symlink, symlink to file), a mode-only change, an mtime-only change, a changed
 //! file inside a read-only directory, a deleted subtree, extra entries planted at
 //! every destination, and there a symlink (to a sibling directory) in place of a
-//! directory the source has, which both replace rather than write through; (c) an mtime-only change copied with `--checksum-skip` (rsync
-//! `-c`); (d) as the user `nobody` (setpriv), a changed file inside a read-only (0555)
-//! directory of a tree that user owns. Forms of (a) to (c): `local` (`hetch sync -D`),
+//! directory the source has, which both replace rather than write through,
+//! attribute-only changes (a user attribute changed, added and removed, an ACL
+//! changed, an attribute planted on a current file at the destination); (c) an
+//! mtime-only change copied with `--checksum-skip` (rsync `-c`); (d) as the user `nobody` (setpriv), a changed file inside a read-only (0555)
+//! directory of a tree that user owns. Forms of (a) to (c) (each with `-D -H -X -A`):
+//! `local` (`hetch sync`),
 //! `local-psm` (the same with `--preserve-special-modes`), `push` (`hetch cp --delete
-//! -D --preserve-special-modes` to a server started with `--devices
-//! --preserve-special-modes`) and `pull` (`hetch cp --delete -D` from it); (d) runs
+//! --preserve-special-modes` to a server started with `--devices
+//! --preserve-special-modes`) and `pull` (`hetch cp --delete` from it); (d) runs
 //! `local` as nobody, `push` by root to a server nobody runs (the server writes), and
 //! `pull` as nobody from that server.
 //!
@@ -36,8 +39,6 @@
 //! | `hetch-xattrs` | deliberate | hetch keeps its own `user.hetch.*` attributes: `user.hetch.top` marks a directory made as an operand's copy, `user.hetch.blake3` a file's whole-file digest |
 //! | `special-mode-bits` | deliberate | a receiver drops setuid, setgid and sticky bits unless given `--preserve-special-modes` (forms `local` and `pull` only) |
 //! | `ownership` | deliberate | hetch never copies owner and group: the receiving user (root here) owns the copy; rsync `-a` as root keeps them |
-//! | `user-xattrs` | PENDING, issue 40 item 3 (`-X`) | user extended attributes are not copied |
-//! | `posix-acls` | PENDING, issue 40 item 3 (`-A`) | POSIX ACLs (access and default) are not copied |
 //! | `sparse-holes` | PENDING, issue 40 item 3 | holes are kept only where a whole block (4 MiB) is zero |
 //!
 //! Ownership is compared: the trees are built by root (one file owned by `nobody`)
@@ -46,7 +47,7 @@
 use crate::util;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -110,18 +111,6 @@ const ALLOWED: &[Allowed] = &[
         reason: "owner and group are never copied: the receiving user owns the copy (rsync -a \
                  as root keeps them)",
         covers: |d| d.what == Aspect::Owner && d.hetch == "0:0",
-    },
-    Allowed {
-        id: "user-xattrs",
-        status: Status::Pending("-X/--xattrs: issue 40, What to build, item 3"),
-        reason: "user extended attributes are not copied",
-        covers: |d| d.what == Aspect::Xattrs && d.hetch == "{}",
-    },
-    Allowed {
-        id: "posix-acls",
-        status: Status::Pending("-A/--acls: issue 40, What to build, item 3"),
-        reason: "POSIX ACLs (access and default) are not copied",
-        covers: |d| d.what == Aspect::Acls && d.hetch == "{}",
     },
     Allowed {
         id: "sparse-holes",
@@ -211,49 +200,6 @@ struct Node {
     inode: (u64, u64),
     allocated: u64,
     blksize: u64,
-}
-
-fn c_path(p: &Path) -> CString {
-    CString::new(p.as_os_str().as_bytes()).expect("no NUL in a path")
-}
-
-/// The extended attributes of `path` (not following a symlink), by name.
-fn xattrs(path: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let c = c_path(path);
-    let mut out = BTreeMap::new();
-    // SAFETY: a valid path; a null buffer of size 0 asks for the size.
-    let n = unsafe { libc::llistxattr(c.as_ptr(), std::ptr::null_mut(), 0) };
-    assert!(
-        n >= 0,
-        "llistxattr {}: {}",
-        path.display(),
-        std::io::Error::last_os_error()
-    );
-    let mut names = vec![0u8; n as usize];
-    // SAFETY: the buffer holds `names.len()` bytes.
-    let n = unsafe { libc::llistxattr(c.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
-    assert!(n >= 0, "llistxattr {}", path.display());
-    names.truncate(n as usize);
-    for name in names.split(|&b| b == 0).filter(|n| !n.is_empty()) {
-        let cn = CString::new(name).unwrap();
-        // SAFETY: valid path and name; size query.
-        let len = unsafe { libc::lgetxattr(c.as_ptr(), cn.as_ptr(), std::ptr::null_mut(), 0) };
-        assert!(len >= 0, "lgetxattr {}", path.display());
-        let mut value = vec![0u8; len as usize];
-        // SAFETY: the buffer holds `value.len()` bytes.
-        let len = unsafe {
-            libc::lgetxattr(
-                c.as_ptr(),
-                cn.as_ptr(),
-                value.as_mut_ptr().cast(),
-                value.len(),
-            )
-        };
-        assert!(len >= 0, "lgetxattr {}", path.display());
-        value.truncate(len as usize);
-        out.insert(name.to_vec(), value);
-    }
-    out
 }
 
 /// Every entry under `root` (the root itself as ""), not following symlinks.
@@ -510,27 +456,6 @@ fn chmod(path: &Path, mode: u32) {
         .unwrap_or_else(|e| panic!("chmod {}: {e}", path.display()));
 }
 
-fn set_xattr(path: &Path, name: &str, value: &[u8]) {
-    let (c, n) = (c_path(path), CString::new(name).unwrap());
-    // SAFETY: valid path, name and value buffer.
-    let r = unsafe {
-        libc::lsetxattr(
-            c.as_ptr(),
-            n.as_ptr(),
-            value.as_ptr().cast(),
-            value.len(),
-            0,
-        )
-    };
-    assert_eq!(
-        r,
-        0,
-        "lsetxattr {name} on {}: {}",
-        path.display(),
-        std::io::Error::last_os_error()
-    );
-}
-
 fn mknod(path: &Path, kind: libc::mode_t, dev: libc::dev_t) {
     let c = c_path(path);
     // SAFETY: a valid path; mknod only reads it.
@@ -541,17 +466,6 @@ fn mknod(path: &Path, kind: libc::mode_t, dev: libc::dev_t) {
         "mknod {}: {}",
         path.display(),
         std::io::Error::last_os_error()
-    );
-}
-
-fn run_tool(cmd: &mut Command) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {:?}\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
     );
 }
 
@@ -688,6 +602,16 @@ fn change_source(src: &Path) {
     chmod(&src.join("ro"), 0o555);
     // A subtree gone.
     remove(&src.join("dirs/nested/a"));
+    // Attribute-only changes: a value changed and one added, one removed, an ACL
+    // entry changed (which changes the mode's group bits too).
+    set_xattr(&src.join("xattr/file"), "user.test", b"changed");
+    set_xattr(&src.join("xattr/file"), "user.second", b"");
+    remove_xattr(&src.join("xattr/dir"), "user.test");
+    run_tool(
+        Command::new("setfacl")
+            .args(["-m", "u:nobody:rw"])
+            .arg(src.join("acl/file")),
+    );
     stamp(src);
     // An mtime-only change (after stamp, which would undo it).
     set_times(&src.join("files/mtime_only"), (1_700_000_000, 999_999_999));
@@ -703,6 +627,8 @@ fn plant_extras(dst: &Path) {
         .file("ro/extra", 10, 52);
     remove(&dst.join("dirs/mode_0755"));
     Tree::new(dst).symlink("dirs/mode_0755", "mode_0700");
+    // An attribute the source never had, on a file that is current otherwise.
+    set_xattr(&dst.join("files/small"), "user.planted", b"extra");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -791,14 +717,14 @@ fn run_hetch(f: &Form, srv: &Server, src: &Path, extra: &[&str]) -> Out {
     let psm = f.psm.then_some("--preserve-special-modes");
     match f.name {
         "local" | "local-psm" => {
-            a.extend(args!["sync", "-q", "-D", "-H"]);
+            a.extend(args!["sync", "-q", "-D", "-H", "-X", "-A"]);
             a.extend(psm.map(OsString::from));
             a.extend(extra.iter().map(OsString::from));
             a.extend(args![src, &f.dest]);
             hetch(&a, &[])
         }
         "push" | "pull" => {
-            a.extend(args!["--delete", "-D", "-H"]);
+            a.extend(args!["--delete", "-D", "-H", "-X", "-A"]);
             a.extend(psm.map(OsString::from));
             a.extend(extra.iter().map(OsString::from));
             if f.name == "push" {

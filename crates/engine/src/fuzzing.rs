@@ -143,6 +143,7 @@ impl Choices<'_> {
             mode: *self.pick(&[0o644, 0o755, 0o4755, 0o7777, 0o000, u32::MAX]),
             mtime_sec: self.num() as i64,
             mtime_nsec: (self.num() % 2_000_000_000) as u32,
+            xattrs: Vec::new(),
         }
     }
 }

@@ -50,6 +50,7 @@ pub mod sum;
 mod tally;
 mod tops;
 pub mod wire;
+mod xattrs;
 
 pub use dest::DestSpec;
 pub use error::EngineError;

@@ -41,6 +41,12 @@ pub struct Options {
     pub devices: bool,
     /// Names of one file are kept as hard links (`--hard-links`).
     pub hard_links: bool,
+    /// User extended attributes (`user.*`) of files and directories are kept
+    /// (`--xattrs`); the destination's are brought in step, hetch's own left alone.
+    pub xattrs: bool,
+    /// POSIX ACLs (access and default) are kept (`--acls`), as their extended
+    /// attributes, with numeric user and group ids.
+    pub acls: bool,
     /// A server's root (canonical), for server sessions: messages to the peer name
     /// paths below it relative to it, so that a client never learns the server's
     /// absolute paths, and every file a pull reads must really lie below it (checked on
@@ -131,6 +137,8 @@ impl Default for Options {
             specials: false,
             devices: false,
             hard_links: false,
+            xattrs: false,
+            acls: false,
             served_root: None,
             read_within: Vec::new(),
             stall_timeout: None,

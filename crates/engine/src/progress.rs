@@ -208,7 +208,7 @@ pub const CHANGE_VERBS: [&str; 5] = [
     "would delete ",
     "would copy ",
     "would replace ",
-    "would update mode and mtime of ",
+    "would update the metadata of ",
 ];
 
 /// Counters of a dry run: entries it would copy (new at the destination) and replace,

@@ -78,6 +78,7 @@ mod tests {
             mode: 0o755,
             mtime_sec: 0,
             mtime_nsec: 0,
+            xattrs: Vec::new(),
         }
     }
 

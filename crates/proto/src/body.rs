@@ -47,7 +47,7 @@ const MAX_ALGORITHM_NAME: usize = 32;
 
 /// Smallest encoding of an [`Entry`]: a directory with an empty path (which is then
 /// refused, but the list count check must not depend on validation order).
-const ENTRY_MIN_LEN: usize = 8 + 4 + 1 + 4 + 8 + 4;
+const ENTRY_MIN_LEN: usize = 8 + 4 + 1 + 4 + 8 + 4 + 4;
 /// Largest payload of a [`Piece`]: pieces travel on the control stream.
 pub const MAX_PIECE: usize = crate::MAX_CONTROL_BODY / 2;
 /// Most rewritten blocks one [`Seal`] may name.
@@ -86,7 +86,7 @@ impl Entry {
             EntryKind::Special(_) => 1 + 8,
             EntryKind::HardLink { target } => 4 + target.len(),
         };
-        ENTRY_MIN_LEN + self.path.len() + kind
+        ENTRY_MIN_LEN + self.path.len() + kind + crate::xattr::wire_len(&self.xattrs) - 4
     }
 }
 
@@ -402,6 +402,8 @@ fn encode_hello(hello: &Hello, out: &mut Vec<u8>) {
             out.put_bool(req.specials);
             out.put_bool(req.devices);
             out.put_bool(req.hard_links);
+            out.put_bool(req.xattrs);
+            out.put_bool(req.acls);
             encode_filter(&req.filter, out);
             match &req.delete {
                 None => out.put_u8(0),
@@ -500,6 +502,8 @@ fn decode_session_request(r: &mut Reader<'_>) -> Result<SessionRequest, ProtoErr
         specials: r.bool()?,
         devices: r.bool()?,
         hard_links: r.bool()?,
+        xattrs: r.bool()?,
+        acls: r.bool()?,
         filter: decode_filter(r)?,
         delete: r.option(|r| {
             Ok(DeleteRequest {
@@ -805,6 +809,7 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
     out.put_u32(entry.mode);
     out.put_i64(entry.mtime_sec);
     out.put_u32(entry.mtime_nsec);
+    crate::xattr::encode(&entry.xattrs, out);
 }
 
 fn decode_entry(r: &mut Reader<'_>) -> Result<Entry, ProtoError> {
@@ -844,6 +849,7 @@ fn decode_entry(r: &mut Reader<'_>) -> Result<Entry, ProtoError> {
         mode: r.u32()?,
         mtime_sec: r.i64()?,
         mtime_nsec: r.u32()?,
+        xattrs: crate::xattr::decode(r)?,
     };
     // Both would only fail later, at chmod/utimensat time, far from the cause.
     if entry.mode & !MODE_MASK != 0 {

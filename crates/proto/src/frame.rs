@@ -209,6 +209,11 @@ pub struct SessionRequest {
     /// Names of one file are kept as hard links (`--hard-links`): the source sends
     /// the second and later names as [`EntryKind::HardLink`].
     pub hard_links: bool,
+    /// User extended attributes (`user.*`) are kept (`--xattrs`): entries carry them
+    /// and the sink brings the destination's in step.
+    pub xattrs: bool,
+    /// POSIX ACLs are kept (`--acls`), through their extended attributes.
+    pub acls: bool,
     /// Which entries the source sends (and a mirroring sink protects).
     pub filter: FilterRequest,
     /// Mirror: remove what the source lacks, after everything else succeeded.
@@ -526,6 +531,10 @@ pub struct Entry {
     pub mtime_sec: i64,
     /// Modification time, nanoseconds part.
     pub mtime_nsec: u32,
+    /// Extended attributes of a file or directory, sorted by name: its user
+    /// attributes when the session keeps them (`xattrs`), its ACLs when it keeps those
+    /// (`acls`); empty otherwise, and for other kinds.
+    pub xattrs: Vec<crate::Xattr>,
 }
 
 /// Kinds of entries.

@@ -14,6 +14,7 @@ mod escape;
 mod frame;
 mod path;
 mod wire;
+mod xattr;
 
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
@@ -26,6 +27,10 @@ pub use codec::*;
 pub use escape::{escape_bytes, escape_text};
 pub use frame::*;
 pub use path::{validate_operand_path, validate_rel_path};
+pub use xattr::{
+    xattr_class, xattrs_size, KeptXattrs, Xattr, XattrClass, ACL_ACCESS, ACL_DEFAULT,
+    MAX_ENTRY_XATTRS, MAX_XATTR_NAME, MAX_XATTR_VALUE,
+};
 
 /// A byte stream frames travel on: TLS or plain TCP between hosts, an in-memory pipe
 /// within one. Defined once here, below both the network crate that makes such streams

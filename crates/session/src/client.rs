@@ -133,6 +133,8 @@ pub fn session_request(
         specials: opts.specials,
         devices: opts.devices,
         hard_links: opts.hard_links,
+        xattrs: opts.xattrs,
+        acls: opts.acls,
         filter,
         delete: opts.delete,
         compression: opts.compression,

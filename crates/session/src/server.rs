@@ -645,6 +645,8 @@ fn session_options(engine: &Options, req: &SessionRequest) -> Result<Options, St
     // later pulls read the raw device.
     opts.devices &= req.devices;
     opts.hard_links = req.hard_links;
+    opts.xattrs = req.xattrs;
+    opts.acls = req.acls;
     opts.fsync = req.fsync || opts.fsync;
     let i = &req.integrity;
     opts.checksum = i.checksum.parse()?;

@@ -372,12 +372,10 @@ impl Dir {
     /// descriptor's magic link, which names that very inode. A symlink there is
     /// refused (symlinks have no mode of their own on Linux).
     pub fn set_mode_nofollow(&self, name: &OsStr, mode: u32) -> Result<(), StorageError> {
+        let (fd, ifmt) = self.open_entry(name)?;
         let name = self.one(name)?;
-        let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fail = |e: Errno| self.error(name, e.into());
-        let fd = rfs::openat(self.fd(), name, flags, Mode::empty()).map_err(fail)?;
-        let st = rfs::fstat(&fd).map_err(fail)?;
-        if st.st_mode as u32 & libc::S_IFMT == libc::S_IFLNK {
+        if ifmt == libc::S_IFLNK {
             return Err(fail(Errno::LOOP));
         }
         let mode = Mode::from_raw_mode(mode);
@@ -389,6 +387,19 @@ impl Dir {
         let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
         let fd = rfs::openat(self.fd(), name, flags, Mode::empty()).map_err(fail)?;
         rfs::fchmod(&fd, mode).map_err(fail)
+    }
+
+    /// Opens entry `name` of this directory as an `O_PATH` handle, without following
+    /// it, and gives its type (the `S_IFMT` bits): what is changed through the handle
+    /// is that entry itself, whatever happens to the name meanwhile. The handle needs
+    /// no permission on the entry; [`crate::xattr::Handle::Path`] reaches it.
+    pub fn open_entry(&self, name: &OsStr) -> Result<(OwnedFd, u32), StorageError> {
+        let name = self.one(name)?;
+        let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fail = |e: Errno| self.error(name, e.into());
+        let fd = rfs::openat(self.fd(), name, flags, Mode::empty()).map_err(fail)?;
+        let st = rfs::fstat(&fd).map_err(fail)?;
+        Ok((fd, st.st_mode as u32 & libc::S_IFMT))
     }
 
     /// Flushes the file system holding this directory to stable storage (`syncfs`).

@@ -32,5 +32,6 @@ pub mod part;
 pub mod paths;
 pub mod uring;
 pub mod walk;
+pub mod xattr;
 
 pub use error::{kind_name, StorageError};

@@ -37,6 +37,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hetch_integrity::{Algorithm, Digest};
+use hetch_proto::{KeptXattrs, Xattr};
 use hetch_storage::part::FinalMeta;
 use hetch_storage::walk::Special;
 use hetch_storage::StorageError;
@@ -303,6 +304,25 @@ pub trait Store: Send + Sync {
         Ok(())
     }
 
+    /// The attributes of the file or directory at `rel` that `kept` covers, sorted by
+    /// name (none for other kinds). A store that keeps no attributes has none.
+    fn xattrs(&self, _rel: &Path, _kept: KeptXattrs) -> Result<Vec<Xattr>, StorageError> {
+        Ok(Vec::new())
+    }
+
+    /// Brings the attributes `kept` covers of the file or directory at `rel` in step
+    /// with `attrs` (set what differs, remove what `attrs` lacks; other attributes
+    /// are left alone); true if anything changed. A store that keeps no attributes
+    /// has nothing to do.
+    fn set_xattrs(
+        &self,
+        _rel: &Path,
+        _attrs: &[Xattr],
+        _kept: KeptXattrs,
+    ) -> Result<bool, StorageError> {
+        Ok(false)
+    }
+
     /// The special file at `rel`, if that is what is there.
     fn special_at(&self, _rel: &Path) -> Result<Option<Special>, StorageError> {
         Ok(None)
@@ -436,6 +456,14 @@ pub trait StoreFile: Send + Sync {
 
     /// Block `len` bytes at `offset` is all zeros: the store may leave a hole.
     fn put_zeros(&self, offset: u64, len: u64, zeros: &[u8]) -> Result<(), StorageError>;
+
+    /// The attributes the file gets (at its commit, before its mode, or at once where
+    /// the store holds no more of them): those `kept` covers are brought in step with
+    /// `attrs` (see [`Store::set_xattrs`]). A store that keeps no attributes ignores
+    /// them.
+    fn keep_xattrs(&self, _attrs: Vec<Xattr>, _kept: KeptXattrs) -> Result<(), StorageError> {
+        Ok(())
+    }
 
     /// Hints that `len` bytes at `offset` will be read back next (read-back stores).
     fn prefetch(&self, _offset: u64, _len: u64) {}

@@ -11,9 +11,10 @@ pub mod testbed;
 pub mod webdriver;
 
 use std::collections::BTreeMap;
-use std::ffi::{OsStr, OsString};
+use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -1240,4 +1241,86 @@ pub fn contents(root: &Path) -> Vec<(String, String)> {
         .collect();
     v.sort();
     v
+}
+
+pub fn c_path(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).expect("no NUL in a path")
+}
+
+/// The extended attributes of `path` (not following a symlink), by name.
+pub fn xattrs(path: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let c = c_path(path);
+    let mut out = BTreeMap::new();
+    // SAFETY: a valid path; a null buffer of size 0 asks for the size.
+    let n = unsafe { libc::llistxattr(c.as_ptr(), std::ptr::null_mut(), 0) };
+    assert!(
+        n >= 0,
+        "llistxattr {}: {}",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
+    let mut names = vec![0u8; n as usize];
+    // SAFETY: the buffer holds `names.len()` bytes.
+    let n = unsafe { libc::llistxattr(c.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
+    assert!(n >= 0, "llistxattr {}", path.display());
+    names.truncate(n as usize);
+    for name in names.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        let cn = CString::new(name).unwrap();
+        // SAFETY: valid path and name; size query.
+        let len = unsafe { libc::lgetxattr(c.as_ptr(), cn.as_ptr(), std::ptr::null_mut(), 0) };
+        assert!(len >= 0, "lgetxattr {}", path.display());
+        let mut value = vec![0u8; len as usize];
+        // SAFETY: the buffer holds `value.len()` bytes.
+        let len = unsafe {
+            libc::lgetxattr(
+                c.as_ptr(),
+                cn.as_ptr(),
+                value.as_mut_ptr().cast(),
+                value.len(),
+            )
+        };
+        assert!(len >= 0, "lgetxattr {}", path.display());
+        value.truncate(len as usize);
+        out.insert(name.to_vec(), value);
+    }
+    out
+}
+
+pub fn run_tool(cmd: &mut Command) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {:?}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+pub fn set_xattr(path: &Path, name: &str, value: &[u8]) {
+    let (c, n) = (c_path(path), CString::new(name).unwrap());
+    // SAFETY: valid path, name and value buffer.
+    let r = unsafe {
+        libc::lsetxattr(
+            c.as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    assert_eq!(
+        r,
+        0,
+        "lsetxattr {name} on {}: {}",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
+}
+
+pub fn remove_xattr(path: &Path, name: &str) {
+    let (c, n) = (c_path(path), CString::new(name).unwrap());
+    // SAFETY: valid path and name.
+    let r = unsafe { libc::lremovexattr(c.as_ptr(), n.as_ptr()) };
+    assert_eq!(r, 0, "lremovexattr {name} on {}", path.display());
 }

@@ -13,7 +13,7 @@ use hetch_proto::{Change, ChangeAction, Entry, EntryKind, Frame};
 
 use super::SinkShared;
 use crate::progress::Progress;
-use crate::store::Kind;
+use crate::store::{Kind, Place};
 
 /// Checks one entry; `Err` is the difference, one line.
 pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
@@ -62,7 +62,7 @@ pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
             Progress::add(&sh.progress.files, 1);
             Ok(())
         }
-        EntryKind::Dir if found.kind == Kind::Dir => Ok(()),
+        EntryKind::Dir if found.kind == Kind::Dir => same_xattrs(sh, e, &at),
         EntryKind::Dir => Err(format!(
             "{shown}: is {kind} where the source has a directory"
         )),
@@ -98,6 +98,7 @@ pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
                 .map_err(|err| err.to_string())?;
             match digest {
                 Some(theirs) if *theirs == ours => {
+                    same_xattrs(sh, e, &at)?;
                     Progress::add(&sh.progress.files, 1);
                     Progress::add(&sh.progress.bytes, *size);
                     Ok(())
@@ -110,6 +111,26 @@ pub(crate) fn compare_entry(sh: &SinkShared, e: &Entry) -> Result<(), String> {
                 None => Err(format!("{shown}: the source sent no digest to compare")),
             }
         }
+    }
+}
+
+/// Checks the kept attributes of the file or directory at `at` against the entry's;
+/// `Err` names the attributes that differ.
+fn same_xattrs(sh: &SinkShared, e: &Entry, at: &Place) -> Result<(), String> {
+    let kept = crate::xattrs::kept(&sh.opts);
+    if !kept.any() {
+        return Ok(());
+    }
+    let ours = sh
+        .store
+        .xattrs(&at.rel, kept)
+        .map_err(|err| err.to_string())?;
+    match crate::xattrs::differing(&e.xattrs, &ours) {
+        None => Ok(()),
+        Some(names) => Err(format!(
+            "{}: extended attributes differ ({names})",
+            at.shown.display()
+        )),
     }
 }
 
@@ -140,8 +161,20 @@ pub(crate) fn would_copy(sh: &SinkShared, e: &Entry, follow: &mut Vec<Frame>) {
     let fm = super::plan::final_meta(sh, e);
     let found = sh.store.stat(&at.rel);
     let missing = matches!(found, Ok(None));
+    let kept = crate::xattrs::kept(&sh.opts);
+    let xattrs_stale = || {
+        kept.any()
+            && !sh.opts.no_clobber
+            && sh
+                .store
+                .xattrs(&at.rel, kept)
+                .map_or(true, |ours| ours != e.xattrs)
+    };
     let (same, stale) = match (&found, &e.kind) {
-        (Ok(Some(p)), EntryKind::Dir) => (p.kind == Kind::Dir, false),
+        (Ok(Some(p)), EntryKind::Dir) => {
+            let same = p.kind == Kind::Dir;
+            (same, same && xattrs_stale())
+        }
         (Ok(Some(p)), EntryKind::Symlink { target }) => {
             let same = p.kind == Kind::Symlink
                 && sh
@@ -152,7 +185,8 @@ pub(crate) fn would_copy(sh: &SinkShared, e: &Entry, follow: &mut Vec<Frame>) {
         }
         (Ok(Some(p)), EntryKind::File { size, .. }) => {
             let same = p.is_copy_of(*size, (e.mtime_sec, e.mtime_nsec));
-            (same, same && !sh.opts.no_clobber && p.stale_meta(&fm, true))
+            let stale = !sh.opts.no_clobber && p.stale_meta(&fm, true) || xattrs_stale();
+            (same, same && stale)
         }
         (Ok(Some(_)), EntryKind::HardLink { target }) => {
             let linked = sh

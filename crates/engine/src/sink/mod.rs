@@ -34,7 +34,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use hetch_proto::{DataHeader, Frame, Schedule};
-use hetch_storage::part::FinalMeta;
 use hetch_storage::StorageError;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinSet;
@@ -72,7 +71,10 @@ pub(crate) struct SinkShared {
     changed: Notify,
     /// Directories created or reused (relative to the destination directory), with the
     /// metadata to apply at the end.
-    pub dirs: Mutex<Vec<(PathBuf, FinalMeta)>>,
+    pub dirs: Mutex<Vec<plan::DirToFinish>>,
+    /// Bytes of attributes those directories hold until then (see
+    /// `crate::xattrs::Held`).
+    pub held_xattrs: Arc<std::sync::atomic::AtomicUsize>,
     zeros: OnceLock<Vec<u8>>,
     /// Bounds the threads hashing at once.
     pub gate: Gate,
@@ -332,6 +334,7 @@ pub async fn run_sink_into(
         settlement: Mutex::default(),
         changed: Notify::new(),
         dirs: Mutex::default(),
+        held_xattrs: Arc::default(),
         zeros: OnceLock::new(),
         gate: Gate::new(opts_hash_threads),
         verify: async_channel::unbounded(),

@@ -5,7 +5,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
-use hetch_proto::{Entry, EntryKind, Frame, PlanAction, PlanItem};
+use hetch_proto::{Entry, EntryKind, Frame, PlanAction, PlanItem, Xattr};
 use hetch_storage::part::FinalMeta;
 use hetch_storage::StorageError;
 
@@ -15,6 +15,17 @@ use super::{IncomingFile, SinkShared};
 use crate::error::EngineError;
 use crate::progress::Progress;
 use crate::store::{FileSpec, Kind, Place, Present, Size};
+
+/// A directory whose metadata is applied once its contents are in place.
+pub(crate) struct DirToFinish {
+    /// Relative to the destination directory.
+    pub rel: std::path::PathBuf,
+    /// Its mode and mtime.
+    pub meta: FinalMeta,
+    /// Its attributes, where the session keeps them and had room to hold them (see
+    /// `plan_dir`).
+    pub xattrs: Option<crate::xattrs::Held>,
+}
 
 /// What planning a batch produced: the plan, frames that follow it, and the resumed
 /// files whose journaled blocks are to be read back.
@@ -179,7 +190,7 @@ fn plan_entry(
     };
     match &e.kind {
         EntryKind::Dir => {
-            let action = plan_dir(sh, &at, fm, found)?;
+            let action = plan_dir(sh, &at, fm, &e.xattrs, found)?;
             // Mark a directory copied *as* its operand, so that the same command run
             // again resumes into it instead of nesting a copy inside it.
             if !e.path.contains(&b'/') {
@@ -201,6 +212,7 @@ fn plan_entry(
                 digest: digest.as_deref(),
                 growing: *growing,
                 meta: fm,
+                xattrs: &e.xattrs,
             };
             plan_file(sh, &src, at, found, follow, rechecks)
         }
@@ -213,6 +225,7 @@ fn plan_dir(
     sh: &SinkShared,
     at: &Place,
     fm: FinalMeta,
+    attrs: &[Xattr],
     found: Option<Present>,
 ) -> Result<PlanAction, StorageError> {
     match found {
@@ -229,10 +242,25 @@ fn plan_dir(
         .expect("dirs lock")
         .insert(at.rel.clone())
     {
-        sh.dirs
-            .lock()
-            .expect("dirs lock")
-            .push((at.rel.clone(), fm));
+        // Attributes go on with the mode, at the end: an access ACL sets the mode
+        // too, and a read-only one would keep the directory from being filled. Past
+        // what may be held, they are set now.
+        let kept = crate::xattrs::kept(&sh.opts);
+        let xattrs = match kept.any() {
+            false => None,
+            true => match crate::xattrs::Held::hold(attrs.to_vec(), kept, &sh.held_xattrs) {
+                Ok(held) => Some(held),
+                Err(attrs) => {
+                    sh.store.set_xattrs(&at.rel, &attrs, kept)?;
+                    None
+                }
+            },
+        };
+        sh.dirs.lock().expect("dirs lock").push(DirToFinish {
+            rel: at.rel.clone(),
+            meta: fm,
+            xattrs,
+        });
     }
     Ok(PlanAction::Skip)
 }
@@ -374,6 +402,8 @@ struct FileToPlan<'a> {
     /// Still being written at the source.
     growing: bool,
     meta: FinalMeta,
+    /// Its attributes (where the session keeps them).
+    xattrs: &'a [Xattr],
 }
 
 /// Whole-file digest of a destination file, as the session's algorithm computes it.
@@ -441,8 +471,13 @@ fn plan_file(
             p.is_copy_of(size, (fm.mtime_sec, fm.mtime_nsec))
         };
         if same {
-            // Current contents; a changed mode (or, after a contents check, mtime) is
-            // applied to the file as it is, as rsync does.
+            // Current contents; changed attributes, mode (or, after a contents check,
+            // mtime) are applied to the file as it is, as rsync does. Attributes first:
+            // an access ACL sets the mode too.
+            let kept = crate::xattrs::kept(&sh.opts);
+            if !sh.opts.no_clobber && kept.any() {
+                sh.store.set_xattrs(&at.rel, src.xattrs, kept)?;
+            }
             if !sh.opts.no_clobber && p.stale_meta(&fm, true) {
                 sh.store.refresh_meta(&at.rel, Kind::File, fm)?;
             }
@@ -470,6 +505,13 @@ fn plan_file(
         read_back_follows: sh.opts.verify == hetch_proto::Verify::Written,
     };
     let opened = sh.store.open(&at, &spec)?;
+    let kept = crate::xattrs::kept(&sh.opts);
+    if kept.any() {
+        if let Err(e) = opened.file.keep_xattrs(src.xattrs.to_vec(), kept) {
+            opened.file.abort();
+            return Err(e);
+        }
+    }
     let mut core = FileCore::new(Setup {
         size: spec.size,
         block_size: bs,
@@ -550,8 +592,11 @@ pub(crate) fn finish_dirs(sh: &SinkShared) -> Result<Vec<Frame>, EngineError> {
         remove_leftovers(sh, &dirs);
     }
     let mut failed = Vec::new();
-    for (rel, fm) in dirs.iter().rev() {
-        if let Err(e) = sh.store.finish_dir(rel, *fm) {
+    for d in dirs.iter().rev() {
+        let xattrs = d.xattrs.as_ref().map_or(Ok(false), |held| {
+            sh.store.set_xattrs(&d.rel, &held.attrs, held.kept)
+        });
+        if let Err(e) = xattrs.and_then(|_| sh.store.finish_dir(&d.rel, d.meta)) {
             failed.push(sh.failure(u64::MAX, e.to_string()));
         }
     }
@@ -568,8 +613,8 @@ pub(crate) fn finish_dirs(sh: &SinkShared) -> Result<Vec<Frame>, EngineError> {
 /// left belongs to a file the source no longer has, or to another hetch writing here
 /// right now, which holds its files and keeps them. The destination directory itself
 /// is left alone: other transfers into it may be paused, to be resumed later.
-fn remove_leftovers(sh: &SinkShared, dirs: &[(std::path::PathBuf, FinalMeta)]) {
-    for (rel, _) in dirs {
+fn remove_leftovers(sh: &SinkShared, dirs: &[DirToFinish]) {
+    for DirToFinish { rel, .. } in dirs {
         sh.store.clean_leftovers(rel, &mut |e| {
             sh.progress.warn(&format!("leftover not removed: {e}"));
         });

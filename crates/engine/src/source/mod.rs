@@ -45,6 +45,10 @@ use listing::{Announce, Listing, Once, OpenEnd};
 const ENTRY_WINDOW: usize = 4 * 1024;
 /// Entries per control frame, at most.
 const ENTRY_BATCH: usize = 1024;
+/// Bytes of entries after which a batch goes out: an entry adds at most a path and its
+/// attributes (`hetch_proto::MAX_ENTRY_XATTRS`), so a batch stays well within a
+/// control frame.
+const ENTRY_BATCH_BYTES: usize = hetch_proto::MAX_CONTROL_BODY / 2;
 /// Blocks a reader takes from one job before putting the rest back, so that the blocks
 /// of one big file are read by all readers at once.
 pub(crate) const BLOCKS_PER_TURN: u64 = 4;
@@ -443,6 +447,19 @@ pub(crate) fn announce_attempt(
     if let Some(target) = link_to {
         entry.kind = EntryKind::HardLink { target };
     }
+    let kept = crate::xattrs::kept(&shared.opts);
+    if kept.any()
+        && origin.is_none()
+        && matches!(entry.kind, EntryKind::File { .. } | EntryKind::Dir)
+    {
+        match crate::xattrs::of_source(&se.abs, shared.opts.read_confinement(), kept) {
+            Ok(attrs) => entry.xattrs = attrs,
+            Err(e) => {
+                shared.window.add_permits(1);
+                return tx.blocking_send(Listed::Error(id, e)).is_ok();
+            }
+        }
+    }
     let is_file = matches!(entry.kind, EntryKind::File { .. });
     if let (EntryKind::File { digest, .. }, true, true) = (
         &mut entry.kind,
@@ -516,6 +533,7 @@ fn to_entry(id: u64, se: &SourceEntry, growing: bool) -> Entry {
         mode: se.mode,
         mtime_sec: se.mtime_sec,
         mtime_nsec: se.mtime_nsec,
+        xattrs: Vec::new(),
     }
 }
 
@@ -525,26 +543,32 @@ async fn announcer(
     ctl: mpsc::Sender<Frame>,
 ) -> Result<(), EngineError> {
     let mut batch = Vec::new();
+    let mut bytes = 0;
     while let Some(first) = rx.recv().await {
         let mut item = Some(first);
         // Take whatever is already queued, without waiting, up to one batch.
         while let Some(listed) = item {
             match listed {
-                Listed::Entry(e) => batch.push(e),
+                Listed::Entry(e) => {
+                    bytes += e.wire_len();
+                    batch.push(e);
+                }
                 Listed::Error(file, message) => {
                     // Keep order: entries listed before the error go first.
                     let error = Frame::FileError { file, message };
+                    bytes = 0;
                     if !flush(&ctl, &mut batch).await || ctl.send(error).await.is_err() {
                         return Ok(());
                     }
                 }
             }
-            item = if batch.len() < ENTRY_BATCH {
+            item = if batch.len() < ENTRY_BATCH && bytes < ENTRY_BATCH_BYTES {
                 rx.try_recv().ok()
             } else {
                 None
             };
         }
+        bytes = 0;
         if !flush(&ctl, &mut batch).await {
             return Ok(());
         }

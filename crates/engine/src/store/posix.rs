@@ -5,13 +5,15 @@
 //! a peer's names nor a local user's swaps can make a write land outside.
 
 use std::ffi::{OsStr, OsString};
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use hetch_integrity::{Algorithm, Digest};
+use hetch_proto::{KeptXattrs, Xattr};
 use hetch_storage::confined::{Dir, Links, OpenHow};
 use hetch_storage::direct;
 use hetch_storage::journal::{Journal, JournalHeader};
@@ -57,6 +59,8 @@ pub struct PosixStore {
     parents: Arc<Parents>,
     /// Read-only directories made writable to replace a file in them.
     unlocked: Arc<Unlocked>,
+    /// Bytes of attributes its files hold until their commits.
+    held_xattrs: Arc<AtomicUsize>,
 }
 
 impl PosixStore {
@@ -69,6 +73,7 @@ impl PosixStore {
             base_id: OnceLock::new(),
             parents: Arc::default(),
             unlocked: Arc::default(),
+            held_xattrs: Arc::default(),
         }
     }
 
@@ -78,6 +83,24 @@ impl PosixStore {
 
     fn map(&self) -> &DestMap {
         self.map.get().expect("destination resolved before use")
+    }
+
+    /// Runs `f` on the attributes of the file or directory at `rel`, reached without
+    /// following anything (an `O_PATH` handle: no permission on it is needed); `None`
+    /// for other kinds, which keep no attributes hetch copies.
+    fn with_attributes<T>(
+        &self,
+        rel: &Path,
+        f: impl FnOnce(hetch_storage::xattr::Handle<'_>) -> std::io::Result<T>,
+    ) -> Result<Option<T>, StorageError> {
+        let (dir, name) = self.parents.of(self.fs(), rel)?;
+        let (fd, ifmt) = dir.open_entry(&name)?;
+        if ifmt != libc::S_IFREG && ifmt != libc::S_IFDIR {
+            return Ok(None);
+        }
+        let h = hetch_storage::xattr::Handle::Path(fd.as_fd());
+        f(h).map(Some)
+            .map_err(|e| xattr_error(&self.fs().path().join(rel), e))
     }
 }
 
@@ -258,6 +281,21 @@ impl Store for PosixStore {
         dir.set_times_nofollow(&name, fm.mtime_sec, fm.mtime_nsec)
     }
 
+    fn xattrs(&self, rel: &Path, kept: KeptXattrs) -> Result<Vec<Xattr>, StorageError> {
+        self.with_attributes(rel, |h| crate::xattrs::read(h, kept))
+            .map(Option::unwrap_or_default)
+    }
+
+    fn set_xattrs(
+        &self,
+        rel: &Path,
+        attrs: &[Xattr],
+        kept: KeptXattrs,
+    ) -> Result<bool, StorageError> {
+        self.with_attributes(rel, |h| crate::xattrs::apply(h, attrs, kept))
+            .map(|changed| changed.unwrap_or(false))
+    }
+
     fn linked(&self, target: &Path, rel: &Path) -> Result<bool, StorageError> {
         let ino = |rel: &Path| -> Result<Option<u64>, StorageError> {
             let (dir, name) = self.parents.of(self.fs(), rel)?;
@@ -335,6 +373,7 @@ impl Store for PosixStore {
             spec: *spec,
             resumed: false,
             claim,
+            held_xattrs: self.held_xattrs.clone(),
             inner: Mutex::default(),
             written_end: AtomicU64::new(0),
             one_writer: Mutex::new(()),
@@ -493,6 +532,8 @@ pub(super) struct PosixFile {
     /// This writer's claim on the file (see [`writers`]): every operation that
     /// writes or removes holds it.
     claim: Arc<Claim>,
+    /// The store's count of attribute bytes held (see `keep_xattrs`).
+    held_xattrs: Arc<AtomicUsize>,
     inner: Mutex<Inner>,
     /// The end of the furthest write: the part file's length, unless it was resumed
     /// (an atomic, so that a put takes no lock for it).
@@ -520,11 +561,32 @@ struct Inner {
     closed: bool,
     /// Renamed into place: an abort must not touch the names any more.
     committed: bool,
+    /// Attributes the file gets at its commit (`--xattrs`, `--acls`).
+    xattrs: Option<crate::xattrs::Held>,
+}
+
+/// An error reading or setting attributes of `path`, saying so.
+fn xattr_error(path: &Path, e: std::io::Error) -> StorageError {
+    let e = std::io::Error::new(e.kind(), format!("extended attributes: {e}"));
+    StorageError::io(path, e)
 }
 
 impl PosixFile {
     fn shown(&self) -> PathBuf {
         self.fs.path().join(&self.rel)
+    }
+
+    /// Brings the kept attributes of the part file in step with `attrs`.
+    fn apply_xattrs(
+        &self,
+        part: &PartFile,
+        attrs: &[Xattr],
+        kept: KeptXattrs,
+    ) -> Result<(), StorageError> {
+        let h = hetch_storage::xattr::Handle::Open(part.file().as_fd());
+        crate::xattrs::apply(h, attrs, kept)
+            .map(drop)
+            .map_err(|e| xattr_error(&self.shown(), e))
     }
 
     /// Holds the claim for one operation; refused once a newer writer took over.
@@ -664,6 +726,25 @@ impl StoreFile for PosixFile {
         Some(self)
     }
 
+    fn keep_xattrs(&self, attrs: Vec<Xattr>, kept: KeptXattrs) -> Result<(), StorageError> {
+        if !kept.any() {
+            return Ok(());
+        }
+        match crate::xattrs::Held::hold(attrs, kept, &self.held_xattrs) {
+            Ok(held) => {
+                self.inner.lock().expect("part lock").xattrs = Some(held);
+                Ok(())
+            }
+            // Too many held already: set now. (Only an access ACL that takes away
+            // the owner's write would then keep a later run from resuming this part
+            // file as a user who is not root.)
+            Err(attrs) => {
+                let part = self.part()?;
+                self.apply_xattrs(&part, &attrs, kept)
+            }
+        }
+    }
+
     fn put(&self, offset: u64, data: &[u8]) -> Result<(), StorageError> {
         let part = self.part()?;
         let _one = self.one_writer.lock().expect("write lock");
@@ -794,6 +875,11 @@ impl StoreFile for PosixFile {
         };
         if holes || len != size {
             part.set_len(size)?;
+        }
+        let held = self.inner.lock().expect("part lock").xattrs.take();
+        if let Some(held) = held {
+            // Before the mode, which then sets an ACL's mask (see `crate::xattrs`).
+            self.apply_xattrs(&part, &held.attrs, held.kept)?;
         }
         part.finalize(fm, xattr, fsync, self.spec.blocks() > 1)?;
         let mut inner = self.inner.lock().expect("part lock");

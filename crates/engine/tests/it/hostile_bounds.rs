@@ -29,7 +29,7 @@ fn ranges_for(f: &Frame, id: u64) -> Vec<(u64, u64)> {
 }
 
 /// Reads frames until file `id`'s `FileDone`; its error, if any.
-async fn file_done(s: &mut FakeSource, id: u64) -> Option<String> {
+pub(crate) async fn file_done(s: &mut FakeSource, id: u64) -> Option<String> {
     loop {
         match s.recv().await {
             Some(Frame::FileDone { file, error, .. }) if file == id => return error,
@@ -42,7 +42,7 @@ async fn file_done(s: &mut FakeSource, id: u64) -> Option<String> {
 
 /// Ends the entries, checks the sink's summary counts `files` written and `failed`
 /// failed, and that the session ends cleanly.
-async fn finish(mut s: FakeSource, files: u64, failed: u64) {
+pub(crate) async fn finish(mut s: FakeSource, files: u64, failed: u64) {
     s.send(Frame::EndOfEntries).await;
     loop {
         match s.recv().await.expect("a summary") {
@@ -57,7 +57,7 @@ async fn finish(mut s: FakeSource, files: u64, failed: u64) {
     s.end().await.expect("the session ends cleanly");
 }
 
-fn assert_protocol_error(message: &str, about: &str) {
+pub(crate) fn assert_protocol_error(message: &str, about: &str) {
     assert!(
         message.contains(PEER) && message.contains("broke the protocol"),
         "not a protocol error naming the peer: {message}"

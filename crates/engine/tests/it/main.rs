@@ -14,3 +14,4 @@ mod hostile_bounds;
 mod local;
 mod resume;
 mod verify;
+mod xattrs;

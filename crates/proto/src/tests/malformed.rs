@@ -33,8 +33,8 @@ struct RawHello {
     fsync: u8,
     integrity: Vec<u8>,
     preserve_special_modes: u8,
-    /// `specials`, `devices` and `hard_links`.
-    specials_devices: [u8; 3],
+    /// `specials`, `devices`, `hard_links`, `xattrs` and `acls`.
+    specials_devices: [u8; 5],
     /// Filter lists and delete request.
     tail: Vec<u8>,
     /// Compression: 0 off, 255 auto, else the zstd level.
@@ -73,7 +73,7 @@ impl Default for RawHello {
             fsync: 1,
             integrity: raw_integrity(b"blake3", 0, 0),
             preserve_special_modes: 0,
-            specials_devices: [0, 0, 0],
+            specials_devices: [0, 0, 0, 0, 0],
             // No include, no exclude, no deletion phase.
             tail: vec![0, 0, 0, 0, 0, 0, 0, 0, 0],
             compression: 0,
@@ -141,6 +141,8 @@ struct RawEntry {
     kind: Vec<u8>,
     mode: u32,
     nsec: u32,
+    /// Extended attributes, as `u32 count | (bytes name, bytes value)*`.
+    xattrs: Vec<u8>,
 }
 
 impl Default for RawEntry {
@@ -151,6 +153,7 @@ impl Default for RawEntry {
             kind: vec![0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0],
             mode: 0o644,
             nsec: 0,
+            xattrs: vec![0, 0, 0, 0],
         }
     }
 }
@@ -175,6 +178,7 @@ impl RawEntry {
         b.put_u32(self.mode);
         b.put_i64(1_700_000_000);
         b.put_u32(self.nsec);
+        b.extend_from_slice(&self.xattrs);
         b
     }
 }
@@ -405,8 +409,10 @@ fn unknown_tags_are_refused() {
         |h: &mut RawHello| h.no_clobber = 2,
         |h: &mut RawHello| h.fsync = 0xff,
         |h: &mut RawHello| h.preserve_special_modes = 3,
-        |h: &mut RawHello| h.specials_devices = [0, 2, 0],
-        |h: &mut RawHello| h.specials_devices = [0, 0, 7],
+        |h: &mut RawHello| h.specials_devices = [0, 2, 0, 0, 0],
+        |h: &mut RawHello| h.specials_devices = [0, 0, 7, 0, 0],
+        |h: &mut RawHello| h.specials_devices = [0, 0, 0, 2, 0],
+        |h: &mut RawHello| h.specials_devices = [0, 0, 0, 0, 9],
     ] {
         let mut h = RawHello::default();
         spoil(&mut h);
@@ -453,6 +459,29 @@ fn unknown_tags_are_refused() {
         ..RawEntry::default()
     };
     assert!(decode_body(FrameKind::Entries, &link.body()).is_err());
+    // Extended attributes: only user attributes and ACLs, each name once, in order.
+    let with_xattrs = |names: &[&[u8]]| {
+        let mut xattrs = Vec::new();
+        xattrs.put_len(names.len());
+        for n in names {
+            xattrs.put_bytes(n);
+            xattrs.put_bytes(b"v");
+        }
+        RawEntry {
+            xattrs,
+            ..RawEntry::default()
+        }
+        .body()
+    };
+    assert!(decode_body(FrameKind::Entries, &with_xattrs(&[b"user.a", b"user.b"])).is_ok());
+    assert_eq!(
+        refused(FrameKind::Entries, &with_xattrs(&[b"security.capability"])),
+        "extended attribute outside user.* and the POSIX ACLs"
+    );
+    assert_eq!(
+        refused(FrameKind::Entries, &with_xattrs(&[b"user.b", b"user.a"])),
+        "extended attributes not in ascending order of name"
+    );
 
     let plan = [1, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 2];
     assert_eq!(refused(FrameKind::Plan, &plan), "unknown plan action");

@@ -182,6 +182,7 @@ fn entry_and_plan_wire_len_match_encoding() {
         mode: 0o777,
         mtime_sec: -1,
         mtime_nsec: 5,
+        xattrs: Vec::new(),
     };
     let file = Entry {
         kind: EntryKind::File {

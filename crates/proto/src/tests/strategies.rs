@@ -146,7 +146,7 @@ pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
             proptest::option::of(delete()),
             compression(),
             any::<bool>(),
-            any::<(bool, bool, bool)>(),
+            any::<(bool, bool, bool, bool, bool)>(),
         ),
     )
         .prop_map(
@@ -168,7 +168,7 @@ pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
                     delete,
                     compression,
                     dry_run,
-                    (specials, devices, hard_links),
+                    (specials, devices, hard_links, xattrs, acls),
                 ),
             )| SessionRequest {
                 op,
@@ -186,6 +186,8 @@ pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
                 specials,
                 devices,
                 hard_links,
+                xattrs,
+                acls,
                 filter,
                 delete,
                 compression,
@@ -336,15 +338,36 @@ fn entry() -> impl Strategy<Value = Entry> {
         0u32..=0o7777,
         any::<i64>(),
         0u32..1_000_000_000,
+        xattrs(),
     )
-        .prop_map(|(id, path, kind, mode, mtime_sec, mtime_nsec)| Entry {
-            id,
-            path,
-            kind,
-            mode,
-            mtime_sec,
-            mtime_nsec,
-        })
+        .prop_map(
+            |(id, path, kind, mode, mtime_sec, mtime_nsec, xattrs)| Entry {
+                id,
+                path,
+                kind,
+                mode,
+                mtime_sec,
+                mtime_nsec,
+                xattrs,
+            },
+        )
+}
+
+/// A set of attributes as the source sends it: of the classes that travel, sorted by
+/// name, each name once.
+fn xattrs() -> impl Strategy<Value = Vec<Xattr>> {
+    let name = prop_oneof![
+        "user\\.[a-z0-9._-]{1,40}".prop_map(String::into_bytes),
+        Just(ACL_ACCESS.to_vec()),
+        Just(ACL_DEFAULT.to_vec()),
+    ]
+    .prop_filter("hetch's own", |n| !n.starts_with(b"user.hetch."));
+    let value = proptest::collection::vec(any::<u8>(), 0..64);
+    proptest::collection::btree_map(name, value, 0..4).prop_map(|m| {
+        m.into_iter()
+            .map(|(name, value)| Xattr { name, value })
+            .collect()
+    })
 }
 
 pub(super) fn entries() -> impl Strategy<Value = Vec<Entry>> {

@@ -261,6 +261,7 @@ pub fn entry(id: u64, path: &str, kind: EntryKind, mode: u32) -> Entry {
         mode,
         mtime_sec: 1_700_000_000,
         mtime_nsec: 0,
+        xattrs: Vec::new(),
     }
 }
 

@@ -592,6 +592,15 @@ fn objects_go_to_and_come_from_a_server_with_a_directory_root() {
     let src = t.path().join("src");
     sample_tree(&src);
     s.run(&args!["cp", "-q", &src, s.url("in")]).ok();
+    // Attributes asked for where a bucket cannot keep them: copied, and said once.
+    let out = s.run(&args!["cp", "-X", "-A", &src, s.url("attrs")]);
+    out.ok();
+    let said = out.stderr_lines();
+    let said = said
+        .iter()
+        .filter(|l| l.contains("keeps no extended attributes"));
+    assert_eq!(said.count(), 1, "{out:?}");
+    assert_eq!(s.sums_under(&s.url("attrs")), contents(&src));
     let root = t.path().join("root");
     let srv = Server::start(&root, &t.path().join("srv"));
     // Object store -> server (push from the bucket), server -> object store (pull).

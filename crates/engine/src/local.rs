@@ -45,6 +45,14 @@ pub async fn copy_between(
     };
     let (src, dst) = Transport::in_process_pair(streams, PIPE, ("local receiver", "local sender"));
     let sink_progress = Arc::new(Progress::default());
+    // The sink's warnings (a destination that cannot keep what was asked for) are the
+    // user's as much as the source's: shown and counted with them.
+    let shared = progress.clone();
+    sink_progress.set_log(Box::new(move |line: &str| {
+        if let Some(w) = line.strip_prefix("warning: ") {
+            shared.warn(w);
+        }
+    }));
     // The source writes manifest lines from the sink's reports; the sink must not too.
     let sink_opts = Options {
         manifest: None,

@@ -150,6 +150,7 @@ impl Store for BucketStore {
             concurrent_puts: CONCURRENT_PUTS,
             resume_unit: crate::parts::TARGET_PART,
             ranges: false,
+            xattrs: false,
         }
     }
 

@@ -66,6 +66,9 @@ pub struct Capabilities {
     /// One file can be written in block ranges by several writers, on this host or
     /// others sharing the storage ([`Store::open_range`], [`Store::commit_ranges`]).
     pub ranges: bool,
+    /// Extended attributes and ACLs are kept ([`Store::set_xattrs`],
+    /// [`StoreFile::keep_xattrs`]).
+    pub xattrs: bool,
 }
 
 impl Capabilities {
@@ -79,6 +82,7 @@ impl Capabilities {
         concurrent_puts: 1,
         resume_unit: 1,
         ranges: false,
+        xattrs: false,
     };
 }
 

@@ -128,6 +128,12 @@ impl SinkShared {
         }
         let top = first_entry.split(|b| *b == b'/').next().unwrap_or_default();
         self.store.resolve(top, !self.opts.dry_run)?;
+        if crate::xattrs::kept(&self.opts).any() && !self.caps.xattrs {
+            self.progress.warn(
+                "this destination keeps no extended attributes or ACLs; --xattrs and --acls \
+                 have no effect here",
+            );
+        }
         let _ = self.resolved.set(());
         Ok(())
     }

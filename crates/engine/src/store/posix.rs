@@ -137,6 +137,7 @@ impl Store for PosixStore {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             ranges: true,
+            xattrs: true,
             ..Capabilities::FILE_TREE
         }
     }

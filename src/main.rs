@@ -9,7 +9,7 @@
 //! A reader of standard output that stops reading (`hetch job ls | head -1`) ends the
 //! process quietly, as if by SIGPIPE (see `out`).
 
-// First: its `out!` and `outln!` macros are for the modules below.
+// First: its `out!`, `outln!`, `err!` and `errln!` macros are for the modules below.
 #[macro_use]
 mod out;
 mod clean;
@@ -686,7 +686,7 @@ fn main() -> ExitCode {
 
 /// Says why a command failed: one line on stderr.
 pub(crate) fn report(e: &anyhow::Error) {
-    eprintln!("hetch: error: {}", hetch_proto::escape_text(&one_line(e)));
+    errln!("hetch: error: {}", hetch_proto::escape_text(&one_line(e)));
 }
 
 /// The error and its causes on one line, without repeating a cause already quoted.
@@ -745,7 +745,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Watch(a) => match job_of(&a, &s3)? {
-            Ok(job) => watch::run(job, a.conn.json, a.stats_interval).await,
+            Ok(job) => watch::run(job, a.conn.json, a.conn.quiet, a.stats_interval).await,
             Err(code) => Ok(code),
         },
         Command::Serve(a) => match config_of(serve::ServeFlags(&a, &s3))? {

@@ -96,7 +96,8 @@ enum Command {
     /// Serve a directory to hetch clients (reading and writing).
     Serve(ServeArgs),
     /// Print whole-file BLAKE3 digests of files and trees, in the format `b3sum -c`
-    /// checks (hashed block by block, as transfers do; several files at once).
+    /// checks (hashed block by block, as transfers do; several files at once); with
+    /// --check, check the files a manifest names.
     Sum(SumArgs),
     /// Remove the part files and journals (.NAME.hetch-part, .NAME.hetch-journal) that
     /// interrupted transfers left under DIR. Those a running transfer holds are kept;
@@ -505,9 +506,16 @@ struct ServeArgs {
 #[derive(Args)]
 struct SumArgs {
     /// Files and directories to hash (or s3://, gs://, az://BUCKET/KEY objects and
-    /// prefixes).
+    /// prefixes); with --check, manifests.
     #[arg(required = true)]
     paths: Vec<String>,
+    /// Check the files the manifests name (as hetch sum, cp --manifest, b3sum, md5sum
+    /// or sha256sum write them, any byte in a name): NAME: OK or NAME: FAILED each.
+    #[arg(long, short)]
+    check: bool,
+    /// With --check, print only what failed.
+    #[arg(long, short, requires = "check")]
+    quiet: bool,
     /// Block size (a power of two; the digest does not depend on it).
     #[arg(long, default_value = "4M", value_parser = units::parse_block_size)]
     block_size: u64,

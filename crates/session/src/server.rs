@@ -592,6 +592,15 @@ async fn session(
         lanes: Vec::new(),
     };
     let progress = Arc::new(Progress::default());
+    // The session's warnings (a device this server may not make, not being root, ...)
+    // go to the server's log: no frame tells them to the client yet.
+    let warned = peer.clone();
+    progress.set_log(Box::new(move |line: &str| {
+        if let Some(w) = line.strip_prefix("warning: ") {
+            let w = hetch_proto::escape_text(w);
+            _ = writeln!(std::io::stderr(), "hetch serve: {warned}: warning: {w}");
+        }
+    }));
     let started = std::time::Instant::now();
     let _running = Running::new(&state.sessions);
     // Bytes and files count in the metrics as they move, not only at the end.

@@ -54,11 +54,11 @@ pub fn run(dir: &Path, dry_run: bool, split: bool) -> ExitCode {
         }
         Err(e) => {
             errors += 1;
-            eprintln!("hetch: error: {}", escape_text(&e.to_string()));
+            errln!("hetch: error: {}", escape_text(&e.to_string()));
         }
     });
     let verb = if dry_run { "would remove" } else { "removed" };
-    eprintln!(
+    errln!(
         "hetch clean: {verb} {count} leftover files ({}); {kept} in use by a running transfer",
         human_bytes(bytes as f64)
     );

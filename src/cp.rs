@@ -48,11 +48,11 @@ pub async fn run(job: CopyJob, shown: Shown) -> anyhow::Result<Outcome> {
     let dest_shown = shown.dest_shown;
     progress.set_log(Box::new(move |line: &str| {
         if let Some(w) = line.strip_prefix("warning: ") {
-            eprintln!("hetch: warning: {}", hetch_proto::escape_text(w));
+            errln!("hetch: warning: {}", hetch_proto::escape_text(w));
         }
         for verb in hetch_engine::CHANGE_VERBS {
             if let Some(rel) = line.strip_prefix(verb) {
-                eprintln!("{verb}{}", crate::sync::shown_below(&dest_shown, rel));
+                errln!("{verb}{}", crate::sync::shown_below(&dest_shown, rel));
             }
         }
     }));

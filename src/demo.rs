@@ -115,7 +115,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         base.join("pulled"),
     );
     std::fs::create_dir_all(&root)?;
-    eprintln!(
+    errln!(
         "hetch demo: making a mixed dataset in {} ...",
         data.display()
     );
@@ -133,7 +133,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
     })
     .await?;
     let host = format!("127.0.0.1:{}", server.addr.port());
-    eprintln!("hetch demo: server on {host}, key {}", server.fingerprint);
+    errln!("hetch demo: server on {host}, key {}", server.fingerprint);
     let client = ClientConfig {
         token: hetch_net::read_token_file(&server.token_path)?,
         fingerprint: Some(server.fingerprint),
@@ -158,7 +158,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         path: "dataset".into(),
     };
     let t = Instant::now();
-    eprintln!(
+    errln!(
         "hetch demo: push {} over TLS to hetch://{host}/dataset",
         human_bytes(bytes as f64)
     );
@@ -169,7 +169,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
     .await?;
     let push_secs = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    eprintln!("hetch demo: pull it back into {}", pulled.display());
+    errln!("hetch demo: pull it back into {}", pulled.display());
     let pull = crate::cp::run(job(vec![remote], Location::Local(pulled.clone())), shown()).await?;
     let pull_secs = t.elapsed().as_secs_f64();
     if matches!(push, Outcome::Partial) || matches!(pull, Outcome::Partial) {
@@ -185,7 +185,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
     if keep {
         if let Some(t) = tmp {
             let kept = t.keep();
-            eprintln!("hetch demo: kept {}", kept.display());
+            errln!("hetch demo: kept {}", kept.display());
         }
     }
     Ok(())

@@ -98,7 +98,7 @@ pub async fn run(a: DoctorArgs) -> anyhow::Result<ExitCode> {
     // Loopback may be down (a bare network namespace): then there is no TLS figure.
     match tls_loopback().await {
         Ok(c) => report.add_capacity(c),
-        Err(e) => eprintln!(
+        Err(e) => errln!(
             "hetch doctor: no TLS measurement: {:#}",
             anyhow::Error::new(e)
         ),
@@ -142,10 +142,10 @@ fn undo_file() -> PathBuf {
 /// writing the values they replace to the undo file.
 fn apply(report: &hetch_doctor::Report) -> anyhow::Result<ExitCode> {
     let path = undo_file();
-    let announce = |line: &str| eprintln!("hetch doctor: {line}");
+    let announce = |line: &str| errln!("hetch doctor: {line}");
     match sysctl::apply(&hetch_doctor::Host::default(), report, &path, announce)? {
-        0 => eprintln!("hetch doctor: no sysctl to apply"),
-        n => eprintln!(
+        0 => errln!("hetch doctor: no sysctl to apply"),
+        n => errln!(
             "hetch doctor: applied {n} setting(s); `hetch doctor --undo` puts back the old values ({})",
             path.display()
         ),
@@ -156,9 +156,9 @@ fn apply(report: &hetch_doctor::Report) -> anyhow::Result<ExitCode> {
 /// Puts back what `--apply` replaced, then removes the undo file.
 fn undo() -> anyhow::Result<ExitCode> {
     let path = undo_file();
-    let announce = |line: &str| eprintln!("hetch doctor: {line}");
+    let announce = |line: &str| errln!("hetch doctor: {line}");
     if !sysctl::undo(&hetch_doctor::Host::default(), &path, announce)? {
-        eprintln!(
+        errln!(
             "hetch doctor: nothing to undo ({} does not exist)",
             path.display()
         );

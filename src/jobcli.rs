@@ -145,13 +145,13 @@ pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
         identities,
     };
     let svc = hetch_service::Service::bind(cfg).await?;
-    eprintln!("hetch service: listening on https://{}", svc.addr);
-    eprintln!(
+    errln!("hetch service: listening on https://{}", svc.addr);
+    errln!(
         "hetch service: web interface at https://{}/ (log in with the token below)",
         svc.web_address()
     );
-    eprintln!("hetch service: key fingerprint {}", svc.fingerprint);
-    eprintln!("hetch service: token in {}", svc.token_path.display());
+    errln!("hetch service: key fingerprint {}", svc.fingerprint);
+    errln!("hetch service: token in {}", svc.token_path.display());
     svc.run().await?;
     Ok(ExitCode::SUCCESS)
 }
@@ -372,20 +372,20 @@ async fn wait(c: &Client, id: &str, json: bool, patience: Patience) -> anyhow::R
             Look::Job(j) => {
                 lost = false;
                 if tty {
-                    eprint!("\r{id}: {}   ", j.progress());
+                    err!("\r{id}: {}   ", j.progress());
                 }
             }
             Look::Lost(e) if !lost => {
                 lost = true;
                 let e = hetch_proto::escape_text(&e.to_string());
                 let secs = patience.retry_for.as_secs();
-                eprintln!("hetch: job {id}: {e}; asking again for up to {secs} s");
+                errln!("hetch: job {id}: {e}; asking again for up to {secs} s");
             }
             Look::Lost(_) => {}
         })
         .await?;
     if tty {
-        eprintln!();
+        errln!();
     }
     match json {
         true => print_json(&j)?,

@@ -9,7 +9,7 @@
 //! A reader of standard output that stops reading (`hetch job ls | head -1`) ends the
 //! process quietly, as if by SIGPIPE (see `out`).
 
-// First: its `out!` and `outln!` macros are for the modules below.
+// First: its `out!`, `outln!`, `err!` and `errln!` macros are for the modules below.
 #[macro_use]
 mod out;
 mod clean;
@@ -96,7 +96,8 @@ enum Command {
     /// Serve a directory to hetch clients (reading and writing).
     Serve(ServeArgs),
     /// Print whole-file BLAKE3 digests of files and trees, in the format `b3sum -c`
-    /// checks (hashed block by block, as transfers do; several files at once).
+    /// checks (hashed block by block, as transfers do; several files at once); with
+    /// --check, check the files a manifest names.
     Sum(SumArgs),
     /// Remove the part files and journals (.NAME.hetch-part, .NAME.hetch-journal) that
     /// interrupted transfers left under DIR. Those a running transfer holds are kept;
@@ -511,9 +512,16 @@ struct ServeArgs {
 #[derive(Args)]
 struct SumArgs {
     /// Files and directories to hash (or s3://, gs://, az://BUCKET/KEY objects and
-    /// prefixes).
+    /// prefixes); with --check, manifests.
     #[arg(required = true)]
     paths: Vec<String>,
+    /// Check the files the manifests name (as hetch sum, cp --manifest, b3sum, md5sum
+    /// or sha256sum write them, any byte in a name): NAME: OK or NAME: FAILED each.
+    #[arg(long, short)]
+    check: bool,
+    /// With --check, print only what failed.
+    #[arg(long, short, requires = "check")]
+    quiet: bool,
     /// Block size (a power of two; the digest does not depend on it).
     #[arg(long, default_value = "4M", value_parser = units::parse_block_size)]
     block_size: u64,
@@ -701,7 +709,7 @@ fn main() -> ExitCode {
 
 /// Says why a command failed: one line on stderr.
 pub(crate) fn report(e: &anyhow::Error) {
-    eprintln!("hetch: error: {}", hetch_proto::escape_text(&one_line(e)));
+    errln!("hetch: error: {}", hetch_proto::escape_text(&one_line(e)));
 }
 
 /// The error and its causes on one line, without repeating a cause already quoted.
@@ -760,7 +768,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Watch(a) => match job_of(&a, &s3)? {
-            Ok(job) => watch::run(job, a.conn.json, a.stats_interval).await,
+            Ok(job) => watch::run(job, a.conn.json, a.conn.quiet, a.stats_interval).await,
             Err(code) => Ok(code),
         },
         Command::Serve(a) => match config_of(serve::ServeFlags(&a, &s3))? {

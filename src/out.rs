@@ -5,6 +5,10 @@
 //! process otherwise ignores SIGPIPE (Rust's runtime sets that), so that a peer
 //! closing a TCP connection stays an error the transfer handles, never the end of
 //! the process.
+//!
+//! Standard error never ends the process and never panics (`eprintln!` panics when the
+//! write fails: a closed pipe, `2>/dev/full`): what fails there is dropped ([`say`]),
+//! and the command's exit code still says how it went.
 
 use std::io::{self, Write};
 
@@ -21,6 +25,31 @@ macro_rules! outln {
     ($($arg:tt)*) => {
         $crate::out::print(format_args!("{}\n", format_args!($($arg)*)))
     };
+}
+
+/// Prints `format!($($arg)*)` on standard error ([`say`]), as `eprint!` but never
+/// panicking.
+macro_rules! err {
+    ($($arg:tt)*) => {
+        $crate::out::say(format_args!($($arg)*))
+    };
+}
+
+/// Prints `format!($($arg)*)` and a newline on standard error ([`say`]), as
+/// `eprintln!` but never panicking.
+macro_rules! errln {
+    () => {
+        $crate::out::say(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::out::say(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// Writes `text` on standard error; a failure is dropped, because standard error is
+/// where it would be reported: nothing is left to tell, and the exit code stands.
+pub fn say(text: std::fmt::Arguments) {
+    let _ = io::stderr().write_fmt(text);
 }
 
 /// Writes `text` on standard output, ending the process quietly when its reader has
@@ -68,6 +97,6 @@ fn die_of_sigpipe() -> ! {
 /// the caller has no error to return: one line on stderr.
 pub fn or_say(r: io::Result<()>) {
     if let Err(e) = r {
-        eprintln!("hetch: error: writing to standard output: {e}");
+        errln!("hetch: error: writing to standard output: {e}");
     }
 }

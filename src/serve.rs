@@ -57,14 +57,14 @@ impl TryFrom<ServeFlags<'_>> for ServeConfig {
 pub async fn run(cfg: ServeConfig) -> anyhow::Result<ExitCode> {
     let srv = Server::bind(cfg).await?;
     if srv.new_identity {
-        eprintln!("hetch serve: created a new key");
+        errln!("hetch serve: created a new key");
     }
-    eprintln!("hetch serve: listening on {}", srv.addr);
+    errln!("hetch serve: listening on {}", srv.addr);
     if let Some(addr) = srv.metrics_addr {
-        eprintln!("hetch serve: metrics on http://{addr}/metrics");
+        errln!("hetch serve: metrics on http://{addr}/metrics");
     }
-    eprintln!("hetch serve: fingerprint {}", srv.fingerprint);
-    eprintln!("hetch serve: token in {}", srv.token_path.display());
+    errln!("hetch serve: fingerprint {}", srv.fingerprint);
+    errln!("hetch serve: token in {}", srv.token_path.display());
     srv.run_until(crate::watch::shutdown()).await?;
     Ok(ExitCode::SUCCESS)
 }

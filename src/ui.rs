@@ -46,7 +46,7 @@ impl Display {
                     let line = ProgressLine {
                         progress: ProgressCounts::of(&progress),
                     };
-                    eprintln!("{}", json_line(&line));
+                    errln!("{}", json_line(&line));
                 }
             });
             return Display {
@@ -129,12 +129,12 @@ impl End {
 pub fn print_comparison(copied: &Copied, started: Instant, json: bool, progress: ProgressView) {
     // Messages name files a peer chose: escaped, so they cannot drive the terminal.
     for e in &copied.report.errors {
-        eprintln!("hetch: differs: {}", escape_text(e));
+        errln!("hetch: differs: {}", escape_text(e));
     }
     let c = Comparison::new(copied, started.elapsed().as_secs_f64());
     match End::of(json, progress) {
         End::Json => crate::out::or_say(outln!("{}", json_line(&c))),
-        End::Lines => eprintln!("hetch: {}", c.to_line()),
+        End::Lines => errln!("hetch: {}", c.to_line()),
         End::Quiet => {}
     }
 }
@@ -153,7 +153,7 @@ pub fn print_summary(
 ) {
     let summary = CopySummary::new(job, copied, progress, started.elapsed().as_secs_f64());
     for e in &copied.report.errors {
-        eprintln!("hetch: error: {}", escape_text(e));
+        errln!("hetch: error: {}", escape_text(e));
     }
     let lines = match End::of(json, progress_view) {
         End::Json => return crate::out::or_say(outln!("{}", json_line(&summary))),
@@ -163,5 +163,5 @@ pub fn print_summary(
             predicted.map(|p| p.to_text()).into_iter().collect()
         }
     };
-    lines.iter().for_each(|l| eprintln!("hetch: {l}"));
+    lines.iter().for_each(|l| errln!("hetch: {l}"));
 }

@@ -24,7 +24,7 @@ pub fn usage<T>(msg: impl Into<String>) -> Result<T, ArgsError> {
 
 /// Reports bad usage found after flag parsing (exit code 2, like clap's own).
 pub fn usage_error(msg: &str) -> ExitCode {
-    eprintln!("hetch: error: {}", hetch_proto::escape_text(msg));
+    errln!("hetch: error: {}", hetch_proto::escape_text(msg));
     ExitCode::from(2)
 }
 

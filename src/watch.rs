@@ -4,6 +4,7 @@
 //! a pause and resumes from what the destination verified, so a restart of either side
 //! loses nothing and sends nothing twice that was verified. One line per finished file
 //! goes to stderr; counters go out every `--stats-interval` (JSON lines with `--json`).
+//! Under `-q` only warnings and lost sessions are printed (and `--json`'s counters).
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -16,15 +17,20 @@ use hetch_engine::Progress;
 use crate::ui;
 
 /// Runs `job` (following forever) until interrupted; returns on SIGINT/SIGTERM.
-/// Counters are JSON lines with `json`.
+/// Counters are JSON lines with `json`; `quiet` leaves out what went well.
 pub async fn run(
     job: CopyJob,
     json: bool,
+    quiet: bool,
     stats_interval: Duration,
 ) -> anyhow::Result<std::process::ExitCode> {
     let progress = Arc::new(Progress::default());
-    progress.set_log(Box::new(|line: &str| {
-        eprintln!("hetch watch: {}", hetch_proto::escape_text(line))
+    progress.set_log(Box::new(move |line: &str| {
+        // A file shipped (or its source removed after) is success: not for `-q`.
+        let success = line.starts_with("done ") || line.starts_with("removed ");
+        if !(quiet && success) {
+            errln!("hetch watch: {}", hetch_proto::escape_text(line))
+        }
     }));
     let started = Instant::now();
     let stats = {
@@ -34,13 +40,13 @@ pub async fn run(
             tick.tick().await;
             loop {
                 tick.tick().await;
-                print_stats(&p, started, 0, json);
+                print_stats(&p, started, 0, json, quiet);
             }
         })
     };
     let sessions = hetch_copy::forever(&job, &progress, shutdown()).await;
     stats.abort();
-    print_stats(&progress, started, sessions.saturating_sub(1), json);
+    print_stats(&progress, started, sessions.saturating_sub(1), json, quiet);
     let failed = progress.failed.load(Relaxed);
     Ok(if failed > 0 {
         std::process::ExitCode::from(3)
@@ -60,11 +66,12 @@ pub async fn shutdown() {
     }
 }
 
-/// The counters: one JSON line on stdout, or one line on stderr.
-fn print_stats(p: &Progress, started: Instant, reconnects: u64, json: bool) {
+/// The counters: one JSON line on stdout, or one line on stderr (none if `quiet`).
+fn print_stats(p: &Progress, started: Instant, reconnects: u64, json: bool, quiet: bool) {
     let c = Counters::of(p, started.elapsed().as_secs_f64(), reconnects);
-    match json {
-        true => crate::out::or_say(outln!("{}", ui::json_line(&c))),
-        false => eprintln!("hetch watch: {}", c.to_line()),
+    match (json, quiet) {
+        (true, _) => crate::out::or_say(outln!("{}", ui::json_line(&c))),
+        (false, false) => errln!("hetch watch: {}", c.to_line()),
+        (false, true) => {}
     }
 }

@@ -161,8 +161,10 @@ fn a_release_build_has_no_fault_hooks() {
 /// codes; what a command does belongs in the library crate whose job it is (issue 38).
 /// Raised from 2,500 by issue 40, whose flags and printing are the binary's own job:
 /// `-D`/`-H`/`--specials`/`--devices`, `hetch job`'s service forms, exit code 4 and
-/// `--retry-for`, `-q`, and the standard output that ends quietly on a closed pipe.
-const MAX_BINARY_LINES: usize = 2_750;
+/// `--retry-for`, `-q`, and the standard output that ends quietly on a closed pipe;
+/// to 2,800 by its leftovers: standard error that never panics, `watch -q`, and what
+/// `hetch sum --check` prints (the checking itself is the engine's).
+const MAX_BINARY_LINES: usize = 2_800;
 
 /// The `.rs` files under `dir`, recursively, with their line counts.
 fn rust_files(dir: &std::path::Path, out: &mut Vec<(String, usize)>) {

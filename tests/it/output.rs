@@ -76,3 +76,47 @@ fn a_closed_standard_output_ends_commands_quietly() {
         quietly_ended(&with_stdout_closed(&a, &svc.env()));
     }
 }
+
+/// A standard error or output that cannot be written (a closed pipe, `/dev/full`)
+/// never makes a command panic (issue 40): on success and on failure the exit code is
+/// the command's own, and nothing says "panicked". Only a command that writes to an
+/// unwritable standard output may end otherwise: by SIGPIPE (closed pipe), or with
+/// exit code 1 and a line saying so (`/dev/full`).
+#[test]
+fn an_unwritable_stderr_or_stdout_never_panics() {
+    use util::Output::{Captured, ClosedPipe, DevFull};
+    let t = tempdir();
+    let src = Tree::new(t.path().join("src"));
+    src.file("a.bin", 100_000, 1).file("sub/b.txt", 500, 2);
+    let (dst, missing) = (t.path().join("dst"), t.path().join("missing"));
+    // (arguments, exit code, whether it writes to stdout)
+    let cases = [
+        (args!["cp", &src.root, &dst].to_vec(), 0, false), // its summary on stderr
+        (args!["cp", "--json", &src.root, &dst].to_vec(), 0, true),
+        (args!["cp", &missing, &dst].to_vec(), 1, false),
+        (args!["sum", &src.root].to_vec(), 0, true),
+        (args!["sum", &missing].to_vec(), 3, false),
+        (args!["sum", "hetch://127.0.0.1/x"].to_vec(), 2, false), // usage, after parsing
+    ];
+    let outputs = [
+        (Captured, ClosedPipe),
+        (Captured, DevFull),
+        (ClosedPipe, Captured),
+        (DevFull, Captured),
+        (ClosedPipe, ClosedPipe), // `2>&1 | true`
+    ];
+    for (a, code, writes) in &cases {
+        for (stdout, stderr) in outputs {
+            let out = util::with_outputs(a, &[], stdout, stderr);
+            let by_sigpipe = out.status.signal() == Some(libc::SIGPIPE) || out.code() == Some(141);
+            let ended_as_allowed = out.code() == Some(*code)
+                || (*writes && stdout == ClosedPipe && by_sigpipe)
+                || (*writes && stdout == DevFull && out.code() == Some(1));
+            let said = format!("{stdout:?} {stderr:?}\n{out:?}");
+            assert!(ended_as_allowed, "{said}");
+            assert!(!out.stderr.contains("panicked"), "{said}");
+            assert!(!out.stdout.contains("panicked"), "{said}");
+        }
+    }
+    util::assert_same_tree(&src.root, &dst);
+}

@@ -90,6 +90,44 @@ fn watch_ships_what_appears_and_grows() {
     }
 }
 
+/// `watch -q` prints nothing while all goes well (issue 40): no line per file shipped or
+/// removed, no counters; the file is shipped all the same. `--remove-source` makes the
+/// test wait for the moment after the file's line would have been printed.
+#[test]
+fn watch_quiet_prints_nothing_on_success() {
+    let t = tempdir();
+    let dir = t.path().join("instrument");
+    std::fs::create_dir(&dir).unwrap();
+    let src = dir.join("a.raw");
+    std::fs::write(&src, b"one file, shipped quietly").unwrap();
+    let dst = t.path().join("dst");
+    let w = spawn(
+        &args![
+            "watch",
+            "-q",
+            "--remove-source",
+            "--idle",
+            "1s",
+            "--rescan",
+            "200ms",
+            "--stats-interval",
+            "1s",
+            &dir,
+            with_slash(&dst)
+        ],
+        &[],
+    );
+    let copy = dst.join("instrument/a.raw");
+    wait_for("the file shipped and its source removed", || {
+        !src.exists() && copy.exists()
+    });
+    let out = interrupt(w);
+    out.ok();
+    assert_eq!(std::fs::read(&copy).unwrap(), b"one file, shipped quietly");
+    assert_eq!(out.stderr, "", "{out:?}");
+    assert_eq!(out.stdout, "", "{out:?}");
+}
+
 /// `watch` killed mid-stream and started again resumes; the server restarted under a
 /// running watch is reconnected to by itself. Neither sends everything again.
 #[test]

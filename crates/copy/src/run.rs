@@ -144,7 +144,7 @@ impl Copy {
     /// Prepares `job`: creates its manifest (file digests are then computed).
     pub fn new(mut job: CopyJob) -> Result<Self, CopyError> {
         let manifest = match &job.manifest {
-            Some(p) => Some(Arc::new(Manifest::create(p)?)),
+            Some(p) => Some(Arc::new(Manifest::create(p, job.opts.checksum)?)),
             None => None,
         };
         if let Some(m) = &manifest {
@@ -166,6 +166,13 @@ impl Copy {
         let mut report = match (result, &self.manifest) {
             (Ok(r), Some(m)) => {
                 m.commit()?;
+                if let (n @ 1.., Some(first)) = m.not_for_b3sum() {
+                    progress.warn(&format!(
+                        "the manifest names {n} file(s) b3sum --check cannot check (not \
+                         UTF-8), first {first}: b3sum reports their lines as failed and \
+                         checks the others; hetch sum --check checks them all"
+                    ));
+                }
                 r
             }
             (Ok(r), None) => r,

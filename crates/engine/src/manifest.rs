@@ -5,12 +5,15 @@
 //! Lines go to a hidden temporary file next to FILE as files finish; [`Manifest::commit`]
 //! renames it into place, so a manifest under its final name is always complete for
 //! the files it lists. Memory stays one buffered writer, whatever the number of files.
+//! Names `b3sum --check` cannot check are counted ([`Manifest::not_for_b3sum`]), so
+//! that the copy can say so once.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use hetch_integrity::Algorithm;
 use hetch_storage::StorageError;
 
 use crate::sum::manifest_line;
@@ -19,8 +22,11 @@ use crate::sum::manifest_line;
 pub struct Manifest {
     path: PathBuf,
     tmp: PathBuf,
+    algo: Algorithm,
     out: Mutex<Option<BufWriter<File>>>,
     failed: Mutex<Option<std::io::Error>>,
+    /// How many names b3sum cannot check, and the first (escaped).
+    not_for_b3sum: Mutex<(u64, Option<String>)>,
 }
 
 impl std::fmt::Debug for Manifest {
@@ -30,8 +36,8 @@ impl std::fmt::Debug for Manifest {
 }
 
 impl Manifest {
-    /// Starts a manifest that will be named `path`.
-    pub fn create(path: &Path) -> Result<Self, StorageError> {
+    /// Starts a manifest of digests by `algo` that will be named `path`.
+    pub fn create(path: &Path, algo: Algorithm) -> Result<Self, StorageError> {
         let mut name = std::ffi::OsString::from(".");
         name.push(path.file_name().unwrap_or_default());
         name.push(".hetch-part");
@@ -41,15 +47,22 @@ impl Manifest {
         Ok(Manifest {
             path: path.to_path_buf(),
             tmp,
+            algo,
             out: Mutex::new(Some(BufWriter::new(file))),
             failed: Mutex::new(None),
+            not_for_b3sum: Mutex::new((0, None)),
         })
     }
 
     /// Adds one file (`rel`: `/`-separated path relative to the destination).
     pub fn add(&self, digest: &[u8], rel: &[u8]) {
-        use std::os::unix::ffi::OsStrExt;
-        let line = manifest_line(digest, Path::new(std::ffi::OsStr::from_bytes(rel)));
+        use std::{ffi::OsStr, os::unix::ffi::OsStrExt};
+        if self.algo == Algorithm::Blake3 && !hetch_integrity::b3sum_checks(rel) {
+            let mut n = self.not_for_b3sum.lock().expect("manifest lock");
+            n.0 += 1;
+            n.1.get_or_insert_with(|| hetch_proto::escape_bytes(rel));
+        }
+        let line = manifest_line(self.algo, digest, Path::new(OsStr::from_bytes(rel)));
         let mut out = self.out.lock().expect("manifest lock");
         if let Some(w) = out.as_mut() {
             if let Err(e) = w.write_all(&line) {
@@ -65,7 +78,14 @@ impl Manifest {
         let file = File::create(&self.tmp).map_err(|e| StorageError::io(&self.path, e))?;
         *self.out.lock().expect("manifest lock") = Some(BufWriter::new(file));
         *self.failed.lock().expect("manifest lock") = None;
+        *self.not_for_b3sum.lock().expect("manifest lock") = (0, None);
         Ok(())
+    }
+
+    /// How many of the files listed have a name `b3sum --check` cannot check (see
+    /// [`hetch_integrity::manifest_line`]), and the first of them (escaped).
+    pub fn not_for_b3sum(&self) -> (u64, Option<String>) {
+        self.not_for_b3sum.lock().expect("manifest lock").clone()
     }
 
     /// Flushes and renames the manifest into place.

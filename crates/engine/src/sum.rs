@@ -3,13 +3,16 @@
 //! Files are hashed block by block with the same block digests a transfer uses and
 //! merged into the standard BLAKE3 hash, so a manifest made here and the digests a
 //! receiver stores agree. Several files are hashed at once (`threads`), each by one
-//! thread; memory is one block buffer per thread.
+//! thread; memory is one block buffer per thread. [`check_manifest`] hashes them
+//! again and compares, any byte in a name.
 
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+mod check;
+pub use check::{check_manifest, Checked, Checks};
 pub use hetch_integrity::manifest_line;
 use hetch_integrity::{self as integrity, Algorithm, Digest, FileDigest};
 use hetch_storage::walk::{self, SourceKind};
@@ -114,19 +117,31 @@ pub fn sum_bytes(algo: Algorithm, data: &[u8], block_size: u64) -> Vec<u8> {
     h.finish()
 }
 
-/// Writes a manifest (digests by `algo`) of every regular file under `operands` to `out`, paths as walked
-/// from each operand. Returns the errors (one line each, naming the file); files that
-/// fail are left out of the manifest.
+/// What [`write_manifest`] has to say besides the manifest.
+#[derive(Debug, Default)]
+pub struct Written {
+    /// Files that could not be read, one line each naming the file: left out.
+    pub errors: Vec<String>,
+    /// Names of a BLAKE3 manifest's files that `b3sum --check` cannot check (not
+    /// UTF-8: see [`manifest_line`]), escaped for printing; their lines are there all
+    /// the same, for `hetch sum --check`.
+    pub not_for_b3sum: Vec<String>,
+}
+
+/// Writes a manifest (digests by `algo`) of every regular file under `operands` to
+/// `out`, paths as walked from each operand.
 pub fn write_manifest(
     operands: &[PathBuf],
     algo: Algorithm,
     block_size: u64,
     threads: usize,
     out: &mut (dyn Write + Send),
-) -> std::io::Result<Vec<String>> {
+) -> std::io::Result<Written> {
+    use std::os::unix::ffi::OsStrExt;
     let files = Mutex::new(operands.iter().flat_map(|op| list_files(op)));
     let out = Mutex::new(out);
     let errors = Mutex::new(Vec::new());
+    let not_for_b3sum = Mutex::new(Vec::new());
     let write_failed = Mutex::new(None);
     std::thread::scope(|s| {
         for _ in 0..threads.max(1) {
@@ -140,7 +155,12 @@ pub fn write_manifest(
                     });
                     match result {
                         Ok((p, d)) => {
-                            let line = manifest_line(&d, &p);
+                            let name = p.as_os_str().as_bytes();
+                            if algo == Algorithm::Blake3 && !integrity::b3sum_checks(name) {
+                                let shown = hetch_proto::escape_bytes(name);
+                                not_for_b3sum.lock().expect("names lock").push(shown);
+                            }
+                            let line = manifest_line(algo, &d, &p);
                             if let Err(e) = out.lock().expect("out lock").write_all(&line) {
                                 *write_failed.lock().expect("lock") = Some(e);
                                 break;
@@ -155,7 +175,10 @@ pub fn write_manifest(
     if let Some(e) = write_failed.into_inner().expect("lock") {
         return Err(e);
     }
-    Ok(errors.into_inner().expect("errors lock"))
+    Ok(Written {
+        errors: errors.into_inner().expect("errors lock"),
+        not_for_b3sum: not_for_b3sum.into_inner().expect("names lock"),
+    })
 }
 
 /// Regular files under `operand`, with paths as given plus the path inside it.
@@ -200,19 +223,5 @@ mod tests {
                 "len {len}"
             );
         }
-    }
-
-    #[test]
-    fn names_with_backslash_or_newline_are_escaped_like_b3sum() {
-        let d = [0xab; 32];
-        let plain = manifest_line(&d, Path::new("a b"));
-        assert!(plain.starts_with(b"abab") && plain.ends_with(b"  a b\n"));
-        let odd = manifest_line(&d, Path::new("x\\y\nz"));
-        assert!(odd.starts_with(b"\\abab"));
-        assert!(
-            odd.ends_with(b"  x\\\\y\\nz\n"),
-            "{}",
-            String::from_utf8_lossy(&odd)
-        );
     }
 }

@@ -27,7 +27,9 @@ use std::collections::BTreeMap;
 use blake3::hazmat::{merge_subtrees_non_root, merge_subtrees_root, HasherExt, Mode};
 
 mod algo;
+mod manifest;
 pub use algo::{Algorithm, Hasher};
+pub use manifest::{b3sum_checks, manifest_line, parse_manifest_line, ManifestLine};
 
 /// Smallest block size: one BLAKE3 chunk.
 pub const MIN_BLOCK_SIZE: u64 = 1024;
@@ -282,29 +284,6 @@ impl FileDigest {
         }
         self.root = Some(acc);
     }
-}
-
-/// One manifest line in the format of `b3sum`/`sha256sum`/`md5sum`: `HEX  PATH`, or,
-/// for a name with a backslash or newline, `\HEX  ESCAPED` (`\\` and `\n`).
-pub fn manifest_line(digest: &[u8], path: &std::path::Path) -> Vec<u8> {
-    use std::os::unix::ffi::OsStrExt;
-    let name = path.as_os_str().as_bytes();
-    let escape = name.iter().any(|b| *b == b'\\' || *b == b'\n');
-    let mut line = Vec::with_capacity(name.len() + 68);
-    if escape {
-        line.push(b'\\');
-    }
-    line.extend_from_slice(to_hex(digest).as_bytes());
-    line.extend_from_slice(b"  ");
-    for &b in name {
-        match b {
-            b'\\' if escape => line.extend_from_slice(b"\\\\"),
-            b'\n' if escape => line.extend_from_slice(b"\\n"),
-            _ => line.push(b),
-        }
-    }
-    line.push(b'\n');
-    line
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! The MCP server: each tool call decoded strictly, checked against the policy,
 //! carried out by `hetch` itself, and written to the audit log.
 
+// `writeln!` to stderr, not `eprintln!`: that panics when stderr is a closed pipe or full.
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -382,7 +384,10 @@ impl McpServer {
                 Decision::Ended,
                 outcome,
             ) {
-                eprintln!("hetch mcp: the audit log could not be written: {e}");
+                _ = writeln!(
+                    std::io::stderr(),
+                    "hetch mcp: the audit log could not be written: {e}"
+                );
             }
         });
         Ok(t)

@@ -333,7 +333,7 @@ pub async fn sum_objects(
         any = true;
         match r {
             Ok((url, d)) => {
-                let line = hetch_integrity::manifest_line(&d, std::path::Path::new(&url));
+                let line = hetch_integrity::manifest_line(algo, &d, std::path::Path::new(&url));
                 out.write_all(&line)
                     .map_err(|e| hetch_storage::StorageError::io("standard output", e))?;
             }

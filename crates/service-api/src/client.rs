@@ -3,6 +3,8 @@
 //! route is a method taking and returning the API's types; what goes wrong is a
 //! [`ClientError`] that says whether asking again may help.
 
+// `writeln!` to stderr, not `eprintln!`: that panics when stderr is a closed pipe or full.
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -279,7 +281,8 @@ impl Client {
         })?;
         // It answered as the service does: its key can be trusted from now on.
         if let Some(fp) = self.tls.record_learned()? {
-            eprintln!(
+            _ = writeln!(
+                std::io::stderr(),
                 "hetch: first connection to {}: trusting its key {fp} from now on",
                 self.host
             );

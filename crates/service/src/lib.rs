@@ -25,6 +25,8 @@ pub mod planning;
 pub mod routes;
 pub mod web;
 
+// `writeln!` to stderr, not `eprintln!`: that panics when stderr is a closed pipe or full.
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -160,7 +162,8 @@ impl Service {
         let (token, token_path) = hetch_net::load_or_create_token(&cfg.state_dir)?;
         let oidc = cfg.oidc.map(hetch_oidc::OidcVerifier::new).transpose()?;
         if oidc.is_some() && cfg.identities.is_none() {
-            eprintln!(
+            _ = writeln!(
+                std::io::stderr(),
                 "hetch service: warning: no --identity-map: every user of the OIDC issuer \
                  may read and write all that the workers reach"
             );
@@ -169,11 +172,14 @@ impl Service {
             // Checked now so that a mistake shows at start; an issuer that is away
             // only for now is asked again when tokens arrive.
             match v.refresh().await {
-                Ok(keys) => eprintln!(
-                    "hetch service: OIDC issuer {} publishes {keys} keys",
-                    v.config().issuer
-                ),
-                Err(e) => eprintln!("hetch service: warning: {e}"),
+                Ok(keys) => {
+                    _ = writeln!(
+                        std::io::stderr(),
+                        "hetch service: OIDC issuer {} publishes {keys} keys",
+                        v.config().issuer
+                    )
+                }
+                Err(e) => _ = writeln!(std::io::stderr(), "hetch service: warning: {e}"),
             }
         }
         let db = Db::open(&cfg.db_url).await?;
@@ -269,7 +275,11 @@ async fn take_over_planning(state: &Arc<AppState>) -> Result<(), DbError> {
     {
         match serde_json::from_str::<api::JobSpec>(&job.spec) {
             Ok(spec) => {
-                eprintln!("hetch service: planning job {} again", job.lease.job);
+                _ = writeln!(
+                    std::io::stderr(),
+                    "hetch service: planning job {} again",
+                    job.lease.job
+                );
                 start_planning(state, job.lease, spec);
             }
             Err(e) => {
@@ -290,9 +300,9 @@ pub(crate) fn start_planning(state: &AppState, lease: PlanningLease, spec: api::
     tokio::spawn(async move {
         if let Err(e) = planner.await {
             let why = format!("planning: stopped by an internal error: {e}");
-            eprintln!("hetch service: job {}: {why}", held.job);
+            _ = writeln!(std::io::stderr(), "hetch service: job {}: {why}", held.job);
             if let Err(e) = db.fail_planning(&held, &why, now_ms()).await {
-                eprintln!("hetch service: job {}: {e}", held.job);
+                _ = writeln!(std::io::stderr(), "hetch service: job {}: {e}", held.job);
             }
         }
     });
@@ -305,10 +315,16 @@ async fn reap(state: Arc<AppState>) {
     loop {
         tokio::time::sleep(every).await;
         if let Err(e) = state.db.reap(now_ms()).await {
-            eprintln!("hetch service: reaping expired leases: {e}");
+            _ = writeln!(
+                std::io::stderr(),
+                "hetch service: reaping expired leases: {e}"
+            );
         }
         if let Err(e) = take_over_planning(&state).await {
-            eprintln!("hetch service: taking over planning: {e}");
+            _ = writeln!(
+                std::io::stderr(),
+                "hetch service: taking over planning: {e}"
+            );
         }
     }
 }

@@ -18,6 +18,8 @@
 //! [`ConnAuth::authenticated`] (given to every request as an extension): the
 //! connection's place among the unauthenticated is freed and its deadline lifted.
 
+// `writeln!` to stderr, not `eprintln!`: that panics when stderr is a closed pipe or full.
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -126,7 +128,7 @@ pub async fn serve(
             Ok(p) => p,
             Err(refusal) => {
                 if let Some(line) = refusals.note(format_args!("refused {peer}: {refusal}")) {
-                    eprintln!("hetch service: {line}");
+                    _ = writeln!(std::io::stderr(), "hetch service: {line}");
                 }
                 continue; // dropping the stream closes it
             }

@@ -4,6 +4,8 @@
 //! planning lease ([`hetch_jobdb::planning`]), renewed while the listing goes on, so
 //! that another instance takes the job over if this one stops.
 
+// `writeln!` to stderr, not `eprintln!`: that panics when stderr is a closed pipe or full.
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -59,7 +61,13 @@ async fn renew(db: Db, lease: PlanningLease, lease_ms: u64) {
             Ok(false) => return,
             // Said and tried again: if it stays down the lease runs out, another
             // instance takes over, and this one's writes are refused.
-            Err(e) => eprintln!("hetch service: job {}: renewing planning: {e}", lease.job),
+            Err(e) => {
+                _ = writeln!(
+                    std::io::stderr(),
+                    "hetch service: job {}: renewing planning: {e}",
+                    lease.job
+                )
+            }
         }
     }
 }
@@ -160,7 +168,7 @@ async fn end_planning(db: &Db, lease: &PlanningLease, result: Result<(), String>
             .map(|_| ()),
     };
     if let Err(e) = done {
-        eprintln!("hetch service: job {}: {e}", lease.job);
+        _ = writeln!(std::io::stderr(), "hetch service: job {}: {e}", lease.job);
     }
 }
 

@@ -1,6 +1,8 @@
 //! The API's handlers. Every answer is JSON; every error is `{"error": "one line"}`
 //! with a 4xx or 5xx status; every route but the OpenAPI document needs the token.
 
+// `writeln!` to stderr, not `eprintln!`: that panics when stderr is a closed pipe or full.
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -409,7 +411,10 @@ async fn note_worker(
         Err(e) => Err(e),
     };
     if let Err(e) = recorded {
-        eprintln!("hetch service: recording what worker {name:?} reports: {e}");
+        _ = writeln!(
+            std::io::stderr(),
+            "hetch service: recording what worker {name:?} reports: {e}"
+        );
     }
 }
 

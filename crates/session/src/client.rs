@@ -1,5 +1,7 @@
 //! Opening a session with a server: control connection, handshake, data streams.
 
+// `writeln!` to stderr, not `eprintln!`: that panics when stderr is a closed pipe or full.
+use std::io::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context};
@@ -294,7 +296,10 @@ pub(crate) async fn handshake(
         .with_context(|| format!("{host} is not a hetch server (or speaks another version)"))?;
     let answer = read_frame_exact(s, host).await?;
     if let Some(fp) = tls.record_learned()? {
-        eprintln!("hetch: first connection to {host}: trusting its key {fp} from now on");
+        _ = writeln!(
+            std::io::stderr(),
+            "hetch: first connection to {host}: trusting its key {fp} from now on"
+        );
     }
     match answer {
         Frame::Error(e) => {

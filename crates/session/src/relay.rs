@@ -15,6 +15,8 @@
 //!   relay, which resumes from what B verified like any push. A client that goes away
 //!   ends the relay.
 
+// `writeln!` to stderr, not `eprintln!`: that panics when stderr is a closed pipe or full.
+use std::io::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
@@ -348,7 +350,10 @@ pub async fn server_key(
         .await
         .map_err(|e| anyhow!("{host} is not a hetch server (or speaks another version): {e}"))?;
     if let Some(fp) = tls.record_learned()? {
-        eprintln!("hetch: first connection to {host}: trusting its key {fp} from now on");
+        _ = writeln!(
+            std::io::stderr(),
+            "hetch: first connection to {host}: trusting its key {fp} from now on"
+        );
     }
     tls.pinned()
         .ok_or_else(|| anyhow!("{host}: no key learned from the handshake"))

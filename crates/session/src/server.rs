@@ -1,6 +1,8 @@
 //! `hetch serve`: accepts sessions and runs the engine's source or sink for each.
 
+// `writeln!` to stderr, not `eprintln!`: that panics when stderr is a closed pipe or full.
 use std::collections::HashMap;
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
@@ -210,7 +212,7 @@ impl Server {
             let (socket, peer) = match accepted {
                 Ok(x) => x,
                 Err(e) => {
-                    eprintln!("hetch serve: accept failed: {e}");
+                    _ = writeln!(std::io::stderr(), "hetch serve: accept failed: {e}");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
@@ -230,7 +232,7 @@ impl Server {
             connections.spawn(async move {
                 if let Err(e) = handle(state.clone(), socket, peer, permit).await {
                     let e = hetch_proto::escape_text(&e.to_string());
-                    eprintln!("hetch serve: {peer}: {e}");
+                    _ = writeln!(std::io::stderr(), "hetch serve: {peer}: {e}");
                 }
             });
         }
@@ -239,13 +241,15 @@ impl Server {
             .state
             .sessions
             .load(std::sync::atomic::Ordering::Relaxed);
-        eprintln!(
+        _ = writeln!(
+            std::io::stderr(),
             "hetch serve: shutting down: telling {sessions} sessions' clients to resume later"
         );
         self.stop.stop();
         let drained = async { while connections.join_next().await.is_some() {} };
         if tokio::time::timeout(SHUTDOWN_GRACE, drained).await.is_err() {
-            eprintln!(
+            _ = writeln!(
+                std::io::stderr(),
                 "hetch serve: connections still open after {} s: closing them",
                 SHUTDOWN_GRACE.as_secs()
             );
@@ -260,7 +264,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 impl State {
     fn log_pre_auth(&self, what: impl std::fmt::Display) {
         if let Some(line) = self.pre_auth_log.note(what) {
-            eprintln!("hetch serve: {line}");
+            _ = writeln!(std::io::stderr(), "hetch serve: {line}");
         }
     }
 }
@@ -588,6 +592,15 @@ async fn session(
         lanes: Vec::new(),
     };
     let progress = Arc::new(Progress::default());
+    // The session's warnings (a device this server may not make, not being root, ...)
+    // go to the server's log: no frame tells them to the client yet.
+    let warned = peer.clone();
+    progress.set_log(Box::new(move |line: &str| {
+        if let Some(w) = line.strip_prefix("warning: ") {
+            let w = hetch_proto::escape_text(w);
+            _ = writeln!(std::io::stderr(), "hetch serve: {warned}: warning: {w}");
+        }
+    }));
     let started = std::time::Instant::now();
     let _running = Running::new(&state.sessions);
     // Bytes and files count in the metrics as they move, not only at the end.
@@ -617,7 +630,8 @@ async fn session(
 /// The server's line about a finished session.
 fn log_done(peer: &str, what: &str, report: &hetch_engine::Report, started: std::time::Instant) {
     let s = &report.summary;
-    eprintln!(
+    _ = writeln!(
+        std::io::stderr(),
         "hetch serve: {peer}: {what} done: {} files, {} bytes, {} skipped, {} failed, {} blocks re-sent, {:.2} s",
         s.files,
         s.bytes,

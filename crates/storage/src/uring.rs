@@ -16,9 +16,11 @@
 //! it, `kernel.io_uring_disabled`), or a file system refuses direct reads, every read
 //! says so and the caller reads the usual way.
 
+// `writeln!` to stderr, not `eprintln!`: that panics when stderr is a closed pipe or full.
 use std::cell::RefCell;
 use std::fs::File;
 use std::io;
+use std::io::Write as _;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -254,7 +256,10 @@ fn submit_all(
                 // it; if it ever did, reads may be in flight into buffers the caller
                 // would free on unwinding.
                 Err(e) => {
-                    eprintln!("hetch: io_uring failed with reads in flight: {e}");
+                    _ = writeln!(
+                        std::io::stderr(),
+                        "hetch: io_uring failed with reads in flight: {e}"
+                    );
                     std::process::abort();
                 }
             }

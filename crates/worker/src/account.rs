@@ -294,14 +294,12 @@ async fn unit_process() -> anyhow::Result<Infallible> {
     let reporter = tokio::spawn(async move {
         loop {
             tokio::time::sleep(Duration::from_millis(500)).await;
-            print!(
-                "{}",
-                line_of(&FromChild::Progress(Moved {
-                    bytes: shown.bytes.load(Relaxed),
-                    wire_bytes: shown.wire_bytes.load(Relaxed),
-                    compressed_blocks: shown.compressed_blocks.load(Relaxed),
-                }))
-            );
+            // A worker that stopped reading is told nothing more; the report decides.
+            let _ = tell_worker(&line_of(&FromChild::Progress(Moved {
+                bytes: shown.bytes.load(Relaxed),
+                wire_bytes: shown.wire_bytes.load(Relaxed),
+                compressed_blocks: shown.compressed_blocks.load(Relaxed),
+            })));
         }
     });
     let report = ctx
@@ -315,12 +313,20 @@ async fn unit_process() -> anyhow::Result<Infallible> {
         )
         .await;
     reporter.abort();
-    print!("{}", line_of(&FromChild::Report(report)));
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
+    let told = tell_worker(&line_of(&FromChild::Report(report)));
     // Now, not at the runtime's end: that would wait for the read of standard input,
-    // which lasts as long as the worker keeps it open.
-    std::process::exit(0)
+    // which lasts as long as the worker keeps it open. A report that could not be
+    // written (the worker gone) is a failure of this process.
+    std::process::exit(if told.is_ok() { 0 } else { 1 })
+}
+
+/// Writes `line` to the worker (standard output) at once. Not `print!`, which panics
+/// when the worker has gone (a closed pipe).
+fn tell_worker(line: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(line.as_bytes())?;
+    out.flush()
 }
 
 /// Becomes local account `name` for good: its supplementary groups, then its group,

@@ -2,6 +2,8 @@
 //! kept, the service unreachable, a unit that failed. The library never prints; the
 //! binary passes [`Log::stderr`], tests keep the lines to check them.
 
+// `writeln!` to stderr, not `eprintln!`: that panics when stderr is a closed pipe or full.
+use std::io::Write as _;
 use std::sync::Arc;
 
 /// Takes one line at a time (without a newline, nor the worker's name).
@@ -16,7 +18,7 @@ impl Log {
 
     /// Lines to standard error, each after `prefix` (e.g. `hetch worker NAME: `).
     pub fn stderr(prefix: String) -> Log {
-        Log::new(move |line| eprintln!("{prefix}{line}"))
+        Log::new(move |line| _ = writeln!(std::io::stderr(), "{prefix}{line}"))
     }
 
     /// Says `line`.

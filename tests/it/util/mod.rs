@@ -315,10 +315,48 @@ pub fn spawn(args: &[OsString], env: &[(&str, &str)]) -> Running {
 /// reader is closed before the command writes anything, as `hetch ARGS | true` runs
 /// it; its stdout is empty.
 pub fn with_stdout_closed(args: &[OsString], env: &[(&str, &str)]) -> Out {
+    with_outputs(args, env, Output::ClosedPipe, Output::Captured)
+}
+
+/// Where [`with_outputs`] sends a standard output or error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// A pipe read to the end: what was written is in the [`Out`].
+    Captured,
+    /// A pipe whose reader is closed before the command writes anything (`| true`).
+    ClosedPipe,
+    /// `/dev/full`: every write fails with "no space left on device".
+    DevFull,
+}
+
+/// Runs `hetch ARGS` (as [`spawn`] does) with its standard output and error as
+/// `stdout` and `stderr` say; what is not captured is empty in the [`Out`].
+pub fn with_outputs(
+    args: &[OsString],
+    env: &[(&str, &str)],
+    stdout: Output,
+    stderr: Output,
+) -> Out {
     let (mut cmd, shown) = command(args, env);
+    let full = || {
+        File::options()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full")
+    };
+    if stdout == Output::DevFull {
+        cmd.stdout(full());
+    }
+    if stderr == Output::DevFull {
+        cmd.stderr(full());
+    }
     let mut child = cmd.spawn().expect("spawn hetch");
-    drop(child.stdout.take());
-    let stderr = collect(child.stderr.take().expect("stderr"), Arc::default());
+    let read = |pipe: Option<Box<dyn Read + Send>>, how| match (pipe, how) {
+        (Some(p), Output::Captured) => Some(collect(p, Arc::default())),
+        _ => None, // dropped: a closed pipe
+    };
+    let out = read(child.stdout.take().map(|p| Box::new(p) as _), stdout);
+    let err = read(child.stderr.take().map(|p| Box::new(p) as _), stderr);
     let deadline = Instant::now() + COMMAND_LIMIT;
     let status = loop {
         if let Some(s) = child.try_wait().expect("try_wait") {
@@ -330,11 +368,12 @@ pub fn with_stdout_closed(args: &[OsString], env: &[(&str, &str)]) -> Out {
         }
         std::thread::sleep(Duration::from_millis(10));
     };
+    let text = |h: Option<JoinHandle<String>>| h.map(|h| h.join().unwrap_or_default());
     Out {
         cmd: shown,
         status,
-        stdout: String::new(),
-        stderr: stderr.join().unwrap_or_default(),
+        stdout: text(out).unwrap_or_default(),
+        stderr: text(err).unwrap_or_default(),
     }
 }
 

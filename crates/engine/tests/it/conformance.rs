@@ -1003,7 +1003,9 @@ mod cases {
             std::fs::write(src.join(format!("f{i}")), bytes(i, (i * 3000) as usize)).unwrap();
         }
         let path = t.path().join("MANIFEST");
-        let m = Arc::new(hetch_engine::Manifest::create(&path).unwrap());
+        let m = Arc::new(
+            hetch_engine::Manifest::create(&path, hetch_integrity::Algorithm::Blake3).unwrap(),
+        );
         let o = Options {
             manifest: Some(m.clone()),
             file_digests: true,

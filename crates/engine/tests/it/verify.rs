@@ -194,7 +194,7 @@ async fn manifests_hold_whole_file_digests_relative_to_the_destination() {
         for verify in [Verify::Written, Verify::None] {
             let out = t.path().join(format!("out-{i}-{verify:?}"));
             let mpath = t.path().join(format!("m-{i}-{verify:?}"));
-            let m = Arc::new(Manifest::create(&mpath).unwrap());
+            let m = Arc::new(Manifest::create(&mpath, algo).unwrap());
             let o = Options {
                 checksum: algo,
                 verify,
@@ -224,7 +224,7 @@ async fn skipped_files_are_in_the_manifest_too() {
     let out = t.path().join("out");
     copy(opts(), &src, &out).await;
     let mpath = t.path().join("MANIFEST");
-    let m = Arc::new(Manifest::create(&mpath).unwrap());
+    let m = Arc::new(Manifest::create(&mpath, hetch_integrity::Algorithm::Blake3).unwrap());
     let o = Options {
         file_digests: true,
         manifest: Some(m.clone()),
@@ -357,7 +357,7 @@ async fn manifest_digests_are_exact_at_every_size_boundary() {
         for verify in [Verify::Written, Verify::Received] {
             let out = t.path().join(format!("out-{algo}-{verify:?}"));
             let mpath = t.path().join(format!("m-{algo}-{verify:?}"));
-            let m = Arc::new(Manifest::create(&mpath).unwrap());
+            let m = Arc::new(Manifest::create(&mpath, algo).unwrap());
             let o = Options {
                 checksum: algo,
                 verify,

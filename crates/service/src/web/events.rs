@@ -7,8 +7,10 @@
 //! only when that part changed: the database is read once a second however many tabs
 //! are open. Memory is bounded by the jobs shown and the history kept per job.
 
+// `writeln!` to stderr, not `eprintln!`: that panics when stderr is a closed pipe or full.
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
+use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -305,7 +307,9 @@ pub async fn run(state: Arc<AppState>) {
             .await;
         match (live, workers) {
             (Ok(live), Ok(workers)) => state.hub.update(now, live, workers),
-            (Err(e), _) | (_, Err(e)) => eprintln!("hetch service: reading live state: {e}"),
+            (Err(e), _) | (_, Err(e)) => {
+                _ = writeln!(std::io::stderr(), "hetch service: reading live state: {e}")
+            }
         }
         tokio::time::sleep(TICK).await;
     }

@@ -75,9 +75,7 @@ fn copy_job(a: &CpArgs, sync: bool, predict: Option<Option<u64>>) -> Result<Copy
     opts.preserve_special_modes = a.preserve_special_modes;
     opts.specials = a.specials || a.specials_and_devices;
     opts.devices = a.devices || a.specials_and_devices;
-    opts.hard_links = a.hard_links;
-    opts.xattrs = a.xattrs;
-    opts.acls = a.acls;
+    a.keep.apply(&mut opts);
     opts.checksum_skip = a.checksum_skip;
     opts.retry_changed = a.retry_changed;
     opts.trust_journal = a.trust_journal;
@@ -200,9 +198,7 @@ impl TryFrom<&VerifyArgs> for CopyJob {
         let mut opts = a.tuning.engine()?;
         opts.checksum = a.checksum;
         opts.compare_only = true;
-        opts.hard_links = a.hard_links;
-        opts.xattrs = a.xattrs;
-        opts.acls = a.acls;
+        a.keep.apply(&mut opts);
         let client = a.conn.client_for(&locs, &dest, a.tuning.socket(), None)?;
         Ok(CopyJob {
             opts,

@@ -188,15 +188,8 @@ struct CpArgs {
     /// skipped with a warning by default.
     #[arg(long)]
     devices: bool,
-    /// Keep names of one file as hard links (copied as separate files by default).
-    #[arg(short = 'H', long)]
-    hard_links: bool,
-    /// Keep user extended attributes (user.*) of files and directories.
-    #[arg(short = 'X', long)]
-    xattrs: bool,
-    /// Keep POSIX ACLs (access and default; numeric user and group ids).
-    #[arg(short = 'A', long)]
-    acls: bool,
+    #[command(flatten)]
+    keep: KeepArgs,
     /// The same as --specials --devices (rsync's -D).
     #[arg(short = 'D')]
     specials_and_devices: bool,
@@ -368,11 +361,11 @@ struct IntegrityArgs {
     /// What the destination checks: `written` reads every block back from storage
     /// after writing it (page cache dropped first) and hashes that; `received` hashes
     /// the received bytes before writing; `none` checks nothing.
-    #[arg(long, default_value = "written", value_parser = parse_verify)]
+    #[arg(long, default_value = "written")]
     verify: hetch_engine::Verify,
     /// When `--verify written` checks: `block` (as soon as each block is written),
     /// `file` (once a whole file is written) or `sequential` (once everything is).
-    #[arg(long, default_value = "block", value_parser = parse_schedule)]
+    #[arg(long, default_value = "block")]
     verify_schedule: hetch_engine::Schedule,
     /// Threads hashing at once on each side (default: one per CPU).
     #[arg(long)]
@@ -387,26 +380,6 @@ impl IntegrityArgs {
         if let Some(n) = self.hash_threads {
             o.hash_threads = n.max(1);
         }
-    }
-}
-
-fn parse_verify(s: &str) -> Result<hetch_engine::Verify, String> {
-    use hetch_engine::Verify;
-    match s {
-        "written" => Ok(Verify::Written),
-        "received" => Ok(Verify::Received),
-        "none" => Ok(Verify::None),
-        _ => Err(format!("'{s}': choose written, received or none")),
-    }
-}
-
-fn parse_schedule(s: &str) -> Result<hetch_engine::Schedule, String> {
-    use hetch_engine::Schedule;
-    match s {
-        "block" => Ok(Schedule::Block),
-        "file" => Ok(Schedule::File),
-        "sequential" => Ok(Schedule::Sequential),
-        _ => Err(format!("'{s}': choose block, file or sequential")),
     }
 }
 
@@ -557,21 +530,35 @@ struct VerifyArgs {
     /// Checksum to compare with.
     #[arg(long, default_value = "blake3")]
     checksum: hetch_integrity::Algorithm,
-    /// Compare hard links too (names of one source file must share an inode).
-    #[arg(short = 'H', long)]
-    hard_links: bool,
-    /// Compare user extended attributes (user.*) too.
-    #[arg(short = 'X', long)]
-    xattrs: bool,
-    /// Compare POSIX ACLs too.
-    #[arg(short = 'A', long)]
-    acls: bool,
+    /// Compare these too (-H: names of one file share an inode).
+    #[command(flatten)]
+    keep: KeepArgs,
     #[command(flatten)]
     tuning: Tuning,
     #[command(flatten)]
     conn: ConnArgs,
     #[command(flatten)]
     retry: RetryArgs,
+}
+
+/// What is kept beyond contents, modes and mtimes (and, for `verify`, compared).
+#[derive(Args)]
+pub(crate) struct KeepArgs {
+    /// Keep names of one file as hard links (copied as separate files by default).
+    #[arg(short = 'H', long)]
+    hard_links: bool,
+    /// Keep user extended attributes (user.*) of files and directories.
+    #[arg(short = 'X', long)]
+    xattrs: bool,
+    /// Keep POSIX ACLs (access and default; numeric user and group ids).
+    #[arg(short = 'A', long)]
+    acls: bool,
+}
+
+impl KeepArgs {
+    fn apply(&self, opts: &mut hetch_engine::Options) {
+        (opts.hard_links, opts.xattrs, opts.acls) = (self.hard_links, self.xattrs, self.acls);
+    }
 }
 
 /// Which server key to trust and which token to present: the flags of every command

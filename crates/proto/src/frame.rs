@@ -274,6 +274,34 @@ pub enum Schedule {
     Sequential,
 }
 
+impl std::str::FromStr for Verify {
+    type Err = String;
+
+    /// `written`, `received` or `none`, as `--verify` takes it.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "written" => Ok(Verify::Written),
+            "received" => Ok(Verify::Received),
+            "none" => Ok(Verify::None),
+            _ => Err(format!("'{s}': choose written, received or none")),
+        }
+    }
+}
+
+impl std::str::FromStr for Schedule {
+    type Err = String;
+
+    /// `block`, `file` or `sequential`, as `--verify-schedule` takes it.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "block" => Ok(Schedule::Block),
+            "file" => Ok(Schedule::File),
+            "sequential" => Ok(Schedule::Sequential),
+            _ => Err(format!("'{s}': choose block, file or sequential")),
+        }
+    }
+}
+
 /// One change a mirroring session made (or would make) at the destination.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {

@@ -38,7 +38,6 @@
 //! | `ownership` | deliberate | hetch never copies owner and group: the receiving user (root here) owns the copy; rsync `-a` as root keeps them |
 //! | `user-xattrs` | PENDING, issue 40 item 3 (`-X`) | user extended attributes are not copied |
 //! | `posix-acls` | PENDING, issue 40 item 3 (`-A`) | POSIX ACLs (access and default) are not copied |
-//! | `sparse-holes` | PENDING, issue 40 item 3 | holes are kept only where a whole block (4 MiB) is zero |
 //!
 //! Ownership is compared: the trees are built by root (one file owned by `nobody`)
 //! and copied by root, and scenario (d) by `nobody` on both sides.
@@ -122,12 +121,6 @@ const ALLOWED: &[Allowed] = &[
         status: Status::Pending("-A/--acls: issue 40, What to build, item 3"),
         reason: "POSIX ACLs (access and default) are not copied",
         covers: |d| d.what == Aspect::Acls && d.hetch == "{}",
-    },
-    Allowed {
-        id: "sparse-holes",
-        status: Status::Pending("holes at the file system's granularity: issue 40, item 3"),
-        reason: "holes are kept only where a whole block (4 MiB by default) is zero",
-        covers: |d| d.what == Aspect::Holes && d.nums.1 > d.nums.0,
     },
 ];
 

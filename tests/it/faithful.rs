@@ -2,7 +2,8 @@
 //! changed type are replaced (locally, pushed and pulled), a plain copy replaces an
 //! empty directory only, `--max-delete` counts what a replaced directory held, a
 //! mode-only change is applied without a copy, and `--checksum-skip` brings mtimes in
-//! step; dry runs list each of these and change nothing.
+//! step; dry runs list each of these and change nothing. Sparse files keep their holes
+//! (as `rsync -S` and `cp --sparse=auto` do).
 
 use crate::util;
 
@@ -485,4 +486,84 @@ fn hard_links_are_kept_with_h_locally_pushed_and_pulled() {
     let plain = t.path().join("plain");
     hetch(&args!["cp", "-q", &src, &plain], &[]).ok();
     assert_ne!(ino(&plain.join("a")), ino(&plain.join("b")));
+}
+
+const MIB: u64 = 1 << 20;
+/// Length of the sparse test files: six blocks of the default 4 MiB.
+const SPARSE_LEN: u64 = 24 * MIB;
+/// At most this much is allocated for a sparse test file's 24 KiB of data, at either
+/// end: a few pages, far below the 4 MiB block that holds each piece of data.
+const SPARSE_HELD: u64 = 256 << 10;
+
+/// Two sparse files of [`SPARSE_LEN`] with 8 KiB of data at three offsets (one at the
+/// start of a block's second MiB, one in the middle of a block and off the page grid),
+/// one ending in data (its last 8 KiB), one in a hole; and a file that is not sparse,
+/// with zeros written inside it (a run of pages, not a whole block). False where the
+/// file system keeps no holes.
+fn sparse_files(root: &Path) -> bool {
+    use std::os::unix::fs::FileExt;
+    std::fs::create_dir_all(root).unwrap();
+    let make = |name: &str, last: u64| {
+        let f = std::fs::File::create(root.join(name)).unwrap();
+        f.set_len(SPARSE_LEN).unwrap();
+        for (i, at) in [MIB, 9 * MIB + 4096 + 100, last].into_iter().enumerate() {
+            f.write_all_at(&random_bytes(8192, 30 + i as u64), at)
+                .unwrap();
+        }
+    };
+    make("ends_in_data", SPARSE_LEN - 8192);
+    make("ends_in_hole", 20 * MIB);
+    let mut full = random_bytes((8 * MIB + 3) as usize, 40);
+    full[(5 * MIB) as usize..(5 * MIB + 64 * 1024) as usize].fill(0);
+    std::fs::write(root.join("full"), &full).unwrap();
+    allocated(&root.join("ends_in_hole")) < MIB
+}
+
+#[test]
+fn sparse_files_keep_their_holes_locally_pushed_and_pulled() {
+    let t = tempdir();
+    let srv = Server::start(&t.path().join("root"), &t.path().join("state"));
+    let src = t.path().join("src");
+    if !sparse_files(&src) || !sparse_files(&srv.root.join("offered")) {
+        eprintln!("SKIPPED: the file system under {src:?} keeps no holes");
+        return;
+    }
+    let (local, pulled) = (t.path().join("local"), t.path().join("pulled"));
+    let runs = [
+        (args![&src, &local], local.clone(), src.clone()),
+        (
+            args![&src, srv.url("pushed")],
+            srv.root.join("pushed"),
+            src.clone(),
+        ),
+        (
+            args![srv.url("offered"), &pulled],
+            pulled.clone(),
+            srv.root.join("offered"),
+        ),
+    ];
+    for (args, at, from) in &runs {
+        // Read back from the destination (the default `--verify written`) per block
+        // and per file: the holes read as the zeros sent.
+        for schedule in ["block", "file"] {
+            remove(at);
+            let mut args = args.to_vec();
+            args.extend(args!["--verify-schedule", schedule]);
+            let out = srv.cp(&args);
+            out.ok();
+            assert_same_tree(from, at);
+            for name in ["ends_in_data", "ends_in_hole"] {
+                let held = allocated(&at.join(name));
+                assert_eq!(std::fs::metadata(at.join(name)).unwrap().len(), SPARSE_LEN);
+                assert!(
+                    held <= SPARSE_HELD,
+                    "{at:?}/{name}: {held} bytes allocated for 24 KiB of data ({schedule})"
+                );
+            }
+            // A file without holes is written whole, zeros and all.
+            let full = at.join("full");
+            let len = std::fs::metadata(&full).unwrap().len();
+            assert!(allocated(&full) >= len, "{full:?} has holes ({schedule})");
+        }
+    }
 }

@@ -232,7 +232,10 @@ pub fn sink_session(data: &[u8]) {
                 3 | 4 => {
                     // Only frames that encode: an all-zero block has a length and no
                     // payload, any other block a payload (the decoder is fuzzed apart).
-                    let zero = c.byte() % 4 == 0;
+                    // One byte for both, as before holes had a flag (the corpus keeps
+                    // its meaning): holes in one block of eight that is not all zeros.
+                    let b = c.byte();
+                    let zero = b % 4 == 0;
                     let payload = if zero { Vec::new() } else { c.payload() };
                     let h = DataHeader {
                         file: c.small(),
@@ -245,6 +248,7 @@ pub fn sink_session(data: &[u8]) {
                         } else {
                             0
                         },
+                        sparse: b % 8 == 1,
                     };
                     if data_w.send_data(&h, &payload).await.is_err() {
                         break;

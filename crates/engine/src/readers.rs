@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use hetch_integrity::{self as integrity, Digest};
 use hetch_proto::Frame;
+use hetch_storage::holes::{self, Extent};
 use hetch_storage::walk::Identity;
 use tokio::sync::mpsc;
 
@@ -73,6 +74,8 @@ struct Target {
     abs: PathBuf,
     size: Size,
     identity: Option<Identity>,
+    /// Blocks are probed for holes before they are read (see `Announced::sparse`).
+    sparse: bool,
     kept: Option<Arc<File>>,
 }
 
@@ -94,6 +97,7 @@ async fn target(
             abs: a.abs.clone(),
             size: a.size,
             identity: a.identity,
+            sparse: a.sparse,
             kept: a.handle.as_ref().map(|h| h.file.clone()),
         };
         (t, a.origin.clone())
@@ -178,7 +182,7 @@ async fn read_turn(
         let try_pack = wants_pack(shared, data, backoff, job.file);
         let (sh, f, abs) = (shared.clone(), file.clone(), t.abs.clone());
         let direct = direct.clone();
-        let identity = t.identity;
+        let (identity, sparse) = (t.identity, t.sparse);
         let read = tokio::task::spawn_blocking(move || {
             read_block(
                 &sh,
@@ -186,7 +190,7 @@ async fn read_turn(
                 &abs,
                 t.size.digest_len(),
                 index,
-                identity,
+                (identity, sparse),
                 try_pack,
                 buf,
             )
@@ -298,14 +302,20 @@ fn read_together(
             if direct.is_some() {
                 buf.resize(want.div_ceil(ALIGN) * ALIGN); // whole pages, cut after
             }
-            (f, direct, want)
+            let at = job.start * bs;
+            let extent = match t.sparse {
+                true => holes::probe(&f, at, at + want as u64),
+                false => Extent::Data,
+            };
+            (f, direct, want, extent)
         });
         open.push((job, t, buf, try_pack, opened));
     }
     let results = {
         let mut reads: Vec<hetch_storage::uring::Read<'_>> = Vec::new();
         for (job, _, buf, _, opened) in open.iter_mut() {
-            if let Ok((f, direct, _)) = opened {
+            // A block all hole is not read (see `hole_read`).
+            if let Ok((f, direct, _, Extent::Data | Extent::Mixed)) = opened {
                 reads.push(hetch_storage::uring::Read {
                     file: direct.as_ref().unwrap_or(f),
                     offset: job.start * bs,
@@ -318,9 +328,16 @@ fn read_together(
     let mut results = results.map(Vec::into_iter);
     open.into_iter()
         .map(|(job, t, mut buf, try_pack, opened)| {
-            let read = opened.map(|(f, direct, want)| {
-                let got = results.as_mut().and_then(|r| r.next());
+            let read = opened.map(|(f, direct, want, extent)| {
+                let got = match extent {
+                    Extent::Hole => None,
+                    Extent::Data | Extent::Mixed => results.as_mut().and_then(|r| r.next()),
+                };
                 let r = match got {
+                    _ if extent == Extent::Hole => {
+                        buf.truncate(want);
+                        hole_read(&mut buf)
+                    }
                     Some(Ok(n)) if n >= want => {
                         buf.truncate(want);
                         Ok(())
@@ -338,7 +355,8 @@ fn read_together(
                 let size = t.size.digest_len();
                 let read = (r, buf);
                 let read =
-                    checked_read(sh, &f, &t.abs, size, job.start, t.identity, try_pack, read);
+                    checked_read(sh, &f, &t.abs, size, job.start, t.identity, try_pack, read)
+                        .map(|r| r.with_holes(extent));
                 (f, read)
             });
             (job, t, read)
@@ -350,11 +368,30 @@ fn read_together(
 pub(crate) struct Read {
     buf: PooledBuf,
     zero: bool,
+    /// The file has holes in the block, and it is not all zeros.
+    sparse: bool,
     digest: Digest,
     /// Whether compressing it was tried, and did pay.
     packed: Option<bool>,
     /// The file changed while it was read: why.
     changed: Option<String>,
+}
+
+impl Read {
+    /// Notes what [`holes::probe`] found of the block (where the file is sparse).
+    fn with_holes(mut self, extent: Extent) -> Self {
+        self.sparse = extent == Extent::Mixed && !self.zero;
+        self
+    }
+}
+
+/// Reads a block that lies in a hole of its file: it is all zeros, which the pool's
+/// buffer may not be (a reused one). Its digest is taken over these zeros as over
+/// any block's bytes; whether the file is still the one listed is checked after, as
+/// for any block.
+fn hole_read(buf: &mut PooledBuf) -> std::io::Result<()> {
+    buf.fill(0);
+    Ok(())
 }
 
 /// A descriptor that reads `f` directly, past the page cache, for the blocks of one
@@ -401,7 +438,8 @@ fn read_exact_at(
 /// Reads block `index` of `f` (the file at `path`, `size` bytes, listed as `identity`;
 /// with a descriptor that reads it directly, if any) into `buf`, hashes it and, if
 /// `try_pack`, compresses it. Checks after the read that the file is still the one
-/// listed, so that a torn copy cannot finish.
+/// listed, so that a torn copy cannot finish. Where the listing saw a `sparse` file,
+/// a block all hole is not read at all (see [`hole_read`]).
 #[allow(clippy::too_many_arguments)]
 fn read_block(
     sh: &Shared,
@@ -409,12 +447,21 @@ fn read_block(
     path: &Path,
     size: u64,
     index: u64,
-    identity: Option<Identity>,
+    (identity, sparse): (Option<Identity>, bool),
     try_pack: bool,
     mut buf: PooledBuf,
 ) -> std::io::Result<Read> {
-    let r = read_exact_at((f, direct), index * sh.opts.block_size, &mut buf);
+    let offset = index * sh.opts.block_size;
+    let extent = match sparse {
+        true => holes::probe(f, offset, offset + buf.len() as u64),
+        false => Extent::Data,
+    };
+    let r = match extent {
+        Extent::Hole => hole_read(&mut buf),
+        Extent::Data | Extent::Mixed => read_exact_at((f, direct), offset, &mut buf),
+    };
     checked_read(sh, f, path, size, index, identity, try_pack, (r, buf))
+        .map(|r| r.with_holes(extent))
 }
 
 /// Hashes block `index` of `f` once read into `buf` (`r`: how the read went; see
@@ -452,6 +499,7 @@ fn checked_read(
     r.map(|_| Read {
         buf,
         zero,
+        sparse: false,
         digest,
         packed,
         changed,
@@ -505,6 +553,7 @@ async fn queue_read(
         len: t.size.block_len(shared.opts.block_size, index),
         buf: read.buf,
         zero: read.zero,
+        sparse: read.sparse,
         packed: read.packed == Some(true),
         digest: read.digest,
     };

@@ -636,6 +636,7 @@ mod tests {
             zero: false,
             compressed: false,
             raw_len: 0,
+            sparse: false,
         };
         (h, payload)
     }

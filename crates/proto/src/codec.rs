@@ -219,6 +219,8 @@ impl Frame {
 const FLAG_ZERO: u8 = 1;
 /// Bit of the data frame flags byte saying the payload is zstd-compressed.
 const FLAG_ZSTD: u8 = 2;
+/// Bit of the data frame flags byte saying the source file has holes in the block.
+const FLAG_SPARSE: u8 = 4;
 
 /// The preamble this build sends.
 pub fn preamble() -> [u8; PREAMBLE_LEN] {
@@ -327,7 +329,7 @@ pub fn decode_body(kind: FrameKind, body: &[u8]) -> Result<Frame, ProtoError> {
 ///
 /// If the frame would be refused by [`decode_data_fixed`] or [`check_data_payload`]:
 /// a payload above [`MAX_BLOCK`], a zero block with a payload, a block both zero and
-/// compressed, a `raw_len` above `MAX_BLOCK`, a `raw_len` on a block sent as-is, a
+/// compressed (or zero and sparse), a `raw_len` above `MAX_BLOCK`, a `raw_len` on a block sent as-is, a
 /// compressed payload empty or not shorter than its `raw_len`. Sending such a frame is
 /// a bug of the caller.
 pub fn encode_data_prefix(
@@ -346,8 +348,10 @@ pub fn encode_data_prefix(
     put(5, &header.file.to_le_bytes());
     put(13, &header.block.to_le_bytes());
     put(21, &header.digest);
-    let flags =
-        if header.zero { FLAG_ZERO } else { 0 } | if header.compressed { FLAG_ZSTD } else { 0 };
+    let flag = |set: bool, bit: u8| if set { bit } else { 0 };
+    let flags = flag(header.zero, FLAG_ZERO)
+        | flag(header.compressed, FLAG_ZSTD)
+        | flag(header.sparse, FLAG_SPARSE);
     put(53, &[flags]);
     put(54, &header.raw_len.to_le_bytes());
     out
@@ -356,7 +360,7 @@ pub fn encode_data_prefix(
 /// Decodes the fixed part of a data frame body.
 ///
 /// Rejects (as [`ProtoError::Malformed`]) unknown flag bits, a block both zero and
-/// compressed, a `raw_len` on a block sent as-is, and a `raw_len` of 0 or above
+/// compressed or both zero and sparse, a `raw_len` on a block sent as-is, and a `raw_len` of 0 or above
 /// [`MAX_BLOCK`] on a zero or compressed block. Whether the payload agrees with the
 /// flags can only be known with the frame length: check it with [`check_data_payload`].
 pub fn decode_data_fixed(bytes: &[u8; DATA_FIXED_LEN]) -> Result<DataHeader, ProtoError> {
@@ -367,7 +371,7 @@ pub fn decode_data_fixed(bytes: &[u8; DATA_FIXED_LEN]) -> Result<DataHeader, Pro
     let flags = r.u8()?;
     let raw_len = r.u32()?;
     r.finish()?;
-    if flags & !(FLAG_ZERO | FLAG_ZSTD) != 0 {
+    if flags & !(FLAG_ZERO | FLAG_ZSTD | FLAG_SPARSE) != 0 {
         return Err(data_err("unknown data flags"));
     }
     let header = DataHeader {
@@ -377,6 +381,7 @@ pub fn decode_data_fixed(bytes: &[u8; DATA_FIXED_LEN]) -> Result<DataHeader, Pro
         zero: flags & FLAG_ZERO != 0,
         compressed: flags & FLAG_ZSTD != 0,
         raw_len,
+        sparse: flags & FLAG_SPARSE != 0,
     };
     check_data_fixed(&header)?;
     Ok(header)
@@ -385,6 +390,9 @@ pub fn decode_data_fixed(bytes: &[u8; DATA_FIXED_LEN]) -> Result<DataHeader, Pro
 fn check_data_fixed(h: &DataHeader) -> Result<(), ProtoError> {
     if h.zero && h.compressed {
         return Err(data_err("block both all zeros and compressed"));
+    }
+    if h.zero && h.sparse {
+        return Err(data_err("block both all zeros and with holes"));
     }
     if !h.zero && !h.compressed && h.raw_len != 0 {
         return Err(data_err("raw_len set on a block sent as it is"));

@@ -654,6 +654,11 @@ pub struct DataHeader {
     /// The block's length when the payload does not carry it as-is: of an all-zero block,
     /// or of a compressed block once decompressed (0 otherwise).
     pub raw_len: u32,
+    /// When set, the source file has holes inside this block: the sink may leave its
+    /// all-zero pages unwritten (holes too) instead of writing them. The bytes, the
+    /// digest and the payload are those of the whole block as ever. Never with `zero`
+    /// (a block all hole goes as a zero block).
+    pub sparse: bool,
 }
 
 /// Whether and how the source compresses blocks on the wire (see [`DataHeader`]).

@@ -710,6 +710,9 @@ impl RangeSink for RemoteRange {
             zero,
             compressed: false,
             raw_len: if zero { data.len() as u32 } else { 0 },
+            // Ranges land in one file shared by their writers, never holed there
+            // (see `RangeFile::put_zeros`): no use telling of holes.
+            sparse: false,
         };
         self.send(Frame::Data(
             h,
@@ -802,6 +805,7 @@ mod tests {
             zero: false,
             compressed: false,
             raw_len: 0,
+            sparse: false,
         };
         Frame::Data(h, data.to_vec())
     }
@@ -901,6 +905,7 @@ mod tests {
                         zero: true,
                         compressed: false,
                         raw_len: BS as u32,
+                        sparse: false,
                     },
                     Vec::new(),
                 )],

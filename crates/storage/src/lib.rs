@@ -12,6 +12,7 @@
 //!   and renamed into place only when complete and checked.
 //! - [`journal`]: the per-file record of verified block digests that makes resume work.
 //! - [`direct`]: reads that bypass the page cache, to check what a device holds.
+//! - [`holes`]: whether a block of a sparse source file lies in data or in a hole.
 //! - [`uring`]: direct reads of many small files submitted together (io_uring).
 //! - [`leftovers`]: finding and removing part files and journals no transfer holds.
 //!
@@ -24,6 +25,7 @@ pub mod account;
 pub mod confined;
 pub mod direct;
 mod error;
+pub mod holes;
 pub mod journal;
 pub mod leftovers;
 mod listing;

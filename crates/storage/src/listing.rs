@@ -160,6 +160,8 @@ pub(crate) fn describe(
             None => return Err(crate::walk::unknown_type(&abs)),
         },
     };
+    let sparse = matches!(kind, SourceKind::File { size }
+        if crate::holes::looks_sparse(st.st_blocks as u64, size));
     Ok(SourceEntry {
         rel,
         abs,
@@ -171,5 +173,6 @@ pub(crate) fn describe(
         ctime_nsec: st.st_ctime_nsec as u32,
         id: (st.st_dev as u64, st.st_ino as u64),
         nlink: st.st_nlink as u64,
+        sparse,
     })
 }

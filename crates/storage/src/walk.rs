@@ -102,6 +102,9 @@ pub struct SourceEntry {
     pub id: (u64, u64),
     /// Names the inode has (hard links kept with `--hard-links`).
     pub nlink: u64,
+    /// A regular file with fewer bytes allocated than its size: it may have holes,
+    /// which the reader then looks for (see [`crate::holes`]).
+    pub sparse: bool,
 }
 
 impl SourceEntry {
@@ -125,6 +128,7 @@ impl SourceEntry {
             ctime_nsec: mtime.1,
             id: (0, 0),
             nlink: 1,
+            sparse: false,
         }
     }
 }
@@ -452,6 +456,7 @@ fn describe(
         ctime_nsec: md.ctime_nsec() as u32,
         id: (md.dev(), md.ino()),
         nlink: md.nlink(),
+        sparse: ft.is_file() && crate::holes::looks_sparse(md.blocks(), md.len()),
     })
 }
 

@@ -458,6 +458,14 @@ pub trait StoreFile: Send + Sync {
     /// piece of one where the store has [`Capabilities::random_access`].
     fn put(&self, offset: u64, data: &[u8]) -> Result<(), StorageError>;
 
+    /// Puts a whole block as [`StoreFile::put`] does, one whose source file has holes
+    /// in it (see `hetch_proto::DataHeader::sparse`): the store may leave the block's
+    /// all-zero pages unwritten, as holes, so long as they read back as zeros. Stores
+    /// without holes put the block.
+    fn put_sparse(&self, offset: u64, data: &[u8]) -> Result<(), StorageError> {
+        self.put(offset, data)
+    }
+
     /// Block `len` bytes at `offset` is all zeros: the store may leave a hole.
     fn put_zeros(&self, offset: u64, len: u64, zeros: &[u8]) -> Result<(), StorageError>;
 

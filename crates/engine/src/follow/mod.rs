@@ -320,6 +320,7 @@ mod tests {
             ctime_nsec: 0,
             id: (1, 2),
             nlink: 1,
+            sparse: false,
         };
         let mut fl = Followed::new(&se, 0);
         let t = SystemTime::now();

@@ -175,7 +175,10 @@ fn store(
             .put_zeros(offset, data.len() as u64, data)
             .map(|()| true);
     }
-    inc.out.put(offset, data)?;
+    match h.sparse {
+        true => inc.out.put_sparse(offset, data)?,
+        false => inc.out.put(offset, data)?,
+    }
     if !data.is_empty() && sh.corrupt_left.fire() {
         // Test-only fault hook: damage the stored block before it is read back.
         inc.out.put(offset, &[data[0] ^ 0x01])?;

@@ -61,6 +61,9 @@ pub(crate) struct Announced {
     /// What the listing saw of a local file, which every read must still find (`None`
     /// for an origin's files, growing files and other kinds).
     pub identity: Option<Identity>,
+    /// A local file the listing saw with fewer bytes allocated than its size: its
+    /// readers look for holes block by block (see `hetch_storage::holes`).
+    pub sparse: bool,
     /// The file opened for its blocks, kept while more of them are to be read.
     pub handle: Option<CachedFile>,
     /// Times it was listed again after changing while being read.
@@ -501,6 +504,7 @@ pub(crate) fn announce_attempt(
             abs: se.abs,
             rel: se.rel,
             identity,
+            sparse: se.sparse && identity.is_some(),
             handle: None,
             attempts,
             origin,
@@ -623,6 +627,8 @@ pub(crate) struct ReadBlock {
     pub len: u64,
     pub buf: PooledBuf,
     pub zero: bool,
+    /// The source file has holes in the block (see [`DataHeader::sparse`]).
+    pub sparse: bool,
     /// `buf` holds the block compressed (see `compress.rs`).
     pub packed: bool,
     pub digest: integrity::Digest,
@@ -673,6 +679,7 @@ pub(crate) async fn queue_block(
         len,
         mut buf,
         zero,
+        sparse,
         packed,
         digest,
     } = block;
@@ -699,6 +706,7 @@ pub(crate) async fn queue_block(
         zero,
         compressed: packed,
         raw_len: if zero || packed { len as u32 } else { 0 },
+        sparse: sparse && !zero,
     };
     let payload = (!zero).then_some(buf);
     data.send(OutBlock {
@@ -756,6 +764,7 @@ pub(crate) async fn read_origin(
                 len: size.block_len(bs, index),
                 buf,
                 zero,
+                sparse: false, // an origin tells of no holes
                 packed: packed == Some(true),
                 digest,
             };

@@ -9,6 +9,7 @@ pub use hetch_store::*;
 mod parents;
 pub mod posix;
 mod read_back;
+mod sparse;
 mod split;
 mod unlocked;
 mod writers;

@@ -22,6 +22,7 @@ use hetch_storage::walk::Special;
 use hetch_storage::{meta, StorageError};
 
 use super::parents::Parents;
+use super::sparse::{self, Part};
 use super::unlocked::Unlocked;
 use super::writers::{self, Claim, TAKEN_OVER};
 use super::{
@@ -536,8 +537,9 @@ pub(super) struct PosixFile {
     /// The store's count of attribute bytes held (see `keep_xattrs`).
     held_xattrs: Arc<AtomicUsize>,
     inner: Mutex<Inner>,
-    /// The end of the furthest write: the part file's length, unless it was resumed
-    /// (an atomic, so that a put takes no lock for it).
+    /// The end of the furthest block put: the part file's length, unless it was
+    /// resumed or holes were left (then the file is sized at commit). An atomic, so
+    /// that a put takes no lock for it.
     written_end: AtomicU64,
     /// One write at a time per file: concurrent writes to one file only queue on the
     /// file system's inode lock; other files still write in parallel.
@@ -759,6 +761,34 @@ impl StoreFile for PosixFile {
         if self.spec.read_back_follows && !self.direct_read_back() {
             part.start_writeback(offset, data.len() as u64);
         }
+        Ok(())
+    }
+
+    fn put_sparse(&self, offset: u64, data: &[u8]) -> Result<(), StorageError> {
+        let part = self.part()?;
+        let _one = self.one_writer.lock().expect("write lock");
+        let _held = self.hold()?;
+        let state = match self.resumed {
+            true => Part::Resumed, // reserves nothing (see `reserve`)
+            false => {
+                let mut inner = self.inner.lock().expect("part lock");
+                inner.received = inner.received.saturating_add(data.len() as u64);
+                // Nothing more is reserved from here on: a reservation would fill the
+                // holes left (as after a zero block); the file is sized at commit.
+                inner.holes = true;
+                Part::Fresh {
+                    reserved: inner.reserved,
+                }
+            }
+        };
+        let writeback = self.spec.read_back_follows && !self.direct_read_back();
+        sparse::put_runs(&part, offset, data, state, |at, len| {
+            if writeback {
+                part.start_writeback(at, len);
+            }
+        })?;
+        self.written_end
+            .fetch_max(offset + data.len() as u64, Ordering::Relaxed);
         Ok(())
     }
 

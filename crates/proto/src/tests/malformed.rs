@@ -335,6 +335,7 @@ fn data_kind_is_refused_by_decode_body() {
             zero: false,
             compressed: false,
             raw_len: 0,
+            sparse: false,
         },
         vec![1, 2, 3],
     );
@@ -721,8 +722,30 @@ fn bad_data_frames_are_refused() {
     }
 
     assert_eq!(
-        decode_data_fixed(&data_fixed(4, 0)),
+        decode_data_fixed(&data_fixed(8, 0)),
         malformed("unknown data flags")
+    );
+    assert_eq!(
+        decode_data_fixed(&data_fixed(0x84, 0)),
+        malformed("unknown data flags")
+    );
+    // Holes in a block that is all hole: a zero block says that already.
+    assert_eq!(
+        decode_data_fixed(&data_fixed(5, 4096)),
+        malformed("block both all zeros and with holes")
+    );
+    assert_eq!(
+        decode_one(&raw_frame(FrameKind::Data as u8, &data_fixed(5, 4096))),
+        malformed("block both all zeros and with holes")
+    );
+    // With holes, sent as it is or compressed: fine.
+    let header = decode_data_fixed(&data_fixed(4, 0)).unwrap();
+    assert!(header.sparse && !header.zero && !header.compressed);
+    let header = decode_data_fixed(&data_fixed(6, 100)).unwrap();
+    assert!(header.sparse && header.compressed);
+    assert_eq!(
+        decode_data_fixed(&data_fixed(4, 1)),
+        malformed("raw_len set on a block sent as it is")
     );
     assert_eq!(
         decode_data_fixed(&data_fixed(0x81, 0)),
@@ -835,8 +858,24 @@ fn encoding_a_zero_block_with_payload_panics() {
         zero: true,
         compressed: false,
         raw_len: 3,
+        sparse: false,
     };
     encoded(&Frame::Data(header, vec![1]));
+}
+
+#[test]
+#[should_panic(expected = "block both all zeros and with holes")]
+fn encoding_a_zero_block_with_holes_panics() {
+    let header = DataHeader {
+        file: 0,
+        block: 0,
+        digest: [0; DIGEST_LEN],
+        zero: true,
+        compressed: false,
+        raw_len: 3,
+        sparse: true,
+    };
+    encoded(&Frame::Data(header, Vec::new()));
 }
 
 #[test]

@@ -161,6 +161,7 @@ fn golden_encodings() {
         zero: true,
         compressed: false,
         raw_len: 4096,
+        sparse: false,
     };
     let mut expected = vec![
         53, 0, 0, 0, 6, 2, 1, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0,
@@ -169,6 +170,19 @@ fn golden_encodings() {
     expected.extend([1, 0, 0x10, 0, 0]);
     assert_eq!(encode_data_prefix(&data, 0).to_vec(), expected);
     assert_eq!(encoded(&Frame::Data(data, Vec::new())), expected);
+    // A block with holes at the source, sent as it is: flag bit 4, no raw_len.
+    let sparse = DataHeader {
+        zero: false,
+        raw_len: 0,
+        sparse: true,
+        ..data
+    };
+    let mut expected = vec![
+        55, 0, 0, 0, 6, 2, 1, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0,
+    ];
+    expected.extend([0xaa; DIGEST_LEN]);
+    expected.extend([4, 0, 0, 0, 0, 9, 8]);
+    assert_eq!(encoded(&Frame::Data(sparse, vec![9, 8])), expected);
 }
 
 #[test]

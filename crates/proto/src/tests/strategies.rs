@@ -390,7 +390,8 @@ pub(super) fn plan() -> impl Strategy<Value = Vec<PlanItem>> {
 }
 
 /// A data frame: a zero block (no payload), a block with a payload, or a compressed
-/// block (a payload shorter than its `raw_len`).
+/// block (a payload shorter than its `raw_len`); the latter two with or without holes
+/// at the source (`sparse`).
 pub(super) fn data() -> impl Strategy<Value = (DataHeader, Vec<u8>)> {
     let zero_block = (0..=MAX_BLOCK as u32).prop_map(|len| (true, false, len, Vec::new()));
     let payload_block = bytes(300).prop_map(|payload| (false, false, 0, payload));
@@ -407,9 +408,10 @@ pub(super) fn data() -> impl Strategy<Value = (DataHeader, Vec<u8>)> {
         any::<u64>(),
         any::<BlockDigest>(),
         prop_oneof![zero_block, payload_block, compressed_block],
+        any::<bool>(),
     )
         .prop_map(
-            |(file, block, digest, (zero, compressed, raw_len, payload))| {
+            |(file, block, digest, (zero, compressed, raw_len, payload), holes)| {
                 let header = DataHeader {
                     file,
                     block,
@@ -417,6 +419,7 @@ pub(super) fn data() -> impl Strategy<Value = (DataHeader, Vec<u8>)> {
                     zero,
                     compressed,
                     raw_len,
+                    sparse: holes && !zero,
                 };
                 (header, payload)
             },

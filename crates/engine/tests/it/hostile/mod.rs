@@ -157,6 +157,7 @@ impl FakeSource {
             zero: false,
             compressed: false,
             raw_len: 0,
+            sparse: false,
         };
         self.send_header(&h, p).await;
     }

@@ -562,7 +562,9 @@ fi
 # written), hetch with --no-encrypt --verify none, cp -r, a tar pipe, the rsync daemon,
 # rsync over ssh, GridFTP (clear, no checksum) and scp, with the machine's CPU-seconds.
 # hetch-received is plain mode as issue 39's target has it (--no-encrypt --verify
-# received); hetch-local is `hetch cp SRC DST` on this machine, with the defaults.
+# received); hetch-local is `hetch cp SRC DST` on this machine, with the defaults;
+# hetch-hxa (not in the default list) is hetch with -H -X -A (issue 40: hard links,
+# attributes and ACLs asked for, on a tree that has none).
 COLD_TOOLS=${COLD_TOOLS:-hetch,hetch-plain,hetch-received,hetch-local,cp,tar,rsyncd,rsync-ssh,gridftp,scp}
 cold_tool() { case ",$COLD_TOOLS," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 if want cold-big || want cold-1M || want cold-16K; then
@@ -584,6 +586,7 @@ cold_case() {   # cold_case CASE SRC FILES BYTES
     meta cmd.hetch-plain "${HETCH_CMD/--json/--json --no-encrypt --verify none}"
     meta cmd.hetch-received "${HETCH_CMD/--json/--json --no-encrypt --verify received}"
     meta cmd.hetch-local "hetch cp -q --json SRC DST/NAME"
+    meta cmd.hetch-hxa "${HETCH_CMD/--json/--json -H -X -A}"
     meta cmd.scp "$SCP_CMD"
     meta cmd.rsyncd "$RSYNCD_CMD"
     meta cmd.rsync-ssh "$RSYNC_SSH_CMD"
@@ -601,6 +604,8 @@ cold_case() {   # cold_case CASE SRC FILES BYTES
                     hetch_push --no-encrypt --verify none "$src" "$name" ;;
                 hetch-received) run_point "$case" hetch-received "$run" cold "$src" "$d" "$files" "$bytes" -- \
                     hetch_push --no-encrypt --verify received "$src" "$name" ;;
+                hetch-hxa) run_point "$case" hetch-hxa "$run" cold "$src" "$d" "$files" "$bytes" -- \
+                    hetch_push -H -X -A "$src" "$name" ;;
                 hetch-local) run_point "$case" hetch-local "$run" cold "$src" "$d" "$files" "$bytes" -- \
                     rss_wrap "$HETCH" cp -q --json "$src" "$d" ;;
                 scp) run_point "$case" scp "$run" cold "$src" "$d" "$files" "$bytes" -- do_scp "$src" "$d" ;;

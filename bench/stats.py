@@ -264,11 +264,12 @@ def main():
     # ---- 4b. cost per byte and per file (issue 17)
     cold = [c for c in ("cold-big", "cold-1M", "cold-16K") if any(k[0] == c for k in points)]
     if cold:
-        tools = ["hetch", "hetch-plain", "hetch-received", "hetch-local", "cp", "tar", "rsyncd",
-                 "rsync-ssh", "gridftp", "scp"]
+        tools = ["hetch", "hetch-hxa", "hetch-plain", "hetch-received", "hetch-local", "cp", "tar",
+                 "rsyncd", "rsync-ssh", "gridftp", "scp"]
         names = {"hetch": "hetch (defaults: TLS, --verify written)",
                  "hetch-plain": "hetch --no-encrypt --verify none",
                  "hetch-received": "hetch --no-encrypt --verify received",
+                 "hetch-hxa": "hetch -H -X -A (defaults otherwise)",
                  "hetch-local": "hetch cp, local (defaults)", "cp": "cp -r",
                  "tar": "tar \\| tar", "rsyncd": "rsync daemon", "rsync-ssh": "rsync over ssh",
                  "gridftp": "GridFTP (clear, no checksum)", "scp": "scp"}

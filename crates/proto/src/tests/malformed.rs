@@ -848,34 +848,29 @@ fn zstd_levels_outside_the_allowed_range_are_refused() {
     }
 }
 
-#[test]
-#[should_panic(expected = "zero block with a payload")]
-fn encoding_a_zero_block_with_payload_panics() {
-    let header = DataHeader {
+/// The header of an all-zero block of 3 bytes, flagged `sparse` or not.
+fn zero_block(sparse: bool) -> DataHeader {
+    DataHeader {
         file: 0,
         block: 0,
         digest: [0; DIGEST_LEN],
         zero: true,
         compressed: false,
         raw_len: 3,
-        sparse: false,
-    };
-    encoded(&Frame::Data(header, vec![1]));
+        sparse,
+    }
+}
+
+#[test]
+#[should_panic(expected = "zero block with a payload")]
+fn encoding_a_zero_block_with_payload_panics() {
+    encoded(&Frame::Data(zero_block(false), vec![1]));
 }
 
 #[test]
 #[should_panic(expected = "block both all zeros and with holes")]
 fn encoding_a_zero_block_with_holes_panics() {
-    let header = DataHeader {
-        file: 0,
-        block: 0,
-        digest: [0; DIGEST_LEN],
-        zero: true,
-        compressed: false,
-        raw_len: 3,
-        sparse: true,
-    };
-    encoded(&Frame::Data(header, Vec::new()));
+    encoded(&Frame::Data(zero_block(true), Vec::new()));
 }
 
 #[test]

@@ -41,6 +41,10 @@ async fn send_with(opts: hetch_engine::Options, attrs: Vec<Xattr>) -> tempfile::
     f.xattrs = attrs;
     s.send(Frame::Entries(vec![hostile::dir(0, "top"), f]))
         .await;
+    // The plan first, as a source waits for it: a block of a file not planned yet is
+    // dropped as a late one.
+    let plan = s.recv().await;
+    assert!(matches!(plan, Some(Frame::Plan(_))), "{plan:?}");
     s.send_block(1, 0, 5, b"hello").await;
     assert_eq!(file_done(&mut s, 1).await, None);
     finish(s, 1, 0).await;

@@ -22,7 +22,7 @@ if ! { [ -x "$MDBOOK" ] && "$MDBOOK" --version | grep -qx "mdbook v$MDBOOK_VERSI
 fi
 
 rm -rf target/guide
-"$MDBOOK" build docs/guide --dest-dir ../../target/guide
+"$MDBOOK" build docs/guide    # into target/guide (book.toml's build-dir)
 
 markdown=(README.md CONTRIBUTING.md)
 [ -f CHANGELOG.md ] && markdown+=(CHANGELOG.md)

@@ -1,5 +1,6 @@
-//! The README's dependency rules, checked against `cargo metadata`: the engine (and the
-//! crates under it) never reach sockets, TLS or an HTTP client, which come in only
+//! The dependency rules of the user guide's "How it works"
+//! (docs/guide/src/how-it-works.md), checked against `cargo metadata`: the engine (and
+//! the crates under it) never reach sockets, TLS or an HTTP client, which come in only
 //! through the crates that implement the engine's seams (`net`, `object`); backends
 //! depend on the seam (`hetch-store`), not on the engine; the
 //! shipped `hetch` binary carries neither the benchmark harness nor the testbed; and

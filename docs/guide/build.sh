@@ -4,6 +4,10 @@
 # repository's Markdown (README.md, CONTRIBUTING.md, CHANGELOG.md, docs/**/*.md outside
 # the guide). External links are not checked. mdBook is installed from crates.io into
 # target/tools the first time (pinned; a few minutes of compiling), then reused.
+#
+#   bash docs/guide/build.sh             install mdBook if missing, build, check links
+#   bash docs/guide/build.sh --install   only install mdBook (CI starts this first, in
+#                                        the background, beside the lints)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -12,14 +16,15 @@ TOOLS=target/tools
 MDBOOK=$TOOLS/bin/mdbook
 CHECK="python3 docs/guide/check_links.py"
 
-# The checker must catch a broken link before its silence means anything.
-$CHECK --self-test
-
 if ! { [ -x "$MDBOOK" ] && "$MDBOOK" --version | grep -qx "mdbook v$MDBOOK_VERSION"; }; then
     echo "guide: installing mdbook $MDBOOK_VERSION into $TOOLS"
     cargo install --locked --quiet --root "$TOOLS" --version "$MDBOOK_VERSION" \
         --no-default-features --features search mdbook
 fi
+[ "${1:-}" = --install ] && exit 0
+
+# The checker must catch a broken link before its silence means anything.
+$CHECK --self-test
 
 rm -rf target/guide
 "$MDBOOK" build docs/guide    # into target/guide (book.toml's build-dir)

@@ -56,8 +56,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Copy files and directory trees: local paths, hetch://HOST[:PORT]/path, or objects
-    /// (s3://, gs://, az://BUCKET/KEY).
+    /// Copy files and trees between paths, servers and object stores.
+    ///
+    /// Operands are local paths, hetch://HOST[:PORT]/path, or objects (s3://, gs://,
+    /// az://BUCKET/KEY).
     ///
     /// Directories are copied recursively with `cp -r` rules: into DST when it is an
     /// existing directory, as DST when it does not exist (one source); a DST ending in
@@ -65,9 +67,10 @@ enum Command {
     /// Running the same command again resumes: finished files are skipped, partly
     /// written ones continue from their verified blocks.
     Cp(CpArgs),
-    /// Make DST a mirror of SRC...: copy what differs (as cp does, same flags and the
-    /// same destination rules), then delete what DST has below the copied trees that
-    /// the sources lack.
+    /// Make DST a mirror of SRC... (cp, then delete what SRC lacks).
+    ///
+    /// Copies what differs (as cp does, same flags and the same destination rules),
+    /// then deletes what DST has below the copied trees that the sources lack.
     ///
     /// The same as `hetch cp --delete`. DST gets the same layout as `hetch cp SRC... DST`
     /// would give it: `hetch sync src dst` makes `dst` equal to `src` (when `dst` does not
@@ -82,65 +85,86 @@ enum Command {
     /// path the sources announce: memory grows with the number of entries, as with
     /// rsync --delete.
     Sync(SyncArgs),
-    /// Predict how long `hetch cp SRC... DST` would take, and what would limit it: a
-    /// dry run (what would be copied and replaced, as `cp --dry-run` lists it) through
-    /// a bottleneck model of this machine's per-file and per-byte costs, the path's
-    /// rate (--rate) and the round trip and stream windows measured on connecting.
-    /// Changes nothing.
+    /// Predict how long a copy would take and what would limit it.
+    ///
+    /// Predicts `hetch cp SRC... DST`: a dry run (what would be copied and replaced, as
+    /// `cp --dry-run` lists it) through a bottleneck model of this machine's per-file
+    /// and per-byte costs, the path's rate (--rate) and the round trip and stream
+    /// windows measured on connecting. Changes nothing.
     Predict(PredictArgs),
-    /// Ship everything that appears or grows under DIR to DST, for as long as it runs
-    /// (an instrument host's mover): files go block by block as they are written and
-    /// are renamed into place once complete (see --idle, --done-suffix). Survives a
-    /// restart of itself or of the server without sending verified data again.
+    /// Ship files to DST as they appear or grow under DIR.
+    ///
+    /// Runs for as long as it is left running (an instrument host's mover): files go
+    /// block by block as they are written and are renamed into place once complete
+    /// (see --idle, --done-suffix). Survives a restart of itself or of the server
+    /// without sending verified data again.
     Watch(WatchArgs),
     /// Serve a directory to hetch clients (reading and writing).
     Serve(ServeArgs),
-    /// Print whole-file BLAKE3 digests of files and trees, in the format `b3sum -c`
+    /// Print or check whole-file digests (BLAKE3 by default).
+    ///
+    /// Prints whole-file BLAKE3 digests of files and trees, in the format `b3sum -c`
     /// checks (hashed block by block, as transfers do; several files at once); with
-    /// --check, check the files a manifest names.
+    /// --check, checks the files a manifest names.
     Sum(SumArgs),
-    /// Remove the part files and journals (.NAME.hetch-part, .NAME.hetch-journal) that
-    /// interrupted transfers left under DIR. Those a running transfer holds are kept;
-    /// no symlink is followed. (A transfer removes them by itself in the directories it
-    /// copies.)
+    /// Remove what interrupted transfers left under DIR.
+    ///
+    /// Removes the part files and journals (.NAME.hetch-part, .NAME.hetch-journal)
+    /// that interrupted transfers left under DIR. Those a running transfer holds are
+    /// kept; no symlink is followed. (A transfer removes them by itself in the
+    /// directories it copies.)
     Clean(CleanArgs),
-    /// Check what on this host, and on the path to a peer, keeps a transfer below the
+    /// Find what on this host and path slows transfers down.
+    ///
+    /// Checks what on this host, and on the path to a peer, keeps a transfer below the
     /// path's rate: TCP buffer limits against the bandwidth-delay product, congestion
     /// control, MTU (and a mismatch with the path's), the CPU frequency governor, swap;
-    /// measures hashing, TLS and the storage of --dir; worst first, each with the command
-    /// that fixes it. Changes nothing unless --apply (sysctls only, undone by --undo).
+    /// measures hashing, TLS and the storage of --dir; worst first, each with the
+    /// command that fixes it. Changes nothing unless --apply (sysctls only, undone by
+    /// --undo).
     Doctor(doctor::DoctorArgs),
-    /// Compare two trees by digest (local paths or hetch://HOST/path) and list every
-    /// difference: missing, extra, different type, size or content.
+    /// Compare two trees by digest and list every difference.
+    ///
+    /// Trees are local paths or hetch://HOST/path; differences are missing, extra,
+    /// different type, size or content.
     ///
     /// DST is compared as the copy of SRC (like `diff -r SRC DST`): after
     /// `hetch cp -r src dir/` compare `src` with `dir/src`. Exit code 0 when the trees are
     /// identical, 3 when they differ (each difference on stderr), 1 on errors.
     Verify(VerifyArgs),
-    /// Run a demonstration transfer on this machine: a server on loopback, a mixed
-    /// dataset pushed and pulled back over TLS, verified, with throughput.
+    /// Run a demonstration transfer on this machine.
+    ///
+    /// A server on loopback, a mixed dataset pushed and pulled back over TLS,
+    /// verified, with throughput.
     Demo(DemoArgs),
-    /// Run the transfer service: a REST API over HTTPS (same key and token scheme as
-    /// `serve`) that queues copy jobs in a database (SQLite by default, PostgreSQL for
-    /// several instances), plans them into work units and hands those to workers under
-    /// leases. OpenAPI document at /api/openapi.json.
+    /// Run the transfer service (a job queue with a REST API).
+    ///
+    /// A REST API over HTTPS (same key and token scheme as `serve`) that queues copy
+    /// jobs in a database (SQLite by default, PostgreSQL for several instances), plans
+    /// them into work units and hands those to workers under leases. OpenAPI document
+    /// at /api/openapi.json.
     Service(jobcli::ServiceArgs),
-    /// Submit, list, show, cancel, retry and wait for the service's jobs
-    /// (--service HOST:PORT or HETCH_SERVICE; token as for `cp`).
+    /// Submit, list, show, cancel, retry and wait for the service's jobs.
+    ///
+    /// The service is --service HOST:PORT or HETCH_SERVICE; the token is as for `cp`.
     Job(jobcli::JobArgs),
-    /// Run the service's work: claim units of queued jobs, copy them (sources below
-    /// --root, as the service sees them), extend the leases while they run, report
-    /// each; a unit whose lease is lost (expired or cancelled) is stopped.
+    /// Run the service's work as a worker.
+    ///
+    /// Claims units of queued jobs, copies them (sources below --root, as the service
+    /// sees them), extends the leases while they run, reports each; a unit whose lease
+    /// is lost (expired or cancelled) is stopped.
     Worker(worker::WorkerArgs),
     /// A worker's unit run as its user's local account (started by `hetch worker`;
     /// reads the unit on its standard input).
     #[command(hide = true)]
     WorkerUnit,
-    /// Serve hetch to an AI assistant over the Model Context Protocol (stdio): tools to
-    /// list, dry-run, verify, and to plan copies and syncs that run only with the
-    /// confirmation token their plan returned, inside the limits of the operator's
-    /// --policy file (roots to read and write, bytes and files per action, rate,
-    /// deletion); every call is appended to its audit log.
+    /// Serve hetch to an AI assistant over MCP (stdio).
+    ///
+    /// Serves the Model Context Protocol on stdio: tools to list, dry-run, verify, and
+    /// to plan copies and syncs that run only with the confirmation token their plan
+    /// returned, inside the limits of the operator's --policy file (roots to read and
+    /// write, bytes and files per action, rate, deletion); every call is appended to
+    /// its audit log.
     Mcp(McpArgs),
 }
 

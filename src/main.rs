@@ -18,6 +18,7 @@ mod cp;
 mod demo;
 mod doctor;
 mod follow;
+#[cfg(feature = "service")]
 mod jobcli;
 mod serve;
 mod sum;
@@ -25,13 +26,14 @@ mod sync;
 mod ui;
 mod usage;
 mod watch;
+#[cfg(feature = "service")]
 mod worker;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use hetch_engine::Options;
 use hetch_net::SocketOptions;
 
@@ -43,14 +45,16 @@ use hetch_units as units;
 
 /// hetch: a fast, encrypted, verified, resumable data mover.
 #[derive(Parser)]
-#[command(version, about, max_term_width = 100)]
+// The long version (commit, features) comes from build.rs.
+#[command(version, long_version = env!("HETCH_LONG_VERSION"), about, max_term_width = 100)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// Endpoint of an S3-compatible store (MinIO, Ceph: http[s]://HOST:PORT) for
-    /// s3:// operands; overrides AWS_ENDPOINT_URL. Credentials and region come from the
-    /// AWS environment variables or ~/.aws/{credentials,config} (AWS_PROFILE).
-    #[arg(long, global = true, value_name = "URL")]
+    /// Endpoint of an S3-compatible store (MinIO, Ceph) for s3:// operands.
+    ///
+    /// http[s]://HOST:PORT; overrides AWS_ENDPOINT_URL. Credentials and region come
+    /// from the AWS environment variables or ~/.aws/{credentials,config} (AWS_PROFILE).
+    #[arg(long, global = true, value_name = "URL", hide = !hetch_copy::OBJECT_STORES)]
     s3_endpoint: Option<String>,
 }
 
@@ -143,19 +147,23 @@ enum Command {
     /// jobs in a database (SQLite by default, PostgreSQL for several instances), plans
     /// them into work units and hands those to workers under leases. OpenAPI document
     /// at /api/openapi.json.
+    #[cfg(feature = "service")]
     Service(jobcli::ServiceArgs),
     /// Submit, list, show, cancel, retry and wait for the service's jobs.
     ///
     /// The service is --service HOST:PORT or HETCH_SERVICE; the token is as for `cp`.
+    #[cfg(feature = "service")]
     Job(jobcli::JobArgs),
     /// Run the service's work as a worker.
     ///
     /// Claims units of queued jobs, copies them (sources below --root, as the service
     /// sees them), extends the leases while they run, reports each; a unit whose lease
     /// is lost (expired or cancelled) is stopped.
+    #[cfg(feature = "service")]
     Worker(worker::WorkerArgs),
     /// A worker's unit run as its user's local account (started by `hetch worker`;
     /// reads the unit on its standard input).
+    #[cfg(feature = "service")]
     #[command(hide = true)]
     WorkerUnit,
     /// Serve hetch to an AI assistant over MCP (stdio).
@@ -165,9 +173,20 @@ enum Command {
     /// returned, inside the limits of the operator's --policy file (roots to read and
     /// write, bytes and files per action, rate, deletion); every call is appended to
     /// its audit log.
+    #[cfg(feature = "mcp")]
     Mcp(McpArgs),
+    /// Print a shell completion script (bash, zsh, fish...) on stdout.
+    ///
+    /// `source <(hetch completions bash)` loads it into a running bash; packages
+    /// install it as /usr/share/bash-completion/completions/hetch (zsh:
+    /// /usr/share/zsh/vendor-completions/_hetch; fish:
+    /// /usr/share/fish/vendor_completions.d/hetch.fish).
+    Completions(hetch_manual::CompletionsArgs),
+    /// Write the man pages (hetch.1, hetch-SUBCOMMAND.1...) into DIR.
+    Man(hetch_manual::ManArgs),
 }
 
+#[cfg(feature = "mcp")]
 #[derive(Args)]
 struct McpArgs {
     /// The operator's policy (TOML): read and write roots, max_bytes, max_files,
@@ -626,9 +645,9 @@ struct ConnArgs {
     /// (errors still go to stderr; --json still prints its JSON).
     #[arg(long, short)]
     quiet: bool,
-    /// Progress as a JSON line on stderr each second instead of a bar:
-    /// {"progress":{"bytes":B,"total_bytes":T,"files":F,"total_files":N}} (skipped
-    /// files count as done), for programs that drive hetch.
+    /// Progress as a JSON line on stderr each second instead of a bar (skipped files
+    /// count as done), for programs that drive hetch: {"progress": {"bytes": B,
+    /// "total_bytes": T, "files": F, "total_files": N}}.
     #[arg(long)]
     progress_json: bool,
 }
@@ -730,10 +749,7 @@ pub(crate) fn one_line(e: &anyhow::Error) -> String {
 
 /// The job of a subcommand's arguments (with the global `--s3-endpoint`), or the exit
 /// code once bad usage is reported.
-fn job_of<'a, A>(
-    a: &'a A,
-    s3: &hetch_object::S3Options,
-) -> anyhow::Result<Result<CopyJob, ExitCode>>
+fn job_of<'a, A>(a: &'a A, s3: &hetch_copy::S3Options) -> anyhow::Result<Result<CopyJob, ExitCode>>
 where
     CopyJob: TryFrom<&'a A, Error = ArgsError>,
 {
@@ -746,7 +762,7 @@ where
 /// Runs the copy the arguments `a` ask for, shown as `shown` says.
 async fn copy<'a, A>(
     a: &'a A,
-    s3: &hetch_object::S3Options,
+    s3: &hetch_copy::S3Options,
     shown: cp::Shown,
 ) -> anyhow::Result<ExitCode>
 where
@@ -759,7 +775,7 @@ where
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let s3 = hetch_object::S3Options {
+    let s3 = hetch_copy::S3Options {
         endpoint: cli.s3_endpoint.clone(),
     };
     match cli.command {
@@ -767,6 +783,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Predict(a) => copy(&a, &s3, a.cp.shown()).await,
         Command::Sync(a) => copy(&a, &s3, a.cp.shown()).await,
         Command::Verify(a) => copy(&a, &s3, a.conn.shown()).await,
+        #[cfg(feature = "mcp")]
         Command::Mcp(a) => {
             if s3.endpoint.is_some() {
                 return Ok(usage_error(
@@ -789,10 +806,22 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor(a) => doctor::run(a).await,
         Command::Clean(a) => clean::command(a).await,
         Command::Sum(a) => sum::run(a, &s3).await,
+        #[cfg(feature = "service")]
         Command::Service(a) => jobcli::service(a).await,
+        #[cfg(feature = "service")]
         Command::Job(a) => jobcli::job(a).await,
+        #[cfg(feature = "service")]
         Command::Worker(a) => worker::run(a).await,
+        #[cfg(feature = "service")]
         Command::WorkerUnit => worker::unit().await,
+        Command::Completions(a) => {
+            a.run(Cli::command(), "hetch", &mut out::Stdout);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man(a) => a
+            .run(Cli::command())
+            .map(|_| ExitCode::SUCCESS)
+            .map_err(Into::into),
         Command::Demo(a) => {
             demo::run(a.dir, a.large_mib, a.keep).await?;
             Ok(ExitCode::SUCCESS)

@@ -38,7 +38,7 @@ use hetch_engine::Options;
 use hetch_net::SocketOptions;
 
 use crate::location::Location;
-use crate::usage::{config_of, usage_error, ArgsError};
+use crate::usage::{config_of, ArgsError};
 use hetch_copy::CopyJob;
 use hetch_session::{client, location, server};
 use hetch_units as units;
@@ -786,7 +786,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         #[cfg(feature = "mcp")]
         Command::Mcp(a) => {
             if s3.endpoint.is_some() {
-                return Ok(usage_error(
+                return Ok(usage::usage_error(
                     "hetch mcp takes the S3 endpoint from its policy (s3_endpoint), not --s3-endpoint",
                 ));
             }

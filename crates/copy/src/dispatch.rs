@@ -5,7 +5,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
 use hetch_engine::{
-    copy_between, run_sink_into, run_source_from, DestSpec, Destination, Operand, Progress, Report,
+    copy_between, run_source_from, DestSpec, Destination, Operand, Progress, Report,
 };
 use hetch_location::Location;
 #[cfg(feature = "cloud")]
@@ -145,7 +145,7 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> Result<Report, 
             let store = Arc::new(BucketStore::new(dest, opts.effective_buffer_memory()));
             if let Some((host, _)) = remote_sources.first() {
                 let transport = open(job, host, pull(host)?).await?;
-                return Ok(run_sink_into(opts, store, transport, progress).await?);
+                return Ok(hetch_engine::run_sink_into(opts, store, transport, progress).await?);
             }
             let dest = Destination::Store(store);
             Ok(copy_between(job.opts.clone(), operands, dest, streams, progress).await?)

@@ -105,6 +105,7 @@ struct Joining {
 struct State {
     root: ServeRoot,
     /// Where journals of multipart uploads in progress live (object store roots).
+    #[cfg(feature = "cloud")]
     state_dir: PathBuf,
     token: Vec<u8>,
     tls: Arc<rustls::ServerConfig>,
@@ -168,6 +169,7 @@ impl Server {
             listener,
             state: Arc::new(State {
                 root,
+                #[cfg(feature = "cloud")]
                 state_dir: cfg.state_dir.clone(),
                 token,
                 tls: identity.server_config(),

@@ -564,7 +564,13 @@ struct CleanArgs {
     split: bool,
 }
 
+// verify only compares what cp and sync keep: the same flags, their own words.
 #[derive(Args)]
+#[command(
+    mut_arg("hard_links", |a| a.help("Compare hard links too (which names share an inode)")),
+    mut_arg("xattrs", |a| a.help("Compare user extended attributes (user.*) too")),
+    mut_arg("acls", |a| a.help("Compare POSIX ACLs (access and default) too"))
+)]
 struct VerifyArgs {
     /// The original tree (or file).
     src: String,
@@ -573,7 +579,6 @@ struct VerifyArgs {
     /// Checksum to compare with.
     #[arg(long, default_value = "blake3")]
     checksum: hetch_integrity::Algorithm,
-    /// Compare these too (-H: names of one file share an inode).
     #[command(flatten)]
     keep: KeepArgs,
     #[command(flatten)]

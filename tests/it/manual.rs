@@ -71,6 +71,12 @@ fn help_gives_each_subcommand_one_short_line_and_the_details_on_request() {
         wait.contains("4 when\nthe service") || wait.contains("4 when"),
         "{wait}"
     );
+    // verify shares cp's -H/-X/-A but only compares: its help says so.
+    let verify = hetch(&args!["verify", "--help"], &[]).ok().stdout.clone();
+    assert!(verify.contains("Compare hard links too"), "{verify}");
+    assert!(!verify.contains("Keep "), "{verify}");
+    let cp = hetch(&args!["cp", "--help"], &[]).ok().stdout.clone();
+    assert!(cp.contains("Keep names of one file as hard links"), "{cp}");
 }
 
 /// `script` run by a bash without startup files; its output.

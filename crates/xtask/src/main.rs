@@ -22,7 +22,7 @@ const USAGE: &str = "\
 cargo xtask: hetch's release tasks
 
 USAGE:
-    cargo xtask dist [--only BUILD,...]
+    cargo xtask dist [--quick] [--only BUILD,...]
     cargo xtask check-dist
 
 dist
@@ -43,10 +43,15 @@ dist
     x86_64-unknown-linux-musl and aarch64-unknown-linux-musl, zig and
     cargo-zigbuild (from PyPI, into target/tools/zig), and with apt-get (as root)
     binutils, binutils-aarch64-linux-gnu, file. Needs Rust, python3 and network
-    access to crates.io, PyPI and the Debian mirror. Cargo profile: `dist`.
+    access to crates.io, PyPI and the Debian mirror. Cargo profile: `release-dist`
+    (release's, with debug info). A cold build of all four takes about 40 min of
+    one core... see CONTRIBUTING/README for times.
 
     --only BUILD,...   build only these, of x86_64-full, x86_64-edge,
                        aarch64-full, aarch64-edge; the .deb comes with x86_64-full
+    --quick            CI's build: no LTO, 16 codegen units (about half the time;
+                       larger binaries, held to a larger edge budget). Not for
+                       release.
 
 check-dist
     Checks what dist left in target/dist (as root: it mounts): every binary is
@@ -81,15 +86,19 @@ fn run(args: Vec<String>) -> Result<()> {
             Ok(())
         }
         ["dist", rest @ ..] => {
-            let only = match rest {
-                [] => Vec::new(),
-                ["--only", list] => Variant::parse_list(list)?,
-                [opt] if opt.starts_with("--only=") => {
-                    Variant::parse_list(&opt["--only=".len()..])?
+            let (mut only, mut quick) = (Vec::new(), false);
+            let mut rest = rest.iter();
+            while let Some(arg) = rest.next() {
+                match *arg {
+                    "--quick" => quick = true,
+                    "--only" => match rest.next() {
+                        Some(list) => only = Variant::parse_list(list)?,
+                        None => bail!("dist: --only needs a list (cargo xtask --help)"),
+                    },
+                    _ => bail!("dist: unexpected argument {arg:?} (cargo xtask --help)"),
                 }
-                _ => bail!("dist: unexpected arguments {rest:?} (cargo xtask --help)"),
-            };
-            dist::dist(&root, &only)
+            }
+            dist::dist(&root, &only, quick)
         }
         ["check-dist"] => check::check_dist(&root),
         [check::deb_root::SUBCOMMAND, deb, client, work] => {

@@ -14,7 +14,7 @@ use crate::{CpArgs, PredictArgs, SyncArgs, VerifyArgs, WatchArgs};
 fn parse_locations(paths: &[String]) -> Result<Vec<Location>, ArgsError> {
     paths
         .iter()
-        .map(|p| Location::parse(p).map_err(ArgsError::Usage))
+        .map(|p| hetch_copy::parse_operand(p).map_err(ArgsError::Usage))
         .collect()
 }
 

@@ -174,10 +174,12 @@ pub struct JobArgs {
 
 #[derive(Subcommand)]
 enum JobCmd {
-    /// Queue a copy: sources (paths below the service's root) and a destination
-    /// (hetch://HOST/PATH, s3://..., or a path below the root); or sources on one
+    /// Queue a copy and print the job's id.
+    ///
+    /// Sources are paths below the service's root and the destination is
+    /// hetch://HOST/PATH, s3://..., or a path below the root; or sources on one
     /// hetch:// server and a hetch:// destination, which that server pushes to
-    /// directly (a copy between two servers). Prints the job's id.
+    /// directly (a copy between two servers).
     Submit(SubmitArgs),
     /// List jobs, newest first.
     Ls {
@@ -203,8 +205,10 @@ enum JobCmd {
         /// The job's id.
         id: String,
     },
-    /// Wait for a job to end. Exit code 0 when it is done, 3 when it failed, 1 when
-    /// it was cancelled, 4 when the service could not be reached for --retry-for.
+    /// Wait for a job to end.
+    ///
+    /// Exit code 0 when it is done, 3 when it failed, 1 when it was cancelled, 4 when
+    /// the service could not be reached for --retry-for.
     Wait {
         /// The job's id.
         id: String,

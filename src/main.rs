@@ -18,6 +18,7 @@ mod cp;
 mod demo;
 mod doctor;
 mod follow;
+#[cfg(feature = "service")]
 mod jobcli;
 mod serve;
 mod sum;
@@ -25,39 +26,44 @@ mod sync;
 mod ui;
 mod usage;
 mod watch;
+#[cfg(feature = "service")]
 mod worker;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use hetch_engine::Options;
 use hetch_net::SocketOptions;
 
 use crate::location::Location;
-use crate::usage::{config_of, usage_error, ArgsError};
+use crate::usage::{config_of, ArgsError};
 use hetch_copy::CopyJob;
 use hetch_session::{client, location, server};
 use hetch_units as units;
 
 /// hetch: a fast, encrypted, verified, resumable data mover.
 #[derive(Parser)]
-#[command(version, about, max_term_width = 100)]
+// The long version (commit, features) comes from build.rs.
+#[command(version, long_version = env!("HETCH_LONG_VERSION"), about, max_term_width = 100)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// Endpoint of an S3-compatible store (MinIO, Ceph: http[s]://HOST:PORT) for
-    /// s3:// operands; overrides AWS_ENDPOINT_URL. Credentials and region come from the
-    /// AWS environment variables or ~/.aws/{credentials,config} (AWS_PROFILE).
-    #[arg(long, global = true, value_name = "URL")]
+    /// Endpoint of an S3-compatible store (MinIO, Ceph) for s3:// operands.
+    ///
+    /// http[s]://HOST:PORT; overrides AWS_ENDPOINT_URL. Credentials and region come
+    /// from the AWS environment variables or ~/.aws/{credentials,config} (AWS_PROFILE).
+    #[arg(long, global = true, value_name = "URL", hide = !hetch_copy::OBJECT_STORES)]
     s3_endpoint: Option<String>,
 }
 
 #[derive(Subcommand)]
 enum Command {
-    /// Copy files and directory trees: local paths, hetch://HOST[:PORT]/path, or objects
-    /// (s3://, gs://, az://BUCKET/KEY).
+    /// Copy files and trees between paths, servers and object stores.
+    ///
+    /// Operands are local paths, hetch://HOST[:PORT]/path, or objects (s3://, gs://,
+    /// az://BUCKET/KEY).
     ///
     /// Directories are copied recursively with `cp -r` rules: into DST when it is an
     /// existing directory, as DST when it does not exist (one source); a DST ending in
@@ -65,9 +71,10 @@ enum Command {
     /// Running the same command again resumes: finished files are skipped, partly
     /// written ones continue from their verified blocks.
     Cp(CpArgs),
-    /// Make DST a mirror of SRC...: copy what differs (as cp does, same flags and the
-    /// same destination rules), then delete what DST has below the copied trees that
-    /// the sources lack.
+    /// Make DST a mirror of SRC... (cp, then delete what SRC lacks).
+    ///
+    /// Copies what differs (as cp does, same flags and the same destination rules),
+    /// then deletes what DST has below the copied trees that the sources lack.
     ///
     /// The same as `hetch cp --delete`. DST gets the same layout as `hetch cp SRC... DST`
     /// would give it: `hetch sync src dst` makes `dst` equal to `src` (when `dst` does not
@@ -82,68 +89,104 @@ enum Command {
     /// path the sources announce: memory grows with the number of entries, as with
     /// rsync --delete.
     Sync(SyncArgs),
-    /// Predict how long `hetch cp SRC... DST` would take, and what would limit it: a
-    /// dry run (what would be copied and replaced, as `cp --dry-run` lists it) through
-    /// a bottleneck model of this machine's per-file and per-byte costs, the path's
-    /// rate (--rate) and the round trip and stream windows measured on connecting.
-    /// Changes nothing.
+    /// Predict how long a copy would take and what would limit it.
+    ///
+    /// Predicts `hetch cp SRC... DST`: a dry run (what would be copied and replaced, as
+    /// `cp --dry-run` lists it) through a bottleneck model of this machine's per-file
+    /// and per-byte costs, the path's rate (--rate) and the round trip and stream
+    /// windows measured on connecting. Changes nothing.
     Predict(PredictArgs),
-    /// Ship everything that appears or grows under DIR to DST, for as long as it runs
-    /// (an instrument host's mover): files go block by block as they are written and
-    /// are renamed into place once complete (see --idle, --done-suffix). Survives a
-    /// restart of itself or of the server without sending verified data again.
+    /// Ship files to DST as they appear or grow under DIR.
+    ///
+    /// Runs for as long as it is left running (an instrument host's mover): files go
+    /// block by block as they are written and are renamed into place once complete
+    /// (see --idle, --done-suffix). Survives a restart of itself or of the server
+    /// without sending verified data again.
     Watch(WatchArgs),
     /// Serve a directory to hetch clients (reading and writing).
     Serve(ServeArgs),
-    /// Print whole-file BLAKE3 digests of files and trees, in the format `b3sum -c`
+    /// Print or check whole-file digests (BLAKE3 by default).
+    ///
+    /// Prints whole-file BLAKE3 digests of files and trees, in the format `b3sum -c`
     /// checks (hashed block by block, as transfers do; several files at once); with
-    /// --check, check the files a manifest names.
+    /// --check, checks the files a manifest names.
     Sum(SumArgs),
-    /// Remove the part files and journals (.NAME.hetch-part, .NAME.hetch-journal) that
-    /// interrupted transfers left under DIR. Those a running transfer holds are kept;
-    /// no symlink is followed. (A transfer removes them by itself in the directories it
-    /// copies.)
+    /// Remove what interrupted transfers left under DIR.
+    ///
+    /// Removes the part files and journals (.NAME.hetch-part, .NAME.hetch-journal)
+    /// that interrupted transfers left under DIR. Those a running transfer holds are
+    /// kept; no symlink is followed. (A transfer removes them by itself in the
+    /// directories it copies.)
     Clean(CleanArgs),
-    /// Check what on this host, and on the path to a peer, keeps a transfer below the
+    /// Find what on this host and path slows transfers down.
+    ///
+    /// Checks what on this host, and on the path to a peer, keeps a transfer below the
     /// path's rate: TCP buffer limits against the bandwidth-delay product, congestion
     /// control, MTU (and a mismatch with the path's), the CPU frequency governor, swap;
-    /// measures hashing, TLS and the storage of --dir; worst first, each with the command
-    /// that fixes it. Changes nothing unless --apply (sysctls only, undone by --undo).
+    /// measures hashing, TLS and the storage of --dir; worst first, each with the
+    /// command that fixes it. Changes nothing unless --apply (sysctls only, undone by
+    /// --undo).
     Doctor(doctor::DoctorArgs),
-    /// Compare two trees by digest (local paths or hetch://HOST/path) and list every
-    /// difference: missing, extra, different type, size or content.
+    /// Compare two trees by digest and list every difference.
+    ///
+    /// Trees are local paths or hetch://HOST/path; differences are missing, extra,
+    /// different type, size or content.
     ///
     /// DST is compared as the copy of SRC (like `diff -r SRC DST`): after
     /// `hetch cp -r src dir/` compare `src` with `dir/src`. Exit code 0 when the trees are
     /// identical, 3 when they differ (each difference on stderr), 1 on errors.
     Verify(VerifyArgs),
-    /// Run a demonstration transfer on this machine: a server on loopback, a mixed
-    /// dataset pushed and pulled back over TLS, verified, with throughput.
+    /// Run a demonstration transfer on this machine.
+    ///
+    /// A server on loopback, a mixed dataset pushed and pulled back over TLS,
+    /// verified, with throughput.
     Demo(DemoArgs),
-    /// Run the transfer service: a REST API over HTTPS (same key and token scheme as
-    /// `serve`) that queues copy jobs in a database (SQLite by default, PostgreSQL for
-    /// several instances), plans them into work units and hands those to workers under
-    /// leases. OpenAPI document at /api/openapi.json.
+    /// Run the transfer service (a job queue with a REST API).
+    ///
+    /// A REST API over HTTPS (same key and token scheme as `serve`) that queues copy
+    /// jobs in a database (SQLite by default, PostgreSQL for several instances), plans
+    /// them into work units and hands those to workers under leases. OpenAPI document
+    /// at /api/openapi.json.
+    #[cfg(feature = "service")]
     Service(jobcli::ServiceArgs),
-    /// Submit, list, show, cancel, retry and wait for the service's jobs
-    /// (--service HOST:PORT or HETCH_SERVICE; token as for `cp`).
+    /// Submit, list, show, cancel, retry and wait for the service's jobs.
+    ///
+    /// The service is --service HOST:PORT or HETCH_SERVICE; the token is as for `cp`.
+    #[cfg(feature = "service")]
     Job(jobcli::JobArgs),
-    /// Run the service's work: claim units of queued jobs, copy them (sources below
-    /// --root, as the service sees them), extend the leases while they run, report
-    /// each; a unit whose lease is lost (expired or cancelled) is stopped.
+    /// Run the service's work as a worker.
+    ///
+    /// Claims units of queued jobs, copies them (sources below --root, as the service
+    /// sees them), extends the leases while they run, reports each; a unit whose lease
+    /// is lost (expired or cancelled) is stopped.
+    #[cfg(feature = "service")]
     Worker(worker::WorkerArgs),
     /// A worker's unit run as its user's local account (started by `hetch worker`;
     /// reads the unit on its standard input).
+    #[cfg(feature = "service")]
     #[command(hide = true)]
     WorkerUnit,
-    /// Serve hetch to an AI assistant over the Model Context Protocol (stdio): tools to
-    /// list, dry-run, verify, and to plan copies and syncs that run only with the
-    /// confirmation token their plan returned, inside the limits of the operator's
-    /// --policy file (roots to read and write, bytes and files per action, rate,
-    /// deletion); every call is appended to its audit log.
+    /// Serve hetch to an AI assistant over MCP (stdio).
+    ///
+    /// Serves the Model Context Protocol on stdio: tools to list, dry-run, verify, and
+    /// to plan copies and syncs that run only with the confirmation token their plan
+    /// returned, inside the limits of the operator's --policy file (roots to read and
+    /// write, bytes and files per action, rate, deletion); every call is appended to
+    /// its audit log.
+    #[cfg(feature = "mcp")]
     Mcp(McpArgs),
+    /// Print a shell completion script (bash, zsh, fish...) on stdout.
+    ///
+    /// `source <(hetch completions bash)` loads it into a running bash; packages
+    /// install it as /usr/share/bash-completion/completions/hetch (zsh:
+    /// /usr/share/zsh/vendor-completions/_hetch; fish:
+    /// /usr/share/fish/vendor_completions.d/hetch.fish).
+    Completions(hetch_manual::CompletionsArgs),
+    /// Write the man pages (hetch.1, hetch-SUBCOMMAND.1...) into DIR.
+    Man(hetch_manual::ManArgs),
 }
 
+#[cfg(feature = "mcp")]
 #[derive(Args)]
 struct McpArgs {
     /// The operator's policy (TOML): read and write roots, max_bytes, max_files,
@@ -602,9 +645,9 @@ struct ConnArgs {
     /// (errors still go to stderr; --json still prints its JSON).
     #[arg(long, short)]
     quiet: bool,
-    /// Progress as a JSON line on stderr each second instead of a bar:
-    /// {"progress":{"bytes":B,"total_bytes":T,"files":F,"total_files":N}} (skipped
-    /// files count as done), for programs that drive hetch.
+    /// Progress as a JSON line on stderr each second instead of a bar (skipped files
+    /// count as done), for programs that drive hetch: {"progress": {"bytes": B,
+    /// "total_bytes": T, "files": F, "total_files": N}}.
     #[arg(long)]
     progress_json: bool,
 }
@@ -706,10 +749,7 @@ pub(crate) fn one_line(e: &anyhow::Error) -> String {
 
 /// The job of a subcommand's arguments (with the global `--s3-endpoint`), or the exit
 /// code once bad usage is reported.
-fn job_of<'a, A>(
-    a: &'a A,
-    s3: &hetch_object::S3Options,
-) -> anyhow::Result<Result<CopyJob, ExitCode>>
+fn job_of<'a, A>(a: &'a A, s3: &hetch_copy::S3Options) -> anyhow::Result<Result<CopyJob, ExitCode>>
 where
     CopyJob: TryFrom<&'a A, Error = ArgsError>,
 {
@@ -722,7 +762,7 @@ where
 /// Runs the copy the arguments `a` ask for, shown as `shown` says.
 async fn copy<'a, A>(
     a: &'a A,
-    s3: &hetch_object::S3Options,
+    s3: &hetch_copy::S3Options,
     shown: cp::Shown,
 ) -> anyhow::Result<ExitCode>
 where
@@ -735,7 +775,7 @@ where
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let s3 = hetch_object::S3Options {
+    let s3 = hetch_copy::S3Options {
         endpoint: cli.s3_endpoint.clone(),
     };
     match cli.command {
@@ -743,9 +783,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Predict(a) => copy(&a, &s3, a.cp.shown()).await,
         Command::Sync(a) => copy(&a, &s3, a.cp.shown()).await,
         Command::Verify(a) => copy(&a, &s3, a.conn.shown()).await,
+        #[cfg(feature = "mcp")]
         Command::Mcp(a) => {
             if s3.endpoint.is_some() {
-                return Ok(usage_error(
+                return Ok(usage::usage_error(
                     "hetch mcp takes the S3 endpoint from its policy (s3_endpoint), not --s3-endpoint",
                 ));
             }
@@ -765,10 +806,22 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor(a) => doctor::run(a).await,
         Command::Clean(a) => clean::command(a).await,
         Command::Sum(a) => sum::run(a, &s3).await,
+        #[cfg(feature = "service")]
         Command::Service(a) => jobcli::service(a).await,
+        #[cfg(feature = "service")]
         Command::Job(a) => jobcli::job(a).await,
+        #[cfg(feature = "service")]
         Command::Worker(a) => worker::run(a).await,
+        #[cfg(feature = "service")]
         Command::WorkerUnit => worker::unit().await,
+        Command::Completions(a) => {
+            a.run(Cli::command(), "hetch", &mut out::Stdout);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man(a) => a
+            .run(Cli::command())
+            .map(|_| ExitCode::SUCCESS)
+            .map_err(Into::into),
         Command::Demo(a) => {
             demo::run(a.dir, a.large_mib, a.keep).await?;
             Ok(ExitCode::SUCCESS)

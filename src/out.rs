@@ -29,6 +29,7 @@ macro_rules! outln {
 
 /// Prints `format!($($arg)*)` on standard error ([`say`]), as `eprint!` but never
 /// panicking.
+#[cfg_attr(not(feature = "service"), allow(unused_macros))] // `hetch job wait`'s alone
 macro_rules! err {
     ($($arg:tt)*) => {
         $crate::out::say(format_args!($($arg)*))

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use crate::location::{Location, DEFAULT_PORT};
-use hetch_object::S3Options;
+use hetch_copy::S3Options;
 use hetch_session::{RelayPolicy, ServeConfig, ServeRoot, Server};
 
 use crate::usage::{usage, ArgsError};
@@ -16,12 +16,15 @@ pub(crate) struct ServeFlags<'a>(pub(crate) &'a ServeArgs, pub(crate) &'a S3Opti
 impl TryFrom<ServeFlags<'_>> for ServeConfig {
     type Error = ArgsError;
 
+    // Without object stores the S3 settings have nothing to set.
+    #[cfg_attr(not(feature = "cloud"), allow(unused_variables))]
     fn try_from(ServeFlags(a, s3): ServeFlags<'_>) -> Result<Self, ArgsError> {
         let mut engine = a.tuning.engine()?;
         engine.rate_limit = a.rate_limit.unwrap_or(0);
         engine.preserve_special_modes = a.preserve_special_modes;
         engine.devices = a.devices;
-        let root = match Location::parse(&a.root) {
+        let root = match hetch_copy::parse_operand(&a.root) {
+            #[cfg(feature = "cloud")]
             Ok(Location::Object(url)) => {
                 let mut b = hetch_copy::Buckets::new(s3);
                 ServeRoot::Object(b.location(&url).map_err(anyhow::Error::from)?)
@@ -31,6 +34,8 @@ impl TryFrom<ServeFlags<'_>> for ServeConfig {
                 engine.served_root = hetch_storage::paths::canonical_root(&p).ok();
                 ServeRoot::Local(p)
             }
+            #[cfg(not(feature = "cloud"))]
+            Ok(Location::Object(_)) => unreachable!("refused by parse_operand"),
             Ok(Location::Remote { .. }) => {
                 return usage("--root: a local directory or s3://, gs:// or az://BUCKET/PREFIX")
             }

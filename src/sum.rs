@@ -15,21 +15,31 @@ use crate::SumArgs;
 
 /// Prints the digests of `a.paths` on stdout (objects first, as they are met, then the
 /// local files), each error on stderr; exit code 3 when something could not be read.
-pub async fn run(a: SumArgs, s3: &hetch_object::S3Options) -> anyhow::Result<ExitCode> {
+#[cfg_attr(not(feature = "cloud"), allow(unused_variables))]
+pub async fn run(a: SumArgs, s3: &hetch_copy::S3Options) -> anyhow::Result<ExitCode> {
     let (bs, threads, algo) = (a.block_size, a.threads, a.checksum);
     if a.check {
         return tokio::task::spawn_blocking(move || check(&a)).await?;
     }
-    let locs: Vec<_> = match a.paths.iter().map(|p| Location::parse(p)).collect() {
+    let locs: Vec<_> = match a
+        .paths
+        .iter()
+        .map(|p| hetch_copy::parse_operand(p))
+        .collect()
+    {
         Ok(l) => l,
         Err(msg) => return Ok(usage_error(&msg)),
     };
     let mut paths = Vec::new();
     let mut errors = Vec::new();
+    #[cfg(feature = "cloud")]
     let mut buckets = hetch_copy::Buckets::new(s3);
     for l in locs {
         match l {
             Location::Local(p) => paths.push(p),
+            #[cfg(not(feature = "cloud"))]
+            Location::Object(_) => unreachable!("refused by parse_operand"),
+            #[cfg(feature = "cloud")]
             Location::Object(url) => {
                 let loc = buckets.location(&url)?;
                 let mut out = crate::out::Stdout;

@@ -297,25 +297,7 @@ fn specials_and_devices_are_recreated_with_d_locally_pushed_and_pulled() {
     let src = t.path().join("src");
     specials(&src);
     specials(&srv.root.join("offered"));
-    let local = t.path().join("local");
-    let pulled = t.path().join("pulled");
-    let runs = [
-        (
-            args!["-D", "--json", &src, &local],
-            local.clone(),
-            src.clone(),
-        ),
-        (
-            args!["-D", "--json", &src, srv.url("pushed")],
-            srv.root.join("pushed"),
-            src.clone(),
-        ),
-        (
-            args!["-D", "--json", srv.url("offered"), &pulled],
-            pulled.clone(),
-            srv.root.join("offered"),
-        ),
-    ];
+    let runs = srv.three_ways(t.path(), &src, &["-D", "--json"]);
     for (args, at, from) in &runs {
         let out = srv.cp(args);
         out.ok();
@@ -452,24 +434,7 @@ fn hard_links_are_kept_with_h_locally_pushed_and_pulled() {
     let src = t.path().join("src");
     linked(&src);
     linked(&srv.root.join("offered"));
-    let (local, pulled) = (t.path().join("local"), t.path().join("pulled"));
-    let runs = [
-        (
-            args!["-H", "--json", &src, &local],
-            local.clone(),
-            src.clone(),
-        ),
-        (
-            args!["-H", "--json", &src, srv.url("pushed")],
-            srv.root.join("pushed"),
-            src.clone(),
-        ),
-        (
-            args!["-H", "--json", srv.url("offered"), &pulled],
-            pulled.clone(),
-            srv.root.join("offered"),
-        ),
-    ];
+    let runs = srv.three_ways(t.path(), &src, &["-H", "--json"]);
     for (args, at, from) in &runs {
         let out = srv.cp(args);
         out.ok();
@@ -528,20 +493,7 @@ fn sparse_files_keep_their_holes_locally_pushed_and_pulled() {
         eprintln!("SKIPPED: the file system under {src:?} keeps no holes");
         return;
     }
-    let (local, pulled) = (t.path().join("local"), t.path().join("pulled"));
-    let runs = [
-        (args![&src, &local], local.clone(), src.clone()),
-        (
-            args![&src, srv.url("pushed")],
-            srv.root.join("pushed"),
-            src.clone(),
-        ),
-        (
-            args![srv.url("offered"), &pulled],
-            pulled.clone(),
-            srv.root.join("offered"),
-        ),
-    ];
+    let runs = srv.three_ways(t.path(), &src, &[]);
     for (args, at, from) in &runs {
         // Read back from the destination (the default `--verify written`) per block
         // and per file: the holes read as the zeros sent.

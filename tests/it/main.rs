@@ -23,6 +23,7 @@ mod failures;
 mod faithful;
 mod follow;
 mod job;
+mod manual;
 mod mcp;
 mod mcp_python;
 mod metrics;

@@ -63,7 +63,8 @@ const MIB: u64 = 1 << 20;
 /// Why a difference from rsync is allowed.
 #[derive(Debug, Clone, Copy)]
 enum Status {
-    /// On purpose, and documented in the README ("What is copied").
+    /// On purpose, and documented in the user guide (docs/guide/src/mirroring.md, "What is
+    /// copied"; the README points there).
     Deliberate,
     /// Not built yet: the entry goes when the feature named lands. (None is pending
     /// now; the kind stays for the next difference found before its fix.)

@@ -7,8 +7,8 @@
 //! the keyboard, on a phone-sized screen and in dark mode. File names with markup,
 //! quotes and unicode are shown as text, a job from the form equals one from
 //! `hetch job submit` with the command the page shows, and another site cannot act
-//! through the logged-in browser. Screenshots go to target/web-screenshots/ (the
-//! README's are copies).
+//! through the logged-in browser. Screenshots go to target/web-screenshots/ (the user
+//! guide's, in docs/guide/src/images/, are copies).
 
 use crate::util;
 

@@ -55,20 +55,7 @@ fn attributes_and_acls_are_kept_with_x_and_a_locally_pushed_and_pulled() {
     let src = t.path().join("src");
     attributed(&src);
     attributed(&srv.root.join("offered"));
-    let (local, pulled) = (t.path().join("local"), t.path().join("pulled"));
-    let runs = [
-        (args!["-X", "-A", &src, &local], local.clone(), src.clone()),
-        (
-            args!["-X", "-A", &src, srv.url("pushed")],
-            srv.root.join("pushed"),
-            src.clone(),
-        ),
-        (
-            args!["-X", "-A", srv.url("offered"), &pulled],
-            pulled.clone(),
-            srv.root.join("offered"),
-        ),
-    ];
+    let runs = srv.three_ways(t.path(), &src, &["-X", "-A"]);
     for (args, at, from) in &runs {
         srv.cp(args).ok();
         assert_same_tree(from, at);

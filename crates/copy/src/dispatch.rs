@@ -5,14 +5,17 @@ use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
 use hetch_engine::{
-    copy_between, run_sink_into, run_source_from, DestSpec, Destination, Operand, Progress, Report,
+    copy_between, run_source_from, DestSpec, Destination, Operand, Progress, Report,
 };
 use hetch_location::Location;
+#[cfg(feature = "cloud")]
 use hetch_object::{BucketStore, ObjectDest, ObjectOrigin};
 use hetch_proto::Op;
 use hetch_session::{open_session, session_request, ClientConfig};
 
-use crate::{Buckets, CopyError, CopyJob};
+#[cfg(feature = "cloud")]
+use crate::Buckets;
+use crate::{CopyError, CopyJob};
 
 /// A refusal of the job, as a result.
 fn refuse<T>(why: impl Into<String>) -> Result<T, CopyError> {
@@ -58,6 +61,15 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> Result<Report, 
             }
         }
     }
+    // A build without object stores refuses them before anything starts (the command
+    // line already did, naming the feature; a program building a job may not have).
+    #[cfg(not(feature = "cloud"))]
+    for loc in job.sources.iter().chain(std::iter::once(&job.dest)) {
+        if let Location::Object(url) = loc {
+            return refuse(crate::operand::without_object_stores(url));
+        }
+    }
+    #[cfg(feature = "cloud")]
     let mut buckets = Buckets::new(&job.s3);
     let mut operands = Vec::new();
     for (i, s) in job.sources.iter().enumerate() {
@@ -75,6 +87,7 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> Result<Report, 
                     None => Operand::Local(p.clone()),
                 });
             }
+            #[cfg(feature = "cloud")]
             Location::Object(url) => {
                 let loc = buckets.location(url)?;
                 // Like a missing local operand: one clear error before anything starts
@@ -84,6 +97,8 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> Result<Report, 
                 }
                 operands.push(Operand::Origin(Arc::new(ObjectOrigin::new(loc))));
             }
+            #[cfg(not(feature = "cloud"))]
+            Location::Object(_) => unreachable!("refused above"),
             Location::Remote { .. } => {}
         }
     }
@@ -115,6 +130,9 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> Result<Report, 
             let dest = Destination::Local(spec);
             Ok(copy_between(job.opts.clone(), operands, dest, streams, progress).await?)
         }
+        #[cfg(not(feature = "cloud"))]
+        Location::Object(_) => unreachable!("refused above"),
+        #[cfg(feature = "cloud")]
         Location::Object(url) => {
             let mut opts = job.opts.clone();
             opts.pulled = pull_paths(&remote_sources);
@@ -127,7 +145,7 @@ pub async fn dispatch(job: &CopyJob, progress: Arc<Progress>) -> Result<Report, 
             let store = Arc::new(BucketStore::new(dest, opts.effective_buffer_memory()));
             if let Some((host, _)) = remote_sources.first() {
                 let transport = open(job, host, pull(host)?).await?;
-                return Ok(run_sink_into(opts, store, transport, progress).await?);
+                return Ok(hetch_engine::run_sink_into(opts, store, transport, progress).await?);
             }
             let dest = Destination::Store(store);
             Ok(copy_between(job.opts.clone(), operands, dest, streams, progress).await?)

@@ -3,6 +3,7 @@
 use std::error::Error;
 
 use hetch_engine::EngineError;
+#[cfg(feature = "cloud")]
 use hetch_object::ObjectError;
 use hetch_storage::StorageError;
 
@@ -30,6 +31,7 @@ pub enum CopyError {
     #[error(transparent)]
     Engine(#[from] EngineError),
     /// An object store refused or failed (configuration, credentials, requests).
+    #[cfg(feature = "cloud")]
     #[error(transparent)]
     Object(#[from] ObjectError),
     /// The manifest could not be written.
@@ -70,6 +72,7 @@ impl CopyError {
         match self {
             CopyError::Refused(_) | CopyError::Operand { .. } => false,
             CopyError::Engine(e) => hetch_session::is_transient_error(e),
+            #[cfg(feature = "cloud")]
             CopyError::Object(e) => hetch_session::is_transient_error(e),
             CopyError::Storage(e) => hetch_session::is_transient_error(e),
             // Not through `SessionError::source`: that starts below the error itself.

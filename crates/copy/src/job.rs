@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hetch_engine::{Options, Report};
 use hetch_location::Location;
-use hetch_object::S3Options;
+use hetch_location::S3Options;
 use hetch_proto::FilterRequest;
 use hetch_session::ClientConfig;
 

@@ -421,13 +421,13 @@ mod tests {
         assert_eq!(
             send.fix,
             [
-                "sysctl -w net.ipv4.tcp_wmem=\"4096 16384 12582912\"",
+                "sysctl -w net.ipv4.tcp_wmem=\"4096 16384 15728640\"",
                 "hetch cp --streams 12 ...",
             ]
         );
         assert_eq!(
             r.findings[1].fix[0],
-            "sysctl -w net.ipv4.tcp_rmem=\"4096 131072 12582912\""
+            "sysctl -w net.ipv4.tcp_rmem=\"4096 131072 15728640\""
         );
         assert_eq!(
             (r.predicted, r.limited_by.as_str()),

@@ -51,11 +51,16 @@ pub fn streams_for(bdp: u64, window: u64) -> u32 {
 }
 
 /// The buffer limit that lets `streams` streams keep `bdp` bytes in flight: twice
-/// each stream's share, rounded up to a whole MiB.
+/// each stream's share, with a quarter more, rounded up to a whole MiB.
+///
+/// The quarter is for the round trip, which is measured on an idle path: under load
+/// (queues, a busy host) it grows, and a limit sized at exactly the idle BDP is short
+/// again at once (the next `hetch doctor` reported the window it had just fixed).
 pub fn buffer_for(bdp: u64, streams: u32) -> u64 {
     const MIB: u64 = 1 << 20;
     let share = bdp.div_ceil(streams.max(1) as u64);
-    (2 * share).div_ceil(MIB) * MIB
+    let with_headroom = 2 * share + share.div_ceil(2);
+    with_headroom.div_ceil(MIB) * MIB
 }
 
 #[cfg(test)]
@@ -89,10 +94,12 @@ mod tests {
         assert_eq!(streams_for(b, 0), MAX_STREAMS);
         assert_eq!(streams_for(0, 3 << 20), 1);
         assert_eq!(streams_for(u64::MAX, 1), MAX_STREAMS);
-        // 4 streams of a quarter each: twice 6.25 MB, rounded up to 12 MiB.
+        // 4 streams of a quarter each: 2.5 times 6.25 MB, rounded up to 15 MiB.
         let buf = buffer_for(b, 4);
-        assert_eq!(buf, 12 << 20);
+        assert_eq!(buf, 15 << 20);
         assert!(rate_of(window(buf), 4, 100 * MS) >= 250_000_000);
+        // Still enough when the round trip grows by a fifth under load.
+        assert!(rate_of(window(buf), 4, 120 * MS) >= 250_000_000);
         assert_eq!(buffer_for(1, 0), 1 << 20);
     }
 }

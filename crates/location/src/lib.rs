@@ -20,4 +20,4 @@ pub mod url;
 
 pub use host::host_port;
 pub use location::{Location, DEFAULT_PORT};
-pub use url::{ObjectUrl, Scheme};
+pub use url::{ObjectUrl, S3Options, Scheme};

@@ -3,6 +3,15 @@
 
 use std::fmt;
 
+/// Settings of S3 operands that come from the command line rather than the
+/// environment (here, not in `hetch-object`, so that a copy job carries them in a
+/// build without object stores).
+#[derive(Debug, Clone, Default)]
+pub struct S3Options {
+    /// Endpoint URL (`--s3-endpoint`), overriding `AWS_ENDPOINT_URL` and the config file.
+    pub endpoint: Option<String>,
+}
+
 /// Which kind of object store a URL names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scheme {

@@ -7,12 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::ObjectError;
 
-/// Settings that come from the command line rather than the environment.
-#[derive(Debug, Clone, Default)]
-pub struct S3Options {
-    /// Endpoint URL (`--s3-endpoint`), overriding `AWS_ENDPOINT_URL` and the config file.
-    pub endpoint: Option<String>,
-}
+pub use hetch_location::url::S3Options;
 
 /// Everything needed to talk to a store.
 #[derive(Clone, PartialEq, Eq)]

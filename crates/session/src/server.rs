@@ -41,6 +41,7 @@ pub enum ServeRoot {
     Local(PathBuf),
     /// A bucket, or a prefix in one: the server is an agent next to the store, so
     /// that clients far away reach it over hetch's streams rather than S3's requests.
+    #[cfg(feature = "cloud")]
     Object(hetch_object::ObjectLocation),
 }
 
@@ -104,6 +105,7 @@ struct Joining {
 struct State {
     root: ServeRoot,
     /// Where journals of multipart uploads in progress live (object store roots).
+    #[cfg(feature = "cloud")]
     state_dir: PathBuf,
     token: Vec<u8>,
     tls: Arc<rustls::ServerConfig>,
@@ -133,6 +135,7 @@ impl Server {
                 hetch_storage::paths::canonical_root(dir)
                     .with_context(|| format!("cannot serve {}", dir.display()))?,
             ),
+            #[cfg(feature = "cloud")]
             ServeRoot::Object(loc) => {
                 // Bad credentials or a missing bucket stop the server at once.
                 loc.bucket.probe(loc.url.trimmed()).await?;
@@ -166,6 +169,7 @@ impl Server {
             listener,
             state: Arc::new(State {
                 root,
+                #[cfg(feature = "cloud")]
                 state_dir: cfg.state_dir.clone(),
                 token,
                 tls: identity.server_config(),
@@ -610,6 +614,7 @@ async fn session(
             "push",
             hetch_engine::run_sink(opts, dest, transport, progress).await,
         ),
+        #[cfg(feature = "cloud")]
         Role::ObjectSink(dest) => ("push", {
             let store = Arc::new(hetch_object::BucketStore::new(
                 dest,
@@ -725,6 +730,7 @@ fn requested_tuning(req: &SessionRequest) -> SocketOptions {
 
 enum Role {
     Sink(DestSpec),
+    #[cfg(feature = "cloud")]
     ObjectSink(hetch_object::ObjectDest),
     Source(Vec<Operand>),
     /// The source of a push to another server ([`Op::Relay`]).
@@ -769,6 +775,7 @@ async fn resolve_role(state: &State, req: &SessionRequest) -> Result<Role, Strin
                 as_operand: req.integrity.compare_only,
             }))
         }
+        #[cfg(feature = "cloud")]
         (ServeRoot::Object(root), Op::Push { dest, sources }) => {
             Ok(Role::ObjectSink(hetch_object::ObjectDest {
                 location: object_under(root, dest)?,
@@ -788,6 +795,7 @@ async fn resolve_role(state: &State, req: &SessionRequest) -> Result<Role, Strin
                 root: root.clone(),
             })
         }
+        #[cfg(feature = "cloud")]
         (ServeRoot::Object(_), Op::Range(_)) => Err(
             "ranges of one file from several nodes need a directory tree; this server \
              serves an object store"
@@ -813,6 +821,7 @@ fn source_operands(state: &State, sources: &[Vec<u8>]) -> Result<Vec<Operand>, S
                 }
                 Operand::Local(p)
             }
+            #[cfg(feature = "cloud")]
             ServeRoot::Object(root) => Operand::Origin(Arc::new(hetch_object::ObjectOrigin::new(
                 object_under(root, s)?,
             ))),
@@ -823,6 +832,7 @@ fn source_operands(state: &State, sources: &[Vec<u8>]) -> Result<Vec<Operand>, S
 
 /// The object store location of wire path `wire` under an object store root (the
 /// root itself for an empty path, taken as a prefix to copy into).
+#[cfg(feature = "cloud")]
 fn object_under(
     root: &hetch_object::ObjectLocation,
     wire: &[u8],

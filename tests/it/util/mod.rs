@@ -655,6 +655,40 @@ impl Server {
         format!("hetch://{}/{}", self.addr, path)
     }
 
+    /// One tree copied the three ways a copy can go, each as (`cp` arguments, where
+    /// the copy lands, what it copies): locally (`src` to `dir/local`), pushed (`src`
+    /// to this server's `pushed`) and pulled (this server's `offered` to
+    /// `dir/pulled`), `flags` first. The caller makes the tree at `src` and at
+    /// `offered` below the served root.
+    pub fn three_ways(
+        &self,
+        dir: &Path,
+        src: &Path,
+        flags: &[&str],
+    ) -> [(Vec<OsString>, PathBuf, PathBuf); 3] {
+        let with = |from: OsString, to: OsString| -> Vec<OsString> {
+            flags.iter().map(OsString::from).chain([from, to]).collect()
+        };
+        let (local, pulled) = (dir.join("local"), dir.join("pulled"));
+        [
+            (
+                with(src.into(), local.clone().into()),
+                local,
+                src.to_path_buf(),
+            ),
+            (
+                with(src.into(), self.url("pushed").into()),
+                self.root.join("pushed"),
+                src.to_path_buf(),
+            ),
+            (
+                with(self.url("offered").into(), pulled.clone().into()),
+                pulled,
+                self.root.join("offered"),
+            ),
+        ]
+    }
+
     /// The port the server listens on.
     pub fn port(&self) -> u16 {
         self.addr

@@ -44,8 +44,14 @@ pub const FILES: [&str; 14] = [
     "/usr/share/man/man1/hetch-serve.1.gz",
 ];
 
-/// Man pages the package must have at least (the binary writes one per subcommand).
-pub const MAN_PAGES: [&str; 2] = ["hetch.1.gz", "hetch-serve.1.gz"];
+/// Man pages the package must have at least (the binary writes one per subcommand):
+/// the units' `Documentation=` name these.
+pub const MAN_PAGES: [&str; 4] = [
+    "hetch.1.gz",
+    "hetch-serve.1.gz",
+    "hetch-service.1.gz",
+    "hetch-worker.1.gz",
+];
 
 /// Where each shell's completions go, as Debian's bash-completion, zsh and fish look.
 const COMPLETIONS: [(&str, &str); 3] = [

@@ -2,7 +2,7 @@
 //! `target/dist`. Each check prints one line when it passes; the first that fails
 //! ends the run with one line saying why.
 //!
-//! 1. every binary is static (`ldd`, `file`);
+//! 1. every binary is static (`ldd`, `file`), and has the features of its build;
 //! 2. each aarch64 binary runs `hetch demo` under qemu-user;
 //! 3. an aarch64 server and an x86_64 client push and pull a file, `hetch sum` agreeing
 //!    on both sides;
@@ -16,15 +16,20 @@ mod server;
 mod unit;
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{bail, Result};
 
 use crate::build::target_dir;
+use crate::cmd::output;
 use crate::deb;
 use crate::elf::check_static;
 use crate::tools;
 use crate::variant::{Arch, Variant};
+
+/// The root crate's default features: the full build's, none of them the edge build's.
+const DEFAULT_FEATURES: [&str; 3] = ["cloud", "service", "mcp"];
 
 /// Runs every check on `target/dist`.
 pub fn check_dist(root: &Path) -> Result<()> {
@@ -80,6 +85,9 @@ pub fn check_dist(root: &Path) -> Result<()> {
 
     for (v, p) in &present {
         timed(&format!("{} is static", v.name()), || check_static(p))?;
+        timed(&format!("{} has its features", v.name()), || {
+            features(*v, p)
+        })?;
     }
     for (v, p) in present.iter().filter(|(v, _)| v.arch == Arch::Aarch64) {
         timed(&format!("{} runs hetch demo under qemu", v.name()), || {
@@ -94,6 +102,34 @@ pub fn check_dist(root: &Path) -> Result<()> {
         deb_root::check(&deb, &x86_full, &work.join("root"))
     })?;
     let _ = std::fs::remove_dir_all(&work);
+    Ok(())
+}
+
+/// The full build has the default features and the edge build none of them, as
+/// `hetch --version` says (it lists the features it was built with).
+fn features(v: Variant, bin: &Path) -> Result<()> {
+    let mut c = match v.arch {
+        Arch::X86_64 => Command::new(bin),
+        Arch::Aarch64 => {
+            let mut c = Command::new(qemu::QEMU);
+            c.arg(bin);
+            c
+        }
+    };
+    let version = output(c.arg("--version"))?;
+    let version = version.trim();
+    for f in DEFAULT_FEATURES {
+        let has = version
+            .split(|c: char| !c.is_alphanumeric())
+            .any(|w| w == f);
+        if has == v.edge {
+            let should = if v.edge { "should not" } else { "should" };
+            bail!(
+                "{}: {f:?} {should} be in its features: --version says {version:?}",
+                v.name()
+            );
+        }
+    }
     Ok(())
 }
 

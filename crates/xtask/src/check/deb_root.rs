@@ -26,6 +26,10 @@ use super::unit;
 use crate::cmd::{output, run};
 use crate::deb::{FILES, MAN_PAGES};
 
+/// PATH in the root: dpkg needs the sbin directories (ldconfig, start-stop-daemon),
+/// whatever the caller's PATH.
+const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
 /// The hidden subcommand the namespace's process runs (`xtask deb-root DEB CLIENT WORK`).
 pub const SUBCOMMAND: &str = "deb-root";
 
@@ -54,7 +58,7 @@ pub fn inside(deb: &Path, client: &Path, work: &Path) -> Result<()> {
     let in_root = |p: &str| root.join(p.trim_start_matches('/'));
     let chroot = |args: &[&str]| {
         let mut c = Command::new("chroot");
-        c.arg(&root).args(args);
+        c.arg(&root).args(args).env("PATH", PATH);
         c
     };
 
@@ -127,8 +131,9 @@ pub fn inside(deb: &Path, client: &Path, work: &Path) -> Result<()> {
     if !arrived.exists() {
         bail!("dpkg --purge removed served data ({})", arrived.display());
     }
-    // Leaving the namespace unmounts the rest; the root's processes are gone.
-    run(Command::new("umount").arg("-R").arg(&root))?;
+    // Lazily: the namespace's end would unmount it all anyway; the root's processes
+    // are gone (the server was killed and waited for).
+    run(Command::new("umount").args(["-R", "-l"]).arg(&root))?;
     Ok(())
 }
 
@@ -169,10 +174,7 @@ fn serve_as_the_unit(root: &Path, client: &Path, uid: u32, home: &str) -> Result
         ])
         .args(&argv)
         .env_clear()
-        .env(
-            "PATH",
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        )
+        .env("PATH", PATH)
         .env("HOME", home)
         .env("USER", &svc.user)
         .env("LOGNAME", &svc.user)

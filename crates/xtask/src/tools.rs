@@ -55,8 +55,10 @@ pub fn zig(root: &Path) -> Result<PathBuf> {
     if which("python3").is_none() {
         apt(&[("python3", "python3")])?;
     }
+    // Debian's python3 has the venv module but not ensurepip, which `venv` needs to
+    // put pip in; python3-venv brings it.
     if Command::new("python3")
-        .args(["-m", "venv", "--help"])
+        .args(["-c", "import ensurepip, venv"])
         .output()
         .map(|o| !o.status.success())
         .unwrap_or(true)

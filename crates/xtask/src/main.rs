@@ -44,14 +44,14 @@ dist
     cargo-zigbuild (from PyPI, into target/tools/zig), and with apt-get (as root)
     binutils, binutils-aarch64-linux-gnu, file. Needs Rust, python3 and network
     access to crates.io, PyPI and the Debian mirror. Cargo profile: `release-dist`
-    (release's, with debug info). A cold build of all four takes about 40 min of
-    one core... see CONTRIBUTING/README for times.
+    (release's, with debug info). On a 2-core machine a cold build takes about
+    20 min for the first binary (thin LTO; 13 with --quick), less for the next
+    of the same architecture (the dependencies are shared).
 
     --only BUILD,...   build only these, of x86_64-full, x86_64-edge,
                        aarch64-full, aarch64-edge; the .deb comes with x86_64-full
-    --quick            CI's build: no LTO, 16 codegen units (about half the time;
-                       larger binaries, held to a larger edge budget). Not for
-                       release.
+    --quick            CI's build: no LTO, 16 codegen units (quicker; binaries about
+                       10% larger and a little slower). Not for release.
 
 check-dist
     Checks what dist left in target/dist (as root: it mounts): every binary is

@@ -76,6 +76,8 @@ pub fn build(
         .args(["--only-keep-debug", "--compress-debug-sections=zlib"])
         .arg(&built)
         .arg(&debug))?;
+    // objcopy keeps the binary's mode; the debug file is data.
+    std::fs::set_permissions(&debug, std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
     let mut link = OsString::from("--add-gnu-debuglink=");
     link.push(&debug);
     run(Command::new(objcopy)

@@ -133,7 +133,7 @@ fn budget(built: &[Built], limit: u64) -> Result<()> {
         mb(Some(limit)),
         mb(full)
     );
-    if let Some(n) = edge.filter(|&n| n > EDGE_BUDGET) {
+    if let Some(n) = edge.filter(|&n| n > limit) {
         bail!(
             "the edge x86_64 binary is {}, over its budget of {} (crates/xtask/src/dist.rs)",
             mb(Some(n)),
@@ -141,4 +141,34 @@ fn budget(built: &[Built], limit: u64) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn built(dir: &Path, edge: bool, len: u64) -> Built {
+        let bin = dir.join(if edge { "edge" } else { "full" });
+        fs::File::create(&bin).unwrap().set_len(len).unwrap();
+        Built {
+            variant: Variant {
+                arch: Arch::X86_64,
+                edge,
+            },
+            debug: bin.clone(),
+            bin,
+            build_secs: 0,
+        }
+    }
+
+    #[test]
+    fn an_edge_binary_over_its_budget_fails_dist() {
+        let dir = std::env::temp_dir().join(format!("xtask-budget-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let full = built(&dir, false, 5000);
+        assert!(budget(&[full, built(&dir, true, 1000)], 1000).is_ok());
+        let err = budget(&[built(&dir, true, 1001)], 1000).unwrap_err();
+        assert!(err.to_string().contains("over its budget"), "{err}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -51,7 +51,9 @@ pub fn get_xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
 
 fn timespecs(sec: i64, nsec: u32) -> [libc::timespec; 2] {
     let t = libc::timespec {
-        tv_sec: sec as libc::time_t,
+        // Whatever width the libc gives tv_sec (`libc::time_t` is deprecated on musl,
+        // which the release binaries use, as its width is to change).
+        tv_sec: sec as _,
         tv_nsec: nsec as libc::c_long,
     };
     [t, t]

@@ -114,20 +114,7 @@ EXPLICIT_ID = re.compile(r"<a\s[^>]*(?:name|id)=\"([^\"]+)\"|\{#([\w-]+)\}")
 
 def _strip_code(text):
     """Blank out fenced blocks and inline code, keeping line numbers."""
-    out, fence = [], None
-    for line in text.split("\n"):
-        m = FENCE.match(line)
-        if fence:
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
-                fence = None
-            out.append("")
-            continue
-        if m:
-            fence = m.group(1)
-            out.append("")
-            continue
-        out.append(line)
-    text = "\n".join(out)
+    text = _strip_code_fences_only(text)
     return INLINE_CODE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
 
 

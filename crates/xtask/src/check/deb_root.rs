@@ -194,15 +194,7 @@ fn serve_as_the_unit(root: &Path, client: &Path, uid: u32, home: &str) -> Result
     let src = root.join("tmp/deb-check-src.bin");
     data::write(&src, 4 << 20)?;
     output(
-        Command::new(client)
-            .args([
-                "cp",
-                "-q",
-                "--fingerprint",
-                &srv.fingerprint,
-                "--token-file",
-            ])
-            .arg(in_root(&srv.token_file.to_string_lossy()))
+        srv.cp(client, &in_root(&srv.token_file.to_string_lossy()))
             .arg(&src)
             .arg(format!("hetch://{}/deb-check.bin", srv.addr)),
     )

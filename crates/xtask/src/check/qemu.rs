@@ -53,20 +53,7 @@ pub fn cross(arm: &Path, x86: &Path, work: &Path) -> Result<()> {
         .args(["--listen", "127.0.0.1:0", "--state-dir"])
         .arg(work.join("state"));
     let srv = Server::start(serve, Duration::from_secs(120))?;
-    let client = |args: &[&std::ffi::OsStr]| {
-        output(
-            Command::new(x86)
-                .args([
-                    "cp",
-                    "-q",
-                    "--fingerprint",
-                    &srv.fingerprint,
-                    "--token-file",
-                ])
-                .arg(&srv.token_file)
-                .args(args),
-        )
-    };
+    let client = |args: &[&std::ffi::OsStr]| output(srv.cp(x86, &srv.token_file).args(args));
     let url = format!("hetch://{}/cross.bin", srv.addr);
     let pulled = work.join("pulled.bin");
     client(&[src.as_os_str(), url.as_ref()])?;

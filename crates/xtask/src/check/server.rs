@@ -3,7 +3,7 @@
 //! failing check leaves no server behind.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -75,6 +75,22 @@ impl Server {
             }
             last = line;
         }
+    }
+
+    /// `client cp -q` with this server's key and the token in `token_file` (the
+    /// server's own, or the same file seen from outside its root); the caller adds
+    /// the operands.
+    pub fn cp(&self, client: &Path, token_file: &Path) -> Command {
+        let mut c = Command::new(client);
+        c.args([
+            "cp",
+            "-q",
+            "--fingerprint",
+            &self.fingerprint,
+            "--token-file",
+        ])
+        .arg(token_file);
+        c
     }
 
     /// The process id (to see whose it is).

@@ -45,7 +45,7 @@ fn a_follow_job_streams_a_growing_file_and_survives_its_worker_killed() {
         &[
             "--follow",
             "--idle",
-            "10m",
+            "3s",
             "--block-size",
             "64K",
             "inst",

@@ -180,7 +180,7 @@ enum JobCmd {
     /// hetch://HOST/PATH, s3://..., or a path below the root; or sources on one
     /// hetch:// server and a hetch:// destination, which that server pushes to
     /// directly (a copy between two servers).
-    Submit(SubmitArgs),
+    Submit(Box<SubmitArgs>),
     /// List jobs, newest first.
     Ls {
         /// Only jobs in this state (planning, queued, running, done, failed, cancelled).

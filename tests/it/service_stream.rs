@@ -135,3 +135,39 @@ fn streaming_settings_out_of_bounds_are_refused_with_the_field() {
     ls.ok();
     assert_eq!(ls.stdout.trim(), "[]", "nothing queued\n{ls:?}");
 }
+
+/// `--watch` follows for ever: files that appear later are shipped while the job
+/// runs, and it ends only when cancelled (its worker stops the stream and is free).
+#[test]
+fn a_watch_job_ships_new_files_until_it_is_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("drop")).unwrap();
+    let svc = start_with(dir.path(), &[]);
+    svc.job(&["ls"]).ok(); // pins the key
+    let _w = svc.worker(dir.path(), "w");
+    let id = submit(
+        &svc,
+        &[
+            "--watch", "--idle", "200ms", "--rescan", "100ms", "drop", "out",
+        ],
+    );
+    wait_for("the stream to run", || {
+        show(&svc, &id)["units"]["leased"] == 1
+    });
+    for i in 0..3 {
+        std::fs::write(root.join(format!("drop/f{i}")), vec![i as u8; 300 << 10]).unwrap();
+        let shipped = root.join(format!("out/drop/f{i}"));
+        wait_for("the new file at the destination", || {
+            std::fs::read(&shipped).is_ok_and(|b| b.len() == 300 << 10)
+        });
+    }
+    assert_eq!(show(&svc, &id)["state"], "running");
+    svc.job(&["cancel", &id]).ok();
+    wait_for("the stream to stop", || {
+        let v = show(&svc, &id);
+        v["state"] == "cancelled" && v["units"]["leased"] == 0
+    });
+    // The worker is free for other jobs.
+    svc.job(&["submit", "--wait", "run1", "after"]).ok();
+}

@@ -180,7 +180,7 @@ enum JobCmd {
     /// hetch://HOST/PATH, s3://..., or a path below the root; or sources on one
     /// hetch:// server and a hetch:// destination, which that server pushes to
     /// directly (a copy between two servers).
-    Submit(SubmitArgs),
+    Submit(Box<SubmitArgs>),
     /// List jobs, newest first.
     Ls {
         /// Only jobs in this state (planning, queued, running, done, failed, cancelled).
@@ -266,6 +266,33 @@ struct SubmitArgs {
     /// hetch:// destination's server; repeatable. Units are spread over all of them.
     #[arg(long, value_name = "HOST[:PORT]")]
     dest_node: Vec<String>,
+    /// Move the files while they are being written, as `hetch cp --follow`: the job
+    /// ends once every file is complete (a worker holds each source; another takes
+    /// over if it is lost, resuming from what the destination verified).
+    #[arg(long, conflicts_with = "watch")]
+    follow: bool,
+    /// Follow for ever, new files included, as `hetch watch`, until the job is
+    /// cancelled.
+    #[arg(long)]
+    watch: bool,
+    #[command(flatten)]
+    stream: crate::follow::FollowArgs,
+}
+
+impl SubmitArgs {
+    /// The stream settings of `--follow`/`--watch` (none without either).
+    fn stream(&self) -> Option<hetch_service_api::StreamSpec> {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let f = &self.stream;
+        (self.follow || self.watch).then(|| hetch_service_api::StreamSpec {
+            forever: self.watch,
+            idle_ms: ms(f.idle),
+            done_suffix: f.done_suffix.clone(),
+            poll_ms: ms(f.poll),
+            flush_ms: ms(f.flush),
+            rescan_ms: ms(f.rescan),
+        })
+    }
 }
 
 /// `--compress` checked here as the service will, kept as written.
@@ -317,6 +344,7 @@ async fn run(a: &JobArgs, service: &str) -> anyhow::Result<ExitCode> {
                     streams: s.streams,
                     no_clobber: s.no_clobber,
                     compress: s.compress.clone(),
+                    stream: s.stream(),
                 },
                 priority: s.priority,
                 rate_limit: s.rate_limit,

@@ -38,6 +38,7 @@ mod rsync_diff;
 mod s3;
 mod schemathesis;
 mod service;
+mod service_stream;
 mod sum;
 mod sync;
 mod transfer;

@@ -19,6 +19,9 @@ pub const MAX_REPORT: usize = 16 * 1024;
 /// ([`crate::leases::MAX_UNIT_BYTES`]).
 pub const MAX_RELAY_PROGRESS: u64 = crate::leases::MAX_UNIT_BYTES;
 
+/// Most lag a stream may report: a day, in milliseconds (more is taken as that).
+pub const MAX_LAG_MS: u64 = 86_400_000;
+
 /// What a worker says of itself when it calls.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WorkerReport {
@@ -143,8 +146,8 @@ impl Db {
         for (job, seq, bytes) in units {
             sqlx::query(
                 "UPDATE units SET progress = CASE \
-                   WHEN kind <> 'relay' AND $4 > bytes THEN bytes \
-                   WHEN kind = 'relay' AND $4 > $5 THEN $5 ELSE $4 END \
+                   WHEN kind NOT IN ('relay', 'stream') AND $4 > bytes THEN bytes \
+                   WHEN kind IN ('relay', 'stream') AND $4 > $5 THEN $5 ELSE $4 END \
                  WHERE job = $1 AND seq = $2 AND lease_owner = $3 AND state = 'leased'",
             )
             .bind(job)
@@ -157,6 +160,54 @@ impl Db {
         }
         tx.commit().await?;
         Ok(())
+    }
+
+    /// Worker `worker` says what lag each of its stream units `(job, seq, p50_ms,
+    /// p99_ms)` has seen over its run so far (each at most [`MAX_LAG_MS`], as the
+    /// caller bounded it). Units it does not hold are left alone.
+    pub async fn unit_lag(
+        &self,
+        worker: &str,
+        units: &[(String, u64, u64, u64)],
+    ) -> Result<(), DbError> {
+        if units.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await?;
+        for (job, seq, p50, p99) in units {
+            sqlx::query(
+                "UPDATE units SET lag_p50 = $4, lag_p99 = $5 \
+                 WHERE job = $1 AND seq = $2 AND lease_owner = $3 AND state = 'leased'",
+            )
+            .bind(job)
+            .bind(int(*seq))
+            .bind(worker)
+            .bind(int((*p50).min(MAX_LAG_MS)))
+            .bind(int((*p99).min(MAX_LAG_MS)))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The lag of job `job`'s streams as last reported: the largest median and the
+    /// largest 99th percentile among its units, in milliseconds (`None` when none
+    /// reported one).
+    pub async fn job_lag(&self, job: &str) -> Result<Option<(u64, u64)>, DbError> {
+        let r = sqlx::query(
+            "SELECT MAX(lag_p50) AS p50, MAX(lag_p99) AS p99 FROM units \
+             WHERE job = $1 AND lag_p99 IS NOT NULL",
+        )
+        .bind(job)
+        .fetch_one(&self.reads)
+        .await?;
+        let p50: Option<i64> = r.try_get("p50")?;
+        let p99: Option<i64> = r.try_get("p99")?;
+        match (p50, p99) {
+            (Some(a), Some(b)) => Ok(Some((uint(a, "lag_p50")?, uint(b, "lag_p99")?))),
+            _ => Ok(None),
+        }
     }
 
     /// Workers heard from since `since`, by name (at most [`MAX_WORKERS`]).
@@ -259,7 +310,7 @@ impl Db {
                 let kind: String = r.try_get("kind")?;
                 let from = uint(r.try_get("file_from")?, "file_from")?;
                 let to = uint(r.try_get("file_to")?, "file_to")?;
-                let relay = kind == "relay";
+                let relay = kind == "relay" || kind == "stream";
                 Ok(FailedUnit {
                     seq: uint(r.try_get("seq")?, "seq")?,
                     state: r.try_get("state")?,

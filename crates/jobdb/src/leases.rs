@@ -123,7 +123,7 @@ impl Db {
             Backend::Sqlite => "",
         };
         let sql = format!(
-            "UPDATE units SET state = 'leased', lease_owner = $2, lease_until = $3, progress = 0 \
+            "UPDATE units SET state = 'leased', lease_owner = $2, lease_until = $3, progress = 0, lag_p50 = NULL, lag_p99 = NULL \
              WHERE state = 'ready' AND (job, seq) = \
                (SELECT job, seq FROM units WHERE job = $1 AND state = 'ready' \
                 ORDER BY seq LIMIT 1 {lock}) \
@@ -335,7 +335,7 @@ impl Db {
 /// What a unit holds, as far as bounding what its worker reports goes.
 #[derive(Debug, Clone, Copy)]
 struct Shape {
-    /// Whether it is a relay (its files and bytes were never listed).
+    /// Whether it is a relay or a stream (its files and bytes were never listed).
     relay: bool,
     /// Most files it may report: those it names (a range none, a commit its one).
     files: u64,
@@ -350,7 +350,7 @@ impl Shape {
         let get = |col: &str| -> Result<u64, DbError> { uint(r.try_get(col)?, col) };
         let named = get("file_to")?.saturating_sub(get("file_from")?);
         Ok(Shape {
-            relay: kind == "relay",
+            relay: kind == "relay" || kind == "stream",
             files: match kind.as_str() {
                 "range" => 0,
                 "commit" => 1,
@@ -482,6 +482,7 @@ fn claimed(r: &AnyRow) -> Result<Claimed, DbError> {
             ranges: block_to,
         },
         "relay" => UnitSpec::Relay { operand: file_from },
+        "stream" => UnitSpec::Stream { operand: file_from },
         other => return Err(DbError::Row(format!("unit kind {other:?}"))),
     };
     Ok(Claimed {

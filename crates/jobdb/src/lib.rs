@@ -31,7 +31,7 @@ pub mod stats;
 use sqlx::any::AnyPoolOptions;
 use sqlx::AnyPool;
 
-pub use activity::{FailedUnit, LiveJob, Share, WorkerReport, WorkerRow};
+pub use activity::{FailedUnit, LiveJob, Share, WorkerReport, WorkerRow, MAX_LAG_MS};
 pub use error::DbError;
 pub use jobs::{FileRow, JobRow, JobState, NewJob, PlannedUnit, Retry, UnitCounts, UnitRow};
 pub use leases::{Claimed, Refused, UnitOutcome};

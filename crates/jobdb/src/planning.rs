@@ -280,6 +280,7 @@ impl Db {
                         ("commit", file, file + 1, 0, ranges, "waiting")
                     }
                     UnitSpec::Relay { operand } => ("relay", operand, operand + 1, 0, 0, "ready"),
+                    UnitSpec::Stream { operand } => ("stream", operand, operand + 1, 0, 0, "ready"),
                 };
                 q = q
                     .bind(&lease.job)

@@ -27,6 +27,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "plan attempts",
         include_str!("../migrations/0004_plan_attempts.sql"),
     ),
+    (
+        8,
+        "stream lag",
+        include_str!("../migrations/0008_stream_lag.sql"),
+    ),
 ];
 
 /// The migrator over [`MIGRATIONS`].

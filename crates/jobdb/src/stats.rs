@@ -22,6 +22,9 @@ pub struct Totals {
     pub bytes_in_flight: u64,
     /// Workers holding at least one lease.
     pub active_workers: u64,
+    /// The largest 99th-percentile lag among the streams running now, milliseconds
+    /// (0 when none reported one).
+    pub stream_lag_p99_ms: u64,
 }
 
 impl Db {
@@ -51,7 +54,8 @@ impl Db {
         );
         let done = sqlx::query(&sql).fetch_one(&self.reads).await?;
         let sql = format!(
-            "SELECT COUNT(DISTINCT lease_owner) AS n, {} AS p FROM units WHERE state = 'leased'",
+            "SELECT COUNT(DISTINCT lease_owner) AS n, {} AS p, MAX(lag_p99) AS lag \
+             FROM units WHERE state = 'leased'",
             sum_sql("progress")
         );
         let leased = sqlx::query(&sql).fetch_one(&self.reads).await?;
@@ -62,6 +66,10 @@ impl Db {
             bytes_done: float_sum(&done, "b")?,
             bytes_in_flight: float_sum(&leased, "p")?,
             active_workers: uint(leased.try_get("n")?, "workers")?,
+            stream_lag_p99_ms: match leased.try_get::<Option<i64>, _>("lag")? {
+                Some(l) => uint(l, "lag_p99")?,
+                None => 0,
+            },
         })
     }
 }

@@ -51,6 +51,12 @@ pub enum UnitSpec {
         /// The operand's index in the job's sources.
         operand: u64,
     },
+    /// Source operand `operand` of a streaming job, followed while its files are
+    /// written (never listed: its files are still growing, or still to appear).
+    Stream {
+        /// The operand's index in the job's sources.
+        operand: u64,
+    },
 }
 
 /// How a listing is cut.
@@ -320,7 +326,9 @@ mod tests {
                         prop_assert_eq!(ranges_of.get(&file).copied(), Some((blocks, ranges)));
                         next_file = file + 1;
                     }
-                    UnitSpec::Relay { .. } => prop_assert!(false, "a listing plans no relays"),
+                    UnitSpec::Relay { .. } | UnitSpec::Stream { .. } => {
+                        prop_assert!(false, "a listing plans no relays or streams")
+                    }
                 }
             }
             prop_assert_eq!(next_file, sizes.len() as u64, "every file planned");

@@ -77,6 +77,9 @@ pub struct CopyOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^(none|off|auto|zstd|zstd:([1-9]|1[0-9]))$"))]
     pub compress: Option<String>,
+    /// Move the files while they are written (`--follow`, `--watch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<crate::StreamSpec>,
 }
 
 /// Most source operands in one job (each is listed by the service).
@@ -137,11 +140,33 @@ impl JobSpec {
             c.parse::<hetch_proto::Compression>()
                 .map_err(|e| format!("compress {e}"))?;
         }
+        if let Some(st) = &o.stream {
+            st.check()?;
+            if self.is_relay()
+                || self
+                    .sources
+                    .iter()
+                    .chain([&self.dest])
+                    .any(|s| is_object(s))
+            {
+                return Err(
+                    "stream: a streaming job reads files under the root and writes a \
+                    path under it or a hetch:// server"
+                        .into(),
+                );
+            }
+        }
         Ok(())
     }
 }
 
 impl JobSpec {
+    /// Whether this is a streaming job (`--follow`, `--watch`): one `stream` unit per
+    /// source, never listed.
+    pub fn is_stream(&self) -> bool {
+        self.options.stream.is_some()
+    }
+
     /// Whether this is a copy between two servers: its sources are on a `hetch://`
     /// server, which pushes them to the destination server itself.
     pub fn is_relay(&self) -> bool {
@@ -227,6 +252,11 @@ fn check_server_path(p: &str, what: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether `s` names an object store.
+fn is_object(s: &str) -> bool {
+    ["s3://", "gs://", "az://"].iter().any(|p| s.starts_with(p))
+}
+
 /// Whether `s` names a remote place rather than a path under the root.
 pub fn is_url(s: &str) -> bool {
     ["hetch://", "s3://", "gs://", "az://"]
@@ -291,6 +321,11 @@ pub struct JobView {
     /// Seconds left at that rate, while it runs and moves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eta_s: Option<u64>,
+    /// A streaming job's lag from bytes appended at the source to bytes durable and
+    /// verified at the destination, as its workers last reported it (the largest
+    /// among its streams).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag: Option<crate::LagView>,
     /// Its work units by state.
     pub units: UnitsView,
 }
@@ -330,7 +365,7 @@ pub struct ErrorBody {
 
 /// The field of a job spec that [`JobSpec::check`]'s error line `error` is about.
 pub fn field_of(error: &str) -> Option<&'static str> {
-    const FIELDS: [(&str, &str); 13] = [
+    const FIELDS: [(&str, &str); 14] = [
         ("source", "sources"),
         ("a job needs at least one source", "sources"),
         ("at most 1000 sources", "sources"),
@@ -342,6 +377,7 @@ pub fn field_of(error: &str) -> Option<&'static str> {
         ("priority", "priority"),
         ("verify", "verify"),
         ("streams", "streams"),
+        ("stream", "stream"),
         ("compress", "compress"),
         ("unknown checksum", "checksum"),
     ];

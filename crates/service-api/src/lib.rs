@@ -8,6 +8,7 @@
 //! - [`work`]: the worker routes: claims, heartbeats and reports on units.
 //! - [`dest`]: where a job's destination below the root is, and whether the job
 //!   would copy a source into itself there.
+//! - [`stream`]: streaming jobs (`--follow`, `--watch`) and the lag they report.
 //! - [`access`]: what a job may touch, recorded with it from its submitter's identity.
 //! - [`web`]: what the routes of the web interface answer: who is calling, the live
 //!   snapshot, the nodes, a job's activity.
@@ -26,6 +27,7 @@ pub mod job;
 pub mod schema;
 #[cfg(feature = "client")]
 pub mod show;
+pub mod stream;
 pub mod web;
 pub mod work;
 
@@ -35,5 +37,6 @@ pub use access::Access;
 /// one `hetch job` and `hetch worker` reach a `--service` given without a port.
 pub const DEFAULT_PORT: u16 = 7879;
 pub use job::*;
+pub use stream::{LagView, StreamSpec};
 pub use web::*;
 pub use work::*;

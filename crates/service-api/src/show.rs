@@ -88,6 +88,9 @@ impl JobView {
         if let Some(pace) = self.pace() {
             line("rate", &pace);
         }
+        if let Some(l) = self.lag {
+            line("lag", &format!("p50 {} ms, p99 {} ms", l.p50_ms, l.p99_ms));
+        }
         let u = &self.units;
         line(
             "units",
@@ -153,6 +156,7 @@ mod tests {
             bytes_live: 0,
             rate: 0,
             eta_s: None,
+            lag: None,
             units: UnitsView {
                 ready: 1,
                 leased: 2,
@@ -195,6 +199,13 @@ mod tests {
             "{text}"
         );
         assert!(table(&[j.clone()]).contains(" 1.50 MiB/4.00 MiB "));
+        j.lag = Some(crate::LagView {
+            p50_ms: 120,
+            p99_ms: 480,
+        });
+        assert!(j
+            .to_text()
+            .contains("\nlag:          p50 120 ms, p99 480 ms\n"));
         j.state = "failed".into();
         j.error = Some("it broke".into());
         j.spec.dest_nodes = vec!["dtn2".into()];

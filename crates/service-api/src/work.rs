@@ -135,6 +135,9 @@ pub struct UnitKey {
     /// Bytes this run of it moved so far (a heartbeat's live progress).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,
+    /// A stream's lag over this run so far, once it shipped appended bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag: Option<crate::LagView>,
 }
 
 /// A worker's report on a unit.

@@ -108,6 +108,12 @@ pub fn render(totals: &Totals, m: &Metrics) -> String {
             totals.bytes_in_flight,
         ),
         (
+            "hetch_service_stream_lag_p99_ms",
+            "The largest 99th-percentile lag (appended at the source to durable and \
+             verified at the destination) among the streams running, milliseconds.",
+            totals.stream_lag_p99_ms,
+        ),
+        (
             "hetch_service_workers_active",
             "Workers holding a lease.",
             totals.active_workers,

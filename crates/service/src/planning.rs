@@ -74,13 +74,18 @@ async fn renew(db: Db, lease: PlanningLease, lease_ms: u64) {
 
 async fn write_plan(db: &Db, root: PathBuf, lease: &PlanningLease, spec: JobSpec, p: Planner) {
     if spec.is_relay() {
-        return write_relays(db, lease, &spec).await;
+        let relay = |operand| UnitSpec::Relay { operand };
+        return write_whole(db, lease, &spec, relay, MAX_ATTEMPTS).await;
     }
     let planner = job_planner(&spec, p);
     // Checked at submission, and again now: a symlink planted on the way since must
     // not let the job list another's files.
     if let Err(e) = check_paths(&root, &spec) {
         return end_planning(db, lease, Err(e)).await;
+    }
+    if spec.is_stream() {
+        let stream = |operand| UnitSpec::Stream { operand };
+        return write_whole(db, lease, &spec, stream, STREAM_ATTEMPTS).await;
     }
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Vec<(FileRow, SourceKind)>, String>>(2);
     let sources = spec.sources.clone();
@@ -140,16 +145,29 @@ async fn write_plan(db: &Db, root: PathBuf, lease: &PlanningLease, spec: JobSpec
 /// again with the same function).
 pub use hetch_service_api::access::check_paths;
 
-/// A copy between two servers: the service cannot list the source server, so each
-/// source operand is one relay unit, which a worker has the source server push whole.
-async fn write_relays(db: &Db, lease: &PlanningLease, spec: &JobSpec) {
+/// Runs of a stream a unit may have: it lives as long as its files are written (for
+/// ever, under `--watch`), so a lease lost now and then over hours is not its end;
+/// each run resumes from what the destination verified.
+const STREAM_ATTEMPTS: u32 = 20;
+
+/// A job that is not listed: a copy between two servers (the service cannot list the
+/// source server, so a worker has it push each source operand whole) or a streaming
+/// job (its files are still growing or still to appear): one unit `unit(operand)`
+/// per source operand, each tried at most `attempts` times.
+async fn write_whole(
+    db: &Db,
+    lease: &PlanningLease,
+    spec: &JobSpec,
+    unit: impl Fn(u64) -> UnitSpec,
+    attempts: u32,
+) {
     let units: Vec<PlannedUnit> = (0..spec.sources.len() as u64)
         .map(|operand| PlannedUnit {
-            spec: UnitSpec::Relay { operand },
+            spec: unit(operand),
             bytes: 0,
         })
         .collect();
-    let written = db.add_units(lease, 0, &units, MAX_ATTEMPTS).await;
+    let written = db.add_units(lease, 0, &units, attempts).await;
     end_planning(
         db,
         lease,
@@ -198,7 +216,7 @@ fn with_bytes(spec: UnitSpec, size: u64, p: &Planner) -> PlannedUnit {
             (end.saturating_mul(p.block_size)).min(size)
                 - first.saturating_mul(p.block_size).min(size)
         }
-        UnitSpec::Commit { .. } | UnitSpec::Relay { .. } => 0,
+        UnitSpec::Commit { .. } | UnitSpec::Relay { .. } | UnitSpec::Stream { .. } => 0,
     };
     PlannedUnit { spec, bytes }
 }

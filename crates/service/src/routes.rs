@@ -492,6 +492,23 @@ async fn heartbeat(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
         .filter_map(|u| Some((u.job.clone(), u.seq, u.bytes?)))
         .collect();
     note_worker(&state, &req.worker, req.about.as_ref(), &progress).await;
+    let lags: Vec<(String, u64, u64, u64)> = req
+        .units
+        .iter()
+        .flatten()
+        .filter_map(|u| {
+            let l = u.lag?.bounded();
+            Some((u.job.clone(), u.seq, l.p50_ms, l.p99_ms))
+        })
+        .collect();
+    if let Err(e) = state.db.unit_lag(&req.worker, &lags).await {
+        // Only shown: never a reason to refuse the heartbeat.
+        _ = writeln!(
+            std::io::stderr(),
+            "hetch service: recording the lag worker {:?} reports: {e}",
+            req.worker
+        );
+    }
     // Each held unit's share of its job's rate, as it is now.
     let mut shares = std::collections::BTreeMap::new();
     for (job, _) in &held {
@@ -570,6 +587,13 @@ pub(crate) async fn view(state: &AppState, caller: &Caller, id: &str) -> Result<
     }
 }
 
+/// Whether the spec `spec` (JSON, as stored) is a streaming job's (read cheaply: a
+/// job that cannot be read reports no lag).
+fn spec_is_stream(spec: &str) -> bool {
+    spec.contains("\"stream\"")
+        && serde_json::from_str::<JobSpec>(spec).is_ok_and(|s| s.is_stream())
+}
+
 /// Job `row` as the API shows it. What of its row cannot be read (see
 /// [`JobRow::damaged`]; a spec this version cannot parse) is said in its error: one
 /// damaged job never makes a list of jobs fail.
@@ -579,6 +603,10 @@ async fn job_view(state: &AppState, row: JobRow) -> Result<JobView, ApiError> {
     // second old at most; none for a job too old to be in it).
     let snapshot = state.hub.latest();
     let live = snapshot.jobs.iter().find(|j| j.id == row.id);
+    let lag = match spec_is_stream(&row.spec) {
+        true => state.db.job_lag(&row.id).await.map_err(internal)?,
+        false => None,
+    };
     let (spec, unreadable) = match serde_json::from_str(&row.spec) {
         Ok(spec) => (spec, None),
         Err(e) => (
@@ -606,6 +634,7 @@ async fn job_view(state: &AppState, row: JobRow) -> Result<JobView, ApiError> {
         bytes_live: live.map_or(0, |j| j.bytes_done).max(row.bytes_done),
         rate: live.map_or(0, |j| j.rate),
         eta_s: live.and_then(|j| j.eta_s),
+        lag: lag.map(|(p50_ms, p99_ms)| hetch_service_api::LagView { p50_ms, p99_ms }),
         units: UnitsView {
             waiting: c.waiting,
             ready: c.ready,

@@ -261,6 +261,7 @@ function renderJob(job, act, files) {
     o.checksum && "checksum " + o.checksum, o.verify && "verify " + o.verify,
     o.streams && o.streams + " streams", o.no_clobber && "no clobber",
     o.compress && "compress " + o.compress, o.block_size && "blocks of " + bytes(o.block_size),
+    o.stream && (o.stream.forever ? "watch (follows for ever)" : "follow growing files"),
   ].filter(Boolean).join(", ") || "defaults";
   const u = job.units;
   setView(
@@ -287,7 +288,9 @@ function renderJob(job, act, files) {
       fact("Started", when(job.started)),
       fact("Finished", when(job.finished)),
       fact("Units", `${u.done} done, ${u.leased} running, ${u.ready} ready, ${u.waiting} waiting, ` +
-        `${u.failed} failed, ${u.cancelled} cancelled; ${u.retried} retried`)),
+        `${u.failed} failed, ${u.cancelled} cancelled; ${u.retried} retried`),
+      job.lag ? fact("Lag (appended to durable)", h("span", { id: "job-lag" },
+        `p50 ${job.lag.p50_ms} ms, p99 ${job.lag.p99_ms} ms`)) : null),
     h("h2", {}, "Throughput"), chart(act.samples),
     h("h2", {}, "Share per node"),
     act.shares.length ? table(["Worker", "Units", "Bytes"], act.shares.map((s) =>

@@ -231,14 +231,15 @@ pub async fn claim_loop<S: Service, E: Execute>(
             let kept: BTreeMap<&(String, u64), u64> = units
                 .leases
                 .running()
-                .map(|claim| (&units.running[claim].key, metrics.unit_bytes(*claim)))
+                .map(|claim| (&units.running[claim].key, *claim))
                 .collect();
             let kept: Vec<UnitKey> = kept
                 .into_iter()
-                .map(|((job, seq), bytes)| UnitKey {
+                .map(|((job, seq), claim)| UnitKey {
                     job: job.clone(),
                     seq: *seq,
-                    bytes: Some(bytes),
+                    bytes: Some(metrics.unit_bytes(claim)),
+                    lag: metrics.unit_lag(claim),
                 })
                 .collect();
             let body = HeartbeatRequest {

@@ -59,7 +59,8 @@ impl UnitContext {
                 })?;
             with_parents(list, &r.path);
         }
-        let job = self.copy_job(u, per_source, stop, rate)?;
+        let mut job = self.copy_job(u, None, stop, rate)?;
+        job.entries = Some(per_source);
         let (result, _) = hetch_copy::recover(&job, &progress, None).await;
         let report = result?;
         if let Some(e) = report.errors.first() {
@@ -70,11 +71,12 @@ impl UnitContext {
         }
         Ok((end - first, bytes))
     }
-    /// The `hetch cp` of a job's spec for these listed entries.
-    fn copy_job(
+    /// The `hetch cp` of a job's spec: of all its sources, or of source operand
+    /// `only` alone.
+    pub(crate) fn copy_job(
         &self,
         u: &ClaimedUnit,
-        entries: Vec<Vec<Vec<u8>>>,
+        only: Option<usize>,
         stop: StopSignal,
         rate: Arc<RateLimiter>,
     ) -> anyhow::Result<CopyJob> {
@@ -83,7 +85,8 @@ impl UnitContext {
         // path since must not make a job read from outside the root.
         let mut sources = Vec::with_capacity(spec.sources.len());
         let mut within = Vec::new();
-        for s in &spec.sources {
+        let chosen = spec.sources.iter().enumerate();
+        for (_, s) in chosen.filter(|(i, _)| only.is_none_or(|o| o == *i)) {
             let (dir, path) = self.source_within(spec, s)?;
             sources.push(Location::Local(path));
             if !within.contains(&dir) {
@@ -99,9 +102,7 @@ impl UnitContext {
             }
             _ => None,
         };
-        let mut job = self.unit_copy(spec, sources, dest, opts, client)?;
-        job.entries = Some(entries);
-        Ok(job)
+        self.unit_copy(spec, sources, dest, opts, client)
     }
 }
 

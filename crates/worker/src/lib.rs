@@ -25,6 +25,7 @@ mod files;
 mod relay;
 mod servers;
 mod split;
+mod stream;
 mod unit;
 
 pub use account::{child_main, ChildError};

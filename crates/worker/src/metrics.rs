@@ -26,9 +26,10 @@ enum UnitKind {
     Range,
     Commit,
     Relay,
+    Stream,
 }
 
-const KINDS: [&str; 4] = ["files", "range", "commit", "relay"];
+const KINDS: [&str; 5] = ["files", "range", "commit", "relay", "stream"];
 
 /// How a unit ended, in the order of [`OUTCOMES`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +82,7 @@ pub struct WorkerMetrics {
     /// Units running, by claim.
     running: Mutex<HashMap<u64, UnitRun>>,
     /// Units ended, by kind and outcome.
-    ended: [[AtomicU64; 3]; 4],
+    ended: [[AtomicU64; 3]; 5],
     /// Calls to the service that failed, by call.
     failed_calls: [AtomicU64; 3],
     /// Whether the last claim could not reach the service (0 or 1).
@@ -101,6 +102,7 @@ impl WorkerMetrics {
             UnitSpec::Range { .. } => UnitKind::Range,
             UnitSpec::Commit { .. } => UnitKind::Commit,
             UnitSpec::Relay { .. } => UnitKind::Relay,
+            UnitSpec::Stream { .. } => UnitKind::Stream,
         };
         let progress = Arc::new(Progress::default());
         let run = UnitRun {
@@ -163,6 +165,18 @@ impl WorkerMetrics {
         self.moved.totals().bytes
     }
 
+    /// The lag claim `claim`'s unit has seen so far, if it follows growing files
+    /// and has shipped any of their bytes.
+    pub(crate) fn unit_lag(&self, claim: u64) -> Option<hetch_service_api::LagView> {
+        let running = self.running.lock().expect("metrics lock");
+        let run = running.get(&claim)?;
+        let summary = run.progress.lag.lock().expect("lag lock").summary()?;
+        Some(hetch_service_api::LagView {
+            p50_ms: summary.p50_ms.round() as u64,
+            p99_ms: summary.p99_ms.round() as u64,
+        })
+    }
+
     /// Bytes claim `claim`'s unit moved so far (0 once it ended).
     pub(crate) fn unit_bytes(&self, claim: u64) -> u64 {
         let running = self.running.lock().expect("metrics lock");
@@ -174,7 +188,7 @@ impl WorkerMetrics {
     /// The exposition.
     pub fn render(&self) -> String {
         let mut e = Exposition::new();
-        let mut by_kind = [0u64; 4];
+        let mut by_kind = [0u64; KINDS.len()];
         // Per job: (units running here, bytes they moved so far).
         let mut jobs: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         let (mut sent, mut compressed) = (self.sent.load(Relaxed), self.compressed.load(Relaxed));

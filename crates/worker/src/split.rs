@@ -74,7 +74,7 @@ impl UnitContext {
         } = p;
         let file = match u.unit {
             UnitSpec::Range { file, .. } | UnitSpec::Commit { file, .. } => file,
-            UnitSpec::Files { .. } | UnitSpec::Relay { .. } => {
+            UnitSpec::Files { .. } | UnitSpec::Relay { .. } | UnitSpec::Stream { .. } => {
                 bail!("not a unit of a split file")
             }
         };

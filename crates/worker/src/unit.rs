@@ -2,7 +2,8 @@
 //! needs (the service, the root, the servers' tokens and keys), the checks made before
 //! anything is opened, and the dispatch on the unit's kind to its [`Runner`]: a batch
 //! of files (`files.rs`), a block range of a large file or its commit (`split.rs`), a
-//! source of a copy between two servers (`relay.rs`); here, or as the unit's user's
+//! source of a copy between two servers (`relay.rs`), a source of a streaming job
+//! followed while it is written (`stream.rs`); here, or as the unit's user's
 //! local account (`account.rs`).
 
 use std::ffi::OsString;
@@ -54,6 +55,7 @@ fn runner_of(unit: &UnitSpec) -> &'static dyn Runner {
         UnitSpec::Files { .. } => &crate::files::FilesUnit,
         UnitSpec::Range { .. } | UnitSpec::Commit { .. } => &crate::split::SplitUnit,
         UnitSpec::Relay { .. } => &crate::relay::RelayUnit,
+        UnitSpec::Stream { .. } => &crate::stream::StreamUnit,
     }
 }
 

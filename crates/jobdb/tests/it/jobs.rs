@@ -676,3 +676,51 @@ fn new_job(id: &str) -> NewJob {
         rate_limit: 0,
     }
 }
+
+/// A streaming job's units: never listed (their progress is bounded as a relay's),
+/// their lag taken only from their holder, held to a day, shown per job and in the
+/// totals while they run, kept when a run ends and cleared when another starts.
+#[test]
+fn a_streams_lag_comes_from_its_holder_and_a_new_run_starts_it_over() {
+    on_each(|db, _| async move {
+        let lease = db
+            .create_job(&new_job("s"), "planner", 1_000, 10)
+            .await
+            .unwrap();
+        let streams: Vec<PlannedUnit> = (0..2)
+            .map(|operand| PlannedUnit {
+                spec: UnitSpec::Stream { operand },
+                bytes: 0,
+            })
+            .collect();
+        db.add_units(&lease, 0, &streams, 20).await.unwrap();
+        assert!(db.queue(&lease, 10).await.unwrap());
+        let got = db.claim("w", 2, TTL, 20).await.unwrap();
+        assert_eq!(got.len(), 2);
+        assert!(matches!(got[0].spec, UnitSpec::Stream { operand: 0 }));
+        assert_eq!(db.job_lag("s").await.unwrap(), None);
+        let lag = |seq, p50, p99| vec![("s".to_string(), seq, p50, p99)];
+        db.unit_lag("w", &lag(0, 40, 90)).await.unwrap();
+        db.unit_lag("w", &lag(1, 70, u64::MAX)).await.unwrap();
+        db.unit_lag("other", &lag(0, 1, 999_999)).await.unwrap();
+        let day = hetch_jobdb::MAX_LAG_MS;
+        assert_eq!(db.job_lag("s").await.unwrap(), Some((70, day)));
+        assert_eq!(db.totals().await.unwrap().stream_lag_p99_ms, day);
+        // A stream's progress is not bounded by its (unknown) planned bytes.
+        db.unit_progress("w", &[("s".into(), 0, 5 << 30)])
+            .await
+            .unwrap();
+        assert_eq!(db.totals().await.unwrap().bytes_in_flight, 5 << 30);
+        // Run 1 of unit 0 ends failed (its worker stopping): its lag stays shown;
+        // the run that claims it next starts it over.
+        db.finish("w", "s", 0, 30, &UnitOutcome::Failed("stopped".into()))
+            .await
+            .unwrap()
+            .unwrap();
+        db.unit_lag("w", &lag(1, 5, 6)).await.unwrap();
+        assert_eq!(db.job_lag("s").await.unwrap(), Some((40, 90)));
+        let again = db.claim("w2", 1, TTL, 40).await.unwrap();
+        assert_eq!(again[0].seq, 0);
+        assert_eq!(db.job_lag("s").await.unwrap(), Some((5, 6)));
+    });
+}

@@ -129,11 +129,13 @@ impl Hub {
                 // A damaged row is shown, with what could be read, and says so.
                 let error = j.error_shown();
                 // A retried unit's bytes may count twice until it ends: never past
-                // the listing's total.
-                let done = j
-                    .bytes_done
-                    .saturating_add(l.in_flight)
-                    .min(j.bytes.max(j.bytes_done));
+                // the listing's total (a job not listed, a relay or a stream, has
+                // none: each unit's progress is bounded by the database instead).
+                let live = j.bytes_done.saturating_add(l.in_flight);
+                let done = match j.bytes {
+                    0 => live,
+                    all => live.min(all.max(j.bytes_done)),
+                };
                 let history = histories.entry(j.id.clone()).or_default();
                 let moving = !j.state.is_final();
                 if moving || history.0.back().is_none_or(|&(_, v)| v != done) {

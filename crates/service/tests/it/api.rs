@@ -573,6 +573,8 @@ fn metrics_show_the_totals_and_the_requests_to_the_operator_only() {
         assert_eq!(m.value("hetch_service_units", &[("state", "leased")]), 2);
         assert_eq!(m.value("hetch_service_workers_active", &[]), 1);
         assert_eq!(m.value("hetch_service_bytes_in_flight", &[]), 10);
+        // No stream runs: no lag (a stream's is in jobdb's and the binary's tests).
+        assert_eq!(m.value("hetch_service_stream_lag_p99_ms", &[]), 0);
         assert_eq!(m.value("hetch_service_auth_failures_total", &[]), 1);
         assert_eq!(m.kind("hetch_service_auth_failures_total"), "counter");
         let claims_seen = [

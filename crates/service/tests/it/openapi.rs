@@ -172,6 +172,7 @@ fn the_documents_schemas_are_the_types_and_the_services_answers_fit_them() {
                 job: u.job.clone(),
                 seq: u.seq,
                 bytes: Some(3),
+                lag: None,
             }]),
             about: None,
         })
@@ -249,6 +250,7 @@ fn the_documents_schemas_are_the_types_and_the_services_answers_fit_them() {
                 streams: Some(8),
                 no_clobber: true,
                 compress: Some("zstd:3".into()),
+                stream: Some(hetch_service_api::StreamSpec::default()),
             },
             priority: -100,
             rate_limit: 1 << 30,

@@ -27,6 +27,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "plan attempts",
         include_str!("../migrations/0004_plan_attempts.sql"),
     ),
+    (
+        6,
+        "webhook deliveries",
+        include_str!("../migrations/0006_webhook_deliveries.sql"),
+    ),
 ];
 
 /// The migrator over [`MIGRATIONS`].

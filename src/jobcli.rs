@@ -16,8 +16,8 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use hetch_net::NetError;
 use hetch_service::api::{CopyOptions, JobSpec, ListQuery};
-use hetch_service_api::Webhook;
 use hetch_service_api::client::{service_address, Client, ClientError, Look};
+use hetch_service_api::Webhook;
 
 use crate::usage::usage_error;
 
@@ -153,19 +153,12 @@ pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
             idle: Duration::from_secs(a.idle_timeout),
         },
         identities,
-        webhooks: hetch_service::notify::WebhookConfig {
-            allow_private: a.webhook_allow_private,
-            ca: (a.webhook_ca.as_deref().map(hetch_service::notify::WebhookConfig::load_ca))
-                .transpose()
-                .map_err(anyhow::Error::msg)?,
-            max_attempts: a.webhook_attempts,
-            // Hidden, for tests: the wait after a first failed attempt, in ms.
-            backoff_base: match std::env::var("HETCH_WEBHOOK_BACKOFF_MS").map(|v| v.parse()) {
-                Ok(Ok(ms)) => Duration::from_millis(ms),
-                _ => Duration::from_secs(1),
-            },
-            ..Default::default()
-        },
+        webhooks: hetch_service::notify::WebhookConfig::from_flags(
+            a.webhook_allow_private,
+            a.webhook_ca.as_deref(),
+            a.webhook_attempts,
+        )
+        .map_err(anyhow::Error::msg)?,
     };
     let svc = hetch_service::Service::bind(cfg).await?;
     errln!("hetch service: listening on https://{}", svc.addr);
@@ -337,7 +330,10 @@ async fn run(a: &JobArgs, service: &str) -> anyhow::Result<ExitCode> {
         JobCmd::Submit(s) => {
             let (dest, sources) = s.paths.split_last().expect("clap asks for two");
             let file = s.webhook_secret_file.as_deref();
-            let webhook = s.webhook.as_ref().map(|u| Webhook::with_secret_from(u, file));
+            let webhook = s
+                .webhook
+                .as_deref()
+                .map(|u| Webhook::with_secret_from(u, file));
             let webhook = webhook.transpose().map_err(anyhow::Error::msg)?;
             let spec = JobSpec {
                 sources: sources.to_vec(),

@@ -12,7 +12,6 @@ use crate::api::{
     WorkerAbout,
 };
 use crate::auth::{self, Caller, Denied};
-use hetch_service_api::WebhookView;
 use crate::{now_ms, AppState};
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
@@ -24,6 +23,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use hetch_jobdb::leases::{MAX_UNIT_BYTES, MAX_UNIT_FILES};
 use hetch_jobdb::{JobRow, JobState, NewJob, Retry, UnitOutcome, WorkerReport};
+use hetch_service_api::WebhookView;
 
 /// Largest request body: room for a job of the most sources at the longest paths the
 /// document allows (1000 of 4096 bytes), so that such a job is answered, not cut off
@@ -222,7 +222,11 @@ async fn submit(
 ) -> Answer {
     let mut spec: JobSpec = parse(&body)?;
     spec.check().map_err(bad)?;
-    if let Some(hook) = spec.webhook.as_ref().filter(|_| !state.webhooks.allow_private) {
+    if let Some(hook) = spec
+        .webhook
+        .as_ref()
+        .filter(|_| !state.webhooks.allow_private)
+    {
         crate::notify::address::check_submitted(&hook.url).map_err(bad)?;
     }
     // What the job may touch is the service's to say, never the client's.

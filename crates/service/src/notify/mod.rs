@@ -65,9 +65,39 @@ impl WebhookConfig {
     /// Reads the CA file (PEM) receivers' certificates may also chain to; an error
     /// names the file.
     pub fn load_ca(path: &Path) -> Result<reqwest::Certificate, String> {
-        let pem = std::fs::read(path).map_err(|e| format!("--webhook-ca {}: {e}", path.display()))?;
-        reqwest::Certificate::from_pem(&pem)
-            .map_err(|e| format!("--webhook-ca {}: not a PEM certificate: {e}", path.display()))
+        let pem =
+            std::fs::read(path).map_err(|e| format!("--webhook-ca {}: {e}", path.display()))?;
+        reqwest::Certificate::from_pem(&pem).map_err(|e| {
+            format!(
+                "--webhook-ca {}: not a PEM certificate: {e}",
+                path.display()
+            )
+        })
+    }
+
+    /// The settings `hetch service` was given: `--webhook-allow-private`,
+    /// `--webhook-ca` and `--webhook-attempts`. The first wait is 1 s, or
+    /// `$HETCH_WEBHOOK_BACKOFF_MS` (hidden: for tests of retries).
+    pub fn from_flags(
+        allow_private: bool,
+        ca: Option<&Path>,
+        max_attempts: u64,
+    ) -> Result<WebhookConfig, String> {
+        let base = std::env::var("HETCH_WEBHOOK_BACKOFF_MS").ok();
+        let base = match base.map(|ms| ms.parse::<u64>()) {
+            None => Duration::from_secs(1),
+            Some(Ok(ms)) if ms > 0 => Duration::from_millis(ms),
+            Some(_) => return Err("HETCH_WEBHOOK_BACKOFF_MS must be milliseconds above 0".into()),
+        };
+        let cfg = WebhookConfig {
+            allow_private,
+            ca: ca.map(Self::load_ca).transpose()?,
+            max_attempts,
+            backoff_base: base,
+            ..WebhookConfig::default()
+        };
+        cfg.check()?;
+        Ok(cfg)
     }
 
     /// Whether the settings are in bounds, as one line naming the one that is not.

@@ -60,7 +60,11 @@ pub(crate) async fn log_in(api: &Api, token: &str) -> String {
 }
 
 /// The first `snapshot` event on `path` for `cookie` that satisfies `want`.
-pub(crate) async fn snapshot_where(api: &Api, cookie: &str, want: impl Fn(&Value) -> bool) -> Value {
+pub(crate) async fn snapshot_where(
+    api: &Api,
+    cookie: &str,
+    want: impl Fn(&Value) -> bool,
+) -> Value {
     let resp = browser(api, reqwest::Method::GET, "/api/events", Some(cookie), None)
         .send()
         .await

@@ -4,150 +4,16 @@
 //! hang or answer without end, where a webhook may point, and a secret that is never
 //! shown back.
 
-use std::collections::{HashMap, VecDeque};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use hetch_service::notify::address::refused;
-use hetch_service::notify::send::signature;
 use hetch_service::notify::WebhookConfig;
+use hetch_testkit::webhook::{signed_by, Answer, Receiver, HUGE};
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::common::{on_each, planner, start_configured, Api};
-
-/// What the receiver does with a request.
-#[derive(Debug, Clone, Copy)]
-enum Answer {
-    Status(u16),
-    /// Reads the request, then never answers.
-    Hang,
-    /// Answers 200 with a body of a GiB, written until the other side goes away.
-    Huge,
-}
-
-/// A request as the receiver got it.
-#[derive(Debug, Clone)]
-struct Received {
-    headers: HashMap<String, String>,
-    body: Vec<u8>,
-}
-
-/// An HTTPS webhook receiver answering each request with the next of its script
-/// (200 once the script is used up).
-struct Receiver {
-    url: String,
-    ca_pem: String,
-    got: Arc<Mutex<Vec<Received>>>,
-    script: Arc<Mutex<VecDeque<Answer>>>,
-    huge_sent: Arc<AtomicU64>,
-    huge_ended: Arc<AtomicBool>,
-}
-
-const HUGE: u64 = 1 << 30;
-
-impl Receiver {
-    async fn start(script: &[Answer]) -> Receiver {
-        let (ca_pem, acceptor) = hetch_testkit::oidc_issuer::private_ca();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let r = Receiver {
-            url: format!("https://{addr}/hook"),
-            ca_pem,
-            got: Arc::default(),
-            script: Arc::new(Mutex::new(script.iter().copied().collect())),
-            huge_sent: Arc::default(),
-            huge_ended: Arc::default(),
-        };
-        let (got, script) = (r.got.clone(), r.script.clone());
-        let (sent, ended) = (r.huge_sent.clone(), r.huge_ended.clone());
-        tokio::spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
-                let Ok(mut tls) = acceptor.accept(tcp).await else {
-                    continue;
-                };
-                let (got, script) = (got.clone(), script.clone());
-                let (sent, ended) = (sent.clone(), ended.clone());
-                tokio::spawn(async move {
-                    let Some(req) = read_request(&mut tls).await else {
-                        return;
-                    };
-                    got.lock().unwrap().push(req);
-                    let answer = script
-                        .lock()
-                        .unwrap()
-                        .pop_front()
-                        .unwrap_or(Answer::Status(200));
-                    match answer {
-                        Answer::Status(code) => {
-                            let head = format!(
-                                "HTTP/1.1 {code} X\r\ncontent-length: 7\r\nconnection: close\r\n\r\nanswer\n"
-                            );
-                            let _ = tls.write_all(head.as_bytes()).await;
-                            let _ = tls.shutdown().await;
-                        }
-                        Answer::Hang => std::future::pending::<()>().await,
-                        Answer::Huge => {
-                            let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {HUGE}\r\n\r\n");
-                            let _ = tls.write_all(head.as_bytes()).await;
-                            let chunk = vec![b'z'; 64 << 10];
-                            while sent.load(Ordering::SeqCst) < HUGE {
-                                if tls.write_all(&chunk).await.is_err() {
-                                    break;
-                                }
-                                sent.fetch_add(chunk.len() as u64, Ordering::SeqCst);
-                            }
-                            ended.store(true, Ordering::SeqCst);
-                        }
-                    }
-                });
-            }
-        });
-        r
-    }
-
-    fn requests(&self) -> Vec<Received> {
-        self.got.lock().unwrap().clone()
-    }
-}
-
-/// One HTTP/1.1 request: its head (at most 64 KiB) and its body (at most 1 MiB).
-async fn read_request<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> Option<Received> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        let n = s.read(&mut chunk).await.ok()?;
-        if n == 0 || buf.len() > 64 << 10 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-    let headers: HashMap<String, String> = head
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    let len: usize = headers.get("content-length")?.parse().ok()?;
-    if len > 1 << 20 {
-        return None;
-    }
-    let mut body = buf[end..].to_vec();
-    while body.len() < len {
-        let n = s.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    Some(Received { headers, body })
-}
 
 /// The service's webhook settings for a receiver on 127.0.0.1 with `ca_pem`: short
 /// waits, so that retries happen within a test.
@@ -291,28 +157,39 @@ fn a_jobs_end_is_delivered_once_signed_with_a_secret_shown_nowhere() {
         assert_eq!(note["finished"], job["finished"]);
         assert!(note["timestamp"].as_u64().unwrap() >= job["finished"].as_u64().unwrap());
         assert_eq!(req.headers["x-hetch-event"], "job.ended");
-        assert_eq!(req.headers["x-hetch-delivery"], note["delivery"].as_str().unwrap());
+        assert_eq!(
+            req.headers["x-hetch-delivery"],
+            note["delivery"].as_str().unwrap()
+        );
         assert_eq!(d["id"], note["delivery"]);
         // The receiver's check: HMAC-SHA256 of the exact body with the secret.
         let sig = &req.headers["x-hetch-signature"];
-        assert_eq!(sig, &signature(secret.as_bytes(), &req.body));
-        assert_ne!(sig, &signature(b"not-the-secret-at-all", &req.body));
+        assert!(signed_by(secret.as_bytes(), &req.body, sig), "{sig}");
+        assert!(!signed_by(b"not-the-secret-at-all", &req.body, sig));
         let mut changed = req.body.clone();
         changed[1] ^= 1;
-        assert_ne!(sig, &signature(secret.as_bytes(), &changed));
-        assert!(!req.body.windows(secret.len()).any(|w| w == secret.as_bytes()));
+        assert!(!signed_by(secret.as_bytes(), &changed, sig));
+        assert!(!req
+            .body
+            .windows(secret.len())
+            .any(|w| w == secret.as_bytes()));
 
         // A cancelled job is told of too; once its note arrived, the loop has run
         // many times since the first was delivered, which was still sent once.
         let other = submit(&api, &rx.url, &secret).await;
         api.planned(&other).await;
-        let (s, _) = api.post(&format!("/api/jobs/{other}/cancel"), json!({})).await;
+        let (s, _) = api
+            .post(&format!("/api/jobs/{other}/cancel"), json!({}))
+            .await;
         assert_eq!(s, 200);
         delivery_in(&api, &other, "delivered").await;
         let got = rx.requests();
         assert_eq!(got.len(), 2, "{got:?}");
         let note: Value = serde_json::from_slice(&got[1].body).unwrap();
-        assert_eq!((note["job"].as_str(), note["state"].as_str()), (Some(other.as_str()), Some("cancelled")));
+        assert_eq!(
+            (note["job"].as_str(), note["state"].as_str()),
+            (Some(other.as_str()), Some("cancelled"))
+        );
 
         let shown = everything_shown(&api, &id).await;
         assert!(!shown.contains(&secret), "the secret was shown");
@@ -398,7 +275,9 @@ fn a_receiver_failing_twice_gets_the_third_attempt_across_a_restart() {
         assert_eq!(d["id"], delivery, "one delivery id for every attempt");
         let got = rx.requests();
         assert_eq!(got.len(), 3, "{got:?}");
-        assert!(got.iter().all(|r| r.headers["x-hetch-delivery"] == delivery));
+        assert!(got
+            .iter()
+            .all(|r| r.headers["x-hetch-delivery"] == delivery));
         again.stop();
     });
 }
@@ -458,15 +337,42 @@ fn webhooks_out_of_bounds_or_to_private_addresses_are_refused_at_submission() {
         let (api, _task) = start_configured(&dir, &url, planner(), |_| {}).await;
         let secret = secret();
         for (hook, why) in [
-            (json!({"url": "https://127.0.0.1:8443/h", "secret": secret}), "loopback"),
-            (json!({"url": "https://169.254.169.254/latest", "secret": secret}), "link-local"),
-            (json!({"url": "https://10.0.0.7/h", "secret": secret}), "private"),
-            (json!({"url": "https://[::1]/h", "secret": secret}), "loopback"),
-            (json!({"url": "https://localhost/h", "secret": secret}), "this machine"),
-            (json!({"url": "http://hooks.example.org/h", "secret": secret}), "https://"),
-            (json!({"url": format!("https://hooks.example.org/{}", "a".repeat(2048)), "secret": secret}), "2048"),
-            (json!({"url": "https://hooks.example.org/h", "secret": "short"}), "16 to 1024"),
-            (json!({"url": "https://hooks.example.org/h", "secret": "s".repeat(1025)}), "16 to 1024"),
+            (
+                json!({"url": "https://127.0.0.1:8443/h", "secret": secret}),
+                "loopback",
+            ),
+            (
+                json!({"url": "https://169.254.169.254/latest", "secret": secret}),
+                "link-local",
+            ),
+            (
+                json!({"url": "https://10.0.0.7/h", "secret": secret}),
+                "private",
+            ),
+            (
+                json!({"url": "https://[::1]/h", "secret": secret}),
+                "loopback",
+            ),
+            (
+                json!({"url": "https://localhost/h", "secret": secret}),
+                "this machine",
+            ),
+            (
+                json!({"url": "http://hooks.example.org/h", "secret": secret}),
+                "https://",
+            ),
+            (
+                json!({"url": format!("https://hooks.example.org/{}", "a".repeat(2048)), "secret": secret}),
+                "2048",
+            ),
+            (
+                json!({"url": "https://hooks.example.org/h", "secret": "short"}),
+                "16 to 1024",
+            ),
+            (
+                json!({"url": "https://hooks.example.org/h", "secret": "s".repeat(1025)}),
+                "16 to 1024",
+            ),
         ] {
             let (s, v) = api
                 .post(

@@ -26,15 +26,9 @@ fn a_job_submitted_with_a_webhook_is_delivered_signed_and_its_secret_never_shown
     let file = dir.path().join("secret");
     std::fs::write(&file, format!("{secret}\n")).unwrap();
     let file = file.to_str().unwrap();
-    let out = strict.job(&[
-        "submit",
-        "--webhook",
-        &rx.url,
-        "--webhook-secret-file",
-        file,
-        "run1",
-        "copy",
-    ]);
+    let hook = ["--webhook", &rx.url, "--webhook-secret-file", file];
+    let submit = |more: &[&str]| [&["submit"][..], &hook, more, &["run1", "copy"]].concat();
+    let out = strict.job(&submit(&[]));
     out.expect_code(1);
     out.one_line_naming(&["webhook", "loopback", "--webhook-allow-private"]);
     assert!(!out.stderr.contains(&secret), "{out:?}");
@@ -45,16 +39,7 @@ fn a_job_submitted_with_a_webhook_is_delivered_signed_and_its_secret_never_shown
 
     let svc = start_with(dir.path(), &["--webhook-allow-private", "--webhook-ca", ca]);
     let _w = svc.worker(dir.path(), "w1");
-    let out = svc.job(&[
-        "submit",
-        "--wait",
-        "--webhook",
-        &rx.url,
-        "--webhook-secret-file",
-        file,
-        "run1",
-        "copy",
-    ]);
+    let out = svc.job(&submit(&["--wait"]));
     out.ok();
     let id = out.stdout.split_whitespace().next().unwrap().to_string();
     wait_for("the delivery", || {

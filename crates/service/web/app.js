@@ -287,7 +287,12 @@ function renderJob(job, act, files) {
       fact("Started", when(job.started)),
       fact("Finished", when(job.finished)),
       fact("Units", `${u.done} done, ${u.leased} running, ${u.ready} ready, ${u.waiting} waiting, ` +
-        `${u.failed} failed, ${u.cancelled} cancelled; ${u.retried} retried`)),
+        `${u.failed} failed, ${u.cancelled} cancelled; ${u.retried} retried`),
+      // The secret is never sent to the page: only that one is set.
+      job.webhook ? fact("Webhook", h("span", { class: "path", id: "job-webhook" }, job.webhook.url +
+        " (secret set)" + (job.webhook.delivery ? "; " + job.webhook.delivery.state + " after " +
+        job.webhook.delivery.attempts + " attempts" + (job.webhook.delivery.last_error ?
+          ": " + job.webhook.delivery.last_error : "") : ""))) : null),
     h("h2", {}, "Throughput"), chart(act.samples),
     h("h2", {}, "Share per node"),
     act.shares.length ? table(["Worker", "Units", "Bytes"], act.shares.map((s) =>

@@ -182,7 +182,13 @@ async fn deliver(state: &AppState, due: DueDelivery) {
                 finished: job.finished,
             };
             let body = serde_json::to_vec(&notice).expect("a plain struct");
-            send::post(cfg, &hook.url, &hook.secret, &delivery, body).await
+            let note = send::Note {
+                url: &hook.url,
+                secret: &hook.secret,
+                delivery: &delivery,
+                body,
+            };
+            send::post(cfg, note).await
         }
     };
     let attempts = due.attempts + 1;

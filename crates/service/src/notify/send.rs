@@ -26,29 +26,34 @@ pub fn signature(secret: &[u8], body: &[u8]) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
-/// POSTs `body` to `url`, signed with `secret`; `Err` says why it was not delivered,
-/// in one line (never quoting the secret).
-pub async fn post(
-    cfg: &WebhookConfig,
-    url: &str,
-    secret: &str,
-    delivery: &str,
-    body: Vec<u8>,
-) -> Result<(), String> {
-    let attempt = attempt(cfg, url, secret, delivery, body);
-    match tokio::time::timeout(cfg.timeout, attempt).await {
+/// One note to send.
+pub struct Note<'a> {
+    /// The webhook's URL.
+    pub url: &'a str,
+    /// Its secret.
+    pub secret: &'a str,
+    /// The `X-Hetch-Delivery` id.
+    pub delivery: &'a str,
+    /// The JSON body, signed as it is sent.
+    pub body: Vec<u8>,
+}
+
+/// POSTs `note`; `Err` says why it was not delivered, in one line (never quoting the
+/// secret).
+pub async fn post(cfg: &WebhookConfig, note: Note<'_>) -> Result<(), String> {
+    match tokio::time::timeout(cfg.timeout, attempt(cfg, note)).await {
         Ok(r) => r,
         Err(_) => Err(format!("no answer within {} s", cfg.timeout.as_secs_f64())),
     }
 }
 
-async fn attempt(
-    cfg: &WebhookConfig,
-    url: &str,
-    secret: &str,
-    delivery: &str,
-    body: Vec<u8>,
-) -> Result<(), String> {
+async fn attempt(cfg: &WebhookConfig, note: Note<'_>) -> Result<(), String> {
+    let Note {
+        url,
+        secret,
+        delivery,
+        body,
+    } = note;
     let (host, port) = address::host_port(url).ok_or("the url has no host")?;
     let addr = resolve(&host, port, cfg.allow_private).await?;
     let mut client = reqwest::Client::builder()

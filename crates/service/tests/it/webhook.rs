@@ -336,48 +336,31 @@ fn webhooks_out_of_bounds_or_to_private_addresses_are_refused_at_submission() {
     on_each(|dir, url| async move {
         let (api, _task) = start_configured(&dir, &url, planner(), |_| {}).await;
         let secret = secret();
-        for (hook, why) in [
+        let long = format!("https://hooks.example.org/{}", "a".repeat(2048));
+        for (hook_url, hook_secret, why) in [
+            ("https://127.0.0.1:8443/h", &secret, "loopback"),
+            ("https://169.254.169.254/latest", &secret, "link-local"),
+            ("https://10.0.0.7/h", &secret, "private"),
+            ("https://[::1]/h", &secret, "loopback"),
+            ("https://localhost/h", &secret, "this machine"),
+            ("http://hooks.example.org/h", &secret, "https://"),
+            (long.as_str(), &secret, "2048"),
             (
-                json!({"url": "https://127.0.0.1:8443/h", "secret": secret}),
-                "loopback",
-            ),
-            (
-                json!({"url": "https://169.254.169.254/latest", "secret": secret}),
-                "link-local",
-            ),
-            (
-                json!({"url": "https://10.0.0.7/h", "secret": secret}),
-                "private",
-            ),
-            (
-                json!({"url": "https://[::1]/h", "secret": secret}),
-                "loopback",
-            ),
-            (
-                json!({"url": "https://localhost/h", "secret": secret}),
-                "this machine",
-            ),
-            (
-                json!({"url": "http://hooks.example.org/h", "secret": secret}),
-                "https://",
-            ),
-            (
-                json!({"url": format!("https://hooks.example.org/{}", "a".repeat(2048)), "secret": secret}),
-                "2048",
-            ),
-            (
-                json!({"url": "https://hooks.example.org/h", "secret": "short"}),
+                "https://hooks.example.org/h",
+                &"short".to_string(),
                 "16 to 1024",
             ),
             (
-                json!({"url": "https://hooks.example.org/h", "secret": "s".repeat(1025)}),
+                "https://hooks.example.org/h",
+                &"s".repeat(1025),
                 "16 to 1024",
             ),
         ] {
             let (s, v) = api
                 .post(
                     "/api/jobs",
-                    json!({"sources": ["run1"], "dest": "copy", "webhook": hook}),
+                    json!({"sources": ["run1"], "dest": "copy",
+                           "webhook": {"url": hook_url, "secret": hook_secret}}),
                 )
                 .await;
             assert_eq!((s, v["field"].as_str()), (400, Some("webhook")), "{v}");

@@ -27,8 +27,14 @@ fn a_job_submitted_with_a_webhook_is_delivered_signed_and_its_secret_never_shown
     std::fs::write(&file, format!("{secret}\n")).unwrap();
     let file = file.to_str().unwrap();
     let hook = ["--webhook", &rx.url, "--webhook-secret-file", file];
-    let submit = |more: &[&str]| [&["submit"][..], &hook, more, &["run1", "copy"]].concat();
-    let out = strict.job(&submit(&[]));
+    let submit = |wait: bool| {
+        let mut a = vec!["submit"];
+        a.extend(wait.then_some("--wait"));
+        a.extend(hook);
+        a.extend(["run1", "copy"]);
+        a
+    };
+    let out = strict.job(&submit(false));
     out.expect_code(1);
     out.one_line_naming(&["webhook", "loopback", "--webhook-allow-private"]);
     assert!(!out.stderr.contains(&secret), "{out:?}");
@@ -39,7 +45,7 @@ fn a_job_submitted_with_a_webhook_is_delivered_signed_and_its_secret_never_shown
 
     let svc = start_with(dir.path(), &["--webhook-allow-private", "--webhook-ca", ca]);
     let _w = svc.worker(dir.path(), "w1");
-    let out = svc.job(&submit(&["--wait"]));
+    let out = svc.job(&submit(true));
     out.ok();
     let id = out.stdout.split_whitespace().next().unwrap().to_string();
     wait_for("the delivery", || {
@@ -102,6 +108,26 @@ fn a_job_submitted_with_a_webhook_is_delivered_signed_and_its_secret_never_shown
         assert!(
             !o.stdout.contains(&secret) && !o.stderr.contains(&secret),
             "{o:?}"
+        );
+    }
+    // The job's page in a real browser: the webhook and its delivery, not the secret.
+    if let Some(b) = crate::util::webdriver::Browser::start(1280, 900) {
+        let base = format!("https://{}", svc.addr);
+        b.goto(&format!("{base}/login"));
+        b.type_into(&b.find("#token"), &svc.token);
+        b.click_on("#login");
+        b.wait("the jobs page", || b.text_of("#who") == "token");
+        b.goto(&format!("{base}/#/jobs/{id}"));
+        b.wait("the webhook's fact", || {
+            !b.find_all("#job-webhook").is_empty()
+        });
+        let fact = b.text_of("#job-webhook");
+        let want = format!("{} (secret set); delivered after 1 attempts", rx.url);
+        assert_eq!(fact, want);
+        let page = b.run("return document.documentElement.outerHTML", vec![]);
+        assert!(
+            !page.to_string().contains(&secret),
+            "the secret is on the page"
         );
     }
     let log = svc.proc.stderr_so_far();

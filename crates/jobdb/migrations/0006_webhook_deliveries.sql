@@ -5,8 +5,8 @@
 -- the outcome: `delivered`, `pending` again with the next attempt's time (backoff),
 -- or `given_up` after the last attempt, with the last error. The row outlives a
 -- restart, so no note is lost with the process. `finished` is the job end it is
--- about: a job retried and ended again is told of again (the delivery id, the same
--- for every attempt, is the job's id and this time).
+-- about: a retry arms the row again, so a job retried and ended again is told of
+-- again (the delivery id, the same for every attempt, is the job's id and this time).
 CREATE TABLE webhook_deliveries (
     job TEXT PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
     -- armed, pending, delivered, given_up

@@ -4,7 +4,7 @@
 //! of instances can run the delivery loop on one database.
 
 use sqlx::any::AnyRow;
-use sqlx::Row;
+use sqlx::{Any, Row, Transaction};
 
 use crate::jobs::{job_row, JobRow, JOB_COLUMNS};
 use crate::{int, uint, Db, DbError};
@@ -84,9 +84,10 @@ impl Db {
         Ok(())
     }
 
-    /// Makes due the deliveries of jobs that ended since their row was armed or last
-    /// delivered (a retried job that ended again is told of again), then takes up to
-    /// `limit` due ones under a lease for `owner` until `until`.
+    /// Makes due the armed deliveries of jobs that ended (only armed rows are looked
+    /// at: as many as jobs with a webhook not yet ended, however long the outbox's
+    /// history), then takes up to `limit` due ones under a lease for `owner` until
+    /// `until`.
     pub async fn claim_deliveries(
         &self,
         owner: &str,
@@ -99,7 +100,8 @@ impl Db {
                next_attempt = $1, last_error = NULL, lease_owner = NULL, lease_until = 0, \
                updated = $1, \
                finished = (SELECT j.finished FROM jobs j WHERE j.id = webhook_deliveries.job) \
-             WHERE EXISTS (SELECT 1 FROM jobs j WHERE j.id = webhook_deliveries.job \
+             WHERE state = 'armed' AND EXISTS (SELECT 1 FROM jobs j \
+               WHERE j.id = webhook_deliveries.job \
                AND j.state IN ('done', 'failed', 'cancelled') AND j.finished IS NOT NULL \
                AND (webhook_deliveries.finished IS NULL \
                     OR j.finished <> webhook_deliveries.finished))",
@@ -224,6 +226,25 @@ impl Db {
             .await?;
         rows.iter().map(delivery_row).collect()
     }
+}
+
+/// Arms job `job`'s webhook again as it is retried, inside the retry's transaction:
+/// its next end is told of with a new delivery (a delivery of its last end still
+/// pending is dropped: its holder's record is refused).
+pub(crate) async fn rearm(
+    tx: &mut Transaction<'static, Any>,
+    job: &str,
+    now: u64,
+) -> Result<(), DbError> {
+    sqlx::query(
+        "UPDATE webhook_deliveries SET state = 'armed', lease_owner = NULL, lease_until = 0, \
+           updated = $2 WHERE job = $1",
+    )
+    .bind(job)
+    .bind(int(now))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 fn delivery_row(r: &AnyRow) -> Result<Delivery, DbError> {

@@ -40,7 +40,38 @@ fn a_job_submitted_with_a_webhook_is_delivered_signed_and_its_secret_never_shown
     assert!(!out.stderr.contains(&secret), "{out:?}");
     // No secret: refused before anything is sent.
     let out = strict.job(&["submit", "--webhook", &rx.url, "run1", "copy"]);
-    assert!(out.stderr.contains("--webhook-secret-file"), "{out:?}");
+    out.failed();
+    out.one_line_naming(&["--webhook-secret-file", "HETCH_WEBHOOK_SECRET"]);
+    let missing = dir.path().join("no-such-secret");
+    let missing = missing.to_str().unwrap();
+    let out = strict.job(&[
+        "submit",
+        "--webhook",
+        &rx.url,
+        "--webhook-secret-file",
+        missing,
+        "run1",
+        "copy",
+    ]);
+    out.failed();
+    out.one_line_naming(&[missing]);
+    // The secret from the environment is taken too (then the address is refused).
+    let mut a = crate::util::service::args(&["job", "--service", &strict.addr]);
+    a.extend(crate::util::service::args(&[
+        "submit",
+        "--webhook",
+        &rx.url,
+        "run1",
+        "copy",
+    ]));
+    let mut env = strict.env().to_vec();
+    env.push(("HETCH_WEBHOOK_SECRET", &secret));
+    let out = crate::util::hetch(&a, &env);
+    out.expect_code(1);
+    out.one_line_naming(&["loopback"]);
+    let none = strict.job(&["--json", "ls"]);
+    none.ok();
+    assert_eq!(none.stdout.trim(), "[]", "nothing was queued");
     drop(strict);
 
     let svc = start_with(dir.path(), &["--webhook-allow-private", "--webhook-ca", ca]);

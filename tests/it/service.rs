@@ -171,6 +171,43 @@ fn workers_run_a_job_and_finish_the_units_of_a_worker_killed_mid_job() {
     assert_eq!(v["files_done"].as_u64(), v["files"].as_u64(), "{v}");
 }
 
+/// A large file moved whole by one unit: while that unit runs, its worker's
+/// heartbeats carry its bytes so far, so `hetch job show` gives the job's bytes, rate
+/// and time left moving before any unit ends (and never past the job's size).
+#[test]
+fn a_large_unit_shows_its_bytes_rate_and_time_left_while_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("one")).unwrap();
+    std::fs::write(root.join("one/big.bin"), vec![7u8; 48 << 20]).unwrap();
+    let svc = start(dir.path());
+    svc.job(&["ls"]).ok(); // pins the key
+    let _w = svc.worker(dir.path(), "w");
+    let id = submit(&svc, &["--rate-limit", "4M", "one", "copy"]);
+    let mut seen = serde_json::Value::Null;
+    wait_for("the running unit's bytes, rate and time left", || {
+        seen = show(&svc, &id);
+        seen["rate"].as_u64() > Some(0) && seen["eta_s"].as_u64() > Some(0)
+    });
+    let (live, done, size) = (
+        seen["bytes_live"].as_u64().unwrap(),
+        seen["bytes_done"].as_u64().unwrap(),
+        seen["bytes"].as_u64().unwrap(),
+    );
+    assert_eq!(seen["units"]["done"], 0, "no unit has ended yet: {seen}");
+    assert!(done < live && live < size, "{seen}");
+    let text = svc.job(&["show", &id]);
+    text.ok();
+    assert!(
+        text.stdout.contains("of it in units still running)"),
+        "{}",
+        text.stdout
+    );
+    assert!(text.stdout.contains("\nrate:"), "{}", text.stdout);
+    assert!(text.stdout.contains("/s, "), "{}", text.stdout);
+    svc.job(&["cancel", &id]).ok();
+}
+
 /// A service that cuts files above 1 MiB into ranges of 256 KiB, with batches of 8.
 fn start_splitting(dir: &Path) -> Service {
     let split = ["--split-size", "1M", "--range-size", "256K"];

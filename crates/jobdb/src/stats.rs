@@ -17,6 +17,9 @@ pub struct Totals {
     pub files_done: u64,
     /// See `files_done`.
     pub bytes_done: u64,
+    /// Bytes the leased units moved so far, as their workers' heartbeats said (not
+    /// yet in `bytes_done`).
+    pub bytes_in_flight: u64,
     /// Workers holding at least one lease.
     pub active_workers: u64,
 }
@@ -47,17 +50,18 @@ impl Db {
             sum_sql("bytes_done")
         );
         let done = sqlx::query(&sql).fetch_one(&self.reads).await?;
-        let workers = sqlx::query(
-            "SELECT COUNT(DISTINCT lease_owner) AS n FROM units WHERE state = 'leased'",
-        )
-        .fetch_one(&self.reads)
-        .await?;
+        let sql = format!(
+            "SELECT COUNT(DISTINCT lease_owner) AS n, {} AS p FROM units WHERE state = 'leased'",
+            sum_sql("progress")
+        );
+        let leased = sqlx::query(&sql).fetch_one(&self.reads).await?;
         Ok(Totals {
             jobs,
             units,
             files_done: float_sum(&done, "f")?,
             bytes_done: float_sum(&done, "b")?,
-            active_workers: uint(workers.try_get("n")?, "workers")?,
+            bytes_in_flight: float_sum(&leased, "p")?,
+            active_workers: uint(leased.try_get("n")?, "workers")?,
         })
     }
 }

@@ -286,6 +286,18 @@ pub struct JobView {
     pub files_done: u64,
     /// Bytes moved.
     pub bytes_done: u64,
+    /// Bytes moved so far counting what its running units have moved (their workers
+    /// say so in each heartbeat, every few seconds): `bytes_done` and more while a
+    /// large unit runs, never past `bytes` (a retried unit's bytes could count twice).
+    #[serde(default)]
+    pub bytes_live: u64,
+    /// Bytes per second over the last ten seconds while it runs (0 otherwise, or
+    /// when this service instance has not watched it that long).
+    #[serde(default)]
+    pub rate: u64,
+    /// Seconds left at that rate, while it runs and moves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta_s: Option<u64>,
     /// Its work units by state.
     pub units: UnitsView,
     /// Its webhook (without the secret) and the delivery of its end, if it has one.

@@ -3,7 +3,7 @@
 //! that it cannot drive the terminal.
 
 use hetch_proto::escape_text;
-use hetch_units::human_bytes;
+use hetch_units::{human_bytes, human_seconds};
 
 use crate::JobView;
 
@@ -16,15 +16,36 @@ impl JobView {
         FINAL_STATES.contains(&self.state.as_str())
     }
 
-    /// Where it is, in one line: `STATE F/N files, B of T`.
+    /// Bytes moved so far, counting its running units' progress (a service that does
+    /// not say it gives 0 there: then what finished units moved).
+    pub fn moved(&self) -> u64 {
+        self.bytes_live.max(self.bytes_done)
+    }
+
+    /// Its rate and what is left at it (`4.00 MiB/s, 12 s left`), while it moves.
+    pub fn pace(&self) -> Option<String> {
+        if self.rate == 0 || self.is_finished() {
+            return None;
+        }
+        let left = self.eta_s.map(|s| format!(", {} left", human_seconds(s)));
+        Some(format!(
+            "{}/s{}",
+            human_bytes(self.rate as f64),
+            left.unwrap_or_default()
+        ))
+    }
+
+    /// Where it is, in one line: `STATE F/N files, B of T[, RATE/s, ETA left]`.
     pub fn progress(&self) -> String {
+        let pace = self.pace().map(|p| format!(", {p}"));
         format!(
-            "{} {}/{} files, {} of {}",
+            "{} {}/{} files, {} of {}{}",
             self.state,
             self.files_done,
             self.files,
-            human_bytes(self.bytes_done as f64),
-            human_bytes(self.bytes as f64)
+            human_bytes(self.moved() as f64),
+            human_bytes(self.bytes as f64),
+            pace.unwrap_or_default()
         )
     }
 
@@ -45,14 +66,28 @@ impl JobView {
         }
         line("priority", &self.spec.priority);
         line("files", &format!("{} of {}", self.files_done, self.files));
+        let running = match self.is_finished() {
+            true => 0,
+            false => self.moved() - self.bytes_done,
+        };
+        let in_units = (running > 0).then(|| {
+            format!(
+                " ({} of it in units still running)",
+                human_bytes(running as f64)
+            )
+        });
         line(
             "bytes",
             &format!(
-                "{} of {}",
-                human_bytes(self.bytes_done as f64),
-                human_bytes(self.bytes as f64)
+                "{} of {}{}",
+                human_bytes(self.moved() as f64),
+                human_bytes(self.bytes as f64),
+                in_units.unwrap_or_default()
             ),
         );
+        if let Some(pace) = self.pace() {
+            line("rate", &pace);
+        }
         let u = &self.units;
         line(
             "units",
@@ -97,7 +132,7 @@ pub fn table(jobs: &[JobView]) -> String {
             format!("{}/{}", j.files_done, j.files),
             format!(
                 "{}/{}",
-                human_bytes(j.bytes_done as f64),
+                human_bytes(j.moved() as f64),
                 human_bytes(j.bytes as f64)
             ),
             escape_text(&j.spec.sources.join(" ")),
@@ -130,6 +165,9 @@ mod tests {
             bytes: 4 << 20,
             files_done: 3,
             bytes_done: 1 << 20,
+            bytes_live: 0,
+            rate: 0,
+            eta_s: None,
             units: UnitsView {
                 ready: 1,
                 leased: 2,
@@ -154,6 +192,25 @@ mod tests {
             lines.last().unwrap(),
             &"units:        1 ready, 2 running, 0 done, 0 failed, 0 waiting, 0 cancelled (0 tried again)"
         );
+        assert!(!text.contains("rate:") && !text.contains("still running"));
+        // A large unit running: its bytes so far count, with the rate and what is left.
+        (j.bytes_live, j.rate, j.eta_s) = (3 << 19, 1 << 20, Some(150));
+        assert_eq!(
+            j.progress(),
+            "running 3/10 files, 1.50 MiB of 4.00 MiB, 1.00 MiB/s, 2 min 30 s left"
+        );
+        let text = j.to_text();
+        assert!(
+            text.contains(
+                "\nbytes:        1.50 MiB of 4.00 MiB (512.00 KiB of it in units still running)\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nrate:         1.00 MiB/s, 2 min 30 s left\n"),
+            "{text}"
+        );
+        assert!(table(&[j.clone()]).contains(" 1.50 MiB/4.00 MiB "));
         j.state = "failed".into();
         j.error = Some("it broke".into());
         j.spec.dest_nodes = vec!["dtn2".into()];

@@ -103,6 +103,11 @@ pub fn render(totals: &Totals, m: &Metrics) -> String {
             totals.bytes_done,
         ),
         (
+            "hetch_service_bytes_in_flight",
+            "Bytes the running units moved so far (their workers' last heartbeats).",
+            totals.bytes_in_flight,
+        ),
+        (
             "hetch_service_workers_active",
             "Workers holding a lease.",
             totals.active_workers,

@@ -588,6 +588,10 @@ pub(crate) async fn view(state: &AppState, caller: &Caller, id: &str) -> Result<
 /// damaged job never makes a list of jobs fail.
 async fn job_view(state: &AppState, row: JobRow) -> Result<JobView, ApiError> {
     let c = state.db.unit_counts(&row.id).await.map_err(internal)?;
+    // Its live bytes, rate and ETA as the web interface's last snapshot has them (a
+    // second old at most; none for a job too old to be in it).
+    let snapshot = state.hub.latest();
+    let live = snapshot.jobs.iter().find(|j| j.id == row.id);
     let (mut spec, unreadable) = match serde_json::from_str::<JobSpec>(&row.spec) {
         Ok(spec) => (spec, None),
         Err(e) => (
@@ -624,6 +628,9 @@ async fn job_view(state: &AppState, row: JobRow) -> Result<JobView, ApiError> {
         bytes: row.bytes,
         files_done: row.files_done,
         bytes_done: row.bytes_done,
+        bytes_live: live.map_or(0, |j| j.bytes_done).max(row.bytes_done),
+        rate: live.map_or(0, |j| j.rate),
+        eta_s: live.and_then(|j| j.eta_s),
         units: UnitsView {
             waiting: c.waiting,
             ready: c.ready,

@@ -131,6 +131,17 @@ pub fn human_bytes(n: f64) -> String {
     }
 }
 
+/// Formats whole seconds for people, to two units at most: `45 s`, `3 min 20 s`,
+/// `2 h 05 min`, `3 d 04 h`.
+pub fn human_seconds(s: u64) -> String {
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min {:02} s", s / 60, s % 60),
+        3600..86_400 => format!("{} h {:02} min", s / 3600, s % 3600 / 60),
+        _ => format!("{} d {:02} h", s / 86_400, s % 86_400 / 3600),
+    }
+}
+
 /// Parses a duration: `50ms`, `0.5s`, `100us`, `10m`, `1h`, or a bare number of
 /// milliseconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -197,6 +208,25 @@ pub fn rfc3339_ms(unix_ms: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::human_seconds;
+
+    #[test]
+    fn seconds_read_in_two_units_at_most() {
+        let cases = [
+            (0, "0 s"),
+            (59, "59 s"),
+            (60, "1 min 00 s"),
+            (200, "3 min 20 s"),
+            (7_500, "2 h 05 min"),
+            (86_399, "23 h 59 min"),
+            (273_600, "3 d 04 h"),
+            (u64::MAX, "213503982334601 d 07 h"),
+        ];
+        for (s, want) in cases {
+            assert_eq!(human_seconds(s), want);
+        }
+    }
+
     #[test]
     fn rfc3339_names_the_utc_instant() {
         assert_eq!(super::rfc3339_ms(0), "1970-01-01T00:00:00.000Z");

@@ -38,6 +38,12 @@ fn a_job_is_claimed_in_order_and_ends_done_with_its_counts() {
         let got = db.claim("w1", 10, TTL, 10).await.unwrap();
         let totals = db.totals().await.unwrap();
         assert_eq!((totals.active_workers, totals.units.leased), (1, 3));
+        // Live progress: held to the unit's bytes (30), and only from its holder.
+        let beat = |seq, bytes| vec![("j1".to_string(), seq, bytes)];
+        db.unit_progress("w1", &beat(0, 1000)).await.unwrap();
+        db.unit_progress("w2", &beat(1, 7)).await.unwrap();
+        db.unit_progress("w1", &beat(2, 9)).await.unwrap();
+        assert_eq!(db.totals().await.unwrap().bytes_in_flight, 30 + 9);
         let specs: Vec<_> = got
             .iter()
             .map(|c| (c.seq, c.spec.clone(), c.until))

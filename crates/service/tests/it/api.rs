@@ -534,6 +534,15 @@ fn metrics_show_the_totals_and_the_requests_to_the_operator_only() {
             .post("/api/work/claim", json!({"worker": "w1", "max": 2}))
             .await;
         assert_eq!(s, 200, "{got}");
+        // A range of 16 bytes of run1/big says it moved 10 so far.
+        let range = got
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["unit"]["Range"].is_object());
+        let range = range.expect("a range among the first units");
+        let beat = json!({"worker": "w1", "units": [{"job": range["job"], "seq": range["seq"], "bytes": 10}]});
+        assert_eq!(api.post("/api/work/heartbeat", beat).await.0, 200);
         let _ = api.call("GET", "/api/jobs", None, Some("wrong")).await;
         // What a caller puts in a path never becomes a label value: routes are counted
         // by their template.
@@ -563,6 +572,7 @@ fn metrics_show_the_totals_and_the_requests_to_the_operator_only() {
         assert_eq!(m.value("hetch_service_jobs", &[("state", "done")]), 0);
         assert_eq!(m.value("hetch_service_units", &[("state", "leased")]), 2);
         assert_eq!(m.value("hetch_service_workers_active", &[]), 1);
+        assert_eq!(m.value("hetch_service_bytes_in_flight", &[]), 10);
         assert_eq!(m.value("hetch_service_auth_failures_total", &[]), 1);
         assert_eq!(m.kind("hetch_service_auth_failures_total"), "counter");
         let claims_seen = [

@@ -17,6 +17,7 @@ use clap::{Args, Subcommand};
 use hetch_net::NetError;
 use hetch_service::api::{CopyOptions, JobSpec, ListQuery};
 use hetch_service_api::client::{service_address, Client, ClientError, Look};
+use hetch_service_api::Webhook;
 
 use crate::usage::usage_error;
 
@@ -86,6 +87,15 @@ pub struct ServiceArgs {
     /// Seconds a connection may stay idle between requests before it is closed.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     idle_timeout: u64,
+    /// Let jobs' webhooks reach loopback, link-local and private addresses.
+    #[arg(long)]
+    webhook_allow_private: bool,
+    /// CA certificate (PEM) to trust for webhook receivers beyond the system's roots.
+    #[arg(long)]
+    webhook_ca: Option<PathBuf>,
+    /// Attempts at delivering a job's webhook before it is given up.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=100))]
+    webhook_attempts: u64,
 }
 
 /// `--split-size`: a size, or "off".
@@ -143,6 +153,12 @@ pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
             idle: Duration::from_secs(a.idle_timeout),
         },
         identities,
+        webhooks: hetch_service::notify::WebhookConfig::from_flags(
+            a.webhook_allow_private,
+            a.webhook_ca.as_deref(),
+            a.webhook_attempts,
+        )
+        .map_err(anyhow::Error::msg)?,
     };
     let svc = hetch_service::Service::bind(cfg).await?;
     errln!("hetch service: listening on https://{}", svc.addr);
@@ -277,6 +293,12 @@ struct SubmitArgs {
     watch: bool,
     #[command(flatten)]
     stream: crate::follow::FollowArgs,
+    /// POST a note signed with a secret to this https:// URL when the job ends.
+    #[arg(long)]
+    webhook: Option<String>,
+    /// The webhook's secret is this file's first line (else $HETCH_WEBHOOK_SECRET).
+    #[arg(long, requires = "webhook")]
+    webhook_secret_file: Option<PathBuf>,
 }
 
 impl SubmitArgs {
@@ -334,6 +356,12 @@ async fn run(a: &JobArgs, service: &str) -> anyhow::Result<ExitCode> {
     match &a.cmd {
         JobCmd::Submit(s) => {
             let (dest, sources) = s.paths.split_last().expect("clap asks for two");
+            let file = s.webhook_secret_file.as_deref();
+            let webhook = s
+                .webhook
+                .as_deref()
+                .map(|u| Webhook::with_secret_from(u, file));
+            let webhook = webhook.transpose().map_err(anyhow::Error::msg)?;
             let spec = JobSpec {
                 sources: sources.to_vec(),
                 dest: dest.clone(),
@@ -350,6 +378,7 @@ async fn run(a: &JobArgs, service: &str) -> anyhow::Result<ExitCode> {
                 rate_limit: s.rate_limit,
                 dest_nodes: s.dest_node.clone(),
                 access: None,
+                webhook,
             };
             let j = c.submit(&spec).await?;
             match a.json && !s.wait {

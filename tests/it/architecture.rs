@@ -167,8 +167,10 @@ fn a_release_build_has_no_fault_hooks() {
 /// `hetch sum --check` prints (the checking itself is the engine's); to 2,875 by issue
 /// 41: each subcommand's help as a one-line summary and its details (about 45 lines of
 /// help text), `completions` and `man` (generated in `hetch-manual`), and the gates of
-/// the `cloud`, `service` and `mcp` features.
-const MAX_BINARY_LINES: usize = 2_875;
+/// the `cloud`, `service` and `mcp` features; to 2,900 by issue 42's notifications:
+/// `job submit --webhook` and `--webhook-secret-file`, and the service's three webhook
+/// settings (the secret's reading and every check are in `hetch-service-api`).
+const MAX_BINARY_LINES: usize = 2_900;
 
 /// The `.rs` files under `dir`, recursively, with their line counts.
 fn rust_files(dir: &std::path::Path, out: &mut Vec<(String, usize)>) {

@@ -27,6 +27,7 @@ mod manual;
 mod mcp;
 mod mcp_python;
 mod metrics;
+mod notify;
 mod output;
 mod peer_safety;
 mod race;

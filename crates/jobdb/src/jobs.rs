@@ -380,6 +380,7 @@ impl Db {
         if r.rows_affected() == 0 {
             return Ok(Retry::Nothing);
         }
+        crate::webhooks::rearm(&mut tx, id, now).await?;
         let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
             .bind(id)
             .fetch_one(&mut *tx)

@@ -14,6 +14,7 @@
 //!   planning lease, which another instance takes over once it runs out.
 //! - [`leases`]: claiming units, heartbeats, finishing, and reaping expired leases.
 //! - [`stats`]: totals over all jobs, for monitoring.
+//! - [`webhooks`]: the outbox of notes to jobs' webhooks, sent under leases.
 //! - [`activity`]: workers, live progress, shares and failed units, for people
 //!   watching.
 
@@ -27,6 +28,7 @@ pub mod planning;
 mod schema;
 mod sqlite_file;
 pub mod stats;
+pub mod webhooks;
 
 use sqlx::any::AnyPoolOptions;
 use sqlx::AnyPool;
@@ -37,6 +39,7 @@ pub use jobs::{FileRow, JobRow, JobState, NewJob, PlannedUnit, Retry, UnitCounts
 pub use leases::{Claimed, Refused, UnitOutcome};
 pub use planning::{PlanningLease, TakenOver};
 pub use stats::Totals;
+pub use webhooks::{Attempt, Delivery, DueDelivery};
 
 /// Which database is behind a [`Db`]: the statements are the same except the claim's
 /// row lock.

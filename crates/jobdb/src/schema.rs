@@ -28,6 +28,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0004_plan_attempts.sql"),
     ),
     (
+        6,
+        "webhook deliveries",
+        include_str!("../migrations/0006_webhook_deliveries.sql"),
+    ),
+    (
         8,
         "stream lag",
         include_str!("../migrations/0008_stream_lag.sql"),

@@ -43,6 +43,10 @@ pub struct JobSpec {
     /// and where the service has no identity map.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access: Option<crate::access::Access>,
+    /// Where to POST a signed note when the job ends (done, failed or cancelled).
+    /// Its secret is never shown back: a job's view has it in `webhook` instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<crate::webhook::Webhook>,
 }
 
 /// Most destination nodes of one job.
@@ -116,6 +120,9 @@ impl JobSpec {
             false => check_relative(&self.dest, "dest")?,
         }
         self.check_dest_nodes()?;
+        if let Some(w) = &self.webhook {
+            w.check()?;
+        }
         if !(-100..=100).contains(&self.priority) {
             return Err(format!("priority {} is not in -100..=100", self.priority));
         }
@@ -328,6 +335,10 @@ pub struct JobView {
     pub lag: Option<crate::LagView>,
     /// Its work units by state.
     pub units: UnitsView,
+    /// Its webhook (without the secret) and the delivery of its end, if it has one.
+    /// (The webhook is left out of `spec`.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<crate::webhook::WebhookView>,
 }
 
 /// A job's units by state.
@@ -358,14 +369,15 @@ pub struct ErrorBody {
     /// One line saying what was wrong.
     pub error: String,
     /// The field of a submitted job it is about (`sources`, `dest`, `priority`,
-    /// `rate_limit`, `dest_nodes` or an option's name), when it is about one.
+    /// `rate_limit`, `dest_nodes`, `webhook` or an option's name), when it is about one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
 }
 
 /// The field of a job spec that [`JobSpec::check`]'s error line `error` is about.
 pub fn field_of(error: &str) -> Option<&'static str> {
-    const FIELDS: [(&str, &str); 14] = [
+    const FIELDS: [(&str, &str); 15] = [
+        ("webhook", "webhook"),
         ("source", "sources"),
         ("a job needs at least one source", "sources"),
         ("at most 1000 sources", "sources"),
@@ -442,6 +454,7 @@ mod tests {
             rate_limit: 0,
             dest_nodes: Vec::new(),
             access: None,
+            webhook: None,
         }
     }
 

@@ -12,6 +12,7 @@
 //! - [`access`]: what a job may touch, recorded with it from its submitter's identity.
 //! - [`web`]: what the routes of the web interface answer: who is calling, the live
 //!   snapshot, the nodes, a job's activity.
+//! - [`webhook`]: a job's webhook, its delivery and the body it is sent.
 //! - [`schema`]: the JSON Schemas of all of them.
 //! - `client` (feature `client`): the HTTPS client, with the service's key pinned as
 //!   for `hetch cp`.
@@ -29,6 +30,7 @@ pub mod schema;
 pub mod show;
 pub mod stream;
 pub mod web;
+pub mod webhook;
 pub mod work;
 
 pub use access::Access;
@@ -39,4 +41,5 @@ pub const DEFAULT_PORT: u16 = 7879;
 pub use job::*;
 pub use stream::{LagView, StreamSpec};
 pub use web::*;
+pub use webhook::{DeliveryView, Notice, Webhook, WebhookView};
 pub use work::*;

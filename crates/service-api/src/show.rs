@@ -102,8 +102,23 @@ impl JobView {
         if let Some(e) = &self.error {
             line("error", &escape_text(e));
         }
+        if let Some(w) = &self.webhook {
+            line("webhook", &format!("{} (secret set)", escape_text(&w.url)));
+            if let Some(d) = &w.delivery {
+                line("delivery", &escape_text(&delivery_text(d)));
+            }
+        }
         out
     }
+}
+
+/// A webhook delivery in one line: `STATE after N attempts (id ID): last error`.
+fn delivery_text(d: &crate::DeliveryView) -> String {
+    let mut s = format!("{} after {} attempts (id {})", d.state, d.attempts, d.id);
+    if let Some(e) = &d.last_error {
+        s.push_str(&format!(": {e}"));
+    }
+    s
 }
 
 /// Jobs as `hetch job ls` prints them: a header, then one row each.
@@ -162,6 +177,7 @@ mod tests {
                 leased: 2,
                 ..UnitsView::default()
             },
+            webhook: None,
         }
     }
 

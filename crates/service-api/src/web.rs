@@ -92,6 +92,10 @@ pub struct LiveSnapshot {
     pub jobs: Vec<JobSummary>,
     /// The workers heard from in the last day.
     pub nodes: Vec<NodeView>,
+    /// The caller's newest webhook deliveries (attempted, delivered or given up),
+    /// newest first: each change of one is an event of the stream.
+    #[serde(default)]
+    pub deliveries: Vec<crate::webhook::DeliveryView>,
 }
 
 /// The workers and the service's own host (`GET /api/nodes`).

@@ -11,6 +11,7 @@
 //! - [`planning`]: listing a job's sources into its listing and units, in batches.
 //! - [`listen`]: TLS (the same identity and pinning as `hetch serve`) and HTTP/1.1.
 //! - [`openapi`]: the API's OpenAPI document, served at `/api/openapi.json`.
+//! - [`notify`]: jobs' webhooks: the delivery loop, signing, where they may point.
 //! - [`web`]: the web interface at `/`, its sessions and its live event stream.
 
 #![deny(missing_docs)]
@@ -20,6 +21,7 @@ pub mod auth;
 pub mod identity;
 pub mod listen;
 pub mod metrics;
+pub mod notify;
 pub mod openapi;
 pub mod planning;
 pub mod routes;
@@ -58,6 +60,8 @@ pub struct ServiceConfig {
     /// What each OIDC identity may read and write (`None`: every user of the issuer
     /// reaches all the workers reach).
     pub identities: Option<identity::IdentityMap>,
+    /// How jobs' webhooks are delivered.
+    pub webhooks: notify::WebhookConfig,
 }
 
 /// Why the service could not start.
@@ -122,6 +126,8 @@ pub struct AppState {
     pub host: String,
     /// This host's checks (found at start), for the nodes page.
     pub host_checks: Vec<String>,
+    /// How jobs' webhooks are delivered.
+    pub webhooks: notify::WebhookConfig,
 }
 
 /// A service bound to its address, ready to run.
@@ -156,6 +162,7 @@ impl Service {
         let root = std::fs::canonicalize(&cfg.root)
             .map_err(|e| ServiceError::Root(cfg.root.clone(), e))?;
         check_planner(&cfg.planner)?;
+        cfg.webhooks.check().map_err(ServiceError::Config)?;
         // Before anything is made in it: it holds the key, the token, the job database.
         hetch_net::private_state_dir(&cfg.state_dir)?;
         let (identity, _) = ServerIdentity::load_or_create(&cfg.state_dir)?;
@@ -218,6 +225,7 @@ impl Service {
                 .trim()
                 .to_string(),
             host_checks: hetch_doctor::host_findings(&hetch_doctor::Host::default()),
+            webhooks: cfg.webhooks,
         });
         take_over_planning(&state).await?;
         Ok(Service {
@@ -235,10 +243,12 @@ impl Service {
     pub async fn run(self) -> Result<(), ServiceError> {
         let reaper = tokio::spawn(reap(self.state.clone()));
         let live = tokio::spawn(web::events::run(self.state.clone()));
+        let notes = tokio::spawn(notify::run(self.state.clone()));
         let app = routes::router(self.state.clone());
         let r = listen::serve(self.listener, self.tls, app, self.limits).await;
         reaper.abort();
         live.abort();
+        notes.abort();
         r.map_err(|source| ServiceError::Listen {
             addr: self.addr,
             source,

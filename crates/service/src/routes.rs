@@ -23,6 +23,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use hetch_jobdb::leases::{MAX_UNIT_BYTES, MAX_UNIT_FILES};
 use hetch_jobdb::{JobRow, JobState, NewJob, Retry, UnitOutcome, WorkerReport};
+use hetch_service_api::WebhookView;
 
 /// Largest request body: room for a job of the most sources at the longest paths the
 /// document allows (1000 of 4096 bytes), so that such a job is answered, not cut off
@@ -221,6 +222,13 @@ async fn submit(
 ) -> Answer {
     let mut spec: JobSpec = parse(&body)?;
     spec.check().map_err(bad)?;
+    if let Some(hook) = spec
+        .webhook
+        .as_ref()
+        .filter(|_| !state.webhooks.allow_private)
+    {
+        crate::notify::address::check_submitted(&hook.url).map_err(bad)?;
+    }
     // What the job may touch is the service's to say, never the client's.
     spec.access = match grant {
         auth::Grant::All => None,
@@ -265,6 +273,9 @@ async fn submit(
         .create_job(&job, &state.instance, now + state.lease_ms, now)
         .await
         .map_err(internal)?;
+    if spec.webhook.is_some() {
+        state.db.arm_webhook(&id, now).await.map_err(internal)?;
+    }
     crate::start_planning(&state, lease, spec);
     Ok((StatusCode::CREATED, Json(view(&state, &caller, &id).await?)).into_response())
 }
@@ -438,7 +449,9 @@ async fn claim(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
     for c in got {
         let job = state.db.job(&c.job).await.map_err(internal)?;
         let job = job.ok_or_else(|| internal(format!("job {} vanished", c.job)))?;
-        let spec = serde_json::from_str::<JobSpec>(&job.spec).map_err(internal)?;
+        let mut spec = serde_json::from_str::<JobSpec>(&job.spec).map_err(internal)?;
+        // The webhook is the service's business; its secret goes to no worker.
+        spec.webhook = None;
         out.push(ClaimedUnit {
             rate_limit: rate_share(&state, &job.id, job.rate_limit).await?,
             job: c.job,
@@ -607,7 +620,7 @@ async fn job_view(state: &AppState, row: JobRow) -> Result<JobView, ApiError> {
         true => state.db.job_lag(&row.id).await.map_err(internal)?,
         false => None,
     };
-    let (spec, unreadable) = match serde_json::from_str(&row.spec) {
+    let (mut spec, unreadable) = match serde_json::from_str::<JobSpec>(&row.spec) {
         Ok(spec) => (spec, None),
         Err(e) => (
             JobSpec::default(),
@@ -617,6 +630,18 @@ async fn job_view(state: &AppState, row: JobRow) -> Result<JobView, ApiError> {
     let error = match (unreadable, row.error_shown()) {
         (Some(u), Some(e)) => Some(format!("{u}; {e}")),
         (u, e) => u.or(e),
+    };
+    // The secret never leaves the service: the view says only that one is set.
+    let webhook = match spec.webhook.take() {
+        None => None,
+        Some(hook) => Some(WebhookView {
+            url: hook.url,
+            secret_set: true,
+            delivery: match state.db.delivery(&row.id).await.map_err(internal)? {
+                Some(d) if d.state != "armed" => Some(crate::notify::view(&d)),
+                _ => None,
+            },
+        }),
     };
     Ok(JobView {
         id: row.id,
@@ -644,5 +669,6 @@ async fn job_view(state: &AppState, row: JobRow) -> Result<JobView, ApiError> {
             retried: c.retried,
             cancelled: c.cancelled,
         },
+        webhook,
     })
 }

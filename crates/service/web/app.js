@@ -290,7 +290,12 @@ function renderJob(job, act, files) {
       fact("Units", `${u.done} done, ${u.leased} running, ${u.ready} ready, ${u.waiting} waiting, ` +
         `${u.failed} failed, ${u.cancelled} cancelled; ${u.retried} retried`),
       job.lag ? fact("Lag (appended to durable)", h("span", { id: "job-lag" },
-        `p50 ${job.lag.p50_ms} ms, p99 ${job.lag.p99_ms} ms`)) : null),
+        `p50 ${job.lag.p50_ms} ms, p99 ${job.lag.p99_ms} ms`)) : null,
+      // The secret is never sent to the page: only that one is set.
+      job.webhook ? fact("Webhook", h("span", { class: "path", id: "job-webhook" }, job.webhook.url +
+        " (secret set)" + (job.webhook.delivery ? "; " + job.webhook.delivery.state + " after " +
+        job.webhook.delivery.attempts + " attempts" + (job.webhook.delivery.last_error ?
+          ": " + job.webhook.delivery.last_error : "") : ""))) : null),
     h("h2", {}, "Throughput"), chart(act.samples),
     h("h2", {}, "Share per node"),
     act.shares.length ? table(["Worker", "Units", "Bytes"], act.shares.map((s) =>

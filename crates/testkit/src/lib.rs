@@ -7,6 +7,7 @@
 //!   `postgres.rs`) a throwaway PostgreSQL server.
 //! - [`oidc_issuer`]: an OpenID Connect issuer with keys of its own, signing tokens.
 //! - [`prometheus`]: a metrics endpoint's body, parsed as Prometheus parses it.
+//! - [`webhook`]: an HTTPS webhook receiver that records, fails, hangs or floods.
 //! - [`data`]: deterministic pseudo-random test data, in memory or in a file.
 //! - [`tree`]: a tree with every boundary case on disk, and a comparison of two trees.
 //! - [`minio`]: one MinIO per test process, a bucket per case.
@@ -31,6 +32,7 @@ mod postgres;
 pub mod prometheus;
 pub mod shared;
 pub mod tree;
+pub mod webhook;
 
 pub use memory_origin::MemoryOrigin;
 pub use memory_store::{MemoryStore, MemoryTree, Node, Unfinished};

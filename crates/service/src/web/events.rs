@@ -17,6 +17,7 @@ use std::time::Duration;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use hetch_jobdb::{LiveJob, WorkerRow};
 pub use hetch_service_api::web::{JobSummary, LiveSnapshot, NodeView};
+use hetch_service_api::DeliveryView;
 use serde::Serialize;
 use tokio::sync::watch;
 
@@ -48,6 +49,8 @@ pub struct Snapshot {
     pub jobs: Vec<JobSummary>,
     /// Workers heard from in the last day.
     pub nodes: Vec<NodeView>,
+    /// The newest webhook deliveries, each with its job's submitter.
+    pub deliveries: Vec<(String, DeliveryView)>,
 }
 
 /// Samples of one counter: (time, value), oldest first.
@@ -85,6 +88,7 @@ pub struct Hub {
     jobs: Mutex<HashMap<String, History>>,
     workers: Mutex<HashMap<String, History>>,
     streams: Slots,
+    deliveries: Mutex<Vec<(String, DeliveryView)>>,
 }
 
 impl Default for Hub {
@@ -94,6 +98,7 @@ impl Default for Hub {
             jobs: Mutex::default(),
             workers: Mutex::default(),
             streams: Slots::default(),
+            deliveries: Mutex::default(),
         }
     }
 }
@@ -117,7 +122,22 @@ impl Hub {
     pub fn update(&self, at: u64, live: Vec<LiveJob>, workers: Vec<WorkerRow>) {
         let jobs = self.summarize_jobs(at, live);
         let nodes = self.summarize_workers(at, workers);
-        self.tx.send_replace(Arc::new(Snapshot { at, jobs, nodes }));
+        let deliveries = self.deliveries.lock().expect("hub lock").clone();
+        self.tx.send_replace(Arc::new(Snapshot {
+            at,
+            jobs,
+            nodes,
+            deliveries,
+        }));
+    }
+
+    /// Sets the webhook deliveries the next snapshots show.
+    pub fn set_deliveries(&self, recent: Vec<hetch_jobdb::Delivery>) {
+        let shown = recent
+            .iter()
+            .map(|d| (d.submitted_by.clone(), crate::notify::view(d)))
+            .collect();
+        *self.deliveries.lock().expect("hub lock") = shown;
     }
 
     fn summarize_jobs(&self, at: u64, live: Vec<LiveJob>) -> Vec<JobSummary> {
@@ -295,6 +315,12 @@ pub fn visible(snap: &Snapshot, caller: &Caller) -> LiveSnapshot {
             .cloned()
             .collect(),
         nodes: snap.nodes.clone(),
+        deliveries: snap
+            .deliveries
+            .iter()
+            .filter(|(by, _)| caller.may_see(by))
+            .map(|(_, d)| d.clone())
+            .collect(),
     }
 }
 
@@ -307,6 +333,10 @@ pub async fn run(state: Arc<AppState>) {
             .db
             .workers(now.saturating_sub(WORKER_HORIZON_MS))
             .await;
+        match state.db.recent_deliveries(crate::notify::SHOWN).await {
+            Ok(d) => state.hub.set_deliveries(d),
+            Err(e) => _ = writeln!(std::io::stderr(), "hetch service: reading deliveries: {e}"),
+        }
         match (live, workers) {
             (Ok(live), Ok(workers)) => state.hub.update(now, live, workers),
             (Err(e), _) | (_, Err(e)) => {

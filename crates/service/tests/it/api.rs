@@ -762,6 +762,7 @@ fn the_state_directory_and_the_database_are_private_to_the_service() {
             oidc: None,
             limits: Default::default(),
             identities: None,
+            webhooks: Default::default(),
         };
         async move {
             match hetch_service::Service::bind(cfg).await {

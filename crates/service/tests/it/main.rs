@@ -6,3 +6,4 @@ mod common;
 mod api;
 mod openapi;
 mod web;
+mod webhook;

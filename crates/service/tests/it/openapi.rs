@@ -256,6 +256,10 @@ fn the_documents_schemas_are_the_types_and_the_services_answers_fit_them() {
             rate_limit: 1 << 30,
             dest_nodes: vec!["dtn2:7878".into()],
             access: None,
+            webhook: Some(hetch_service_api::Webhook {
+                url: "https://hooks.example.org/hetch".into(),
+                secret: "0123456789abcdef".into(),
+            }),
         })
         .unwrap();
         checked::<JobSpec>(&doc, &full, false);
@@ -266,6 +270,8 @@ fn the_documents_schemas_are_the_types_and_the_services_answers_fit_them() {
             json!({"sources": ["a"], "dest": "x", "priority": 101}),
             json!({"sources": ["a"], "dest": "x", "options": {"streams": 0}}),
             json!({"sources": ["a"], "dest": "x", "options": {"compress": "gzip"}}),
+            json!({"sources": ["a"], "dest": "x", "webhook": {"url": "https://h/", "secret": "short"}}),
+            json!({"sources": ["a"], "dest": "x", "webhook": {"url": "https://h/"}}),
         ] {
             assert!(!valid::<JobSpec>(&doc, &bad), "{bad}");
         }

@@ -45,7 +45,7 @@ async fn json_of(r: reqwest::RequestBuilder) -> (u16, Value) {
 }
 
 /// Logs in with `token`: the session cookie's value.
-async fn log_in(api: &Api, token: &str) -> String {
+pub(crate) async fn log_in(api: &Api, token: &str) -> String {
     let resp = browser(api, reqwest::Method::POST, "/login", None, None)
         .form(&[("token", token)])
         .send()
@@ -60,7 +60,11 @@ async fn log_in(api: &Api, token: &str) -> String {
 }
 
 /// The first `snapshot` event on `path` for `cookie` that satisfies `want`.
-async fn snapshot_where(api: &Api, cookie: &str, want: impl Fn(&Value) -> bool) -> Value {
+pub(crate) async fn snapshot_where(
+    api: &Api,
+    cookie: &str,
+    want: impl Fn(&Value) -> bool,
+) -> Value {
     let resp = browser(api, reqwest::Method::GET, "/api/events", Some(cookie), None)
         .send()
         .await

@@ -169,8 +169,12 @@ fn a_release_build_has_no_fault_hooks() {
 /// help text), `completions` and `man` (generated in `hetch-manual`), and the gates of
 /// the `cloud`, `service` and `mcp` features; to 2,900 by issue 42's notifications:
 /// `job submit --webhook` and `--webhook-secret-file`, and the service's three webhook
-/// settings (the secret's reading and every check are in `hetch-service-api`).
-const MAX_BINARY_LINES: usize = 2_900;
+/// settings (the secret's reading and every check are in `hetch-service-api`); to
+/// 2,950 by its streaming jobs: `job submit --follow`/`--watch` taking `cp --follow`'s
+/// flags into a job's stream settings. (`src/jobcli.rs` is the largest file after
+/// `main.rs`: the job client's waiting and printing belong in a crate of their own
+/// before this grows again.)
+const MAX_BINARY_LINES: usize = 2_950;
 
 /// The `.rs` files under `dir`, recursively, with their line counts.
 fn rust_files(dir: &std::path::Path, out: &mut Vec<(String, usize)>) {

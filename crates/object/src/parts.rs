@@ -60,9 +60,108 @@ impl PartPlan {
     }
 }
 
+/// What one store takes of a multipart object: its parts' sizes and count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartLimits {
+    /// Smallest part, but for the last.
+    pub min_part: u64,
+    /// Largest part.
+    pub max_part: u64,
+    /// Most parts of one object.
+    pub max_parts: u64,
+}
+
+impl PartLimits {
+    /// The limits of `scheme`'s store: S3 and GCS (XML multipart): parts of 5 MiB to
+    /// 5 GiB, at most 10,000; Azure blocks: at most 4,000 MiB, at most 50,000 (no
+    /// smallest, but 5 MiB is kept as a floor: smaller parts only cost requests).
+    pub fn of(scheme: crate::Scheme) -> PartLimits {
+        match scheme {
+            crate::Scheme::S3 | crate::Scheme::Gcs => PartLimits {
+                min_part: MIN_PART,
+                max_part: MAX_PART,
+                max_parts: MAX_PARTS,
+            },
+            crate::Scheme::Azure => PartLimits {
+                min_part: MIN_PART,
+                max_part: 4000 << 20,
+                max_parts: 50_000,
+            },
+        }
+    }
+
+    /// Blocks per range of a file of `size` bytes moved in ranges of about `wanted`
+    /// blocks of `block_size` bytes by several writers into one multipart object, one
+    /// part per range: `wanted` raised until every part but the last is at least
+    /// [`PartLimits::min_part`] and the parts are at most [`PartLimits::max_parts`],
+    /// then checked against [`PartLimits::max_part`] and `max_blocks` (what one range
+    /// may carry). A power of two when raised, so that ranges stay aligned to the
+    /// source's reading turns. One line naming the limit when the file cannot fit.
+    pub fn range_blocks(
+        &self,
+        size: u64,
+        block_size: u64,
+        wanted: u64,
+        max_blocks: u64,
+    ) -> Result<u64, String> {
+        let bs = block_size.max(1);
+        let blocks = size.div_ceil(bs).max(1);
+        let mut k = wanted.max(1);
+        if k * bs < self.min_part {
+            k = self.min_part.div_ceil(bs).next_power_of_two();
+        }
+        while blocks.div_ceil(k) > self.max_parts {
+            k = k.saturating_mul(2);
+        }
+        let part = k.saturating_mul(bs);
+        if part > self.max_part && blocks > k {
+            return Err(format!(
+                "{size} bytes need parts of {part} bytes to stay within {} parts, over the \
+                 store's {}-byte part limit",
+                self.max_parts, self.max_part
+            ));
+        }
+        if k > max_blocks && blocks > max_blocks {
+            return Err(format!(
+                "{size} bytes need ranges of {k} blocks of {bs} bytes (one part each), over \
+                 the {max_blocks} blocks one range may carry: use a larger block size"
+            ));
+        }
+        Ok(k.min(blocks))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_into_object_stores_respect_their_part_limits() {
+        let mib = 1u64 << 20;
+        let s3 = PartLimits::of(crate::Scheme::S3);
+        let az = PartLimits::of(crate::Scheme::Azure);
+        // Ranges of 4 blocks of 1 MiB are too small for a part: 8 blocks.
+        assert_eq!(s3.range_blocks(64 * mib, mib, 4, 1 << 20), Ok(8));
+        // Ranges big enough are kept as they are.
+        assert_eq!(s3.range_blocks(1 << 30, 4 * mib, 64, 1 << 20), Ok(64));
+        // A small file: one range of all its blocks, however many were wanted.
+        assert_eq!(s3.range_blocks(3 * mib, mib, 64, 1 << 20), Ok(3));
+        // 5 TiB in 4 MiB blocks: within 10,000 parts of S3 and 50,000 of Azure.
+        for (l, bs) in [(s3, 4 * mib), (az, 4 * mib), (s3, 64 * 1024)] {
+            let size = 5u64 << 40;
+            let k = l.range_blocks(size, bs, 1, u64::MAX).unwrap();
+            assert!(size.div_ceil(bs).div_ceil(k) <= l.max_parts, "{l:?} {bs}");
+            assert!(k * bs <= l.max_part && k * bs >= l.min_part, "{l:?} {bs}");
+        }
+        // Beyond 10,000 parts of 5 GiB: refused in one line naming the limit.
+        let e = s3.range_blocks(60 << 40, 4 * mib, 1, u64::MAX).unwrap_err();
+        assert!(e.contains("part limit") && !e.contains('\n'), "{e}");
+        // Azure takes more, smaller parts: 60 TiB fits its 50,000 blocks.
+        assert!(az.range_blocks(60 << 40, 4 * mib, 1, u64::MAX).is_ok());
+        // A range may carry only so many blocks.
+        let e = s3.range_blocks(1 << 40, 4096, 1, 1024).unwrap_err();
+        assert!(e.contains("larger block size"), "{e}");
+    }
 
     #[test]
     fn parts_respect_s3_limits() {

@@ -51,7 +51,11 @@ pub(crate) struct Answer {
 impl Direct {
     /// The URL of `key` (encoded as object_store encodes it) with `query`.
     pub(crate) fn url(&self, key: &str, query: &str) -> String {
-        format!("{}/{}?{query}", self.base_url, crate::bucket::encode_key(key))
+        format!(
+            "{}/{}?{query}",
+            self.base_url,
+            crate::bucket::encode_key(key)
+        )
     }
 
     /// Sends `method url` with `headers` and `body`, signed; a success's answer, or
@@ -69,7 +73,9 @@ impl Direct {
         let mut tries = 0;
         loop {
             tries += 1;
-            let req = self.signed(method.clone(), url, headers, body.clone()).await;
+            let req = self
+                .signed(method.clone(), url, headers, body.clone())
+                .await;
             let req = match req {
                 Ok(r) => r,
                 Err(e) => return Err(failed(None, e)),

@@ -42,7 +42,7 @@ pub use config::{S3Config, S3Options};
 pub use error::ObjectError;
 pub use location::{ObjectDest, ObjectLocation};
 pub use origin::{sum_objects, ObjectOrigin};
-pub use parts::{PartLimits, PartPlan};
+pub use parts::{PartLimits, PartPlan, RangeCut};
 pub use store::BucketStore;
 pub use url::{ObjectUrl, Scheme};
 

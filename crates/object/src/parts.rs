@@ -90,26 +90,27 @@ impl PartLimits {
         }
     }
 
-    /// Blocks per range of a file of `size` bytes moved in ranges of about `wanted`
-    /// blocks of `block_size` bytes by several writers into one multipart object, one
-    /// part per range: `wanted` raised until every part but the last is at least
-    /// [`PartLimits::min_part`] and the parts are at most [`PartLimits::max_parts`],
-    /// then checked against [`PartLimits::max_part`] and `max_blocks` (what one range
-    /// may carry). A power of two when raised, so that ranges stay aligned to the
-    /// source's reading turns. One line naming the limit when the file cannot fit.
-    pub fn range_blocks(
+    /// How a file of `size` bytes in blocks of `block_size` is cut when several
+    /// writers move it in ranges of about `wanted` blocks into one multipart object:
+    /// parts of [`PartPlan`]'s size (a power of two of blocks, at least
+    /// [`PartLimits::min_part`], doubled until the parts are at most
+    /// [`PartLimits::max_parts`]), and ranges of whole parts (`wanted` rounded up),
+    /// at most `max_blocks` (what one range may carry). A writer then holds one part
+    /// at a time, whatever the range's size. One line naming the limit when the file
+    /// cannot fit.
+    pub fn cut(
         &self,
         size: u64,
         block_size: u64,
         wanted: u64,
         max_blocks: u64,
-    ) -> Result<u64, String> {
+    ) -> Result<RangeCut, String> {
         let bs = block_size.max(1);
         let blocks = size.div_ceil(bs).max(1);
-        let mut k = wanted.max(1);
-        if k * bs < self.min_part {
-            k = self.min_part.div_ceil(bs).next_power_of_two();
-        }
+        let mut k = TARGET_PART
+            .max(self.min_part)
+            .div_ceil(bs)
+            .next_power_of_two();
         while blocks.div_ceil(k) > self.max_parts {
             k = k.saturating_mul(2);
         }
@@ -121,14 +122,29 @@ impl PartLimits {
                 self.max_parts, self.max_part
             ));
         }
-        if k > max_blocks && blocks > max_blocks {
+        let range = wanted.max(1).div_ceil(k).saturating_mul(k);
+        if range > max_blocks && blocks > max_blocks {
             return Err(format!(
-                "{size} bytes need ranges of {k} blocks of {bs} bytes (one part each), over \
-                 the {max_blocks} blocks one range may carry: use a larger block size"
+                "{size} bytes need ranges of at least {range} blocks of {bs} bytes (whole \
+                 parts), over the {max_blocks} blocks one range may carry: use a larger \
+                 block size"
             ));
         }
-        Ok(k.min(blocks))
+        Ok(RangeCut {
+            part_blocks: k.min(blocks),
+            range_blocks: range.min(blocks),
+        })
     }
+}
+
+/// How a file moved in ranges into a multipart object is cut (see [`PartLimits::cut`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RangeCut {
+    /// Blocks per part (the last part may have fewer); part `n` holds blocks
+    /// `n * part_blocks..`.
+    pub part_blocks: u64,
+    /// Blocks per range, a multiple of `part_blocks` (the last range may have fewer).
+    pub range_blocks: u64,
 }
 
 #[cfg(test)]
@@ -140,26 +156,37 @@ mod tests {
         let mib = 1u64 << 20;
         let s3 = PartLimits::of(crate::Scheme::S3);
         let az = PartLimits::of(crate::Scheme::Azure);
-        // Ranges of 4 blocks of 1 MiB are too small for a part: 8 blocks.
-        assert_eq!(s3.range_blocks(64 * mib, mib, 4, 1 << 20), Ok(8));
-        // Ranges big enough are kept as they are.
-        assert_eq!(s3.range_blocks(1 << 30, 4 * mib, 64, 1 << 20), Ok(64));
-        // A small file: one range of all its blocks, however many were wanted.
-        assert_eq!(s3.range_blocks(3 * mib, mib, 64, 1 << 20), Ok(3));
-        // 5 TiB in 4 MiB blocks: within 10,000 parts of S3 and 50,000 of Azure.
+        let cut = |part_blocks, range_blocks| RangeCut {
+            part_blocks,
+            range_blocks,
+        };
+        // Parts of 8 MiB; ranges of 4 blocks of 1 MiB are too small for one: 8.
+        assert_eq!(s3.cut(64 * mib, mib, 4, 1 << 20), Ok(cut(8, 8)));
+        // Ranges of 64 blocks of 4 MiB: 32 parts of 8 MiB each.
+        assert_eq!(s3.cut(1 << 30, 4 * mib, 64, 1 << 20), Ok(cut(2, 64)));
+        // Ranges are whole parts: 5 blocks of 4 MiB become 6.
+        assert_eq!(s3.cut(1 << 30, 4 * mib, 5, 1 << 20), Ok(cut(2, 6)));
+        // A small file: one part and one range of all its blocks.
+        assert_eq!(s3.cut(3 * mib, mib, 64, 1 << 20), Ok(cut(3, 3)));
+        // 5 TiB: within 10,000 parts of S3 and 50,000 of Azure, each within limits.
         for (l, bs) in [(s3, 4 * mib), (az, 4 * mib), (s3, 64 * 1024)] {
             let size = 5u64 << 40;
-            let k = l.range_blocks(size, bs, 1, u64::MAX).unwrap();
-            assert!(size.div_ceil(bs).div_ceil(k) <= l.max_parts, "{l:?} {bs}");
-            assert!(k * bs <= l.max_part && k * bs >= l.min_part, "{l:?} {bs}");
+            let c = l.cut(size, bs, 1, u64::MAX).unwrap();
+            assert!(
+                size.div_ceil(bs).div_ceil(c.part_blocks) <= l.max_parts,
+                "{l:?}"
+            );
+            let part = c.part_blocks * bs;
+            assert!(part <= l.max_part && part >= l.min_part, "{l:?} {bs}");
+            assert_eq!(c.range_blocks % c.part_blocks, 0);
         }
         // Beyond 10,000 parts of 5 GiB: refused in one line naming the limit.
-        let e = s3.range_blocks(60 << 40, 4 * mib, 1, u64::MAX).unwrap_err();
+        let e = s3.cut(60 << 40, 4 * mib, 1, u64::MAX).unwrap_err();
         assert!(e.contains("part limit") && !e.contains('\n'), "{e}");
-        // Azure takes more, smaller parts: 60 TiB fits its 50,000 blocks.
-        assert!(az.range_blocks(60 << 40, 4 * mib, 1, u64::MAX).is_ok());
+        // Azure takes more parts: 60 TiB fits its 50,000 blocks.
+        assert!(az.cut(60 << 40, 4 * mib, 1, u64::MAX).is_ok());
         // A range may carry only so many blocks.
-        let e = s3.range_blocks(1 << 40, 4096, 1, 1024).unwrap_err();
+        let e = s3.cut(1 << 40, 4096, 1, 1024).unwrap_err();
         assert!(e.contains("larger block size"), "{e}");
     }
 

@@ -1,10 +1,10 @@
 //! One object uploaded in parts by several writers at once (the ranges of a large
 //! file moved by several workers), completed once by whoever checks them all.
 //!
-//! Each range of the file is one part (numbered by the range's place in the file, so
-//! a range run again uploads its part again under the same number: S3 overwrites it,
-//! Azure takes the block id its report names). The writers report each range's part
-//! id and its blocks' BLAKE3 digests; [`check_ranges`] merges the digests into the
+//! Each range of the file is whole parts ([`RangeCut`]), numbered by their place in
+//! the file, so a range run again uploads its parts again under the same numbers (S3
+//! overwrites a part; Azure takes the block ids the report names). The writers report
+//! each range's part ids and its blocks' BLAKE3 digests; [`check_ranges`] merges the digests into the
 //! whole-file BLAKE3 (the file is not read again) after checking that every block of
 //! the file is in exactly one reported range and every part has the range's size;
 //! [`Bucket::complete_with_blake3`] then completes the upload and stores that BLAKE3
@@ -16,51 +16,62 @@
 //!   that no object is left without its digest.
 //! - GCS: completed without it (see the guide: GCS stays on the whole-file path).
 
+use std::ops::Range;
+
 use bytes::Bytes;
 use hetch_integrity::{Digest, FileDigest};
 
 use crate::bucket::{BLAKE3_META, MTIME_META};
 use crate::direct::Answer;
-use crate::{Bucket, ObjectError, PutMeta, Scheme};
+use crate::{Bucket, ObjectError, PutMeta, RangeCut, Scheme};
 
 /// Longest part id a writer may report: S3 ETags are 34 bytes, Azure's block ids
 /// (as object_store makes them) 32; more is not an id.
 pub const MAX_PART_ID: usize = 256;
 
-/// One range's part as its writer reported it.
+/// One range's parts as its writer reported them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RangePart {
     /// Its first block.
     pub first: u64,
     /// One past its last block.
     pub end: u64,
-    /// What completing the upload needs of its part (an ETag or a block id).
-    pub id: String,
-    /// Its part's bytes.
+    /// What completing the upload needs of each of its parts, in order (ETags or
+    /// block ids).
+    pub parts: Vec<String>,
+    /// Its parts' bytes.
     pub size: u64,
     /// Its blocks' BLAKE3 digests, in order.
     pub digests: Vec<Digest>,
 }
 
-/// The part of the range starting at block `first` of ranges of `range_blocks` blocks.
-pub fn part_index(first: u64, range_blocks: u64) -> u64 {
-    first / range_blocks.max(1)
+/// The index (from 0) of the part holding block `block`.
+pub fn part_index(block: u64, cut: RangeCut) -> u64 {
+    block / cut.part_blocks.max(1)
+}
+
+/// The parts of blocks `first..end` (a range of `cut`): their indexes and blocks.
+pub fn parts_of(first: u64, end: u64, cut: RangeCut) -> impl Iterator<Item = (u64, Range<u64>)> {
+    let per = cut.part_blocks.max(1);
+    (first..end)
+        .step_by(per as usize)
+        .map(move |b| (b / per, b..(b + per).min(end)))
 }
 
 /// Checks that `ranges` (in file order) cover the `size`-byte file cut into
-/// `block_size` blocks and ranges of `range_blocks` blocks, each once, each part of
-/// its range's size with an id within bounds, and merges their digests: the
-/// whole-file BLAKE3 and the part ids in order, or one line saying what is wrong.
-/// Memory: the part ids, and the merge's O(log blocks) (ranges come in order).
+/// `block_size` blocks as `cut` says, each block once, each range with its bytes and
+/// one id within bounds per part, and merges their digests: the whole-file BLAKE3 and
+/// the part ids in order, or one line saying what is wrong. Memory: the part ids, and
+/// the merge's O(log blocks) (ranges come in order).
 pub fn check_ranges(
     size: u64,
     block_size: u64,
-    range_blocks: u64,
+    cut: RangeCut,
     ranges: impl IntoIterator<Item = RangePart>,
 ) -> Result<(Digest, Vec<String>), String> {
     let bs = block_size.max(1);
     let blocks = hetch_integrity::block_count(size, bs);
-    let per = range_blocks.max(1);
+    let per = cut.range_blocks.max(1);
     let mut merge = FileDigest::new(size, bs);
     let mut ids = Vec::new();
     let mut next = 0;
@@ -87,13 +98,28 @@ pub fn check_ranges(
                 r.digests.len()
             ));
         }
-        if r.id.is_empty() || r.id.len() > MAX_PART_ID {
-            return Err(format!("blocks {}..{}: no part id", r.first, r.end));
+        let want = parts_of(r.first, r.end, cut).count();
+        if r.parts.len() != want {
+            return Err(format!(
+                "blocks {}..{}: {} part ids reported for its {want} parts",
+                r.first,
+                r.end,
+                r.parts.len()
+            ));
+        }
+        if r.parts
+            .iter()
+            .any(|p| p.is_empty() || p.len() > MAX_PART_ID)
+        {
+            return Err(format!(
+                "blocks {}..{}: a part id empty or over {MAX_PART_ID} bytes",
+                r.first, r.end
+            ));
         }
         for (i, d) in (r.first..r.end).zip(r.digests) {
             merge.add(i, d).map_err(|e| e.to_string())?;
         }
-        ids.push(r.id);
+        ids.extend(r.parts);
         next = r.end;
     }
     if next != blocks {
@@ -218,9 +244,16 @@ mod tests {
 
     const BS: u64 = 1024;
 
-    /// A file of `size` bytes, its ranges' reports (ranges of `per` blocks) and its
-    /// BLAKE3.
-    fn reports(size: u64, per: u64) -> (Vec<RangePart>, Digest) {
+    fn cut(part_blocks: u64, range_blocks: u64) -> RangeCut {
+        RangeCut {
+            part_blocks,
+            range_blocks,
+        }
+    }
+
+    /// A file of `size` bytes, its ranges' reports (ranges of `c`) and its BLAKE3.
+    fn reports(size: u64, c: RangeCut) -> (Vec<RangePart>, Digest) {
+        let per = c.range_blocks;
         let data: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
         let blocks = hetch_integrity::block_count(size, BS);
         let mut out = Vec::new();
@@ -238,7 +271,9 @@ mod tests {
             out.push(RangePart {
                 first,
                 end,
-                id: format!("etag-{first}"),
+                parts: parts_of(first, end, c)
+                    .map(|(n, _)| format!("etag-{n}"))
+                    .collect(),
                 size: bytes,
                 digests,
             });
@@ -249,40 +284,50 @@ mod tests {
 
     #[test]
     fn ranges_merge_into_the_whole_files_blake3() {
-        for (size, per) in [(10 * BS + 17, 3), (4 * BS, 4), (BS, 1), (9 * BS, 2)] {
-            let (r, whole) = reports(size, per);
-            let n = r.len();
-            let (got, ids) = check_ranges(size, BS, per, r).unwrap();
-            assert_eq!(got, whole, "{size} in ranges of {per}");
-            assert_eq!(ids.len(), n);
-            assert_eq!(ids[0], "etag-0");
+        for (size, c, parts) in [
+            (10 * BS + 17, cut(1, 3), 11),
+            (10 * BS + 17, cut(2, 4), 6),
+            (4 * BS, cut(4, 4), 1),
+            (BS, cut(1, 1), 1),
+            (9 * BS, cut(2, 2), 5),
+        ] {
+            let (r, whole) = reports(size, c);
+            let (got, ids) = check_ranges(size, BS, c, r).unwrap();
+            assert_eq!(got, whole, "{size} in {c:?}");
+            let want: Vec<String> = (0..parts).map(|n| format!("etag-{n}")).collect();
+            assert_eq!(ids, want, "{size} in {c:?}");
         }
     }
 
     #[test]
     fn a_wrong_report_fails_the_check_in_one_line() {
-        let (size, per) = (10 * BS + 17, 3);
-        let (good, whole) = reports(size, per);
+        let (size, c) = (10 * BS + 17, cut(1, 3));
+        let (good, whole) = reports(size, c);
         let bad: Vec<(&str, Box<dyn Fn(&mut Vec<RangePart>)>)> = vec![
             ("missing", Box::new(|r| drop(r.pop()))),
             ("due", Box::new(|r| drop(r.remove(1)))),
             ("due", Box::new(|r| r.swap(0, 1))),
             ("bytes", Box::new(|r| r[0].size += 1)),
             ("digests", Box::new(|r| r[2].digests.truncate(1))),
-            ("part id", Box::new(|r| r[1].id = "x".repeat(MAX_PART_ID + 1))),
+            (
+                "part id",
+                Box::new(|r| r[1].parts[0] = "x".repeat(MAX_PART_ID + 1)),
+            ),
+            ("part id", Box::new(|r| r[1].parts[2].clear())),
+            ("part ids", Box::new(|r| drop(r[1].parts.pop()))),
             ("due", Box::new(|r| r[0].end += 1)),
         ];
         for (what, f) in bad {
             let mut r = good.clone();
             f(&mut r);
-            let e = check_ranges(size, BS, per, r).unwrap_err();
+            let e = check_ranges(size, BS, c, r).unwrap_err();
             assert!(e.contains(what) || e.contains("no range"), "{what}: {e}");
             assert!(!e.contains('\n'), "{e}");
         }
         // A block whose digest is not its data's: the merge is not the file's.
         let mut r = good;
         r[1].digests[0][0] ^= 1;
-        assert_ne!(check_ranges(size, BS, per, r).unwrap().0, whole);
+        assert_ne!(check_ranges(size, BS, c, r).unwrap().0, whole);
     }
 
     #[test]
@@ -292,6 +337,8 @@ mod tests {
         assert_eq!(tag_value(body, "hetch-blake3"), Some("ab"));
         assert_eq!(tag_value(body, "b"), None);
         let l = block_list(&["00".into()]);
-        assert!(std::str::from_utf8(&l).unwrap().contains("<Latest>MDA=</Latest>"));
+        assert!(std::str::from_utf8(&l)
+            .unwrap()
+            .contains("<Latest>MDA=</Latest>"));
     }
 }

@@ -8,8 +8,10 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use hetch_integrity::block_digest;
-use hetch_object::shared::{check_ranges, part_index, RangePart};
-use hetch_object::{AzureConfig, Bucket, PartLimits, PutMeta, S3Config, S3Options, Scheme};
+use hetch_object::shared::{check_ranges, part_index, parts_of, RangePart};
+use hetch_object::{
+    AzureConfig, Bucket, PartLimits, PutMeta, RangeCut, S3Config, S3Options, Scheme,
+};
 use hetch_testkit::emulators::Emulator;
 
 const MIB: u64 = 1 << 20;
@@ -48,16 +50,17 @@ fn source(size: u64) -> Vec<u8> {
     v
 }
 
-/// Writer `open()` uploads the ranges `which` of `data` (ranges of `per` blocks) as
-/// parts of `upload`; returns their reports.
+/// Writer `bucket` uploads the ranges starting at `which` of `data` (cut as `cut`
+/// says) as parts of `upload`, one part in memory at a time; returns their reports.
 async fn write_ranges(
     bucket: Bucket,
     key: String,
     upload: String,
     data: std::sync::Arc<Vec<u8>>,
-    per: u64,
+    cut: RangeCut,
     which: Vec<u64>,
 ) -> Vec<RangePart> {
+    let per = cut.range_blocks;
     let size = data.len() as u64;
     let blocks = hetch_integrity::block_count(size, BS);
     let mut out = Vec::new();
@@ -70,13 +73,21 @@ async fn write_ranges(
                 block_digest(size, BS, i, &data[x..y])
             })
             .collect();
-        let part = part_index(first, per) as usize;
-        let body = Bytes::copy_from_slice(&data[a..b]);
-        let id = bucket.put_part(&key, &upload, part, body).await.unwrap();
+        let mut parts = Vec::new();
+        for (n, blocks) in parts_of(first, end, cut) {
+            let (x, y) = (blocks.start * BS, (blocks.end * BS).min(size));
+            let body = Bytes::copy_from_slice(&data[x as usize..y as usize]);
+            parts.push(
+                bucket
+                    .put_part(&key, &upload, n as usize, body)
+                    .await
+                    .unwrap(),
+            );
+        }
         out.push(RangePart {
             first,
             end,
-            id,
+            parts,
             size: (b - a) as u64,
             digests,
         });
@@ -84,15 +95,20 @@ async fn write_ranges(
     out
 }
 
-/// Uploads a 23 MiB source in ranges of at least a part from two writers at once,
-/// the second range twice, and completes it; then a bad report, which must fail.
+/// Uploads a 43 MiB source in ranges of two parts from two writers at once, the
+/// second range twice, and completes it; then a bad report, which must fail.
 async fn two_writers(open: impl Fn() -> Bucket, scheme: Scheme) {
-    let size = 23 * MIB + 12_345;
+    let size = 43 * MIB + 12_345;
     let data = std::sync::Arc::new(source(size));
-    let per = PartLimits::of(scheme)
-        .range_blocks(size, BS, 2, 1 << 20)
-        .unwrap();
-    assert!(per * BS >= 5 * MIB, "parts of at least 5 MiB: {per}");
+    let cut = PartLimits::of(scheme).cut(size, BS, 10, 1 << 20).unwrap();
+    assert_eq!(
+        cut,
+        RangeCut {
+            part_blocks: 8,
+            range_blocks: 16
+        }
+    );
+    let per = cut.range_blocks;
     let blocks = hetch_integrity::block_count(size, BS);
     let firsts: Vec<u64> = (0..blocks).step_by(per as usize).collect();
     assert!(firsts.len() >= 3, "{firsts:?}");
@@ -107,13 +123,13 @@ async fn two_writers(open: impl Fn() -> Bucket, scheme: Scheme) {
     // is also run again by the first writer (its first run "lost"), the rerun's part
     // replacing the first's.
     let (even, odd): (Vec<u64>, Vec<u64>) =
-        firsts.iter().partition(|f| part_index(**f, per) % 2 == 0);
+        firsts.iter().partition(|f| part_index(**f, cut) % 4 == 0);
     let a = tokio::spawn(write_ranges(
         open(),
         key.clone(),
         upload.clone(),
         data.clone(),
-        per,
+        cut,
         even,
     ));
     let b = tokio::spawn(write_ranges(
@@ -121,19 +137,26 @@ async fn two_writers(open: impl Fn() -> Bucket, scheme: Scheme) {
         key.clone(),
         upload.clone(),
         data.clone(),
-        per,
+        cut,
         odd,
     ));
     let mut reports: Vec<RangePart> = a.await.unwrap();
     reports.extend(b.await.unwrap());
-    let rerun = write_ranges(open(), key.clone(), upload.clone(), data.clone(), per, vec![firsts[1]]);
+    let rerun = write_ranges(
+        open(),
+        key.clone(),
+        upload.clone(),
+        data.clone(),
+        cut,
+        vec![firsts[1]],
+    );
     let rerun = rerun.await.remove(0);
     reports.retain(|r| r.first != rerun.first);
     reports.push(rerun);
     reports.sort_by_key(|r| r.first);
     // Nothing under the key before the completion.
     assert!(first.head(&key).await.unwrap().is_none());
-    let (whole, ids) = check_ranges(size, BS, per, reports.clone()).unwrap();
+    let (whole, ids) = check_ranges(size, BS, cut, reports.clone()).unwrap();
     assert_eq!(whole, *blake3::hash(&data).as_bytes());
     let meta = PutMeta {
         blake3: Some(whole),
@@ -153,9 +176,17 @@ async fn two_writers(open: impl Fn() -> Bucket, scheme: Scheme) {
     // the check fails, nothing is completed, no object appears.
     let key2 = "dir/changed.bin".to_string();
     let upload2 = first.create_multipart(&key2, &meta).await.unwrap();
-    let mut bad = write_ranges(open(), key2.clone(), upload2.clone(), data.clone(), per, firsts.clone()).await;
+    let mut bad = write_ranges(
+        open(),
+        key2.clone(),
+        upload2.clone(),
+        data.clone(),
+        cut,
+        firsts.clone(),
+    )
+    .await;
     bad[1].size -= 1;
-    let e = check_ranges(size, BS, per, bad).unwrap_err();
+    let e = check_ranges(size, BS, cut, bad).unwrap_err();
     assert!(e.contains("bytes"), "{e}");
     first.abort_multipart(&key2, &upload2).await.unwrap();
     assert!(first.head(&key2).await.unwrap().is_none());

@@ -27,6 +27,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "plan attempts",
         include_str!("../migrations/0004_plan_attempts.sql"),
     ),
+    (
+        7,
+        "object ranges",
+        include_str!("../migrations/0007_object_ranges.sql"),
+    ),
 ];
 
 /// The migrator over [`MIGRATIONS`].

@@ -69,14 +69,15 @@ impl Db {
         Ok(row.map(|r| r.try_get("upload")).transpose()?)
     }
 
-    /// The unit `seq` of job `job` if `worker` holds its lease unexpired at `now`.
+    /// The unit `seq` of job `job`, with its planned bytes, if `worker` holds its
+    /// lease unexpired at `now`.
     pub async fn held_unit(
         &self,
         worker: &str,
         job: &str,
         seq: u64,
         now: u64,
-    ) -> Result<Option<crate::Claimed>, DbError> {
+    ) -> Result<Option<(crate::Claimed, u64)>, DbError> {
         let row = sqlx::query(
             "SELECT job, seq, kind, file_from, file_to, block_from, block_to, bytes, \
                attempts, lease_until FROM units \
@@ -89,7 +90,9 @@ impl Db {
         .bind(int(now))
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|r| crate::leases::claimed(&r)).transpose()
+        let Some(r) = row else { return Ok(None) };
+        let bytes = uint(r.try_get("bytes")?, "bytes")?;
+        Ok(Some((crate::leases::claimed(&r)?, bytes)))
     }
 
     /// What the done ranges of file `file` of job `job` reported, in block order from

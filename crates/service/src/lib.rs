@@ -20,6 +20,7 @@ pub mod auth;
 pub mod identity;
 pub mod listen;
 pub mod metrics;
+mod object_ranges;
 pub mod openapi;
 pub mod planning;
 pub mod routes;

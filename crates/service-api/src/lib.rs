@@ -36,6 +36,8 @@ pub use access::Access;
 /// one `hetch job` and `hetch worker` reach a `--service` given without a port.
 pub const DEFAULT_PORT: u16 = 7879;
 pub use job::*;
-pub use object_ranges::{RangeReport, RangesReply, RangesRequest, ReportedRange, UploadReply, UploadRequest};
+pub use object_ranges::{
+    RangeReport, RangesReply, RangesRequest, ReportedRange, UploadReply, UploadRequest,
+};
 pub use web::*;
 pub use work::*;

@@ -52,9 +52,7 @@ fn id_like(s: &str, max: usize) -> bool {
 pub fn check_upload(upload: &str) -> Result<(), String> {
     match id_like(upload, MAX_UPLOAD_ID) {
         true => Ok(()),
-        false => Err(format!(
-            "upload: 1 to {MAX_UPLOAD_ID} printable characters"
-        )),
+        false => Err(format!("upload: 1 to {MAX_UPLOAD_ID} printable characters")),
     }
 }
 
@@ -191,13 +189,22 @@ mod tests {
             ("range.upload", Box::new(|r| r.upload.clear())),
             ("range.upload", Box::new(|r| r.upload = "u".repeat(1025))),
             ("range.parts", Box::new(|r| r.parts.clear())),
-            ("range.parts", Box::new(|r| r.parts = vec!["p".into(); 1025])),
-            ("range.parts", Box::new(|r| r.parts[0] = "e".repeat(1 << 20))),
+            (
+                "range.parts",
+                Box::new(|r| r.parts = vec!["p".into(); 1025]),
+            ),
+            (
+                "range.parts",
+                Box::new(|r| r.parts[0] = "e".repeat(1 << 20)),
+            ),
             ("range.parts", Box::new(|r| r.parts[1] = "a\nb".into())),
             ("range.parts", Box::new(|r| r.parts = vec!["p".into(); 5])),
             ("range.size", Box::new(|r| r.size = u64::MAX)),
             ("range.digests", Box::new(|r| drop(r.digests.pop()))),
-            ("range.digests", Box::new(|r| r.digests[2] = "zz".repeat(32))),
+            (
+                "range.digests",
+                Box::new(|r| r.digests[2] = "zz".repeat(32)),
+            ),
         ];
         for (field, f) in cases {
             let mut r = report();

@@ -12,8 +12,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::Json;
-use hetch_jobs::UnitSpec;
 use hetch_jobdb::RangeRecord;
+use hetch_jobs::UnitSpec;
 use hetch_service_api::object_ranges::MAX_RANGES_PAGE;
 use hetch_service_api::{
     FinishRequest, RangeReport, RangesReply, RangesRequest, ReportedRange, UploadReply,

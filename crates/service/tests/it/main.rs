@@ -4,5 +4,6 @@
 mod common;
 
 mod api;
+mod object_ranges;
 mod openapi;
 mod web;

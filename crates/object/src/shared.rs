@@ -299,11 +299,14 @@ mod tests {
         }
     }
 
+    /// A change making good reports bad.
+    type Change = Box<dyn Fn(&mut Vec<RangePart>)>;
+
     #[test]
     fn a_wrong_report_fails_the_check_in_one_line() {
         let (size, c) = (10 * BS + 17, cut(1, 3));
         let (good, whole) = reports(size, c);
-        let bad: Vec<(&str, Box<dyn Fn(&mut Vec<RangePart>)>)> = vec![
+        let bad: Vec<(&str, Change)> = vec![
             ("missing", Box::new(|r| drop(r.pop()))),
             ("due", Box::new(|r| drop(r.remove(1)))),
             ("due", Box::new(|r| r.swap(0, 1))),

@@ -182,10 +182,13 @@ mod tests {
         }
     }
 
+    /// A change making a good report bad.
+    type Change = Box<dyn Fn(&mut RangeReport)>;
+
     #[test]
     fn reports_out_of_bounds_are_refused_naming_the_field() {
         assert_eq!(report().check(4, 10), Ok(()));
-        let cases: Vec<(&str, Box<dyn Fn(&mut RangeReport)>)> = vec![
+        let cases: Vec<(&str, Change)> = vec![
             ("range.upload", Box::new(|r| r.upload.clear())),
             ("range.upload", Box::new(|r| r.upload = "u".repeat(1025))),
             ("range.parts", Box::new(|r| r.parts.clear())),

@@ -240,6 +240,22 @@ impl Db {
         now: u64,
         outcome: &UnitOutcome,
     ) -> Result<Result<(), Refused>, DbError> {
+        self.finish_with(worker, job, seq, now, outcome, None).await
+    }
+
+    /// [`Db::finish`], with what a done range unit of a file going into an object store
+    /// reported of its parts, recorded in the same transaction (so that the commit
+    /// never becomes ready without it; see [`crate::object_ranges`]). Checked by the
+    /// caller against the unit ([`Db::held_unit`]).
+    pub async fn finish_with(
+        &self,
+        worker: &str,
+        job: &str,
+        seq: u64,
+        now: u64,
+        outcome: &UnitOutcome,
+        range: Option<&crate::RangeRecord>,
+    ) -> Result<Result<(), Refused>, DbError> {
         let (ok, error, files, bytes) = match outcome {
             UnitOutcome::Done { files, bytes } => (1i64, None, *files, *bytes),
             UnitOutcome::Failed(e) => (0, Some(e.as_str()), 0, 0),
@@ -256,7 +272,7 @@ impl Db {
                done_by = CASE WHEN $4 = 1 THEN $3 ELSE done_by END \
              WHERE job = $1 AND seq = $2 AND state = 'leased' AND lease_owner = $3 \
                AND lease_until > $6 \
-             RETURNING kind, file_from, file_to, bytes",
+             RETURNING kind, file_from, file_to, block_from, block_to, bytes",
         )
         .bind(job)
         .bind(int(seq))
@@ -274,6 +290,9 @@ impl Db {
             let shape = Shape::of(&row)?;
             let (files, bytes) = shape.bound(files, bytes);
             record_done(&mut tx, job, seq, shape.relay, files, bytes).await?;
+            if let Some(r) = range {
+                crate::object_ranges::record_range(&mut tx, job, seq, &row, r).await?;
+            }
         }
         settle(&mut tx, Some(job), now).await?;
         tx.commit().await?;
@@ -461,7 +480,7 @@ pub(crate) async fn settle(
     Ok(())
 }
 
-fn claimed(r: &AnyRow) -> Result<Claimed, DbError> {
+pub(crate) fn claimed(r: &AnyRow) -> Result<Claimed, DbError> {
     let kind: String = r.try_get("kind")?;
     let get = |col: &str| -> Result<u64, DbError> { uint(r.try_get(col)?, col) };
     let (file_from, file_to) = (get("file_from")?, get("file_to")?);

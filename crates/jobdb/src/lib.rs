@@ -24,6 +24,7 @@ pub mod activity;
 mod error;
 pub mod jobs;
 pub mod leases;
+pub mod object_ranges;
 pub mod planning;
 mod schema;
 mod sqlite_file;
@@ -37,6 +38,7 @@ pub use activity::{FailedUnit, LiveJob, Share, WorkerReport, WorkerRow, MAX_LAG_
 pub use error::DbError;
 pub use jobs::{FileRow, JobRow, JobState, NewJob, PlannedUnit, Retry, UnitCounts, UnitRow};
 pub use leases::{Claimed, Refused, UnitOutcome};
+pub use object_ranges::RangeRecord;
 pub use planning::{PlanningLease, TakenOver};
 pub use stats::Totals;
 pub use webhooks::{Attempt, Delivery, DueDelivery};

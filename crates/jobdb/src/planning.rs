@@ -201,6 +201,8 @@ impl Db {
             for sql in [
                 "DELETE FROM files WHERE job = $1",
                 "DELETE FROM units WHERE job = $1",
+                "DELETE FROM range_reports WHERE job = $1",
+                "DELETE FROM object_uploads WHERE job = $1",
             ] {
                 sqlx::query(sql).bind(&id).execute(&mut *tx).await?;
             }

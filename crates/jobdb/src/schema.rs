@@ -33,6 +33,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0006_webhook_deliveries.sql"),
     ),
     (
+        7,
+        "object ranges",
+        include_str!("../migrations/0007_object_ranges.sql"),
+    ),
+    (
         8,
         "stream lag",
         include_str!("../migrations/0008_stream_lag.sql"),

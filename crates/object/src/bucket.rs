@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, StreamExt};
-use object_store::aws::{AmazonS3, AmazonS3Builder, Checksum};
+use object_store::aws::{AmazonS3Builder, Checksum};
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path;
 use object_store::{
@@ -22,6 +22,7 @@ use object_store::{
 };
 
 use crate::config::S3Config;
+use crate::direct::{Answer, Direct, Signer};
 use crate::error::ObjectError;
 use crate::url::Scheme;
 
@@ -30,6 +31,10 @@ pub const MTIME_META: &str = "hetch-mtime";
 /// Metadata key for the object's whole-file BLAKE3 digest (hex), where it is known
 /// before the object is written (single-request uploads).
 pub const BLAKE3_META: &str = "hetch-blake3";
+
+/// The upload id of an Azure blob's blocks (Azure has none: blocks wait, uncommitted,
+/// under the blob's name).
+pub const AZURE_UPLOAD: &str = "uncommitted-blocks";
 
 /// An object as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,20 +78,9 @@ pub struct Bucket {
     scheme: Scheme,
     name: String,
     endpoint: String,
-    /// S3 only: what starting a multipart upload with metadata needs.
-    s3: Option<S3Uploads>,
-}
-
-/// What the one request made here rather than through object_store needs (see
-/// [`Bucket::create_multipart`]).
-#[derive(Clone)]
-struct S3Uploads {
-    store: Arc<AmazonS3>,
-    /// Path-style URL of the bucket (`ENDPOINT/BUCKET`).
-    base_url: String,
-    region: String,
-    http: reqwest::Client,
-    signed: bool,
+    /// S3 and Azure: the requests made here rather than through object_store (see
+    /// `direct.rs`).
+    pub(crate) direct: Option<Direct>,
 }
 
 impl std::fmt::Debug for Bucket {
@@ -145,15 +139,17 @@ impl Bucket {
             .map_err(|e| ObjectError::Config(format!("s3://{bucket}: {e}")))?;
         let endpoint = cfg.endpoint_name();
         let store = Arc::new(store);
-        let s3 = S3Uploads {
-            store: store.clone(),
+        let direct = Direct {
+            signer: Signer::S3 {
+                store: store.clone(),
+                region: cfg.region.clone(),
+                signed: cfg.access_key.is_some(),
+            },
             base_url: format!("{endpoint}/{bucket}"),
-            region: cfg.region.clone(),
             http,
-            signed: cfg.access_key.is_some(),
         };
         let mut b = Bucket::of(Scheme::S3, bucket, endpoint, store);
-        b.s3 = Some(s3);
+        b.direct = Some(direct);
         Ok(b)
     }
 
@@ -170,7 +166,7 @@ impl Bucket {
             scheme,
             name: name.to_string(),
             endpoint,
-            s3: None,
+            direct: None,
         }
     }
 
@@ -465,84 +461,54 @@ impl Bucket {
     /// and the completion go through object_store. On GCS and Azure an object written
     /// in parts carries no metadata: its mtime is the store's.)
     pub async fn create_multipart(&self, key: &str, meta: &PutMeta) -> Result<String, ObjectError> {
-        let Some(s3) = &self.s3 else {
+        let direct = self.direct.as_ref().filter(|_| self.scheme == Scheme::S3);
+        let Some(direct) = direct else {
             let id = self.parts.create_multipart(&self.path(key)?).await;
             // Azure has no upload to create (blocks wait, uncommitted, under the blob's
             // name) and says so with an empty id, which the journal would take for no
             // upload at all: it gets a name, which Azure's calls ignore.
             return match id.map_err(|e| self.err(key, e))? {
-                id if id.is_empty() => Ok("uncommitted-blocks".into()),
+                id if id.is_empty() => Ok(AZURE_UPLOAD.into()),
                 id => Ok(id),
             };
         };
-        let url = format!("{}/{}?uploads", s3.base_url, encode_key(key));
-        let mut backoff = Duration::from_millis(200);
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let mut req = http::Request::builder()
-                .method("POST")
-                .uri(&url)
-                .header("x-amz-checksum-algorithm", "SHA256")
-                .header("content-length", "0");
-            for (k, v) in attributes(Scheme::S3, meta).iter() {
-                if let Attribute::Metadata(name) = k {
-                    req = req.header(format!("x-amz-meta-{name}"), v.as_ref());
-                }
+        let mut headers = vec![("x-amz-checksum-algorithm".to_string(), "SHA256".into())];
+        for (k, v) in attributes(Scheme::S3, meta).iter() {
+            if let Attribute::Metadata(name) = k {
+                headers.push((format!("x-amz-meta-{name}"), v.to_string()));
             }
-            let mut req = req
-                .body(object_store::client::HttpRequestBody::empty())
-                .map_err(|e| self.other(key, e.to_string()))?;
-            if s3.signed {
-                let cred = s3
-                    .store
-                    .credentials()
-                    .get_credential()
-                    .await
-                    .map_err(|e| self.err(key, e))?;
-                object_store::aws::AwsAuthorizer::new(&cred, "s3", &s3.region)
-                    .authorize(&mut req, None);
-            }
-            let mut rb = s3.http.post(&url);
-            for (k, v) in req.headers() {
-                rb = rb.header(k.as_str(), v.as_bytes());
-            }
-            let resp = rb.send().await;
-            let (status, body) = match resp {
-                Ok(r) => {
-                    let st = r.status();
-                    (Some(st), r.text().await.unwrap_or_default())
-                }
-                Err(e) => (None, e.to_string()),
-            };
-            match status {
-                Some(st) if st.is_success() => {
-                    return xml_field(&body, "UploadId")
-                        .map(str::to_string)
-                        .ok_or_else(|| self.other(key, format!("no UploadId in: {body}")));
-                }
-                // Throttling, server errors and lost connections are tried again.
-                Some(st) if !(st.is_server_error() || st.as_u16() == 429) => {
-                    return Err(ObjectError::from_status(
-                        st.as_u16(),
-                        &body,
-                        self.url("").trim_end_matches('/'),
-                        &self.url(key),
-                        &self.endpoint,
-                    ));
-                }
-                _ if tries >= 8 => {
-                    return Err(self.other(key, format!("creating an upload failed: {body}")))
-                }
-                _ => {
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(15));
-                }
-            }
+        }
+        let url = direct.url(key, "uploads");
+        let failed = |a: Option<Answer>, what: String| self.answer_err(key, a, what);
+        let a = direct
+            .send(http::Method::POST, &url, &headers, Bytes::new(), failed)
+            .await?;
+        xml_field(&a.body, "UploadId")
+            .map(str::to_string)
+            .ok_or_else(|| self.other(key, format!("no UploadId in: {}", a.body)))
+    }
+
+    /// The error a direct request's failure makes: the store's answer sorted as
+    /// object_store's errors are, or `what` happened.
+    pub(crate) fn answer_err(&self, key: &str, a: Option<Answer>, what: String) -> ObjectError {
+        match a {
+            Some(a) => ObjectError::from_status(
+                a.status,
+                &a.body,
+                self.url("").trim_end_matches('/'),
+                &self.url(key),
+                &self.endpoint,
+            ),
+            None => self.other(key, format!("request failed: {what}")),
         }
     }
 
-    fn other(&self, key: &str, what: String) -> ObjectError {
+    /// Its kind of store.
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
+    }
+
+    pub(crate) fn other(&self, key: &str, what: String) -> ObjectError {
         ObjectError::Other {
             url: self.url(key),
             what,
@@ -669,7 +635,7 @@ fn attributes(scheme: Scheme, meta: &PutMeta) -> Attributes {
 
 /// A key as it goes in a URL path: every byte but unreserved ones and `/`
 /// percent-encoded (as object_store encodes paths, so both sign the same bytes).
-fn encode_key(key: &str) -> String {
+pub(crate) fn encode_key(key: &str) -> String {
     use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
     const KEEP: &AsciiSet = &NON_ALPHANUMERIC
         .remove(b'-')

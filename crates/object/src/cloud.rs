@@ -201,12 +201,23 @@ impl Bucket {
             .with_client_options(client)
             .build()
             .map_err(|e| ObjectError::Config(format!("az://{container}: {e}")))?;
-        Ok(Bucket::of(
-            Scheme::Azure,
-            container,
-            endpoint,
-            Arc::new(store),
-        ))
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(60))
+            .build()
+            .map_err(|e| ObjectError::Config(format!("az://{container}: {e}")))?;
+        let store = Arc::new(store);
+        // Put Block List with metadata (a multipart blob's BLAKE3) is made here.
+        let direct = crate::direct::Direct {
+            signer: crate::direct::Signer::Azure {
+                store: store.clone(),
+                account: cfg.account.clone(),
+            },
+            base_url: format!("{}/{container}", endpoint.trim_end_matches('/')),
+            http,
+        };
+        let mut b = Bucket::of(Scheme::Azure, container, endpoint, store);
+        b.direct = Some(direct);
+        Ok(b)
     }
 }
 

@@ -8,6 +8,8 @@
 //! - [`bucket`]: listing, ranged reads, single and multipart writes, with the store's
 //!   errors sorted into [`ObjectError`]s.
 //! - [`parts`]: cutting objects into parts of whole transfer blocks within S3's limits.
+//! - [`shared`]: one object uploaded in parts by several writers (the ranges of a
+//!   large file), checked from their digests and completed with its BLAKE3.
 //! - [`journal`]: the local record that lets an interrupted multipart upload resume.
 //! - [`location`]: where in a bucket a transfer reads or writes, and how operands map
 //!   to keys.
@@ -20,6 +22,7 @@
 pub mod bucket;
 pub mod cloud;
 pub mod config;
+mod direct;
 mod error;
 pub mod journal;
 pub mod location;
@@ -27,6 +30,7 @@ pub mod origin;
 pub mod parts;
 #[cfg(test)]
 mod runs_test;
+pub mod shared;
 pub mod store;
 /// `s3://`, `gs://` and `az://BUCKET/KEY` operands, parsed in the leaf crate
 /// `hetch-location` (re-exported: operands are read without the stores).
@@ -38,7 +42,7 @@ pub use config::{S3Config, S3Options};
 pub use error::ObjectError;
 pub use location::{ObjectDest, ObjectLocation};
 pub use origin::{sum_objects, ObjectOrigin};
-pub use parts::PartPlan;
+pub use parts::{PartLimits, PartPlan, RangeCut};
 pub use store::BucketStore;
 pub use url::{ObjectUrl, Scheme};
 

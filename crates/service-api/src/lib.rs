@@ -25,6 +25,7 @@ pub mod access;
 pub mod client;
 pub mod dest;
 pub mod job;
+pub mod object_ranges;
 pub mod schema;
 #[cfg(feature = "client")]
 pub mod show;
@@ -39,6 +40,9 @@ pub use access::Access;
 /// one `hetch job` and `hetch worker` reach a `--service` given without a port.
 pub const DEFAULT_PORT: u16 = 7879;
 pub use job::*;
+pub use object_ranges::{
+    RangeReport, RangesReply, RangesRequest, ReportedRange, UploadReply, UploadRequest,
+};
 pub use stream::{LagView, StreamSpec};
 pub use web::*;
 pub use webhook::{DeliveryView, Notice, Webhook, WebhookView};

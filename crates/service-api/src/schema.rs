@@ -33,6 +33,10 @@ pub fn components() -> Map<String, Value> {
     let _ = g.subschema_for::<HeartbeatReply>();
     let _ = g.subschema_for::<FinishRequest>();
     let _ = g.subschema_for::<FinishReply>();
+    let _ = g.subschema_for::<crate::UploadRequest>();
+    let _ = g.subschema_for::<crate::UploadReply>();
+    let _ = g.subschema_for::<crate::RangesRequest>();
+    let _ = g.subschema_for::<crate::RangesReply>();
     let _ = g.subschema_for::<SessionView>();
     let _ = g.subschema_for::<LiveSnapshot>();
     let _ = g.subschema_for::<NodesView>();

@@ -164,6 +164,10 @@ pub struct FinishRequest {
     #[serde(default)]
     #[schemars(range(max = 9_007_199_254_740_992u64))]
     pub bytes: u64,
+    /// A done range unit of a file going into an object store: what it put in the
+    /// file's multipart upload (see [`crate::object_ranges`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<crate::RangeReport>,
 }
 
 /// The service's answer to a heartbeat: the units the worker still holds. A unit the
@@ -203,6 +207,7 @@ impl FinishRequest {
             error: None,
             files,
             bytes,
+            range: None,
         }
     }
 

@@ -22,6 +22,7 @@ pub mod identity;
 pub mod listen;
 pub mod metrics;
 pub mod notify;
+mod object_ranges;
 pub mod openapi;
 pub mod planning;
 pub mod routes;

@@ -6,7 +6,8 @@
 use hetch_service_api::schema::{self, name_of, REF_PREFIX};
 use hetch_service_api::{
     ActivityView, ClaimRequest, ClaimedUnit, FileRow, FinishReply, FinishRequest, HeartbeatReply,
-    HeartbeatRequest, JobSpec, JobView, LiveSnapshot, NodesView, SessionView,
+    HeartbeatRequest, JobSpec, JobView, LiveSnapshot, NodesView, RangesReply, RangesRequest,
+    SessionView, UploadReply, UploadRequest,
 };
 use schemars::JsonSchema;
 use serde_json::{json, Value};
@@ -57,6 +58,16 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "post",
         "/api/work/finish",
         "A worker reports a unit it holds as done or failed",
+    ),
+    (
+        "post",
+        "/api/work/upload",
+        "A range unit of a file going into an object store records its file's multipart upload, or learns the one recorded",
+    ),
+    (
+        "post",
+        "/api/work/ranges",
+        "A commit unit of a file going into an object store reads what its ranges reported (a page)",
     ),
     (
         "get",
@@ -117,6 +128,8 @@ fn bodies(method: &str, path: &str) -> (Option<Value>, Option<Value>) {
             (Some(of::<HeartbeatRequest>()), Some(of::<HeartbeatReply>()))
         }
         ("post", "/api/work/finish") => (Some(of::<FinishRequest>()), Some(of::<FinishReply>())),
+        ("post", "/api/work/upload") => (Some(of::<UploadRequest>()), Some(of::<UploadReply>())),
+        ("post", "/api/work/ranges") => (Some(of::<RangesRequest>()), Some(of::<RangesReply>())),
         ("get", "/api/session") => (None, Some(of::<SessionView>())),
         ("get", "/api/nodes") => (None, Some(of::<NodesView>())),
         ("get", "/api/jobs/{id}/activity") => (None, Some(of::<ActivityView>())),
@@ -141,7 +154,11 @@ fn errors_of(method: &str, path: &str) -> Vec<(&'static str, &'static str)> {
     if path.contains("{id}") {
         e.push(("404", "No such job (or not the caller's)"));
     }
-    if path.ends_with("/cancel") || path.ends_with("/retry") || path == "/api/work/finish" {
+    let unit_route = matches!(
+        path,
+        "/api/work/finish" | "/api/work/upload" | "/api/work/ranges"
+    );
+    if path.ends_with("/cancel") || path.ends_with("/retry") || unit_route {
         e.push(("409", "The job (or unit) is not in a state this applies to: already ended, nothing to retry, not the worker's"));
     }
     e.sort();

@@ -46,6 +46,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/work/claim", post(claim))
         .route("/api/work/heartbeat", post(heartbeat))
         .route("/api/work/finish", post(finish))
+        .route("/api/work/upload", post(crate::object_ranges::upload))
+        .route("/api/work/ranges", post(crate::object_ranges::ranges))
         .route("/metrics", get(crate::metrics::scrape))
         .merge(crate::web::live::router())
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
@@ -68,7 +70,7 @@ pub fn router(state: Arc<AppState>) -> Router {
 
 /// An error answer: a status and one line.
 #[derive(Debug)]
-pub(crate) struct ApiError(StatusCode, String);
+pub(crate) struct ApiError(pub(crate) StatusCode, pub(crate) String);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -86,11 +88,11 @@ impl IntoResponse for ApiError {
 /// What a handler answers.
 pub(crate) type Answer = Result<Response, ApiError>;
 
-fn fail(status: StatusCode, error: impl Into<String>) -> ApiError {
+pub(crate) fn fail(status: StatusCode, error: impl Into<String>) -> ApiError {
     ApiError(status, error.into())
 }
 
-fn bad(error: impl Into<String>) -> ApiError {
+pub(crate) fn bad(error: impl Into<String>) -> ApiError {
     fail(StatusCode::BAD_REQUEST, error)
 }
 
@@ -186,7 +188,7 @@ fn authenticated(req: &Request) {
 
 /// A JSON body, or a 400 naming what is wrong with it (axum's own rejection is not
 /// JSON).
-fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     let mut v: serde_json::Value =
         serde_json::from_slice(body).map_err(|e| bad(format!("request body: {e}")))?;
     integral(&mut v);
@@ -384,7 +386,7 @@ pub(crate) fn file_row(f: hetch_jobdb::FileRow) -> FileRow {
     }
 }
 
-fn check_worker(name: &str) -> Result<(), ApiError> {
+pub(crate) fn check_worker(name: &str) -> Result<(), ApiError> {
     // Characters, not bytes: as the OpenAPI document's maxLength counts.
     let n = name.chars().count();
     if n == 0 || n > MAX_NAME || name.chars().any(char::is_control) {
@@ -562,7 +564,7 @@ async fn finish(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
     let req: FinishRequest = parse(&body)?;
     check_worker(&req.worker)?;
     check_moved(&req)?;
-    let outcome = match req.error {
+    let outcome = match &req.error {
         None => UnitOutcome::Done {
             files: req.files,
             bytes: req.bytes,
@@ -577,9 +579,23 @@ async fn finish(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
                 .collect(),
         ),
     };
+    // A done range's parts are checked against its unit before anything is stored.
+    let range = match (&req.range, &outcome) {
+        (Some(r), UnitOutcome::Done { .. }) => {
+            crate::object_ranges::checked_report(&state, &req, r).await?
+        }
+        _ => None,
+    };
     let r = state
         .db
-        .finish(&req.worker, &req.job, req.seq, now_ms(), &outcome)
+        .finish_with(
+            &req.worker,
+            &req.job,
+            req.seq,
+            now_ms(),
+            &outcome,
+            range.as_ref(),
+        )
         .await
         .map_err(internal)?;
     match r {

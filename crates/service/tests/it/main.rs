@@ -4,6 +4,7 @@
 mod common;
 
 mod api;
+mod object_ranges;
 mod openapi;
 mod web;
 mod webhook;

@@ -186,11 +186,25 @@ impl Planning {
     /// The next file of the listing, of `size` bytes: appends the units it completes.
     /// Past a bound, appends nothing and says why (planning cannot go on).
     pub fn file(&mut self, size: u64, out: &mut Vec<UnitSpec>) -> Result<(), PlanError> {
+        let per = self.p.range_blocks();
+        self.file_in_ranges(size, per, out)
+    }
+
+    /// [`Planning::file`], a split file cut in ranges of `range_blocks` blocks (at
+    /// least one, at most [`MAX_RANGE_BLOCKS`]) rather than the planner's: a file going
+    /// into an object store is cut in ranges of whole multipart-upload parts, whose
+    /// size depends on the file's.
+    pub fn file_in_ranges(
+        &mut self,
+        size: u64,
+        range_blocks: u64,
+        out: &mut Vec<UnitSpec>,
+    ) -> Result<(), PlanError> {
+        let per = range_blocks.clamp(1, MAX_RANGE_BLOCKS);
         let index = self.next;
         if size > self.p.split_size {
             // Checked before anything is made: the count alone may be billions.
-            let ranges = hetch_integrity::block_count(size, self.p.block_size.max(1))
-                .div_ceil(self.p.range_blocks());
+            let ranges = hetch_integrity::block_count(size, self.p.block_size.max(1)).div_ceil(per);
             if ranges > self.p.max_ranges {
                 let max = self.p.max_ranges;
                 return Err(PlanError::TooManyRanges {
@@ -205,7 +219,7 @@ impl Planning {
             self.next += 1;
             // A large file does not wait for the batch around it: both go out.
             self.close_batch(index, out);
-            self.split(index, size, out);
+            self.split(index, size, per, out);
             return Ok(());
         }
         if let Some((first, bytes)) = self.batch {
@@ -247,9 +261,8 @@ impl Planning {
         }
     }
 
-    fn split(&self, file: u64, size: u64, out: &mut Vec<UnitSpec>) {
+    fn split(&self, file: u64, size: u64, per: u64, out: &mut Vec<UnitSpec>) {
         let blocks = hetch_integrity::block_count(size, self.p.block_size.max(1));
-        let per = self.p.range_blocks();
         let mut first = 0;
         let mut ranges = 0;
         while first < blocks {
@@ -450,5 +463,46 @@ mod tests {
             ..Planner::default()
         };
         assert_eq!(p.range_blocks(), MAX_RANGE_BLOCKS);
+    }
+
+    /// A file cut in ranges of its own size (an object store's whole parts) has
+    /// every block in one range of that many blocks, its ranges counted against the
+    /// bounds; files around it keep the planner's.
+    #[test]
+    fn a_file_may_be_cut_in_ranges_of_its_own() {
+        let p = Planner {
+            split_size: 4 * MIB,
+            range_size: MIB,
+            block_size: MIB,
+            max_ranges: 5,
+            ..Planner::default()
+        };
+        let mut planning = p.start();
+        let mut out = Vec::new();
+        planning.file_in_ranges(10 * MIB + 1, 3, &mut out).unwrap();
+        planning.file(5 * MIB, &mut out).unwrap();
+        let ranges: Vec<(u64, u64, u64)> = out
+            .iter()
+            .filter_map(|u| match u {
+                UnitSpec::Range { file, first, end } => Some((*file, *first, *end)),
+                _ => None,
+            })
+            .collect();
+        let mut want = vec![(0, 0, 3), (0, 3, 6), (0, 6, 9), (0, 9, 11)];
+        want.extend((0..5).map(|b| (1, b, b + 1)));
+        assert_eq!(ranges, want);
+        assert!(out.contains(&UnitSpec::Commit { file: 0, ranges: 4 }));
+        // Ranges of its own count against --max-ranges-per-file too; zero is one block.
+        let mut planning = p.start();
+        let e = planning.file_in_ranges(12 * MIB, 2, &mut out).unwrap_err();
+        assert!(
+            matches!(e, PlanError::TooManyRanges { ranges: 6, .. }),
+            "{e:?}"
+        );
+        let e = p.start().file_in_ranges(10 * MIB, 0, &mut out).unwrap_err();
+        assert!(
+            matches!(e, PlanError::TooManyRanges { ranges: 10, .. }),
+            "{e:?}"
+        );
     }
 }

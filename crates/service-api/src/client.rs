@@ -13,9 +13,11 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::object_ranges::{check_upload, MAX_RANGES_PAGE, MAX_RANGE_DIGESTS, MAX_RANGE_PARTS};
 use crate::{
     ClaimRequest, ClaimedUnit, ErrorBody, FileRow, FilesQuery, FinishReply, FinishRequest,
-    HeartbeatReply, HeartbeatRequest, JobSpec, JobView, ListQuery, MAX_FILES,
+    HeartbeatReply, HeartbeatRequest, JobSpec, JobView, ListQuery, RangesReply, RangesRequest,
+    UploadReply, UploadRequest, MAX_FILES,
 };
 
 /// Why a call to the service did not give what was asked.
@@ -252,6 +254,26 @@ impl Client {
         self.call(true, "/api/work/finish", Some(req)).await
     }
 
+    /// A range unit of a file going into an object store learns the file's upload
+    /// (`POST /api/work/upload`): the one recorded, or the one it created
+    /// (`req.upload`) if none was. An answer that is no upload id is refused.
+    pub async fn upload(&self, req: &UploadRequest) -> Result<UploadReply> {
+        let reply: UploadReply = self.call(true, "/api/work/upload", Some(req)).await?;
+        check_upload(&reply.upload).map_err(|e| self.invalid(format!("answer to upload: {e}")))?;
+        Ok(reply)
+    }
+
+    /// A commit unit of a file going into an object store reads a page of what its
+    /// ranges reported (`POST /api/work/ranges`). A page over the bounds a worker
+    /// reports within ([`crate::object_ranges`]), or not in block order, is refused:
+    /// the commit sizes nothing by what the service says.
+    pub async fn ranges(&self, req: &RangesRequest) -> Result<RangesReply> {
+        let reply: RangesReply = self.call(true, "/api/work/ranges", Some(req)).await?;
+        check_ranges_page(req.from, &reply)
+            .map_err(|e| self.invalid(format!("answer to ranges: {e}")))?;
+        Ok(reply)
+    }
+
     /// Calls the API (a POST sends `body`, or `{}`); a 4xx or 5xx becomes the
     /// service's one-line error, an answer not of type `T` an invalid one.
     async fn call<T: DeserializeOwned>(
@@ -427,5 +449,84 @@ mod tests {
             assert!(matches!(e, ClientError::BadArgument(_)), "{bad:?}: {e}");
             assert!(!e.is_transient() && !e.is_not_allowed());
         }
+    }
+}
+
+/// Whether `page`, an answer to a ranges request from block `from`, is within the
+/// bounds a worker's reports are kept in and in block order from `from`; else one
+/// line saying what is not.
+fn check_ranges_page(from: u64, page: &RangesReply) -> std::result::Result<(), String> {
+    if let Some(u) = &page.upload {
+        check_upload(u)?;
+    }
+    if page.ranges.len() > MAX_RANGES_PAGE {
+        return Err(format!("{} ranges in one page", page.ranges.len()));
+    }
+    let mut next = from;
+    for r in &page.ranges {
+        if r.first < next || r.end <= r.first {
+            return Err(format!("range {}..{} out of order", r.first, r.end));
+        }
+        if r.parts.len() > MAX_RANGE_PARTS || r.digests.len() > MAX_RANGE_DIGESTS {
+            return Err(format!(
+                "range {}..{} over the report bounds",
+                r.first, r.end
+            ));
+        }
+        next = r.end;
+    }
+    match page.next {
+        Some(n) if n < next || page.ranges.is_empty() => Err(format!("next page at {n}")),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod ranges_page_tests {
+    use super::*;
+    use crate::ReportedRange;
+
+    fn range(first: u64, end: u64) -> ReportedRange {
+        ReportedRange {
+            first,
+            end,
+            size: 1,
+            parts: vec!["p".into()],
+            digests: vec!["ab".repeat(32); (end - first) as usize],
+        }
+    }
+
+    /// A page of ranges the service sends a commit is believed only within the
+    /// bounds and order of what workers report: else refused, naming what is wrong.
+    #[test]
+    fn a_crafted_page_of_ranges_is_refused() {
+        let page = |ranges: Vec<ReportedRange>, next| RangesReply {
+            upload: Some("up".into()),
+            ranges,
+            next,
+        };
+        assert!(check_ranges_page(0, &page(vec![range(0, 2), range(2, 4)], Some(4))).is_ok());
+        assert!(check_ranges_page(4, &page(vec![], None)).is_ok());
+        for (from, bad) in [
+            (0, page(vec![range(2, 4), range(0, 2)], None)),
+            (4, page(vec![range(0, 2)], None)),
+            (0, page(vec![range(0, 2)], Some(1))),
+            (0, page(vec![], Some(0))),
+            (0, page(vec![range(0, 1); MAX_RANGES_PAGE + 1], None)),
+            (
+                0,
+                RangesReply {
+                    upload: Some("a b".into()),
+                    ranges: vec![],
+                    next: None,
+                },
+            ),
+        ] {
+            let e = check_ranges_page(from, &bad).unwrap_err();
+            assert!(!e.contains('\n'), "{e}");
+        }
+        let mut big = range(0, 1);
+        big.parts = vec!["p".into(); MAX_RANGE_PARTS + 1];
+        assert!(check_ranges_page(0, &page(vec![big], None)).is_err());
     }
 }

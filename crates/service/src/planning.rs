@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use hetch_jobdb::{Db, FileRow, PlannedUnit, PlanningLease};
 use hetch_jobs::{Planner, UnitSpec};
+use hetch_object::{ObjectUrl, PartLimits, Scheme};
+use hetch_service_api::object_ranges::MAX_RANGE_DIGESTS;
 use hetch_storage::account::{self, Account};
 use hetch_storage::walk::{self, SourceKind};
 
@@ -78,6 +80,7 @@ async fn write_plan(db: &Db, root: PathBuf, lease: &PlanningLease, spec: JobSpec
         return write_whole(db, lease, &spec, relay, MAX_ATTEMPTS).await;
     }
     let planner = job_planner(&spec, p);
+    let objects = object_limits(&spec.dest);
     // Checked at submission, and again now: a symlink planted on the way since must
     // not let the job list another's files.
     if let Err(e) = check_paths(&root, &spec) {
@@ -110,7 +113,15 @@ async fn write_plan(db: &Db, root: PathBuf, lease: &PlanningLease, spec: JobSpec
         let rows: Vec<FileRow> = batch.into_iter().map(|(f, _)| f).collect();
         let mut written = db.add_files(lease, next_file, &rows).await;
         for f in &rows {
-            if let Err(e) = planning.file(f.size, &mut specs) {
+            let planned = match objects.filter(|_| f.size > planner.split_size) {
+                Some(limits) => object_range_blocks(limits, f.size, &planner).and_then(|per| {
+                    planning
+                        .file_in_ranges(f.size, per, &mut specs)
+                        .map_err(|e| e.to_string())
+                }),
+                None => planning.file(f.size, &mut specs).map_err(|e| e.to_string()),
+            };
+            if let Err(e) = planned {
                 result = Err(format!("{}: {e}", f.path));
                 break;
             }
@@ -191,20 +202,48 @@ async fn end_planning(db: &Db, lease: &PlanningLease, result: Result<(), String>
 }
 
 /// The service's planner as job `spec` needs it: its block size, and no file split
-/// unless the destination is a directory tree that takes one part file from several
-/// writers: a path on the shared storage (the workers write it) or `hetch://` nodes
-/// (they do, for the workers); an object-store destination takes each file from one
-/// writer.
+/// unless the destination takes one file from several writers: a directory tree that
+/// takes one part file (a path on the shared storage, which the workers write, or
+/// `hetch://` nodes, which do for the workers), or, once the workers run them
+/// ([`WORKERS_SPLIT_INTO_OBJECTS`]), an S3 or Azure store taking one multipart upload
+/// ([`object_limits`]). GCS takes each file from one writer.
 pub fn job_planner(spec: &JobSpec, planner: Planner) -> Planner {
     let tree = !crate::api::is_url(&spec.dest) || spec.dest.starts_with("hetch://");
+    let object = WORKERS_SPLIT_INTO_OBJECTS && object_limits(&spec.dest).is_some();
     Planner {
         block_size: spec.options.block_size.unwrap_or(planner.block_size),
-        split_size: match tree {
+        split_size: match tree || object {
             true => planner.split_size,
             false => u64::MAX,
         },
         ..planner
     }
+}
+
+/// Whether the workers run the ranges of files going into object stores (their
+/// upload of parts and their commit are not written yet: until they are, such files
+/// go whole, as before, and [`object_range_blocks`] only cuts them in its tests).
+pub const WORKERS_SPLIT_INTO_OBJECTS: bool = false;
+
+/// The part limits of destination `dest` when its files may be moved in ranges by
+/// several writers into one multipart upload: S3 and Azure. GCS completes an upload
+/// without the BLAKE3 a file's commit puts on it, so its files go whole.
+pub fn object_limits(dest: &str) -> Option<PartLimits> {
+    match ObjectUrl::parse(dest).ok()?.scheme {
+        Scheme::S3 => Some(PartLimits::of(Scheme::S3)),
+        Scheme::Azure => Some(PartLimits::of(Scheme::Azure)),
+        Scheme::Gcs => None,
+    }
+}
+
+/// Blocks per range of a file of `size` bytes going into a store of `limits`: about
+/// the planner's range size, in whole parts ([`PartLimits::cut`]), within what one
+/// range report may carry ([`MAX_RANGE_DIGESTS`] block digests); one line naming the
+/// limit when the file cannot be cut so.
+pub fn object_range_blocks(limits: PartLimits, size: u64, p: &Planner) -> Result<u64, String> {
+    let max = MAX_RANGE_DIGESTS as u64;
+    let cut = limits.cut(size, p.block_size, p.range_blocks(), max)?;
+    Ok(cut.range_blocks)
 }
 
 /// A planned unit with its bytes: a range's share of the file of `size` bytes just
@@ -310,5 +349,61 @@ fn list(
     }
     if !batch.is_empty() {
         let _ = tx.blocking_send(Ok(batch));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    /// S3 and Azure destinations may take a file from several writers; GCS and
+    /// anything that is not an object URL do not (as object stores).
+    #[test]
+    fn only_s3_and_azure_take_ranges_into_one_upload() {
+        assert_eq!(object_limits("s3://b/k"), Some(PartLimits::of(Scheme::S3)));
+        assert_eq!(object_limits("az://c"), Some(PartLimits::of(Scheme::Azure)));
+        assert_eq!(object_limits("gs://b/k"), None);
+        assert_eq!(object_limits("copy/s3://b"), None);
+        assert_eq!(object_limits("hetch://h/d"), None);
+    }
+
+    /// Ranges into an object store are whole parts, about the planner's range size,
+    /// within what one range report may carry; a file that cannot be cut so is
+    /// refused in one line saying what to change.
+    #[test]
+    fn ranges_into_object_stores_are_whole_parts_within_a_report() {
+        let p = |range_size, block_size| Planner {
+            range_size,
+            block_size,
+            ..Planner::default()
+        };
+        let s3 = PartLimits::of(Scheme::S3);
+        // Parts of 8 MiB: ranges of 4 MiB grow to one part, of 20 MiB to three.
+        assert_eq!(object_range_blocks(s3, 64 * MIB, &p(4 * MIB, MIB)), Ok(8));
+        assert_eq!(object_range_blocks(s3, 64 * MIB, &p(20 * MIB, MIB)), Ok(24));
+        // Blocks of 64 KiB: a range of 2 GiB would be 32,768 digests, over a report's.
+        let e = object_range_blocks(s3, 100 << 30, &p(2 << 30, 64 << 10)).unwrap_err();
+        assert!(e.contains("larger block size") && !e.contains('\n'), "{e}");
+        assert_eq!(
+            object_range_blocks(s3, 100 << 30, &p(1 << 30, 64 << 10)),
+            Ok(16_384)
+        );
+    }
+
+    /// Until the workers run ranges into object stores, files going there are not
+    /// split; directory trees still are.
+    #[test]
+    fn object_destinations_split_only_once_workers_run_their_ranges() {
+        let spec = |dest: &str| {
+            serde_json::from_value::<JobSpec>(serde_json::json!({"sources": ["a"], "dest": dest}))
+                .unwrap()
+        };
+        let split = |dest| job_planner(&spec(dest), Planner::default()).split_size;
+        assert_eq!(split("copy"), Planner::default().split_size);
+        assert_eq!(split("gs://b"), u64::MAX);
+        let s3 = split("s3://b");
+        assert_eq!(s3 == u64::MAX, !WORKERS_SPLIT_INTO_OBJECTS);
     }
 }

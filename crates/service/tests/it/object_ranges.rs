@@ -7,6 +7,8 @@
 use crate::common;
 
 use common::{on_each, planner, start};
+use hetch_service_api::client::Client;
+use hetch_service_api::{RangesRequest, UploadRequest};
 use serde_json::{json, Value};
 
 #[test]
@@ -49,6 +51,20 @@ fn range_reports_are_bounded_checked_and_read_back_by_the_commit() {
             .post("/api/work/upload", upload(seq, "w1", "up-B".into()))
             .await;
         assert_eq!((s, &v["upload"]), (200, &json!("up-A")), "{v}");
+        // The workers' client learns it too (its key learned on first use).
+        let hosts = dir.join("known_hosts");
+        let token = api.token.clone().into_bytes();
+        let client = Client::new(&api.addr, None, Some(hosts), token)
+            .await
+            .unwrap();
+        let seq_n = seq.as_u64().unwrap();
+        let ask_upload = UploadRequest {
+            worker: "w1".into(),
+            job: id.clone(),
+            seq: seq_n,
+            upload: "up-Z".into(),
+        };
+        assert_eq!(client.upload(&ask_upload).await.unwrap().upload, "up-A");
         // Only for a range unit the worker holds.
         let (s, v) = api
             .post("/api/work/upload", upload(seq, "w2", "up-C".into()))
@@ -135,6 +151,18 @@ fn range_reports_are_bounded_checked_and_read_back_by_the_commit() {
         assert_eq!(ranges[0]["parts"], json!(["\"etag-1\""]));
         assert_eq!(ranges[0]["digests"], good["digests"]);
         assert!(v["next"].is_null(), "{v}");
+        // The workers' client reads the same page, checked.
+        let page = client
+            .ranges(&RangesRequest {
+                worker: "w1".into(),
+                job: id.clone(),
+                seq: commit["seq"].as_u64().unwrap(),
+                from: 0,
+            })
+            .await
+            .unwrap();
+        assert_eq!(page.upload.as_deref(), Some("up-A"));
+        assert_eq!(serde_json::to_value(&page.ranges).unwrap(), v["ranges"]);
         // Only the commit's holder asks.
         let (s, v) = api
             .post("/api/work/ranges", ask(&commit["seq"], "w2"))

@@ -16,6 +16,7 @@
 //! - [`stats`]: totals over all jobs, for monitoring.
 //! - [`activity`]: workers, live progress, shares and failed units, for people
 //!   watching.
+//! - [`schedules`]: recurring mirrors, claimed at each due time by one instance.
 
 #![deny(missing_docs)]
 
@@ -25,6 +26,7 @@ pub mod jobs;
 pub mod leases;
 pub mod planning;
 mod schema;
+pub mod schedules;
 mod sqlite_file;
 pub mod stats;
 
@@ -36,6 +38,7 @@ pub use error::DbError;
 pub use jobs::{FileRow, JobRow, JobState, NewJob, PlannedUnit, Retry, UnitCounts, UnitRow};
 pub use leases::{Claimed, Refused, UnitOutcome};
 pub use planning::{PlanningLease, TakenOver};
+pub use schedules::{NewSchedule, Recurrence, Run, RunRow, ScheduleRow};
 pub use stats::Totals;
 
 /// Which database is behind a [`Db`]: the statements are the same except the claim's

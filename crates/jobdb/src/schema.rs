@@ -27,6 +27,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "plan attempts",
         include_str!("../migrations/0004_plan_attempts.sql"),
     ),
+    (
+        5,
+        "schedules",
+        include_str!("../migrations/0005_schedules.sql"),
+    ),
 ];
 
 /// The migrator over [`MIGRATIONS`].

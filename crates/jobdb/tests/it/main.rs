@@ -7,3 +7,4 @@ mod common;
 mod jobs;
 mod model;
 mod planning;
+mod schedules;

@@ -25,8 +25,8 @@ mod error;
 pub mod jobs;
 pub mod leases;
 pub mod planning;
-mod schema;
 pub mod schedules;
+mod schema;
 mod sqlite_file;
 pub mod stats;
 

@@ -211,13 +211,15 @@ impl Db {
             Run::Skipped(why) => (None, Some(why.as_str())),
         };
         let mut tx = self.pool.begin().await?;
-        sqlx::query("INSERT INTO schedule_runs (schedule, due, job, skipped) VALUES ($1, $2, $3, $4)")
-            .bind(schedule)
-            .bind(int(due))
-            .bind(job)
-            .bind(skipped)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "INSERT INTO schedule_runs (schedule, due, job, skipped) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(schedule)
+        .bind(int(due))
+        .bind(job)
+        .bind(skipped)
+        .execute(&mut *tx)
+        .await?;
         if let Some(j) = job {
             sqlx::query("UPDATE schedules SET last_job = $2 WHERE id = $1")
                 .bind(schedule)

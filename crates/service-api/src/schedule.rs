@@ -165,7 +165,17 @@ mod tests {
         assert_eq!(parse_every("1h"), Ok(3_600_000));
         assert_eq!(parse_every("365d"), Ok(MAX_EVERY_MS));
         for bad in [
-            "0s", "0", "1", "", "s", "10y", "366d", "1.5h", "-1s", "1 h", "1H",
+            "0s",
+            "0",
+            "1",
+            "",
+            "s",
+            "10y",
+            "366d",
+            "1.5h",
+            "-1s",
+            "1 h",
+            "1H",
             "99999999999999999999s",
         ] {
             let e = parse_every(bad).unwrap_err();

@@ -23,7 +23,7 @@ use hetch_service_api::schedule::{When, SHOWN_RUNS};
 use hetch_service_api::{JobSpec, RunView, ScheduleSpec, ScheduleView};
 
 use crate::auth::{self, Caller};
-use crate::routes::{bad, checked_spec, check_sources, create_job, fail, internal, parse, Answer};
+use crate::routes::{bad, check_sources, checked_spec, create_job, fail, internal, parse, Answer};
 use crate::{now_ms, AppState};
 
 /// Schedules one listing shows.
@@ -77,7 +77,10 @@ async fn create(
     {
         return Err(fail(
             StatusCode::CONFLICT,
-            format!("{} has {max} schedules already, the most one may have: delete one first", s.owner),
+            format!(
+                "{} has {max} schedules already, the most one may have: delete one first",
+                s.owner
+            ),
         ));
     }
     let view = view(&state, &caller, &s.id, SHOWN_RUNS).await?;
@@ -89,11 +92,7 @@ async fn list(State(state): State<Arc<AppState>>, axum::Extension(caller): By) -
         Caller::Operator => None,
         Caller::User(name) => Some(name.as_str()),
     };
-    let rows = state
-        .db
-        .schedules(mine, MAX_LIST)
-        .await
-        .map_err(internal)?;
+    let rows = state.db.schedules(mine, MAX_LIST).await.map_err(internal)?;
     let mut out = Vec::with_capacity(rows.len());
     for row in rows {
         out.push(schedule_view(&state, row, LISTED_RUNS).await?);
@@ -155,7 +154,11 @@ async fn resume(
 
 /// Schedule `id` if `caller` may see it; a 404 otherwise (another's schedule is not
 /// told apart from none).
-async fn row(state: &AppState, caller: &Caller, id: &str) -> Result<ScheduleRow, crate::routes::ApiError> {
+async fn row(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+) -> Result<ScheduleRow, crate::routes::ApiError> {
     match state.db.schedule(id).await.map_err(internal)? {
         Some(row) if caller.may_see(&row.owner) => Ok(row),
         _ => Err(fail(StatusCode::NOT_FOUND, format!("no schedule {id}"))),

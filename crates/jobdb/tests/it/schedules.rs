@@ -24,7 +24,10 @@ fn every(id: &str, owner: &str, ms: u64, next_at: u64) -> NewSchedule {
 fn two_instances_take_each_due_time_once() {
     on_each(|db, url| async move {
         let other = Db::open(&url).await.unwrap();
-        assert!(db.create_schedule(&every("s", "ann", 1_000, 5_000), 10, 0).await.unwrap());
+        assert!(db
+            .create_schedule(&every("s", "ann", 1_000, 5_000), 10, 0)
+            .await
+            .unwrap());
         // Not due yet: nobody sees it.
         assert!(db.due_schedules(4_999, 10).await.unwrap().is_empty());
         // Both instances see it due, and both try to take it at once.
@@ -47,7 +50,9 @@ fn two_instances_take_each_due_time_once() {
 #[test]
 fn a_paused_schedule_is_not_due_and_resumes_at_its_new_time() {
     on_each(|db, _| async move {
-        db.create_schedule(&every("s", "ann", 1_000, 0), 10, 0).await.unwrap();
+        db.create_schedule(&every("s", "ann", 1_000, 0), 10, 0)
+            .await
+            .unwrap();
         assert!(db.pause_schedule("s", true, None).await.unwrap());
         assert!(db.due_schedules(10_000, 10).await.unwrap().is_empty());
         // A claim read before the pause is refused after it.
@@ -68,15 +73,24 @@ fn an_owner_has_at_most_the_cap() {
             let s = every(&format!("a{i}"), "ann", 1_000, 0);
             assert!(db.create_schedule(&s, 3, 0).await.unwrap());
         }
-        assert!(!db.create_schedule(&every("a3", "ann", 1_000, 0), 3, 0).await.unwrap());
+        assert!(!db
+            .create_schedule(&every("a3", "ann", 1_000, 0), 3, 0)
+            .await
+            .unwrap());
         // Another owner has a cap of their own.
-        assert!(db.create_schedule(&every("b0", "bob", 1_000, 0), 3, 0).await.unwrap());
+        assert!(db
+            .create_schedule(&every("b0", "bob", 1_000, 0), 3, 0)
+            .await
+            .unwrap());
         assert_eq!(db.schedules(Some("ann"), 100).await.unwrap().len(), 3);
         assert_eq!(db.schedules(None, 100).await.unwrap().len(), 4);
         // Deleting one makes room.
         assert!(db.delete_schedule("a0").await.unwrap());
         assert!(!db.delete_schedule("a0").await.unwrap());
-        assert!(db.create_schedule(&every("a3", "ann", 1_000, 0), 3, 0).await.unwrap());
+        assert!(db
+            .create_schedule(&every("a3", "ann", 1_000, 0), 3, 0)
+            .await
+            .unwrap());
     });
 }
 

@@ -5,4 +5,5 @@ mod common;
 
 mod api;
 mod openapi;
+mod schedules;
 mod web;

@@ -35,6 +35,7 @@ impl Api {
         let url = format!("{}{path}", self.base);
         let mut req = match method {
             "GET" => self.http.get(url),
+            "DELETE" => self.http.delete(url),
             _ => self.http.post(url),
         };
         if let Some(t) = token {

@@ -36,6 +36,7 @@ mod relay;
 mod resume;
 mod rsync_diff;
 mod s3;
+mod schedules;
 mod schemathesis;
 mod service;
 mod sum;

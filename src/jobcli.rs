@@ -96,6 +96,10 @@ pub struct ServiceArgs {
     /// Attempts at delivering a job's webhook before it is given up.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=100))]
     webhook_attempts: u64,
+    /// Recurring mirrors (`hetch job submit --every/--cron`) one user may have, so
+    /// that a token holder cannot fill the database with them.
+    #[arg(long, default_value_t = hetch_service::DEFAULT_MAX_SCHEDULES, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    max_schedules: u64,
 }
 
 /// `--split-size`: a size, or "off".
@@ -159,6 +163,7 @@ pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
             a.webhook_attempts,
         )
         .map_err(anyhow::Error::msg)?,
+        max_schedules: a.max_schedules,
     };
     let svc = hetch_service::Service::bind(cfg).await?;
     errln!("hetch service: listening on https://{}", svc.addr);
@@ -221,6 +226,10 @@ enum JobCmd {
         /// The job's id.
         id: String,
     },
+    /// Recurring mirrors (made by `submit --every` or `--cron`): ls, show, pause,
+    /// resume, rm.
+    #[command(subcommand)]
+    Schedule(crate::schedulecli::ScheduleCmd),
     /// Wait for a job to end.
     ///
     /// Exit code 0 when it is done, 3 when it failed, 1 when it was cancelled, 4 when
@@ -274,8 +283,17 @@ struct SubmitArgs {
     #[arg(long, value_parser = hetch_units::parse_rate, default_value = "0")]
     rate_limit: u64,
     /// Wait for the job to end (exit codes as `hetch job wait`).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["every", "cron"])]
     wait: bool,
+    /// Make a recurring mirror instead of one job: run it every this long (90s, 1h,
+    /// 1d; 1s to 365d), the first run at once; print the schedule's id. A due time
+    /// whose previous run has not ended is skipped (`hetch job schedule show` says so).
+    #[arg(long, value_name = "N[smhd]", conflicts_with = "cron")]
+    every: Option<String>,
+    /// Make a recurring mirror run at the times of a 5-field cron expression, in UTC
+    /// ("0 * * * *": hourly); print the schedule's id.
+    #[arg(long, value_name = "\"MIN HOUR DAY MONTH WEEKDAY\"")]
+    cron: Option<String>,
     #[command(flatten)]
     patience: Patience,
     /// Another `hetch serve` node (HOST[:PORT]) serving the same storage as the
@@ -289,7 +307,7 @@ struct SubmitArgs {
     follow: bool,
     /// Follow for ever, new files included, as `hetch watch`, until the job is
     /// cancelled.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["every", "cron"])]
     watch: bool,
     #[command(flatten)]
     stream: crate::follow::FollowArgs,
@@ -380,6 +398,19 @@ async fn run(a: &JobArgs, service: &str) -> anyhow::Result<ExitCode> {
                 access: None,
                 webhook,
             };
+            if s.every.is_some() || s.cron.is_some() {
+                let spec = hetch_service_api::ScheduleSpec {
+                    job: spec,
+                    every: s.every.clone(),
+                    cron: s.cron.clone(),
+                };
+                let made = c.create_schedule(&spec).await?;
+                match a.json {
+                    true => print_json(&made)?,
+                    false => outln!("{}", made.id)?,
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
             let j = c.submit(&spec).await?;
             match a.json && !s.wait {
                 true => print_json(&j)?,
@@ -418,6 +449,7 @@ async fn run(a: &JobArgs, service: &str) -> anyhow::Result<ExitCode> {
             }
         }
         JobCmd::Wait { id, patience } => return wait(&c, id, a.json, *patience).await,
+        JobCmd::Schedule(cmd) => return crate::schedulecli::run(&c, cmd, a.json).await,
     }
     Ok(ExitCode::SUCCESS)
 }

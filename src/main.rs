@@ -20,6 +20,7 @@ mod doctor;
 mod follow;
 #[cfg(feature = "service")]
 mod jobcli;
+mod schedulecli;
 mod serve;
 mod sum;
 mod sync;

@@ -37,6 +37,7 @@ mod relay;
 mod resume;
 mod rsync_diff;
 mod s3;
+mod schedules;
 mod schemathesis;
 mod service;
 mod service_stream;

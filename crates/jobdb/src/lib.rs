@@ -17,6 +17,7 @@
 //! - [`webhooks`]: the outbox of notes to jobs' webhooks, sent under leases.
 //! - [`activity`]: workers, live progress, shares and failed units, for people
 //!   watching.
+//! - [`schedules`]: recurring mirrors, claimed at each due time by one instance.
 
 #![deny(missing_docs)]
 
@@ -26,6 +27,7 @@ pub mod jobs;
 pub mod leases;
 pub mod object_ranges;
 pub mod planning;
+pub mod schedules;
 mod schema;
 mod sqlite_file;
 pub mod stats;
@@ -40,6 +42,7 @@ pub use jobs::{FileRow, JobRow, JobState, NewJob, PlannedUnit, Retry, UnitCounts
 pub use leases::{Claimed, Refused, UnitOutcome};
 pub use object_ranges::RangeRecord;
 pub use planning::{PlanningLease, TakenOver};
+pub use schedules::{NewSchedule, Recurrence, Run, RunRow, ScheduleRow};
 pub use stats::Totals;
 pub use webhooks::{Attempt, Delivery, DueDelivery};
 

@@ -28,6 +28,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0004_plan_attempts.sql"),
     ),
     (
+        5,
+        "schedules",
+        include_str!("../migrations/0005_schedules.sql"),
+    ),
+    (
         6,
         "webhook deliveries",
         include_str!("../migrations/0006_webhook_deliveries.sql"),

@@ -17,7 +17,7 @@ use crate::object_ranges::{check_upload, MAX_RANGES_PAGE, MAX_RANGE_DIGESTS, MAX
 use crate::{
     ClaimRequest, ClaimedUnit, ErrorBody, FileRow, FilesQuery, FinishReply, FinishRequest,
     HeartbeatReply, HeartbeatRequest, JobSpec, JobView, ListQuery, RangesReply, RangesRequest,
-    UploadReply, UploadRequest, MAX_FILES,
+    ScheduleSpec, ScheduleView, UploadReply, UploadRequest, MAX_FILES,
 };
 
 /// Why a call to the service did not give what was asked.
@@ -249,6 +249,34 @@ impl Client {
         self.call(true, "/api/work/heartbeat", Some(req)).await
     }
 
+    /// Makes a recurring mirror (`POST /api/schedules`).
+    pub async fn create_schedule(&self, spec: &ScheduleSpec) -> Result<ScheduleView> {
+        self.call(true, "/api/schedules", Some(spec)).await
+    }
+
+    /// The caller's schedules, newest first (all of them for the service's token).
+    pub async fn schedules(&self) -> Result<Vec<ScheduleView>> {
+        self.call(false, "/api/schedules", None::<&()>).await
+    }
+
+    /// Schedule `id`, with its newest runs.
+    pub async fn schedule(&self, id: &str) -> Result<ScheduleView> {
+        let path = format!("/api/schedules/{}", path_segment(id)?);
+        self.call(false, &path, None::<&()>).await
+    }
+
+    /// Pauses (`pause`: `pause`) or resumes (`resume`) schedule `id`.
+    pub async fn schedule_action(&self, id: &str, action: &str) -> Result<ScheduleView> {
+        let path = format!("/api/schedules/{}/{action}", path_segment(id)?);
+        self.call(true, &path, None::<&()>).await
+    }
+
+    /// Deletes schedule `id` (its jobs stay); answers it as it was.
+    pub async fn delete_schedule(&self, id: &str) -> Result<ScheduleView> {
+        let path = format!("/api/schedules/{}", path_segment(id)?);
+        self.send(reqwest::Method::DELETE, &path, None::<&()>).await
+    }
+
     /// A worker reports a unit it holds as done or failed (`POST /api/work/finish`).
     pub async fn finish(&self, req: &FinishRequest) -> Result<FinishReply> {
         self.call(true, "/api/work/finish", Some(req)).await
@@ -282,11 +310,28 @@ impl Client {
         path: &str,
         body: Option<&impl Serialize>,
     ) -> Result<T> {
+        let method = match post {
+            true => reqwest::Method::POST,
+            false => reqwest::Method::GET,
+        };
+        self.send(method, path, body).await
+    }
+
+    /// [`Client::call`] with any method (a DELETE is sent without a body).
+    async fn send<T: DeserializeOwned>(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&impl Serialize>,
+    ) -> Result<T> {
         let url = format!("{}{path}", self.base);
-        let req = match (post, body) {
-            (true, Some(body)) => self.http.post(url).json(body),
-            (true, None) => self.http.post(url).json(&Value::Object(Default::default())),
-            (false, _) => self.http.get(url),
+        let req = match (method, body) {
+            (reqwest::Method::POST, Some(body)) => self.http.post(url).json(body),
+            (reqwest::Method::POST, None) => {
+                self.http.post(url).json(&Value::Object(Default::default()))
+            }
+            (reqwest::Method::DELETE, _) => self.http.delete(url),
+            (_, _) => self.http.get(url),
         };
         let resp = req
             .bearer_auth(&self.token)

@@ -369,15 +369,18 @@ pub struct ErrorBody {
     /// One line saying what was wrong.
     pub error: String,
     /// The field of a submitted job it is about (`sources`, `dest`, `priority`,
-    /// `rate_limit`, `dest_nodes`, `webhook` or an option's name), when it is about one.
+    /// `rate_limit`, `dest_nodes`, `webhook` or an option's name; a schedule's `every`
+    /// or `cron`), when it is about one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
 }
 
 /// The field of a job spec that [`JobSpec::check`]'s error line `error` is about.
 pub fn field_of(error: &str) -> Option<&'static str> {
-    const FIELDS: [(&str, &str); 15] = [
+    const FIELDS: [(&str, &str); 17] = [
         ("webhook", "webhook"),
+        ("every", "every"),
+        ("cron", "cron"),
         ("source", "sources"),
         ("a job needs at least one source", "sources"),
         ("at most 1000 sources", "sources"),

@@ -5,6 +5,8 @@
 //! wire format is written once.
 //!
 //! - [`job`]: a job's spec, its view, its listing's rows, the error body.
+//! - [`schedule`]: recurring mirrors (a job's spec run at each due time), and
+//!   [`cron`], the cron expressions they take.
 //! - [`work`]: the worker routes: claims, heartbeats and reports on units.
 //! - [`dest`]: where a job's destination below the root is, and whether the job
 //!   would copy a source into itself there.
@@ -16,19 +18,24 @@
 //! - [`schema`]: the JSON Schemas of all of them.
 //! - `client` (feature `client`): the HTTPS client, with the service's key pinned as
 //!   for `hetch cp`.
-//! - `show` (feature `client`): jobs as a terminal shows them (`hetch job`).
+//! - `show` (feature `client`): jobs as a terminal shows them (`hetch job`), and
+//!   `show_schedule` schedules (`hetch job schedule`).
 
 #![deny(missing_docs)]
 
 pub mod access;
 #[cfg(feature = "client")]
 pub mod client;
+pub mod cron;
 pub mod dest;
 pub mod job;
 pub mod object_ranges;
+pub mod schedule;
 pub mod schema;
 #[cfg(feature = "client")]
 pub mod show;
+#[cfg(feature = "client")]
+pub mod show_schedule;
 pub mod stream;
 pub mod web;
 pub mod webhook;
@@ -43,6 +50,7 @@ pub use job::*;
 pub use object_ranges::{
     RangeReport, RangesReply, RangesRequest, ReportedRange, UploadReply, UploadRequest,
 };
+pub use schedule::{RunView, ScheduleSpec, ScheduleView};
 pub use stream::{LagView, StreamSpec};
 pub use web::*;
 pub use webhook::{DeliveryView, Notice, Webhook, WebhookView};

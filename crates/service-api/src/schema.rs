@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use crate::{
     ActivityView, ClaimRequest, ClaimedUnit, ErrorBody, FileRow, FilesQuery, FinishReply,
     FinishRequest, HeartbeatReply, HeartbeatRequest, JobSpec, JobView, ListQuery, LiveSnapshot,
-    NodesView, SessionView,
+    NodesView, ScheduleSpec, ScheduleView, SessionView,
 };
 
 /// Where the document keeps its schemas, as a `$ref` names them.
@@ -41,6 +41,8 @@ pub fn components() -> Map<String, Value> {
     let _ = g.subschema_for::<LiveSnapshot>();
     let _ = g.subschema_for::<NodesView>();
     let _ = g.subschema_for::<ActivityView>();
+    let _ = g.subschema_for::<ScheduleSpec>();
+    let _ = g.subschema_for::<ScheduleView>();
     g.take_definitions(true)
 }
 

@@ -9,6 +9,7 @@
 //! - [`identity`]: the operator's identity map: what each OIDC identity may read and
 //!   write.
 //! - [`planning`]: listing a job's sources into its listing and units, in batches.
+//! - [`schedules`]: recurring mirrors, and the loop that submits their runs.
 //! - [`listen`]: TLS (the same identity and pinning as `hetch serve`) and HTTP/1.1.
 //! - [`openapi`]: the API's OpenAPI document, served at `/api/openapi.json`.
 //! - [`notify`]: jobs' webhooks: the delivery loop, signing, where they may point.
@@ -26,6 +27,7 @@ mod object_ranges;
 pub mod openapi;
 pub mod planning;
 pub mod routes;
+pub mod schedules;
 pub mod web;
 
 // `writeln!` to stderr, not `eprintln!`: that panics when stderr is a closed pipe or full.
@@ -63,7 +65,12 @@ pub struct ServiceConfig {
     pub identities: Option<identity::IdentityMap>,
     /// How jobs' webhooks are delivered.
     pub webhooks: notify::WebhookConfig,
+    /// Most schedules (recurring mirrors) one owner may have.
+    pub max_schedules: u64,
 }
+
+/// Schedules one owner may have unless configured otherwise.
+pub const DEFAULT_MAX_SCHEDULES: u64 = 100;
 
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
@@ -129,6 +136,8 @@ pub struct AppState {
     pub host_checks: Vec<String>,
     /// How jobs' webhooks are delivered.
     pub webhooks: notify::WebhookConfig,
+    /// Most schedules one owner may have.
+    pub max_schedules: u64,
 }
 
 /// A service bound to its address, ready to run.
@@ -227,6 +236,7 @@ impl Service {
                 .to_string(),
             host_checks: hetch_doctor::host_findings(&hetch_doctor::Host::default()),
             webhooks: cfg.webhooks,
+            max_schedules: cfg.max_schedules,
         });
         take_over_planning(&state).await?;
         Ok(Service {
@@ -240,16 +250,19 @@ impl Service {
         })
     }
 
-    /// Serves until the process ends; also voids expired leases every few seconds.
+    /// Serves until the process ends; also voids expired leases every few seconds, and
+    /// submits schedules' due runs.
     pub async fn run(self) -> Result<(), ServiceError> {
         let reaper = tokio::spawn(reap(self.state.clone()));
         let live = tokio::spawn(web::events::run(self.state.clone()));
         let notes = tokio::spawn(notify::run(self.state.clone()));
+        let scheduler = tokio::spawn(schedules::run(self.state.clone()));
         let app = routes::router(self.state.clone());
         let r = listen::serve(self.listener, self.tls, app, self.limits).await;
         reaper.abort();
         live.abort();
         notes.abort();
+        scheduler.abort();
         r.map_err(|source| ServiceError::Listen {
             addr: self.addr,
             source,

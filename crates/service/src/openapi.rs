@@ -7,7 +7,7 @@ use hetch_service_api::schema::{self, name_of, REF_PREFIX};
 use hetch_service_api::{
     ActivityView, ClaimRequest, ClaimedUnit, FileRow, FinishReply, FinishRequest, HeartbeatReply,
     HeartbeatRequest, JobSpec, JobView, LiveSnapshot, NodesView, RangesReply, RangesRequest,
-    SessionView, UploadReply, UploadRequest,
+    ScheduleSpec, ScheduleView, SessionView, UploadReply, UploadRequest,
 };
 use schemars::JsonSchema;
 use serde_json::{json, Value};
@@ -43,6 +43,36 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "get",
         "/api/jobs/{id}/files",
         "Rows from..to of a job's listing (at most 10,000: a longer range is cut; from >= to gives none)",
+    ),
+    (
+        "post",
+        "/api/schedules",
+        "Make a recurring mirror (a job run every `every` or at `cron`'s times); answers 201",
+    ),
+    (
+        "get",
+        "/api/schedules",
+        "List schedules, newest first, each with its newest runs",
+    ),
+    (
+        "get",
+        "/api/schedules/{id}",
+        "Show a schedule with its newest 20 runs (jobs, and due times skipped with why)",
+    ),
+    (
+        "delete",
+        "/api/schedules/{id}",
+        "Delete a schedule and its history (its jobs stay); answers it as it was",
+    ),
+    (
+        "post",
+        "/api/schedules/{id}/pause",
+        "Pause a schedule: no runs until resumed",
+    ),
+    (
+        "post",
+        "/api/schedules/{id}/resume",
+        "Resume a schedule from its next due time after now",
     ),
     (
         "post",
@@ -121,6 +151,12 @@ fn bodies(method: &str, path: &str) -> (Option<Value>, Option<Value>) {
             (None, Some(of::<JobView>()))
         }
         ("get", "/api/jobs/{id}/files") => (None, Some(array_of::<FileRow>())),
+        ("post", "/api/schedules") => (Some(of::<ScheduleSpec>()), Some(of::<ScheduleView>())),
+        ("get", "/api/schedules") => (None, Some(array_of::<ScheduleView>())),
+        ("get" | "delete", "/api/schedules/{id}")
+        | ("post", "/api/schedules/{id}/pause" | "/api/schedules/{id}/resume") => {
+            (None, Some(of::<ScheduleView>()))
+        }
         ("post", "/api/work/claim") => {
             (Some(of::<ClaimRequest>()), Some(array_of::<ClaimedUnit>()))
         }
@@ -152,7 +188,13 @@ fn errors_of(method: &str, path: &str) -> Vec<(&'static str, &'static str)> {
         e.push(("400", "The request is not what the route takes (a field out of bounds, a source that does not exist, a copy into itself): one line naming it"));
     }
     if path.contains("{id}") {
-        e.push(("404", "No such job (or not the caller's)"));
+        e.push(("404", "No such job or schedule (or not the caller's)"));
+    }
+    if method == "post" && path == "/api/schedules" {
+        e.push((
+            "409",
+            "The caller has the most schedules one may have (--max-schedules)",
+        ));
     }
     let unit_route = matches!(
         path,
@@ -168,7 +210,10 @@ fn errors_of(method: &str, path: &str) -> Vec<(&'static str, &'static str)> {
 /// Whether route `method` `path` takes a body, which is refused (413, without a JSON
 /// body) over the service's limit.
 fn takes_body(method: &str, path: &str) -> bool {
-    method == "post" && !path.ends_with("/cancel") && !path.ends_with("/retry")
+    method == "post"
+        && !["/cancel", "/retry", "/pause", "/resume"]
+            .iter()
+            .any(|end| path.ends_with(end))
 }
 
 /// A query parameter.
@@ -204,7 +249,7 @@ pub fn document() -> Value {
         let entry = paths.entry(path.to_string()).or_insert_with(|| json!({}));
         let mut responses = serde_json::Map::new();
         let ok = match (*method, *path) {
-            ("post", "/api/jobs") => ("201", "Created (JSON)"),
+            ("post", "/api/jobs" | "/api/schedules") => ("201", "Created (JSON)"),
             _ => ("200", "OK (JSON)"),
         };
         responses.insert(ok.0.into(), json!({"description": ok.1}));
@@ -256,7 +301,7 @@ pub fn document() -> Value {
                 json!({"required": true, "content": {"application/json": {"schema": schema}}});
         }
         if let Some(schema) = answer {
-            let code = if *method == "post" && *path == "/api/jobs" {
+            let code = if *method == "post" && matches!(*path, "/api/jobs" | "/api/schedules") {
                 "201"
             } else {
                 "200"

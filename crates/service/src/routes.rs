@@ -43,6 +43,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/jobs/{id}/cancel", post(cancel))
         .route("/api/jobs/{id}/retry", post(retry))
         .route("/api/jobs/{id}/files", get(files))
+        .merge(crate::schedules::router())
         .route("/api/work/claim", post(claim))
         .route("/api/work/heartbeat", post(heartbeat))
         .route("/api/work/finish", post(finish))
@@ -85,6 +86,13 @@ impl IntoResponse for ApiError {
     }
 }
 
+impl ApiError {
+    /// Its line.
+    pub(crate) fn message(&self) -> &str {
+        &self.1
+    }
+}
+
 /// What a handler answers.
 pub(crate) type Answer = Result<Response, ApiError>;
 
@@ -96,7 +104,7 @@ pub(crate) fn bad(error: impl Into<String>) -> ApiError {
     fail(StatusCode::BAD_REQUEST, error)
 }
 
-fn forbidden(error: impl Into<String>) -> ApiError {
+pub(crate) fn forbidden(error: impl Into<String>) -> ApiError {
     fail(StatusCode::FORBIDDEN, error)
 }
 
@@ -222,7 +230,18 @@ async fn submit(
     axum::Extension(grant): axum::Extension<auth::Grant>,
     body: Bytes,
 ) -> Answer {
-    let mut spec: JobSpec = parse(&body)?;
+    let spec = checked_spec(&state, &grant, parse(&body)?)?;
+    let id = create_job(&state, caller.name(), spec).await?;
+    Ok((StatusCode::CREATED, Json(view(&state, &caller, &id).await?)).into_response())
+}
+
+/// `spec` if it may be run for a caller granted `grant` (what it may touch set from
+/// the grant, never from the client), or the 400 or 403 saying why not.
+pub(crate) fn checked_spec(
+    state: &AppState,
+    grant: &auth::Grant,
+    mut spec: JobSpec,
+) -> Result<JobSpec, ApiError> {
     spec.check().map_err(bad)?;
     if let Some(hook) = spec
         .webhook
@@ -234,12 +253,20 @@ async fn submit(
     // What the job may touch is the service's to say, never the client's.
     spec.access = match grant {
         auth::Grant::All => None,
-        auth::Grant::Only(access) => Some((*access).clone()),
+        auth::Grant::Only(access) => Some((**access).clone()),
     };
     if let Some(access) = &spec.access {
         access.check_spec(&spec).map_err(forbidden)?;
         crate::planning::check_paths(&state.root, &spec).map_err(forbidden)?;
     }
+    check_sources(state, &spec)?;
+    Ok(spec)
+}
+
+/// Whether `spec`'s sources exist below the root and it does not copy into itself: a
+/// 400 naming what is wrong if not. Checked at submission, and again before each run
+/// of a schedule (a source may have gone since).
+pub(crate) fn check_sources(state: &AppState, spec: &JobSpec) -> Result<(), ApiError> {
     // Each source must exist below the root, reached without leaving it (a copy
     // between two servers has its sources on the source server, which checks them).
     let local_sources = match spec.is_relay() {
@@ -261,10 +288,19 @@ async fn submit(
     if let Some(why) = spec.copies_into_itself(&state.root) {
         return Err(bad(why));
     }
+    Ok(())
+}
+
+/// Records job `spec` (checked) submitted by `owner` and starts planning it; its id.
+pub(crate) async fn create_job(
+    state: &AppState,
+    owner: &str,
+    spec: JobSpec,
+) -> Result<String, ApiError> {
     let id = new_id();
     let job = NewJob {
         id: id.clone(),
-        submitted_by: caller.name().to_string(),
+        submitted_by: owner.to_string(),
         spec: serde_json::to_string(&spec).map_err(internal)?,
         priority: spec.priority,
         rate_limit: spec.rate_limit,
@@ -278,12 +314,12 @@ async fn submit(
     if spec.webhook.is_some() {
         state.db.arm_webhook(&id, now).await.map_err(internal)?;
     }
-    crate::start_planning(&state, lease, spec);
-    Ok((StatusCode::CREATED, Json(view(&state, &caller, &id).await?)).into_response())
+    crate::start_planning(state, lease, spec);
+    Ok(id)
 }
 
-/// A new job id: 16 hex digits from the system's random source.
-fn new_id() -> String {
+/// A new job (or schedule) id: 16 hex digits from the system's random source.
+pub(crate) fn new_id() -> String {
     hex::encode(rand::random::<[u8; 8]>())
 }
 

@@ -7,4 +7,5 @@ mod common;
 mod jobs;
 mod model;
 mod planning;
+mod schedules;
 mod webhooks;

@@ -763,6 +763,7 @@ fn the_state_directory_and_the_database_are_private_to_the_service() {
             limits: Default::default(),
             identities: None,
             webhooks: Default::default(),
+            max_schedules: hetch_service::DEFAULT_MAX_SCHEDULES,
         };
         async move {
             match hetch_service::Service::bind(cfg).await {

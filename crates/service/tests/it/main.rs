@@ -6,5 +6,6 @@ mod common;
 mod api;
 mod object_ranges;
 mod openapi;
+mod schedules;
 mod web;
 mod webhook;

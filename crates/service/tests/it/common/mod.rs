@@ -35,6 +35,7 @@ impl Api {
         let url = format!("{}{path}", self.base);
         let mut req = match method {
             "GET" => self.http.get(url),
+            "DELETE" => self.http.delete(url),
             _ => self.http.post(url),
         };
         if let Some(t) = token {
@@ -111,6 +112,7 @@ pub async fn start_configured(
         limits: Default::default(),
         identities: None,
         webhooks: Default::default(),
+        max_schedules: hetch_service::DEFAULT_MAX_SCHEDULES,
     };
     tweak(&mut cfg);
     let svc = Service::bind(cfg).await.expect("service starts");

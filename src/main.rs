@@ -20,6 +20,7 @@ mod doctor;
 mod follow;
 #[cfg(feature = "service")]
 mod jobcli;
+#[cfg(feature = "service")]
 mod schedulecli;
 mod serve;
 mod sum;

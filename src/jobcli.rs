@@ -226,8 +226,9 @@ enum JobCmd {
         /// The job's id.
         id: String,
     },
-    /// Recurring mirrors (made by `submit --every` or `--cron`): ls, show, pause,
-    /// resume, rm.
+    /// Recurring mirrors: list, show, pause, resume or delete them.
+    ///
+    /// A recurring mirror is made by `hetch job submit --every` or `--cron`.
     #[command(subcommand)]
     Schedule(crate::schedulecli::ScheduleCmd),
     /// Wait for a job to end.

@@ -29,20 +29,28 @@ fn commands(help: &str) -> Vec<(String, String)> {
 fn every_command() -> Vec<String> {
     let mut all = Vec::new();
     for (name, _) in commands(&hetch(&args!["--help"], &[]).ok().stdout) {
-        let help = hetch(&args![name.as_str(), "--help"], &[])
-            .ok()
-            .stdout
-            .clone();
-        if help.contains("Commands:\n") {
-            all.extend(
-                commands(&help)
-                    .into_iter()
-                    .map(|(n, _)| format!("{name}-{n}")),
-            );
-        }
-        all.push(name);
+        nested(&[name.as_str()], &mut all);
     }
     all
+}
+
+/// The command `path` (`["job", "schedule"]`) and its subcommands, recursively, each
+/// as its man page names it (`job-schedule`).
+fn nested(path: &[&str], all: &mut Vec<String>) {
+    let mut a: Vec<&str> = path.to_vec();
+    a.push("--help");
+    let help = hetch(&crate::util::service::args(&a), &[])
+        .ok()
+        .stdout
+        .clone();
+    if help.contains("Commands:\n") {
+        for (n, _) in commands(&help) {
+            let mut sub = path.to_vec();
+            sub.push(&n);
+            nested(&sub, all);
+        }
+    }
+    all.push(path.join("-"));
 }
 
 #[test]

@@ -652,13 +652,6 @@ pub(crate) async fn view(state: &AppState, caller: &Caller, id: &str) -> Result<
     }
 }
 
-/// Whether the spec `spec` (JSON, as stored) is a streaming job's (read cheaply: a
-/// job that cannot be read reports no lag).
-fn spec_is_stream(spec: &str) -> bool {
-    spec.contains("\"stream\"")
-        && serde_json::from_str::<JobSpec>(spec).is_ok_and(|s| s.is_stream())
-}
-
 /// Job `row` as the API shows it. What of its row cannot be read (see
 /// [`JobRow::damaged`]; a spec this version cannot parse) is said in its error: one
 /// damaged job never makes a list of jobs fail.
@@ -668,10 +661,6 @@ async fn job_view(state: &AppState, row: JobRow) -> Result<JobView, ApiError> {
     // second old at most; none for a job too old to be in it).
     let snapshot = state.hub.latest();
     let live = snapshot.jobs.iter().find(|j| j.id == row.id);
-    let lag = match spec_is_stream(&row.spec) {
-        true => state.db.job_lag(&row.id).await.map_err(internal)?,
-        false => None,
-    };
     let (mut spec, unreadable) = match serde_json::from_str::<JobSpec>(&row.spec) {
         Ok(spec) => (spec, None),
         Err(e) => (
@@ -684,6 +673,11 @@ async fn job_view(state: &AppState, row: JobRow) -> Result<JobView, ApiError> {
         (u, e) => u.or(e),
     };
     // The secret never leaves the service: the view says only that one is set.
+    // Only a streaming job has a lag (one that cannot be read reports none).
+    let lag = match spec.is_stream() {
+        true => state.db.job_lag(&row.id).await.map_err(internal)?,
+        false => None,
+    };
     let webhook = match spec.webhook.take() {
         None => None,
         Some(hook) => Some(WebhookView {

@@ -228,10 +228,11 @@ impl Db {
     ///
     /// What a done unit says it moved is taken as at most what the unit holds: the
     /// files it names (a range none, a commit its one) and its planned bytes; for a
-    /// relay, never listed, [`MAX_UNIT_FILES`] and [`MAX_UNIT_BYTES`]. More is
-    /// clamped, not refused, since a file may have grown since it was listed and the
-    /// unit did go through; the job's counts stay those of its listing. The job's counters saturate at the largest `BIGINT` instead of
-    /// overflowing, so no report can make its row unreadable.
+    /// relay or a stream, never listed, [`MAX_UNIT_FILES`] and [`MAX_UNIT_BYTES`].
+    /// More is clamped, not refused, since a file may have grown since it was listed
+    /// and the unit did go through; the job's counts stay those of its listing. The
+    /// job's counters saturate at the largest `BIGINT` instead of overflowing, so no
+    /// report can make its row unreadable.
     pub async fn finish(
         &self,
         worker: &str,

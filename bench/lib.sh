@@ -105,3 +105,40 @@ push_once() {
     wait "$pid" 2>/dev/null || true
     awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.1f\n", (b - a) / 100 }'
 }
+
+# CPU per role: each role's processes (and everything they start) run in a cgroup of
+# their own, so a run's CPU-seconds are told apart by role and are not mixed with other
+# users' work on a shared machine (a build next door). cgroup v2, else v1's cpuacct;
+# without either (no root, no cgroup fs) roles_init returns 1 and the callers fall back
+# to the machine's busy time. roles_init DIR-NAME, then: in_role ROLE CMD..,
+# role_cpu ROLE (CPU-seconds so far, also of its exited processes), roles_done.
+roles_init() {
+    if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+        ROLES_DIR=/sys/fs/cgroup/$1 ROLES_V=2
+    elif [ -d /sys/fs/cgroup/cpuacct ]; then
+        ROLES_DIR=/sys/fs/cgroup/cpuacct/$1 ROLES_V=1
+    else
+        return 1
+    fi
+    mkdir -p "$ROLES_DIR" 2>/dev/null || { ROLES_DIR=; return 1; }
+}
+in_role() {   # in_role ROLE CMD..: runs CMD in ROLE's cgroup (made on first use)
+    local r=$1; shift
+    [ -n "${ROLES_DIR:-}" ] || { "$@"; return; }
+    mkdir -p "$ROLES_DIR/$r"
+    sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$ROLES_DIR/$r" "$@"
+}
+role_cpu() {   # role_cpu ROLE: its CPU-seconds so far (0 for a role never used)
+    local f=$ROLES_DIR/$1
+    [ -n "${ROLES_DIR:-}" ] && [ -d "$f" ] || { echo 0; return; }
+    if [ "$ROLES_V" = 2 ]; then
+        awk '/^usage_usec/ { printf "%.2f\n", $2 / 1e6 }' "$f/cpu.stat"
+    else
+        awk '{ printf "%.2f\n", $1 / 1e9 }' "$f/cpuacct.usage"
+    fi
+}
+roles_done() {   # removes the cgroups (their processes must have ended)
+    [ -n "${ROLES_DIR:-}" ] || return 0
+    local d
+    for d in "$ROLES_DIR"/*/ "$ROLES_DIR"; do rmdir "$d" 2>/dev/null || true; done
+}

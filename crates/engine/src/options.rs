@@ -259,5 +259,8 @@ impl Options {
 
 /// One hashing thread per CPU.
 pub fn default_hash_threads() -> usize {
-    std::thread::available_parallelism().map_or(2, |n| n.get())
+    // Asked once: the standard library reads the process's cgroup files on every call,
+    // and every session's options start from the default.
+    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
 }

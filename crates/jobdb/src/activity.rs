@@ -133,7 +133,9 @@ impl Db {
     /// moved so far. Units it does not hold are left alone; a number above the unit's
     /// own bytes (0 for a commit, or a batch of empty files; [`MAX_RELAY_PROGRESS`]
     /// for a relay, whose size is not known) is taken as that bound, as its finish
-    /// would be (this is only shown: never refused).
+    /// would be (this is only shown: never refused). A stream that moves bytes starts
+    /// its count of attempts over: it may live for days, and what its attempts bound
+    /// is runs in a row that moved nothing, not every lost lease of its life.
     pub async fn unit_progress(
         &self,
         worker: &str,
@@ -147,7 +149,9 @@ impl Db {
             sqlx::query(
                 "UPDATE units SET progress = CASE \
                    WHEN kind NOT IN ('relay', 'stream') AND $4 > bytes THEN bytes \
-                   WHEN kind IN ('relay', 'stream') AND $4 > $5 THEN $5 ELSE $4 END \
+                   WHEN kind IN ('relay', 'stream') AND $4 > $5 THEN $5 ELSE $4 END, \
+                   attempts = CASE WHEN kind = 'stream' AND $4 > progress THEN 0 \
+                     ELSE attempts END \
                  WHERE job = $1 AND seq = $2 AND lease_owner = $3 AND state = 'leased'",
             )
             .bind(job)

@@ -681,6 +681,73 @@ fn new_job(id: &str) -> NewJob {
 /// their lag taken only from their holder, held to a day, shown per job and in the
 /// totals while they run, kept when a run ends and cleared when another starts.
 #[test]
+fn a_stream_that_moves_bytes_starts_its_attempts_over_and_one_that_does_not_runs_out() {
+    on_each(|db, _| async move {
+        let lease = db
+            .create_job(&new_job("s"), "planner", 1_000, 10)
+            .await
+            .unwrap();
+        let units = [
+            PlannedUnit {
+                spec: UnitSpec::Stream { operand: 0 },
+                bytes: 0,
+            },
+            PlannedUnit {
+                spec: UnitSpec::Files {
+                    first: 0,
+                    end: 1,
+                    bytes: 100,
+                },
+                bytes: 100,
+            },
+        ];
+        db.add_units(&lease, 0, &units, 2).await.unwrap();
+        assert!(db.queue(&lease, 10).await.unwrap());
+        let failed = || UnitOutcome::Failed("lost".into());
+        let mut now = 20;
+        // Each unit's first run fails without moving a byte: one attempt of two left.
+        for u in db.claim("w", now, TTL, 2).await.unwrap() {
+            assert_eq!(u.attempts, 0);
+            db.finish("w", "s", u.seq, now, &failed())
+                .await
+                .unwrap()
+                .unwrap();
+        }
+        // The second runs move bytes, then fail: the stream has both attempts again,
+        // the batch of files has none.
+        now += 10;
+        let runs = db.claim("w", now, TTL, 2).await.unwrap();
+        assert!(runs.iter().all(|u| u.attempts == 1), "{runs:?}");
+        let moved = vec![("s".to_string(), 0, 10), ("s".to_string(), 1, 10)];
+        db.unit_progress("w", &moved).await.unwrap();
+        for u in &runs {
+            db.finish("w", "s", u.seq, now, &failed())
+                .await
+                .unwrap()
+                .unwrap();
+        }
+        now += 10;
+        let third = db.claim("w", now, TTL, 2).await.unwrap();
+        assert_eq!(third.len(), 1, "the batch of files ran out of attempts");
+        assert!(matches!(third[0].spec, UnitSpec::Stream { .. }));
+        assert_eq!(third[0].attempts, 1);
+        // Another holder's report, or one that moves nothing, starts nothing over.
+        db.unit_progress("other", &[("s".to_string(), 0, 99)])
+            .await
+            .unwrap();
+        db.unit_progress("w", &[("s".to_string(), 0, 0)])
+            .await
+            .unwrap();
+        db.finish("w", "s", 0, now, &failed())
+            .await
+            .unwrap()
+            .unwrap();
+        now += 10;
+        assert!(db.claim("w", now, TTL, 2).await.unwrap().is_empty());
+    });
+}
+
+#[test]
 fn a_streams_lag_comes_from_its_holder_and_a_new_run_starts_it_over() {
     on_each(|db, _| async move {
         let lease = db

@@ -58,6 +58,10 @@ pub struct ServiceConfig {
     /// What each OIDC identity may read and write (`None`: every user of the issuer
     /// reaches all the workers reach).
     pub identities: Option<identity::IdentityMap>,
+    /// The web page's login through the OIDC issuer (with [`ServiceConfig::oidc`]):
+    /// the client id, secret and redirect URI. Scopes for the identity map's claims
+    /// are added to those it names.
+    pub login: Option<hetch_oidc::LoginConfig>,
 }
 
 /// Why the service could not start.
@@ -116,6 +120,8 @@ pub struct AppState {
     pub instance: String,
     /// Seals browsers' session cookies.
     pub sessions: web::session::Sessions,
+    /// The login through the OIDC issuer, when a client id is configured.
+    pub login: Option<web::login::WebLogin>,
     /// The live snapshot the web interface shows.
     pub hub: web::events::Hub,
     /// This host's name.
@@ -182,6 +188,24 @@ impl Service {
                 Err(e) => _ = writeln!(std::io::stderr(), "hetch service: warning: {e}"),
             }
         }
+        let login = match cfg.login {
+            Some(mut login) => {
+                if oidc.is_none() {
+                    return Err(ServiceError::Config(
+                        "--oidc-client-id needs --oidc-issuer".into(),
+                    ));
+                }
+                let claims = cfg.identities.as_ref().map(|m| m.claims()).unwrap_or_default();
+                for scope in web::login::scopes_for(&claims) {
+                    if !login.extra_scopes.contains(&scope) {
+                        login.extra_scopes.push(scope);
+                    }
+                }
+                let client = hetch_oidc::LoginClient::new(login)?;
+                Some(web::login::WebLogin::new(client))
+            }
+            None => None,
+        };
         let db = Db::open(&cfg.db_url).await?;
         let listener = tokio::net::TcpListener::bind(cfg.listen)
             .await
@@ -198,6 +222,7 @@ impl Service {
         let sessions = web::session::Sessions::new(&token);
         let state = Arc::new(AppState {
             sessions,
+            login,
             db,
             root,
             token,

@@ -750,6 +750,7 @@ fn the_state_directory_and_the_database_are_private_to_the_service() {
             oidc: None,
             limits: Default::default(),
             identities: None,
+            login: None,
         };
         async move {
             match hetch_service::Service::bind(cfg).await {

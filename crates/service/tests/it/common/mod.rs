@@ -110,6 +110,7 @@ pub async fn start_configured(
         oidc: None,
         limits: Default::default(),
         identities: None,
+        login: None,
     };
     tweak(&mut cfg);
     let svc = Service::bind(cfg).await.expect("service starts");

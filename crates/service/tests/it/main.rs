@@ -4,5 +4,6 @@
 mod common;
 
 mod api;
+mod login;
 mod openapi;
 mod web;

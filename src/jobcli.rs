@@ -79,6 +79,18 @@ pub struct ServiceArgs {
     /// issuer reaches all the workers reach.
     #[arg(long, requires = "oidc_issuer")]
     identity_map: Option<PathBuf>,
+    /// The web page's "Log in with" button: the client id registered at the issuer
+    /// (the ID token's audience), which sends browsers to the issuer's login page.
+    #[arg(long, requires_all = ["oidc_issuer", "public_url"])]
+    oidc_client_id: Option<String>,
+    /// A file holding the client secret, for an issuer that registered the service
+    /// as a confidential client (without it, PKCE alone: a public client).
+    #[arg(long, requires = "oidc_client_id")]
+    oidc_client_secret_file: Option<PathBuf>,
+    /// Where browsers reach this service, https://HOST:PORT: the issuer sends them
+    /// back to its /login/callback (register that as the client's redirect URI).
+    #[arg(long, requires = "oidc_client_id")]
+    public_url: Option<String>,
     /// Connections served at once, authenticated or not; more wait in the backlog.
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
@@ -123,9 +135,48 @@ fn oidc_config(a: &ServiceArgs) -> anyhow::Result<Option<hetch_oidc::OidcConfig>
     Ok(Some(cfg))
 }
 
+/// The web page's login through the issuer, if a client id was given.
+fn login_config(
+    a: &ServiceArgs,
+    oidc: Option<&hetch_oidc::OidcConfig>,
+) -> anyhow::Result<Option<hetch_oidc::LoginConfig>> {
+    let (Some(client_id), Some(public_url), Some(oidc)) = (&a.oidc_client_id, &a.public_url, oidc)
+    else {
+        return Ok(None);
+    };
+    let base = public_url.trim_end_matches('/');
+    let host = base.strip_prefix("https://").unwrap_or_default();
+    if host.is_empty() || host.contains(['/', '?', '#', '@']) {
+        anyhow::bail!("--public-url {public_url:?}: must be https://HOST[:PORT], nothing after");
+    }
+    if client_id.is_empty() {
+        anyhow::bail!("--oidc-client-id must not be empty");
+    }
+    let client_secret = match &a.oidc_client_secret_file {
+        Some(p) => {
+            let secret = std::fs::read_to_string(p)
+                .with_context(|| format!("--oidc-client-secret-file {}", p.display()))?;
+            let secret = secret.trim();
+            if secret.is_empty() {
+                anyhow::bail!("--oidc-client-secret-file {}: empty", p.display());
+            }
+            Some(secret.to_string())
+        }
+        None => None,
+    };
+    Ok(Some(hetch_oidc::LoginConfig {
+        issuer: oidc.clone(),
+        client_id: client_id.clone(),
+        client_secret,
+        redirect_uri: format!("{base}/login/callback"),
+        extra_scopes: Vec::new(),
+    }))
+}
+
 /// Runs the service until it is stopped.
 pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
     let oidc = oidc_config(&a)?;
+    let login = login_config(&a, oidc.as_ref())?;
     let identities = match &a.identity_map {
         Some(p) => Some(hetch_service::identity::IdentityMap::load(p).map_err(anyhow::Error::msg)?),
         None => None,
@@ -164,6 +215,7 @@ pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
         )
         .map_err(anyhow::Error::msg)?,
         max_schedules: a.max_schedules,
+        login,
     };
     let svc = hetch_service::Service::bind(cfg).await?;
     errln!("hetch service: listening on https://{}", svc.addr);

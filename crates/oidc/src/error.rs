@@ -116,6 +116,13 @@ pub enum OidcError {
     /// a JSON object.
     #[error("bearer token claim {0} has the wrong type")]
     InvalidClaim(String),
+    /// The token endpoint refused the code (its `error` and `error_description`, one
+    /// line, shortened).
+    #[error("the issuer refused the login: {0}")]
+    TokenEndpoint(String),
+    /// An ID token's `nonce` is absent or not the one of this login.
+    #[error("ID token nonce is not this login's")]
+    WrongNonce,
     /// `sub` is present but empty.
     #[error("bearer token has an empty subject")]
     EmptySubject,

@@ -34,16 +34,29 @@ pub(crate) fn client(config: &OidcConfig, https_only: bool) -> Result<Client, Oi
         .map_err(|e| OidcError::HttpClient(error_chain(&e)))
 }
 
-/// The part of the discovery document the verifier uses.
+/// The part of the discovery document the verifier and the login use.
 #[derive(Deserialize)]
-struct Discovery {
+pub(crate) struct Discovery {
     issuer: String,
     jwks_uri: String,
+    /// Where a browser logs in (the login only).
+    pub(crate) authorization_endpoint: Option<String>,
+    /// Where a login's code is exchanged (the login only).
+    pub(crate) token_endpoint: Option<String>,
 }
 
 /// Where the issuer publishes its keys: the discovery document's `jwks_uri`, after
 /// checking that the document speaks for the configured issuer.
 pub(crate) async fn discover(client: &Client, issuer: &str) -> Result<Url, OidcError> {
+    let doc = discover_document(client, issuer).await?;
+    check_url(&doc.jwks_uri, issuer.starts_with("https:"))
+}
+
+/// The issuer's discovery document, once it is checked to speak for `issuer`.
+pub(crate) async fn discover_document(
+    client: &Client,
+    issuer: &str,
+) -> Result<Discovery, OidcError> {
     // OpenID Connect Discovery 1.0, section 4: the issuer without its trailing slash,
     // then the well-known path.
     let url = format!(
@@ -64,33 +77,50 @@ pub(crate) async fn discover(client: &Client, issuer: &str) -> Result<Url, OidcE
             found: shorten(&doc.issuer),
         });
     }
-    check_url(&doc.jwks_uri, issuer.starts_with("https:"))
+    Ok(doc)
 }
 
 /// The body of a successful GET of `url`, refused once it passes
 /// [`MAX_DOCUMENT_BYTES`] (announced or actually sent).
 pub(crate) async fn get_bounded(client: &Client, url: &Url) -> Result<Vec<u8>, OidcError> {
+    let request = client
+        .get(url.clone())
+        .header(header::ACCEPT, "application/json");
+    let (status, body) = send_bounded(request, url, MAX_DOCUMENT_BYTES).await?;
+    if !status.is_success() {
+        return Err(OidcError::IssuerUnreachable {
+            url: url.to_string(),
+            reason: format!("HTTP status {status}"),
+        });
+    }
+    Ok(body)
+}
+
+/// Sends `request` (to `url`) and reads its answer's status and body, refused once
+/// the body passes `max` bytes (announced or actually sent). Within the client's
+/// timeout, whatever the status: a token endpoint's 400 carries its reason.
+pub(crate) async fn send_bounded(
+    request: reqwest::RequestBuilder,
+    url: &Url,
+    max: usize,
+) -> Result<(reqwest::StatusCode, Vec<u8>), OidcError> {
     let unreachable = |reason: String| OidcError::IssuerUnreachable {
         url: url.to_string(),
         reason,
     };
     let too_large = || OidcError::BadDocument {
         url: url.to_string(),
-        reason: format!("larger than {MAX_DOCUMENT_BYTES} bytes"),
+        reason: format!("larger than {max} bytes"),
     };
-    let mut response = client
-        .get(url.clone())
+    let mut response = request
         .header(header::ACCEPT, "application/json")
         .send()
         .await
         .map_err(|e| unreachable(error_chain(&e.without_url())))?;
     let status = response.status();
-    if !status.is_success() {
-        return Err(unreachable(format!("HTTP status {status}")));
-    }
     if response
         .content_length()
-        .is_some_and(|len| len > MAX_DOCUMENT_BYTES as u64)
+        .is_some_and(|len| len > max as u64)
     {
         return Err(too_large());
     }
@@ -102,12 +132,12 @@ pub(crate) async fn get_bounded(client: &Client, url: &Url) -> Result<Vec<u8>, O
         .await
         .map_err(|e| unreachable(error_chain(&e.without_url())))?
     {
-        if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
+        if body.len() + chunk.len() > max {
             return Err(too_large());
         }
         body.extend_from_slice(&chunk);
     }
-    Ok(body)
+    Ok((status, body))
 }
 
 /// An error and its sources on one line: reqwest's own Display ("error sending

@@ -18,6 +18,11 @@
 //!   controls before sizing anything: [`MAX_TOKEN_BYTES`], [`MAX_DOCUMENT_BYTES`],
 //!   [`MAX_KEYS`], [`HTTP_TIMEOUT`].
 //!
+//! For the web interface's login, [`LoginClient`] runs the authorization-code flow
+//! with PKCE: the authorization URL, and the code's exchange at the token endpoint
+//! (bounded by [`MAX_TOKEN_RESPONSE_BYTES`] and [`HTTP_TIMEOUT`]) for an ID token it
+//! verifies as above, with the client id as audience, and its `nonce`.
+//!
 //! The JWT and signature work is `jsonwebtoken`'s (pure-Rust backend); this crate only
 //! chooses what to allow and where keys come from.
 
@@ -27,6 +32,7 @@ mod config;
 mod error;
 mod fetch;
 mod jwks;
+mod login;
 mod token;
 mod verify;
 
@@ -34,6 +40,7 @@ use std::time::{Duration, Instant};
 
 pub use config::OidcConfig;
 pub use error::OidcError;
+pub use login::{check_nonce, pkce_challenge, LoginClient, LoginConfig, PendingLogin};
 pub use verify::OidcVerifier;
 
 /// Longest bearer token accepted, in bytes. Real ID and access tokens are 1-4 KiB;
@@ -42,6 +49,10 @@ pub const MAX_TOKEN_BYTES: usize = 16 * 1024;
 
 /// Largest discovery document or JWKS read from the issuer, in bytes.
 pub const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
+
+/// Largest token endpoint answer read, in bytes: an ID token is bounded by
+/// [`MAX_TOKEN_BYTES`], and an access and a refresh token come with it.
+pub const MAX_TOKEN_RESPONSE_BYTES: usize = 256 * 1024;
 
 /// Most keys a JWKS may hold; a larger set is refused whole.
 pub const MAX_KEYS: usize = 100;

@@ -141,35 +141,24 @@ pub async fn check_token(
         return Err(Denied::Throttled(wait.as_secs().max(1)));
     }
     let verdict = if hetch_net::tokens_equal(token, &state.token) {
-        Ok((Caller::Operator, None, None))
+        Ok(None)
     } else {
         match (&state.oidc, std::str::from_utf8(token)) {
             (Some(oidc), Ok(jwt)) => oidc
                 .verify(jwt)
                 .await
-                .map(|id| {
-                    let user = Caller::User(format!("{USER_PREFIX}{}", id.subject));
-                    (user, Some(id.expires.saturating_mul(1000)), Some(id))
-                })
+                .map(Some)
                 .map_err(|e| (is_guess(&e), e.to_string())),
             _ => Err((true, "wrong token".to_string())),
         }
     };
     match verdict {
-        Ok((caller, ends, id)) => {
+        Ok(id) => {
             state.throttle.succeeded(ip, kind);
-            let grant = match (&state.identities, id) {
-                (Some(map), Some(id)) => match map.lookup(&id.subject, &id.claims) {
-                    Some(access) => Grant::Only(Arc::new(access.clone())),
-                    None => {
-                        let who = caller.name();
-                        let why = format!("{who} is not in the service's identity map");
-                        return Err(Denied::NotMapped(why));
-                    }
-                },
-                _ => Grant::All,
-            };
-            Ok((caller, ends, grant))
+            match id {
+                Some(id) => admit(state, &id),
+                None => Ok((Caller::Operator, None, Grant::All)),
+            }
         }
         Err((guess, why)) => {
             if guess {
@@ -179,6 +168,29 @@ pub async fn check_token(
             Err(Denied::Unauthenticated(why))
         }
     }
+}
+
+/// The user a verified OIDC identity is (`oidc:SUBJECT`), until when (its token's
+/// expiry, milliseconds since the epoch), and what their jobs may touch: the same
+/// rules for a pasted token and a browser's login through the issuer.
+pub fn admit(
+    state: &AppState,
+    id: &hetch_oidc::Identity,
+) -> Result<(Caller, Option<u64>, Grant), Denied> {
+    let caller = Caller::User(format!("{USER_PREFIX}{}", id.subject));
+    // With an identity map, its entry (an identity it does not name is refused).
+    let grant = match &state.identities {
+        Some(map) => match map.lookup(&id.subject, &id.claims) {
+            Some(access) => Grant::Only(Arc::new(access.clone())),
+            None => {
+                let who = caller.name();
+                let why = format!("{who} is not in the service's identity map");
+                return Err(Denied::NotMapped(why));
+            }
+        },
+        None => Grant::All,
+    };
+    Ok((caller, Some(id.expires.saturating_mul(1000)), grant))
 }
 
 /// Whether an OIDC token refused with `e` may be a guess, and counts as a failure

@@ -119,6 +119,18 @@ impl IdentityMap {
         self.entries.iter().find(matches).map(|e| &e.access)
     }
 
+    /// The claims the map's entries match on (`sub`, `groups`, ...), each once: what
+    /// a browser login asks the issuer for.
+    pub fn claims(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for e in &self.entries {
+            if !names.contains(&e.claim.as_str()) {
+                names.push(&e.claim);
+            }
+        }
+        names
+    }
+
     /// The entry `CLAIM=VALUE` (a browser session names the entry its login matched),
     /// if the map still has it.
     pub fn entry(&self, key: &str) -> Option<&Access> {

@@ -67,6 +67,10 @@ pub struct ServiceConfig {
     pub webhooks: notify::WebhookConfig,
     /// Most schedules (recurring mirrors) one owner may have.
     pub max_schedules: u64,
+    /// The web page's login through the OIDC issuer (with [`ServiceConfig::oidc`]):
+    /// the client id, secret and redirect URI. Scopes for the identity map's claims
+    /// are added to those it names.
+    pub login: Option<hetch_oidc::LoginConfig>,
 }
 
 /// Schedules one owner may have unless configured otherwise.
@@ -128,6 +132,8 @@ pub struct AppState {
     pub instance: String,
     /// Seals browsers' session cookies.
     pub sessions: web::session::Sessions,
+    /// The login through the OIDC issuer, when a client id is configured.
+    pub login: Option<web::login::WebLogin>,
     /// The live snapshot the web interface shows.
     pub hub: web::events::Hub,
     /// This host's name.
@@ -199,6 +205,28 @@ impl Service {
                 Err(e) => _ = writeln!(std::io::stderr(), "hetch service: warning: {e}"),
             }
         }
+        let login = match cfg.login {
+            Some(mut login) => {
+                if oidc.is_none() {
+                    return Err(ServiceError::Config(
+                        "--oidc-client-id needs --oidc-issuer".into(),
+                    ));
+                }
+                let claims = cfg
+                    .identities
+                    .as_ref()
+                    .map(|m| m.claims())
+                    .unwrap_or_default();
+                for scope in web::login::scopes_for(&claims) {
+                    if !login.extra_scopes.contains(&scope) {
+                        login.extra_scopes.push(scope);
+                    }
+                }
+                let client = hetch_oidc::LoginClient::new(login)?;
+                Some(web::login::WebLogin::new(client))
+            }
+            None => None,
+        };
         let db = Db::open(&cfg.db_url).await?;
         let listener = tokio::net::TcpListener::bind(cfg.listen)
             .await
@@ -215,6 +243,7 @@ impl Service {
         let sessions = web::session::Sessions::new(&token);
         let state = Arc::new(AppState {
             sessions,
+            login,
             db,
             root,
             token,

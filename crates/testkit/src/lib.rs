@@ -28,6 +28,7 @@ pub mod memory_origin;
 pub mod memory_store;
 pub mod minio;
 pub mod oidc_issuer;
+pub mod oidc_login;
 mod postgres;
 pub mod prometheus;
 pub mod shared;

@@ -1,6 +1,7 @@
 //! A test OIDC issuer on 127.0.0.1: its keys, a tiny HTTP(S) server for its discovery
-//! document and JWKS that counts the requests it gets, token signing, and a clock the
-//! test moves by hand. `hetch-oidc`'s tests check the verifier against it; the
+//! document and JWKS that counts the requests it gets, its login endpoints (see
+//! [`crate::oidc_login`]; enabled by [`TestIssuer::enable_login`]), token signing, and
+//! a clock the test moves by hand. `hetch-oidc`'s tests check the verifier against it; the
 //! service's and the binary's tests log users in with it.
 
 use std::net::SocketAddr;
@@ -139,6 +140,10 @@ pub struct ServerState {
     pub discovery_hits: usize,
     /// How often the JWKS was asked for.
     pub jwks_hits: usize,
+    /// The login endpoints' client and codes.
+    pub login: crate::oidc_login::LoginState,
+    /// The issuer identifier (the ID tokens' `iss`).
+    pub issuer: String,
 }
 
 /// The test issuer's HTTP(S) server.
@@ -161,11 +166,16 @@ impl TestIssuer {
         let addr: SocketAddr = listener.local_addr().unwrap();
         let scheme = if tls.is_some() { "https" } else { "http" };
         let url = format!("{scheme}://{addr}");
-        let state = Arc::new(Mutex::new(ServerState::default()));
+        let state = Arc::new(Mutex::new(ServerState {
+            issuer: url.clone(),
+            ..ServerState::default()
+        }));
         let issuer = Self { url, state };
         issuer.set_discovery(json!({
             "issuer": issuer.url,
             "jwks_uri": format!("{}/jwks", issuer.url),
+            "authorization_endpoint": format!("{}/authorize", issuer.url),
+            "token_endpoint": format!("{}/token", issuer.url),
         }));
         issuer.set_keys(keys);
         let state = issuer.state.clone();
@@ -207,6 +217,38 @@ impl TestIssuer {
         self.state.lock().unwrap().discovery = serde_json::to_vec(&doc).unwrap();
     }
 
+    /// Registers the one client that may log users in: `client_id` with
+    /// `redirect_uri` (and `secret`, if confidential); ID tokens are signed by `key`.
+    pub fn enable_login(
+        &self,
+        key: &TestKey,
+        client_id: &str,
+        redirect_uri: &str,
+        secret: Option<&str>,
+    ) {
+        self.state.lock().unwrap().login.setup = Some(crate::oidc_login::LoginSetup {
+            key: key.encoding.clone(),
+            alg: key.alg,
+            kid: key.kid.clone(),
+            client_id: client_id.into(),
+            redirect_uri: redirect_uri.into(),
+            secret: secret.map(Into::into),
+            extra_claims: json!({}),
+            override_claims: json!({}),
+        });
+    }
+
+    /// Changes the registered client's setup (after [`TestIssuer::enable_login`]).
+    pub fn login_setup(&self, change: impl FnOnce(&mut crate::oidc_login::LoginSetup)) {
+        let mut state = self.state.lock().unwrap();
+        change(state.login.setup.as_mut().expect("enable_login first"));
+    }
+
+    /// Reads the login endpoints' state (codes given out, refusals).
+    pub fn login_state<T>(&self, read: impl FnOnce(&crate::oidc_login::LoginState) -> T) -> T {
+        read(&self.state.lock().unwrap().login)
+    }
+
     /// How often the JWKS was fetched.
     pub fn jwks_hits(&self) -> usize {
         self.state.lock().unwrap().jwks_hits
@@ -218,11 +260,15 @@ impl TestIssuer {
     }
 }
 
-/// Answers one request: GET of the discovery document or the JWKS, 404 otherwise.
+/// Answers one request: GET of the discovery document or the JWKS, the login
+/// endpoints, 404 otherwise.
 async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, state: Arc<Mutex<ServerState>>) {
     let mut request = Vec::new();
     let mut buf = [0u8; 1024];
-    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+    let head_end = loop {
+        if let Some(i) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
         match stream.read(&mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(n) => request.extend_from_slice(&buf[..n]),
@@ -230,34 +276,84 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, state: Arc<Mute
         if request.len() > 64 * 1024 {
             return;
         }
+    };
+    let head = String::from_utf8_lossy(&request[..head_end]).into_owned();
+    let header = |name: &str| {
+        head.lines().skip(1).find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| v.trim().to_string())
+        })
+    };
+    let length: usize = header("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    if length > 64 * 1024 {
+        return;
     }
-    let line = String::from_utf8_lossy(&request);
-    let path = line.split_whitespace().nth(1).unwrap_or("").to_owned();
-    let body = {
+    while request.len() < head_end + length {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => request.extend_from_slice(&buf[..n]),
+        }
+    }
+    let body = &request[head_end..head_end + length];
+    let mut words = head.split_whitespace();
+    let method = words.next().unwrap_or("").to_owned();
+    let path = words.next().unwrap_or("").to_owned();
+    let answer = {
         let mut state = state.lock().unwrap();
         match path.as_str() {
             "/.well-known/openid-configuration" => {
                 state.discovery_hits += 1;
-                Some(state.discovery.clone())
+                Some(json_answer(state.discovery.clone()))
             }
             "/jwks" => {
                 state.jwks_hits += 1;
-                Some(state.jwks.clone())
+                Some(json_answer(state.jwks.clone()))
             }
-            _ => None,
+            _ => {
+                let issuer = state.issuer.clone();
+                let auth = header("authorization");
+                crate::oidc_login::handle(
+                    &mut state.login,
+                    &issuer,
+                    &method,
+                    &path,
+                    auth.as_deref(),
+                    body,
+                )
+            }
         }
     };
-    let (status, body) = match body {
-        Some(body) => ("200 OK", body),
-        None => ("404 Not Found", b"not found".to_vec()),
-    };
+    let answer = answer.unwrap_or(crate::oidc_login::Answer {
+        status: "404 Not Found",
+        content_type: "text/plain",
+        body: b"not found".to_vec(),
+        location: None,
+    });
+    let location = answer
+        .location
+        .map_or(String::new(), |l| format!("Location: {l}\r\n"));
     let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
+        "HTTP/1.1 {}\r\nContent-Type: {}\r\n{location}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        answer.status,
+        answer.content_type,
+        answer.body.len()
     );
     let _ = stream.write_all(head.as_bytes()).await;
-    let _ = stream.write_all(&body).await;
+    let _ = stream.write_all(&answer.body).await;
     let _ = stream.shutdown().await;
+}
+
+fn json_answer(body: Vec<u8>) -> crate::oidc_login::Answer {
+    crate::oidc_login::Answer {
+        status: "200 OK",
+        content_type: "application/json",
+        body,
+        location: None,
+    }
 }
 
 /// A clock that stands still until the test moves it.

@@ -9,6 +9,7 @@
 //! Content-Security-Policy allows no inline script and no other origin besides.
 //!
 //! - [`pages`]: the shell, the login form, logging out, the embedded files.
+//! - [`login`]: logging in through the OIDC issuer (authorization code with PKCE).
 //! - [`live`]: the API routes the pages use beyond the job routes (the session, the
 //!   event stream, nodes, a job's activity and file list).
 //! - [`events`]: the once-a-second snapshot pushed to browsers.
@@ -16,6 +17,7 @@
 
 pub mod events;
 pub mod live;
+pub mod login;
 pub mod pages;
 pub mod session;
 

@@ -1,5 +1,6 @@
 //! The pages: the app shell at `/` (for a browser with a session; others are sent to
-//! the login form), the login form and its answer, logging out, and the embedded
+//! the login form), the login form and its answer (and the routes of the login
+//! through the issuer, in [`super::login`]), logging out, and the embedded
 //! stylesheet and script.
 
 use std::net::SocketAddr;
@@ -27,6 +28,8 @@ pub fn router() -> Router<Arc<AppState>> {
     Router::new()
         .route("/", get(index))
         .route("/login", get(login_form).post(login))
+        .route("/login/oidc", get(super::login::start))
+        .route("/login/callback", get(super::login::callback))
         .route("/logout", post(logout))
         .route("/ui/{file}", get(asset))
 }
@@ -38,8 +41,9 @@ async fn index(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Respon
     }
 }
 
-/// The login form, with `error` (escaped) above it when there is one.
-fn login_page(status: StatusCode, error: Option<&str>) -> Response {
+/// The login form, with `error` (escaped) above it when there is one, and the
+/// button to log in through the issuer when the service has a client id.
+pub(super) fn login_page(state: &AppState, status: StatusCode, error: Option<&str>) -> Response {
     let error = match error {
         Some(e) => format!(
             r#"<p class="error" role="alert" id="login-error">{}</p>"#,
@@ -47,13 +51,20 @@ fn login_page(status: StatusCode, error: Option<&str>) -> Response {
         ),
         None => String::new(),
     };
-    (status, Html(LOGIN.replace("<!--error-->", &error))).into_response()
+    let button = state
+        .login
+        .as_ref()
+        .map_or(String::new(), |l| super::login::button(l));
+    let page = LOGIN
+        .replace("<!--error-->", &error)
+        .replace("<!--issuer-->", &button);
+    (status, Html(page)).into_response()
 }
 
 async fn login_form(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     match super::session_of(&state, &headers) {
         Some(Ok(_)) => Redirect::to("/").into_response(),
-        _ => login_page(StatusCode::OK, None),
+        _ => login_page(&state, StatusCode::OK, None),
     }
 }
 
@@ -70,13 +81,33 @@ async fn login(
 ) -> Response {
     // Another site must not log a browser in as someone else.
     if !super::same_origin(&headers) {
-        return login_page(StatusCode::FORBIDDEN, Some("cross-site login refused"));
+        return login_page(
+            &state,
+            StatusCode::FORBIDDEN,
+            Some("cross-site login refused"),
+        );
     }
     let Ok(Form(form)) = form else {
-        return login_page(StatusCode::BAD_REQUEST, Some("the form needs a token"));
+        return login_page(
+            &state,
+            StatusCode::BAD_REQUEST,
+            Some("the form needs a token"),
+        );
     };
     let token = form.token.trim().as_bytes();
-    match auth::check_token(&state, peer.ip(), Some(token)).await {
+    let verdict = auth::check_token(&state, peer.ip(), Some(token)).await;
+    log_in(&state, verdict, Redirect::to("/").into_response())
+}
+
+/// The answer to a login: `then` with the session cookie for who `verdict` lets in
+/// (the session ends with the token, and within [`MAX_SESSION_MS`]), or the login
+/// form with why not.
+pub(super) fn log_in(
+    state: &AppState,
+    verdict: Result<(auth::Caller, Option<u64>, auth::Grant), Denied>,
+    mut then: Response,
+) -> Response {
+    match verdict {
         Ok((caller, token_expires, grant)) => {
             let now = now_ms();
             let expires =
@@ -84,30 +115,36 @@ async fn login(
             // A token within its issuer's leeway past `exp` would make a session over
             // before it starts.
             if expires <= now + 1000 {
-                return login_page(StatusCode::UNAUTHORIZED, Some("token expired"));
+                return login_page(state, StatusCode::UNAUTHORIZED, Some("token expired"));
             }
             let cookie = set_cookie(
                 &state.sessions.seal_entry(&caller, grant.entry(), expires),
                 (expires - now) / 1000,
             );
-            let mut r = Redirect::to("/").into_response();
             if let Ok(v) = cookie.parse() {
-                r.headers_mut().insert(header::SET_COOKIE, v);
+                then.headers_mut().append(header::SET_COOKIE, v);
             }
-            r
+            then
         }
-        Err(Denied::Unauthenticated(why)) => login_page(StatusCode::UNAUTHORIZED, Some(&why)),
-        Err(Denied::NotMapped(why)) => login_page(StatusCode::FORBIDDEN, Some(&why)),
+        Err(Denied::Unauthenticated(why)) => {
+            login_page(state, StatusCode::UNAUTHORIZED, Some(&why))
+        }
+        Err(Denied::NotMapped(why)) => login_page(state, StatusCode::FORBIDDEN, Some(&why)),
         Err(Denied::Throttled(secs)) => login_page(
+            state,
             StatusCode::TOO_MANY_REQUESTS,
             Some(&format!("too many wrong tokens; retry in {secs} s")),
         ),
     }
 }
 
-async fn logout(headers: HeaderMap) -> Response {
+async fn logout(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     if !super::same_origin(&headers) {
-        return login_page(StatusCode::FORBIDDEN, Some("cross-site logout refused"));
+        return login_page(
+            &state,
+            StatusCode::FORBIDDEN,
+            Some("cross-site logout refused"),
+        );
     }
     let mut r = Redirect::to("/login").into_response();
     if let Ok(v) = set_cookie("", 0).parse() {

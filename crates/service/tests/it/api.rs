@@ -764,6 +764,7 @@ fn the_state_directory_and_the_database_are_private_to_the_service() {
             identities: None,
             webhooks: Default::default(),
             max_schedules: hetch_service::DEFAULT_MAX_SCHEDULES,
+            login: None,
         };
         async move {
             match hetch_service::Service::bind(cfg).await {

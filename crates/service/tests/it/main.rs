@@ -4,6 +4,7 @@
 mod common;
 
 mod api;
+mod login;
 mod object_ranges;
 mod openapi;
 mod schedules;

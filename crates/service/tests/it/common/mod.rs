@@ -113,6 +113,7 @@ pub async fn start_configured(
         identities: None,
         webhooks: Default::default(),
         max_schedules: hetch_service::DEFAULT_MAX_SCHEDULES,
+        login: None,
     };
     tweak(&mut cfg);
     let svc = Service::bind(cfg).await.expect("service starts");

@@ -593,6 +593,9 @@ fn check_moved(req: &FinishRequest) -> Result<(), ApiError> {
     if req.bytes > MAX_UNIT_BYTES {
         return Err(bad(format!("bytes: at most {MAX_UNIT_BYTES} per unit")));
     }
+    if req.written.is_some_and(|w| w > MAX_UNIT_BYTES) {
+        return Err(bad(format!("written: at most {MAX_UNIT_BYTES} per unit")));
+    }
     Ok(())
 }
 
@@ -604,6 +607,8 @@ async fn finish(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
         None => UnitOutcome::Done {
             files: req.files,
             bytes: req.bytes,
+            // A worker that does not say what it wrote (an older one) wrote it all.
+            written: req.written.unwrap_or(req.bytes),
         },
         // One line, bounded: it is shown to users.
         Some(e) => UnitOutcome::Failed(

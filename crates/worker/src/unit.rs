@@ -56,6 +56,7 @@ fn runner_of(unit: &UnitSpec) -> &'static dyn Runner {
         UnitSpec::Range { .. } | UnitSpec::Commit { .. } => &crate::split::SplitUnit,
         UnitSpec::Relay { .. } => &crate::relay::RelayUnit,
         UnitSpec::Stream { .. } => &crate::stream::StreamUnit,
+        UnitSpec::Delete {} => &crate::mirror::DeleteUnit,
     }
 }
 
@@ -103,6 +104,9 @@ impl UnitContext {
 
     /// Runs unit `u` in this process, as [`Execute::execute`] says.
     pub(crate) async fn run_here(&self, u: ClaimedUnit, p: Pace) -> FinishRequest {
+        // What the engine wrote at the destination: a file found in place writes
+        // nothing (the service bounds it by the unit's size).
+        let counted = p.progress.clone();
         let done = match self.check_access(&u.spec) {
             Err(e) => Err(e),
             Ok(()) => {
@@ -111,7 +115,10 @@ impl UnitContext {
             }
         };
         match done {
-            Ok((files, bytes)) => FinishRequest::done(&u.job, u.seq, files, bytes),
+            Ok((files, bytes)) => FinishRequest {
+                written: Some(counted.bytes.load(std::sync::atomic::Ordering::Relaxed)),
+                ..FinishRequest::done(&u.job, u.seq, files, bytes)
+            },
             Err(e) => {
                 let line = hetch_copy::one_line(e.as_ref());
                 self.log

@@ -14,7 +14,11 @@ use hetch_jobs::UnitSpec;
 const TTL: u64 = 30_000;
 
 fn done(files: u64, bytes: u64) -> UnitOutcome {
-    UnitOutcome::Done { files, bytes }
+    UnitOutcome::Done {
+        files,
+        bytes,
+        written: bytes,
+    }
 }
 
 #[test]

@@ -356,6 +356,10 @@ pub struct JobView {
     pub files_done: u64,
     /// Bytes moved.
     pub bytes_done: u64,
+    /// Bytes its units wrote at the destination (`bytes_done` counts files found
+    /// already in place too; this does not): 0 for a run that found nothing to copy.
+    #[serde(default)]
+    pub bytes_written: u64,
     /// Bytes moved so far counting what its running units have moved (their workers
     /// say so in each heartbeat, every few seconds): `bytes_done` and more while a
     /// large unit runs, never past `bytes` (a retried unit's bytes could count twice).

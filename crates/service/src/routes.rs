@@ -707,6 +707,7 @@ async fn job_view(state: &AppState, row: JobRow) -> Result<JobView, ApiError> {
         bytes: row.bytes,
         files_done: row.files_done,
         bytes_done: row.bytes_done,
+        bytes_written: row.bytes_written,
         bytes_live: live.map_or(0, |j| j.bytes_done).max(row.bytes_done),
         rate: live.map_or(0, |j| j.rate),
         eta_s: live.and_then(|j| j.eta_s),

@@ -101,7 +101,10 @@ pub async fn job_of(
                     let bs = planner.block_size;
                     (end * bs).min(sizes[file as usize]) - first * bs
                 }
-                UnitSpec::Commit { .. } | UnitSpec::Relay { .. } | UnitSpec::Stream { .. } => 0,
+                UnitSpec::Commit { .. }
+                | UnitSpec::Relay { .. }
+                | UnitSpec::Stream { .. }
+                | UnitSpec::Delete {} => 0,
             };
             PlannedUnit { spec, bytes }
         })

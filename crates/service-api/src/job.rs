@@ -240,7 +240,9 @@ impl JobSpec {
                 .into());
         }
         if o.stream.is_some() {
-            return Err("sync: a streaming job does not mirror (it never lists its sources)".into());
+            return Err(
+                "sync: a streaming job does not mirror (it never lists its sources)".into(),
+            );
         }
         Ok(())
     }

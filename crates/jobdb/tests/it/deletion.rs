@@ -21,7 +21,10 @@ async fn mirror(db: &Db, id: &str, now: u64) {
         priority: 0,
         rate_limit: 0,
     };
-    let lease = db.create_job(&job, "planner", now + TTL, now).await.unwrap();
+    let lease = db
+        .create_job(&job, "planner", now + TTL, now)
+        .await
+        .unwrap();
     let files: Vec<FileRow> = [10, 20]
         .iter()
         .enumerate()
@@ -87,12 +90,7 @@ fn the_deletion_step_waits_for_every_copy_and_its_report_is_bounded() {
             .unwrap();
         let job = db.job("m").await.unwrap().unwrap();
         assert_eq!(
-            (
-                job.state,
-                job.files_done,
-                job.bytes_done,
-                job.bytes_written
-            ),
+            (job.state, job.files_done, job.bytes_done, job.bytes_written),
             (JobState::Done, 2, 30, 30)
         );
     });
@@ -137,7 +135,10 @@ fn a_copy_that_fails_fails_the_deletion_step_and_a_retry_waits_again() {
             .unwrap()
             .unwrap();
         let job = db.job("f").await.unwrap().unwrap();
-        assert_eq!((job.state, job.error.as_deref()), (JobState::Failed, Some(why)));
+        assert_eq!(
+            (job.state, job.error.as_deref()),
+            (JobState::Failed, Some(why))
+        );
     });
 }
 

@@ -581,6 +581,27 @@ mod tests {
         }
         s.options.compress = Some("zstd:19".into());
         assert_eq!(s.check(), Ok(()));
+        // Mirroring: max_delete needs sync, is bounded, and sync needs a listing.
+        s.options.max_delete = Some(2);
+        let e = s.check().unwrap_err();
+        assert!(e.contains("set sync") && field_of(&e) == Some("max_delete"), "{e}");
+        s.options.sync = true;
+        assert_eq!(s.check(), Ok(()));
+        s.options.max_delete = Some(MAX_MAX_DELETE + 1);
+        assert_eq!(field_of(&s.check().unwrap_err()), Some("max_delete"));
+        s.options.max_delete = None;
+        for dest in ["hetch://h:1/in", "s3://bucket/m/"] {
+            s.dest = dest.into();
+            assert_eq!(s.check(), Ok(()), "{dest}");
+        }
+        s.options.stream = Some(crate::StreamSpec::default());
+        let e = s.check().unwrap_err();
+        assert!(e.starts_with("sync: a streaming job") && field_of(&e) == Some("sync"));
+        s.options.stream = None;
+        let mut relay = spec(&["hetch://a:1/x"], "hetch://b:1/y");
+        relay.options.sync = true;
+        assert!(relay.check().unwrap_err().contains("between two servers"));
+        s.options.sync = false;
         let e = serde_json::from_str::<JobSpec>(r#"{"sources":["a"],"dest":"b","optoins":{}}"#)
             .unwrap_err();
         assert!(e.to_string().contains("optoins"), "{e}");

@@ -305,3 +305,31 @@ fn sync_is_refused_where_it_cannot_mirror() {
         "{relay:?}"
     );
 }
+
+/// A mirror into a `hetch serve` node: the deletion goes through the protocol's own
+/// (the node removes what its client's session did not announce, confined to its
+/// served tree), a link there pointing out of it removed, not followed.
+#[test]
+fn a_sync_job_to_a_node_deletes_there_through_the_protocol() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path();
+    let node = util::Server::start(&t.join("d-root"), &t.join("d-state"));
+    let svc = start(t);
+    let copied = node.root.join("copy/run1");
+    std::fs::create_dir_all(copied.join("sub")).unwrap();
+    std::fs::write(copied.join("sub/stale"), b"stale").unwrap();
+    let outside = t.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("precious"), b"keep me").unwrap();
+    std::os::unix::fs::symlink(&outside, copied.join("out")).unwrap();
+    let known = t.join("known_hosts");
+    std::fs::write(&known, format!("{} {}\n", node.addr, node.fingerprint)).unwrap();
+    let (known, token) = (known.to_str().unwrap(), node.token_path.to_str().unwrap());
+    let _w = svc.worker_with(t, "w", &["--known-hosts", known, "--token-file", token]);
+    let out = svc.job(&["submit", "--sync", "--wait", "run1", &node.url("copy")]);
+    out.ok();
+    assert!(std::fs::symlink_metadata(copied.join("sub/stale")).is_err());
+    assert!(std::fs::symlink_metadata(copied.join("out")).is_err());
+    assert_eq!(std::fs::read(outside.join("precious")).unwrap(), b"keep me");
+    assert_eq!(std::fs::read(copied.join("sub/f9")).unwrap(), vec![b'x'; 9]);
+}

@@ -584,7 +584,10 @@ mod tests {
         // Mirroring: max_delete needs sync, is bounded, and sync needs a listing.
         s.options.max_delete = Some(2);
         let e = s.check().unwrap_err();
-        assert!(e.contains("set sync") && field_of(&e) == Some("max_delete"), "{e}");
+        assert!(
+            e.contains("set sync") && field_of(&e) == Some("max_delete"),
+            "{e}"
+        );
         s.options.sync = true;
         assert_eq!(s.check(), Ok(()));
         s.options.max_delete = Some(MAX_MAX_DELETE + 1);

@@ -277,12 +277,10 @@ struct SubmitArgs {
     /// none, auto, zstd or zstd:LEVEL.
     #[arg(long, value_parser = check_compress)]
     compress: Option<String>,
-    /// Mirror, as `hetch sync`: once every file was copied, a worker deletes what the
-    /// destination holds below the copied trees and the sources lack.
+    /// Mirror as `hetch sync`: once every file is copied, delete what the sources lack.
     #[arg(long)]
     sync: bool,
-    /// With --sync: if more than N entries would be deleted, delete none and fail the
-    /// job (or the recurring mirror's run), saying how many.
+    /// With --sync: fail, deleting nothing, if more than N entries would be deleted.
     #[arg(long, value_name = "N", requires = "sync")]
     max_delete: Option<u64>,
     /// Higher goes first (-100 to 100).

@@ -41,16 +41,9 @@ impl Runner for DeleteUnit {
                 max_delete: u.spec.options.max_delete,
                 delete_excluded: false,
             });
-            let (result, _) = hetch_copy::recover(&job, &progress, None).await;
-            let report = result?;
-            // The engine's own line: "deletions skipped: N entries would be deleted,
-            // more than --max-delete M", or why an entry was not deleted.
-            if let Some(e) = report.errors.first() {
-                bail!("{e}");
-            }
-            if report.summary.failed > 0 {
-                bail!("{} files failed", report.summary.failed);
-            }
+            // Fails with the engine's own line: "deletions skipped: N entries would be
+            // deleted, more than --max-delete M", or why an entry was not deleted.
+            crate::unit::copy_through(&job, &progress).await?;
             // Its entries were counted by the units that copied them.
             Ok((0, 0))
         })

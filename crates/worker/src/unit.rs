@@ -268,6 +268,24 @@ impl Execute for UnitContext {
     }
 }
 
+/// Runs a unit's copy `job` to its end, counting into `progress`: its report, or the
+/// first failed entry's line (the engine's own, a mirror's `deletions skipped: ...`
+/// included), or how many failed.
+pub(crate) async fn copy_through(
+    job: &CopyJob,
+    progress: &Arc<Progress>,
+) -> anyhow::Result<hetch_engine::Report> {
+    let (result, _) = hetch_copy::recover(job, progress, None).await;
+    let report = result?;
+    if let Some(e) = report.errors.first() {
+        bail!("{e}");
+    }
+    if report.summary.failed > 0 {
+        bail!("{} files failed", report.summary.failed);
+    }
+    Ok(report)
+}
+
 /// The engine settings of a job's unit: its copy options, stopped by `stop`, at its
 /// share `rate` of the job's rate limit.
 pub(crate) fn unit_options(

@@ -5,8 +5,8 @@
 
 use crate::common;
 
-use common::on_each;
-use hetch_jobdb::{Db, FileRow, JobState, NewJob, PlannedUnit, Retry, UnitOutcome};
+use common::{listed_job, on_each};
+use hetch_jobdb::{Db, JobState, PlannedUnit, Retry, UnitOutcome};
 use hetch_jobs::UnitSpec;
 
 const TTL: u64 = 30_000;
@@ -14,27 +14,7 @@ const TTL: u64 = 30_000;
 /// Queues job `id` over files f0 (10 bytes) and f1 (20 bytes), one batch each, and
 /// its deletion step last.
 async fn mirror(db: &Db, id: &str, now: u64) {
-    let job = NewJob {
-        id: id.into(),
-        submitted_by: "tester".into(),
-        spec: "{}".into(),
-        priority: 0,
-        rate_limit: 0,
-    };
-    let lease = db
-        .create_job(&job, "planner", now + TTL, now)
-        .await
-        .unwrap();
-    let files: Vec<FileRow> = [10, 20]
-        .iter()
-        .enumerate()
-        .map(|(i, &size)| FileRow {
-            operand: 0,
-            path: format!("f{i}"),
-            size,
-        })
-        .collect();
-    db.add_files(&lease, 0, &files).await.unwrap();
+    let lease = listed_job(db, id, 0, &[10, 20], now).await;
     let batch = |first, bytes| PlannedUnit {
         spec: UnitSpec::Files {
             first,
@@ -145,14 +125,7 @@ fn a_copy_that_fails_fails_the_deletion_step_and_a_retry_waits_again() {
 #[test]
 fn a_mirror_of_nothing_to_copy_is_ready_to_delete_at_once() {
     on_each(|db, _| async move {
-        let job = NewJob {
-            id: "e".into(),
-            submitted_by: "tester".into(),
-            spec: "{}".into(),
-            priority: 0,
-            rate_limit: 0,
-        };
-        let lease = db.create_job(&job, "planner", TTL, 0).await.unwrap();
+        let lease = listed_job(&db, "e", 0, &[], 0).await;
         let delete = PlannedUnit {
             spec: UnitSpec::Delete {},
             bytes: 0,

@@ -564,6 +564,7 @@ fn absurd_reports_are_held_to_their_unit_and_counters_never_overflow() {
             (JobState::Done, 2, 45, None),
             "a batch counts its files and bytes, a range its bytes, a commit its file"
         );
+        assert_eq!(job.bytes_written, 45, "written is held as bytes are");
 
         // A relay's files were never listed: its report makes the job's totals too.
         let lease = db

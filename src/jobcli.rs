@@ -329,6 +329,12 @@ struct SubmitArgs {
     /// none, auto, zstd or zstd:LEVEL.
     #[arg(long, value_parser = check_compress)]
     compress: Option<String>,
+    /// Mirror as `hetch sync`: once every file is copied, delete what the sources lack.
+    #[arg(long)]
+    sync: bool,
+    /// With --sync: fail, deleting nothing, if more than N entries would be deleted.
+    #[arg(long, value_name = "N", requires = "sync")]
+    max_delete: Option<u64>,
     /// Higher goes first (-100 to 100).
     #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
     priority: i64,
@@ -444,6 +450,8 @@ async fn run(a: &JobArgs, service: &str) -> anyhow::Result<ExitCode> {
                     no_clobber: s.no_clobber,
                     compress: s.compress.clone(),
                     stream: s.stream(),
+                    sync: s.sync,
+                    max_delete: s.max_delete,
                 },
                 priority: s.priority,
                 rate_limit: s.rate_limit,

@@ -172,11 +172,13 @@ fn a_release_build_has_no_fault_hooks() {
 /// settings (the secret's reading and every check are in `hetch-service-api`); to
 /// 3,050 by its streaming jobs (`job submit --follow`/`--watch` taking `cp --follow`'s
 /// flags into a job's stream settings) and recurring mirrors (`job submit --every`/
-/// `--cron` and `job schedule ls|show|pause|resume|rm`, `src/schedulecli.rs`). The job
+/// `--cron` and `job schedule ls|show|pause|resume|rm`, `src/schedulecli.rs`); to 3,055
+/// by its mirrors' `job submit --sync`/`--max-delete` (their checks and the deletion
+/// are in `hetch-service-api` and the worker). The job
 /// client (`src/jobcli.rs` and `src/schedulecli.rs`, 600 lines of flags, calls,
 /// waiting and printing) is the next thing to move into a crate of its own: this
 /// bound goes down when it does.
-const MAX_BINARY_LINES: usize = 3_050;
+const MAX_BINARY_LINES: usize = 3_055;
 
 /// The `.rs` files under `dir`, recursively, with their line counts.
 fn rust_files(dir: &std::path::Path, out: &mut Vec<(String, usize)>) {

@@ -48,4 +48,5 @@ mod verify;
 mod wan;
 mod watch;
 mod web;
+mod web_schedules;
 mod xattrs;

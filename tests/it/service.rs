@@ -440,7 +440,9 @@ fn a_workers_metrics_count_its_units_and_equal_the_jobs_totals() {
         assert!(s.name.starts_with("hetch_worker_"), "{s:?}");
         for (k, v) in &s.labels {
             let known = match k.as_str() {
-                "kind" => ["files", "range", "commit", "relay", "stream"].contains(&v.as_str()),
+                "kind" => {
+                    ["files", "range", "commit", "relay", "stream", "delete"].contains(&v.as_str())
+                }
                 "outcome" => ["done", "failed", "stopped"].contains(&v.as_str()),
                 "call" => ["claim", "heartbeat", "finish"].contains(&v.as_str()),
                 _ => false,

@@ -110,8 +110,11 @@ pub struct JobRow {
     pub bytes: u64,
     /// Files moved.
     pub files_done: u64,
-    /// Bytes moved.
+    /// Bytes of its listing done (moved or found in place): its progress.
     pub bytes_done: u64,
+    /// Bytes its units wrote at the destination, as their workers reported them
+    /// (each at most what the unit holds): 0 for a run that found everything in place.
+    pub bytes_written: u64,
     /// What of its row could not be read, as one line (`database row damaged: ...`),
     /// if anything: those columns are read as 0 (or empty), and the job is listed
     /// with them instead of failing the whole list. An unreadable state is read as
@@ -224,7 +227,7 @@ impl UnitCounts {
 
 pub(crate) const JOB_COLUMNS: &str =
     "id, submitted_by, spec, priority, rate_limit, state, created, \
-     started, finished, error, files, bytes, files_done, bytes_done";
+     started, finished, error, files, bytes, files_done, bytes_done, bytes_written";
 
 impl Db {
     /// Job `id`, if there is one.
@@ -391,7 +394,7 @@ impl Db {
         }
         let units = sqlx::query(
             "UPDATE units SET attempts = 0, error = NULL, \
-             state = CASE WHEN kind = 'commit' THEN 'waiting' ELSE 'ready' END \
+             state = CASE WHEN kind IN ('commit', 'delete') THEN 'waiting' ELSE 'ready' END \
              WHERE job = $1 AND state IN ('failed', 'cancelled')",
         )
         .bind(id)
@@ -448,6 +451,7 @@ pub(crate) fn job_row(r: &AnyRow) -> JobRow {
         bytes: c.count("bytes"),
         files_done: c.count("files_done"),
         bytes_done: c.count("bytes_done"),
+        bytes_written: c.count("bytes_written"),
         damaged: None,
     };
     if !c.damage.is_empty() {

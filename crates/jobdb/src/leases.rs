@@ -44,12 +44,14 @@ pub struct Claimed {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UnitOutcome {
     /// Moved: `files` whole files (a range counts none, a commit its one file) and
-    /// `bytes` bytes.
+    /// `bytes` bytes, of which it wrote `written` at the destination.
     Done {
         /// Files that reached their final names.
         files: u64,
-        /// Bytes moved.
+        /// Bytes moved (written, or found in place).
         bytes: u64,
+        /// Bytes written at the destination (files found in place wrote none).
+        written: u64,
     },
     /// It did not go through; another attempt follows unless this was the last.
     Failed(String),
@@ -257,9 +259,13 @@ impl Db {
         outcome: &UnitOutcome,
         range: Option<&crate::RangeRecord>,
     ) -> Result<Result<(), Refused>, DbError> {
-        let (ok, error, files, bytes) = match outcome {
-            UnitOutcome::Done { files, bytes } => (1i64, None, *files, *bytes),
-            UnitOutcome::Failed(e) => (0, Some(e.as_str()), 0, 0),
+        let (ok, error, files, bytes, written) = match outcome {
+            UnitOutcome::Done {
+                files,
+                bytes,
+                written,
+            } => (1i64, None, *files, *bytes, *written),
+            UnitOutcome::Failed(e) => (0, Some(e.as_str()), 0, 0, 0),
         };
         let mut tx = self.pool.begin().await?;
         // What the unit holds comes back from the statement that takes the write lock
@@ -289,8 +295,14 @@ impl Db {
         };
         if ok == 1 {
             let shape = Shape::of(&row)?;
+            let written = shape.bound_written(&mut tx, job, written).await?;
             let (files, bytes) = shape.bound(files, bytes);
-            record_done(&mut tx, job, seq, shape.relay, files, bytes).await?;
+            let moved = Moved {
+                files,
+                bytes,
+                written,
+            };
+            record_done(&mut tx, job, seq, shape.relay, moved).await?;
             if let Some(r) = range {
                 crate::object_ranges::record_range(&mut tx, job, seq, &row, r).await?;
             }
@@ -357,6 +369,9 @@ impl Db {
 struct Shape {
     /// Whether it is a relay or a stream (its files and bytes were never listed).
     relay: bool,
+    /// Whether it is a mirroring job's deletion step, which copies again what changed
+    /// since the job's listing (so may write up to the listing's bytes).
+    delete: bool,
     /// Most files it may report: those it names (a range none, a commit its one).
     files: u64,
     /// Most bytes it may report: its planned bytes (a commit's are 0).
@@ -371,6 +386,7 @@ impl Shape {
         let named = get("file_to")?.saturating_sub(get("file_from")?);
         Ok(Shape {
             relay: kind == "relay" || kind == "stream",
+            delete: kind == "delete",
             files: match kind.as_str() {
                 "range" => 0,
                 "commit" => 1,
@@ -388,6 +404,32 @@ impl Shape {
             false => (files.min(self.files), bytes.min(self.bytes)),
         }
     }
+
+    /// The bytes the unit says it wrote, at most what it holds ([`Shape::bound`]);
+    /// a deletion step's at most its job's listing (what it may copy again).
+    async fn bound_written(
+        self,
+        tx: &mut Transaction<'static, Any>,
+        job: &str,
+        written: u64,
+    ) -> Result<u64, DbError> {
+        if !self.delete {
+            return Ok(self.bound(0, written).1);
+        }
+        let listed: i64 = sqlx::query_scalar("SELECT bytes FROM jobs WHERE id = $1")
+            .bind(job)
+            .fetch_one(&mut **tx)
+            .await?;
+        Ok(written.min(uint(listed, "bytes")?))
+    }
+}
+
+/// What a done unit moved, as bounded by its [`Shape`].
+#[derive(Debug, Clone, Copy)]
+struct Moved {
+    files: u64,
+    bytes: u64,
+    written: u64,
 }
 
 /// Records what unit `seq` of job `job` moved, in the unit (its worker's share) and
@@ -398,9 +440,13 @@ async fn record_done(
     job: &str,
     seq: u64,
     relay: bool,
-    files: u64,
-    bytes: u64,
+    moved: Moved,
 ) -> Result<(), DbError> {
+    let Moved {
+        files,
+        bytes,
+        written,
+    } = moved;
     sqlx::query("UPDATE units SET moved = $3 WHERE job = $1 AND seq = $2")
         .bind(job)
         .bind(int(seq))
@@ -409,12 +455,14 @@ async fn record_done(
         .await?;
     let (listed_files, listed_bytes) = if relay { (files, bytes) } else { (0, 0) };
     let sql = format!(
-        "UPDATE jobs SET files_done = {}, bytes_done = {}, files = {}, bytes = {} \
+        "UPDATE jobs SET files_done = {}, bytes_done = {}, files = {}, bytes = {}, \
+           bytes_written = {} \
          WHERE id = $1",
         saturating_add("files_done", "$2"),
         saturating_add("bytes_done", "$3"),
         saturating_add("files", "$4"),
         saturating_add("bytes", "$5"),
+        saturating_add("bytes_written", "$6"),
     );
     sqlx::query(&sql)
         .bind(job)
@@ -422,6 +470,7 @@ async fn record_done(
         .bind(int(bytes))
         .bind(int(listed_files))
         .bind(int(listed_bytes))
+        .bind(int(written))
         .execute(&mut **tx)
         .await?;
     Ok(())
@@ -429,7 +478,9 @@ async fn record_done(
 
 /// Moves what follows from a change to job `job`'s units (every job's if `None`):
 /// split files' commits whose ranges are all done become ready, those with a failed
-/// range fail, and jobs whose units are all final end as done or failed.
+/// range fail, a deletion step becomes ready once every other unit of its job is done
+/// (or fails with one that failed), and jobs whose units are all final end as done
+/// or failed.
 pub(crate) async fn settle(
     tx: &mut Transaction<'static, Any>,
     job: Option<&str>,
@@ -451,6 +502,22 @@ pub(crate) async fn settle(
              WHERE kind = 'commit' AND state = 'waiting' {units_of} \
                AND EXISTS (SELECT 1 FROM units r WHERE r.job = units.job \
                  AND r.kind = 'range' AND r.file_from = units.file_from AND r.state = 'failed')"
+        ),
+        // A mirroring job's deletion step runs once every other unit is done, and
+        // never when one failed or was cancelled: as `hetch sync`, nothing is deleted
+        // unless every copy went through.
+        format!(
+            "UPDATE units SET state = 'ready' \
+             WHERE kind = 'delete' AND state = 'waiting' {units_of} \
+               AND NOT EXISTS (SELECT 1 FROM units o WHERE o.job = units.job \
+                 AND o.kind <> 'delete' AND o.state <> 'done')"
+        ),
+        format!(
+            "UPDATE units SET state = 'failed', \
+               error = 'deletions skipped: a copy unit failed, so nothing was deleted' \
+             WHERE kind = 'delete' AND state = 'waiting' {units_of} \
+               AND EXISTS (SELECT 1 FROM units o WHERE o.job = units.job \
+                 AND o.kind <> 'delete' AND o.state IN ('failed', 'cancelled'))"
         ),
     ];
     for sql in &statements {
@@ -503,6 +570,7 @@ pub(crate) fn claimed(r: &AnyRow) -> Result<Claimed, DbError> {
         },
         "relay" => UnitSpec::Relay { operand: file_from },
         "stream" => UnitSpec::Stream { operand: file_from },
+        "delete" => UnitSpec::Delete {},
         other => return Err(DbError::Row(format!("unit kind {other:?}"))),
     };
     Ok(Claimed {

@@ -254,7 +254,7 @@ impl Db {
 
     /// Appends units `first..` of the job, each allowed `max_attempts` attempts, in one
     /// transaction, if `lease` still holds the job. Commits wait until their ranges
-    /// are done.
+    /// are done, a deletion step until every other unit of its job is.
     pub async fn add_units(
         &self,
         lease: &PlanningLease,
@@ -283,6 +283,8 @@ impl Db {
                     }
                     UnitSpec::Relay { operand } => ("relay", operand, operand + 1, 0, 0, "ready"),
                     UnitSpec::Stream { operand } => ("stream", operand, operand + 1, 0, 0, "ready"),
+                    // Waits, as a commit does, until every other unit is done.
+                    UnitSpec::Delete {} => ("delete", 0, 0, 0, 0, "waiting"),
                 };
                 q = q
                     .bind(&lease.job)

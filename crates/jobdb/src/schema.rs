@@ -47,6 +47,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "stream lag",
         include_str!("../migrations/0008_stream_lag.sql"),
     ),
+    (
+        10,
+        "bytes written",
+        include_str!("../migrations/0010_bytes_written.sql"),
+    ),
 ];
 
 /// The migrator over [`MIGRATIONS`].

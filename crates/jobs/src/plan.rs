@@ -57,6 +57,11 @@ pub enum UnitSpec {
         /// The operand's index in the job's sources.
         operand: u64,
     },
+    /// The deletion step of a mirroring job (`--sync`): once every other unit of the
+    /// job is done, remove what the destination holds below the copied trees and the
+    /// sources lack (`hetch sync`'s meaning, `--max-delete` included). Planned last,
+    /// claimable only then.
+    Delete {},
 }
 
 /// How a listing is cut.
@@ -339,8 +344,8 @@ mod tests {
                         prop_assert_eq!(ranges_of.get(&file).copied(), Some((blocks, ranges)));
                         next_file = file + 1;
                     }
-                    UnitSpec::Relay { .. } | UnitSpec::Stream { .. } => {
-                        prop_assert!(false, "a listing plans no relays or streams")
+                    UnitSpec::Relay { .. } | UnitSpec::Stream { .. } | UnitSpec::Delete {} => {
+                        prop_assert!(false, "a listing plans no relays, streams or deletions")
                     }
                 }
             }

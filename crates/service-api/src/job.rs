@@ -84,6 +84,15 @@ pub struct CopyOptions {
     /// Move the files while they are written (`--follow`, `--watch`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<crate::StreamSpec>,
+    /// Mirror (`hetch sync`): once every file was copied, delete what the destination
+    /// holds below the copied trees and the sources lack (`--sync`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sync: bool,
+    /// With `sync`: if more than this many entries would be deleted, delete none and
+    /// fail the job saying how many (`--max-delete`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 9_007_199_254_740_992u64))]
+    pub max_delete: Option<u64>,
 }
 
 /// Most source operands in one job (each is listed by the service).
@@ -147,6 +156,7 @@ impl JobSpec {
             c.parse::<hetch_proto::Compression>()
                 .map_err(|e| format!("compress {e}"))?;
         }
+        self.check_sync()?;
         if let Some(st) = &o.stream {
             st.check()?;
             if self.is_relay()
@@ -204,7 +214,39 @@ impl JobSpec {
     }
 }
 
+/// Largest `max_delete` (2^53: exact in every JSON reader).
+pub const MAX_MAX_DELETE: u64 = 1 << 53;
+
 impl JobSpec {
+    /// `sync` and `max_delete`: a mirror of sources the service lists (its worker
+    /// lists them again to decide what goes), into any destination the mover's
+    /// `hetch sync` mirrors (a path, a `hetch://` server, an object store).
+    fn check_sync(&self) -> Result<(), String> {
+        let o = &self.options;
+        if let Some(n) = o.max_delete {
+            if !o.sync {
+                return Err("max_delete applies to mirroring: set sync (--sync) too".into());
+            }
+            if n > MAX_MAX_DELETE {
+                return Err(format!("max_delete {n} is over {MAX_MAX_DELETE}"));
+            }
+        }
+        if !o.sync {
+            return Ok(());
+        }
+        if self.is_relay() {
+            return Err("sync: a copy between two servers cannot mirror yet \
+                 (the service does not see its sources)"
+                .into());
+        }
+        if o.stream.is_some() {
+            return Err(
+                "sync: a streaming job does not mirror (it never lists its sources)".into(),
+            );
+        }
+        Ok(())
+    }
+
     /// Destination nodes: only for a `hetch://` destination, each a `HOST[:PORT]`.
     fn check_dest_nodes(&self) -> Result<(), String> {
         if self.dest_nodes.is_empty() {
@@ -316,6 +358,10 @@ pub struct JobView {
     pub files_done: u64,
     /// Bytes moved.
     pub bytes_done: u64,
+    /// Bytes its units wrote at the destination (`bytes_done` counts files found
+    /// already in place too; this does not): 0 for a run that found nothing to copy.
+    #[serde(default)]
+    pub bytes_written: u64,
     /// Bytes moved so far counting what its running units have moved (their workers
     /// say so in each heartbeat, every few seconds): `bytes_done` and more while a
     /// large unit runs, never past `bytes` (a retried unit's bytes could count twice).
@@ -369,16 +415,18 @@ pub struct ErrorBody {
     /// One line saying what was wrong.
     pub error: String,
     /// The field of a submitted job it is about (`sources`, `dest`, `priority`,
-    /// `rate_limit`, `dest_nodes`, `webhook` or an option's name; a schedule's `every`
-    /// or `cron`), when it is about one.
+    /// `rate_limit`, `dest_nodes`, `webhook` or an option's name, such as `sync` or
+    /// `max_delete`; a schedule's `every` or `cron`), when it is about one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
 }
 
 /// The field of a job spec that [`JobSpec::check`]'s error line `error` is about.
 pub fn field_of(error: &str) -> Option<&'static str> {
-    const FIELDS: [(&str, &str); 17] = [
+    const FIELDS: [(&str, &str); 19] = [
         ("webhook", "webhook"),
+        ("sync", "sync"),
+        ("max_delete", "max_delete"),
         ("every", "every"),
         ("cron", "cron"),
         ("source", "sources"),
@@ -533,6 +581,30 @@ mod tests {
         }
         s.options.compress = Some("zstd:19".into());
         assert_eq!(s.check(), Ok(()));
+        // Mirroring: max_delete needs sync, is bounded, and sync needs a listing.
+        s.options.max_delete = Some(2);
+        let e = s.check().unwrap_err();
+        assert!(
+            e.contains("set sync") && field_of(&e) == Some("max_delete"),
+            "{e}"
+        );
+        s.options.sync = true;
+        assert_eq!(s.check(), Ok(()));
+        s.options.max_delete = Some(MAX_MAX_DELETE + 1);
+        assert_eq!(field_of(&s.check().unwrap_err()), Some("max_delete"));
+        s.options.max_delete = None;
+        for dest in ["hetch://h:1/in", "s3://bucket/m/"] {
+            s.dest = dest.into();
+            assert_eq!(s.check(), Ok(()), "{dest}");
+        }
+        s.options.stream = Some(crate::StreamSpec::default());
+        let e = s.check().unwrap_err();
+        assert!(e.starts_with("sync: a streaming job") && field_of(&e) == Some("sync"));
+        s.options.stream = None;
+        let mut relay = spec(&["hetch://a:1/x"], "hetch://b:1/y");
+        relay.options.sync = true;
+        assert!(relay.check().unwrap_err().contains("between two servers"));
+        s.options.sync = false;
         let e = serde_json::from_str::<JobSpec>(r#"{"sources":["a"],"dest":"b","optoins":{}}"#)
             .unwrap_err();
         assert!(e.to_string().contains("optoins"), "{e}");

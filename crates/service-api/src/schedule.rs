@@ -154,6 +154,9 @@ pub struct RunView {
     pub files_done: u64,
     /// Bytes of the entries it moved (or found already there).
     pub bytes_done: u64,
+    /// Bytes it wrote at the destination: 0 for a run that found everything in place.
+    #[serde(default)]
+    pub bytes_written: u64,
     /// Why it failed.
     pub error: Option<String>,
 }

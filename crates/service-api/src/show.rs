@@ -85,6 +85,7 @@ impl JobView {
                 in_units.unwrap_or_default()
             ),
         );
+        line("written", &human_bytes(self.bytes_written as f64));
         if let Some(pace) = self.pace() {
             line("rate", &pace);
         }
@@ -168,6 +169,7 @@ mod tests {
             bytes: 4 << 20,
             files_done: 3,
             bytes_done: 1 << 20,
+            bytes_written: 1 << 19,
             bytes_live: 0,
             rate: 0,
             eta_s: None,
@@ -197,6 +199,7 @@ mod tests {
             &"units:        1 ready, 2 running, 0 done, 0 failed, 0 waiting, 0 cancelled (0 tried again)"
         );
         assert!(!text.contains("rate:") && !text.contains("still running"));
+        assert!(text.contains("\nwritten:      512.00 KiB\n"), "{text}");
         // A large unit running: its bytes so far count, with the rate and what is left.
         (j.bytes_live, j.rate, j.eta_s) = (3 << 19, 1 << 20, Some(150));
         assert_eq!(

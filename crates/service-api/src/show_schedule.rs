@@ -43,17 +43,19 @@ impl ScheduleView {
     }
 }
 
-/// One run: `DUE  JOB  STATE  started STARTED  BYTES`, or `DUE  skipped: WHY`.
+/// One run: `DUE  JOB  STATE  started STARTED  FILES, BYTES, WRITTEN written`, or
+/// `DUE  skipped: WHY`.
 fn run_line(r: &RunView) -> String {
     let due = rfc3339_ms(r.due);
     match (&r.job, &r.skipped) {
         (Some(job), _) => {
             let mut l = format!(
-                "{due}  {job}  {:<9}  started {}  {} files, {}",
+                "{due}  {job}  {:<9}  started {}  {} files, {}, {} written",
                 r.state.as_deref().unwrap_or("gone"),
                 r.started.map_or("-".to_string(), rfc3339_ms),
                 r.files_done,
-                human_bytes(r.bytes_done as f64)
+                human_bytes(r.bytes_done as f64),
+                human_bytes(r.bytes_written as f64)
             );
             if let Some(e) = &r.error {
                 l.push_str(&format!("  error: {}", escape_text(e)));

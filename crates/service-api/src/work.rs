@@ -164,6 +164,11 @@ pub struct FinishRequest {
     #[serde(default)]
     #[schemars(range(max = 9_007_199_254_740_992u64))]
     pub bytes: u64,
+    /// Bytes it wrote at the destination (at most 2^53): files it found in place
+    /// wrote none. Absent: all of `bytes` (a worker that does not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 9_007_199_254_740_992u64))]
+    pub written: Option<u64>,
     /// A done range unit of a file going into an object store: what it put in the
     /// file's multipart upload (see [`crate::object_ranges`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -207,6 +212,7 @@ impl FinishRequest {
             error: None,
             files,
             bytes,
+            written: None,
             range: None,
         }
     }

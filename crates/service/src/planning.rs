@@ -146,6 +146,19 @@ async fn write_plan(db: &Db, root: PathBuf, lease: &PlanningLease, spec: JobSpec
         let mut last = Vec::new();
         planning.finish(&mut last);
         units.extend(last.into_iter().map(|s| with_bytes(s, 0, &planner)));
+        if spec.options.sync {
+            // Last, and claimable only once every unit above is done (see the jobdb's
+            // `settle`). Its worker lists the sources again rather than being handed
+            // this listing: it may then delete only what the sources lack *now* (a
+            // file that appeared since the listing is copied, not lost), it reuses
+            // `hetch sync`'s deletion whole (confined to the destination, never
+            // following a symlink, `--max-delete` counted before anything goes), and
+            // its memory is the mover's, not a second copy of a listing of millions.
+            units.push(PlannedUnit {
+                spec: UnitSpec::Delete {},
+                bytes: 0,
+            });
+        }
         let written = db.add_units(lease, next_unit, &units, MAX_ATTEMPTS).await;
         result = written.map_err(|e| format!("writing the listing: {e}"));
     }
@@ -256,7 +269,10 @@ fn with_bytes(spec: UnitSpec, size: u64, p: &Planner) -> PlannedUnit {
             (end.saturating_mul(p.block_size)).min(size)
                 - first.saturating_mul(p.block_size).min(size)
         }
-        UnitSpec::Commit { .. } | UnitSpec::Relay { .. } | UnitSpec::Stream { .. } => 0,
+        UnitSpec::Commit { .. }
+        | UnitSpec::Relay { .. }
+        | UnitSpec::Stream { .. }
+        | UnitSpec::Delete {} => 0,
     };
     PlannedUnit { spec, bytes }
 }

@@ -593,6 +593,9 @@ fn check_moved(req: &FinishRequest) -> Result<(), ApiError> {
     if req.bytes > MAX_UNIT_BYTES {
         return Err(bad(format!("bytes: at most {MAX_UNIT_BYTES} per unit")));
     }
+    if req.written.is_some_and(|w| w > MAX_UNIT_BYTES) {
+        return Err(bad(format!("written: at most {MAX_UNIT_BYTES} per unit")));
+    }
     Ok(())
 }
 
@@ -604,6 +607,8 @@ async fn finish(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
         None => UnitOutcome::Done {
             files: req.files,
             bytes: req.bytes,
+            // A worker that does not say what it wrote (an older one) wrote it all.
+            written: req.written.unwrap_or(req.bytes),
         },
         // One line, bounded: it is shown to users.
         Some(e) => UnitOutcome::Failed(
@@ -702,6 +707,7 @@ async fn job_view(state: &AppState, row: JobRow) -> Result<JobView, ApiError> {
         bytes: row.bytes,
         files_done: row.files_done,
         bytes_done: row.bytes_done,
+        bytes_written: row.bytes_written,
         bytes_live: live.map_or(0, |j| j.bytes_done).max(row.bytes_done),
         rate: live.map_or(0, |j| j.rate),
         eta_s: live.and_then(|j| j.eta_s),

@@ -196,6 +196,7 @@ async fn schedule_view(
             finished: job.as_ref().and_then(|j| j.finished),
             files_done: job.as_ref().map_or(0, |j| j.files_done),
             bytes_done: job.as_ref().map_or(0, |j| j.bytes_done),
+            bytes_written: job.as_ref().map_or(0, |j| j.bytes_written),
             error: job.as_ref().and_then(|j| j.error_shown()),
         });
     }

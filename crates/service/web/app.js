@@ -461,6 +461,67 @@ function submitView() {
   onSnapshot = () => {};
 }
 
+// ---- Recurring mirrors ----------------------------------------------------------
+
+/** How a schedule recurs: "every 1 h", "every 90 s" or "cron 0 * * * *". */
+function recurrence(sc) {
+  if (sc.cron) return "cron " + sc.cron;
+  const s = Math.round(sc.every_ms / 1000);
+  if (s % 86400 === 0) return "every " + s / 86400 + " d";
+  if (s % 3600 === 0) return "every " + s / 3600 + " h";
+  if (s % 60 === 0) return "every " + s / 60 + " min";
+  return "every " + s + " s";
+}
+
+/** A run: its job (a link), state and bytes written, or why it was skipped. */
+function runItem(r) {
+  if (!r.job) return h("li", { class: "skipped" }, when(r.due), " skipped: ", r.skipped || "?");
+  return h("li", {}, when(r.due), " ", h("a", { href: "#/jobs/" + r.job }, h("code", {}, r.job)), " ",
+    badge(r.state || "gone"), " " + r.files_done + " files, " + bytes(r.bytes_done) + ", " +
+    bytes(r.bytes_written) + " written", r.error ? h("span", { class: "error" }, " " + r.error) : null);
+}
+
+async function schedulesView() {
+  const mine = page;
+  const message = h("p", { id: "schedule-result", role: "status" });
+  let shown = null;
+  const render = async () => {
+    const r = await api("GET", "/api/schedules");
+    if (mine !== page) return;
+    if (!r.ok) { setView(h("p", { class: "error" }, r.data.error)); return; }
+    // Rebuilt only when something changed, so that a button is not replaced under
+    // the pointer every second.
+    const key = JSON.stringify(r.data);
+    if (key === shown) return;
+    shown = key;
+    const focused = document.activeElement && document.activeElement.id;
+    const toggle = async (sc) => {
+      const what = sc.paused ? "resume" : "pause";
+      const a = await api("POST", "/api/schedules/" + sc.id + "/" + what);
+      message.textContent = a.ok ? sc.id + ": " + (sc.paused ? "resumed" : "paused") : a.data.error;
+      message.className = a.ok ? "ok" : "error";
+      await render();
+    };
+    const o = (sc) => sc.job.options || {};
+    setView(h("h1", {}, "Recurring mirrors"), message,
+      r.data.length ? table(["Schedule", "What", "Runs", "Next run", "", "Recent runs"],
+        r.data.map((sc) => [h("code", {}, sc.id),
+          [route(sc.job.sources.join(" "), sc.job.dest), o(sc).sync ? h("div", {}, "mirror (deletes what the sources lost" +
+            (o(sc).max_delete !== undefined ? ", at most " + o(sc).max_delete : "") + ")") : null],
+          recurrence(sc),
+          sc.paused ? h("span", { class: "badge state-cancelled", id: "paused-" + sc.id }, "paused") : when(sc.next_at),
+          h("button", { id: (sc.paused ? "resume-" : "pause-") + sc.id, onclick: () => toggle(sc) },
+            sc.paused ? "Resume" : "Pause"),
+          sc.runs.length ? h("ul", { class: "runs" }, sc.runs.slice(0, 5).map(runItem)) : "none yet"]), "schedules")
+        : h("p", { class: "empty", id: "no-schedules" },
+          "No recurring mirrors: make one with hetch job submit --every 1h --sync SRC DST."));
+    if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
+  };
+  // Runs move with the jobs they submit: shown again as the snapshot changes.
+  onSnapshot = render;
+  await render();
+}
+
 // ---- Nodes -----------------------------------------------------------------------
 
 async function nodesView() {
@@ -498,6 +559,7 @@ function show() {
   if (m) return jobView(m[1]);
   if (path === "/submit") return submitView();
   if (path === "/nodes") return nodesView();
+  if (path === "/schedules") return schedulesView();
   return jobsView(params);
 }
 

@@ -61,14 +61,7 @@ impl UnitContext {
         }
         let mut job = self.copy_job(u, None, stop, rate)?;
         job.entries = Some(per_source);
-        let (result, _) = hetch_copy::recover(&job, &progress, None).await;
-        let report = result?;
-        if let Some(e) = report.errors.first() {
-            bail!("{e}");
-        }
-        if report.summary.failed > 0 {
-            bail!("{} files failed", report.summary.failed);
-        }
+        crate::unit::copy_through(&job, &progress).await?;
         Ok((end - first, bytes))
     }
     /// The `hetch cp` of a job's spec: of all its sources, or of source operand

@@ -5,7 +5,7 @@
 //! HTTPS client implements), each as a task of its own: a batch of files, a block
 //! range of a large file split over several workers or the commit of such a file, or
 //! a source of a copy between two servers, which the worker has the source server
-//! push. A unit whose user has a local account runs as that account in a child
+//! push, or a mirroring job's deletion step once its copies are done. A unit whose user has a local account runs as that account in a child
 //! process ([`child_main`]). [`lease::Leases`] keeps the leases of the units a worker
 //! runs: fed the time and the service's answers, it says when to send a heartbeat and
 //! which units to stop, so that a worker never writes after the service may have
@@ -22,6 +22,7 @@ pub mod service;
 
 mod account;
 mod files;
+mod mirror;
 mod relay;
 mod servers;
 mod split;

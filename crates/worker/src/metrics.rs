@@ -27,9 +27,10 @@ enum UnitKind {
     Commit,
     Relay,
     Stream,
+    Delete,
 }
 
-const KINDS: [&str; 5] = ["files", "range", "commit", "relay", "stream"];
+const KINDS: [&str; 6] = ["files", "range", "commit", "relay", "stream", "delete"];
 
 /// How a unit ended, in the order of [`OUTCOMES`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +83,7 @@ pub struct WorkerMetrics {
     /// Units running, by claim.
     running: Mutex<HashMap<u64, UnitRun>>,
     /// Units ended, by kind and outcome.
-    ended: [[AtomicU64; 3]; 5],
+    ended: [[AtomicU64; 3]; KINDS.len()],
     /// Calls to the service that failed, by call.
     failed_calls: [AtomicU64; 3],
     /// Whether the last claim could not reach the service (0 or 1).
@@ -103,6 +104,7 @@ impl WorkerMetrics {
             UnitSpec::Commit { .. } => UnitKind::Commit,
             UnitSpec::Relay { .. } => UnitKind::Relay,
             UnitSpec::Stream { .. } => UnitKind::Stream,
+            UnitSpec::Delete {} => UnitKind::Delete,
         };
         let progress = Arc::new(Progress::default());
         let run = UnitRun {

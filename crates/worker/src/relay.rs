@@ -78,15 +78,7 @@ impl UnitContext {
         let client = self.client_config(&source_host, source_token)?;
         let mut job = self.unit_copy(spec, vec![source], dest, opts, Some(client))?;
         job.dest_server = dest_server;
-        let (result, _) = hetch_copy::recover(&job, &progress, None).await;
-        let report = result?;
-        if let Some(e) = report.errors.first() {
-            bail!("{e}");
-        }
-        let s = report.summary;
-        if s.failed > 0 {
-            bail!("{} files failed", s.failed);
-        }
+        let s = crate::unit::copy_through(&job, &progress).await?.summary;
         Ok((s.files + s.skipped, s.bytes))
     }
 }

@@ -74,7 +74,10 @@ impl UnitContext {
         } = p;
         let file = match u.unit {
             UnitSpec::Range { file, .. } | UnitSpec::Commit { file, .. } => file,
-            UnitSpec::Files { .. } | UnitSpec::Relay { .. } | UnitSpec::Stream { .. } => {
+            UnitSpec::Files { .. }
+            | UnitSpec::Relay { .. }
+            | UnitSpec::Stream { .. }
+            | UnitSpec::Delete {} => {
                 bail!("not a unit of a split file")
             }
         };

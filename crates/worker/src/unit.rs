@@ -56,6 +56,7 @@ fn runner_of(unit: &UnitSpec) -> &'static dyn Runner {
         UnitSpec::Range { .. } | UnitSpec::Commit { .. } => &crate::split::SplitUnit,
         UnitSpec::Relay { .. } => &crate::relay::RelayUnit,
         UnitSpec::Stream { .. } => &crate::stream::StreamUnit,
+        UnitSpec::Delete {} => &crate::mirror::DeleteUnit,
     }
 }
 
@@ -103,6 +104,9 @@ impl UnitContext {
 
     /// Runs unit `u` in this process, as [`Execute::execute`] says.
     pub(crate) async fn run_here(&self, u: ClaimedUnit, p: Pace) -> FinishRequest {
+        // What the engine wrote at the destination: a file found in place writes
+        // nothing (the service bounds it by the unit's size).
+        let counted = p.progress.clone();
         let done = match self.check_access(&u.spec) {
             Err(e) => Err(e),
             Ok(()) => {
@@ -111,7 +115,10 @@ impl UnitContext {
             }
         };
         match done {
-            Ok((files, bytes)) => FinishRequest::done(&u.job, u.seq, files, bytes),
+            Ok((files, bytes)) => FinishRequest {
+                written: Some(counted.bytes.load(std::sync::atomic::Ordering::Relaxed)),
+                ..FinishRequest::done(&u.job, u.seq, files, bytes)
+            },
             Err(e) => {
                 let line = hetch_copy::one_line(e.as_ref());
                 self.log
@@ -259,6 +266,24 @@ impl Execute for UnitContext {
             None => self.run_here(u, p).await,
         }
     }
+}
+
+/// Runs a unit's copy `job` to its end, counting into `progress`: its report, or the
+/// first failed entry's line (the engine's own, a mirror's `deletions skipped: ...`
+/// included), or how many failed.
+pub(crate) async fn copy_through(
+    job: &CopyJob,
+    progress: &Arc<Progress>,
+) -> anyhow::Result<hetch_engine::Report> {
+    let (result, _) = hetch_copy::recover(job, progress, None).await;
+    let report = result?;
+    if let Some(e) = report.errors.first() {
+        bail!("{e}");
+    }
+    if report.summary.failed > 0 {
+        bail!("{} files failed", report.summary.failed);
+    }
+    Ok(report)
 }
 
 /// The engine settings of a job's unit: its copy options, stopped by `stop`, at its

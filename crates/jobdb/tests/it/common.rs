@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use hetch_jobdb::{Db, FileRow, NewJob, PlannedUnit};
+use hetch_jobdb::{Db, FileRow, NewJob, PlannedUnit, PlanningLease};
 use hetch_jobs::{Planner, UnitSpec};
 use hetch_testkit::emulators::Emulator;
 use hetch_testkit::shared::unique_name;
@@ -58,17 +58,15 @@ where
     }
 }
 
-/// Creates and queues job `id` over files of `sizes` (named f0, f1, ...), planned by
-/// `planner`, each unit allowed `attempts` attempts.
-pub async fn job_of(
+/// Creates job `id` with its listing, files of `sizes` (named f0, f1, ...), and
+/// returns its planning lease (for its units).
+pub async fn listed_job(
     db: &Db,
     id: &str,
     priority: i64,
     sizes: &[u64],
-    planner: Planner,
-    attempts: u32,
     now: u64,
-) {
+) -> PlanningLease {
     let job = NewJob {
         id: id.into(),
         submitted_by: "tester".into(),
@@ -90,6 +88,21 @@ pub async fn job_of(
         })
         .collect();
     db.add_files(&lease, 0, &files).await.unwrap();
+    lease
+}
+
+/// Creates and queues job `id` over files of `sizes` (named f0, f1, ...), planned by
+/// `planner`, each unit allowed `attempts` attempts.
+pub async fn job_of(
+    db: &Db,
+    id: &str,
+    priority: i64,
+    sizes: &[u64],
+    planner: Planner,
+    attempts: u32,
+    now: u64,
+) {
+    let lease = listed_job(db, id, priority, sizes, now).await;
     let units: Vec<PlannedUnit> = planner
         .plan(sizes.iter().copied())
         .expect("within the planner's bounds")
@@ -101,7 +114,10 @@ pub async fn job_of(
                     let bs = planner.block_size;
                     (end * bs).min(sizes[file as usize]) - first * bs
                 }
-                UnitSpec::Commit { .. } | UnitSpec::Relay { .. } | UnitSpec::Stream { .. } => 0,
+                UnitSpec::Commit { .. }
+                | UnitSpec::Relay { .. }
+                | UnitSpec::Stream { .. }
+                | UnitSpec::Delete {} => 0,
             };
             PlannedUnit { spec, bytes }
         })

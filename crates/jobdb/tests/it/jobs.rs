@@ -14,7 +14,11 @@ use hetch_jobs::UnitSpec;
 const TTL: u64 = 30_000;
 
 fn done(files: u64, bytes: u64) -> UnitOutcome {
-    UnitOutcome::Done { files, bytes }
+    UnitOutcome::Done {
+        files,
+        bytes,
+        written: bytes,
+    }
 }
 
 #[test]
@@ -560,6 +564,7 @@ fn absurd_reports_are_held_to_their_unit_and_counters_never_overflow() {
             (JobState::Done, 2, 45, None),
             "a batch counts its files and bytes, a range its bytes, a commit its file"
         );
+        assert_eq!(job.bytes_written, 45, "written is held as bytes are");
 
         // A relay's files were never listed: its report makes the job's totals too.
         let lease = db

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod deletion;
 mod jobs;
 mod model;
 mod planning;

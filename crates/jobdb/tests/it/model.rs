@@ -135,7 +135,11 @@ async fn run_case(
             }
             Op::Finish(w, i, ok) => {
                 let outcome = match ok {
-                    true => UnitOutcome::Done { files: 1, bytes: 1 },
+                    true => UnitOutcome::Done {
+                        files: 1,
+                        bytes: 1,
+                        written: 1,
+                    },
                     false => UnitOutcome::Failed("broke".into()),
                 };
                 let got = db

@@ -103,7 +103,11 @@ fn a_delivery_is_due_when_its_job_ends_and_held_by_one_instance_at_a_time() {
         reopened.retry("j", 3_000).await.unwrap();
         let units = reopened.claim("w", 3_100, TTL, 8).await.unwrap();
         for u in &units {
-            let done = UnitOutcome::Done { files: 1, bytes: 1 };
+            let done = UnitOutcome::Done {
+                files: 1,
+                bytes: 1,
+                written: 1,
+            };
             reopened
                 .finish("w", "j", u.seq, 3_200, &done)
                 .await

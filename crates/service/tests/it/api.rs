@@ -1015,6 +1015,11 @@ fn absurd_finish_reports_are_refused_and_the_job_list_still_answers() {
             let e = v["error"].as_str().unwrap();
             assert!(e.starts_with(&format!("{field}: ")), "{e}");
         }
+        let mut written = report(first, 0, 0);
+        written["written"] = json!(MAX_UNIT_BYTES + 1);
+        let (s, v) = api.post("/api/work/finish", written).await;
+        assert_eq!(s, 400, "{v}");
+        assert!(v["error"].as_str().unwrap().starts_with("written: "), "{v}");
         // The largest numbers taken, for every unit (the commit last, once its
         // ranges are done): each counts what it holds, at most.
         let (most_files, most_bytes) = (MAX_UNIT_FILES, MAX_UNIT_BYTES);
@@ -1054,5 +1059,7 @@ fn absurd_finish_reports_are_refused_and_the_job_list_still_answers() {
             "{job}"
         );
         assert_eq!(n("bytes"), 340, "the tree's bytes: {job}");
+        // Reports that do not say what they wrote wrote all they moved.
+        assert_eq!(n("bytes_written"), 340, "{job}");
     });
 }

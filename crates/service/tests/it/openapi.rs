@@ -251,6 +251,8 @@ fn the_documents_schemas_are_the_types_and_the_services_answers_fit_them() {
                 no_clobber: true,
                 compress: Some("zstd:3".into()),
                 stream: Some(hetch_service_api::StreamSpec::default()),
+                sync: true,
+                max_delete: Some(5),
             },
             priority: -100,
             rate_limit: 1 << 30,

@@ -48,5 +48,6 @@ mod verify;
 mod wan;
 mod watch;
 mod web;
+mod web_login;
 mod web_schedules;
 mod xattrs;

@@ -295,8 +295,13 @@ mod tests {
         assert_eq!(login.pending(), MAX_PENDING);
         assert_eq!(login.take(&first.state, 1).unwrap().login, first);
         assert!(login.take(&first.state, 1).is_none(), "used");
-        // Once they expire, new logins take their places.
+        // Full again; once they expire, new logins take their places.
         assert!(login.take(&PendingLogin::new().state, 1).is_none());
+        assert!(login.keep(PendingLogin::new(), "b".into(), 1));
+        assert!(
+            !login.keep(PendingLogin::new(), "b".into(), PENDING_MS - 1),
+            "full"
+        );
         assert!(login.keep(PendingLogin::new(), "b".into(), PENDING_MS + 1));
         assert_eq!(login.pending(), 1);
         assert!(one_line(&"x\n".repeat(500)).ends_with("..."));

@@ -12,7 +12,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::{Args, Subcommand};
 use hetch_net::NetError;
 use hetch_service::api::{CopyOptions, JobSpec, ListQuery};
@@ -51,7 +50,7 @@ pub struct ServiceArgs {
     /// ("off": never), into one part file at a destination that is a directory tree:
     /// a path on the shared storage, or `hetch serve` nodes (`hetch://`) that serve a
     /// directory (not an object store: use "off" for those).
-    #[arg(long, default_value = "1G", value_parser = parse_split_size)]
+    #[arg(long, default_value = "1G", value_parser = hetch_units::parse_size_or_off)]
     split_size: u64,
     /// Bytes of one such range (whole blocks; at least one block, at most 2^20).
     #[arg(long, default_value = "256M", value_parser = hetch_units::parse_size)]
@@ -114,27 +113,6 @@ pub struct ServiceArgs {
     max_schedules: u64,
 }
 
-/// `--split-size`: a size, or "off".
-fn parse_split_size(s: &str) -> Result<u64, String> {
-    match s {
-        "off" => Ok(u64::MAX),
-        _ => hetch_units::parse_size(s),
-    }
-}
-
-/// The OIDC issuer to trust, if one was given.
-fn oidc_config(a: &ServiceArgs) -> anyhow::Result<Option<hetch_oidc::OidcConfig>> {
-    let (Some(issuer), Some(audience)) = (&a.oidc_issuer, &a.oidc_audience) else {
-        return Ok(None);
-    };
-    let mut cfg = hetch_oidc::OidcConfig::new(issuer, audience);
-    if let Some(ca) = &a.oidc_ca {
-        let pem = std::fs::read_to_string(ca).with_context(|| format!("{}", ca.display()))?;
-        cfg = cfg.with_extra_ca_pem(pem);
-    }
-    Ok(Some(cfg))
-}
-
 /// The web page's login through the issuer, if a client id was given.
 fn login_config(
     a: &ServiceArgs,
@@ -144,38 +122,16 @@ fn login_config(
     else {
         return Ok(None);
     };
-    let base = public_url.trim_end_matches('/');
-    let host = base.strip_prefix("https://").unwrap_or_default();
-    if host.is_empty() || host.contains(['/', '?', '#', '@']) {
-        anyhow::bail!("--public-url {public_url:?}: must be https://HOST[:PORT], nothing after");
-    }
-    if client_id.is_empty() {
-        anyhow::bail!("--oidc-client-id must not be empty");
-    }
-    let client_secret = match &a.oidc_client_secret_file {
-        Some(p) => {
-            let secret = std::fs::read_to_string(p)
-                .with_context(|| format!("--oidc-client-secret-file {}", p.display()))?;
-            let secret = secret.trim();
-            if secret.is_empty() {
-                anyhow::bail!("--oidc-client-secret-file {}: empty", p.display());
-            }
-            Some(secret.to_string())
-        }
-        None => None,
-    };
-    Ok(Some(hetch_oidc::LoginConfig {
-        issuer: oidc.clone(),
-        client_id: client_id.clone(),
-        client_secret,
-        redirect_uri: format!("{base}/login/callback"),
-        extra_scopes: Vec::new(),
-    }))
+    let secret = a.oidc_client_secret_file.as_deref();
+    let login = hetch_oidc::LoginConfig::from_flags(oidc, client_id, public_url, secret);
+    Ok(Some(login.map_err(anyhow::Error::msg)?))
 }
 
 /// Runs the service until it is stopped.
 pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
-    let oidc = oidc_config(&a)?;
+    let (issuer, audience) = (a.oidc_issuer.as_deref(), a.oidc_audience.as_deref());
+    let oidc = hetch_oidc::OidcConfig::from_flags(issuer, audience, a.oidc_ca.as_deref())
+        .map_err(anyhow::Error::msg)?;
     let login = login_config(&a, oidc.as_ref())?;
     let identities = match &a.identity_map {
         Some(p) => Some(hetch_service::identity::IdentityMap::load(p).map_err(anyhow::Error::msg)?),

@@ -38,18 +38,19 @@ pub enum ScheduleCmd {
 
 /// Runs `cmd` on the service `c` reaches.
 pub async fn run(c: &Client, cmd: &ScheduleCmd, json: bool) -> anyhow::Result<ExitCode> {
-    let print = |text: String, v: &dyn erased_json::Pretty| match json {
-        true => outln!("{}", v.pretty()),
+    // `--json`'s indented answer, else `text`.
+    let print = |text: String, v: serde_json::Value| match json {
+        true => outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
         false => out!("{text}"),
     };
     match cmd {
         ScheduleCmd::Ls => {
             let all = c.schedules().await?;
-            print(show_schedule::table(&all), &all)?;
+            print(show_schedule::table(&all), serde_json::to_value(&all)?)?;
         }
         ScheduleCmd::Show { id } => {
             let s = c.schedule(id).await?;
-            print(s.to_text(), &s)?;
+            print(s.to_text(), serde_json::to_value(&s)?)?;
         }
         ScheduleCmd::Pause { id } | ScheduleCmd::Resume { id } => {
             let action = match cmd {
@@ -61,28 +62,12 @@ pub async fn run(c: &Client, cmd: &ScheduleCmd, json: bool) -> anyhow::Result<Ex
                 true => "paused".to_string(),
                 false => format!("next run {}", hetch_units::rfc3339_ms(s.next_at)),
             };
-            print(format!("{id}: {state}\n"), &s)?;
+            print(format!("{id}: {state}\n"), serde_json::to_value(&s)?)?;
         }
         ScheduleCmd::Rm { id } => {
             let s = c.delete_schedule(id).await?;
-            print(format!("{id}: deleted\n"), &s)?;
+            print(format!("{id}: deleted\n"), serde_json::to_value(&s)?)?;
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// `--json`'s output of any answer, behind one trait object (the answers differ in
-/// type, the printing does not).
-mod erased_json {
-    /// Anything `--json` prints.
-    pub trait Pretty {
-        /// Indented JSON.
-        fn pretty(&self) -> String;
-    }
-
-    impl<T: serde::Serialize> Pretty for T {
-        fn pretty(&self) -> String {
-            serde_json::to_string_pretty(self).unwrap_or_default()
-        }
-    }
 }

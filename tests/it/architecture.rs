@@ -174,11 +174,14 @@ fn a_release_build_has_no_fault_hooks() {
 /// flags into a job's stream settings) and recurring mirrors (`job submit --every`/
 /// `--cron` and `job schedule ls|show|pause|resume|rm`, `src/schedulecli.rs`); to 3,055
 /// by its mirrors' `job submit --sync`/`--max-delete` (their checks and the deletion
-/// are in `hetch-service-api` and the worker). The job
+/// are in `hetch-service-api` and the worker); the web login's three flags
+/// (`--oidc-client-id`, `--oidc-client-secret-file`, `--public-url`) fit within it
+/// once the issuer's and the login's settings were checked in `hetch-oidc`
+/// (`OidcConfig::from_flags`, `LoginConfig::from_flags`) rather than here. The job
 /// client (`src/jobcli.rs` and `src/schedulecli.rs`, 600 lines of flags, calls,
 /// waiting and printing) is the next thing to move into a crate of its own: this
 /// bound goes down when it does.
-const MAX_BINARY_LINES: usize = 3_055;
+const MAX_BINARY_LINES: usize = 3_050;
 
 /// The `.rs` files under `dir`, recursively, with their line counts.
 fn rust_files(dir: &std::path::Path, out: &mut Vec<(String, usize)>) {

@@ -28,6 +28,27 @@ impl OidcConfig {
         }
     }
 
+    /// The issuer of `--oidc-issuer URL --oidc-audience AUD [--oidc-ca FILE]`, if
+    /// both were given; an unreadable CA file is a one-line error naming it.
+    pub fn from_flags(
+        issuer: Option<&str>,
+        audience: Option<&str>,
+        ca: Option<&std::path::Path>,
+    ) -> Result<Option<Self>, String> {
+        let (Some(issuer), Some(audience)) = (issuer, audience) else {
+            return Ok(None);
+        };
+        let cfg = OidcConfig::new(issuer, audience);
+        Ok(Some(match ca {
+            Some(ca) => {
+                let pem = std::fs::read_to_string(ca)
+                    .map_err(|e| format!("--oidc-ca {}: {e}", ca.display()))?;
+                cfg.with_extra_ca_pem(pem)
+            }
+            None => cfg,
+        }))
+    }
+
     /// The same configuration, also trusting the CA certificate(s) in `pem`.
     pub fn with_extra_ca_pem(mut self, pem: impl Into<String>) -> Self {
         self.extra_ca_pem = Some(pem.into());

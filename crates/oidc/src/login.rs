@@ -32,6 +32,48 @@ pub struct LoginConfig {
     pub extra_scopes: Vec<String>,
 }
 
+impl LoginConfig {
+    /// The web login of `hetch service --oidc-client-id ID --public-url URL
+    /// [--oidc-client-secret-file FILE]` at `issuer`: the browser comes back to
+    /// `URL/login/callback`, so `URL` must be `https://HOST[:PORT]` and nothing after;
+    /// the secret is the file's text, trimmed. A one-line error names the flag.
+    pub fn from_flags(
+        issuer: &OidcConfig,
+        client_id: &str,
+        public_url: &str,
+        secret_file: Option<&std::path::Path>,
+    ) -> Result<LoginConfig, String> {
+        let base = public_url.trim_end_matches('/');
+        let host = base.strip_prefix("https://").unwrap_or_default();
+        if host.is_empty() || host.contains(['/', '?', '#', '@']) {
+            return Err(format!(
+                "--public-url {public_url:?}: must be https://HOST[:PORT], nothing after"
+            ));
+        }
+        if client_id.is_empty() {
+            return Err("--oidc-client-id must not be empty".into());
+        }
+        let client_secret = match secret_file {
+            Some(p) => {
+                let flag = format!("--oidc-client-secret-file {}", p.display());
+                let secret = std::fs::read_to_string(p).map_err(|e| format!("{flag}: {e}"))?;
+                match secret.trim() {
+                    "" => return Err(format!("{flag}: empty")),
+                    s => Some(s.to_string()),
+                }
+            }
+            None => None,
+        };
+        Ok(LoginConfig {
+            issuer: issuer.clone(),
+            client_id: client_id.into(),
+            client_secret,
+            redirect_uri: format!("{base}/login/callback"),
+            extra_scopes: Vec::new(),
+        })
+    }
+}
+
 impl std::fmt::Debug for LoginConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LoginConfig")
@@ -262,6 +304,40 @@ fn shorten_line(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn flags_make_the_redirect_uri_and_bad_ones_are_one_line_naming_the_flag() {
+        let issuer = OidcConfig::new("https://login.example.org", "a");
+        let c = LoginConfig::from_flags(&issuer, "web", "https://h.example:7879/", None).unwrap();
+        assert_eq!(c.redirect_uri, "https://h.example:7879/login/callback");
+        assert!(c.client_secret.is_none());
+        for bad in [
+            "http://h",
+            "https://",
+            "https://h/x",
+            "https://u@h",
+            "https://h?x",
+        ] {
+            let e = LoginConfig::from_flags(&issuer, "web", bad, None).unwrap_err();
+            assert!(e.starts_with("--public-url"), "{bad}: {e}");
+        }
+        let e = LoginConfig::from_flags(&issuer, "", "https://h", None).unwrap_err();
+        assert!(e.starts_with("--oidc-client-id"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("secret");
+        std::fs::write(&file, " s3cret\n").unwrap();
+        let c = LoginConfig::from_flags(&issuer, "web", "https://h", Some(&file)).unwrap();
+        assert_eq!(c.client_secret.as_deref(), Some("s3cret"));
+        std::fs::write(&file, "\n").unwrap();
+        let e = LoginConfig::from_flags(&issuer, "web", "https://h", Some(&file)).unwrap_err();
+        assert!(e.ends_with(": empty") && !e.contains('\n'), "{e}");
+        let gone = dir.path().join("gone");
+        let e = LoginConfig::from_flags(&issuer, "web", "https://h", Some(&gone)).unwrap_err();
+        assert!(
+            e.starts_with("--oidc-client-secret-file") && e.contains("gone"),
+            "{e}"
+        );
+    }
+
     use super::*;
 
     #[test]

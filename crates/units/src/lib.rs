@@ -3,6 +3,15 @@
 
 use std::time::Duration;
 
+/// Parses a size of [`parse_size`]'s form, or `off`: no size at all (`u64::MAX`), as
+/// a threshold that is never reached (`--split-size off`).
+pub fn parse_size_or_off(s: &str) -> Result<u64, String> {
+    match s {
+        "off" => Ok(u64::MAX),
+        _ => parse_size(s),
+    }
+}
+
 /// Parses a size: a number with an optional binary suffix (`K`, `M`, `G`, `T`, also
 /// written `KiB`, `MiB`, ...), since block sizes and buffers are powers of two.
 pub fn parse_size(s: &str) -> Result<u64, String> {

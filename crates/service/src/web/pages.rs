@@ -54,7 +54,7 @@ pub(super) fn login_page(state: &AppState, status: StatusCode, error: Option<&st
     let button = state
         .login
         .as_ref()
-        .map_or(String::new(), |l| super::login::button(l));
+        .map_or(String::new(), super::login::button);
     let page = LOGIN
         .replace("<!--error-->", &error)
         .replace("<!--issuer-->", &button);

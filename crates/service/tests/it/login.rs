@@ -296,7 +296,7 @@ async fn a_replayed_code_or_another_logins_code_is_refused_by_the_issuer_and_sho
     let crossed = format!(
         "code={}&state={}",
         code(&back_b),
-        state(&c.authorize.query().unwrap().to_string())
+        state(c.authorize.query().unwrap())
     );
     let (status, body, cookies) = s.callback(&crossed, Some(&c.cookie)).await;
     assert_eq!(status, 401, "{body}");

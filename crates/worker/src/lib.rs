@@ -22,6 +22,7 @@ pub mod service;
 
 mod account;
 mod files;
+mod object_split;
 mod relay;
 mod servers;
 mod split;
@@ -84,6 +85,7 @@ pub async fn run(c: WorkerConfig) -> Result<(), WorkerError> {
     );
     ctx.account_child = c.account_child.into();
     ctx.log = log.clone();
+    ctx.worker = name.clone();
     let lc = LoopConfig {
         name,
         units: c.units,

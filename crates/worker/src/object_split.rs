@@ -114,34 +114,63 @@ impl UnitContext {
         })
     }
 
-    /// The upload every range of the file shares: the one the service recorded, or
-    /// the one this unit creates and offers (a loser of the race aborts its own).
+    /// The store's id of the upload every range of the file shares, checked to be of
+    /// this version of the source:
+    /// the one the service recorded, or the one this unit creates and offers (a loser
+    /// of the race aborts its own). A source that is not the recorded version (changed
+    /// between two ranges) fails the unit and aborts the upload: no object is made.
     async fn file_upload(&self, u: &ClaimedUnit, f: &ObjectFile) -> anyhow::Result<String> {
         let m = f.source.meta();
         let meta = PutMeta {
             mtime: Some((m.mtime_sec, m.mtime_nsec)),
             blake3: None,
         };
-        let mine = f.bucket.create_multipart(&f.key, &meta).await?;
+        let created = f.bucket.create_multipart(&f.key, &meta).await?;
+        let mine = Recorded::of(&f.source, &created);
         let req = UploadRequest {
             worker: self.worker.clone(),
             job: u.job.clone(),
             seq: u.seq,
             upload: mine.clone(),
         };
-        let recorded = match self.api.upload(&req).await {
+        let recorded = self.api.upload(&req).await;
+        let recorded = match recorded {
             Ok(r) => r.upload,
             Err(e) => {
-                let _ = f.bucket.abort_multipart(&f.key, &mine).await;
+                let _ = f.bucket.abort_multipart(&f.key, &created).await;
                 return Err(e.into());
             }
         };
         // Azure has no upload to abort (its id names nothing), and aborting there
         // would drop the winner's uncommitted blocks.
         if recorded != mine && f.bucket.scheme() != Scheme::Azure {
-            f.bucket.abort_multipart(&f.key, &mine).await?;
+            f.bucket.abort_multipart(&f.key, &created).await?;
         }
-        Ok(recorded)
+        self.upload_of_this_version(f, &recorded).await
+    }
+
+    /// The store's upload id in `recorded`, if the source is the version recorded
+    /// with it; else the upload is aborted and the unit fails naming the file.
+    async fn upload_of_this_version(
+        &self,
+        f: &ObjectFile,
+        recorded: &str,
+    ) -> anyhow::Result<String> {
+        let Some((version, upload)) = Recorded::parse(recorded) else {
+            bail!(
+                "{}: the service recorded upload {recorded:?}, not one a worker offers",
+                f.wire
+            );
+        };
+        if version != Recorded::version(&f.source) {
+            let _ = f.bucket.abort_multipart(&f.key, upload).await;
+            bail!(
+                "{}: changed since its first range was read (size or mtime); its upload was \
+                 aborted",
+                f.wire
+            );
+        }
+        Ok(upload.to_string())
     }
 
     /// Uploads blocks `first..end` as their parts of the file's upload; reports them.
@@ -153,9 +182,11 @@ impl UnitContext {
         end: u64,
         p: Pace,
     ) -> anyhow::Result<Done> {
-        let upload = self.file_upload(u, &f).await?;
+        // The store's id to put parts into; the service's record to report them in.
+        let id = self.file_upload(u, &f).await?;
+        let upload = Recorded::of(&f.source, &id);
         let handle = tokio::runtime::Handle::current();
-        let up = upload.clone();
+        let up = id;
         let (bytes, parts, digests) = tokio::task::spawn_blocking(move || {
             let mut sink = PartSink {
                 handle,
@@ -212,10 +243,11 @@ impl UnitContext {
             from: 0,
         };
         let page = self.api.ranges(&req).await?;
-        let upload = page
+        let recorded = page
             .upload
             .clone()
             .ok_or_else(|| anyhow!("{}: no upload was recorded for its ranges", f.wire))?;
+        let upload = self.upload_of_this_version(&f, &recorded).await?;
         let size = f.source.size();
         // Every range but the last has the first's blocks (check_ranges holds them to it).
         let per = page
@@ -414,5 +446,32 @@ impl Iterator for Pages {
                 }
             }
         }
+    }
+}
+
+/// What the service records as a file's upload: the source's version its ranges read
+/// (size and mtime, as the first range to offer one saw it) and the store's upload id,
+/// `SIZE.MTIME_SEC.MTIME_NSEC/ID` (the service keeps it whole, as an opaque id). Every
+/// range and the commit compare their source with it, so that a file changed between
+/// two ranges is never completed from both versions.
+struct Recorded;
+
+impl Recorded {
+    /// The version of `source`, as recorded.
+    fn version(source: &RangeSource) -> String {
+        let m = source.meta();
+        format!("{}.{}.{:09}", source.size(), m.mtime_sec, m.mtime_nsec)
+    }
+
+    /// The record of upload `upload` of `source`.
+    fn of(source: &RangeSource, upload: &str) -> String {
+        format!("{}/{upload}", Recorded::version(source))
+    }
+
+    /// The version and the upload id of a record.
+    fn parse(recorded: &str) -> Option<(&str, &str)> {
+        recorded
+            .split_once('/')
+            .filter(|(v, u)| !v.is_empty() && !u.is_empty())
     }
 }

@@ -475,3 +475,28 @@ impl Recorded {
             .filter(|(v, u)| !v.is_empty() && !u.is_empty())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record names the source's version and the store's id (which may hold a `/`);
+    /// one naming no version or no id is not a worker's.
+    #[test]
+    fn a_recorded_upload_names_the_source_version_and_the_id() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("f");
+        std::fs::write(&p, b"12345").unwrap();
+        let src = RangeSource::new(std::fs::File::open(&p).unwrap(), &p).unwrap();
+        let rec = Recorded::of(&src, "id/with/slash");
+        let (version, id) = Recorded::parse(&rec).unwrap();
+        assert_eq!(
+            (version, id),
+            (Recorded::version(&src).as_str(), "id/with/slash")
+        );
+        assert!(version.starts_with("5."));
+        for bad in ["no-slash", "/id", "5.1.2/", ""] {
+            assert_eq!(Recorded::parse(bad), None, "{bad}");
+        }
+    }
+}

@@ -22,6 +22,7 @@ pub mod service;
 
 mod account;
 mod files;
+mod object_parts;
 mod object_split;
 mod relay;
 mod servers;

@@ -28,6 +28,7 @@ mod mcp;
 mod mcp_python;
 mod metrics;
 mod notify;
+mod object_ranges;
 mod output;
 mod peer_safety;
 mod race;

@@ -60,6 +60,10 @@ pub struct ObjectHead {
     pub blake3: Option<[u8; 32]>,
 }
 
+/// What the error of a call on a multipart upload that is gone says (see
+/// [`ObjectError::is_upload_gone`]).
+pub(crate) const UPLOAD_GONE: &str = "no longer exists at the store";
+
 /// Metadata stored with an object.
 #[derive(Debug, Clone, Default)]
 pub struct PutMeta {
@@ -201,7 +205,7 @@ impl Bucket {
             ObjectError::NotFound { url } => ObjectError::Other {
                 url,
                 what: format!(
-                    "multipart upload {upload} no longer exists at the store (aborted or expired); run the copy again to start over"
+                    "multipart upload {upload} {UPLOAD_GONE} (aborted or expired); run the copy again to start over"
                 ),
             },
             other => other,

@@ -45,6 +45,12 @@ pub enum ObjectError {
 }
 
 impl ObjectError {
+    /// Whether a call on a multipart upload failed because the upload is gone
+    /// (completed, aborted or expired).
+    pub fn is_upload_gone(&self) -> bool {
+        matches!(self, ObjectError::Other { what, .. } if what.contains(crate::bucket::UPLOAD_GONE))
+    }
+
     /// Whether the error concerns the whole store (bad credentials, no bucket): the
     /// transfer stops rather than failing every object one by one.
     pub fn is_fatal(&self) -> bool {

@@ -173,8 +173,9 @@ impl Bucket {
         }
     }
 
-    /// Puts `digest` as the `hetch-blake3` tag of S3 object `key`.
-    async fn tag_blake3(&self, key: &str, digest: &Digest) -> Result<(), ObjectError> {
+    /// Puts `digest` as the `hetch-blake3` tag of S3 object `key` (also how a commit
+    /// run again after a crash between completion and tagging finishes the object).
+    pub async fn tag_blake3(&self, key: &str, digest: &Digest) -> Result<(), ObjectError> {
         use base64::Engine as _;
         use sha2::Digest as _;
         let Some(direct) = &self.direct else {

@@ -201,3 +201,54 @@ async fn two_writers_into_minio() {
 async fn two_writers_into_azurite() {
     two_writers(azurite_container(), Scheme::Azure).await;
 }
+
+/// A commit lost between the completion and the tag (S3 takes them in two requests):
+/// completing again finds the upload gone (`is_upload_gone`, which is how a commit
+/// run again knows to re-tag), and the object, untagged, gets its BLAKE3 tag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_run_again_after_completion_tags_the_object_on_minio() {
+    let open = minio_bucket();
+    let size = 11 * MIB + 7;
+    let data = std::sync::Arc::new(source(size));
+    let cut = PartLimits::of(Scheme::S3)
+        .cut(size, BS, 16, 1 << 20)
+        .unwrap();
+    let key = "crash/big.bin".to_string();
+    let b = open();
+    let meta = PutMeta {
+        mtime: Some((1_700_000_000, 9)),
+        blake3: None,
+    };
+    let upload = b.create_multipart(&key, &meta).await.unwrap();
+    let reports = write_ranges(
+        open(),
+        key.clone(),
+        upload.clone(),
+        data.clone(),
+        cut,
+        vec![0],
+    )
+    .await;
+    let (whole, ids) = check_ranges(size, BS, cut, reports).unwrap();
+    // The first commit completes, then is lost before tagging.
+    b.complete_multipart(&key, &upload, ids.clone())
+        .await
+        .unwrap();
+    assert_eq!(b.stored_blake3(&key).await.unwrap(), None);
+    // Run again: the upload is gone, which is told apart from other failures.
+    let meta = PutMeta {
+        blake3: Some(whole),
+        ..meta
+    };
+    let e = b
+        .complete_with_blake3(&key, &upload, ids, &meta)
+        .await
+        .unwrap_err();
+    assert!(e.is_upload_gone(), "{e}");
+    let head = b.head(&key).await.unwrap().unwrap();
+    assert_eq!((head.info.size, head.source_mtime), (size, meta.mtime));
+    b.tag_blake3(&key, &whole).await.unwrap();
+    assert_eq!(b.stored_blake3(&key).await.unwrap(), Some(whole));
+    let got = b.get_range(&key, 0..size, None).await.unwrap();
+    assert!(got[..] == data[..]);
+}

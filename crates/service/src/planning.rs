@@ -218,12 +218,11 @@ async fn end_planning(db: &Db, lease: &PlanningLease, result: Result<(), String>
 /// The service's planner as job `spec` needs it: its block size, and no file split
 /// unless the destination takes one file from several writers: a directory tree that
 /// takes one part file (a path on the shared storage, which the workers write, or
-/// `hetch://` nodes, which do for the workers), or, once the workers run them
-/// ([`WORKERS_SPLIT_INTO_OBJECTS`]), an S3 or Azure store taking one multipart upload
-/// ([`object_limits`]). GCS takes each file from one writer.
+/// `hetch://` nodes, which do for the workers), or an S3 or Azure store taking one
+/// multipart upload ([`object_limits`]). GCS takes each file from one writer.
 pub fn job_planner(spec: &JobSpec, planner: Planner) -> Planner {
     let tree = !crate::api::is_url(&spec.dest) || spec.dest.starts_with("hetch://");
-    let object = WORKERS_SPLIT_INTO_OBJECTS && object_limits(&spec.dest).is_some();
+    let object = object_limits(&spec.dest).is_some();
     Planner {
         block_size: spec.options.block_size.unwrap_or(planner.block_size),
         split_size: match tree || object {
@@ -233,11 +232,6 @@ pub fn job_planner(spec: &JobSpec, planner: Planner) -> Planner {
         ..planner
     }
 }
-
-/// Whether the workers run the ranges of files going into object stores (their
-/// upload of parts and their commit are not written yet: until they are, such files
-/// go whole, as before, and [`object_range_blocks`] only cuts them in its tests).
-pub const WORKERS_SPLIT_INTO_OBJECTS: bool = false;
 
 /// The part limits of destination `dest` when its files may be moved in ranges by
 /// several writers into one multipart upload: S3 and Azure. GCS completes an upload
@@ -409,10 +403,10 @@ mod tests {
         );
     }
 
-    /// Until the workers run ranges into object stores, files going there are not
-    /// split; directory trees still are.
+    /// Files going into S3 and Azure are split (the workers upload their ranges as
+    /// parts of one upload), into GCS not; directory trees are.
     #[test]
-    fn object_destinations_split_only_once_workers_run_their_ranges() {
+    fn s3_and_azure_destinations_split_and_gcs_does_not() {
         let spec = |dest: &str| {
             serde_json::from_value::<JobSpec>(serde_json::json!({"sources": ["a"], "dest": dest}))
                 .unwrap()
@@ -420,7 +414,7 @@ mod tests {
         let split = |dest| job_planner(&spec(dest), Planner::default()).split_size;
         assert_eq!(split("copy"), Planner::default().split_size);
         assert_eq!(split("gs://b"), u64::MAX);
-        let s3 = split("s3://b");
-        assert_eq!(s3 == u64::MAX, !WORKERS_SPLIT_INTO_OBJECTS);
+        assert_eq!(split("s3://b"), Planner::default().split_size);
+        assert_eq!(split("az://c/k"), Planner::default().split_size);
     }
 }

@@ -48,6 +48,9 @@ struct Handover {
     source_token: Option<PathBuf>,
     known_hosts: Option<PathBuf>,
     rate: u64,
+    /// The worker's name, which a unit's calls about itself give.
+    #[serde(default)]
+    worker: String,
 }
 
 /// What a child says on its standard output, one JSON line each.
@@ -121,6 +124,7 @@ impl UnitContext {
             source_token: self.source_token.clone(),
             known_hosts: self.known_hosts.clone(),
             rate: rate.rate(),
+            worker: self.worker.clone(),
         };
         let exe = std::env::current_exe()?;
         let mut child = tokio::process::Command::new(exe)
@@ -275,6 +279,7 @@ async fn unit_process() -> anyhow::Result<Infallible> {
         h.source_token,
         h.known_hosts,
     );
+    ctx.worker = h.worker.clone();
     ctx.preloaded = Some(Arc::new(Preloaded::for_unit(&ctx, &h.unit)));
     become_account(&h.account)?;
     let (tx, stop) = hetch_engine::StopSignal::new();

@@ -10,7 +10,7 @@ use hetch_jobs::UnitSpec;
 use hetch_service_api::ClaimedUnit;
 use hetch_session::location::Location;
 
-use crate::unit::{unit_options, Pace, Runner, Running, UnitContext};
+use crate::unit::{unit_options, Done, Pace, Runner, Running, UnitContext};
 
 /// Runs units of files ([`UnitSpec::Files`]).
 pub(crate) struct FilesUnit;
@@ -25,7 +25,7 @@ impl UnitContext {
     /// Copies a batch of files: its rows of the listing, each source's share as listed
     /// entries (with their parent directories, which may be in another unit), into
     /// the destination.
-    async fn files_unit(&self, u: &ClaimedUnit, p: Pace) -> anyhow::Result<(u64, u64)> {
+    async fn files_unit(&self, u: &ClaimedUnit, p: Pace) -> anyhow::Result<Done> {
         let Pace {
             stop,
             rate,
@@ -62,7 +62,7 @@ impl UnitContext {
         let mut job = self.copy_job(u, None, stop, rate)?;
         job.entries = Some(per_source);
         crate::unit::copy_through(&job, &progress).await?;
-        Ok((end - first, bytes))
+        Ok(Done::moved(end - first, bytes))
     }
     /// The `hetch cp` of a job's spec: of all its sources, or of source operand
     /// `only` alone.

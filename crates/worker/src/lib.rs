@@ -23,6 +23,8 @@ pub mod service;
 mod account;
 mod files;
 mod mirror;
+mod object_parts;
+mod object_split;
 mod relay;
 mod servers;
 mod split;
@@ -85,6 +87,7 @@ pub async fn run(c: WorkerConfig) -> Result<(), WorkerError> {
     );
     ctx.account_child = c.account_child.into();
     ctx.log = log.clone();
+    ctx.worker = name.clone();
     let lc = LoopConfig {
         name,
         units: c.units,

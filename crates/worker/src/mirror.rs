@@ -45,7 +45,7 @@ impl Runner for DeleteUnit {
             // deleted, more than --max-delete M", or why an entry was not deleted.
             crate::unit::copy_through(&job, &progress).await?;
             // Its entries were counted by the units that copied them.
-            Ok((0, 0))
+            Ok(crate::unit::Done::moved(0, 0))
         })
     }
 }

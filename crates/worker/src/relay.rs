@@ -10,7 +10,7 @@ use anyhow::{anyhow, bail};
 use hetch_engine::{Progress, RateLimiter, StopSignal};
 use hetch_service_api::ClaimedUnit;
 
-use crate::unit::{unit_options, Pace, Runner, Running, UnitContext};
+use crate::unit::{unit_options, Done, Pace, Runner, Running, UnitContext};
 use hetch_copy::DestServer;
 use hetch_jobs::UnitSpec;
 use hetch_session::location::Location;
@@ -40,7 +40,7 @@ impl UnitContext {
         stop: StopSignal,
         rate: Arc<RateLimiter>,
         progress: Arc<Progress>,
-    ) -> anyhow::Result<(u64, u64)> {
+    ) -> anyhow::Result<Done> {
         let spec = &u.spec;
         let source = usize::try_from(operand)
             .ok()
@@ -79,6 +79,6 @@ impl UnitContext {
         let mut job = self.unit_copy(spec, vec![source], dest, opts, Some(client))?;
         job.dest_server = dest_server;
         let s = crate::unit::copy_through(&job, &progress).await?.summary;
-        Ok((s.files + s.skipped, s.bytes))
+        Ok(Done::moved(s.files + s.skipped, s.bytes))
     }
 }

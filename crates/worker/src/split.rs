@@ -5,7 +5,8 @@
 //! destination is storage every worker shares, written by the workers themselves, or
 //! `hetch serve` nodes of one shared storage, which take the ranges over the network
 //! (`hetch_session::range`): either way one part file is assembled from every
-//! worker's ranges. The service splits no file whose destination is an object store.
+//! worker's ranges. A file going into an S3 or Azure store is one multipart upload
+//! its ranges share instead (`object_split.rs`).
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -24,7 +25,7 @@ use hetch_session::range::{self as remote, RangePacing};
 use hetch_storage::part::FinalMeta;
 use hetch_storage::walk::EntriesBelow;
 
-use crate::unit::{unit_options, Pace, Runner, Running, UnitContext};
+use crate::unit::{unit_options, Done, Pace, Runner, Running, UnitContext};
 use hetch_session::location::Location;
 
 /// The split file a unit concerns: where it is read and where it goes.
@@ -66,7 +67,7 @@ impl Runner for SplitUnit {
 impl UnitContext {
     /// Runs a `range` or `commit` unit (a range counts its bytes into `progress` as it
     /// goes); returns (files, bytes) done.
-    pub(crate) async fn split_unit(&self, u: &ClaimedUnit, p: Pace) -> anyhow::Result<(u64, u64)> {
+    pub(crate) async fn split_unit(&self, u: &ClaimedUnit, p: Pace) -> anyhow::Result<Done> {
         let Pace {
             stop,
             rate,
@@ -83,6 +84,14 @@ impl UnitContext {
         };
         let row = self.listing_row(&u.job, file, &stop).await?;
         let dest = self.dest_of(u)?;
+        if let Location::Object(url) = dest {
+            let p = Pace {
+                stop,
+                rate,
+                progress,
+            };
+            return self.object_split(u, row, url, p).await;
+        }
         let ctx = self.clone();
         let spec = u.spec.clone();
         let f = tokio::task::spawn_blocking(move || ctx.open_split(&spec, &row, dest))
@@ -109,7 +118,7 @@ impl UnitContext {
         stop: StopSignal,
         rate: Arc<RateLimiter>,
         progress: Arc<Progress>,
-    ) -> anyhow::Result<(u64, u64)> {
+    ) -> anyhow::Result<Done> {
         tokio::task::spawn_blocking(move || {
             let SplitDest::Shared { store, place } = &f.to else {
                 bail!("not a shared destination");
@@ -130,7 +139,7 @@ impl UnitContext {
                             ..Default::default()
                         },
                     )?;
-                    Ok((0, out.bytes))
+                    Ok(Done::moved(0, out.bytes))
                 }
                 _ => {
                     ranges::commit_ranges(&**store, place, &f.source, f.block_size)?;
@@ -139,7 +148,7 @@ impl UnitContext {
                         let parent = rel.parent().unwrap_or(Path::new(""));
                         store.finish_dir(parent, meta)?;
                     }
-                    Ok((1, 0))
+                    Ok(Done::moved(1, 0))
                 }
             }
         })
@@ -156,7 +165,7 @@ impl UnitContext {
         stop: StopSignal,
         rate: Arc<RateLimiter>,
         progress: Arc<Progress>,
-    ) -> anyhow::Result<(u64, u64)> {
+    ) -> anyhow::Result<Done> {
         let SplitDest::Node {
             host,
             client,
@@ -198,7 +207,7 @@ impl UnitContext {
         );
         if commit {
             remote::commit_ranges(&host, &client, req).await?;
-            return Ok((1, 0));
+            return Ok(Done::moved(1, 0));
         }
         let pacing = RangePacing {
             stop: Some(stop),
@@ -206,7 +215,7 @@ impl UnitContext {
             progress: Some(progress),
         };
         let out = remote::push_range(&host, &client, req, Arc::new(f.source), pacing).await?;
-        Ok((0, out.bytes))
+        Ok(Done::moved(0, out.bytes))
     }
 
     /// Row `file` of job `job`'s listing: (operand, wire path, size).
@@ -240,22 +249,7 @@ impl UnitContext {
         row: &FileRow,
         dest: Location,
     ) -> anyhow::Result<SplitFile> {
-        let operand = spec
-            .sources
-            .get(usize::try_from(row.operand).unwrap_or(usize::MAX))
-            .ok_or_else(|| anyhow!("listing row names source {}", row.operand))?;
-        let (within, operand) = self.source_within(spec, operand)?;
-        let mut below = EntriesBelow::within(&within, &operand)?;
-        let file = below.open(row.path.as_bytes())?;
-        let source = RangeSource::new(file, &operand.join(&row.path))?;
-        if source.size() != row.size {
-            bail!(
-                "{}: {} bytes, listed with {}: changed since the job was planned",
-                row.path,
-                source.size(),
-                row.size
-            );
-        }
+        let (below, source) = self.open_source(spec, row)?;
         let top = spec
             .sources
             .first()
@@ -277,15 +271,39 @@ impl UnitContext {
             wire: row.path.clone(),
             source,
             to,
-            block_size: o
-                .block_size
-                .unwrap_or(hetch_engine::Options::default().block_size),
+            block_size: block_size_of(spec),
             verify: match o.verify.as_deref() {
                 Some("none") => Verify::None,
                 Some("received") => Verify::Received,
                 _ => Verify::Written,
             },
         })
+    }
+
+    /// The source of `row` (below its operand, no symlink followed), refused if it is
+    /// no longer the size it was listed with; with the handle it was opened below.
+    pub(crate) fn open_source(
+        &self,
+        spec: &JobSpec,
+        row: &FileRow,
+    ) -> anyhow::Result<(EntriesBelow, RangeSource)> {
+        let operand = spec
+            .sources
+            .get(usize::try_from(row.operand).unwrap_or(usize::MAX))
+            .ok_or_else(|| anyhow!("listing row names source {}", row.operand))?;
+        let (within, operand) = self.source_within(spec, operand)?;
+        let mut below = EntriesBelow::within(&within, &operand)?;
+        let file = below.open(row.path.as_bytes())?;
+        let source = RangeSource::new(file, &operand.join(&row.path))?;
+        if source.size() != row.size {
+            bail!(
+                "{}: {} bytes, listed with {}: changed since the job was planned",
+                row.path,
+                source.size(),
+                row.size
+            );
+        }
+        Ok((below, source))
     }
 
     /// The job's destination on the storage this worker shares, with the parent
@@ -310,6 +328,11 @@ impl UnitContext {
         let place = store.place(wire)?;
         Ok(SplitDest::Shared { store, place })
     }
+}
+
+/// The block size job `spec`'s files are cut in (as the planner cut them).
+pub(crate) fn block_size_of(spec: &JobSpec) -> u64 {
+    (spec.options.block_size).unwrap_or(hetch_engine::Options::default().block_size)
 }
 
 impl SplitFile {

@@ -70,7 +70,7 @@ impl UnitContext {
         if s.failed > 0 {
             bail!("{} files failed", s.failed);
         }
-        Ok((s.files, s.bytes))
+        Ok(Done::moved(s.files, s.bytes))
     }
 }
 

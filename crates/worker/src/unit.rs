@@ -18,15 +18,32 @@ use hetch_copy::CopyJob;
 use hetch_engine::{Options, Progress, RateLimiter, StopSignal, Verify};
 use hetch_jobs::UnitSpec;
 use hetch_service_api::client::Client;
-use hetch_service_api::{ClaimedUnit, FileRow, FilesQuery, FinishRequest, JobSpec};
+use hetch_service_api::{ClaimedUnit, FileRow, FilesQuery, FinishRequest, JobSpec, RangeReport};
 use hetch_session::location::Location;
 
 use crate::claim_loop::Execute;
 use crate::log::Log;
 use crate::servers::Preloaded;
 
-/// What a unit of one kind moved: (files, bytes) done.
-pub(crate) type Done = (u64, u64);
+/// What a unit of one kind did: the files and bytes it moved, and what a range into
+/// an object store put in the file's upload (which its finish reports).
+#[derive(Debug, Default)]
+pub(crate) struct Done {
+    pub files: u64,
+    pub bytes: u64,
+    pub range: Option<RangeReport>,
+}
+
+impl Done {
+    /// `files` and `bytes` moved, nothing uploaded in parts.
+    pub(crate) fn moved(files: u64, bytes: u64) -> Done {
+        Done {
+            files,
+            bytes,
+            range: None,
+        }
+    }
+}
 
 /// A future a [`Runner`] returns.
 pub(crate) type Running<'a> = Pin<Box<dyn Future<Output = anyhow::Result<Done>> + Send + 'a>>;
@@ -74,6 +91,9 @@ pub struct UnitContext {
     /// The arguments with which this executable runs one unit as a local account
     /// (`hetch worker-unit`).
     pub(crate) account_child: Arc<[OsString]>,
+    /// This worker's name (as it claims units), which the calls a unit makes about
+    /// itself give (`POST /api/work/upload`, `/api/work/ranges`).
+    pub(crate) worker: String,
     /// Where a unit's failure is said whole (the service is told it as the job's
     /// user sees it).
     pub(crate) log: Log,
@@ -98,6 +118,7 @@ impl UnitContext {
             known_hosts,
             preloaded: None,
             account_child: Arc::new([]),
+            worker: String::new(),
             log: Log::stderr("hetch worker: ".into()),
         }
     }
@@ -115,9 +136,10 @@ impl UnitContext {
             }
         };
         match done {
-            Ok((files, bytes)) => FinishRequest {
+            Ok(d) => FinishRequest {
                 written: Some(counted.bytes.load(std::sync::atomic::Ordering::Relaxed)),
-                ..FinishRequest::done(&u.job, u.seq, files, bytes)
+                range: d.range,
+                ..FinishRequest::done(&u.job, u.seq, d.files, d.bytes)
             },
             Err(e) => {
                 let line = hetch_copy::one_line(e.as_ref());

@@ -104,6 +104,10 @@ fn cut(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
+/// Runs in a row that move nothing a stream unit may have (a run that moves bytes
+/// starts the count over: see [`Db::unit_progress`]).
+pub const STREAM_ATTEMPTS: u32 = 20;
+
 impl Db {
     /// Records that worker `w` called at `now`.
     pub async fn worker_seen(&self, w: &WorkerReport, now: u64) -> Result<(), DbError> {
@@ -133,9 +137,10 @@ impl Db {
     /// moved so far. Units it does not hold are left alone; a number above the unit's
     /// own bytes (0 for a commit, or a batch of empty files; [`MAX_RELAY_PROGRESS`]
     /// for a relay, whose size is not known) is taken as that bound, as its finish
-    /// would be (this is only shown: never refused). A stream that moves bytes starts
-    /// its count of attempts over: it may live for days, and what its attempts bound
-    /// is runs in a row that moved nothing, not every lost lease of its life.
+    /// would be (this is only shown: never refused). A stream that moves bytes gets
+    /// [`STREAM_ATTEMPTS`] more runs from the one it is in: it may live for days, and
+    /// what its attempts bound is runs in a row that moved nothing, not every lost
+    /// lease of its life (its attempts still count every run, as "tried again" shows).
     pub async fn unit_progress(
         &self,
         worker: &str,
@@ -150,8 +155,8 @@ impl Db {
                 "UPDATE units SET progress = CASE \
                    WHEN kind NOT IN ('relay', 'stream') AND $4 > bytes THEN bytes \
                    WHEN kind IN ('relay', 'stream') AND $4 > $5 THEN $5 ELSE $4 END, \
-                   attempts = CASE WHEN kind = 'stream' AND $4 > progress THEN 0 \
-                     ELSE attempts END \
+                   max_attempts = CASE WHEN kind = 'stream' AND $4 > progress \
+                     THEN attempts + $6 ELSE max_attempts END \
                  WHERE job = $1 AND seq = $2 AND lease_owner = $3 AND state = 'leased'",
             )
             .bind(job)
@@ -159,6 +164,7 @@ impl Db {
             .bind(worker)
             .bind(int(*bytes))
             .bind(int(MAX_RELAY_PROGRESS))
+            .bind(i64::from(STREAM_ATTEMPTS))
             .execute(&mut *tx)
             .await?;
         }

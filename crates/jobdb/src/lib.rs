@@ -36,7 +36,9 @@ pub mod webhooks;
 use sqlx::any::AnyPoolOptions;
 use sqlx::AnyPool;
 
-pub use activity::{FailedUnit, LiveJob, Share, WorkerReport, WorkerRow, MAX_LAG_MS};
+pub use activity::{
+    FailedUnit, LiveJob, Share, WorkerReport, WorkerRow, MAX_LAG_MS, STREAM_ATTEMPTS,
+};
 pub use error::DbError;
 pub use jobs::{FileRow, JobRow, JobState, NewJob, PlannedUnit, Retry, UnitCounts, UnitRow};
 pub use leases::{Claimed, Refused, UnitOutcome};

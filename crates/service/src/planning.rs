@@ -169,11 +169,10 @@ async fn write_plan(db: &Db, root: PathBuf, lease: &PlanningLease, spec: JobSpec
 /// again with the same function).
 pub use hetch_service_api::access::check_paths;
 
-/// Runs in a row that move nothing a stream unit may have: it lives as long as its
-/// files are written (for ever, under `--watch`), so a lease lost now and then over
-/// hours is not its end; each run resumes from what the destination verified, and a
-/// run that moves bytes starts the count over (`Db::unit_progress`).
-const STREAM_ATTEMPTS: u32 = 20;
+// Runs in a row that move nothing a stream unit may have: it lives as long as its
+// files are written (for ever, under `--watch`), so a lease lost now and then over
+// hours is not its end; each run resumes from what the destination verified.
+use hetch_jobdb::STREAM_ATTEMPTS;
 
 /// A job that is not listed: a copy between two servers (the service cannot list the
 /// source server, so a worker has it push each source operand whole) or a streaming

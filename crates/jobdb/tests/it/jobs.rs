@@ -686,7 +686,7 @@ fn new_job(id: &str) -> NewJob {
 /// their lag taken only from their holder, held to a day, shown per job and in the
 /// totals while they run, kept when a run ends and cleared when another starts.
 #[test]
-fn a_stream_that_moves_bytes_starts_its_attempts_over_and_one_that_does_not_runs_out() {
+fn a_stream_that_moves_bytes_starts_its_count_of_runs_over_and_one_that_does_not_runs_out() {
     on_each(|db, _| async move {
         let lease = db
             .create_job(&new_job("s"), "planner", 1_000, 10)
@@ -710,7 +710,7 @@ fn a_stream_that_moves_bytes_starts_its_attempts_over_and_one_that_does_not_runs
         assert!(db.queue(&lease, 10).await.unwrap());
         let failed = || UnitOutcome::Failed("lost".into());
         let mut now = 20;
-        // Each unit's first run fails without moving a byte: one attempt of two left.
+        // Each unit's first run fails without moving a byte: one run of two left.
         for u in db.claim("w", now, TTL, 2).await.unwrap() {
             assert_eq!(u.attempts, 0);
             db.finish("w", "s", u.seq, now, &failed())
@@ -718,37 +718,42 @@ fn a_stream_that_moves_bytes_starts_its_attempts_over_and_one_that_does_not_runs
                 .unwrap()
                 .unwrap();
         }
-        // The second runs move bytes, then fail: the stream has both attempts again,
-        // the batch of files has none.
+        // The second runs move bytes, then fail: the batch of files has no run left,
+        // the stream has STREAM_ATTEMPTS more from this one (and counts it).
         now += 10;
         let runs = db.claim("w", now, TTL, 2).await.unwrap();
         assert!(runs.iter().all(|u| u.attempts == 1), "{runs:?}");
         let moved = vec![("s".to_string(), 0, 10), ("s".to_string(), 1, 10)];
         db.unit_progress("w", &moved).await.unwrap();
+        // Another holder's report, or one that moves nothing more, gives nothing.
+        db.unit_progress("other", &[("s".to_string(), 0, 99)])
+            .await
+            .unwrap();
+        db.unit_progress("w", &[("s".to_string(), 0, 10)])
+            .await
+            .unwrap();
         for u in &runs {
             db.finish("w", "s", u.seq, now, &failed())
                 .await
                 .unwrap()
                 .unwrap();
         }
-        now += 10;
-        let third = db.claim("w", now, TTL, 2).await.unwrap();
-        assert_eq!(third.len(), 1, "the batch of files ran out of attempts");
-        assert!(matches!(third[0].spec, UnitSpec::Stream { .. }));
-        assert_eq!(third[0].attempts, 1);
-        // Another holder's report, or one that moves nothing, starts nothing over.
-        db.unit_progress("other", &[("s".to_string(), 0, 99)])
-            .await
-            .unwrap();
-        db.unit_progress("w", &[("s".to_string(), 0, 0)])
-            .await
-            .unwrap();
-        db.finish("w", "s", 0, now, &failed())
-            .await
-            .unwrap()
-            .unwrap();
-        now += 10;
-        assert!(db.claim("w", now, TTL, 2).await.unwrap().is_empty());
+        // From here the stream moves nothing: it runs out after the runs it was given.
+        let mut left = 0;
+        loop {
+            now += 10;
+            let got = db.claim("w", now, TTL, 2).await.unwrap();
+            let Some(u) = got.first() else { break };
+            assert_eq!(got.len(), 1, "the batch of files ran out of runs");
+            assert!(matches!(u.spec, UnitSpec::Stream { .. }));
+            assert_eq!(u.attempts, 2 + left, "every run is counted");
+            db.finish("w", "s", 0, now, &failed())
+                .await
+                .unwrap()
+                .unwrap();
+            left += 1;
+        }
+        assert_eq!(left, hetch_jobdb::STREAM_ATTEMPTS - 1);
     });
 }
 

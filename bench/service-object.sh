@@ -25,9 +25,8 @@ size=${SIZE:-8G}; ns=${NS:-1 2}; runs=${RUNS:-1}; units=${UNITS:-4}
 bin=$(realpath "${HETCH_BIN:-target/release/hetch}")
 minio=$(realpath "${HETCH_MINIO:-${HETCH_TOOLS:-target/tools}/bin/minio}")
 work=$(mktemp -d "${WORK_DIR:-/dev/shm}/service-object.XXXXXX")
-pids=()   # what this script started, ended by their ids
 cleanup() {
-    [ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"
+    pkill -f -- "$work/" 2>/dev/null || true; rm -rf "$work"
     sleep 0.5; roles_done
 }
 trap cleanup EXIT
@@ -42,7 +41,6 @@ mport=$(port)
 MINIO_ROOT_USER=hetchtest MINIO_ROOT_PASSWORD=hetchtest-secret MINIO_BROWSER=off MINIO_UPDATE=off \
     in_role minio "$minio" server --quiet --address "127.0.0.1:$mport" --console-address "127.0.0.1:$(port)" \
     "$work/minio" >"$work/minio.log" 2>&1 &
-pids+=($!)
 export AWS_ACCESS_KEY_ID=hetchtest AWS_SECRET_ACCESS_KEY=hetchtest-secret \
     AWS_DEFAULT_REGION=us-east-1 AWS_ENDPOINT_URL="http://127.0.0.1:$mport" \
     AWS_PROFILE=hetch-bench-none AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
@@ -79,7 +77,9 @@ one() {   # one N: prints "N seconds MB/s CPU-s"
     case $(state) in done) ;; *) echo "N=$n: job $(state)" >&2; cat "$d/job.json" >&2; exit 1 ;; esac
     got=$("$bin" sum "s3://bench/n$n/run/big.bin" | cut -d' ' -f1)
     [ "$got" = "$want" ] || { echo "N=$n: the object's BLAKE3 $got is not the source's $want" >&2; exit 1; }
-    kill "${mine[@]}" 2>/dev/null || true; wait "${mine[@]}" 2>/dev/null || true
+    # By what they run on (their ids here are those of the shells in_role starts).
+    pkill -f -- "$d/" 2>/dev/null || true; pkill -f -- "--service $addr " 2>/dev/null || true
+    wait "${mine[@]}" 2>/dev/null || true
     python3 - "$d/job.json" "$n" "$b0" "$b1" "$tck" "$r0" "$r1" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))

@@ -150,6 +150,16 @@ fn check_client(login: &LoginState, q: &HashMap<String, String>) -> Result<(), S
     Ok(())
 }
 
+/// The authorization request's parameters the login form carries back to the issuer
+/// (hidden fields beside the user name).
+pub const AUTHORIZE_FIELDS: [&str; 5] = [
+    "client_id",
+    "redirect_uri",
+    "state",
+    "nonce",
+    "code_challenge",
+];
+
 fn authorize_form(login: &LoginState, q: &HashMap<String, String>) -> Answer {
     if let Err(why) = check_client(login, q) {
         return page(
@@ -167,19 +177,13 @@ fn authorize_form(login: &LoginState, q: &HashMap<String, String>) -> Answer {
                 .into(),
         );
     }
-    let hidden: String = [
-        "client_id",
-        "redirect_uri",
-        "state",
-        "nonce",
-        "code_challenge",
-    ]
-    .iter()
-    .map(|k| {
-        let v = q.get(*k).map_or(String::new(), |v| escape(v));
-        format!("<input type=\"hidden\" name=\"{k}\" value=\"{v}\">")
-    })
-    .collect();
+    let hidden: String = AUTHORIZE_FIELDS
+        .iter()
+        .map(|k| {
+            let v = q.get(*k).map_or(String::new(), |v| escape(v));
+            format!("<input type=\"hidden\" name=\"{k}\" value=\"{v}\">")
+        })
+        .collect();
     page(
         "200 OK",
         format!(

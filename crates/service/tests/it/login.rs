@@ -105,16 +105,10 @@ impl Setup {
             .unwrap();
         assert_eq!(resp.status(), 200);
         let q: HashMap<String, String> = started.authorize.query_pairs().into_owned().collect();
-        let mut fields: Vec<(String, String)> = [
-            "client_id",
-            "redirect_uri",
-            "state",
-            "nonce",
-            "code_challenge",
-        ]
-        .iter()
-        .map(|k| (k.to_string(), q[*k].clone()))
-        .collect();
+        let mut fields: Vec<(String, String)> = hetch_testkit::oidc_login::AUTHORIZE_FIELDS
+            .iter()
+            .map(|k| (k.to_string(), q[*k].clone()))
+            .collect();
         fields.push(("username".into(), user.into()));
         if deny {
             fields.push(("deny".into(), "1".into()));

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 pub use config::OidcConfig;
 pub use error::OidcError;
-pub use login::{check_nonce, pkce_challenge, LoginClient, LoginConfig, PendingLogin};
+pub use login::{check_nonce, one_line, pkce_challenge, LoginClient, LoginConfig, PendingLogin};
 pub use verify::OidcVerifier;
 
 /// Longest bearer token accepted, in bytes. Real ID and access tokens are 1-4 KiB;

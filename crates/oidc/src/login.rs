@@ -264,7 +264,7 @@ impl LoginClient {
                     })
                 })
                 .unwrap_or_else(|| format!("HTTP status {status}"));
-            return Err(OidcError::TokenEndpoint(shorten_line(&why)));
+            return Err(OidcError::TokenEndpoint(one_line(&why, 200)));
         }
         let answer: TokenAnswer =
             serde_json::from_slice(&body).map_err(|e| OidcError::BadDocument {
@@ -290,16 +290,20 @@ pub fn check_nonce(identity: &Identity, expected: &str) -> Result<(), OidcError>
     }
 }
 
-/// What the issuer said, cut to one line of bounded length.
-fn shorten_line(s: &str) -> String {
-    let line: String = s
-        .chars()
+/// `s` as one line of at most `max` characters (control characters as spaces, "..."
+/// after a cut): what an issuer or a browser said, shown as text. Only the first
+/// `max + 1` characters are looked at, however long `s` is.
+pub fn one_line(s: &str, max: usize) -> String {
+    let mut chars = s.chars();
+    let mut line: String = chars
+        .by_ref()
+        .take(max)
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    match line.char_indices().nth(200) {
-        None => line,
-        Some((at, _)) => format!("{}...", &line[..at]),
+    if chars.next().is_some() {
+        line.push_str("...");
     }
+    line
 }
 
 #[cfg(test)]
@@ -373,6 +377,6 @@ mod tests {
             check_nonce(&id(serde_json::json!({"nonce": 1})), "1"),
             Err(OidcError::WrongNonce)
         );
-        assert_eq!(shorten_line("a\nb"), "a b");
+        assert_eq!(one_line("a\nb", 200), "a b");
     }
 }

@@ -253,14 +253,7 @@ fn with_login_cookie_cleared(mut r: Response) -> Response {
 /// `s` on one line of bounded length: what the issuer's redirect carries is shown
 /// as text, but a line it is.
 fn one_line(s: &str) -> String {
-    let line: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    match line.char_indices().nth(300) {
-        None => line,
-        Some((at, _)) => format!("{}...", &line[..at]),
-    }
+    hetch_oidc::one_line(s, 300)
 }
 
 #[cfg(test)]

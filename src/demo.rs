@@ -142,6 +142,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         timeout: std::time::Duration::from_secs(30),
         opened: Default::default(),
         autotune: None,
+        reuse: None,
     };
     tokio::spawn(server.run());
     let job = |sources: Vec<Location>, dest: Location| CopyJob {

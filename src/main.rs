@@ -703,6 +703,7 @@ impl ConnArgs {
             timeout: std::time::Duration::from_secs(self.timeout.max(1)),
             opened: Default::default(),
             autotune,
+            reuse: None,
         }))
     }
 

@@ -243,6 +243,7 @@ fn plain_control_hello(addr: &str, token: &[u8]) -> Vec<u8> {
                 delete: None,
                 compression: Default::default(),
                 dry_run: false,
+                reuse: false,
             },
         }),
         &mut bytes,

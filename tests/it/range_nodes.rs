@@ -26,6 +26,7 @@ fn config(s: &Server, token: &str) -> ClientConfig {
         timeout: std::time::Duration::from_secs(20),
         opened: Default::default(),
         autotune: None,
+        reuse: None,
     }
 }
 

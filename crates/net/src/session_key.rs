@@ -15,6 +15,7 @@ pub const EXPORTER_LABEL: &[u8] = b"EXPORTER-hetch-session";
 /// value computed for one purpose is never valid for another.
 const PROOF_CONTEXT: &str = "hetch 2025-06 data-stream join proof";
 const FRAME_MAC_CONTEXT: &str = "hetch 2025-06 plain data-frame MAC";
+const OPERATION_CONTEXT: &str = "hetch 2026-11 operation on kept connections";
 
 /// A secret exported from the TLS session of one control connection.
 #[derive(Clone)]
@@ -56,6 +57,16 @@ impl SessionKey {
         tokens_equal(&self.stream_proof(session, index), proof)
     }
 
+    /// The key of operation `session` (its welcome's id) on connections kept from
+    /// this key's session: each operation's frames have their own MAC key, so none
+    /// recorded from one operation passes in another over the same connections.
+    pub fn for_operation(&self, session: &[u8; 16]) -> SessionKey {
+        let key = blake3::derive_key(OPERATION_CONTEXT, &self.0);
+        let mut h = blake3::Hasher::new_keyed(&key);
+        h.update(session);
+        SessionKey(*h.finalize().as_bytes())
+    }
+
     /// The key of the MAC that protects the frames of plain (`--no-encrypt`) data
     /// streams; the engine derives one key per stream from it.
     pub fn frame_mac_key(&self) -> [u8; 32] {
@@ -83,6 +94,13 @@ mod tests {
         let k = SessionKey::from_bytes([3; 32]);
         assert_ne!(k.frame_mac_key(), k.stream_proof(&[0; 16], 0));
         assert_ne!(k.frame_mac_key(), [3; 32]);
+        let (one, two) = (k.for_operation(&[1; 16]), k.for_operation(&[2; 16]));
+        assert_ne!(one.frame_mac_key(), two.frame_mac_key());
+        assert_ne!(one.frame_mac_key(), k.frame_mac_key());
+        assert_eq!(
+            one.frame_mac_key(),
+            k.for_operation(&[1; 16]).frame_mac_key()
+        );
         assert_eq!(format!("{k:?}"), "SessionKey(..)");
     }
 }

@@ -15,7 +15,9 @@ pub const MAGIC: [u8; 6] = *b"HETCH\0";
 /// 6: data blocks may be zstd-compressed ([`DataHeader::compressed`]), as the session
 /// asks ([`SessionRequest::compression`]). 7: dry runs of plain copies
 /// ([`SessionRequest::dry_run`]); changes carry sizes and may be replacements.
-pub const VERSION: u16 = 9;
+/// 10: a session's connections may be kept for further operations
+/// ([`SessionRequest::reuse`]).
+pub const VERSION: u16 = 10;
 /// Length of the preamble: `MAGIC | VERSION (u16 LE)`.
 pub const PREAMBLE_LEN: usize = 8;
 /// Length of a frame header: `len: u32 LE | kind: u8`.

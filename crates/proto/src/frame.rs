@@ -224,6 +224,11 @@ pub struct SessionRequest {
     /// Compression of data blocks by the source (the client in a push, the server in a
     /// pull).
     pub compression: Compression,
+    /// Keep the connections for another operation once this one ends: the session's
+    /// streams then carry each operation in chunks that end without closing them, and
+    /// the next operation starts with a new hello on the control connection (see
+    /// `hetch_session`'s `reuse` module). Only pushes and pulls can be kept.
+    pub reuse: bool,
 }
 
 /// The integrity settings of a session.

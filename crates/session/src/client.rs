@@ -8,8 +8,11 @@ use anyhow::{anyhow, bail, Context};
 use futures_util::future::try_join_all;
 use hetch_engine::wire::{read_frame_exact, read_preamble_exact, write_frame_exact};
 use hetch_engine::{BoxStream, EngineError, Transport};
+use hetch_net::SessionKey;
 use hetch_net::{KnownHosts, SocketOptions, TlsClient, Trust};
 use hetch_proto::{ErrorCode, FilterRequest, Frame, Hello, IntegrityRequest, Op, SessionRequest};
+
+use crate::reuse::{Conns, Lent, Wanted};
 
 /// How the client reaches and trusts a server.
 #[derive(Debug, Clone)]
@@ -30,6 +33,9 @@ pub struct ClientConfig {
     /// Choose each session's data streams from the round trip measured while
     /// connecting (`None`: the request's streams, as given).
     pub autotune: Option<std::sync::Arc<Autotune>>,
+    /// Keep each session's connections after its operation, for the next operation
+    /// with the same server, token and settings (`None`: every session its own).
+    pub reuse: Option<std::sync::Arc<crate::reuse::SessionPool>>,
 }
 
 /// Autotuning of a client's sessions: each session's data streams come from the round
@@ -141,24 +147,99 @@ pub fn session_request(
         delete: opts.delete,
         compression: opts.compression,
         dry_run: opts.dry_run,
+        reuse: false,
     }
 }
 
 /// Connects to `host`, performs the handshake and opens all data streams, giving up
 /// after `cfg.timeout` (a server that accepts and then says nothing must not hang us).
+/// With [`ClientConfig::reuse`], a session kept from an earlier operation with the same
+/// server serves this one if there is one, and this one's is kept in turn.
 pub async fn open_session(
     host: &str,
     cfg: &ClientConfig,
     req: SessionRequest,
 ) -> anyhow::Result<Transport> {
+    let no_answer = || NoAnswer {
+        host: host.to_string(),
+        secs: cfg.timeout.as_secs(),
+    };
+    if let Some(pool) = &cfg.reuse {
+        let want = Wanted {
+            host,
+            cfg,
+            encrypt: req.encrypt_data,
+        };
+        while let Some((key, conns)) = pool.take(&want).await {
+            let again = open_again(host, cfg, req.clone(), key.clone(), conns);
+            match tokio::time::timeout(cfg.timeout, again).await {
+                Ok(Ok((transport, lent))) => {
+                    pool.keep(&want, key, lent);
+                    pool.count_reused();
+                    return Ok(transport);
+                }
+                // The server answered and refused: as it would a new session.
+                Ok(Err(Again::Refused(e))) => return Err(e),
+                // The kept connections went away while idle: another, or a new session.
+                Ok(Err(Again::Gone)) | Err(_) => continue,
+            }
+        }
+    }
     match tokio::time::timeout(cfg.timeout, open_session_now(host, cfg, req)).await {
         Ok(r) => r,
-        Err(_) => Err(NoAnswer {
-            host: host.to_string(),
-            secs: cfg.timeout.as_secs(),
-        }
-        .into()),
+        Err(_) => Err(no_answer().into()),
     }
+}
+
+/// Why an operation did not start on kept connections.
+enum Again {
+    /// The server refused it, saying why.
+    Refused(anyhow::Error),
+    /// The connections are no longer there.
+    Gone,
+}
+
+/// The next operation on kept connections: its hello on the control connection, with
+/// the token again; the data streams are the ones the session joined.
+async fn open_again(
+    host: &str,
+    cfg: &ClientConfig,
+    mut req: SessionRequest,
+    key: SessionKey,
+    conns: Conns,
+) -> Result<(Transport, Lent), Again> {
+    req.reuse = true;
+    req.streams = conns.data.len() as u16;
+    let encrypt = req.encrypt_data;
+    let (mut control, data, lent) = crate::reuse::lend(conns);
+    let hello = Frame::Hello(Hello::Control {
+        token: cfg.token.clone(),
+        request: req,
+    });
+    write_frame_exact(&mut control, host, false, &hello)
+        .await
+        .map_err(|_| Again::Gone)?;
+    let answer = read_frame_exact(&mut control, host)
+        .await
+        .map_err(|_| Again::Gone)?;
+    let w = match refused(host, answer).map_err(Again::Refused)? {
+        Frame::Welcome(w) => w,
+        _ => {
+            return Err(Again::Refused(anyhow!(
+                "{host}: unexpected answer to hello"
+            )))
+        }
+    };
+    cfg.opened
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let transport = Transport {
+        control,
+        data,
+        peer: host.to_string(),
+        data_mac: (!encrypt).then(|| key.for_operation(&w.session).frame_mac_key()),
+        lanes: Vec::new(),
+    };
+    Ok((transport, lent))
 }
 
 /// A server that accepted the connection but did not finish setting up the session
@@ -214,6 +295,7 @@ async fn open_session_now(
     if let Some(tune) = &cfg.autotune {
         req.streams = tune.choose(rtt);
     }
+    req.reuse = cfg.reuse.is_some();
     let streams = req.streams;
     let encrypt = req.encrypt_data;
     let hello = Frame::Hello(Hello::Control {
@@ -248,11 +330,21 @@ async fn open_session_now(
     .await?;
     cfg.opened
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let data_mac = (!encrypt).then(|| key.frame_mac_key());
+    let (control, data) = match &cfg.reuse {
+        Some(pool) => {
+            let (control, data, lent) = crate::reuse::lend(Conns { control, data });
+            let want = Wanted { host, cfg, encrypt };
+            pool.keep(&want, key.clone(), lent);
+            (control, data)
+        }
+        None => (control, data),
+    };
     Ok(Transport {
         control,
         data,
         peer: host.to_string(),
-        data_mac: (!encrypt).then(|| key.frame_mac_key()),
+        data_mac,
         lanes: Vec::new(),
     })
 }
@@ -301,6 +393,11 @@ pub(crate) async fn handshake(
             "hetch: first connection to {host}: trusting its key {fp} from now on"
         );
     }
+    refused(host, answer)
+}
+
+/// A server's answer to a hello, an error frame made a one-line error naming the host.
+fn refused(host: &str, answer: Frame) -> anyhow::Result<Frame> {
     match answer {
         Frame::Error(e) => {
             let what = match e.code {

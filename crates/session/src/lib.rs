@@ -28,6 +28,7 @@ pub use hetch_location::location;
 mod metrics;
 pub mod range;
 pub mod relay;
+mod reuse;
 pub mod server;
 
 pub use client::{
@@ -35,4 +36,5 @@ pub use client::{
     ClientConfig, NoAnswer,
 };
 pub use relay::{relay, server_key, RelayPolicy};
+pub use reuse::SessionPool;
 pub use server::{default_state_dir, ServeConfig, ServeRoot, Server};

@@ -28,6 +28,9 @@ pub(crate) struct ServeMetrics {
     pub(crate) wrong_tokens: AtomicU64,
     /// Control connections refused unread, their address having failed too often.
     pub(crate) throttled: AtomicU64,
+    /// Operations run on connections kept from an earlier one
+    /// ([`hetch_proto::SessionRequest::reuse`]).
+    pub(crate) reused: AtomicU64,
     /// Connections that failed before authenticating (TLS, preamble, hello, a wrong
     /// token or proof, or too slow).
     pub(crate) unauthenticated: AtomicU64,
@@ -126,6 +129,12 @@ impl ServeMetrics {
                 "hetch_serve_blocks_resent_total",
                 "Blocks sent again after failing their check (retries).",
                 received.retried_blocks + sent.retried_blocks,
+            ),
+            (
+                "hetch_serve_sessions_reused_total",
+                "Operations run on a session's connections kept from its earlier \
+                 operation (no new TLS handshakes): a worker's units, one after another.",
+                self.reused.load(Relaxed),
             ),
             (
                 "hetch_serve_connections_refused_total",

@@ -147,6 +147,7 @@ pub(crate) async fn serve(run: RelayRun) -> Result<Report, EngineError> {
         timeout: ONWARD_TIMEOUT,
         opened: Default::default(),
         autotune: None,
+        reuse: None,
     };
     let onward = SessionRequest {
         op: Op::Push {

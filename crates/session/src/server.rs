@@ -27,6 +27,8 @@ use tokio::sync::mpsc;
 
 use crate::metrics::{ServeMetrics, Side};
 
+mod kept;
+
 /// How long a client has to open all data streams of a session once welcomed.
 const JOIN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -309,10 +311,7 @@ async fn handle(
     };
     match authenticated {
         Authenticated::Control(stream, req, key) => {
-            let side = Side::of(&req.op);
-            let ended = session(state.clone(), stream, name, *req, key).await;
-            state.metrics.session_ended(side, ended.is_ok());
-            ended
+            session(state.clone(), stream, (name, peer.ip()), *req, key).await
         }
         Authenticated::Joined => Ok(()),
     }
@@ -372,26 +371,9 @@ async fn authenticate(
                 )
                 .await;
             };
-            let ip = peer.ip();
-            // A server has one token, its own: every guess counts against it, whatever
-            // its shape.
-            let kind = hetch_net::TokenKind::Shared;
-            if let Err(wait) = state.throttle.check(ip, kind) {
-                state.metrics.throttled.fetch_add(1, Relaxed);
-                let msg = format!(
-                    "too many failed attempts from {}, retry in {} s",
-                    ip.to_canonical(),
-                    wait.as_secs() + 1
-                );
-                return refuse(&mut stream, &name, ErrorCode::Auth, &msg).await;
+            if let Err((code, msg)) = check_token(state, peer.ip(), &token) {
+                return refuse(&mut stream, &name, code, &msg).await;
             }
-            if !hetch_net::tokens_equal(&token, &state.token) {
-                state.throttle.failed(ip, kind);
-                state.metrics.wrong_tokens.fetch_add(1, Relaxed);
-                let msg = "authentication failed: wrong token";
-                return refuse(&mut stream, &name, ErrorCode::Auth, msg).await;
-            }
-            state.throttle.succeeded(ip, kind);
             accepted.read_buffer.grow();
             Ok(Authenticated::Control(stream, Box::new(request), key))
         }
@@ -401,6 +383,34 @@ async fn authenticate(
             proof,
         } => join(state, stream, &name, accepted, (session, index, proof)).await,
     }
+}
+
+/// Checks a control hello's `token`, from address `ip`, against the server's, counting
+/// failures against the address; `Err` is the answer.
+fn check_token(
+    state: &State,
+    ip: std::net::IpAddr,
+    token: &[u8],
+) -> Result<(), (ErrorCode, String)> {
+    // A server has one token, its own: every guess counts against it, whatever its
+    // shape.
+    let kind = hetch_net::TokenKind::Shared;
+    if let Err(wait) = state.throttle.check(ip, kind) {
+        state.metrics.throttled.fetch_add(1, Relaxed);
+        let msg = format!(
+            "too many failed attempts from {}, retry in {} s",
+            ip.to_canonical(),
+            wait.as_secs() + 1
+        );
+        return Err((ErrorCode::Auth, msg));
+    }
+    if !hetch_net::tokens_equal(token, &state.token) {
+        state.throttle.failed(ip, kind);
+        state.metrics.wrong_tokens.fetch_add(1, Relaxed);
+        return Err((ErrorCode::Auth, "authentication failed: wrong token".into()));
+    }
+    state.throttle.succeeded(ip, kind);
+    Ok(())
 }
 
 /// The parts of an [`hetch_net::Accepted`] still needed once its stream is taken.
@@ -469,41 +479,70 @@ async fn refuse(
         .expect_err("reply_error always fails"))
 }
 
-async fn session(
-    state: Arc<State>,
-    mut control: BoxStream,
-    peer: String,
-    req: SessionRequest,
-    key: SessionKey,
-) -> Result<(), EngineError> {
-    let side = Side::of(&req.op);
+/// Checks a session's request and resolves what it does; `Err` is the answer.
+async fn prepare(
+    state: &State,
+    req: &SessionRequest,
+) -> Result<(Role, Options), (ErrorCode, String)> {
     if req.streams == 0 || req.streams > 256 {
-        return reply_error(
-            &mut control,
-            &peer,
-            ErrorCode::Protocol,
-            "streams must be 1..=256",
-        )
-        .await;
+        return Err((ErrorCode::Protocol, "streams must be 1..=256".into()));
     }
     if let Err(e) = hetch_integrity::check_block_size(req.block_size as u64) {
-        return reply_error(&mut control, &peer, ErrorCode::Protocol, &e.to_string()).await;
+        return Err((ErrorCode::Protocol, e.to_string()));
     }
     // Resolve paths before welcoming, so that a bad path is one clear error.
-    let role = match resolve_role(&state, &req).await {
-        Ok(r) => r,
-        Err(msg) => return reply_error(&mut control, &peer, ErrorCode::Path, &msg).await,
-    };
-    let opts = match session_options(&state.engine, &req) {
-        Ok(o) => o,
-        Err(msg) => return reply_error(&mut control, &peer, ErrorCode::Other, &msg).await,
-    };
+    let role = resolve_role(state, req)
+        .await
+        .map_err(|m| (ErrorCode::Path, m))?;
+    let opts = session_options(&state.engine, req).map_err(|m| (ErrorCode::Other, m))?;
+    Ok((role, opts))
+}
+
+/// A new welcome, with a new session id.
+fn welcome() -> (SessionId, Frame) {
     let mut id = [0u8; 16];
     rand::rng().fill_bytes(&mut id);
     let welcome = Frame::Welcome(Welcome {
         session: id,
         server: format!("hetch {}", env!("CARGO_PKG_VERSION")),
     });
+    (id, welcome)
+}
+
+/// Serves a session whose control connection came from `peer` (its name and address),
+/// welcomed with `req`, counting how it ended (a kept session counts each operation).
+async fn session(
+    state: Arc<State>,
+    control: BoxStream,
+    peer: (String, std::net::IpAddr),
+    req: SessionRequest,
+    key: SessionKey,
+) -> Result<(), EngineError> {
+    let side = Side::of(&req.op);
+    let mut kept = false;
+    let ended = operations(&state, control, peer, req, key, &mut kept).await;
+    if !kept {
+        state.metrics.session_ended(side, ended.is_ok());
+    }
+    ended
+}
+
+/// [`session`]'s work; `kept` is set once its connections are kept for more
+/// operations.
+async fn operations(
+    state: &Arc<State>,
+    mut control: BoxStream,
+    (peer, ip): (String, std::net::IpAddr),
+    req: SessionRequest,
+    key: SessionKey,
+    kept: &mut bool,
+) -> Result<(), EngineError> {
+    let side = Side::of(&req.op);
+    let (role, opts) = match prepare(&state, &req).await {
+        Ok(r) => r,
+        Err((code, msg)) => return reply_error(&mut control, &peer, code, &msg).await,
+    };
+    let (id, welcome) = welcome();
     let role = match role {
         Role::Relay(operands) => {
             let run = crate::relay::RelayRun {
@@ -557,7 +596,7 @@ async fn session(
         Joining {
             encrypt: req.encrypt_data,
             tuning: requested_tuning(&req),
-            key,
+            key: key.clone(),
             taken: vec![false; usize::from(req.streams)],
             tx,
         },
@@ -588,6 +627,17 @@ async fn session(
     .await;
     state.joining.lock().expect("joining lock").remove(&id);
     let data = joined?;
+    if req.reuse && kept::can_keep(&role) {
+        let conns = crate::reuse::Conns { control, data };
+        let first = kept::Operation {
+            side,
+            role,
+            opts,
+            data_mac,
+        };
+        *kept = true;
+        return kept::serve(state, (&peer, ip), &key, conns, first).await;
+    }
     let transport = Transport {
         control,
         data,
@@ -595,10 +645,23 @@ async fn session(
         data_mac,
         lanes: Vec::new(),
     };
+    run_role(state, &peer, side, role, opts, transport).await
+}
+
+/// Runs a push's sink or a pull's source on `transport`, as the server's side of one
+/// operation, counted in the metrics while it runs and logged when it ends.
+async fn run_role(
+    state: &State,
+    peer: &str,
+    side: Side,
+    role: Role,
+    opts: Options,
+    transport: Transport,
+) -> Result<(), EngineError> {
     let progress = Arc::new(Progress::default());
     // The session's warnings (a device this server may not make, not being root, ...)
     // go to the server's log: no frame tells them to the client yet.
-    let warned = peer.clone();
+    let warned = peer.to_string();
     progress.set_log(Box::new(move |line: &str| {
         if let Some(w) = line.strip_prefix("warning: ") {
             let w = hetch_proto::escape_text(w);
@@ -628,7 +691,7 @@ async fn session(
             hetch_engine::run_source_from(opts, operands, transport, progress).await,
         ),
     };
-    log_done(&peer, what, &result?, started);
+    log_done(peer, what, &result?, started);
     Ok(())
 }
 

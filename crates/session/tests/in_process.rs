@@ -61,6 +61,7 @@ fn client(dir: &Path, token: &[u8], fingerprint: hetch_net::Fingerprint) -> Clie
         timeout: Duration::from_secs(20),
         opened: Arc::default(),
         autotune: None,
+        reuse: None,
     }
 }
 
@@ -271,4 +272,78 @@ async fn plain_data_streams_carry_a_push_and_a_pull() {
     let pulled = pull_tree(&addr, &cfg, small_blocks(0), "plain", &back, false).await;
     assert_eq!(pulled.summary.failed, 0, "{:?}", pulled.errors);
     hetch_testkit::tree::assert_same_tree(&src, &back.join("plain"));
+}
+
+/// A client that keeps its sessions: pushes and pulls one after another, over TLS and
+/// over plain data streams (each operation with its own frame MAC key), with blocks
+/// damaged in flight, all arrive whole over the connections of the first session of
+/// each kind; the server counts the operations it ran on kept connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_sessions_carry_one_operation_after_another() {
+    let t = tempfile::tempdir().unwrap();
+    let src = t.path().join("kept");
+    hetch_testkit::tree::mixed_tree(&src);
+    let root = t.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let cfg = ServeConfig {
+        root: ServeRoot::Local(root.clone()),
+        listen: "127.0.0.1:0".into(),
+        state_dir: t.path().join("state"),
+        token_file: None,
+        socket: Default::default(),
+        engine: small_blocks(2),
+        limits: Default::default(),
+        metrics: Some("127.0.0.1:0".into()),
+        relay: Default::default(),
+    };
+    let srv = Server::bind(cfg).await.unwrap();
+    let (addr, fp) = (srv.addr.to_string(), srv.fingerprint);
+    let metrics = srv.metrics_addr.unwrap();
+    let token = std::fs::read(&srv.token_path).unwrap();
+    tokio::spawn(srv.run());
+    let pool = Arc::new(hetch_session::SessionPool::new());
+    let cfg = ClientConfig {
+        reuse: Some(pool.clone()),
+        ..client(t.path(), token.trim_ascii(), fp)
+    };
+    for encrypt in [true, false] {
+        let back = t.path().join(format!("back-{encrypt}"));
+        let pushed = push_tree(&addr, &cfg, small_blocks(0), &src, encrypt).await;
+        assert_eq!(pushed.summary.failed, 0, "{:?}", pushed.errors);
+        let pulled = pull_tree(&addr, &cfg, small_blocks(0), "kept", &back, encrypt).await;
+        // The server's engine damages its first blocks sent in each operation: the
+        // pull finds them, as in a session of its own.
+        assert_eq!(pulled.summary.failed, 0, "{:?}", pulled.errors);
+        assert_eq!(pulled.summary.retried_blocks, 2, "{:?}", pulled.summary);
+        hetch_testkit::tree::assert_same_tree(&src, &back.join("kept"));
+        std::fs::remove_dir_all(root.join("kept")).unwrap();
+        let again = push_tree(&addr, &cfg, small_blocks(1), &src, encrypt).await;
+        assert_eq!(again.summary.retried_blocks, 1, "{:?}", again.summary);
+        hetch_testkit::tree::assert_same_tree(&src, &root.join("kept"));
+    }
+    // Three operations of each kind of stream, the first of each on new connections.
+    assert_eq!(cfg.opened.load(std::sync::atomic::Ordering::Relaxed), 6);
+    assert_eq!(pool.reused(), 4);
+    let text = scrape(metrics).await;
+    assert!(
+        text.lines()
+            .any(|l| l == "hetch_serve_sessions_reused_total 4"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l == "hetch_serve_sessions_ended_total{op=\"push\",outcome=\"ok\"} 4"),
+        "{text}"
+    );
+}
+
+/// The server's `/metrics` text at `addr`.
+async fn scrape(addr: std::net::SocketAddr) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).await.unwrap();
+    text
 }

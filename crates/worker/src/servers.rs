@@ -120,6 +120,7 @@ impl UnitContext {
             timeout: Duration::from_secs(30),
             opened: Default::default(),
             autotune: None,
+            reuse: Some(self.sessions.clone()),
         })
     }
 }

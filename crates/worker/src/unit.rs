@@ -97,6 +97,9 @@ pub struct UnitContext {
     /// Where a unit's failure is said whole (the service is told it as the job's
     /// user sees it).
     pub(crate) log: Log,
+    /// Sessions with servers kept from one unit to the next: a worker's units of a job
+    /// run one after another over the same TLS connections to their destination.
+    pub(crate) sessions: Arc<hetch_session::SessionPool>,
 }
 
 impl UnitContext {
@@ -120,6 +123,7 @@ impl UnitContext {
             account_child: Arc::new([]),
             worker: String::new(),
             log: Log::stderr("hetch worker: ".into()),
+            sessions: Arc::default(),
         }
     }
 
@@ -371,6 +375,7 @@ mod tests {
             timeout: std::time::Duration::from_secs(1),
             opened: Default::default(),
             autotune: None,
+            reuse: None,
         };
         let (c, off) = super::with_autotune(Some(client.clone()), None);
         assert!(c.unwrap().autotune.is_some() && off.is_none());

@@ -145,7 +145,7 @@ pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
             filter(),
             proptest::option::of(delete()),
             compression(),
-            any::<bool>(),
+            any::<(bool, bool)>(),
             any::<(bool, bool, bool, bool, bool)>(),
         ),
     )
@@ -167,7 +167,7 @@ pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
                     filter,
                     delete,
                     compression,
-                    dry_run,
+                    (dry_run, reuse),
                     (specials, devices, hard_links, xattrs, acls),
                 ),
             )| SessionRequest {
@@ -192,6 +192,7 @@ pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
                 delete,
                 compression,
                 dry_run,
+                reuse,
             },
         )
 }

@@ -695,6 +695,64 @@ fn a_job_with_compress_sends_its_blocks_compressed() {
     );
 }
 
+/// A worker keeps its session with a destination node from one unit to the next: a
+/// job of 60 files in units of 2 runs on one worker, which opens a session with the
+/// node for its first unit and runs most of the others over the same connections (the
+/// node counts them in its `/metrics`); the copy is whole, and a second job finds
+/// everything in place over them too.
+#[test]
+fn a_workers_units_to_a_node_run_over_its_kept_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path();
+    let root = t.join("root");
+    big_tree(&root, "data", 60);
+    let token = t.join("dest-token");
+    std::fs::write(&token, "a-token-of-the-destination-node").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let flags = [
+        "--token-file",
+        token.to_str().unwrap(),
+        "--metrics",
+        "127.0.0.1:0",
+    ];
+    let node = util::Server::start_with(&t.join("dest"), &t.join("node"), &flags, &[]);
+    let known = t.join("known_hosts");
+    std::fs::write(&known, format!("{} {}\n", node.addr, node.fingerprint)).unwrap();
+    let svc = start_with(t, &["--batch-files", "2"]);
+    let mut a = args(&["worker", "--service", &svc.addr, "--name", "w1"]);
+    a.extend([
+        OsString::from("--known-hosts"),
+        known.into(),
+        "--root".into(),
+        root.clone().into(),
+        "--token-file".into(),
+        token.into(),
+    ]);
+    let worker = spawn(&a, &svc.env());
+    for run in ["copy/", "copy/"] {
+        let id = submit(&svc, &["data", &node.url(run)]);
+        svc.job(&["wait", &id]).ok();
+        assert_all_done(&svc, &id);
+        util::assert_same_tree(&root.join("data"), &t.join("dest/copy/data"));
+    }
+    util::assert_no_temp_files(&t.join("dest"));
+    let (m, body) = util::scrape(&node.metrics_addr());
+    let ended = m.value(
+        "hetch_serve_sessions_ended_total",
+        &[("op", "push"), ("outcome", "ok")],
+    );
+    let reused = m.value("hetch_serve_sessions_reused_total", &[]);
+    // At least 31 units a job; each unit one push, and all but a few (a session is
+    // opened again when the last one was still settling) on kept connections.
+    assert!(ended >= 62, "{body}");
+    assert!(
+        reused * 2 >= ended,
+        "{reused} of {ended} pushes on kept connections\n{body}"
+    );
+    drop(worker);
+}
+
 /// A job to a destination of three `hetch serve` nodes sharing one storage, run by
 /// three workers: the units are spread over the nodes, and when one node is killed
 /// (-9) mid-job its units fail there and are run again on the next node; the node

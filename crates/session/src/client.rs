@@ -192,7 +192,7 @@ pub async fn open_session(
 }
 
 /// Why an operation did not start on kept connections.
-enum Again {
+pub(crate) enum Again {
     /// The server refused it, saying why.
     Refused(anyhow::Error),
     /// The connections are no longer there.
@@ -201,7 +201,7 @@ enum Again {
 
 /// The next operation on kept connections: its hello on the control connection, with
 /// the token again; the data streams are the ones the session joined.
-async fn open_again(
+pub(crate) async fn open_again(
     host: &str,
     cfg: &ClientConfig,
     mut req: SessionRequest,

@@ -29,6 +29,8 @@ mod metrics;
 pub mod range;
 pub mod relay;
 mod reuse;
+#[cfg(test)]
+mod reuse_hostile;
 pub mod server;
 
 pub use client::{

@@ -460,31 +460,41 @@ impl SessionPool {
         lent: Lent,
     ) {
         let pool = self.clone();
-        let (host, token) = (want.host.to_string(), want.cfg.token.clone());
-        let (fingerprint, socket, encrypt) =
-            (want.cfg.fingerprint, want.cfg.socket.clone(), want.encrypt);
+        let host = want.host.to_string();
+        let cfg = want.cfg.clone();
+        let encrypt = want.encrypt;
         self.settling
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         tokio::spawn(async move {
             if let Some(conns) = lent.reclaim(SETTLE).await {
-                let mut idle = pool.idle.lock().expect("pool lock");
-                if idle.len() >= MAX_IDLE {
-                    idle.remove(0);
-                }
-                idle.push(Idle {
-                    host,
-                    token,
-                    fingerprint,
-                    socket,
+                let want = Wanted {
+                    host: &host,
+                    cfg: &cfg,
                     encrypt,
-                    key,
-                    conns,
-                    since: Instant::now(),
-                });
+                };
+                pool.put(&want, key, conns);
             }
             pool.settling
                 .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
             pool.settled.notify_waiters();
+        });
+    }
+
+    /// Keeps `conns`, of a session with `key`, for another operation of `want`'s.
+    pub(crate) fn put(&self, want: &Wanted<'_>, key: SessionKey, conns: Conns) {
+        let mut idle = self.idle.lock().expect("pool lock");
+        if idle.len() >= MAX_IDLE {
+            idle.remove(0);
+        }
+        idle.push(Idle {
+            host: want.host.to_string(),
+            token: want.cfg.token.clone(),
+            fingerprint: want.cfg.fingerprint,
+            socket: want.cfg.socket.clone(),
+            encrypt: want.encrypt,
+            key,
+            conns,
+            since: Instant::now(),
         });
     }
 

@@ -538,7 +538,7 @@ async fn operations(
     kept: &mut bool,
 ) -> Result<(), EngineError> {
     let side = Side::of(&req.op);
-    let (role, opts) = match prepare(&state, &req).await {
+    let (role, opts) = match prepare(state, &req).await {
         Ok(r) => r,
         Err((code, msg)) => return reply_error(&mut control, &peer, code, &msg).await,
     };

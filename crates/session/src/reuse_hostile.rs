@@ -14,8 +14,11 @@ use crate::client::{open_again, Again};
 use crate::reuse::{lend, Conns, SessionPool, Wanted};
 use crate::{open_session, session_request, ClientConfig, ServeConfig, ServeRoot, Server};
 
-/// A server of `root` on 127.0.0.1, and a client keeping its sessions in a pool.
-async fn server_and_client(dir: &std::path::Path) -> (String, ClientConfig, Arc<SessionPool>) {
+/// A server of `root` on 127.0.0.1, a client keeping its sessions in a pool, and a
+/// directory of one file to push.
+async fn server_and_client(
+    dir: &std::path::Path,
+) -> (String, ClientConfig, Arc<SessionPool>, std::path::PathBuf) {
     let root = dir.join("root");
     std::fs::create_dir_all(&root).unwrap();
     let srv = Server::bind(ServeConfig {
@@ -45,7 +48,10 @@ async fn server_and_client(dir: &std::path::Path) -> (String, ClientConfig, Arc<
         reuse: Some(pool.clone()),
     };
     tokio::spawn(srv.run());
-    (addr, cfg, pool)
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("f"), b"kept").unwrap();
+    (addr, cfg, pool, src)
 }
 
 fn push() -> hetch_proto::SessionRequest {
@@ -86,10 +92,7 @@ async fn kept_after_a_push(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kept_session_checks_the_token_and_streams_of_every_operation() {
     let t = tempfile::tempdir().unwrap();
-    let (addr, cfg, pool) = server_and_client(t.path()).await;
-    let src = t.path().join("src");
-    std::fs::create_dir_all(&src).unwrap();
-    std::fs::write(src.join("f"), b"kept").unwrap();
+    let (addr, cfg, pool, src) = server_and_client(t.path()).await;
 
     // A wrong token on kept connections is refused as on new ones.
     let (key, conns) = kept_after_a_push(&addr, &cfg, &pool, &src).await;
@@ -126,10 +129,7 @@ async fn a_kept_session_checks_the_token_and_streams_of_every_operation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kept_session_gone_while_idle_gives_way_to_a_new_one() {
     let t = tempfile::tempdir().unwrap();
-    let (addr, cfg, pool) = server_and_client(t.path()).await;
-    let src = t.path().join("src");
-    std::fs::create_dir_all(&src).unwrap();
-    std::fs::write(src.join("f"), b"kept").unwrap();
+    let (addr, cfg, pool, src) = server_and_client(t.path()).await;
     let (key, conns) = kept_after_a_push(&addr, &cfg, &pool, &src).await;
     // The server side of the kept connections is gone: closed under the pool.
     drop(conns);

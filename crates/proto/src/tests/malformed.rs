@@ -102,6 +102,7 @@ impl RawHello {
         b.extend_from_slice(&self.tail);
         b.put_u8(self.compression);
         b.put_u8(0); // not a dry run
+        b.put_u8(0); // not kept for another operation
         b
     }
 

@@ -7,6 +7,7 @@
 #
 # Usage: bench/service-scaling.sh [FILES] [FILE_SIZE] (default 800 1M)
 #   NS="1 2 4" RATE=500mbit RTT=20ms RUNS=1 BATCH=20 (files per unit)
+#   UNITS=4 (units each worker runs at once: `hetch worker --units`)
 #   SERVICE_ARGS="--range-size 256M" (more `hetch service` flags: how large files split)
 #   WORK_DIR=/dev/shm (where the source and destination trees live; a disk for data
 #     larger than memory allows twice)
@@ -31,6 +32,7 @@ BENCH=service-scaling
 source "$(dirname "$0")/lib.sh"
 files=${1:-800}; size=${2:-1M}
 ns=${NS:-1 2 4}; rate=${RATE:-500mbit}; rtt=${RTT:-20ms}; runs=${RUNS:-1}; batch=${BATCH:-20}
+units=${UNITS:-4}
 kill_at=${KILL_AT:-}; cp_too=${CP_TOO:-}; lease=${LEASE:-10}
 bin=$(realpath "${HETCH_BIN:-target/release/hetch}")
 lab=$(realpath "${LAB_BIN:-target/release/hetch-lab}")
@@ -85,7 +87,7 @@ one() {   # one N [kill]: prints "N seconds MB/s CPU-s start-s what"
     tok=$(cat "$d/svc/token")
     for i in $(seq "$n"); do
         HETCH_TOKEN=$tok in_role workers "$lab" wan exec "a$i" -- "$bin" worker --service 10.77.0.1:7879 \
-            --root "$work/src" --name "w$i" --units 4 --token-file "$work/token" \
+            --root "$work/src" --name "w$i" --units "$units" --token-file "$work/token" \
             --known-hosts "$d/kh.workers" 2>"$d/w$i.log" &
     done
     local nodes=""; for i in $(seq 2 "$n"); do nodes="$nodes --dest-node 10.77.0.$((100 + i)):7878"; done
@@ -138,7 +140,7 @@ cp_one() {   # the same copy by hetch cp from a1 into b1's server
         "$t0" "$t1" "$total" "$(cpu_cols "$b0" "$b1" "$r0" "$r1")"
     rm -rf "$d"
 }
-echo "hetch service scaling: $files x $size in units of $batch files, link $rate per host, RTT $rtt, $(nproc) CPUs"
+echo "hetch service scaling: $files x $size in units of $batch files ($units at once per worker), link $rate per host, RTT $rtt, $(nproc) CPUs"
 results=()
 for _ in $(seq "$runs"); do
     for n in $ns; do

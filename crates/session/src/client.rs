@@ -56,6 +56,11 @@ impl Autotune {
         }
     }
 
+    /// The fewest streams a session gets.
+    pub(crate) fn floor(&self) -> u16 {
+        self.floor
+    }
+
     /// The choice for a session whose connection took `rtt` to set up.
     fn choose(&self, rtt: std::time::Duration) -> u16 {
         let c = hetch_doctor::tune::choose(rtt, &hetch_doctor::Host::default(), self.floor);
@@ -169,6 +174,7 @@ pub async fn open_session(
             host,
             cfg,
             encrypt: req.encrypt_data,
+            streams: cfg.autotune.as_ref().map_or(req.streams, |a| a.floor()),
         };
         while let Some((key, conns)) = pool.take(&want).await {
             let again = open_again(host, cfg, req.clone(), key.clone(), conns);
@@ -334,7 +340,12 @@ async fn open_session_now(
     let (control, data) = match &cfg.reuse {
         Some(pool) => {
             let (control, data, lent) = crate::reuse::lend(Conns { control, data });
-            let want = Wanted { host, cfg, encrypt };
+            let want = Wanted {
+                host,
+                cfg,
+                encrypt,
+                streams: 1,
+            };
             pool.keep(&want, key.clone(), lent);
             (control, data)
         }

@@ -406,12 +406,15 @@ pub(crate) struct Wanted<'a> {
     pub host: &'a str,
     pub cfg: &'a crate::client::ClientConfig,
     pub encrypt: bool,
+    /// The fewest data streams it needs.
+    pub streams: u16,
 }
 
 impl Wanted<'_> {
     fn matches(&self, i: &Idle) -> bool {
         i.host == self.host
             && i.encrypt == self.encrypt
+            && i.conns.data.len() >= usize::from(self.streams)
             && i.fingerprint == self.cfg.fingerprint
             && i.socket == self.cfg.socket
             && hetch_net::tokens_equal(&i.token, &self.cfg.token)
@@ -471,6 +474,7 @@ impl SessionPool {
                     host: &host,
                     cfg: &cfg,
                     encrypt,
+                    streams: 1,
                 };
                 pool.put(&want, key, conns);
             }
@@ -519,6 +523,57 @@ mod tests {
             control: s,
             data: Vec::new(),
         }
+    }
+
+    /// A kept session serves only an operation of the same server and token that
+    /// needs no more streams than it has.
+    #[tokio::test]
+    async fn a_kept_session_serves_only_its_kind_of_operation() {
+        let cfg = crate::client::ClientConfig {
+            token: b"0123456789abcdef0123".to_vec(),
+            fingerprint: None,
+            known_hosts: None,
+            socket: Default::default(),
+            timeout: Duration::from_secs(1),
+            opened: Default::default(),
+            autotune: None,
+            reuse: None,
+        };
+        let want = |host, cfg, streams| Wanted {
+            host,
+            cfg,
+            encrypt: true,
+            streams,
+        };
+        let pool = SessionPool::new();
+        let one_stream = Conns {
+            control: pair().0,
+            data: vec![pair().0],
+        };
+        pool.put(
+            &want("h:1", &cfg, 1),
+            SessionKey::from_bytes([1; 32]),
+            one_stream,
+        );
+        assert!(
+            pool.take(&want("h:1", &cfg, 2)).await.is_none(),
+            "too few streams"
+        );
+        assert!(
+            pool.take(&want("h:2", &cfg, 1)).await.is_none(),
+            "another server"
+        );
+        let mut other = cfg.clone();
+        other.token[0] ^= 1;
+        assert!(
+            pool.take(&want("h:1", &other, 1)).await.is_none(),
+            "another token"
+        );
+        assert!(pool.take(&want("h:1", &cfg, 1)).await.is_some());
+        assert!(
+            pool.take(&want("h:1", &cfg, 1)).await.is_none(),
+            "taken once"
+        );
     }
 
     /// Two operations over one connection: each side reads the other's bytes up to

@@ -85,6 +85,7 @@ async fn kept_after_a_push(
         host: addr,
         cfg,
         encrypt: true,
+        streams: 2,
     };
     pool.take(&want).await.expect("the session was kept")
 }
@@ -143,6 +144,7 @@ async fn a_kept_session_gone_while_idle_gives_way_to_a_new_one() {
         host: &addr,
         cfg: &cfg,
         encrypt: true,
+        streams: 2,
     };
     pool.put(&want, key, dead);
     let before = pool.reused();

@@ -95,7 +95,11 @@ impl UnitContext {
             }
             _ => None,
         };
-        self.unit_copy(spec, sources, dest, opts, client)
+        let floor = match u.unit {
+            UnitSpec::Files { bytes, .. } if bytes < crate::unit::SMALL_UNIT => self.stream_floor,
+            _ => hetch_copy::DEFAULT_STREAMS,
+        };
+        self.unit_copy(spec, sources, dest, opts, (client, floor))
     }
 }
 

@@ -88,6 +88,7 @@ pub async fn run(c: WorkerConfig) -> Result<(), WorkerError> {
     ctx.account_child = c.account_child.into();
     ctx.log = log.clone();
     ctx.worker = name.clone();
+    ctx.stream_floor = unit::stream_floor(c.units);
     let lc = LoopConfig {
         name,
         units: c.units,

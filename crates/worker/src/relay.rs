@@ -76,7 +76,13 @@ impl UnitContext {
         opts.rate_limit = rate.rate();
         let source_token = self.source_token.as_ref().or(self.dest_token.as_ref());
         let client = self.client_config(&source_host, source_token)?;
-        let mut job = self.unit_copy(spec, vec![source], dest, opts, Some(client))?;
+        let mut job = self.unit_copy(
+            spec,
+            vec![source],
+            dest,
+            opts,
+            (Some(client), hetch_copy::DEFAULT_STREAMS),
+        )?;
         job.dest_server = dest_server;
         let s = crate::unit::copy_through(&job, &progress).await?.summary;
         Ok(Done::moved(s.files + s.skipped, s.bytes))

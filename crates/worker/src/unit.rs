@@ -100,7 +100,24 @@ pub struct UnitContext {
     /// Sessions with servers kept from one unit to the next: a worker's units of a job
     /// run one after another over the same TLS connections to their destination.
     pub(crate) sessions: Arc<hetch_session::SessionPool>,
+    /// The fewest data streams a small unit's session autotunes to (see
+    /// [`stream_floor`]).
+    pub(crate) stream_floor: u16,
 }
+
+/// The fewest data streams each small unit's session opens when this worker runs
+/// `units` at once: `hetch cp`'s 4 shared among them, so that a worker's units together
+/// open about as many connections as one `hetch cp` (more connections of the same host
+/// share its link and its CPUs no better, and each costs wake-ups and packets at both
+/// ends). Autotuning still opens more where the round trip needs them, and a large
+/// unit ([`SMALL_UNIT`] or more) gets all 4.
+pub(crate) fn stream_floor(units: u32) -> u16 {
+    (hetch_copy::DEFAULT_STREAMS / units.clamp(1, 4) as u16).max(1)
+}
+
+/// Units of files smaller than this share the default streams with the units running
+/// beside them ([`stream_floor`]): they end before more streams would help.
+pub(crate) const SMALL_UNIT: u64 = 256 << 20;
 
 impl UnitContext {
     /// A context for units of the service `api`, with sources below `root`, the
@@ -124,6 +141,7 @@ impl UnitContext {
             worker: String::new(),
             log: Log::stderr("hetch worker: ".into()),
             sessions: Arc::default(),
+            stream_floor: hetch_copy::DEFAULT_STREAMS,
         }
     }
 
@@ -242,16 +260,17 @@ impl UnitContext {
             Err(e) => bail!("source {s}: {e}"),
         }
     }
-    /// The `hetch cp` of a unit of job `spec`: `sources` into `dest`.
+    /// The `hetch cp` of a unit of job `spec`: `sources` into `dest`, its sessions with
+    /// a server `client`'s, autotuned to no fewer than `floor` streams.
     pub(crate) fn unit_copy(
         &self,
         spec: &JobSpec,
         sources: Vec<Location>,
         dest: Location,
         opts: Options,
-        client: Option<hetch_session::client::ClientConfig>,
+        (client, floor): (Option<hetch_session::client::ClientConfig>, u16),
     ) -> anyhow::Result<CopyJob> {
-        let (client, autotune_off) = with_autotune(client, spec.options.streams);
+        let (client, autotune_off) = with_autotune(client, spec.options.streams, floor);
         Ok(CopyJob {
             opts,
             streams: spec.options.streams.unwrap_or(hetch_copy::DEFAULT_STREAMS),
@@ -345,11 +364,12 @@ pub(crate) fn unit_options(
     Ok(opts)
 }
 
-/// A unit's sessions choose their streams as `hetch cp`'s do, unless the job gave a
-/// number; then why not.
+/// A unit's sessions choose their streams as `hetch cp`'s do (never fewer than
+/// `floor`), unless the job gave a number; then why not.
 fn with_autotune(
     mut client: Option<hetch_session::client::ClientConfig>,
     streams: Option<u16>,
+    floor: u16,
 ) -> (
     Option<hetch_session::client::ClientConfig>,
     Option<&'static str>,
@@ -358,7 +378,7 @@ fn with_autotune(
         return (client, Some("--streams given"));
     }
     if let Some(c) = client.as_mut() {
-        c.autotune = Some(Arc::new(hetch_session::Autotune::new(4)));
+        c.autotune = Some(Arc::new(hetch_session::Autotune::new(floor)));
     }
     (client, None)
 }
@@ -377,11 +397,17 @@ mod tests {
             autotune: None,
             reuse: None,
         };
-        let (c, off) = super::with_autotune(Some(client.clone()), None);
+        let (c, off) = super::with_autotune(Some(client.clone()), None, 4);
         assert!(c.unwrap().autotune.is_some() && off.is_none());
-        let (c, off) = super::with_autotune(Some(client), Some(2));
+        let (c, off) = super::with_autotune(Some(client), Some(2), 4);
         assert!(c.unwrap().autotune.is_none());
         assert_eq!(off, Some("--streams given"));
-        assert!(super::with_autotune(None, None).0.is_none());
+        assert!(super::with_autotune(None, None, 4).0.is_none());
+    }
+
+    #[test]
+    fn units_at_once_share_the_default_streams() {
+        let floors: Vec<u16> = [0, 1, 2, 3, 4, 64].map(super::stream_floor).into();
+        assert_eq!(floors, [4, 4, 2, 1, 1, 1]);
     }
 }

@@ -132,13 +132,17 @@ async fn a_kept_session_gone_while_idle_gives_way_to_a_new_one() {
     let t = tempfile::tempdir().unwrap();
     let (addr, cfg, pool, src) = server_and_client(t.path()).await;
     let (key, conns) = kept_after_a_push(&addr, &cfg, &pool, &src).await;
-    // The server side of the kept connections is gone: closed under the pool.
+    // The server side of the kept connections is gone: closed under the pool, which
+    // still holds them (as many streams as a push asks for, so they match).
     drop(conns);
-    let (ours, theirs) = tokio::io::duplex(64);
-    drop(theirs);
+    let closed = || -> hetch_engine::BoxStream {
+        let (ours, theirs) = tokio::io::duplex(64);
+        drop(theirs);
+        Box::new(ours)
+    };
     let dead = Conns {
-        control: Box::new(ours),
-        data: Vec::new(),
+        control: closed(),
+        data: vec![closed(), closed()],
     };
     let want = Wanted {
         host: &addr,
@@ -153,5 +157,8 @@ async fn a_kept_session_gone_while_idle_gives_way_to_a_new_one() {
     run_source_from(Options::default(), ops, transport, Arc::default())
         .await
         .unwrap();
-    assert_eq!(pool.reused(), before, "the dead session was not used");
+    assert_eq!(pool.reused(), before, "the dead session ran nothing");
+    // The dead session was taken and dropped: the pool holds the new one alone.
+    assert!(pool.take(&want).await.is_some(), "the new session was kept");
+    assert!(pool.take(&want).await.is_none(), "the dead session is gone");
 }

@@ -165,10 +165,6 @@ pub async fn open_session(
     cfg: &ClientConfig,
     req: SessionRequest,
 ) -> anyhow::Result<Transport> {
-    let no_answer = || NoAnswer {
-        host: host.to_string(),
-        secs: cfg.timeout.as_secs(),
-    };
     if let Some(pool) = &cfg.reuse {
         let want = Wanted {
             host,
@@ -193,7 +189,11 @@ pub async fn open_session(
     }
     match tokio::time::timeout(cfg.timeout, open_session_now(host, cfg, req)).await {
         Ok(r) => r,
-        Err(_) => Err(no_answer().into()),
+        Err(_) => Err(NoAnswer {
+            host: host.to_string(),
+            secs: cfg.timeout.as_secs(),
+        }
+        .into()),
     }
 }
 

@@ -368,14 +368,31 @@ async fn skip_to_end<R: AsyncRead + Unpin>(r: &mut R, mut at: Reading) -> Option
     Some(())
 }
 
-/// What an idle kept session was opened with: only an operation asking for the
-/// same may use it.
-struct Idle {
+/// What a kept session was opened with: only an operation asking for the same may
+/// use it.
+struct Opened {
     host: String,
     token: Vec<u8>,
     fingerprint: Option<hetch_net::Fingerprint>,
     socket: SocketOptions,
     encrypt: bool,
+}
+
+impl Opened {
+    fn of(want: &Wanted<'_>) -> Opened {
+        Opened {
+            host: want.host.to_string(),
+            token: want.cfg.token.clone(),
+            fingerprint: want.cfg.fingerprint,
+            socket: want.cfg.socket.clone(),
+            encrypt: want.encrypt,
+        }
+    }
+}
+
+/// An idle kept session.
+struct Idle {
+    opened: Opened,
     key: SessionKey,
     conns: Conns,
     since: Instant,
@@ -412,12 +429,13 @@ pub(crate) struct Wanted<'a> {
 
 impl Wanted<'_> {
     fn matches(&self, i: &Idle) -> bool {
-        i.host == self.host
-            && i.encrypt == self.encrypt
+        let o = &i.opened;
+        o.host == self.host
+            && o.encrypt == self.encrypt
             && i.conns.data.len() >= usize::from(self.streams)
-            && i.fingerprint == self.cfg.fingerprint
-            && i.socket == self.cfg.socket
-            && hetch_net::tokens_equal(&i.token, &self.cfg.token)
+            && o.fingerprint == self.cfg.fingerprint
+            && o.socket == self.cfg.socket
+            && hetch_net::tokens_equal(&o.token, &self.cfg.token)
     }
 }
 
@@ -463,20 +481,12 @@ impl SessionPool {
         lent: Lent,
     ) {
         let pool = self.clone();
-        let host = want.host.to_string();
-        let cfg = want.cfg.clone();
-        let encrypt = want.encrypt;
+        let opened = Opened::of(want);
         self.settling
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         tokio::spawn(async move {
             if let Some(conns) = lent.reclaim(SETTLE).await {
-                let want = Wanted {
-                    host: &host,
-                    cfg: &cfg,
-                    encrypt,
-                    streams: 1,
-                };
-                pool.put(&want, key, conns);
+                pool.put_opened(opened, key, conns);
             }
             pool.settling
                 .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
@@ -484,18 +494,20 @@ impl SessionPool {
         });
     }
 
-    /// Keeps `conns`, of a session with `key`, for another operation of `want`'s.
+    /// Keeps `conns`, of a session with `key`, for another operation of `want`'s (the
+    /// tests' way to put a session in the pool).
+    #[cfg(test)]
     pub(crate) fn put(&self, want: &Wanted<'_>, key: SessionKey, conns: Conns) {
+        self.put_opened(Opened::of(want), key, conns);
+    }
+
+    fn put_opened(&self, opened: Opened, key: SessionKey, conns: Conns) {
         let mut idle = self.idle.lock().expect("pool lock");
         if idle.len() >= MAX_IDLE {
             idle.remove(0);
         }
         idle.push(Idle {
-            host: want.host.to_string(),
-            token: want.cfg.token.clone(),
-            fingerprint: want.cfg.fingerprint,
-            socket: want.cfg.socket.clone(),
-            encrypt: want.encrypt,
+            opened,
             key,
             conns,
             since: Instant::now(),

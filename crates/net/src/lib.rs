@@ -13,13 +13,15 @@
 //!   only ever sent inside TLS. Data streams prove membership in a session with a
 //!   [`SessionKey`] exported from the control connection's TLS session instead.
 //! - Before authentication: [`PreAuthGate`] caps unauthenticated connections,
-//!   [`AuthThrottle`] slows token guessing per address.
+//!   [`AuthThrottle`] slows token guessing per address; after it, [`Shares`] caps what
+//!   one caller or address holds.
 
 // One probe (ktls.rs) makes a system call std has no wrapper for.
 #![deny(unsafe_code)]
 
 mod conn;
 mod error;
+mod fd_limit;
 mod fingerprint;
 mod fsutil;
 mod growbuf;
@@ -28,6 +30,7 @@ mod ktls;
 mod limits;
 mod probe;
 mod session_key;
+mod shares;
 mod socket;
 mod throttle;
 mod token;
@@ -35,13 +38,17 @@ mod trust;
 
 pub use conn::{accept, connect, connect_keyed, Accepted, ReadBuffer, CONNECT_TIMEOUT};
 pub use error::NetError;
+pub use fd_limit::raise_fd_limit;
 pub use fingerprint::{Fingerprint, ParseFingerprintError};
 pub use fsutil::private_state_dir;
 pub use identity::ServerIdentity;
 pub use ktls::{ktls, Ktls};
-pub use limits::{address_key, PreAuthGate, PreAuthLimits, PreAuthPermit, RateLimitedLog, Refusal};
+pub use limits::{
+    address_key, Admitted, PreAuthGate, PreAuthLimits, PreAuthPermit, RateLimitedLog, Refusal,
+};
 pub use probe::{probe, PathProbe, PROBES};
 pub use session_key::{SessionKey, EXPORTER_LABEL};
+pub use shares::{Full, Share, Shares};
 #[cfg(target_os = "linux")]
 pub use socket::congestion;
 pub use socket::SocketOptions;

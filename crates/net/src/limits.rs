@@ -5,11 +5,20 @@
 //! address; the [`PreAuthPermit`] it returns is dropped once the connection has
 //! authenticated (or is closed), which frees its place. What is refused is logged
 //! through a [`RateLimitedLog`], so refusals cannot flood the log either.
+//!
+//! A newcomer is refused only when its own address is over its cap. When all places
+//! are taken, the oldest place of the address holding the most is taken back for it
+//! (the early drop of OpenSSH's `MaxStartups`, made deterministic): a flood from many
+//! addresses keeps recycling its own places, while a client that authenticates within
+//! milliseconds always gets in, since it is never the oldest of the busiest address.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
 
 /// The limits, with their defaults in [`PreAuthLimits::default`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +47,7 @@ impl Default for PreAuthLimits {
 /// Why a connection was refused at once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
-    /// [`PreAuthLimits::max_total`] reached.
+    /// [`PreAuthLimits::max_total`] is zero: nothing is let in.
     Total(usize),
     /// [`PreAuthLimits::max_per_address`] reached for this address.
     PerAddress(IpAddr, usize),
@@ -53,6 +62,16 @@ impl std::fmt::Display for Refusal {
             }
         }
     }
+}
+
+/// A newcomer let in, and the address whose oldest unauthenticated connection was
+/// taken back to make room for it, if one was.
+#[derive(Debug)]
+pub struct Admitted {
+    /// The newcomer's place.
+    pub permit: PreAuthPermit,
+    /// The address (per-address key) whose oldest place went to the newcomer.
+    pub displaced: Option<IpAddr>,
 }
 
 /// The address that per-address limits count: IPv4 (also when mapped into IPv6) as
@@ -72,12 +91,25 @@ pub fn address_key(ip: IpAddr) -> IpAddr {
 pub struct PreAuthGate {
     limits: PreAuthLimits,
     counts: Mutex<Counts>,
+    /// Places taken back for newcomers, since start.
+    displaced: AtomicU64,
 }
 
 #[derive(Debug, Default)]
 struct Counts {
     total: usize,
-    per_address: HashMap<IpAddr, usize>,
+    /// Each address's places, oldest first.
+    per_address: HashMap<IpAddr, VecDeque<Arc<Place>>>,
+    next_id: u64,
+}
+
+/// One unauthenticated connection's place, as the gate and its permit share it.
+#[derive(Debug)]
+struct Place {
+    id: u64,
+    /// Set when the gate took the place back; its connection must close.
+    displaced: AtomicBool,
+    wake: Notify,
 }
 
 impl PreAuthGate {
@@ -86,6 +118,7 @@ impl PreAuthGate {
         Arc::new(PreAuthGate {
             limits,
             counts: Mutex::default(),
+            displaced: AtomicU64::new(0),
         })
     }
 
@@ -94,28 +127,51 @@ impl PreAuthGate {
         &self.limits
     }
 
-    /// Takes a place for a new connection from `ip`, or says why there is none.
-    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<PreAuthPermit, Refusal> {
+    /// Takes a place for a new connection from `ip`, or says why there is none. When
+    /// every place is taken, the oldest place of the address holding the most is
+    /// taken back for the newcomer ([`PreAuthPermit::displaced`] wakes its holder).
+    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Admitted, Refusal> {
         let key = address_key(ip);
         let mut c = self.lock();
-        if c.total >= self.limits.max_total {
-            return Err(Refusal::Total(c.total));
-        }
-        let here = c.per_address.get(&key).copied().unwrap_or(0);
+        let here = c.per_address.get(&key).map_or(0, VecDeque::len);
         if here >= self.limits.max_per_address {
             return Err(Refusal::PerAddress(key, here));
         }
+        let mut displaced = None;
+        if c.total >= self.limits.max_total {
+            displaced = c.take_back_oldest_of_busiest();
+            if displaced.is_none() {
+                return Err(Refusal::Total(c.total));
+            }
+            self.displaced.fetch_add(1, Ordering::Relaxed);
+        }
+        c.next_id += 1;
+        let place = Arc::new(Place {
+            id: c.next_id,
+            displaced: AtomicBool::new(false),
+            wake: Notify::new(),
+        });
         c.total += 1;
-        *c.per_address.entry(key).or_default() += 1;
-        Ok(PreAuthPermit {
+        c.per_address
+            .entry(key)
+            .or_default()
+            .push_back(place.clone());
+        let permit = PreAuthPermit {
             gate: self.clone(),
             key,
-        })
+            place,
+        };
+        Ok(Admitted { permit, displaced })
     }
 
     /// Unauthenticated connections open now.
     pub fn open(&self) -> usize {
         self.lock().total
+    }
+
+    /// Places taken back for newcomers since the gate was made.
+    pub fn displaced(&self) -> u64 {
+        self.displaced.load(Ordering::Relaxed)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
@@ -124,23 +180,73 @@ impl PreAuthGate {
     }
 }
 
+impl Counts {
+    /// Frees the oldest place of the address holding the most (the first such address
+    /// found on a tie), marks it taken back and wakes its holder; returns the address.
+    fn take_back_oldest_of_busiest(&mut self) -> Option<IpAddr> {
+        let (&key, _) = self.per_address.iter().max_by_key(|(_, q)| q.len())?;
+        let queue = self.per_address.get_mut(&key)?;
+        let place = queue.pop_front()?;
+        if queue.is_empty() {
+            self.per_address.remove(&key);
+        }
+        self.total -= 1;
+        place.displaced.store(true, Ordering::Release);
+        place.wake.notify_one();
+        Some(key)
+    }
+}
+
 /// A place among the unauthenticated connections; dropping it frees the place.
 #[derive(Debug)]
 pub struct PreAuthPermit {
     gate: Arc<PreAuthGate>,
     key: IpAddr,
+    place: Arc<Place>,
+}
+
+impl PreAuthPermit {
+    /// Resolves once the gate has taken this place back for a newcomer: the
+    /// connection holding it must then close. Never resolves otherwise.
+    pub async fn displaced(&self) {
+        self.on_displaced().await
+    }
+
+    /// [`PreAuthPermit::displaced`] as a future of its own, that needs no borrow of
+    /// the permit (which its holder may drop meanwhile).
+    pub fn on_displaced(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let place = self.place.clone();
+        async move {
+            if place.displaced.load(Ordering::Acquire) {
+                return;
+            }
+            // The flag is set before the wake-up, and notify_one keeps a wake-up for
+            // a waiter that comes later: none is missed.
+            place.wake.notified().await
+        }
+    }
+
+    /// Whether the gate has taken this place back.
+    pub fn is_displaced(&self) -> bool {
+        self.place.displaced.load(Ordering::Acquire)
+    }
 }
 
 impl Drop for PreAuthPermit {
     fn drop(&mut self) {
         let mut c = self.gate.lock();
-        c.total -= 1;
-        if let Some(n) = c.per_address.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                c.per_address.remove(&self.key);
-            }
+        let Some(queue) = c.per_address.get_mut(&self.key) else {
+            return; // taken back, and its address has no other place
+        };
+        // A place taken back is no longer in its queue: nothing to free.
+        let Some(at) = queue.iter().position(|p| p.id == self.place.id) else {
+            return;
+        };
+        queue.remove(at);
+        if queue.is_empty() {
+            c.per_address.remove(&self.key);
         }
+        c.total -= 1;
     }
 }
 
@@ -200,41 +306,80 @@ mod tests {
         })
     }
 
+    fn admit(g: &Arc<PreAuthGate>, addr: &str) -> PreAuthPermit {
+        let a = g.admit(ip(addr)).unwrap();
+        assert_eq!(a.displaced, None, "{addr} displaced a place");
+        a.permit
+    }
+
     #[test]
     fn per_address_limit_leaves_room_for_others() {
         let g = gate(10, 2);
-        let a = [
-            g.admit(ip("10.0.0.1")).unwrap(),
-            g.admit(ip("10.0.0.1")).unwrap(),
-        ];
+        let a = [admit(&g, "10.0.0.1"), admit(&g, "10.0.0.1")];
         assert_eq!(
             g.admit(ip("10.0.0.1")).unwrap_err(),
             Refusal::PerAddress(ip("10.0.0.1"), 2)
         );
         // The same address mapped into IPv6 is the same address.
         assert!(g.admit(ip("::ffff:10.0.0.1")).is_err());
-        let _b = g.admit(ip("10.0.0.2")).unwrap();
+        let _b = admit(&g, "10.0.0.2");
         drop(a);
         assert_eq!(g.open(), 1);
         assert!(g.admit(ip("10.0.0.1")).is_ok());
     }
 
     #[test]
-    fn total_limit_and_release() {
-        let g = gate(3, 3);
-        let held: Vec<_> = (1..=3)
-            .map(|i| g.admit(ip(&format!("10.0.0.{i}"))).unwrap())
-            .collect();
-        assert_eq!(g.admit(ip("10.0.0.9")).unwrap_err(), Refusal::Total(3));
-        drop(held);
+    fn a_full_gate_takes_back_the_oldest_place_of_the_busiest_address() {
+        let g = gate(4, 3);
+        let first = admit(&g, "10.0.0.1");
+        let second = admit(&g, "10.0.0.1");
+        let other = admit(&g, "10.0.0.2");
+        let third = admit(&g, "10.0.0.1");
+        // Full: a newcomer from a fifth address displaces 10.0.0.1's oldest.
+        let newcomer = g.admit(ip("10.0.0.9")).unwrap();
+        assert_eq!(newcomer.displaced, Some(ip("10.0.0.1")));
+        assert!(first.is_displaced());
+        assert!(!second.is_displaced() && !third.is_displaced() && !other.is_displaced());
+        assert_eq!((g.open(), g.displaced()), (4, 1));
+        // The displaced permit's drop frees nothing more.
+        drop(first);
+        assert_eq!(g.open(), 4);
+        // Next in line is 10.0.0.1's second-oldest, never the newcomer's only place.
+        let again = g.admit(ip("10.0.0.8")).unwrap();
+        assert_eq!(again.displaced, Some(ip("10.0.0.1")));
+        assert!(second.is_displaced() && !newcomer.permit.is_displaced());
+        drop((second, third, other, newcomer, again));
         assert_eq!(g.open(), 0);
-        assert!(g.admit(ip("10.0.0.9")).is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_displaced_permit_wakes_its_holder() {
+        let g = gate(1, 1);
+        let held = admit(&g, "10.0.0.1");
+        let waiter = tokio::spawn(async move {
+            held.displaced().await;
+            held
+        });
+        tokio::task::yield_now().await;
+        let _new = g.admit(ip("10.0.0.2")).unwrap();
+        assert!(waiter.await.unwrap().is_displaced());
+        // A permit displaced before anyone waits still resolves at once.
+        let late = gate(1, 1);
+        let first = admit(&late, "10.0.0.1");
+        let _new = late.admit(ip("10.0.0.2")).unwrap();
+        first.displaced().await;
+    }
+
+    #[test]
+    fn a_gate_of_no_places_refuses() {
+        let g = gate(0, 3);
+        assert_eq!(g.admit(ip("10.0.0.9")).unwrap_err(), Refusal::Total(0));
     }
 
     #[test]
     fn ipv6_counts_by_slash_64() {
         let g = gate(10, 1);
-        let _a = g.admit(ip("2001:db8:1:2::1")).unwrap();
+        let _a = admit(&g, "2001:db8:1:2::1");
         assert!(g.admit(ip("2001:db8:1:2:ffff::9")).is_err());
         assert!(g.admit(ip("2001:db8:1:3::1")).is_ok());
     }

@@ -24,6 +24,9 @@ pub(crate) struct ServeMetrics {
     ended: [[AtomicU64; 2]; 3],
     /// Connections closed at once, over the limits on unauthenticated connections.
     pub(crate) refused: AtomicU64,
+    /// Unauthenticated connections closed to make room for a newcomer, all places
+    /// being taken.
+    pub(crate) displaced: AtomicU64,
     /// Control connections that presented a wrong token.
     pub(crate) wrong_tokens: AtomicU64,
     /// Control connections refused unread, their address having failed too often.
@@ -141,6 +144,13 @@ impl ServeMetrics {
                 "Connections closed at once, over the limits on unauthenticated \
                  connections (--max-unauthenticated, --max-unauthenticated-per-address).",
                 self.refused.load(Relaxed),
+            ),
+            (
+                "hetch_serve_connections_displaced_total",
+                "Unauthenticated connections closed to make room for a newcomer, all \
+                 --max-unauthenticated places being taken (the oldest of the address \
+                 holding the most).",
+                self.displaced.load(Relaxed),
             ),
             (
                 "hetch_serve_unauthenticated_total",

@@ -225,7 +225,16 @@ impl Server {
             };
             // Over the limits: closed at once, before anything is read or allocated.
             let permit = match self.state.gate.admit(peer.ip()) {
-                Ok(p) => p,
+                Ok(admitted) => {
+                    if let Some(from) = admitted.displaced {
+                        self.state.metrics.displaced.fetch_add(1, Relaxed);
+                        self.state.log_pre_auth(format_args!(
+                            "all unauthenticated places taken: closing the oldest of \
+                             {from}'s for {peer}"
+                        ));
+                    }
+                    admitted.permit
+                }
                 Err(refusal) => {
                     drop(socket);
                     self.state.metrics.refused.fetch_add(1, Relaxed);
@@ -293,7 +302,14 @@ async fn handle(
 ) -> Result<(), EngineError> {
     let name = peer.to_string();
     let deadline = state.gate.limits().deadline;
-    let authenticated = tokio::time::timeout(deadline, authenticate(&state, socket, peer)).await;
+    // A place taken back for a newcomer ends the attempt as the deadline would.
+    let authenticated = tokio::select! {
+        a = tokio::time::timeout(deadline, authenticate(&state, socket, peer)) => a,
+        () = permit.displaced() => {
+            state.metrics.unauthenticated.fetch_add(1, Relaxed);
+            return Ok(());
+        }
+    };
     drop(permit);
     let authenticated = match authenticated {
         Ok(Ok(a)) => a,

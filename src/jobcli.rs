@@ -90,9 +90,29 @@ pub struct ServiceArgs {
     /// back to its /login/callback (register that as the client's redirect URI).
     #[arg(long, requires = "oidc_client_id")]
     public_url: Option<String>,
-    /// Connections served at once, authenticated or not; more wait in the backlog.
+    /// Authenticated connections at once; past it, a newcomer takes the place of the
+    /// connection idle the longest (lowered to fit the open-file limit).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
+    /// Connections one user (OIDC identity) may hold; past it, their own connection
+    /// idle the longest is closed for the newcomer (or it is refused, 429, when all
+    /// are busy). The service's token has no such cap.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections_per_user: u32,
+    /// Connections users from one address (IPv6: one /64) may hold together.
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections_per_address: u32,
+    /// Of --max-connections, how many only the service's token (the operator and the
+    /// workers) may hold, so that users holding all theirs never lock them out.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32))]
+    operator_connections: u32,
+    /// Requests a second one user may make, sustained (0: no limit); more are
+    /// answered 429 with Retry-After. The service's token is not limited.
+    #[arg(long, default_value_t = 50)]
+    user_requests_per_second: u32,
+    /// Requests one user may make at once after a quiet spell.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..))]
+    user_request_burst: u32,
     #[command(flatten)]
     pre_auth: crate::PreAuthArgs,
     /// Seconds a connection may stay idle between requests before it is closed.
@@ -160,6 +180,15 @@ pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
         oidc,
         limits: hetch_service::listen::ConnLimits {
             max_connections: a.max_connections as usize,
+            fair: hetch_service::fair::FairLimits {
+                per_user: a.max_connections_per_user as usize,
+                per_address: a.max_connections_per_address as usize,
+                operator_reserve: a.operator_connections as usize,
+            },
+            rate: hetch_service::rate::RequestRate {
+                per_second: f64::from(a.user_requests_per_second),
+                burst: f64::from(a.user_request_burst),
+            },
             pre_auth: a.pre_auth.limits(),
             idle: Duration::from_secs(a.idle_timeout),
         },

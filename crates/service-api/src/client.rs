@@ -57,9 +57,18 @@ pub enum ClientError {
 }
 
 impl ClientError {
-    /// Whether asking again later may succeed: the service could not be reached.
+    /// Whether asking again later may succeed: the service could not be reached, or
+    /// held the caller to its share for now (429: a connection cap or the request
+    /// rate; 503: every connection busy).
     pub fn is_transient(&self) -> bool {
-        matches!(self, ClientError::Unreachable(_))
+        matches!(
+            self,
+            ClientError::Unreachable(_)
+                | ClientError::Service {
+                    status: 429 | 503,
+                    ..
+                }
+        )
     }
 
     /// Whether the service refused the caller: its token (or its kind of token).

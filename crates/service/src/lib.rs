@@ -11,6 +11,8 @@
 //! - [`planning`]: listing a job's sources into its listing and units, in batches.
 //! - [`schedules`]: recurring mirrors, and the loop that submits their runs.
 //! - [`listen`]: TLS (the same identity and pinning as `hetch serve`) and HTTP/1.1.
+//! - [`fair`]: what one caller and one address may hold of the connections.
+//! - [`rate`]: each user's request rate.
 //! - [`openapi`]: the API's OpenAPI document, served at `/api/openapi.json`.
 //! - [`notify`]: jobs' webhooks: the delivery loop, signing, where they may point.
 //! - [`web`]: the web interface at `/`, its sessions and its live event stream.
@@ -19,6 +21,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod fair;
 pub mod identity;
 pub mod listen;
 pub mod metrics;
@@ -26,6 +29,7 @@ pub mod notify;
 mod object_ranges;
 pub mod openapi;
 pub mod planning;
+pub mod rate;
 pub mod routes;
 pub mod schedules;
 pub mod web;
@@ -144,6 +148,12 @@ pub struct AppState {
     pub webhooks: notify::WebhookConfig,
     /// Most schedules one owner may have.
     pub max_schedules: u64,
+    /// The authenticated connections, and what each caller holds of them.
+    pub conns: Arc<fair::Conns>,
+    /// Users' request rates.
+    pub rates: rate::Rates,
+    /// The connections that have not authenticated yet.
+    pub gate: Arc<hetch_net::PreAuthGate>,
 }
 
 /// A service bound to its address, ready to run.
@@ -241,6 +251,16 @@ impl Service {
                 source,
             })?;
         let sessions = web::session::Sessions::new(&token);
+        let mut limits = cfg.limits;
+        if limits.fair.operator_reserve >= limits.max_connections {
+            return Err(ServiceError::Config(format!(
+                "--operator-connections {}: must be below --max-connections {}",
+                limits.fair.operator_reserve, limits.max_connections
+            )));
+        }
+        if let Some(lowered) = limits.fit(hetch_net::raise_fd_limit()) {
+            _ = writeln!(std::io::stderr(), "hetch service: warning: {lowered}");
+        }
         let state = Arc::new(AppState {
             sessions,
             login,
@@ -266,13 +286,16 @@ impl Service {
             host_checks: hetch_doctor::host_findings(&hetch_doctor::Host::default()),
             webhooks: cfg.webhooks,
             max_schedules: cfg.max_schedules,
+            conns: fair::Conns::new(limits.max_connections, limits.fair),
+            rates: rate::Rates::new(limits.rate),
+            gate: hetch_net::PreAuthGate::new(limits.pre_auth),
         });
         take_over_planning(&state).await?;
         Ok(Service {
             listener,
             tls: listen::tls_config(&identity),
             state,
-            limits: cfg.limits,
+            limits,
             addr,
             fingerprint: identity.fingerprint,
             token_path,
@@ -287,7 +310,7 @@ impl Service {
         let notes = tokio::spawn(notify::run(self.state.clone()));
         let scheduler = tokio::spawn(schedules::run(self.state.clone()));
         let app = routes::router(self.state.clone());
-        let r = listen::serve(self.listener, self.tls, app, self.limits).await;
+        let r = listen::serve(self.listener, self.tls, app, self.limits, &self.state).await;
         reaper.abort();
         live.abort();
         notes.abort();

@@ -27,9 +27,18 @@ pub struct Metrics {
     requests: Mutex<BTreeMap<(String, &'static str, u16), u64>>,
     /// Requests refused for their token (missing, wrong, or a bad OIDC token).
     pub auth_failures: AtomicU64,
+    /// Users' requests refused for their rate.
+    pub rate_limited: AtomicU64,
+    /// Connections closed at once, over the cap on unauthenticated ones per address.
+    pub pre_auth_refused: AtomicU64,
 }
 
 impl Metrics {
+    /// Counts one user's request refused for its rate.
+    pub fn rate_limited(&self) {
+        self.rate_limited.fetch_add(1, Relaxed);
+    }
+
     /// Counts one refused token.
     pub fn auth_failed(&self) {
         self.auth_failures.fetch_add(1, Relaxed);
@@ -76,12 +85,17 @@ pub async fn scrape(
         Ok(t) => t,
         Err(e) => return json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
-    let body = render(&totals, &state.metrics);
+    let body = render(&totals, &state.metrics, &state.conns, &state.gate);
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response()
 }
 
-/// The text exposition of `totals` and `m`.
-pub fn render(totals: &Totals, m: &Metrics) -> String {
+/// The text exposition of `totals`, `m`, and the connections of `conns` and `gate`.
+pub fn render(
+    totals: &Totals,
+    m: &Metrics,
+    conns: &crate::fair::Conns,
+    gate: &hetch_net::PreAuthGate,
+) -> String {
     let mut e = Exposition::new();
     let mut f = e.family("hetch_service_jobs", Kind::Gauge, "Jobs by state.");
     for (state, n) in &totals.jobs {
@@ -140,5 +154,54 @@ pub fn render(totals: &Totals, m: &Metrics) -> String {
         "Requests refused for their token.",
         m.auth_failures.load(Relaxed),
     );
+    connections(&mut e, m, conns, gate);
     e.into_text()
+}
+
+/// The connections: open, and refused or closed by the limits (each with the flag
+/// that sets it).
+fn connections(
+    e: &mut Exposition,
+    m: &Metrics,
+    conns: &crate::fair::Conns,
+    gate: &hetch_net::PreAuthGate,
+) {
+    let (held, users) = conns.held();
+    let mut f = e.family(
+        "hetch_service_connections",
+        Kind::Gauge,
+        "Connections open: authenticated by the service's token, by users, and not yet \
+         authenticated.",
+    );
+    f.sample(&[("caller", "operator")], (held - users) as u64);
+    f.sample(&[("caller", "user")], users as u64);
+    f.sample(&[("caller", "unauthenticated")], gate.open() as u64);
+    let caps = ["user", "address", "full"];
+    let mut f = e.family(
+        "hetch_service_connections_displaced_total",
+        Kind::Counter,
+        "Idle connections closed to make room for a newcomer, by the cap that was \
+         reached: one user's (--max-connections-per-user), one address's \
+         (--max-connections-per-address), all (--max-connections), or the \
+         unauthenticated places (--max-unauthenticated).",
+    );
+    for (cap, n) in caps.iter().zip(&conns.displaced) {
+        f.sample(&[("cap", cap)], n.load(Relaxed));
+    }
+    f.sample(&[("cap", "unauthenticated")], gate.displaced());
+    let mut f = e.family(
+        "hetch_service_requests_refused_total",
+        Kind::Counter,
+        "Requests refused by a limit: every connection the cap allows busy (user, \
+         address, full), a user's request rate (--user-requests-per-second), or \
+         connections over --max-unauthenticated-per-address (closed unread).",
+    );
+    for (cap, n) in caps.iter().zip(&conns.refused) {
+        f.sample(&[("limit", cap)], n.load(Relaxed));
+    }
+    f.sample(&[("limit", "rate")], m.rate_limited.load(Relaxed));
+    f.sample(
+        &[("limit", "unauthenticated_per_address")],
+        m.pre_auth_refused.load(Relaxed),
+    );
 }

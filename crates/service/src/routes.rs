@@ -87,6 +87,16 @@ impl IntoResponse for ApiError {
 }
 
 impl ApiError {
+    /// Its answer, asking the client to close the connection after it.
+    pub(crate) fn into_response_closing(self) -> Response {
+        let mut r = self.into_response();
+        r.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+        r
+    }
+
     /// Its line.
     pub(crate) fn message(&self) -> &str {
         &self.1
@@ -140,12 +150,13 @@ async fn authenticate(
                     Err(why) => return fail(StatusCode::UNAUTHORIZED, why).into_response(),
                 };
                 authenticated(&req);
+                let caller = session.caller.clone();
                 req.extensions_mut().insert(grant);
-                req.extensions_mut().insert(session.caller.clone());
+                req.extensions_mut().insert(caller.clone());
                 req.extensions_mut()
                     .insert(auth::Ends(Some(session.expires)));
                 req.extensions_mut().insert(session);
-                return next.run(req).await;
+                return fairly(&state, &caller, req, next).await;
             }
             Some(Err(why)) => return fail(StatusCode::UNAUTHORIZED, why).into_response(),
             None => {}
@@ -164,8 +175,8 @@ async fn authenticate(
                 )
                 .into_response();
             }
-            req.extensions_mut().insert(caller);
-            return next.run(req).await;
+            req.extensions_mut().insert(caller.clone());
+            return fairly(&state, &caller, req, next).await;
         }
         Err(Denied::Unauthenticated(why)) => (
             StatusCode::UNAUTHORIZED,
@@ -184,6 +195,31 @@ async fn authenticate(
         r.headers_mut().insert(extra.0, v);
     }
     r
+}
+
+/// Runs `req` of `caller` if the caller's share of the connections and of the request
+/// rate allow (see [`crate::fair`] and [`crate::rate`]); else a 429 or 503 saying when
+/// to come back.
+async fn fairly(state: &AppState, caller: &Caller, req: Request, next: Next) -> Response {
+    if let Caller::User(name) = caller {
+        if let Err(secs) = state.rates.take(name) {
+            state.metrics.rate_limited();
+            let why = format!("too many requests; retry in {secs} s");
+            let mut r = fail(StatusCode::TOO_MANY_REQUESTS, why).into_response();
+            if let Ok(v) = secs.to_string().parse() {
+                r.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+            return r;
+        }
+    }
+    // Requests built without a connection (in-process tests) hold no share.
+    let Some(conn) = req.extensions().get::<crate::listen::ConnAuth>().cloned() else {
+        return next.run(req).await;
+    };
+    match state.conns.admit(conn.conn(), caller) {
+        Ok(in_flight) => in_flight.hold_until_sent(next.run(req).await),
+        Err(refused) => refused.response(),
+    }
 }
 
 /// `req` was let in: its connection is no longer counted among the unauthenticated

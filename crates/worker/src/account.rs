@@ -129,6 +129,10 @@ impl UnitContext {
         let exe = std::env::current_exe()?;
         let mut child = tokio::process::Command::new(exe)
             .args(self.account_child.iter())
+            // It runs as the account: nothing of the worker's environment beyond what
+            // a unit needs (its tokens come in the handover), never a token of ours.
+            .env_clear()
+            .envs(child_env(std::env::vars_os()))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -370,9 +374,62 @@ fn become_account(name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Of the worker's environment `vars`, what a unit's child process run as a local
+/// account gets: the search path, locale, time zone, temporary directory, TLS trust,
+/// Rust's diagnostics, and the object stores' credentials (a unit may write there);
+/// nothing else, so no token of the service's or a server's (`HETCH_SERVICE_TOKEN`,
+/// `HETCH_TOKEN`, ...) and nothing an operator set for the worker alone.
+fn child_env(
+    vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    const NAMES: &[&str] = &[
+        "PATH",
+        "LANG",
+        "TZ",
+        "TMPDIR",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "RUST_BACKTRACE",
+    ];
+    const PREFIXES: &[&str] = &["LC_", "AWS_", "AZURE_", "GOOGLE_"];
+    vars.filter(|(k, _)| {
+        let k = k.to_string_lossy();
+        NAMES.contains(&&*k) || PREFIXES.iter().any(|p| k.starts_with(p))
+    })
+    .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_units_child_gets_no_token_of_the_workers_environment() {
+        let vars = [
+            ("HETCH_SERVICE_TOKEN", "secret"),
+            ("HETCH_TOKEN", "secret"),
+            ("HETCH_DEST_TOKEN", "secret"),
+            ("HOME", "/root"),
+            ("PATH", "/usr/bin"),
+            ("LC_ALL", "C.UTF-8"),
+            ("AWS_ACCESS_KEY_ID", "key"),
+            ("AZURE_STORAGE_ACCOUNT_NAME", "acct"),
+        ]
+        .map(|(k, v)| (k.into(), v.into()));
+        let kept: Vec<String> = child_env(vars.into_iter())
+            .into_iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                "PATH",
+                "LC_ALL",
+                "AWS_ACCESS_KEY_ID",
+                "AZURE_STORAGE_ACCOUNT_NAME"
+            ]
+        );
+    }
 
     /// The lines a process writes, as `bounded_lines` gives them.
     async fn lines_of(script: &str) -> Vec<Result<Vec<u8>, String>> {

@@ -4,6 +4,7 @@
 mod common;
 
 mod api;
+mod fair;
 mod login;
 mod object_ranges;
 mod openapi;

@@ -191,3 +191,57 @@ where
         rt.block_on(f(dir.path().to_path_buf(), url));
     }
 }
+
+/// Opens `n` connections to the service from `from` that say nothing: the first half
+/// complete their TLS handshake first, the rest stay half-open (TCP only). Those the
+/// service closed at once (over its caps) are left out.
+pub async fn idle_flood(api: &Api, from: &str, n: usize) -> Vec<IdleConn> {
+    let addr: std::net::SocketAddr = api.addr.parse().unwrap();
+    let tls = tokio_rustls::TlsConnector::from(api.tls.clone());
+    let name = rustls::pki_types::ServerName::try_from("hetch").unwrap();
+    let mut held = Vec::new();
+    for i in 0..n {
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.bind(format!("{from}:0").parse().unwrap()).unwrap();
+        let Ok(tcp) = sock.connect(addr).await else {
+            continue;
+        };
+        if i % 2 == 1 {
+            held.push(IdleConn::Tcp(tcp));
+            continue;
+        }
+        let shake = tokio::time::timeout(Duration::from_secs(5), tls.connect(name.clone(), tcp));
+        if let Ok(Ok(t)) = shake.await {
+            held.push(IdleConn::Tls(Box::new(t)));
+        }
+    }
+    held
+}
+
+pub enum IdleConn {
+    Tcp(tokio::net::TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>),
+}
+
+impl IdleConn {
+    /// Waits until the service closes the connection (reads end or fail); false if it
+    /// is still open after a minute (a liveness guard, not a measure of time).
+    pub async fn closed_by_service(&mut self) -> bool {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 256];
+        let read = async {
+            loop {
+                let n = match self {
+                    IdleConn::Tcp(t) => t.read(&mut buf).await,
+                    IdleConn::Tls(t) => t.read(&mut buf).await,
+                };
+                if !matches!(n, Ok(n) if n > 0) {
+                    return;
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), read)
+            .await
+            .is_ok()
+    }
+}

@@ -179,8 +179,9 @@ fn errors_of(method: &str, path: &str) -> Vec<(&'static str, &'static str)> {
     let mut e = vec![
         ("401", "No token, a wrong or expired one, or no session"),
         ("403", "Not the caller's to do (a user's token on a worker route, a request without the session's CSRF token, an identity the map does not name, a path outside the user's)"),
-        ("429", "Too many wrong tokens from this address (Retry-After says how long to wait), or too many event streams"),
+        ("429", "Too many wrong tokens from this address, a user's requests over their rate, every connection of the user's (or their address's) share busy, or too many event streams (Retry-After says how long to wait)"),
         ("500", "The service's own failure (its database)"),
+        ("503", "Every connection the service may give the caller is busy (Retry-After says how long to wait)"),
     ];
     if takes_body(method, path)
         || (method == "get" && matches!(path, "/api/jobs" | "/api/jobs/{id}/files"))

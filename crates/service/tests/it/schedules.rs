@@ -105,7 +105,13 @@ fn a_run_not_ended_makes_the_next_due_time_a_skipped_run_and_pause_stops_runs() 
             runs(v)[0]["job"].as_str().is_some_and(|j| j != job)
         })
         .await;
-        assert_eq!(runs(&v)[0]["state"], "queued", "{v}");
+        // A new job not ended: the planner may or may not have planned it yet (and no
+        // worker runs it), so `planning` and `queued` both hold.
+        let state = runs(&v)[0]["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(["planning", "queued"].contains(&state.as_str()), "{v}");
 
         // Deleted: gone, its jobs stay.
         let (s, _) = api

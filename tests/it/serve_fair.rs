@@ -1,0 +1,142 @@
+//! `hetch serve` against a token holder who holds sessions rather than using them:
+//! kept sessions of many streams, left idle, with the server's open-file limit low.
+//! Another client still copies, and the server never runs out of descriptors.
+
+use crate::util;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hetch_engine::{run_source_from, Operand, Options};
+use hetch_proto::{FilterRequest, Op};
+use hetch_session::{open_session, session_request, ClientConfig, SessionPool};
+use util::*;
+
+/// Open descriptors of process `pid`.
+fn fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// The server's client settings for a token holder keeping its sessions in `pool`.
+fn holder(srv: &Server, pool: Arc<SessionPool>) -> ClientConfig {
+    ClientConfig {
+        token: srv.token.as_bytes().to_vec(),
+        fingerprint: Some(srv.fingerprint.parse().unwrap()),
+        known_hosts: None,
+        socket: Default::default(),
+        timeout: Duration::from_secs(10),
+        opened: Default::default(),
+        autotune: None,
+        reuse: Some(pool),
+    }
+}
+
+/// A session of `streams` streams pushing `file`, kept idle afterwards in a pool of
+/// its own (a pool would serve the next push with it); the pool, or why the session
+/// did not open or run.
+async fn kept_session(srv: &Server, file: &Path, streams: u16) -> anyhow::Result<Arc<SessionPool>> {
+    let pool = Arc::new(SessionPool::new());
+    let cfg = holder(srv, pool.clone());
+    let op = Op::Push {
+        dest: b"held/".to_vec(),
+        sources: 1,
+    };
+    let req = session_request(
+        op,
+        &Options::default(),
+        streams,
+        true,
+        None,
+        FilterRequest::default(),
+    );
+    let transport = open_session(&srv.addr, &cfg, req).await?;
+    let ops = vec![Operand::Local(file.to_path_buf())];
+    run_source_from(Options::default(), ops, transport, Arc::default()).await?;
+    Ok(pool)
+}
+
+/// The finding of issue 55: two sessions of 256 streams kept idle made a server with
+/// 600 open files log `accept failed: Too many open files` and refuse every other
+/// client. Now a session is admitted for its connections before its welcome, one
+/// address holds a share of them, and a newcomer takes the place of the longest-idle
+/// session; the descriptors the caps leave keep accept working.
+#[test]
+fn a_token_holders_idle_sessions_do_not_lock_out_another_client() {
+    let t = tempdir();
+    let srv = Server::start_limited(
+        &t.path().join("root"),
+        &t.path().join("state"),
+        &["--metrics", "127.0.0.1:0"],
+        &[],
+        Some(600),
+    );
+    let src = Tree::new(t.path().join("src"));
+    src.file("held.bin", 10_000, 1)
+        .file("victim.bin", 2_000_000, 2);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+
+    // As many sessions as the server lets the holder keep: of 256 streams, then of 8.
+    let mut pools = Vec::new();
+    let mut refused = Vec::new();
+    for streams in [256, 256, 256, 8, 8, 8, 8, 8, 8] {
+        match rt.block_on(kept_session(&srv, &src.path("held.bin"), streams)) {
+            Ok(pool) => pools.push(pool),
+            // A server out of descriptors answers nothing more: no use trying again.
+            Err(e) if hetch_session::is_transient(&e) => {
+                refused.push(format!("{e:#}"));
+                break;
+            }
+            Err(e) => refused.push(format!("{e:#}")),
+        }
+    }
+    assert!(!pools.is_empty(), "the holder kept no session: {refused:?}");
+    // Its kept sessions hold connections at the server: more than one stream's worth.
+    let held = fds(srv.pid());
+    assert!(held > 20, "the server holds {held} descriptors");
+
+    let out = srv.cp(&args![
+        "--streams",
+        "4",
+        "--timeout",
+        "10",
+        src.path("victim.bin"),
+        srv.url("victim.bin")
+    ]);
+    let log = srv.log();
+    assert!(
+        out.status.success(),
+        "another client was locked out ({held} descriptors held; the holder's refusals: \
+         {refused:?}): {out:?}\nserver log:\n{log}"
+    );
+    assert_eq!(
+        hash_file(&srv.root.join("victim.bin")),
+        hash_file(&src.path("victim.bin"))
+    );
+    assert!(!log.contains("Too many open files"), "{log}");
+    assert!(fds(srv.pid()) < 600);
+
+    // What the holder kept is in the metrics, and what the caps did to it.
+    let (m, _) = scrape(&srv.metrics_addr());
+    assert!(m.value("hetch_serve_sessions_idle", &[]) >= 1);
+    assert!(m.value("hetch_serve_connections_held", &[]) >= 2);
+    assert!(
+        m.value("hetch_serve_connections_held", &[]) <= m.value("hetch_serve_connections_max", &[])
+    );
+    let closed = m.sum("hetch_serve_sessions_closed_idle_total");
+    let streams = m.value("hetch_serve_sessions_refused_total", &[("cap", "streams")]);
+    assert!(
+        closed >= 1 && streams == 3,
+        "closed {closed}, refused {streams}"
+    );
+    assert!(
+        log.contains("closed the longest-idle session of 127.0.0.1"),
+        "{log}"
+    );
+    drop(pools);
+}

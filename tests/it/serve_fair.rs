@@ -88,7 +88,9 @@ fn a_token_holders_idle_sessions_do_not_lock_out_another_client() {
         match rt.block_on(kept_session(&srv, &src.path("held.bin"), streams)) {
             Ok(pool) => pools.push(pool),
             // A server out of descriptors answers nothing more: no use trying again.
-            Err(e) if hetch_session::is_transient(&e) => {
+            // (Other errors, a refusal or a connection the pre-auth gate closed, end
+            // this attempt only.)
+            Err(e) if e.downcast_ref::<hetch_session::NoAnswer>().is_some() => {
                 refused.push(format!("{e:#}"));
                 break;
             }
@@ -134,9 +136,7 @@ fn a_token_holders_idle_sessions_do_not_lock_out_another_client() {
         closed >= 1 && streams == 3,
         "closed {closed}, refused {streams}"
     );
-    assert!(
-        log.contains("closed the longest-idle session of 127.0.0.1"),
-        "{log}"
-    );
+    // The first is logged; the rest at most one line per 5 s.
+    assert!(log.contains("ask for fewer streams"), "{log}");
     drop(pools);
 }

@@ -27,7 +27,9 @@ fn holder(srv: &Server, pool: Arc<SessionPool>) -> ClientConfig {
         fingerprint: Some(srv.fingerprint.parse().unwrap()),
         known_hosts: None,
         socket: Default::default(),
-        timeout: Duration::from_secs(10),
+        // Short: a server out of descriptors never answers, and the holder's first
+        // sessions must still be kept (30 s idle at most) when the other client comes.
+        timeout: Duration::from_secs(2),
         opened: Default::default(),
         autotune: None,
         reuse: Some(pool),
@@ -58,11 +60,11 @@ async fn kept_session(srv: &Server, file: &Path, streams: u16) -> anyhow::Result
     Ok(pool)
 }
 
-/// The finding of issue 55: two sessions of 256 streams kept idle made a server with
-/// 600 open files log `accept failed: Too many open files` and refuse every other
-/// client. Now a session is admitted for its connections before its welcome, one
-/// address holds a share of them, and a newcomer takes the place of the longest-idle
-/// session; the descriptors the caps leave keep accept working.
+/// The finding of issue 55: sessions kept idle made a server with 600 open files log
+/// `accept failed: Too many open files` and refuse every other client. Now a session
+/// is admitted for its connections before its welcome, one address holds a share of
+/// them, and a newcomer takes the place of the longest-idle session; the descriptors
+/// the caps leave keep accept working.
 #[test]
 fn a_token_holders_idle_sessions_do_not_lock_out_another_client() {
     let t = tempdir();
@@ -81,26 +83,35 @@ fn a_token_holders_idle_sessions_do_not_lock_out_another_client() {
         .build()
         .unwrap();
 
-    // As many sessions as the server lets the holder keep: of 256 streams, then of 8.
+    // As many sessions as the server lets the holder keep: of 24 streams (about the
+    // most one address opens at once past the pre-auth gate, 32 unauthenticated
+    // connections; 24 of them would take all 600 descriptors), then smaller ones for
+    // what is left.
     let mut pools = Vec::new();
     let mut refused = Vec::new();
-    for streams in [256, 256, 256, 8, 8, 8, 8, 8, 8] {
-        match rt.block_on(kept_session(&srv, &src.path("held.bin"), streams)) {
-            Ok(pool) => pools.push(pool),
-            // A server out of descriptors answers nothing more: no use trying again.
-            // (Other errors, a refusal or a connection the pre-auth gate closed, end
-            // this attempt only.)
-            Err(e) if e.downcast_ref::<hetch_session::NoAnswer>().is_some() => {
-                refused.push(format!("{e:#}"));
-                break;
+    for streams in [24, 8, 1] {
+        for _ in 0..32 {
+            match rt.block_on(kept_session(&srv, &src.path("held.bin"), streams)) {
+                Ok(pool) => pools.push(pool),
+                // A server out of descriptors answers nothing more: smaller sessions,
+                // if any. (Other errors, a refusal or a connection the pre-auth gate
+                // closed, end this attempt only.)
+                Err(e) if e.downcast_ref::<hetch_session::NoAnswer>().is_some() => {
+                    refused.push(format!("{e:#}"));
+                    break;
+                }
+                Err(e) => refused.push(format!("{e:#}")),
             }
-            Err(e) => refused.push(format!("{e:#}")),
         }
     }
     assert!(!pools.is_empty(), "the holder kept no session: {refused:?}");
-    // Its kept sessions hold connections at the server: more than one stream's worth.
+    // Its kept sessions hold connections at the server (more than one stream's worth),
+    // and leave most descriptors to others.
     let held = fds(srv.pid());
-    assert!(held > 20, "the server holds {held} descriptors");
+    assert!(
+        (20..300).contains(&held),
+        "the server holds {held} of its 600 descriptors; the holder's refusals: {refused:?}"
+    );
 
     let out = srv.cp(&args![
         "--streams",
@@ -130,13 +141,16 @@ fn a_token_holders_idle_sessions_do_not_lock_out_another_client() {
     assert!(
         m.value("hetch_serve_connections_held", &[]) <= m.value("hetch_serve_connections_max", &[])
     );
-    let closed = m.sum("hetch_serve_sessions_closed_idle_total");
-    let streams = m.value("hetch_serve_sessions_refused_total", &[("cap", "streams")]);
-    assert!(
-        closed >= 1 && streams == 3,
-        "closed {closed}, refused {streams}"
+    // The holder's own oldest sessions made room for its newer ones.
+    let closed = m.value(
+        "hetch_serve_sessions_closed_idle_total",
+        &[("cap", "address_connections")],
     );
+    assert!(closed >= 1, "closed {closed}");
     // The first is logged; the rest at most one line per 5 s.
-    assert!(log.contains("ask for fewer streams"), "{log}");
+    assert!(
+        log.contains("closed the longest-idle session of 127.0.0.1"),
+        "{log}"
+    );
     drop(pools);
 }

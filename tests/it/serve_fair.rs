@@ -105,11 +105,10 @@ fn a_token_holders_idle_sessions_do_not_lock_out_another_client() {
         }
     }
     assert!(!pools.is_empty(), "the holder kept no session: {refused:?}");
-    // Its kept sessions hold connections at the server (more than one stream's worth),
-    // and leave most descriptors to others.
+    // Its kept sessions leave most descriptors to others (on d236c64 they took 599).
     let held = fds(srv.pid());
     assert!(
-        (20..300).contains(&held),
+        held < 300,
         "the server holds {held} of its 600 descriptors; the holder's refusals: {refused:?}"
     );
 
@@ -141,15 +140,15 @@ fn a_token_holders_idle_sessions_do_not_lock_out_another_client() {
     assert!(
         m.value("hetch_serve_connections_held", &[]) <= m.value("hetch_serve_connections_max", &[])
     );
-    // The holder's own oldest sessions made room for its newer ones.
-    let closed = m.value(
-        "hetch_serve_sessions_closed_idle_total",
-        &[("cap", "address_connections")],
-    );
+    // The holder's own oldest sessions made room for its newer ones (past its
+    // address's connections or kept idle sessions).
+    let closed = m.sum("hetch_serve_sessions_closed_idle_total");
     assert!(closed >= 1, "closed {closed}");
-    // The first is logged; the rest at most one line per 5 s.
+    // The first closing or refusal is logged (a session still settling after its push
+    // is busy: the next may be refused), the rest at most one line per 5 s.
     assert!(
-        log.contains("closed the longest-idle session of 127.0.0.1"),
+        log.contains("closed the longest-idle session of 127.0.0.1")
+            || log.contains("refused a session of 127.0.0.1"),
         "{log}"
     );
     drop(pools);

@@ -153,3 +153,72 @@ fn a_token_holders_idle_sessions_do_not_lock_out_another_client() {
     );
     drop(pools);
 }
+
+/// When a holder's idle kept sessions take every connection sessions may hold, a
+/// newcomer takes the place of the longest-idle one instead of being refused.
+#[test]
+fn a_newcomer_takes_the_place_of_the_longest_idle_kept_session() {
+    let t = tempdir();
+    // One address may hold everything, so that the holder alone fills the server.
+    let caps = [
+        "--max-connections",
+        "300",
+        "--max-connections-per-address",
+        "300",
+        "--max-sessions",
+        "40",
+        "--max-sessions-per-address",
+        "40",
+        "--max-idle-sessions",
+        "40",
+        "--max-idle-sessions-per-address",
+        "40",
+    ];
+    let flags = [&["--metrics", "127.0.0.1:0"][..], &caps].concat();
+    let srv = Server::start_with(&t.path().join("root"), &t.path().join("state"), &flags, &[]);
+    assert!(srv
+        .log()
+        .contains("sessions may hold 300 connections (300 per address), 40 sessions"));
+    let src = Tree::new(t.path().join("src"));
+    src.file("held.bin", 10_000, 1)
+        .file("victim.bin", 1_000_000, 2);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+
+    // Twelve sessions of 24 streams hold all 300; each one more takes the place of the
+    // longest idle, so the 300 stay taken.
+    let mut pools = Vec::new();
+    for _ in 0..16 {
+        if let Ok(pool) = rt.block_on(kept_session(&srv, &src.path("held.bin"), 24)) {
+            pools.push(pool);
+        }
+    }
+    let (m, _) = scrape(&srv.metrics_addr());
+    assert_eq!(m.value("hetch_serve_connections_held", &[]), 300);
+    let closed = m.sum("hetch_serve_sessions_closed_idle_total");
+
+    srv.cp(&args![
+        "--streams",
+        "4",
+        src.path("victim.bin"),
+        srv.url("victim.bin")
+    ])
+    .ok();
+    assert_eq!(
+        hash_file(&srv.root.join("victim.bin")),
+        hash_file(&src.path("victim.bin"))
+    );
+    let (m, _) = scrape(&srv.metrics_addr());
+    let closed_for_it = m.sum("hetch_serve_sessions_closed_idle_total") - closed;
+    assert_eq!(closed_for_it, 1, "one idle session closed for the newcomer");
+    assert_eq!(m.sum("hetch_serve_sessions_refused_total"), 0);
+    // The server ends the newcomer's session a moment after its client has the
+    // summary; then one 24-stream session's worth is free.
+    wait_for("the newcomer's session to end at the server", || {
+        let (m, _) = scrape(&srv.metrics_addr());
+        m.value("hetch_serve_connections_held", &[]) == 275
+    });
+    drop(pools);
+}

@@ -69,13 +69,10 @@ pub async fn run(cfg: ServeConfig) -> anyhow::Result<ExitCode> {
     for line in &srv.lowered {
         errln!("hetch serve: {line}");
     }
+    let fds = srv.open_files;
     errln!(
-        "hetch serve: sessions may hold {} (open-file limit {})",
-        srv.caps,
-        match srv.open_files {
-            u64::MAX => "none".to_string(),
-            n => n.to_string(),
-        }
+        "hetch serve: sessions may hold {} (open-file limit {fds})",
+        srv.caps
     );
     errln!("hetch serve: listening on {}", srv.addr);
     if let Some(addr) = srv.metrics_addr {
@@ -87,39 +84,36 @@ pub async fn run(cfg: ServeConfig) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// What authenticated sessions may hold (`hetch serve`'s fair shares): without a value,
-/// each is sized at start from the open-file limit (raised to the hard limit) and
-/// memory, and the server says what it chose.
+/// What authenticated sessions may hold: each left out is sized at start from the
+/// open-file limit (raised to the hard limit) and memory, and printed.
 #[derive(Args)]
 pub(crate) struct ServeLimitArgs {
-    /// Connections (control connections and data streams) sessions hold at once, from
-    /// everyone [default: a third of the open-file limit after the server's own and the
-    /// unauthenticated places, and no more than half of memory holds at 320 KiB each].
+    /// Connections (control and data streams) sessions hold at once, from everyone
+    /// [default: a third of the open files left after the server's own and the
+    /// unauthenticated, at most half of memory at 320 KiB each].
     #[arg(long, value_parser = clap::value_parser!(u32).range(2..))]
     max_connections: Option<u32>,
-    /// Connections sessions from one address (IPv6: one /64) hold at once [default: a
-    /// quarter of --max-connections].
+    /// Connections sessions from one address (IPv6: /64) hold [default: a quarter of
+    /// --max-connections].
     #[arg(long, value_parser = clap::value_parser!(u32).range(2..))]
     max_connections_per_address: Option<u32>,
-    /// Sessions open at once (running, joining their streams, or kept idle), from
-    /// everyone [default: an eighth of --max-connections].
+    /// Sessions open at once (running, joining or kept idle) [default: an eighth of
+    /// --max-connections].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     max_sessions: Option<u32>,
-    /// Sessions open at once from one address [default: a quarter of --max-sessions].
+    /// Sessions open from one address [default: a quarter of --max-sessions].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     max_sessions_per_address: Option<u32>,
-    /// Sessions kept idle between operations, from everyone; past it the longest idle
-    /// is closed [default: half of --max-sessions].
+    /// Sessions kept idle between operations; past it the longest idle is closed
+    /// [default: half of --max-sessions].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     max_idle_sessions: Option<u32>,
-    /// Sessions kept idle between operations from one address [default: half of
-    /// --max-sessions-per-address].
+    /// Sessions kept idle from one address [default: half of --max-sessions-per-address].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     max_idle_sessions_per_address: Option<u32>,
 }
 
 impl ServeLimitArgs {
-    /// The limits these flags set; the rest are sized at start.
     fn limits(&self) -> ServeLimits {
         let n = |v: Option<u32>| v.map(|v| v as usize);
         ServeLimits {

@@ -46,7 +46,7 @@ pub(crate) struct ServeMetrics {
 pub(crate) struct Holding {
     /// Sessions open: running, joining their streams, or kept idle.
     pub open: usize,
-    /// Of them, kept idle between operations or joining.
+    /// Of them, kept idle between operations.
     pub idle: usize,
     /// Connections they hold.
     pub connections: usize,
@@ -119,8 +119,9 @@ impl ServeMetrics {
             ),
             (
                 "hetch_serve_sessions_idle",
-                "Sessions idle now: kept between operations, or waiting for their data \
-                 streams. The longest idle is closed when a newcomer needs its place.",
+                "Sessions kept idle between operations now (their connections are in \
+                 hetch_serve_connections_held). The longest idle (or a session still \
+                 waiting for its data streams) is closed when a newcomer needs its place.",
                 held.idle,
             ),
             (

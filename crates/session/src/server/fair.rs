@@ -156,7 +156,7 @@ struct Table {
     held: HashMap<u64, Entry>,
     /// Connections the sessions in `held` hold.
     connections: usize,
-    /// Sessions idle now.
+    /// Sessions kept idle now (not counting those joining their streams).
     idle: usize,
     /// Ids of sessions, and ticks of idleness: later is larger.
     clock: u64,
@@ -167,8 +167,11 @@ struct Table {
 struct Entry {
     address: IpAddr,
     connections: usize,
-    /// The tick it went idle at, while it is idle.
+    /// The tick it went idle at, while it is idle (joining its streams, or kept).
     idle_since: Option<u64>,
+    /// It was kept after an operation: idle now is kept idle, which the idle caps
+    /// count (a session joining its streams is idle too, but not kept).
+    kept: bool,
     slot: Arc<Slot>,
     /// What it takes of its address's caps, given back when the entry goes.
     _shares: (Share<IpAddr>, Share<IpAddr>),
@@ -279,12 +282,12 @@ impl Sessions {
                 address,
                 connections,
                 idle_since: Some(id),
+                kept: false,
                 slot: slot.clone(),
                 _shares: (session, conns),
             },
         );
         t.connections += connections;
-        t.idle += 1;
         Ok(Held {
             sessions: self.clone(),
             id,
@@ -293,7 +296,8 @@ impl Sessions {
     }
 
     /// Closes the longest-idle session that counts against `cap` for a newcomer from
-    /// `from`; `Err` when every such session is busy.
+    /// `from` (for the idle caps, the longest kept idle); `Err` when every such session
+    /// is busy.
     fn make_room(
         &self,
         t: &mut Table,
@@ -305,6 +309,7 @@ impl Sessions {
             .held
             .iter()
             .filter(|(_, e)| cap.covers(from, e.address))
+            .filter(|(_, e)| e.kept || !matches!(cap, Cap::AddressIdle | Cap::Idle))
             .filter_map(|(id, e)| Some((e.idle_since?, *id)))
             .min()
             .map(|(_, id)| id);
@@ -323,7 +328,7 @@ impl Sessions {
         Ok(())
     }
 
-    /// (sessions open, of them idle, connections they hold).
+    /// (sessions open, of them kept idle, connections they hold).
     pub(crate) fn held(&self) -> (usize, usize, usize) {
         let t = self.lock();
         (t.held.len(), t.idle, t.connections)
@@ -355,8 +360,14 @@ impl Table {
     fn remove(&mut self, id: u64) -> Option<Entry> {
         let e = self.held.remove(&id)?;
         self.connections -= e.connections;
-        self.idle -= usize::from(e.idle_since.is_some());
+        self.idle -= usize::from(e.kept_idle());
         Some(e)
+    }
+}
+
+impl Entry {
+    fn kept_idle(&self) -> bool {
+        self.kept && self.idle_since.is_some()
     }
 }
 
@@ -383,9 +394,9 @@ impl Held {
         let Some(e) = t.held.get_mut(&self.id) else {
             return false;
         };
-        if e.idle_since.take().is_some() {
-            t.idle -= 1;
-        }
+        let was = e.kept_idle();
+        e.idle_since = None;
+        t.idle -= usize::from(was);
         true
     }
 
@@ -400,14 +411,14 @@ impl Held {
         let Some(e) = t.held.get_mut(&self.id) else {
             return;
         };
-        if e.idle_since.replace(now).is_none() {
-            t.idle += 1;
-        }
+        let was = e.kept_idle();
+        (e.kept, e.idle_since) = (true, Some(now));
+        t.idle += usize::from(!was);
         let address = t.held[&self.id].address;
         let idle_here = |t: &Table| {
             t.held
                 .values()
-                .filter(|e| e.address == address && e.idle_since.is_some())
+                .filter(|e| e.address == address && e.kept_idle())
                 .count()
         };
         // This session is the newest idle: it is closed last, only under a cap of 0.
@@ -493,16 +504,18 @@ mod tests {
         let a2 = admit(&s, "10.0.0.1", 20);
         a1.idle(|_| panic!());
         a2.idle(|_| panic!());
+        assert_eq!(s.held(), (2, 2, 40));
         assert!(a2.busy());
         // 10.0.0.1 holds 40 of its 60: 30 more close its longest idle (a1), not a2.
         let (a3, closed) = admit_closing(&s, "10.0.0.1", 30);
         assert_eq!(closed, [(Cap::AddressConnections, ip("10.0.0.1"))]);
         assert!(!a1.busy(), "a1 was closed");
         assert!(a2.busy());
-        assert_eq!(s.held(), (2, 1, 50));
+        // a3 joins its streams: idle for newcomers, not kept idle.
+        assert_eq!(s.held(), (2, 0, 50));
         // a1 closed: its drop gives nothing back twice.
         drop(a1);
-        assert_eq!(s.held(), (2, 1, 50));
+        assert_eq!(s.held(), (2, 0, 50));
         // Another address fills the total; the next one closes anyone's longest idle,
         // which is a3 (still joining: idle since its admission).
         let _b = admit(&s, "10.0.0.2", 50);
@@ -555,6 +568,8 @@ mod tests {
         c.idle_sessions_per_address = 2;
         c.idle_sessions = 2;
         let s = Sessions::new(c);
+        // Idle the longest, but joining its streams: no idle cap closes it.
+        let joining = admit(&s, "10.0.0.1", 2);
         let a: Vec<Held> = (0..3).map(|_| admit(&s, "10.0.0.1", 2)).collect();
         let b = admit(&s, "10.0.0.2", 2);
         for h in a.iter().chain([&b]) {
@@ -575,6 +590,8 @@ mod tests {
         assert!(!a[1].busy());
         let closed: HashMap<_, _> = s.closed().collect();
         assert_eq!((closed["address_idle"], closed["idle"]), (1, 1));
+        assert!(joining.busy());
+        assert_eq!(s.held(), (3, 2, 6));
     }
 
     #[tokio::test]

@@ -128,6 +128,7 @@ pub async fn run(dir: Option<PathBuf>, large_mib: u64, keep: bool) -> anyhow::Re
         socket: SocketOptions::default(),
         engine: Options::default(),
         limits: Default::default(),
+        fair: Default::default(),
         metrics: None,
         relay: Default::default(),
     })

@@ -510,6 +510,8 @@ struct ServeArgs {
     devices: bool,
     #[command(flatten)]
     pre_auth: PreAuthArgs,
+    #[command(flatten)]
+    fair: serve::ServeLimitArgs,
     /// Serve metrics in Prometheus' text format at http://ADDR/metrics (HOST:PORT; off
     /// by default). Plain HTTP without a token: they are counts (sessions, bytes,
     /// files, failures, refused connections), never a path, a client's address or a

@@ -4,8 +4,9 @@
 use std::process::ExitCode;
 
 use crate::location::{Location, DEFAULT_PORT};
+use clap::Args;
 use hetch_copy::S3Options;
-use hetch_session::{RelayPolicy, ServeConfig, ServeRoot, Server};
+use hetch_session::{RelayPolicy, ServeConfig, ServeLimits, ServeRoot, Server};
 
 use crate::usage::{usage, ArgsError};
 use crate::ServeArgs;
@@ -52,6 +53,7 @@ impl TryFrom<ServeFlags<'_>> for ServeConfig {
             socket: a.tuning.socket(),
             engine,
             limits: a.pre_auth.limits(),
+            fair: a.fair.limits(),
             metrics: a.metrics.clone(),
             relay: RelayPolicy::parse(&a.relay_to, DEFAULT_PORT).map_err(ArgsError::Usage)?,
         })
@@ -64,6 +66,14 @@ pub async fn run(cfg: ServeConfig) -> anyhow::Result<ExitCode> {
     if srv.new_identity {
         errln!("hetch serve: created a new key");
     }
+    for line in &srv.lowered {
+        errln!("hetch serve: {line}");
+    }
+    let fds = srv.open_files;
+    errln!(
+        "hetch serve: sessions may hold {} (open-file limit {fds})",
+        srv.caps
+    );
     errln!("hetch serve: listening on {}", srv.addr);
     if let Some(addr) = srv.metrics_addr {
         errln!("hetch serve: metrics on http://{addr}/metrics");
@@ -72,4 +82,47 @@ pub async fn run(cfg: ServeConfig) -> anyhow::Result<ExitCode> {
     errln!("hetch serve: token in {}", srv.token_path.display());
     srv.run_until(crate::watch::shutdown()).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What authenticated sessions may hold: each left out is sized at start from the
+/// open-file limit (raised to the hard limit) and memory, and printed.
+#[derive(Args)]
+pub(crate) struct ServeLimitArgs {
+    /// Connections (control and data streams) sessions hold at once, from everyone
+    /// [default: a third of the open files left after the server's own and the
+    /// unauthenticated, at most half of memory at 320 KiB each].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(2..))]
+    max_connections: Option<u32>,
+    /// Connections sessions from one address (IPv6: /64) hold [default: a quarter of
+    /// --max-connections].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(2..))]
+    max_connections_per_address: Option<u32>,
+    /// Sessions open at once (running, joining or kept idle) [default: an eighth of
+    /// --max-connections].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    max_sessions: Option<u32>,
+    /// Sessions open from one address [default: a quarter of --max-sessions].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    max_sessions_per_address: Option<u32>,
+    /// Sessions kept idle between operations; past it the longest idle is closed
+    /// [default: half of --max-sessions].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    max_idle_sessions: Option<u32>,
+    /// Sessions kept idle from one address [default: half of --max-sessions-per-address].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    max_idle_sessions_per_address: Option<u32>,
+}
+
+impl ServeLimitArgs {
+    fn limits(&self) -> ServeLimits {
+        let n = |v: Option<u32>| v.map(|v| v as usize);
+        ServeLimits {
+            max_connections: n(self.max_connections),
+            max_connections_per_address: n(self.max_connections_per_address),
+            max_sessions: n(self.max_sessions),
+            max_sessions_per_address: n(self.max_sessions_per_address),
+            max_idle_sessions: n(self.max_idle_sessions),
+            max_idle_sessions_per_address: n(self.max_idle_sessions_per_address),
+        }
+    }
 }

@@ -180,8 +180,11 @@ fn a_release_build_has_no_fault_hooks() {
 /// (`OidcConfig::from_flags`, `LoginConfig::from_flags`) rather than here. The job
 /// client (`src/jobcli.rs` and `src/schedulecli.rs`, 600 lines of flags, calls,
 /// waiting and printing) is the next thing to move into a crate of its own: this
-/// bound goes down when it does.
-const MAX_BINARY_LINES: usize = 3_050;
+/// bound goes down when it does. To 3,110 by issue 55's six caps of `hetch serve` on
+/// sessions (`--max-connections`, `--max-sessions`, `--max-idle-sessions`, each also
+/// per address) and the line that prints them at start; their sizing from the
+/// open-file limit and memory, and every check, are in `hetch_session::ServeLimits`.
+const MAX_BINARY_LINES: usize = 3_110;
 
 /// The `.rs` files under `dir`, recursively, with their line counts.
 fn rust_files(dir: &std::path::Path, out: &mut Vec<(String, usize)>) {

@@ -40,6 +40,7 @@ mod rsync_diff;
 mod s3;
 mod schedules;
 mod schemathesis;
+mod serve_fair;
 mod service;
 mod service_stream;
 mod sum;

@@ -94,6 +94,18 @@ fn serve_metrics_count_what_sessions_moved_and_refused_tokens() {
         ("outcome", &["ok", "failed"]),
         ("direction", &["received", "sent"]),
         ("reason", &["wrong", "throttled"]),
+        (
+            "cap",
+            &[
+                "streams",
+                "address_sessions",
+                "address_connections",
+                "sessions",
+                "connections",
+                "address_idle",
+                "idle",
+            ],
+        ),
     ];
     for s in &m.samples {
         assert!(s.name.starts_with("hetch_serve_"), "{s:?}");

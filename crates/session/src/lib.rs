@@ -12,7 +12,8 @@
 //!   (a transfer service's workers), written into the destination server's shared
 //!   part file, and the commit once every range is there.
 //! - [`server`]: the listener, limits on connections before authentication, token
-//!   checks with per-address back-off, data streams joining their session, and each
+//!   checks with per-address back-off, fair shares of sessions and connections per
+//!   address and in all (the longest-idle session closed for a newcomer), data streams joining their session, and each
 //!   session run by the engine as a sink (push) or a source (pull), into a directory or
 //!   an object store prefix; with `metrics`, its counters in Prometheus' text format.
 //!
@@ -39,4 +40,4 @@ pub use client::{
 };
 pub use relay::{relay, server_key, RelayPolicy};
 pub use reuse::SessionPool;
-pub use server::{default_state_dir, ServeConfig, ServeRoot, Server};
+pub use server::{default_state_dir, ServeConfig, ServeLimits, ServeRoot, Server};

@@ -37,6 +37,25 @@ pub(crate) struct ServeMetrics {
     /// Connections that failed before authenticating (TLS, preamble, hello, a wrong
     /// token or proof, or too slow).
     pub(crate) unauthenticated: AtomicU64,
+    /// Accepts that failed (out of descriptors, mostly).
+    pub(crate) accept_failed: AtomicU64,
+}
+
+/// What authenticated sessions hold now, and what their caps refused and closed.
+#[derive(Debug, Default)]
+pub(crate) struct Holding {
+    /// Sessions open: running, joining their streams, or kept idle.
+    pub open: usize,
+    /// Of them, kept idle between operations.
+    pub idle: usize,
+    /// Connections they hold.
+    pub connections: usize,
+    /// The most they may hold (`--max-connections` in force).
+    pub max_connections: usize,
+    /// Sessions refused, by the cap that refused them.
+    pub refused: Vec<(&'static str, u64)>,
+    /// Idle sessions closed to make room, by the cap that was full.
+    pub closed: Vec<(&'static str, u64)>,
 }
 
 /// Which way a session moves data (its operation's label, without its paths).
@@ -81,15 +100,70 @@ impl ServeMetrics {
         self.ended[side as usize][usize::from(!ok)].fetch_add(1, Relaxed);
     }
 
-    /// The exposition, with `running` sessions now.
-    pub(crate) fn render(&self, running: u64) -> String {
+    /// The exposition, with `running` sessions now and what sessions hold.
+    pub(crate) fn render(&self, running: u64, held: &Holding) -> String {
         let mut e = Exposition::new();
         e.single(
             "hetch_serve_sessions_running",
             Kind::Gauge,
-            "Sessions moving data now.",
+            "Sessions moving data now (kept idle sessions are in \
+             hetch_serve_sessions_idle).",
             running,
         );
+        let gauges = [
+            (
+                "hetch_serve_sessions_open",
+                "Sessions holding connections now: running, joining their data streams, \
+                 or kept idle between operations.",
+                held.open,
+            ),
+            (
+                "hetch_serve_sessions_idle",
+                "Sessions kept idle between operations now (their connections are in \
+                 hetch_serve_connections_held). The longest idle (or a session still \
+                 waiting for its data streams) is closed when a newcomer needs its place.",
+                held.idle,
+            ),
+            (
+                "hetch_serve_connections_held",
+                "Connections held by sessions now (control connections and data streams; \
+                 a relay's onward ones), idle sessions' included.",
+                held.connections,
+            ),
+            (
+                "hetch_serve_connections_max",
+                "The most connections sessions may hold (--max-connections, as sized from \
+                 the open-file limit and memory at start).",
+                held.max_connections,
+            ),
+        ];
+        for (name, help, v) in gauges {
+            e.single(name, Kind::Gauge, help, v as u64);
+        }
+        let mut f = e.family(
+            "hetch_serve_sessions_refused_total",
+            Kind::Counter,
+            "Sessions refused before their welcome, by the cap that refused them: \
+             streams (more connections than one address may hold), address_sessions, \
+             address_connections (--max-sessions-per-address, \
+             --max-connections-per-address), sessions, connections (--max-sessions, \
+             --max-connections); each only when every session counting against the cap \
+             was busy.",
+        );
+        for (cap, n) in &held.refused {
+            f.sample(&[("cap", cap)], *n);
+        }
+        let mut f = e.family(
+            "hetch_serve_sessions_closed_idle_total",
+            Kind::Counter,
+            "Idle sessions (kept, or joining their streams) closed to make room, by the \
+             cap that was full: for a newcomer (address_sessions, address_connections, \
+             sessions, connections), or past the caps on kept idle sessions \
+             (address_idle: --max-idle-sessions-per-address, idle: --max-idle-sessions).",
+        );
+        for (cap, n) in &held.closed {
+            f.sample(&[("cap", cap)], *n);
+        }
         let mut f = e.family(
             "hetch_serve_sessions_ended_total",
             Kind::Counter,
@@ -151,6 +225,12 @@ impl ServeMetrics {
                  --max-unauthenticated places being taken (the oldest of the address \
                  holding the most).",
                 self.displaced.load(Relaxed),
+            ),
+            (
+                "hetch_serve_accept_failed_total",
+                "Connections the server failed to accept (out of descriptors: something \
+                 besides its sessions holds them; the caps leave a reserve).",
+                self.accept_failed.load(Relaxed),
             ),
             (
                 "hetch_serve_unauthenticated_total",

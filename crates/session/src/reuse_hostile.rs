@@ -29,6 +29,7 @@ async fn server_and_client(
         socket: Default::default(),
         engine: Options::default(),
         limits: Default::default(),
+        fair: Default::default(),
         metrics: None,
         relay: Default::default(),
     })

@@ -27,7 +27,12 @@ use tokio::sync::mpsc;
 
 use crate::metrics::{ServeMetrics, Side};
 
+mod admission;
+mod fair;
 mod kept;
+mod limits;
+
+pub use limits::{memory_limit, Caps, ServeLimits, CONNECTION_MEMORY, FDS_KEPT, FILES_PER_SESSION};
 
 /// How long a client has to open all data streams of a session once welcomed.
 const JOIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -62,8 +67,11 @@ pub struct ServeConfig {
     pub socket: SocketOptions,
     /// Engine settings the server does not take from clients.
     pub engine: Options,
-    /// Limits on connections that have not authenticated yet.
+    /// Limits on connections that have not authenticated yet (lowered at start when
+    /// the open-file limit cannot hold them).
     pub limits: PreAuthLimits,
+    /// Caps on what authenticated sessions hold, per address and in all.
+    pub fair: ServeLimits,
     /// Where to serve metrics (plain HTTP, `GET /metrics`), if anywhere.
     pub metrics: Option<String>,
     /// Which servers this one pushes to when a client asks it to relay.
@@ -82,6 +90,13 @@ pub struct Server {
     pub new_identity: bool,
     /// The metrics endpoint's address, when one was asked for.
     pub metrics_addr: Option<SocketAddr>,
+    /// The open-file limit, raised at start to the hard limit.
+    pub open_files: u64,
+    /// The caps on sessions in force, sized from the open-file limit and memory.
+    pub caps: Caps,
+    /// The limits given that the open-file limit could not hold, each lowered, in a
+    /// line for the log.
+    pub lowered: Vec<String>,
     metrics: Option<hetch_metrics::Endpoint>,
     listener: TcpListener,
     state: Arc<State>,
@@ -121,6 +136,10 @@ struct State {
     throttle: AuthThrottle,
     /// Connections refused or failed before authentication.
     pre_auth_log: RateLimitedLog,
+    /// What authenticated sessions hold, per address and in all.
+    held: Arc<fair::Sessions>,
+    /// Sessions refused or closed to make room, and failed accepts.
+    fair_log: RateLimitedLog,
     /// Sessions running.
     sessions: std::sync::atomic::AtomicUsize,
     /// Counters for `--metrics`.
@@ -149,6 +168,10 @@ impl Server {
             Some(p) => (hetch_net::read_token_file(p)?, p.clone()),
             None => hetch_net::load_or_create_token(&cfg.state_dir)?,
         };
+        // Before anything is sized: what the server may hold depends on it.
+        let open_files = hetch_net::raise_fd_limit();
+        let mut pre_auth = cfg.limits;
+        let (caps, lowered) = cfg.fair.size(open_files, memory_limit(), &mut pre_auth);
         let listener = TcpListener::bind(&cfg.listen)
             .await
             .with_context(|| format!("cannot listen on {}", cfg.listen))?;
@@ -167,6 +190,9 @@ impl Server {
             token_path,
             new_identity,
             metrics_addr: metrics.as_ref().map(|m| m.addr),
+            open_files,
+            caps,
+            lowered,
             metrics,
             listener,
             state: Arc::new(State {
@@ -178,9 +204,11 @@ impl Server {
                 socket: cfg.socket,
                 engine,
                 joining: Mutex::default(),
-                gate: PreAuthGate::new(cfg.limits),
+                gate: PreAuthGate::new(pre_auth),
                 throttle: AuthThrottle::default(),
                 pre_auth_log: RateLimitedLog::new(PRE_AUTH_LOG_INTERVAL),
+                held: fair::Sessions::new(caps),
+                fair_log: RateLimitedLog::new(PRE_AUTH_LOG_INTERVAL),
                 sessions: Default::default(),
                 metrics: ServeMetrics::default(),
                 relay: cfg.relay,
@@ -205,7 +233,9 @@ impl Server {
             let state = self.state.clone();
             endpoint.spawn(move || {
                 let running = state.sessions.load(Relaxed);
-                state.metrics.render(running as u64)
+                state
+                    .metrics
+                    .render(running as u64, &admission::holding(&state))
             })
         });
         let mut connections = tokio::task::JoinSet::new();
@@ -218,7 +248,10 @@ impl Server {
             let (socket, peer) = match accepted {
                 Ok(x) => x,
                 Err(e) => {
-                    _ = writeln!(std::io::stderr(), "hetch serve: accept failed: {e}");
+                    // Out of descriptors despite the caps (something else holds them):
+                    // once per interval in the log, not a line per client.
+                    self.state.metrics.accept_failed.fetch_add(1, Relaxed);
+                    self.state.log_fair(format_args!("accept failed: {e}"));
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
@@ -279,6 +312,12 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 impl State {
     fn log_pre_auth(&self, what: impl std::fmt::Display) {
         if let Some(line) = self.pre_auth_log.note(what) {
+            _ = writeln!(std::io::stderr(), "hetch serve: {line}");
+        }
+    }
+
+    fn log_fair(&self, what: impl std::fmt::Display) {
+        if let Some(line) = self.fair_log.note(what) {
             _ = writeln!(std::io::stderr(), "hetch serve: {line}");
         }
     }
@@ -526,7 +565,8 @@ fn welcome() -> (SessionId, Frame) {
 }
 
 /// Serves a session whose control connection came from `peer` (its name and address),
-/// welcomed with `req`, counting how it ended (a kept session counts each operation).
+/// welcomed with `req`, counting how it ended (a kept session counts each operation, a
+/// refused one counts among the refused).
 async fn session(
     state: Arc<State>,
     control: BoxStream,
@@ -535,28 +575,33 @@ async fn session(
     key: SessionKey,
 ) -> Result<(), EngineError> {
     let side = Side::of(&req.op);
-    let mut kept = false;
-    let ended = operations(&state, control, peer, req, key, &mut kept).await;
-    if !kept {
+    let mut counted = false;
+    let ended = operations(&state, control, peer, req, key, &mut counted).await;
+    if !counted {
         state.metrics.session_ended(side, ended.is_ok());
     }
     ended
 }
 
-/// [`session`]'s work; `kept` is set once its connections are kept for more
-/// operations.
+/// [`session`]'s work; `counted` is set once how it ends is counted otherwise (its
+/// connections kept for more operations, or the session refused its share).
 async fn operations(
     state: &Arc<State>,
     mut control: BoxStream,
     (peer, ip): (String, std::net::IpAddr),
     req: SessionRequest,
     key: SessionKey,
-    kept: &mut bool,
+    counted: &mut bool,
 ) -> Result<(), EngineError> {
     let side = Side::of(&req.op);
     let (role, opts) = match prepare(state, &req).await {
         Ok(r) => r,
         Err((code, msg)) => return reply_error(&mut control, &peer, code, &msg).await,
+    };
+    // Its share of the server before it is welcomed: refused, it has cost nothing.
+    let Some(held) = admission::admit(state, &mut control, (&peer, ip), &req, &role).await else {
+        *counted = true;
+        return Ok(());
     };
     let (id, welcome) = welcome();
     let role = match role {
@@ -574,6 +619,7 @@ async fn operations(
                 welcome,
                 progress: Arc::new(Progress::default()),
             };
+            held.busy();
             let _running = Running::new(&state.sessions);
             let _tracked = state.metrics.track(side, run.progress.clone());
             let started = std::time::Instant::now();
@@ -596,6 +642,7 @@ async fn operations(
                 welcome,
                 progress: Arc::new(Progress::default()),
             };
+            held.busy();
             let _running = Running::new(&state.sessions);
             let _tracked = state.metrics.track(side, run.progress.clone());
             let started = std::time::Instant::now();
@@ -621,9 +668,16 @@ async fn operations(
         write_frame_exact(&mut control, &peer, false, &welcome).await?;
         let mut slots: Vec<Option<BoxStream>> = (0..req.streams).map(|_| None).collect();
         let mut have = 0;
+        // Until its streams have joined, the session is idle: closed for a newcomer if it
+        // is the longest idle (one that never joins holds its share for nothing).
+        let closing = held.closing();
+        tokio::pin!(closing);
         while have < slots.len() {
-            let (i, s) = tokio::time::timeout(JOIN_TIMEOUT, rx.recv())
-                .await
+            let next = tokio::select! {
+                n = tokio::time::timeout(JOIN_TIMEOUT, rx.recv()) => n,
+                () = &mut closing => return Err(conn_err(&peer, "closed for another client")),
+            };
+            let (i, s) = next
                 .map_err(|_| conn_err(&peer, "data streams did not arrive in time"))?
                 .ok_or_else(|| conn_err(&peer, "session closed"))?;
             let slot = slots
@@ -643,6 +697,9 @@ async fn operations(
     .await;
     state.joining.lock().expect("joining lock").remove(&id);
     let data = joined?;
+    if !held.busy() {
+        return Err(conn_err(&peer, "closed for another client"));
+    }
     if req.reuse && kept::can_keep(&role) {
         let conns = crate::reuse::Conns { control, data };
         let first = kept::Operation {
@@ -651,8 +708,8 @@ async fn operations(
             opts,
             data_mac,
         };
-        *kept = true;
-        return kept::serve(state, (&peer, ip), &key, conns, first).await;
+        *counted = true;
+        return kept::serve(state, (&peer, ip), &key, conns, first, &held).await;
     }
     let transport = Transport {
         control,

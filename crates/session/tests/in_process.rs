@@ -41,6 +41,7 @@ async fn serve_with(
         socket: Default::default(),
         engine,
         limits,
+        fair: Default::default(),
         metrics: None,
         relay: Default::default(),
     };
@@ -293,6 +294,7 @@ async fn kept_sessions_carry_one_operation_after_another() {
         socket: Default::default(),
         engine: small_blocks(2),
         limits: Default::default(),
+        fair: Default::default(),
         metrics: Some("127.0.0.1:0".into()),
         relay: Default::default(),
     };

@@ -601,6 +601,18 @@ impl Server {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Server {
+        Server::start_limited(root, state_dir, extra, env, None)
+    }
+
+    /// [`Server::start_with`], with its open-file limit (soft and hard) at `nofile`
+    /// when given, as an operator's `ulimit -n` or systemd's `LimitNOFILE` sets it.
+    pub fn start_limited(
+        root: &Path,
+        state_dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        nofile: Option<u64>,
+    ) -> Server {
         if !root.to_string_lossy().starts_with("s3://") {
             std::fs::create_dir_all(root).expect("create server root");
         }
@@ -627,6 +639,21 @@ impl Server {
             .stderr(Stdio::piped());
         for (k, v) in env {
             cmd.env(k, v);
+        }
+        if let Some(n) = nofile {
+            use std::os::unix::process::CommandExt;
+            let lim = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            // SAFETY: between fork and exec only setrlimit runs, which is
+            // async-signal-safe and reads the struct copied into the closure.
+            unsafe {
+                cmd.pre_exec(move || match libc::setrlimit(libc::RLIMIT_NOFILE, &lim) {
+                    0 => Ok(()),
+                    _ => Err(std::io::Error::last_os_error()),
+                });
+            }
         }
         let mut child = cmd.spawn().expect("spawn hetch serve");
         let (addr, fingerprint, token_path, log) = announced(&mut child);

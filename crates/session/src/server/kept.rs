@@ -10,7 +10,8 @@ use hetch_engine::{BoxStream, EngineError, Options, Transport};
 use hetch_net::SessionKey;
 use hetch_proto::{ErrorCode, Frame, Hello, SessionRequest};
 
-use super::{check_token, prepare, reply_error, run_role, welcome, Role, State};
+use super::fair::Held;
+use super::{admission, check_token, prepare, reply_error, run_role, welcome, Role, State};
 use crate::metrics::Side;
 use crate::reuse::{lend, Conns, SERVER_IDLE, SETTLE};
 
@@ -35,7 +36,8 @@ pub(super) fn can_keep(role: &Role) -> bool {
 }
 
 /// Runs `first`, then each operation the client asks for next on `conns`, until it
-/// asks for none within [`SERVER_IDLE`], an operation fails, or the server stops,
+/// asks for none within [`SERVER_IDLE`], an operation fails, the server stops, or the
+/// session is closed to make room for another (`held` is its share of the server),
 /// counting how each operation ended.
 pub(super) async fn serve(
     state: &State,
@@ -43,6 +45,7 @@ pub(super) async fn serve(
     key: &SessionKey,
     mut conns: Conns,
     first: Operation,
+    held: &Held,
 ) -> Result<(), EngineError> {
     // The data streams' encryption is the session's: no later operation changes it.
     let encrypt = first.data_mac.is_none();
@@ -53,7 +56,7 @@ pub(super) async fn serve(
             Some(op) => op,
             None => {
                 let at = (data.len(), encrypt);
-                match next_operation(state, (peer, ip), key, &mut control, at).await? {
+                match next_operation(state, (peer, ip), key, &mut control, at, held).await? {
                     Some(op) => op,
                     None => return Ok(()),
                 }
@@ -78,14 +81,15 @@ pub(super) async fn serve(
 }
 
 /// Waits for the next operation's hello on `control` and answers it: `None` when the
-/// client closed the connections, said nothing for [`SERVER_IDLE`], or the server is
-/// stopping.
+/// client closed the connections, said nothing for [`SERVER_IDLE`], the server is
+/// stopping, or the session was closed to make room (idle meanwhile in `held`).
 async fn next_operation(
     state: &State,
     (peer, ip): (&str, IpAddr),
     key: &SessionKey,
     control: &mut BoxStream,
     (streams, encrypt): (usize, bool),
+    held: &Held,
 ) -> Result<Option<Operation>, EngineError> {
     let max_frame = state.gate.limits().max_frame;
     let stop = state.engine.stop.clone();
@@ -95,6 +99,8 @@ async fn next_operation(
             None => std::future::pending().await,
         }
     };
+    admission::idle(state, held);
+    let closing = held.closing();
     let read = tokio::time::timeout(SERVER_IDLE, read_frame_limited(control, peer, max_frame));
     let frame = tokio::select! {
         r = read => match r {
@@ -103,7 +109,13 @@ async fn next_operation(
             _ => return Ok(None),
         },
         _ = stopped => return Ok(None),
+        // Its client finds the connections closed and opens a new session.
+        () = closing => return Ok(None),
     };
+    // Closed for a newcomer just as the hello came: as if it had come a moment later.
+    if !held.busy() {
+        return Ok(None);
+    }
     let Frame::Hello(Hello::Control { token, request }) = frame else {
         let msg = "expected the next operation's hello";
         return reply_error(control, peer, ErrorCode::Protocol, msg)

@@ -8,6 +8,7 @@
 //! - [`oidc_issuer`]: an OpenID Connect issuer with keys of its own, signing tokens.
 //! - [`prometheus`]: a metrics endpoint's body, parsed as Prometheus parses it.
 //! - [`webhook`]: an HTTPS webhook receiver that records, fails, hangs or floods.
+//! - [`hosts`]: a hosts file of a test's own, in a private mount namespace.
 //! - [`data`]: deterministic pseudo-random test data, in memory or in a file.
 //! - [`tree`]: a tree with every boundary case on disk, and a comparison of two trees.
 //! - [`minio`]: one MinIO per test process, a bucket per case.
@@ -24,6 +25,7 @@
 
 pub mod data;
 pub mod emulators;
+pub mod hosts;
 pub mod memory_origin;
 pub mod memory_store;
 pub mod minio;
@@ -37,3 +39,13 @@ pub mod webhook;
 
 pub use memory_origin::MemoryOrigin;
 pub use memory_store::{MemoryStore, MemoryTree, Node, Unfinished};
+
+/// Says that a test cannot run on this machine (`why`): a pass that says SKIPPED, or
+/// a failure under `HETCH_REQUIRE_ALL` (the full tier, where everything must run).
+pub fn skipped(why: impl std::fmt::Display) {
+    assert!(
+        std::env::var_os("HETCH_REQUIRE_ALL").is_none(),
+        "cannot run here, and HETCH_REQUIRE_ALL is set: {why}"
+    );
+    eprintln!("SKIPPED: {why}");
+}

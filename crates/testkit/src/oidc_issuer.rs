@@ -385,6 +385,11 @@ impl hetch_oidc::Clock for ManualClock {
 
 /// A private CA and a TLS acceptor for 127.0.0.1 with a certificate it signed.
 pub fn private_ca() -> (String, tokio_rustls::TlsAcceptor) {
+    private_ca_for(&[])
+}
+
+/// [`private_ca`], its certificate also valid for the host names `names`.
+pub fn private_ca_for(names: &[&str]) -> (String, tokio_rustls::TlsAcceptor) {
     let ca_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -395,7 +400,9 @@ pub fn private_ca() -> (String, tokio_rustls::TlsAcceptor) {
     let ca = rcgen::Issuer::from_params(&ca_params, &ca_key);
 
     let server_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
-    let server_params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    let sans = std::iter::once("127.0.0.1").chain(names.iter().copied());
+    let server_params =
+        rcgen::CertificateParams::new(sans.map(String::from).collect::<Vec<_>>()).unwrap();
     let server_cert = server_params.signed_by(&server_key, &ca).unwrap();
 
     let provider = Arc::new(rustls::crypto::ring::default_provider());

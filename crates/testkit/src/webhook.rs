@@ -1,7 +1,8 @@
 //! A webhook receiver over HTTPS on 127.0.0.1 (a certificate of a private CA, from
-//! [`crate::oidc_issuer::private_ca`]) that records what it is sent and answers each
-//! request with the next of its script: a status, never (it hangs), or a body of a
-//! GiB written until the other side goes away.
+//! [`crate::oidc_issuer::private_ca_for`]) that records what it is sent and answers
+//! each request with the next of its script: a status, never (it hangs), or a body of
+//! a GiB written until the other side goes away. It counts connections too, so that
+//! a test can tell one refused before connecting from one refused after.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -43,6 +44,8 @@ pub struct Receiver {
     /// Whether writing a huge answer stopped (the other side went away, or all of
     /// it was written).
     pub huge_ended: Arc<AtomicBool>,
+    /// TCP connections accepted so far.
+    pub connections: Arc<AtomicU64>,
 }
 
 /// The length of a huge answer.
@@ -51,7 +54,13 @@ pub const HUGE: u64 = 1 << 30;
 impl Receiver {
     /// A receiver on a port of its own, on the current runtime.
     pub async fn start(script: &[Answer]) -> Receiver {
-        let (ca_pem, acceptor) = crate::oidc_issuer::private_ca();
+        Receiver::start_for(script, &[]).await
+    }
+
+    /// [`Receiver::start`], its certificate also valid for the host names `names`
+    /// (which a test's resolver points at 127.0.0.1).
+    pub async fn start_for(script: &[Answer], names: &[&str]) -> Receiver {
+        let (ca_pem, acceptor) = crate::oidc_issuer::private_ca_for(names);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let r = Receiver {
@@ -61,11 +70,14 @@ impl Receiver {
             script: Arc::new(Mutex::new(script.iter().copied().collect())),
             huge_sent: Arc::default(),
             huge_ended: Arc::default(),
+            connections: Arc::default(),
         };
         let (got, script) = (r.got.clone(), r.script.clone());
         let (sent, ended) = (r.huge_sent.clone(), r.huge_ended.clone());
+        let connections = r.connections.clone();
         tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
+                connections.fetch_add(1, Ordering::SeqCst);
                 let Ok(mut tls) = acceptor.accept(tcp).await else {
                     continue;
                 };

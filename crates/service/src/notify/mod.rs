@@ -5,9 +5,11 @@
 //! the job: a receiver that is down or slow only delays its own note.
 //!
 //! - [`address`]: which hosts a webhook may reach.
+//! - [`resolve`]: the client's resolver, which checks every address it returns.
 //! - [`send`]: one attempt (signing, the deadline, the answer's bound).
 
 pub mod address;
+pub mod resolve;
 pub mod send;
 
 // `writeln!` to stderr, not `eprintln!`: that panics when stderr is a closed pipe or full.

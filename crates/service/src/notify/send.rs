@@ -1,16 +1,19 @@
-//! One attempt at a delivery: resolve the webhook's host, check every address, POST
-//! the signed body to a checked address, and read at most [`MAX_ANSWER`] bytes of
-//! the answer. The receiver is an adversary like any peer: it may hang (the attempt
+//! One attempt at a delivery: POST the signed body to the webhook, through a client
+//! whose resolver checks every address ([`super::resolve`]), and read at most
+//! [`MAX_ANSWER`] bytes of the answer. A refused address is refused before anything
+//! connects to it, in one line naming the host and why: nothing in the error tells
+//! an open port of the service's network from a closed one. The receiver is an adversary like any peer: it may hang (the attempt
 //! has a deadline), redirect (never followed), or answer without end (read no
 //! further than a few KiB).
 
-use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::address;
+use super::resolve::{unresolved, Checked};
 use super::WebhookConfig;
 
 /// Most bytes of a receiver's answer read (only to show the start of an error's).
@@ -54,18 +57,24 @@ async fn attempt(cfg: &WebhookConfig, note: Note<'_>) -> Result<(), String> {
         delivery,
         body,
     } = note;
-    let (host, port) = address::host_port(url).ok_or("the url has no host")?;
-    let addr = resolve(&host, port, cfg.allow_private).await?;
+    // A literal address is connected to as it is (no resolver is asked), so it is
+    // checked here; a name's every address is checked by the client's resolver.
+    if let (address::Host::Ip(ip), false) = (address::host(url)?, cfg.allow_private) {
+        if let Some(why) = address::refused(ip) {
+            return Err(format!(
+                "{ip} is {why} (not allowed without --webhook-allow-private)"
+            ));
+        }
+    }
     let mut client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         // The whole attempt's deadline is `post`'s, so that it names itself.
         .connect_timeout(cfg.timeout)
         .https_only(true)
+        // Straight to the checked address: a proxy would resolve the name itself.
+        .no_proxy()
+        .dns_resolver(Arc::new(Checked::new(cfg.allow_private)))
         .user_agent(concat!("hetch/", env!("CARGO_PKG_VERSION")));
-    if host.parse::<std::net::IpAddr>().is_err() {
-        // Connect to the address checked, not to whatever a second lookup says.
-        client = client.resolve(&host, addr);
-    }
     if let Some(ca) = &cfg.ca {
         client = client.add_root_certificate(ca.clone());
     }
@@ -80,7 +89,7 @@ async fn attempt(cfg: &WebhookConfig, note: Note<'_>) -> Result<(), String> {
         .body(body)
         .send()
         .await
-        .map_err(|e| one_line(&error_chain(&e)))?;
+        .map_err(|e| one_line(&unresolved(&e).unwrap_or_else(|| error_chain(&e))))?;
     let status = resp.status();
     let mut answer = Vec::new();
     while answer.len() < MAX_ANSWER {
@@ -96,35 +105,6 @@ async fn attempt(cfg: &WebhookConfig, note: Note<'_>) -> Result<(), String> {
     }
     let quoted = String::from_utf8_lossy(&answer[..answer.len().min(QUOTED)]).into_owned();
     Err(one_line(&format!("answered {status}: {quoted}")))
-}
-
-/// The address to connect to: the first of `host`'s, once every one of them is
-/// allowed (one refused address refuses the name: which one a connection would use
-/// is not ours to pick).
-async fn resolve(host: &str, port: u16, allow_private: bool) -> Result<SocketAddr, String> {
-    let addrs: Vec<SocketAddr> = match host.parse::<std::net::IpAddr>() {
-        Ok(ip) => vec![SocketAddr::new(ip, port)],
-        Err(_) => tokio::net::lookup_host((host, port))
-            .await
-            .map_err(|e| format!("resolving {host}: {e}"))?
-            .take(32)
-            .collect(),
-    };
-    if !allow_private {
-        for a in &addrs {
-            if let Some(why) = address::refused(a.ip()) {
-                return Err(format!(
-                    "{host} resolves to {}, a {why} address (not allowed without \
-                     --webhook-allow-private)",
-                    a.ip()
-                ));
-            }
-        }
-    }
-    addrs
-        .first()
-        .copied()
-        .ok_or_else(|| format!("{host} resolves to no address"))
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

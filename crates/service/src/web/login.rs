@@ -1,21 +1,27 @@
 //! Logging in through the OIDC issuer: the authorization-code flow with PKCE (S256).
 //!
-//! `GET /login/oidc` makes a pending login (random `state`, `nonce` and PKCE
-//! verifier), ties it to this browser with a short-lived cookie, and sends the
-//! browser to the issuer's `authorization_endpoint`. The issuer sends it back to
-//! `GET /login/callback` (at the configured public URL: the redirect URI never comes
-//! from the request), which takes the pending login out (so a `state` works once),
-//! exchanges the code at the `token_endpoint` with the verifier, verifies the ID token
-//! as a pasted token is verified (audience: the client id) and its nonce, and makes
-//! the same session cookie a pasted token makes, by the same identity-map rules.
+//! `GET /login/oidc` makes a login (random `state`, `nonce` and PKCE verifier),
+//! seals it into a short-lived cookie of this browser with the service's key (as
+//! session cookies are sealed, under a purpose of its own: [`super::session`]), and
+//! sends the browser to the issuer's `authorization_endpoint`. The issuer sends it
+//! back to `GET /login/callback` (at the configured public URL: the redirect URI
+//! never comes from the request), which opens the cookie, requires the callback's
+//! `state` to be the cookie's, exchanges the code at the `token_endpoint` with the
+//! verifier, verifies the ID token as a pasted token is verified (audience: the
+//! client id) and its nonce, and makes the same session cookie a pasted token makes,
+//! by the same identity-map rules.
 //!
-//! Pending logins are kept in memory, not in a cookie: a `state` is single-use by
-//! being taken out of the map, which a cookie cannot do without a server-side list of
-//! spent ones anyway; the map is bounded ([`MAX_PENDING`]) and each entry expires
-//! ([`PENDING_MS`]). The cost: with several instances behind one name, the browser
-//! must come back to the instance it started at (the callback says so otherwise).
+//! The server keeps nothing for a login under way: a stranger starting logins by the
+//! thousand (from one address or many) fills no table, and every other browser's
+//! login goes through. A callback works once: the cookie is cleared by its answer,
+//! and a state whose login completed is remembered as spent until its cookie would
+//! have expired ([`super::spent`]: bounded, and never refusing a login started
+//! since). The cookie's contents (the verifier among them) can be read by the
+//! browser holding it, which is the one they are for; they cannot be changed or
+//! made up. Instances sharing the service's token finish each other's logins; each
+//! remembers its own spent states (the issuer's single-use codes stop a replay
+//! across them).
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use axum::extract::{Query, State};
@@ -25,77 +31,115 @@ use hetch_oidc::{LoginClient, PendingLogin};
 use serde::Deserialize;
 
 use super::pages::{log_in, login_page};
+use super::session::Sessions;
+use super::spent::Spent;
 use crate::{auth, now_ms, AppState};
 
-/// Most logins pending at once: a flood of `GET /login/oidc` is refused past it
-/// rather than growing memory.
-pub const MAX_PENDING: usize = 10_000;
 /// How long a browser has at the issuer's login page, milliseconds.
 pub const PENDING_MS: u64 = 10 * 60 * 1000;
-/// The cookie tying a pending login to the browser that started it. `SameSite=Lax`,
-/// not `Strict`: the browser must send it on the issuer's redirect back, a top-level
-/// navigation from another site.
+/// The cookie carrying a login under way in the browser that started it.
+/// `SameSite=Lax`, not `Strict`: the browser must send it on the issuer's redirect
+/// back, a top-level navigation from another site.
 pub const LOGIN_COOKIE: &str = "__Host-hetch_login";
-/// Longest `code` or `state` taken from a callback.
+/// The sealing's purpose for a login cookie: never opens as a session, nor a session
+/// as a login.
+const PURPOSE: &[u8] = b"login.";
+/// Longest `code` taken from a callback.
 const MAX_PARAM: usize = 4096;
+/// What a callback without a login of this browser to finish is told.
+const UNKNOWN: &str = "this login is unknown, used or expired, or was started in another \
+                       browser: log in again";
 
-/// The login through the issuer: its client, and the logins under way.
+/// The login through the issuer: its client, and the states already used.
 #[derive(Debug)]
 pub struct WebLogin {
     client: LoginClient,
-    pending: Mutex<HashMap<String, Pending>>,
+    spent: Mutex<Spent>,
 }
 
-#[derive(Debug)]
-struct Pending {
+/// A login under way, as its cookie carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Started {
     login: PendingLogin,
-    /// The value of [`LOGIN_COOKIE`] the browser that started it holds.
-    browser: String,
+    /// When the cookie stops opening, milliseconds since the epoch.
     expires: u64,
 }
 
+/// The exchange of a callback's code under way, for its state: let go of unless
+/// [`Claim::spend`] says the login completed (a made-up code spends nothing).
+struct Claim<'a> {
+    login: &'a WebLogin,
+    started: &'a Started,
+    spent: bool,
+}
+
+impl Claim<'_> {
+    /// The login completed: its state is spent.
+    fn spend(mut self) {
+        self.spent = true;
+        self.login
+            .spent()
+            .spend(&self.started.login.state, self.started.expires, now_ms());
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if !self.spent {
+            self.login.spent().release(&self.started.login.state);
+        }
+    }
+}
+
 impl WebLogin {
-    /// The login for `client`, with nothing pending.
+    /// The login for `client`, with no state spent.
     pub fn new(client: LoginClient) -> Self {
         Self {
             client,
-            pending: Mutex::new(HashMap::new()),
+            spent: Mutex::new(Spent::default()),
         }
     }
 
-    /// Keeps `login` for `browser` until it expires; `false` if [`MAX_PENDING`] are
-    /// already waiting.
-    fn keep(&self, login: PendingLogin, browser: String, now: u64) -> bool {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        if pending.len() >= MAX_PENDING {
-            pending.retain(|_, p| p.expires > now);
-            if pending.len() >= MAX_PENDING {
-                return false;
-            }
-        }
-        let state = login.state.clone();
-        let expires = now + PENDING_MS;
-        pending.insert(
-            state,
-            Pending {
-                login,
-                browser,
-                expires,
+    fn spent(&self) -> std::sync::MutexGuard<'_, Spent> {
+        self.spent.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The cookie value carrying `started`.
+    fn seal(sessions: &Sessions, started: &Started) -> String {
+        let l = &started.login;
+        sessions.seal_value(PURPOSE, &(&l.state, &l.nonce, &l.verifier, started.expires))
+    }
+
+    /// The login cookie value `value` carries, if this service sealed it and it has
+    /// not expired by `now`.
+    fn open(sessions: &Sessions, value: &str, now: u64) -> Option<Started> {
+        let ((state, nonce, verifier, expires), _) =
+            sessions.open_value::<(String, String, String, u64)>(PURPOSE, value)?;
+        (expires > now).then_some(Started {
+            login: PendingLogin {
+                state,
+                nonce,
+                verifier,
             },
-        );
-        true
+            expires,
+        })
     }
 
-    /// Takes the pending login of `state` out (whatever comes of it, a state is
-    /// used once), if there is one that has not expired.
-    fn take(&self, state: &str, now: u64) -> Option<Pending> {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        pending.remove(state).filter(|p| p.expires > now)
+    /// Claims `started`'s state for the exchange of its code, unless it was used.
+    fn claim<'a>(&'a self, started: &'a Started) -> Option<Claim<'a>> {
+        // The lock is let go of first: a claim refused is never made (its drop would
+        // release the claim of the callback that holds it, and lock again).
+        let claimed = self.spent().claim(&started.login.state, started.expires);
+        claimed.then(|| Claim {
+            login: self,
+            started,
+            spent: false,
+        })
     }
 
-    /// How many logins are pending (expired ones included until swept).
-    pub fn pending(&self) -> usize {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).len()
+    /// How many used states are remembered.
+    pub fn spent_states(&self) -> usize {
+        self.spent().len()
     }
 }
 
@@ -141,19 +185,18 @@ pub async fn start(State(state): State<Arc<AppState>>) -> Response {
             Some("no OIDC login configured"),
         );
     };
-    let pending = PendingLogin::new();
-    let url = match login.client.authorization_url(&pending).await {
+    let started = Started {
+        login: PendingLogin::new(),
+        expires: now_ms() + PENDING_MS,
+    };
+    let url = match login.client.authorization_url(&started.login).await {
         Ok(url) => url,
         Err(e) => return login_page(&state, StatusCode::BAD_GATEWAY, Some(&e.to_string())),
     };
-    let browser = hex::encode(rand::random::<[u8; 32]>());
-    if !login.keep(pending, browser.clone(), now_ms()) {
-        let why = "too many logins under way; try again in a few minutes";
-        return login_page(&state, StatusCode::SERVICE_UNAVAILABLE, Some(why));
-    }
     let mut r = Redirect::to(url.as_str()).into_response();
     let cookie = format!(
-        "{LOGIN_COOKIE}={browser}; Path=/; Max-Age={}; HttpOnly; Secure; SameSite=Lax",
+        "{LOGIN_COOKIE}={}; Path=/; Max-Age={}; HttpOnly; Secure; SameSite=Lax",
+        WebLogin::seal(&state.sessions, &started),
         PENDING_MS / 1000
     );
     if let Ok(v) = cookie.parse() {
@@ -188,27 +231,24 @@ pub async fn callback(
     };
     // The state first: what the issuer says is shown only for a login this browser
     // started here, so that a crafted link cannot put words on this page.
-    let pending = cb
-        .state
-        .as_deref()
-        .filter(|s| s.len() <= MAX_PARAM)
-        .and_then(|s| login.take(s, now_ms()));
-    let Some(pending) = pending else {
-        let why = "this login is unknown, used or expired (or began at another instance): \
-                   log in again";
-        return refuse(StatusCode::BAD_REQUEST, why);
-    };
-    let browser = headers
+    let now = now_ms();
+    let started = headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|h| h.to_str().ok())
-        .find_map(|h| super::session::cookie(h, LOGIN_COOKIE));
-    if !browser.is_some_and(|b| hetch_net::tokens_equal(b.as_bytes(), pending.browser.as_bytes())) {
-        return refuse(
-            StatusCode::BAD_REQUEST,
-            "this login was started by another browser",
-        );
-    }
+        .find_map(|h| super::session::cookie(h, LOGIN_COOKIE))
+        .and_then(|c| WebLogin::open(&state.sessions, c, now))
+        .filter(|s| {
+            cb.state.as_deref().is_some_and(|cb_state| {
+                hetch_net::tokens_equal(cb_state.as_bytes(), s.login.state.as_bytes())
+            })
+        });
+    let Some(started) = started else {
+        return refuse(StatusCode::BAD_REQUEST, UNKNOWN);
+    };
+    let Some(claim) = login.claim(&started) else {
+        return refuse(StatusCode::BAD_REQUEST, UNKNOWN);
+    };
     if let Some(error) = cb.error {
         let mut why = format!("the issuer refused the login: {error}");
         if let Some(d) = cb.error_description {
@@ -220,8 +260,12 @@ pub async fn callback(
     let Some(code) = cb.code.filter(|c| !c.is_empty() && c.len() <= MAX_PARAM) else {
         return refuse(StatusCode::BAD_REQUEST, "the issuer's answer has no code");
     };
-    let verdict = match login.client.finish(&pending.login, &code).await {
-        Ok(id) => auth::admit(&state, &id),
+    let verdict = match login.client.finish(&started.login, &code).await {
+        Ok(id) => {
+            // The issuer took the code: whoever is let in, the state is used.
+            claim.spend();
+            auth::admit(&state, &id)
+        }
         Err(e) => {
             state.metrics.auth_failed();
             Err(auth::Denied::Unauthenticated(e.to_string()))
@@ -241,7 +285,7 @@ const CONTINUE: &str = r#"<!doctype html>
 <body class="login"><main><h1>hetch</h1><p id="logged-in">Logged in. <a href="/">Continue</a></p></main></body></html>
 "#;
 
-/// `r` with the pending login's cookie cleared: it served its one login.
+/// `r` with the login cookie cleared: it served its one login.
 fn with_login_cookie_cleared(mut r: Response) -> Response {
     let clear = format!("{LOGIN_COOKIE}=; Path=/; Max-Age=0; HttpOnly; Secure; SameSite=Lax");
     if let Ok(v) = clear.parse() {
@@ -270,7 +314,7 @@ mod tests {
     }
 
     #[test]
-    fn the_pending_map_is_bounded_and_a_state_works_once() {
+    fn a_callback_under_way_holds_its_state_and_a_second_one_takes_nothing_from_it() {
         let config = hetch_oidc::LoginConfig {
             issuer: hetch_oidc::OidcConfig::new("http://127.0.0.1:9", "a"),
             client_id: "c".into(),
@@ -279,24 +323,56 @@ mod tests {
             extra_scopes: vec![],
         };
         let login = WebLogin::new(LoginClient::new(config).unwrap());
-        let first = PendingLogin::new();
-        assert!(login.keep(first.clone(), "b".into(), 0));
-        for _ in 1..MAX_PENDING {
-            assert!(login.keep(PendingLogin::new(), "b".into(), 0));
-        }
-        assert!(!login.keep(PendingLogin::new(), "b".into(), 1), "full");
-        assert_eq!(login.pending(), MAX_PENDING);
-        assert_eq!(login.take(&first.state, 1).unwrap().login, first);
-        assert!(login.take(&first.state, 1).is_none(), "used");
-        // Full again; once they expire, new logins take their places.
-        assert!(login.take(&PendingLogin::new().state, 1).is_none());
-        assert!(login.keep(PendingLogin::new(), "b".into(), 1));
-        assert!(
-            !login.keep(PendingLogin::new(), "b".into(), PENDING_MS - 1),
-            "full"
+        let started = Started {
+            login: PendingLogin::new(),
+            expires: now_ms() + PENDING_MS,
+        };
+        let first = login.claim(&started).expect("claimed");
+        assert!(login.claim(&started).is_none(), "under way");
+        assert!(login.claim(&started).is_none(), "still under way");
+        drop(first);
+        let again = login
+            .claim(&started)
+            .expect("the exchange failed: claimed again");
+        again.spend();
+        assert!(login.claim(&started).is_none(), "spent");
+        assert_eq!(login.spent_states(), 1);
+    }
+
+    #[test]
+    fn a_login_cookie_opens_only_here_unchanged_unexpired_and_as_a_login() {
+        let sessions = Sessions::new(b"the service token");
+        let started = Started {
+            login: PendingLogin::new(),
+            expires: 1000,
+        };
+        let sealed = WebLogin::seal(&sessions, &started);
+        assert_eq!(
+            WebLogin::open(&sessions, &sealed, 999),
+            Some(started.clone())
         );
-        assert!(login.keep(PendingLogin::new(), "b".into(), PENDING_MS + 1));
-        assert_eq!(login.pending(), 1);
+        assert_eq!(WebLogin::open(&sessions, &sealed, 1000), None, "expired");
+        let other = Sessions::new(b"another token");
+        assert_eq!(WebLogin::open(&other, &sealed, 0), None);
+        // A session cookie is no login, and a login cookie no session.
+        let session = sessions.seal(&crate::auth::Caller::Operator, 1000);
+        assert_eq!(WebLogin::open(&sessions, &session, 0), None);
+        assert_eq!(sessions.open(&sealed, 0), None);
+        // Another verifier or a later expiry, put in by the browser: refused.
+        use base64::Engine as _;
+        let mac = sealed.split_once('.').unwrap().1;
+        let l = &started.login;
+        for changed in [
+            serde_json::json!([l.state, l.nonce, "another verifier", 1000]),
+            serde_json::json!([l.state, l.nonce, l.verifier, 10_000]),
+        ] {
+            let payload =
+                base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(changed.to_string());
+            assert_eq!(
+                WebLogin::open(&sessions, &format!("{payload}.{mac}"), 0),
+                None
+            );
+        }
         assert!(one_line(&"x\n".repeat(500)).ends_with("..."));
     }
 }

@@ -14,12 +14,14 @@
 //!   event stream, nodes, a job's activity and file list).
 //! - [`events`]: the once-a-second snapshot pushed to browsers.
 //! - [`session`]: sealed session cookies and their CSRF tokens.
+//! - [`spent`]: the login states already used, bounded.
 
 pub mod events;
 pub mod live;
 pub mod login;
 pub mod pages;
 pub mod session;
+pub mod spent;
 
 use axum::http::{header, HeaderMap, HeaderValue, Method};
 use axum::middleware::Next;

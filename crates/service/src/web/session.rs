@@ -4,6 +4,9 @@
 //! logins, and instances sharing a token share sessions); changing the token ends
 //! every session.
 //!
+//! The same sealing, under a purpose of its own, carries a login under way through
+//! the issuer ([`super::login`]): [`Sessions::seal_value`] and [`Sessions::open_value`].
+//!
 //! The cookie is `HttpOnly; Secure; SameSite=Strict`, so script cannot read it and
 //! other sites' requests do not carry it. A request that changes anything must also
 //! carry the session's CSRF token (a second MAC over the cookie, which the page asks
@@ -26,6 +29,8 @@ pub const CSRF_HEADER: &str = "x-csrf-token";
 pub const MAX_SESSION_MS: u64 = 12 * 3600 * 1000;
 /// Longest cookie value accepted: a long OIDC subject fits, a flood does not.
 const MAX_COOKIE: usize = 4096;
+/// The MAC's purpose for a session cookie (the CSRF token's is `csrf.`).
+const SESSION: &[u8] = b"cookie.";
 
 /// Seals and opens session cookies.
 pub struct Sessions {
@@ -76,26 +81,43 @@ impl Sessions {
     /// until `expires`.
     pub fn seal_entry(&self, caller: &Caller, entry: Option<&str>, expires: u64) -> String {
         let nonce = hex::encode(rand::random::<[u8; 16]>());
-        let body = serde_json::json!([caller.name(), expires, nonce, entry]).to_string();
+        self.seal_value(SESSION, &(caller.name(), expires, nonce, entry))
+    }
+
+    /// `value` sealed for `purpose` (one per kind of cookie, so that one kind never
+    /// opens as another): its JSON, base64url, and a MAC only this key makes. What
+    /// it holds can be read by whoever holds it, not changed.
+    pub fn seal_value(&self, purpose: &[u8], value: &impl serde::Serialize) -> String {
+        let body = serde_json::to_vec(value).expect("plain values");
         let payload = URL_SAFE_NO_PAD.encode(body);
-        let mac = self.mac(b"cookie.", &payload);
+        let mac = self.mac(purpose, &payload);
         format!("{payload}.{mac}")
+    }
+
+    /// What [`Sessions::seal_value`] sealed for `purpose` in `sealed` (and its
+    /// payload), if this key sealed it for that purpose.
+    pub fn open_value<T: serde::de::DeserializeOwned>(
+        &self,
+        purpose: &[u8],
+        sealed: &str,
+    ) -> Option<(T, String)> {
+        if sealed.len() > MAX_COOKIE {
+            return None;
+        }
+        let (payload, mac) = sealed.split_once('.')?;
+        let expected = self.mac(purpose, payload);
+        if !hetch_net::tokens_equal(mac.as_bytes(), expected.as_bytes()) {
+            return None;
+        }
+        let body = URL_SAFE_NO_PAD.decode(payload).ok()?;
+        Some((serde_json::from_slice(&body).ok()?, payload.to_string()))
     }
 
     /// The session in cookie value `value`, if it is one of ours and has not ended
     /// by `now`.
     pub fn open(&self, value: &str, now: u64) -> Option<Session> {
-        if value.len() > MAX_COOKIE {
-            return None;
-        }
-        let (payload, mac) = value.split_once('.')?;
-        let expected = self.mac(b"cookie.", payload);
-        if !hetch_net::tokens_equal(mac.as_bytes(), expected.as_bytes()) {
-            return None;
-        }
-        let body = URL_SAFE_NO_PAD.decode(payload).ok()?;
-        let (name, expires, _nonce, entry): (String, u64, String, Option<String>) =
-            serde_json::from_slice(&body).ok()?;
+        type Body = (String, u64, String, Option<String>);
+        let ((name, expires, _nonce, entry), payload) = self.open_value::<Body>(SESSION, value)?;
         if expires <= now {
             return None;
         }
@@ -107,7 +129,7 @@ impl Sessions {
         Some(Session {
             caller,
             expires,
-            csrf: self.mac(b"csrf.", payload),
+            csrf: self.mac(b"csrf.", &payload),
             entry,
         })
     }

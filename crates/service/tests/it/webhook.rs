@@ -1,8 +1,9 @@
 //! Jobs' webhooks against a real HTTPS receiver on 127.0.0.1 (a certificate of a
 //! private CA the service is told to trust): the note of a job's end, its signature,
 //! retries with backoff across a restart of the service, receivers that are down,
-//! hang or answer without end, where a webhook may point, and a secret that is never
-//! shown back.
+//! hang or answer without end, where a webhook may point (a name checked in the
+//! form the client connects to, through a hosts file of the test's own), and a
+//! secret that is never shown back.
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use hetch_service::notify::address::refused;
 use hetch_service::notify::WebhookConfig;
+use hetch_testkit::hosts::with_hosts;
 use hetch_testkit::webhook::{signed_by, Answer, Receiver, HUGE};
 use serde_json::{json, Value};
 
@@ -342,6 +344,24 @@ fn webhooks_out_of_bounds_or_to_private_addresses_are_refused_at_submission() {
             ("https://169.254.169.254/latest", &secret, "link-local"),
             ("https://10.0.0.7/h", &secret, "private"),
             ("https://[::1]/h", &secret, "loopback"),
+            ("https://127.1/h", &secret, "127.0.0.1 is a loopback"),
+            ("https://０x7f.0.0.1/h", &secret, "127.0.0.1 is a loopback"),
+            ("https://ｌｏｃａｌｈｏｓｔ/h", &secret, "this machine"),
+            ("https://[::127.0.0.1]/h", &secret, "embedding 127.0.0.1"),
+            ("https://[::ffff:a00:7]/h", &secret, "embedding 10.0.0.7"),
+            (
+                "https://[64:ff9b::a9fe:a9fe]/h",
+                &secret,
+                "embedding 169.254.169.254",
+            ),
+            ("https://[64:ff9b:1::808:808]/h", &secret, "local-use NAT64"),
+            ("https://[2002:a00:7::1]/h", &secret, "embedding 10.0.0.7"),
+            (
+                "https://[2001:0:4136:e378:8000:63bf:80ff:fffe]/h",
+                &secret,
+                "embedding 127.0.0.1",
+            ),
+            ("https://[fec0::1]/h", &secret, "site-local"),
             ("https://localhost/h", &secret, "this machine"),
             ("http://hooks.example.org/h", &secret, "https://"),
             (long.as_str(), &secret, "2048"),
@@ -394,4 +414,58 @@ fn webhooks_out_of_bounds_or_to_private_addresses_are_refused_at_submission() {
         assert!(why.contains("--webhook-allow-private"), "{why}");
         assert!(rx.requests().is_empty());
     });
+}
+
+/// The finding of issue 55: the name as typed (`bücher.example`) was checked and
+/// pinned, while the HTTP client connected to its punycode form, which it looked up
+/// again, unchecked: here that form resolves to the receiver on 127.0.0.1, whose
+/// certificate names it, so a check of the wrong form delivers the signed note. The
+/// form connected to is the one checked, and the refusal comes before any
+/// connection, in one line; a name resolving to an IPv6 address that embeds a
+/// loopback IPv4 (NAT64) is refused the same way.
+#[test]
+fn a_webhooks_name_is_checked_in_the_form_connected_to_before_connecting() {
+    let hosts = "93.184.216.34 bücher.example\n\
+                 127.0.0.1 xn--bcher-kva.example\n\
+                 64:ff9b::7f00:1 nat64.example\n";
+    let ran = with_hosts(hosts, || {
+        on_each(|dir, url| async move {
+            let rx = Receiver::start_for(&[], &["xn--bcher-kva.example", "nat64.example"]).await;
+            let cfg = WebhookConfig {
+                allow_private: false,
+                max_attempts: 1,
+                ..allowing(&rx.ca_pem)
+            };
+            let (api, _task) = start_configured(&dir, &url, planner(), |c| c.webhooks = cfg).await;
+            let port = rx.url.split(':').nth(2).unwrap().split('/').next().unwrap();
+            for (host, why) in [
+                (
+                    "bücher.example",
+                    "xn--bcher-kva.example resolves to 127.0.0.1, a loopback address",
+                ),
+                (
+                    "nat64.example",
+                    "nat64.example resolves to 64:ff9b::7f00:1, an IPv6 address embedding \
+                     127.0.0.1, a loopback address",
+                ),
+            ] {
+                let hook = format!("https://{host}:{port}/hook");
+                let id = submit(&api, &hook, &secret()).await;
+                api.planned(&id).await;
+                api.post(&format!("/api/jobs/{id}/cancel"), json!({})).await;
+                let job = delivery_in(&api, &id, "given_up").await;
+                let error = job["webhook"]["delivery"]["last_error"].as_str().unwrap();
+                assert_eq!(
+                    error,
+                    format!("{why} (not allowed without --webhook-allow-private)"),
+                    "{job}"
+                );
+            }
+            assert!(rx.requests().is_empty(), "a note reached 127.0.0.1");
+            assert_eq!(rx.connections.load(Ordering::SeqCst), 0, "connected first");
+        })
+    });
+    if let Err(why) = ran {
+        hetch_testkit::skipped(why);
+    }
 }

@@ -5,8 +5,10 @@ mod common;
 
 mod api;
 mod login;
+mod map_change;
 mod object_ranges;
 mod openapi;
+mod retention;
 mod schedules;
 mod web;
 mod webhook;

@@ -177,11 +177,14 @@ fn a_release_build_has_no_fault_hooks() {
 /// are in `hetch-service-api` and the worker); the web login's three flags
 /// (`--oidc-client-id`, `--oidc-client-secret-file`, `--public-url`) fit within it
 /// once the issuer's and the login's settings were checked in `hetch-oidc`
-/// (`OidcConfig::from_flags`, `LoginConfig::from_flags`) rather than here. The job
+/// (`OidcConfig::from_flags`, `LoginConfig::from_flags`) rather than here; to 3,065
+/// by issue 55's three service limits (`--min-schedule-interval`, `--keep-jobs`,
+/// `--keep-jobs-days`: flags only, parsed and applied in `hetch-service-api` and
+/// `hetch-service`). The job
 /// client (`src/jobcli.rs` and `src/schedulecli.rs`, 600 lines of flags, calls,
 /// waiting and printing) is the next thing to move into a crate of its own: this
 /// bound goes down when it does.
-const MAX_BINARY_LINES: usize = 3_050;
+const MAX_BINARY_LINES: usize = 3_065;
 
 /// The `.rs` files under `dir`, recursively, with their line counts.
 fn rust_files(dir: &std::path::Path, out: &mut Vec<(String, usize)>) {

@@ -50,7 +50,8 @@ impl Db {
              ORDER BY finished DESC, id DESC LIMIT 1 OFFSET $1"
         ))
         .bind(int(keep))
-        .fetch_optional(&self.pool)
+        // Looking only (each deletion checks again): not on SQLite's one writer.
+        .fetch_optional(&self.reads)
         .await?;
         let (edge_id, edge_at) = match &boundary {
             Some(r) => (
@@ -69,7 +70,7 @@ impl Db {
         .bind(edge_at)
         .bind(&edge_id)
         .bind(int(max))
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reads)
         .await?;
         let mut gone = 0;
         let mut tx = self.pool.begin().await?;
@@ -108,7 +109,7 @@ impl Db {
         while deleted < max {
             let job: Option<String> =
                 sqlx::query_scalar("SELECT job FROM purged_jobs ORDER BY since, job LIMIT 1")
-                    .fetch_optional(&self.pool)
+                    .fetch_optional(&self.reads)
                     .await?;
             let Some(job) = job else { break };
             let mut left = false;

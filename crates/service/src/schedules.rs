@@ -140,17 +140,25 @@ async fn pause(
 }
 
 /// Resumes a schedule: its next run is the first due time from now (those missed
-/// while it was paused are not run; an interval runs at once).
+/// while it was paused are not run; an interval runs at once), and not before the
+/// minimum interval has passed since its last run.
 async fn resume(
     State(state): State<Arc<AppState>>,
     axum::Extension(caller): By,
     Path(id): Path<String>,
 ) -> Answer {
     let row = row(&state, &caller, &id).await?;
+    // No sooner than the minimum interval after its last run: pausing and resuming
+    // is no way around it.
+    let last = state.db.runs(&id, 1).await.map_err(internal)?;
+    let floor = last
+        .first()
+        .map_or(0, |r| r.due.saturating_add(state.min_schedule_ms));
     let next = when_of(&row)
         .map_err(internal)?
-        .first(now_ms())
-        .ok_or_else(|| internal("cron: never due"))?;
+        .first(now_ms().max(floor.saturating_sub(1)))
+        .ok_or_else(|| internal("cron: never due"))?
+        .max(floor);
     state
         .db
         .pause_schedule(&id, false, Some(next))

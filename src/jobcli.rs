@@ -131,6 +131,15 @@ pub struct ServiceArgs {
     /// that a token holder cannot fill the database with them.
     #[arg(long, default_value_t = hetch_service::DEFAULT_MAX_SCHEDULES, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     max_schedules: u64,
+    /// Shortest time between two runs of a schedule (`90s`, `5m`; at most `1d`).
+    #[arg(long, default_value = "60s", value_parser = hetch_service_api::schedule::parse_min_every)]
+    min_schedule_interval: u64,
+    /// Finished jobs kept, newest first; older ones are deleted with their listings.
+    #[arg(long, default_value_t = hetch_service::retention::DEFAULT_KEEP_JOBS, value_parser = clap::value_parser!(u64).range(1..))]
+    keep_jobs: u64,
+    /// Days a finished job is kept after it ended.
+    #[arg(long, default_value_t = hetch_service::retention::DEFAULT_KEEP_DAYS, value_parser = clap::value_parser!(u64).range(1..=36_500))]
+    keep_jobs_days: u64,
 }
 
 /// The web page's login through the issuer, if a client id was given.
@@ -200,6 +209,11 @@ pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
         )
         .map_err(anyhow::Error::msg)?,
         max_schedules: a.max_schedules,
+        min_schedule_interval: Duration::from_millis(a.min_schedule_interval),
+        retention: hetch_service::retention::Retention {
+            count: a.keep_jobs,
+            age: Duration::from_secs(a.keep_jobs_days * 86_400),
+        },
         login,
     };
     let svc = hetch_service::Service::bind(cfg).await?;

@@ -177,14 +177,21 @@ fn a_release_build_has_no_fault_hooks() {
 /// are in `hetch-service-api` and the worker); the web login's three flags
 /// (`--oidc-client-id`, `--oidc-client-secret-file`, `--public-url`) fit within it
 /// once the issuer's and the login's settings were checked in `hetch-oidc`
-/// (`OidcConfig::from_flags`, `LoginConfig::from_flags`) rather than here. The job
+/// (`OidcConfig::from_flags`, `LoginConfig::from_flags`) rather than here; to 3,065
+/// by issue 55's three service limits (`--min-schedule-interval`, `--keep-jobs`,
+/// `--keep-jobs-days`: flags only, parsed and applied in `hetch-service-api` and
+/// `hetch-service`). The job
 /// client (`src/jobcli.rs` and `src/schedulecli.rs`, 600 lines of flags, calls,
 /// waiting and printing) is the next thing to move into a crate of its own: this
 /// bound goes down when it does. To 3,110 by issue 55's six caps of `hetch serve` on
 /// sessions (`--max-connections`, `--max-sessions`, `--max-idle-sessions`, each also
 /// per address) and the line that prints them at start; their sizing from the
 /// open-file limit and memory, and every check, are in `hetch_session::ServeLimits`.
-const MAX_BINARY_LINES: usize = 3_110;
+/// To 3,150 by the service's five fair-share flags (`--max-connections-per-user`,
+/// `--max-connections-per-address`, `--operator-connections`,
+/// `--user-requests-per-second`, `--user-request-burst`: flags only, applied in
+/// `hetch_service::fair` and `hetch_service::rate`).
+const MAX_BINARY_LINES: usize = 3_150;
 
 /// The `.rs` files under `dir`, recursively, with their line counts.
 fn rust_files(dir: &std::path::Path, out: &mut Vec<(String, usize)>) {

@@ -14,7 +14,7 @@ use crate::util;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use util::service::{start, Service};
+use util::service::{start, start_with, Service};
 use util::wait_for;
 
 /// Schedule `id` as `hetch job --json schedule show` gives it.
@@ -35,6 +35,11 @@ fn done(v: &serde_json::Value) -> Vec<u64> {
         .collect()
 }
 
+/// A service that lets schedules run every second (its default minimum is 60 s).
+fn every_second(dir: &Path) -> Service {
+    start_with(dir, &["--min-schedule-interval", "1s"])
+}
+
 fn ctime(p: &Path) -> (i64, i64) {
     let m = std::fs::metadata(p).unwrap();
     (m.ctime(), m.ctime_nsec())
@@ -43,7 +48,7 @@ fn ctime(p: &Path) -> (i64, i64) {
 #[test]
 fn a_schedule_every_second_mirrors_a_tree_and_moves_only_what_changed() {
     let dir = tempfile::tempdir().unwrap();
-    let svc = start(dir.path());
+    let svc = every_second(dir.path());
     let root = dir.path().join("root");
     // The destination exists, so that every run (the first too) lands in mirror/run1.
     std::fs::create_dir_all(root.join("mirror")).unwrap();
@@ -106,6 +111,8 @@ fn bad_recurrences_are_one_line_naming_the_field() {
         ("--every", "10y", "every"),
         ("--cron", "* * *", "cron"),
         ("--cron", "0 25 * * *", "cron"),
+        // More often than the service's minimum, 60 s unless its operator says.
+        ("--every", "30s", "--min-schedule-interval 60 s"),
     ] {
         let out = svc.job(&["submit", flag, value, "run1", "mirror"]);
         assert_ne!(out.code(), Some(0), "{out:?}");
@@ -132,7 +139,7 @@ fn runs_in<'a>(v: &'a serde_json::Value, state: &str) -> Vec<&'a serde_json::Val
 #[test]
 fn a_mirror_lands_in_one_place_writes_nothing_unchanged_and_deletes_what_the_source_lost() {
     let dir = tempfile::tempdir().unwrap();
-    let svc = start(dir.path());
+    let svc = every_second(dir.path());
     let root = dir.path().join("root");
     let _w = svc.worker(dir.path(), "w");
     let out = svc.job(&["submit", "--every", "1s", "--sync", "run1", "mirror"]);
@@ -193,7 +200,7 @@ fn a_mirror_lands_in_one_place_writes_nothing_unchanged_and_deletes_what_the_sou
 #[test]
 fn a_run_over_max_delete_fails_saying_how_many_and_deletes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let svc = start(dir.path());
+    let svc = every_second(dir.path());
     let root = dir.path().join("root");
     let _w = svc.worker(dir.path(), "w");
     let out = svc.job(&[

@@ -369,15 +369,19 @@ impl Db {
     /// Runs job `id` again if it failed or was cancelled: its failed and cancelled
     /// units with fresh attempts (done units stay done) if its listing was complete;
     /// otherwise (it ended while being planned) it is planned again from the start,
-    /// by whichever instance takes it over first.
-    pub async fn retry(&self, id: &str, now: u64) -> Result<Retry, DbError> {
+    /// by whichever instance takes it over first. With `spec`, the job runs by that
+    /// spec from now on (the service's, with its reach taken again from today's
+    /// identity map), set in the same statement that restarts it.
+    pub async fn retry(&self, id: &str, now: u64, spec: Option<&str>) -> Result<Retry, DbError> {
         let mut tx = self.pool.begin().await?;
         let r = sqlx::query(
             "UPDATE jobs SET finished = NULL, error = NULL, planner = NULL, planner_until = 0, \
-             plan_attempts = 0, state = CASE WHEN planned IS NULL THEN 'planning' ELSE 'queued' END \
+             plan_attempts = 0, state = CASE WHEN planned IS NULL THEN 'planning' ELSE 'queued' END, \
+             spec = COALESCE($2, spec) \
              WHERE id = $1 AND state IN ('failed', 'cancelled')",
         )
         .bind(id)
+        .bind(spec)
         .execute(&mut *tx)
         .await?;
         if r.rows_affected() == 0 {

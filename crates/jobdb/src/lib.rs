@@ -18,6 +18,7 @@
 //! - [`activity`]: workers, live progress, shares and failed units, for people
 //!   watching.
 //! - [`schedules`]: recurring mirrors, claimed at each due time by one instance.
+//! - [`retention`]: deleting finished jobs beyond those kept, in bounded steps.
 
 #![deny(missing_docs)]
 
@@ -27,6 +28,7 @@ pub mod jobs;
 pub mod leases;
 pub mod object_ranges;
 pub mod planning;
+pub mod retention;
 pub mod schedules;
 mod schema;
 mod sqlite_file;

@@ -52,6 +52,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "bytes written",
         include_str!("../migrations/0010_bytes_written.sql"),
     ),
+    (
+        11,
+        "retention",
+        include_str!("../migrations/0011_retention.sql"),
+    ),
 ];
 
 /// The migrator over [`MIGRATIONS`].

@@ -136,6 +136,44 @@ impl Cron {
         None
     }
 
+    /// The shortest time between two of its due times, in milliseconds, or less (never
+    /// more): within a day, the closest two times of day its minute and hour fields
+    /// allow; across midnight, from a day's last to the next day's first, where two
+    /// days in a row are ever both due (else a day more).
+    pub fn shortest_gap_ms(&self) -> u64 {
+        let times: Vec<u64> = (0..1440u64)
+            .filter(|m| self.hours & (1 << (m / 60)) != 0 && self.minutes & (1 << (m % 60)) != 0)
+            .collect();
+        let (Some(first), Some(last)) = (times.first(), times.last()) else {
+            // No time of day: never due (refused when parsed).
+            return u64::MAX;
+        };
+        let within = times.windows(2).map(|w| w[1] - w[0]).min();
+        let mut across = 1440 - last + first;
+        if !self.two_days_in_a_row() {
+            across += 1440;
+        }
+        within.map_or(across, |w| w.min(across)) * MINUTE_MS
+    }
+
+    /// Whether two days in a row are ever both due: looked for over 28 years, after
+    /// which dates fall on the same weekdays again (within 1901-2099).
+    fn two_days_in_a_row(&self) -> bool {
+        let due = |day: u64| {
+            let (_, month, dom) = hetch_units::civil_from_days(day as i64);
+            self.months & (1 << month) != 0 && self.day_matches(day, dom)
+        };
+        let mut yesterday = false;
+        for day in 0..28 * 366 {
+            let today = due(day);
+            if yesterday && today {
+                return true;
+            }
+            yesterday = today;
+        }
+        false
+    }
+
     fn day_matches(&self, day: u64, dom: u32) -> bool {
         let by_date = self.days & (1 << dom) != 0;
         // 1970-01-01 was a Thursday (4).
@@ -182,6 +220,28 @@ mod tests {
         assert_eq!(civil(leap / 86_400_000), (2028, 2, 29));
         // Strictly after: at a due time, the next one.
         assert_eq!(next("* * * * *", T), T + MINUTE_MS);
+    }
+
+    #[test]
+    fn the_shortest_gap_is_within_a_day_or_across_midnight() {
+        let gap = |expr: &str| expr.parse::<Cron>().unwrap().shortest_gap_ms() / MINUTE_MS;
+        assert_eq!(gap("* * * * *"), 1);
+        assert_eq!(gap("*/15 * * * *"), 15);
+        assert_eq!(gap("0 * * * *"), 60);
+        assert_eq!(gap("0 12 * * *"), 1440);
+        // 23:00 and the next day's 00:00.
+        assert_eq!(gap("0 0,23 * * *"), 60);
+        // On the 15th only: 23:00 is never followed by a due 00:00.
+        assert_eq!(gap("0 0,23 15 * *"), 23 * 60);
+        // 23:59, then 00:00: a minute apart, where two days in a row are due.
+        assert_eq!(gap("0,59 0,23 * * *"), 1);
+        assert_eq!(gap("0,59 0,23 1 1 *"), 59);
+        // The 31st, then the 1st of the next month.
+        assert_eq!(gap("0,59 0,23 1,31 * *"), 1);
+        // Saturday and Sunday.
+        assert_eq!(gap("0,59 0,23 * * 6,0"), 1);
+        // Weekly: at least a day (a bound, never more than the real gap).
+        assert!((1440..=7 * 1440).contains(&gap("0 2 * * 1")));
     }
 
     #[test]

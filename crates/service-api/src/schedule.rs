@@ -34,6 +34,8 @@ pub const MIN_EVERY_MS: u64 = 1_000;
 pub const MAX_EVERY_MS: u64 = 365 * 86_400_000;
 /// Runs a schedule's view shows.
 pub const SHOWN_RUNS: u64 = 20;
+/// The largest minimum interval a service may set (`--min-schedule-interval`): a day.
+pub const MAX_MIN_EVERY_MS: u64 = 86_400_000;
 
 /// When a schedule runs, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +69,33 @@ impl When {
             When::Every(_) => Some(now),
             When::Cron(_, c) => c.next_after(now),
         }
+    }
+
+    /// The shortest time between two of its due times, in milliseconds.
+    pub fn shortest_gap_ms(&self) -> u64 {
+        match self {
+            When::Every(ms) => *ms,
+            When::Cron(_, c) => c.shortest_gap_ms(),
+        }
+    }
+
+    /// Whether its due times are at least `min_ms` apart (the service's
+    /// `--min-schedule-interval`): one line naming `every` or `cron` if not.
+    pub fn at_least_apart(&self, min_ms: u64) -> Result<(), String> {
+        let gap = self.shortest_gap_ms();
+        if gap >= min_ms {
+            return Ok(());
+        }
+        let what = match self {
+            When::Every(_) => "every".to_string(),
+            When::Cron(text, _) => format!("cron {text:?}"),
+        };
+        Err(format!(
+            "{what}: runs {} s apart, more often than this service allows \
+             (--min-schedule-interval {} s)",
+            gap / 1000,
+            min_ms / 1000
+        ))
     }
 
     /// The due time after `due`, later than `now`: due times missed (the service was
@@ -110,6 +139,16 @@ pub fn parse_every(s: &str) -> Result<u64, String> {
     Ok(ms)
 }
 
+/// A service's minimum interval (`--min-schedule-interval`), as [`parse_every`] takes
+/// it, in milliseconds: at most a day.
+pub fn parse_min_every(s: &str) -> Result<u64, String> {
+    let ms = parse_every(s)?;
+    match ms <= MAX_MIN_EVERY_MS {
+        true => Ok(ms),
+        false => Err(format!("{s:?} is longer than a day")),
+    }
+}
+
 /// A recurring mirror as the API shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ScheduleView {
@@ -117,8 +156,11 @@ pub struct ScheduleView {
     pub id: String,
     /// Who made it (its runs are theirs).
     pub owner: String,
-    /// What each run does.
+    /// What each run does (without its webhook, which `webhook` shows).
     pub job: JobSpec,
+    /// Its runs' webhook, if they have one: the URL, never the secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<crate::webhook::WebhookView>,
     /// Its interval, in milliseconds, if it has one.
     pub every_ms: Option<u64>,
     /// Its cron expression, if it has one.
@@ -188,6 +230,19 @@ mod tests {
             let e = parse_every(bad).unwrap_err();
             assert!(e.starts_with("every"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn a_minimum_interval_refuses_what_runs_more_often_naming_the_field() {
+        assert_eq!(When::Every(60_000).at_least_apart(60_000), Ok(()));
+        let e = When::Every(30_000).at_least_apart(60_000).unwrap_err();
+        assert!(e.starts_with("every") && e.contains("30 s"), "{e}");
+        let every_minute = When::Cron("* * * * *".into(), "* * * * *".parse().unwrap());
+        assert_eq!(every_minute.at_least_apart(60_000), Ok(()));
+        let e = every_minute.at_least_apart(300_000).unwrap_err();
+        assert!(e.starts_with("cron") && e.contains("300 s"), "{e}");
+        assert_eq!(parse_min_every("1d"), Ok(MAX_MIN_EVERY_MS));
+        assert!(parse_min_every("2d").unwrap_err().contains("a day"));
     }
 
     #[test]

@@ -28,6 +28,9 @@ impl ScheduleView {
         line("runs", &self.recurrence());
         line("sources", &escape_text(&self.job.sources.join(" ")));
         line("destination", &escape_text(&self.job.dest));
+        if let Some(w) = &self.webhook {
+            line("webhook", &format!("{} (secret set)", escape_text(&w.url)));
+        }
         line(
             "next run",
             &match self.paused {

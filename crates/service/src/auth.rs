@@ -74,16 +74,50 @@ impl Grant {
 
     /// The grant of a user whose login matched map entry `entry` (`None`: matched
     /// none, or logged in before the service had a map), as the map says now.
-    pub fn of_entry(state: &AppState, entry: Option<&str>) -> Result<Grant, String> {
+    pub fn of_entry(state: &AppState, entry: Option<&str>) -> Result<Grant, Stale> {
         match (&state.identities, entry) {
             (None, _) => Ok(Grant::All),
             (Some(map), Some(key)) => match map.entry(key) {
                 Some(a) => Ok(Grant::Only(Arc::new(a.clone()))),
-                None => Err(format!("identity map entry {key} is gone: log in again")),
+                None => Err(Stale::Gone(key.to_string())),
             },
-            (Some(_), None) => {
-                Err("this session is from before the identity map: log in again".into())
-            }
+            (Some(_), None) => Err(Stale::BeforeMap),
+        }
+    }
+
+    /// The grant, by today's map, of what `owner` (a job's submitter, a schedule's
+    /// owner) made with access `recorded` (`None`: everything): the operator's is
+    /// everything; a user's is their entry's as the map has it now, found by the key
+    /// recorded. A schedule's runs and a job's retry take their reach from this, never
+    /// from what was recorded: the operator may have narrowed the entry, or removed it.
+    pub fn of_owner(
+        state: &AppState,
+        owner: &str,
+        recorded: Option<&Access>,
+    ) -> Result<Grant, Stale> {
+        match owner.starts_with(USER_PREFIX) {
+            false => Ok(Grant::All),
+            true => Self::of_entry(state, recorded.map(|a| a.entry.as_str())),
+        }
+    }
+}
+
+/// Why a grant recorded earlier (a browser session's, a schedule's, a job's) gives
+/// nothing by today's identity map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stale {
+    /// The map no longer has the entry (`CLAIM=VALUE`) it was made under.
+    Gone(String),
+    /// It was made while the service had no map, and now it has one.
+    BeforeMap,
+}
+
+impl Stale {
+    /// One line saying why, of `what` (`this session`, `the schedule`, `job ID`).
+    pub fn says(&self, what: &str) -> String {
+        match self {
+            Stale::Gone(key) => format!("identity map entry {key} is gone"),
+            Stale::BeforeMap => format!("{what} was made before the service had an identity map"),
         }
     }
 }

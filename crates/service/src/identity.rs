@@ -28,6 +28,9 @@
 //!   by the worker before it opens anything: each source, resolved, must lie under a
 //!   read path, and a local destination is written only through handles confined to
 //!   its write path (a symlink planted below it cannot lead out).
+//! - A schedule's runs and a job's retry take it again from the map as it is then, by
+//!   the entry recorded (`CLAIM=VALUE`): a narrowed entry narrows them, and a removed
+//!   one (or a map where there was none) stops them, with one line saying so.
 
 use std::path::Path;
 

@@ -10,6 +10,7 @@
 //!   write.
 //! - [`planning`]: listing a job's sources into its listing and units, in batches.
 //! - [`schedules`]: recurring mirrors, and the loop that submits their runs.
+//! - [`retention`]: deleting finished jobs beyond those kept.
 //! - [`listen`]: TLS (the same identity and pinning as `hetch serve`) and HTTP/1.1.
 //! - [`fair`]: what one caller and one address may hold of the connections.
 //! - [`rate`]: each user's request rate.
@@ -30,6 +31,7 @@ mod object_ranges;
 pub mod openapi;
 pub mod planning;
 pub mod rate;
+pub mod retention;
 pub mod routes;
 pub mod schedules;
 pub mod web;
@@ -71,6 +73,11 @@ pub struct ServiceConfig {
     pub webhooks: notify::WebhookConfig,
     /// Most schedules (recurring mirrors) one owner may have.
     pub max_schedules: u64,
+    /// The shortest time between two runs a schedule may ask for (its interval, or
+    /// its cron expression's closest due times): at most a day.
+    pub min_schedule_interval: Duration,
+    /// Finished jobs kept: how many, and for how long.
+    pub retention: retention::Retention,
     /// The web page's login through the OIDC issuer (with [`ServiceConfig::oidc`]):
     /// the client id, secret and redirect URI. Scopes for the identity map's claims
     /// are added to those it names.
@@ -79,6 +86,8 @@ pub struct ServiceConfig {
 
 /// Schedules one owner may have unless configured otherwise.
 pub const DEFAULT_MAX_SCHEDULES: u64 = 100;
+/// The shortest time between two runs of a schedule unless configured otherwise.
+pub const DEFAULT_MIN_SCHEDULE_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
@@ -154,6 +163,10 @@ pub struct AppState {
     pub rates: rate::Rates,
     /// The connections that have not authenticated yet.
     pub gate: Arc<hetch_net::PreAuthGate>,
+    /// The shortest time between two runs of a schedule, milliseconds.
+    pub min_schedule_ms: u64,
+    /// Finished jobs kept.
+    pub retention: retention::Retention,
 }
 
 /// A service bound to its address, ready to run.
@@ -189,6 +202,10 @@ impl Service {
             .map_err(|e| ServiceError::Root(cfg.root.clone(), e))?;
         check_planner(&cfg.planner)?;
         cfg.webhooks.check().map_err(ServiceError::Config)?;
+        let min_schedule_ms = u64::try_from(cfg.min_schedule_interval.as_millis())
+            .ok()
+            .filter(|ms| *ms <= hetch_service_api::schedule::MAX_MIN_EVERY_MS)
+            .ok_or_else(|| ServiceError::Config("--min-schedule-interval: at most a day".into()))?;
         // Before anything is made in it: it holds the key, the token, the job database.
         hetch_net::private_state_dir(&cfg.state_dir)?;
         let (identity, _) = ServerIdentity::load_or_create(&cfg.state_dir)?;
@@ -289,6 +306,8 @@ impl Service {
             conns: fair::Conns::new(limits.max_connections, limits.fair),
             rates: rate::Rates::new(limits.rate),
             gate: hetch_net::PreAuthGate::new(limits.pre_auth),
+            min_schedule_ms,
+            retention: cfg.retention,
         });
         take_over_planning(&state).await?;
         Ok(Service {
@@ -305,16 +324,17 @@ impl Service {
     /// Serves until the process ends; also voids expired leases every few seconds, and
     /// submits schedules' due runs.
     pub async fn run(self) -> Result<(), ServiceError> {
-        let reaper = tokio::spawn(reap(self.state.clone()));
-        let live = tokio::spawn(web::events::run(self.state.clone()));
-        let notes = tokio::spawn(notify::run(self.state.clone()));
-        let scheduler = tokio::spawn(schedules::run(self.state.clone()));
+        // In a set, so that they stop with it however it ends, its future dropped too:
+        // a service stopped that way (a test's restart) must not go on submitting
+        // schedules' runs and reaping beside the one started after it.
+        let mut loops = tokio::task::JoinSet::new();
+        loops.spawn(reap(self.state.clone()));
+        loops.spawn(web::events::run(self.state.clone()));
+        loops.spawn(notify::run(self.state.clone()));
+        loops.spawn(schedules::run(self.state.clone()));
         let app = routes::router(self.state.clone());
         let r = listen::serve(self.listener, self.tls, app, self.limits, &self.state).await;
-        reaper.abort();
-        live.abort();
-        notes.abort();
-        scheduler.abort();
+        loops.abort_all();
         r.map_err(|source| ServiceError::Listen {
             addr: self.addr,
             source,
@@ -384,8 +404,9 @@ pub(crate) fn start_planning(state: &AppState, lease: PlanningLease, spec: api::
     });
 }
 
-/// Voids expired leases now and then, and takes over jobs whose planner stopped
-/// (every instance does; the statements are safe to run from several at once).
+/// Voids expired leases now and then, takes over jobs whose planner stopped, and
+/// deletes finished jobs beyond those kept (every instance does; the statements are
+/// safe to run from several at once).
 async fn reap(state: Arc<AppState>) {
     let every = Duration::from_millis((state.lease_ms / 6).clamp(100, 5_000));
     loop {
@@ -400,6 +421,12 @@ async fn reap(state: Arc<AppState>) {
             _ = writeln!(
                 std::io::stderr(),
                 "hetch service: taking over planning: {e}"
+            );
+        }
+        if let Err(e) = retention::pass(&state).await {
+            _ = writeln!(
+                std::io::stderr(),
+                "hetch service: deleting finished jobs beyond those kept: {e}"
             );
         }
     }

@@ -37,7 +37,7 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     (
         "post",
         "/api/jobs/{id}/retry",
-        "Run a failed or cancelled job's unfinished units again",
+        "Run a failed or cancelled job's unfinished units again, with the reach its submitter's identity map entry grants now",
     ),
     (
         "get",
@@ -47,7 +47,7 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     (
         "post",
         "/api/schedules",
-        "Make a recurring mirror (a job run every `every` or at `cron`'s times); answers 201",
+        "Make a recurring mirror (a job run every `every` or at `cron`'s times, no more often than --min-schedule-interval); answers 201",
     ),
     (
         "get",
@@ -178,7 +178,7 @@ fn bodies(method: &str, path: &str) -> (Option<Value>, Option<Value>) {
 fn errors_of(method: &str, path: &str) -> Vec<(&'static str, &'static str)> {
     let mut e = vec![
         ("401", "No token, a wrong or expired one, or no session"),
-        ("403", "Not the caller's to do (a user's token on a worker route, a request without the session's CSRF token, an identity the map does not name, a path outside the user's)"),
+        ("403", "Not the caller's to do (a user's token on a worker route, a request without the session's CSRF token, an identity the map does not name, a path outside the user's, a retry whose identity map entry is gone)"),
         ("429", "Too many wrong tokens from this address, a user's requests over their rate, every connection of the user's (or their address's) share busy, or too many event streams (Retry-After says how long to wait)"),
         ("500", "The service's own failure (its database)"),
         ("503", "Every connection the service may give the caller is busy (Retry-After says how long to wait)"),

@@ -143,7 +143,8 @@ async fn authenticate(
                 }
                 let grant = match &session.caller {
                     Caller::Operator => Ok(auth::Grant::All),
-                    Caller::User(_) => auth::Grant::of_entry(&state, session.entry.as_deref()),
+                    Caller::User(_) => auth::Grant::of_entry(&state, session.entry.as_deref())
+                        .map_err(|why| format!("{}: log in again", why.says("this session"))),
                 };
                 let grant = match grant {
                     Ok(g) => g,
@@ -276,7 +277,7 @@ async fn submit(
 pub(crate) fn checked_spec(
     state: &AppState,
     grant: &auth::Grant,
-    mut spec: JobSpec,
+    spec: JobSpec,
 ) -> Result<JobSpec, ApiError> {
     spec.check().map_err(bad)?;
     if let Some(hook) = spec
@@ -286,7 +287,19 @@ pub(crate) fn checked_spec(
     {
         crate::notify::address::check_submitted(&hook.url).map_err(bad)?;
     }
-    // What the job may touch is the service's to say, never the client's.
+    let spec = granted(state, grant, spec)?;
+    check_sources(state, &spec)?;
+    Ok(spec)
+}
+
+/// `spec` with what it may touch set from `grant` (the service's to say, never the
+/// client's), or the 403 saying what of it lies outside: at submission, and again
+/// from today's identity map at each run of a schedule and each retry.
+pub(crate) fn granted(
+    state: &AppState,
+    grant: &auth::Grant,
+    mut spec: JobSpec,
+) -> Result<JobSpec, ApiError> {
     spec.access = match grant {
         auth::Grant::All => None,
         auth::Grant::Only(access) => Some((**access).clone()),
@@ -295,7 +308,6 @@ pub(crate) fn checked_spec(
         access.check_spec(&spec).map_err(forbidden)?;
         crate::planning::check_paths(&state.root, &spec).map_err(forbidden)?;
     }
-    check_sources(state, &spec)?;
     Ok(spec)
 }
 
@@ -418,7 +430,13 @@ async fn retry(
     Path(id): Path<String>,
 ) -> Answer {
     view(&state, &caller, &id).await?;
-    match state.db.retry(&id, now_ms()).await.map_err(internal)? {
+    let spec = regranted(&state, &id).await?;
+    match state
+        .db
+        .retry(&id, now_ms(), spec.as_deref())
+        .await
+        .map_err(internal)?
+    {
         Retry::Nothing => Err(fail(
             StatusCode::CONFLICT,
             format!("job {id} has nothing to retry (still going, or done)"),
@@ -429,6 +447,28 @@ async fn retry(
             show(State(state), axum::Extension(caller), Path(id)).await
         }
     }
+}
+
+/// Job `id`'s spec with its reach taken again from today's identity map (by the
+/// entry its submitter had, as [`auth::Grant::of_owner`]), to be stored with its
+/// retry: `None` if its reach is everything, then as now. A 403 with one line if the
+/// map no longer lets it run, or no longer covers what it touches; a 409 if its spec
+/// cannot be read (claiming its units would fail).
+async fn regranted(state: &AppState, id: &str) -> Result<Option<String>, ApiError> {
+    let Some(row) = state.db.job(id).await.map_err(internal)? else {
+        return Err(fail(StatusCode::NOT_FOUND, format!("no job {id}")));
+    };
+    let spec = serde_json::from_str::<JobSpec>(&row.spec).map_err(|e| {
+        let why = format!("job {id} cannot be retried: its stored spec is unreadable: {e}");
+        fail(StatusCode::CONFLICT, why)
+    })?;
+    let grant = auth::Grant::of_owner(state, &row.submitted_by, spec.access.as_ref())
+        .map_err(|why| forbidden(format!("not retried: {}", why.says(&format!("job {id}")))))?;
+    if grant == auth::Grant::All && spec.access.is_none() {
+        return Ok(None);
+    }
+    let spec = granted(state, &grant, spec)?;
+    serde_json::to_string(&spec).map(Some).map_err(internal)
 }
 
 async fn files(

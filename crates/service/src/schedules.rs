@@ -6,6 +6,10 @@
 //! ([`hetch_jobdb::Db::claim_schedule`]). A run whose previous run has not ended is
 //! skipped and recorded as such, with why, rather than started beside it: two runs of
 //! one mirror at once would race on the same destination.
+//!
+//! Each run reaches what its owner's entry in the identity map grants at that time
+//! ([`auth::Grant::of_owner`]), not what it granted when the schedule was made; a run
+//! whose entry is gone is skipped, saying so.
 
 // `writeln!` to stderr, not `eprintln!`: that panics when stderr is a closed pipe or full.
 use std::io::Write as _;
@@ -20,10 +24,12 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use hetch_jobdb::{NewSchedule, Recurrence, Run, ScheduleRow};
 use hetch_service_api::schedule::{When, SHOWN_RUNS};
-use hetch_service_api::{JobSpec, RunView, ScheduleSpec, ScheduleView};
+use hetch_service_api::{JobSpec, RunView, ScheduleSpec, ScheduleView, WebhookView};
 
 use crate::auth::{self, Caller};
-use crate::routes::{bad, check_sources, checked_spec, create_job, fail, internal, parse, Answer};
+use crate::routes::{
+    bad, check_sources, checked_spec, create_job, fail, granted, internal, parse, Answer,
+};
 use crate::{now_ms, AppState};
 
 /// Schedules one listing shows.
@@ -53,6 +59,7 @@ async fn create(
 ) -> Answer {
     let spec: ScheduleSpec = parse(&body)?;
     let when = spec.when().map_err(bad)?;
+    when.at_least_apart(state.min_schedule_ms).map_err(bad)?;
     let job = checked_spec(&state, &grant, spec.job)?;
     let now = now_ms();
     let Some(first) = when.first(now) else {
@@ -133,17 +140,25 @@ async fn pause(
 }
 
 /// Resumes a schedule: its next run is the first due time from now (those missed
-/// while it was paused are not run; an interval runs at once).
+/// while it was paused are not run; an interval runs at once), and not before the
+/// minimum interval has passed since its last run.
 async fn resume(
     State(state): State<Arc<AppState>>,
     axum::Extension(caller): By,
     Path(id): Path<String>,
 ) -> Answer {
     let row = row(&state, &caller, &id).await?;
+    // No sooner than the minimum interval after its last run: pausing and resuming
+    // is no way around it.
+    let last = state.db.runs(&id, 1).await.map_err(internal)?;
+    let floor = last
+        .first()
+        .map_or(0, |r| r.due.saturating_add(state.min_schedule_ms));
     let next = when_of(&row)
         .map_err(internal)?
-        .first(now_ms())
-        .ok_or_else(|| internal("cron: never due"))?;
+        .first(now_ms().max(floor.saturating_sub(1)))
+        .ok_or_else(|| internal("cron: never due"))?
+        .max(floor);
     state
         .db
         .pause_schedule(&id, false, Some(next))
@@ -204,11 +219,19 @@ async fn schedule_view(
         Recurrence::Every(ms) => (Some(ms), None),
         Recurrence::Cron(c) => (None, Some(c)),
     };
+    // A spec that cannot be read is shown as the default (no sources), as a job's.
+    let mut job: JobSpec = serde_json::from_str(&row.spec).unwrap_or_default();
+    // The secret never leaves the service: the view says only that one is set.
+    let webhook = job.webhook.take().map(|hook| WebhookView {
+        url: hook.url,
+        secret_set: true,
+        delivery: None,
+    });
     Ok(ScheduleView {
         id: row.id,
         owner: row.owner,
-        // A spec that cannot be read is shown as the default (no sources), as a job's.
-        job: serde_json::from_str(&row.spec).unwrap_or_default(),
+        job,
+        webhook,
         every_ms,
         cron,
         next_at: row.next_at,
@@ -247,8 +270,11 @@ async fn run_due(state: &AppState) -> Result<(), hetch_jobdb::DbError> {
         // A stored expression that no longer parses (damage) is put a year off, not
         // looked at again every second.
         let when = when_of(&row);
+        // No sooner than the minimum interval after this due time: a schedule made
+        // before the operator raised it is held to it too.
+        let floor = row.next_at.saturating_add(state.min_schedule_ms);
         let next = match &when {
-            Ok(w) => w.after(row.next_at, now),
+            Ok(w) => w.after(row.next_at, now.max(floor.saturating_sub(1))),
             Err(_) => None,
         }
         .unwrap_or(now.saturating_add(hetch_service_api::schedule::MAX_EVERY_MS));
@@ -275,10 +301,19 @@ async fn submit(state: &AppState, row: &ScheduleRow) -> Run {
         Ok(s) => s,
         Err(e) => return Run::Skipped(format!("stored job spec unreadable: {e}")),
     };
+    // Its reach is the owner's by the identity map as it is now, found by the entry
+    // recorded when it was made: the operator may have narrowed or removed it since.
+    let grant = match auth::Grant::of_owner(state, &row.owner, spec.access.as_ref()) {
+        Ok(g) => g,
+        Err(why) => return Run::Skipped(format!("not submitted: {}", why.says("the schedule"))),
+    };
     // Checked when the schedule was made; the sources may have gone since.
-    let checked = check_sources(state, &spec);
+    let checked = granted(state, &grant, spec).and_then(|spec| {
+        check_sources(state, &spec)?;
+        Ok(spec)
+    });
     match checked {
-        Ok(()) => match create_job(state, &row.owner, spec).await {
+        Ok(spec) => match create_job(state, &row.owner, spec).await {
             Ok(id) => Run::Job(id),
             Err(e) => Run::Skipped(format!("not submitted: {}", e.message())),
         },

@@ -98,7 +98,7 @@ fn a_copy_that_fails_fails_the_deletion_step_and_a_retry_waits_again() {
         assert!(db.claim("w", 4, TTL, 10).await.unwrap().is_empty());
 
         // A retry redoes the copy; the deletion step waits for it again.
-        assert_eq!(db.retry("f", 5).await.unwrap(), Retry::Units(2));
+        assert_eq!(db.retry("f", 5, None).await.unwrap(), Retry::Units(2));
         let again = db.claim("w", 6, TTL, 10).await.unwrap();
         assert_eq!(again.iter().map(|c| c.seq).collect::<Vec<_>>(), [1]);
         db.finish("w", "f", 1, 7, &done(1, 20, 20))

@@ -289,7 +289,7 @@ fn a_split_file_commits_once_after_all_its_ranges() {
         );
 
         // Retrying redoes the failed range only; the commit waits for it again.
-        assert_eq!(db.retry("bad", 20).await.unwrap(), Retry::Units(2));
+        assert_eq!(db.retry("bad", 20, None).await.unwrap(), Retry::Units(2));
         let again = db.claim("w", 21, TTL, 10).await.unwrap();
         assert_eq!(
             again.iter().map(|c| c.seq).collect::<Vec<_>>(),
@@ -412,7 +412,7 @@ fn a_cancelled_job_stops_its_workers_and_a_retry_redoes_only_what_was_not_done()
         assert!(db.claim("w", 6, TTL, 5).await.unwrap().is_empty());
         let job = db.job("j").await.unwrap().unwrap();
         assert_eq!((job.state, job.finished), (JobState::Cancelled, Some(3)));
-        assert_eq!(db.retry("j", 7).await.unwrap(), Retry::Units(2));
+        assert_eq!(db.retry("j", 7, None).await.unwrap(), Retry::Units(2));
         let again = db.claim("w", 8, TTL, 5).await.unwrap();
         assert_eq!(again.iter().map(|c| c.seq).collect::<Vec<_>>(), [1, 2]);
         for c in &again {
@@ -424,7 +424,7 @@ fn a_cancelled_job_stops_its_workers_and_a_retry_redoes_only_what_was_not_done()
         let job = db.job("j").await.unwrap().unwrap();
         assert_eq!((job.state, job.files_done), (JobState::Done, 3));
         assert_eq!(
-            db.retry("j", 10).await.unwrap(),
+            db.retry("j", 10, None).await.unwrap(),
             Retry::Nothing,
             "nothing to redo"
         );

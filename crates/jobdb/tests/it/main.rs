@@ -8,5 +8,6 @@ mod deletion;
 mod jobs;
 mod model;
 mod planning;
+mod retention;
 mod schedules;
 mod webhooks;

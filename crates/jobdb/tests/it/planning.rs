@@ -140,7 +140,7 @@ fn a_job_that_ended_before_its_listing_was_complete_is_planned_again_on_retry() 
         // A retry does not run the partial listing: both are to be planned again,
         // at once, by whoever takes them first, from nothing.
         for id in ["c", "f"] {
-            assert_eq!(db.retry(id, 5).await.unwrap(), Retry::Replan, "{id}");
+            assert_eq!(db.retry(id, 5, None).await.unwrap(), Retry::Replan, "{id}");
             let job = db.job(id).await.unwrap().unwrap();
             assert_eq!((job.state, job.error), (JobState::Planning, None), "{id}");
         }
@@ -172,7 +172,7 @@ fn a_job_that_ended_before_its_listing_was_complete_is_planned_again_on_retry() 
         );
         // Once a job was planned, a retry re-runs its units only.
         assert!(db.cancel("c", 10).await.unwrap());
-        assert_eq!(db.retry("c", 11).await.unwrap(), Retry::Units(1));
+        assert_eq!(db.retry("c", 11, None).await.unwrap(), Retry::Units(1));
         assert_eq!(db.job("c").await.unwrap().unwrap().files, 6);
     });
 }
@@ -239,7 +239,7 @@ fn a_job_whose_planning_keeps_stopping_fails_instead_of_being_planned_forever() 
             error.contains(&format!("started {attempts} times")),
             "{error}"
         );
-        assert_eq!(db.retry("j", now).await.unwrap(), Retry::Replan);
+        assert_eq!(db.retry("j", now, None).await.unwrap(), Retry::Replan);
         let taken = db.take_over_planning("C", now + 1_000, now, 8).await;
         assert_eq!(taken.unwrap().len(), 1, "a retry plans it again");
     });

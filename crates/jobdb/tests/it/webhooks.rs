@@ -100,7 +100,7 @@ fn a_delivery_is_due_when_its_job_ends_and_held_by_one_instance_at_a_time() {
             .unwrap()
             .is_empty());
         // ... until the job, retried, ends again: a new delivery from the start.
-        reopened.retry("j", 3_000).await.unwrap();
+        reopened.retry("j", 3_000, None).await.unwrap();
         let units = reopened.claim("w", 3_100, TTL, 8).await.unwrap();
         for u in &units {
             let done = UnitOutcome::Done {

@@ -764,6 +764,8 @@ fn the_state_directory_and_the_database_are_private_to_the_service() {
             identities: None,
             webhooks: Default::default(),
             max_schedules: hetch_service::DEFAULT_MAX_SCHEDULES,
+            min_schedule_interval: hetch_service::DEFAULT_MIN_SCHEDULE_INTERVAL,
+            retention: Default::default(),
             login: None,
         };
         async move {

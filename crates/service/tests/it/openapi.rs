@@ -14,6 +14,7 @@ use hetch_service::api::{
     SessionView, UnitKey, WorkerAbout,
 };
 use hetch_service_api::schema::{components, name_of, REF_PREFIX};
+use hetch_service_api::ScheduleView;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -150,6 +151,20 @@ fn the_documents_schemas_are_the_types_and_the_services_answers_fit_them() {
         checked::<JobView>(&doc, &v, true);
         let (_, v) = api.get(&format!("/api/jobs/{id}/files?from=0&to=5")).await;
         assert_eq!(checked::<FileRow>(&doc, &v, true).len(), 5);
+        // A schedule whose runs have a webhook: shown by URL, its secret never.
+        let hook = json!({"url": "https://hooks.example.org/h", "secret": "0123456789abcdef"});
+        let body = json!({"job": {"sources": ["run1"], "dest": "c", "webhook": hook},
+            "cron": "0 0 1 1 *"});
+        let (s, v) = api.post("/api/schedules", body).await;
+        assert_eq!(s, 201, "{v}");
+        let made = checked::<ScheduleView>(&doc, &v, false).remove(0);
+        assert_eq!(
+            made.webhook.map(|w| w.url).as_deref(),
+            Some("https://hooks.example.org/h")
+        );
+        assert!(made.job.webhook.is_none(), "{v}");
+        let (_, v) = api.get("/api/schedules").await;
+        checked::<ScheduleView>(&doc, &v, true);
         let claim = serde_json::to_value(ClaimRequest {
             worker: "w1".into(),
             max: 2,

@@ -14,7 +14,13 @@ use serde_json::{json, Value};
 use crate::common::{on_each, planner, start_configured, Api};
 
 /// Schedule `id` once `ok` holds of it (polled; a liveness guard of two minutes).
-async fn until(api: &Api, token: &str, id: &str, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+pub async fn until(
+    api: &Api,
+    token: &str,
+    id: &str,
+    what: &str,
+    ok: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let (s, v) = api
@@ -32,7 +38,7 @@ async fn until(api: &Api, token: &str, id: &str, what: &str, ok: impl Fn(&Value)
     }
 }
 
-fn runs(v: &Value) -> &Vec<Value> {
+pub fn runs(v: &Value) -> &Vec<Value> {
     v["runs"].as_array().unwrap()
 }
 
@@ -231,5 +237,114 @@ fn another_user_neither_sees_nor_touches_a_schedule() {
         assert_eq!((s, &v["paused"]), (200, &json!(false)), "{v}");
         let (_, all) = api.get("/api/schedules").await;
         assert_eq!(all.as_array().unwrap().len(), 1);
+    });
+}
+
+#[test]
+fn a_schedules_webhook_secret_is_never_shown() {
+    on_each(|dir, url| async move {
+        let (api, _task) = start_configured(&dir, &url, planner(), |_| {}).await;
+        let secret = "0123456789abcdef-never-shown";
+        let body = json!({"job": {"sources": ["run1"], "dest": "copy",
+            "webhook": {"url": "https://hooks.example.org/hetch", "secret": secret}},
+            "cron": "0 0 1 1 *"});
+        let (s, made) = api.post("/api/schedules", body).await;
+        assert_eq!(s, 201, "{made}");
+        let id = made["id"].as_str().unwrap().to_string();
+        let shown = [
+            made,
+            api.get(&format!("/api/schedules/{id}")).await.1,
+            api.get("/api/schedules").await.1,
+            api.post(&format!("/api/schedules/{id}/pause"), json!({}))
+                .await
+                .1,
+            api.call(
+                "DELETE",
+                &format!("/api/schedules/{id}"),
+                None,
+                Some(&api.token),
+            )
+            .await
+            .1,
+        ];
+        for v in shown {
+            let text = v.to_string();
+            assert!(!text.contains(secret), "{text}");
+            let one = if v.is_array() { &v[0] } else { &v };
+            assert_eq!(
+                one["webhook"]["url"], "https://hooks.example.org/hetch",
+                "{v}"
+            );
+            assert_eq!(one["webhook"]["secret_set"], true, "{v}");
+            assert!(one["job"].get("webhook").is_none(), "{v}");
+        }
+    });
+}
+
+#[test]
+fn a_schedule_more_often_than_the_minimum_is_a_400_and_old_ones_are_held_to_it() {
+    on_each(|dir, url| async move {
+        let five_minutes = |c: &mut hetch_service::ServiceConfig| {
+            c.min_schedule_interval = Duration::from_secs(300)
+        };
+        let (api, task) = start_configured(&dir, &url, planner(), five_minutes).await;
+        let job = json!({"sources": ["run1"], "dest": "copy"});
+        for (body, field) in [
+            (json!({"job": job, "every": "1s"}), "every"),
+            (json!({"job": job, "every": "299s"}), "every"),
+            (json!({"job": job, "cron": "* * * * *"}), "cron"),
+            (json!({"job": job, "cron": "0,4 * * * *"}), "cron"),
+            // 23:58, then 00:00 the next day.
+            (json!({"job": job, "cron": "0,58 0,23 * * *"}), "cron"),
+        ] {
+            let (s, v) = api.post("/api/schedules", body.clone()).await;
+            assert_eq!((s, v["field"].as_str()), (400, Some(field)), "{body}: {v}");
+            let line = v["error"].as_str().unwrap();
+            assert!(line.contains("--min-schedule-interval 300 s"), "{line}");
+        }
+        for body in [
+            json!({"job": job, "every": "5m"}),
+            json!({"job": job, "cron": "*/5 * * * *"}),
+        ] {
+            let (s, v) = api.post("/api/schedules", body.clone()).await;
+            assert_eq!(s, 201, "{body}: {v}");
+        }
+        task.abort();
+        let _ = task.await;
+
+        // Made every second where that was allowed, then held to five minutes: one
+        // paused there and resumed here, and one left running.
+        let (api, task) = start_configured(&dir, &url, planner(), |_| {}).await;
+        let t = api.token.clone();
+        let mut made = Vec::new();
+        for dest in ["paused", "running"] {
+            let body = json!({"job": {"sources": ["run1"], "dest": dest}, "every": "1s"});
+            let (s, v) = api.post("/api/schedules", body).await;
+            assert_eq!(s, 201, "{v}");
+            let id = v["id"].as_str().unwrap().to_string();
+            until(&api, &t, &id, "run", |v| !runs(v).is_empty()).await;
+            made.push(id);
+        }
+        let (s, p) = api
+            .post(&format!("/api/schedules/{}/pause", made[0]), json!({}))
+            .await;
+        assert_eq!(s, 200, "{p}");
+        let newest = runs(&p)[0]["due"].as_u64().unwrap();
+        task.abort();
+        let _ = task.await;
+        let (api, _task) = start_configured(&dir, &url, planner(), five_minutes).await;
+        let (s, r) = api
+            .post(&format!("/api/schedules/{}/resume", made[0]), json!({}))
+            .await;
+        assert_eq!(s, 200, "{r}");
+        let next = r["next_at"].as_u64().unwrap();
+        assert!(next >= newest + 300_000, "next {next}, last {newest}: {r}");
+        // The one left running: once this service has run it, its next due time is
+        // five minutes on (until then it may show the old service's second).
+        until(&api, &t, &made[1], "held to five minutes", |v| {
+            let due = runs(v)[0]["due"].as_u64().unwrap();
+            v["next_at"].as_u64().unwrap() >= due + 300_000
+        })
+        .await;
     });
 }

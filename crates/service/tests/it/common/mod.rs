@@ -113,6 +113,9 @@ pub async fn start_configured(
         identities: None,
         webhooks: Default::default(),
         max_schedules: hetch_service::DEFAULT_MAX_SCHEDULES,
+        // The schedules' tests run every second.
+        min_schedule_interval: Duration::from_secs(1),
+        retention: Default::default(),
         login: None,
     };
     tweak(&mut cfg);

@@ -44,6 +44,11 @@ pub struct ServiceArgs {
     /// Bytes per range (the service's --range-size).
     #[arg(long, default_value = "256M")]
     range_size: String,
+    /// During each copy, time a `hetch job --json show` of the job every 200 ms (the
+    /// API's latency under the workers' load), printed as median / 95th percentile /
+    /// max; the probes' CPU then counts with the workers'.
+    #[arg(long)]
+    probe_api: bool,
     /// Plan the job of each worker count and stop there: no copies, no cp (for
     /// planning large listings).
     #[arg(long)]
@@ -193,6 +198,45 @@ struct Row {
     seconds: f64,
     cpu: f64,
     service_cpu: f64,
+    /// `job show` times during the copy, ms (with --probe-api).
+    probes: Vec<f64>,
+}
+
+/// With `on`, times a `hetch job --json show` of job `id` every 200 ms until `done`;
+/// the times in milliseconds.
+fn probe_api(
+    svc: &Service,
+    hetch: &Path,
+    id: &str,
+    done: &std::sync::atomic::AtomicBool,
+    on: bool,
+) -> Vec<f64> {
+    let mut times = Vec::new();
+    while on && !done.load(std::sync::atomic::Ordering::Relaxed) {
+        let asked = Instant::now();
+        if svc.state_of(hetch, id).is_ok() {
+            times.push(asked.elapsed().as_secs_f64() * 1000.0);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    times
+}
+
+/// `median / p95 / max (n)` of `times`, or `-` for none.
+fn quantiles(times: &[f64]) -> String {
+    if times.is_empty() {
+        return "-".into();
+    }
+    let mut t = times.to_vec();
+    t.sort_by(f64::total_cmp);
+    let at = |q: f64| t[((t.len() - 1) as f64 * q).round() as usize];
+    format!(
+        "{:.0} / {:.0} / {:.0} ({})",
+        at(0.5),
+        at(0.95),
+        at(1.0),
+        t.len()
+    )
 }
 
 /// Runs the benchmark and prints its results (Markdown, with the raw numbers).
@@ -268,7 +312,13 @@ pub fn run(a: ServiceArgs) -> anyhow::Result<ExitCode> {
                 .stderr(Stdio::null());
             procs.push(c.spawn().context("starting hetch worker")?);
         }
-        let waited = svc.job(&hetch, &["--json", "wait", &id]);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let (waited, probes) = std::thread::scope(|scope| {
+            let probe = scope.spawn(|| probe_api(&svc, &hetch, &id, &done, a.probe_api));
+            let waited = svc.job(&hetch, &["--json", "wait", &id]);
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            (waited, probe.join().unwrap_or_default())
+        });
         let service_cpu = process_cpu(svc.child.id()) - svc_cpu0;
         // From the job's own end, not when `wait` next looked.
         let ended: serde_json::Value = serde_json::from_str(waited.as_deref().unwrap_or("{}"))?;
@@ -285,6 +335,7 @@ pub fn run(a: ServiceArgs) -> anyhow::Result<ExitCode> {
             seconds,
             cpu: children_cpu() - cpu0,
             service_cpu,
+            probes,
         });
     }
 
@@ -314,20 +365,22 @@ pub fn run(a: ServiceArgs) -> anyhow::Result<ExitCode> {
         seconds,
         cpu: children_cpu() - cpu0,
         service_cpu: 0.0,
+        probes: Vec::new(),
     });
 
     let base = rows.last().map_or(1.0, |r| r.seconds);
-    println!("\n| copy | seconds | MB/s | files/s | vs cp | CPU s (workers or cp) | CPU s (service) |\n|---|---|---|---|---|---|---|");
+    println!("\n| copy | seconds | MB/s | files/s | vs cp | CPU s (workers or cp) | CPU s (service) | `job show` during it, ms: median / p95 / max (n) |\n|---|---|---|---|---|---|---|---|");
     for r in &rows {
         println!(
-            "| {} | {:.2} | {:.1} | {:.0} | {:.2} | {:.2} | {:.2} |",
+            "| {} | {:.2} | {:.1} | {:.0} | {:.2} | {:.2} | {:.2} | {} |",
             r.what,
             r.seconds,
             ds.bytes() as f64 / r.seconds / 1e6,
             ds.files as f64 / r.seconds,
             base / r.seconds,
             r.cpu,
-            r.service_cpu
+            r.service_cpu,
+            quantiles(&r.probes)
         );
     }
     let _ = std::fs::remove_dir_all(&scratch);

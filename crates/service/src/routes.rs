@@ -562,8 +562,19 @@ async fn claim(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
     let mut out = Vec::with_capacity(got.len());
     for c in got {
         let job = state.db.job(&c.job).await.map_err(internal)?;
-        let job = job.ok_or_else(|| internal(format!("job {} vanished", c.job)))?;
-        let mut spec = serde_json::from_str::<JobSpec>(&job.spec).map_err(internal)?;
+        // Deleted since (cancelled, then purged): its unit has nothing to do.
+        let Some(job) = job else { continue };
+        let mut spec = match serde_json::from_str::<JobSpec>(&job.spec) {
+            Ok(spec) => spec,
+            // One job's unreadable spec fails that job's unit, not every claim: it is
+            // left out, its attempt spent, and the rest are handed out.
+            Err(e) => {
+                let why = UnitOutcome::Failed(format!("stored job spec unreadable: {e}"));
+                let took = state.db.finish(&req.worker, &c.job, c.seq, now_ms(), &why);
+                took.await.map_err(internal)?.ok();
+                continue;
+            }
+        };
         // The webhook is the service's business; its secret goes to no worker.
         spec.webhook = None;
         out.push(ClaimedUnit {

@@ -1065,3 +1065,68 @@ fn absurd_finish_reports_are_refused_and_the_job_list_still_answers() {
         assert_eq!(n("bytes_written"), 340, "{job}");
     });
 }
+
+/// A job whose stored spec cannot be read (damaged behind the service's back) fails
+/// its own units at claim time, one attempt per claim, and never a worker's whole
+/// claim: the other job's units are handed out every time. (Before: every claim that
+/// took one of its units answered 500, the units it had leased lost with it.)
+#[test]
+fn a_job_whose_stored_spec_is_unreadable_fails_its_units_and_no_claim() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("root")).unwrap();
+    common::tree(&dir.path().join("root"));
+    let url = format!("sqlite://{}", dir.path().join("jobs.db").display());
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let (api, _task) = start(dir.path(), &url, planner()).await;
+        let mut ids = Vec::new();
+        for dest in ["good", "bad"] {
+            let (s, job) = api
+                .post("/api/jobs", json!({"sources": ["run1"], "dest": dest}))
+                .await;
+            assert_eq!(s, 201, "{job}");
+            let id = job["id"].as_str().unwrap().to_string();
+            api.planned(&id).await;
+            ids.push(id);
+        }
+        let (good, bad) = (&ids[0], &ids[1]);
+        let db = sqlx::SqlitePool::connect(&url).await.unwrap();
+        sqlx::query("UPDATE jobs SET spec = '{not json' WHERE id = ?")
+            .bind(bad)
+            .execute(&db)
+            .await
+            .unwrap();
+        let state = |id: String| {
+            let db = db.clone();
+            async move {
+                sqlx::query_scalar::<_, String>("SELECT state FROM jobs WHERE id = ?")
+                    .bind(id)
+                    .fetch_one(&db)
+                    .await
+                    .unwrap()
+            }
+        };
+        // Each claim spends one attempt of each of the bad job's ready units.
+        let mut claims = 0;
+        while state(bad.clone()).await != "failed" {
+            claims += 1;
+            assert!(claims <= 20, "the bad job never failed");
+            let (s, got) = api
+                .post("/api/work/claim", json!({"worker": "w1", "max": 64}))
+                .await;
+            assert_eq!(s, 200, "claim {claims}: {got}");
+            for unit in got.as_array().unwrap() {
+                assert_eq!(unit["job"], good.as_str(), "{unit}");
+            }
+        }
+        let errors: Vec<String> =
+            sqlx::query_scalar("SELECT error FROM units WHERE job = ? AND state = 'failed'")
+                .bind(bad)
+                .fetch_all(&db)
+                .await
+                .unwrap();
+        // Its units failed for it (a file's commit unit for its failed range).
+        let why = "stored job spec unreadable";
+        assert!(errors.iter().any(|e| e.contains(why)), "{errors:?}");
+        assert_ne!(state(good.clone()).await, "failed");
+    });
+}

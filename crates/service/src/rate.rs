@@ -69,14 +69,18 @@ impl Rates {
         if b.len() >= MAX_TRACKED && !b.contains_key(user) {
             forget_full_and_oldest(&mut b, self.rate, now);
         }
-        let (left, at) = b.get(user).copied().unwrap_or((burst, now));
-        let left = (left + (now - at).max(0.0) * per_second).min(burst);
-        if left < 1.0 {
-            b.insert(user.to_string(), (left, now));
-            return Err(((1.0 - left) / per_second).ceil().max(1.0) as u64);
+        // The user's name is copied only when first seen, not at every request.
+        if !b.contains_key(user) {
+            b.insert(user.to_string(), (burst, now));
         }
-        b.insert(user.to_string(), (left - 1.0, now));
-        Ok(())
+        let bucket = b.get_mut(user).expect("inserted above");
+        let left = (bucket.0 + (now - bucket.1).max(0.0) * per_second).min(burst);
+        let took = left >= 1.0;
+        *bucket = (if took { left - 1.0 } else { left }, now);
+        match took {
+            true => Ok(()),
+            false => Err(((1.0 - left) / per_second).ceil().max(1.0) as u64),
+        }
     }
 
     /// Users remembered now.

@@ -224,6 +224,10 @@ pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
     );
     errln!("hetch service: key fingerprint {}", svc.fingerprint);
     errln!("hetch service: token in {}", svc.token_path.display());
+    errln!(
+        "hetch service: workers' token in {}",
+        svc.worker_token_path.display()
+    );
     svc.run().await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -87,7 +87,7 @@ impl Store {
         let mut a = args(&["worker", "--service", &svc.addr, "--name", name]);
         a.extend(args(&["--units", "2", "--metrics", "127.0.0.1:0"]));
         a.extend([OsString::from("--root"), dir.join("root").into()]);
-        let mut env: Vec<(&str, &str)> = svc.env().to_vec();
+        let mut env: Vec<(&str, &str)> = svc.worker_env().to_vec();
         env.extend(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         spawn(&a, &env)
     }

@@ -120,6 +120,37 @@ fn bad_jobs_and_bad_callers_get_one_line_and_nothing_is_queued() {
     nobody.expect_code(4).one_line_naming(&["127.0.0.1:9"]);
 }
 
+/// Workers have a token of their own (the state directory's `worker-token`, which
+/// the service names at start): a worker holding it runs units, and it opens nothing
+/// else: no listing or submission of jobs (nor the web interface: see the service's
+/// own tests).
+#[test]
+fn the_workers_token_runs_units_and_opens_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = start(dir.path());
+    svc.job(&["ls"]).ok();
+    assert_ne!(svc.worker_token, svc.token);
+    let said = svc.proc.stderr_so_far();
+    assert!(said.contains("workers' token in "), "{said}");
+    for a in [
+        &["ls"][..],
+        &["submit", "run1", "x"],
+        &["show", "0123456789abcdef"],
+    ] {
+        job_as(&svc, &svc.worker_token, a)
+            .expect_code(1)
+            .one_line_naming(&[&svc.addr, "workers' token"]);
+    }
+    let id = submit(&svc, &["run1", "copy"]);
+    let _w = svc.worker(dir.path(), "w1");
+    svc.job(&["wait", &id]).ok();
+    assert_all_done(&svc, &id);
+    util::assert_same_tree(
+        &dir.path().join("root/run1"),
+        &dir.path().join("root/copy/run1"),
+    );
+}
+
 /// A tree of `n` files of 40 KiB in a few directories, plus an empty directory and a
 /// symlink, under `root/name`.
 fn big_tree(root: &Path, name: &str, n: usize) {
@@ -517,10 +548,7 @@ fn a_destination_leading_out_of_the_root_through_a_symlink_is_refused() {
     assert!(left.is_empty(), "written outside the root: {left:?}");
 }
 
-/// `hetch service --oidc-issuer`: users log in with the issuer's tokens (as
-/// HETCH_TOKEN, as any token), each sees only their own jobs, and a user's token does
-/// not make a worker: the worker stops at once with the service's one line.
-/// `hetch job ARGS` for `svc` with `token` (a user's).
+/// `hetch job ARGS` for `svc` with `token` (a user's, or the workers').
 fn job_as(svc: &Service, token: &str, a: &[&str]) -> util::Out {
     let mut all = args(&["job", "--service", &svc.addr]);
     all.extend(args(a));
@@ -530,6 +558,9 @@ fn job_as(svc: &Service, token: &str, a: &[&str]) -> util::Out {
     )
 }
 
+/// `hetch service --oidc-issuer`: users log in with the issuer's tokens (as
+/// HETCH_TOKEN, as any token), each sees only their own jobs, and a user's token does
+/// not make a worker: the worker stops at once with the service's one line.
 #[test]
 fn oidc_users_submit_and_see_only_their_own_jobs_and_cannot_be_workers() {
     use hetch_testkit::oidc_issuer::{claims, ec_key, sign, TestIssuer, AUDIENCE};
@@ -576,7 +607,7 @@ fn oidc_users_submit_and_see_only_their_own_jobs_and_cannot_be_workers() {
         &[("HETCH_TOKEN", &alice), ("HETCH_CONFIG_DIR", &svc.config)],
     );
     assert!(!worker.status.success(), "{worker:?}");
-    assert!(worker.stderr.contains("service's own token"), "{worker:?}");
+    assert!(worker.stderr.contains("workers' token"), "{worker:?}");
     let after = as_user(&alice, &["--json", "show", &id]);
     after.ok();
     let v: serde_json::Value = serde_json::from_str(&after.stdout).unwrap();
@@ -630,7 +661,7 @@ fn a_job_between_two_servers_is_pushed_by_the_source_server() {
         "--source-token-file".into(),
         a.token_path.clone().into(),
     ]);
-    let _worker = spawn(&w, &svc.env());
+    let _worker = spawn(&w, &svc.worker_env());
 
     let id = submit(&svc, &[&a.url("data"), &a.url("one.bin"), &b.url("copy")]);
     svc.job(&["wait", &id]).ok();
@@ -729,7 +760,7 @@ fn a_workers_units_to_a_node_run_over_its_kept_session() {
         "--token-file".into(),
         token.into(),
     ]);
-    let worker = spawn(&a, &svc.env());
+    let worker = spawn(&a, &svc.worker_env());
     for run in ["copy/", "copy/"] {
         let id = submit(&svc, &["data", &node.url(run)]);
         svc.job(&["wait", &id]).ok();
@@ -806,7 +837,7 @@ fn a_job_spreads_over_three_destination_nodes_and_outlives_one_killed() {
                 "--token-file".into(),
                 token.clone().into(),
             ]);
-            spawn(&a, &svc.env())
+            spawn(&a, &svc.worker_env())
         })
         .collect();
     let dest = nodes[0].url("copy/");

@@ -356,7 +356,7 @@ impl Db {
         .await?;
         sqlx::query(
             "UPDATE units SET state = 'cancelled', lease_owner = NULL, lease_until = NULL, \
-               progress = 0 \
+               lease_id = NULL, progress = 0 \
              WHERE job = $1 AND state IN ('waiting', 'ready', 'leased')",
         )
         .bind(id)

@@ -3,8 +3,9 @@
 //! The rules are [`hetch_jobs::lease`]'s, applied by conditional statements so that
 //! any number of service instances may call these at once: a claim takes a ready
 //! unit under a row lock that others skip (PostgreSQL `FOR UPDATE SKIP LOCKED`;
-//! SQLite has one writer), a heartbeat or a finish changes only rows whose lease the
-//! caller holds unexpired, and the reaper voids leases that ran out. After a change,
+//! SQLite has one writer) and gives it a random lease id, a heartbeat or a finish
+//! changes only rows whose lease the caller holds unexpired and names by that id, and
+//! the reaper voids leases that ran out. After a change,
 //! [`settle`] moves what follows from it: a split file's commit becomes ready when
 //! its last range is done (or fails with it), and a job whose units are all final
 //! ends.
@@ -38,6 +39,42 @@ pub struct Claimed {
     pub attempts: u32,
     /// The lease runs out at this time unless extended.
     pub until: u64,
+    /// The lease's id: random, given with this claim only; every later word about
+    /// the unit must carry it ([`UnitLease`]).
+    pub lease: String,
+}
+
+impl Claimed {
+    /// The unit and its lease id, as a heartbeat or a report names them.
+    pub fn held(&self) -> UnitLease {
+        UnitLease {
+            job: self.job.clone(),
+            seq: self.seq,
+            lease: self.lease.clone(),
+        }
+    }
+}
+
+/// A unit a worker says it holds: the job, the unit's number and the lease id its
+/// claim gave. The id, 128 random bits, is the proof: a worker's name and a unit's
+/// number are shown to users, so naming them proves nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct UnitLease {
+    /// Its job.
+    pub job: String,
+    /// Its number within the job.
+    pub seq: u64,
+    /// The id of the lease (see [`Claimed::lease`]).
+    pub lease: String,
+}
+
+/// Longest lease id a caller may present (ours are 32 hex digits).
+pub const MAX_LEASE_ID: usize = 64;
+
+/// A new lease id: 128 bits from the operating system's generator, in hex.
+fn new_lease_id() -> String {
+    let bits: u128 = rand::random();
+    format!("{bits:032x}")
 }
 
 /// How a worker's unit went.
@@ -67,8 +104,8 @@ pub enum Refused {
     Expired,
 }
 
-const UNIT_COLUMNS: &str =
-    "job, seq, kind, file_from, file_to, block_from, block_to, bytes, attempts, lease_until";
+const UNIT_COLUMNS: &str = "job, seq, kind, file_from, file_to, block_from, block_to, bytes, \
+     attempts, lease_until, lease_id";
 
 impl Db {
     /// `worker` takes up to `max` ready units until `now + ttl`: the highest-priority
@@ -125,7 +162,8 @@ impl Db {
             Backend::Sqlite => "",
         };
         let sql = format!(
-            "UPDATE units SET state = 'leased', lease_owner = $2, lease_until = $3, progress = 0, lag_p50 = NULL, lag_p99 = NULL \
+            "UPDATE units SET state = 'leased', lease_owner = $2, lease_until = $3, lease_id = $4, \
+               progress = 0, lag_p50 = NULL, lag_p99 = NULL \
              WHERE state = 'ready' AND (job, seq) = \
                (SELECT job, seq FROM units WHERE job = $1 AND state = 'ready' \
                 ORDER BY seq LIMIT 1 {lock}) \
@@ -136,6 +174,7 @@ impl Db {
             .bind(job)
             .bind(worker)
             .bind(int(now.saturating_add(ttl)))
+            .bind(new_lease_id())
             .fetch_optional(&mut *tx)
             .await?;
         let Some(row) = row else {
@@ -152,19 +191,10 @@ impl Db {
         Ok(Some(claimed(&row)?))
     }
 
-    /// `worker` is alive: every lease it holds unexpired now runs until `now + ttl`.
-    /// Returns the units it still holds (in job, seq order); any other it was
-    /// working on is no longer its own (expired, or its job cancelled): it must stop.
-    pub async fn heartbeat(
-        &self,
-        worker: &str,
-        now: u64,
-        ttl: u64,
-    ) -> Result<Vec<(String, u64)>, DbError> {
-        self.extend(worker, now, ttl, None).await
-    }
-
-    /// [`Db::heartbeat`] for the units `running` only: a unit the worker holds but
+    /// `worker` is alive and runs the units `running`: each lease of them it holds
+    /// unexpired (named by its id) now runs until `now + ttl`. Returns the units it
+    /// still holds (in job, seq order); any other it was working on is no longer its
+    /// own (expired, or its job cancelled): it must stop. A unit the worker holds but
     /// does not say it runs (its claim's answer lost on the way) is left to run out
     /// and go to another worker, instead of being kept alive by a worker that will
     /// never run it.
@@ -173,38 +203,34 @@ impl Db {
         worker: &str,
         now: u64,
         ttl: u64,
-        running: &[(String, u64)],
+        running: &[UnitLease],
     ) -> Result<Vec<(String, u64)>, DbError> {
-        match running.is_empty() {
-            true => Ok(Vec::new()),
-            false => self.extend(worker, now, ttl, Some(running)).await,
+        if running.is_empty() {
+            return Ok(Vec::new());
         }
-    }
-
-    async fn extend(
-        &self,
-        worker: &str,
-        now: u64,
-        ttl: u64,
-        only: Option<&[(String, u64)]>,
-    ) -> Result<Vec<(String, u64)>, DbError> {
-        let mut sql = String::from(
+        let pairs: Vec<String> = (0..running.len())
+            .map(|i| {
+                let at = 4 + 3 * i;
+                format!(
+                    "(job = ${} AND seq = ${} AND lease_id = ${})",
+                    at,
+                    at + 1,
+                    at + 2
+                )
+            })
+            .collect();
+        let sql = format!(
             "UPDATE units SET lease_until = $2 \
-             WHERE lease_owner = $1 AND state = 'leased' AND lease_until > $3",
+             WHERE lease_owner = $1 AND state = 'leased' AND lease_until > $3 AND ({}) \
+             RETURNING job, seq",
+            pairs.join(" OR ")
         );
-        if let Some(units) = only {
-            let pairs: Vec<String> = (0..units.len())
-                .map(|i| format!("(job = ${} AND seq = ${})", 4 + 2 * i, 5 + 2 * i))
-                .collect();
-            sql.push_str(&format!(" AND ({})", pairs.join(" OR ")));
-        }
-        sql.push_str(" RETURNING job, seq");
         let mut q = sqlx::query(&sql)
             .bind(worker)
             .bind(int(now.saturating_add(ttl)))
             .bind(int(now));
-        for (job, seq) in only.unwrap_or_default() {
-            q = q.bind(job).bind(int(*seq));
+        for u in running {
+            q = q.bind(&u.job).bind(int(u.seq)).bind(&u.lease);
         }
         let rows = q.fetch_all(&self.pool).await?;
         let mut held = rows
@@ -225,8 +251,8 @@ impl Db {
         uint(n, "count")
     }
 
-    /// `worker` reports unit `seq` of job `job`. Taken only if it holds the unit's
-    /// lease unexpired at `now`; a late or stray word changes nothing.
+    /// `worker` reports unit `unit`. Taken only if it holds the unit's lease
+    /// unexpired at `now`, named by its id; a late or stray word changes nothing.
     ///
     /// What a done unit says it moved is taken as at most what the unit holds: the
     /// files it names (a range none, a commit its one) and its planned bytes; for a
@@ -238,12 +264,11 @@ impl Db {
     pub async fn finish(
         &self,
         worker: &str,
-        job: &str,
-        seq: u64,
+        unit: &UnitLease,
         now: u64,
         outcome: &UnitOutcome,
     ) -> Result<Result<(), Refused>, DbError> {
-        self.finish_with(worker, job, seq, now, outcome, None).await
+        self.finish_with(worker, unit, now, outcome, None).await
     }
 
     /// [`Db::finish`], with what a done range unit of a file going into an object store
@@ -253,8 +278,7 @@ impl Db {
     pub async fn finish_with(
         &self,
         worker: &str,
-        job: &str,
-        seq: u64,
+        unit: &UnitLease,
         now: u64,
         outcome: &UnitOutcome,
         range: Option<&crate::RangeRecord>,
@@ -267,6 +291,7 @@ impl Db {
             } => (1i64, None, *files, *bytes, *written),
             UnitOutcome::Failed(e) => (0, Some(e.as_str()), 0, 0, 0),
         };
+        let (job, seq) = (unit.job.as_str(), unit.seq);
         let mut tx = self.pool.begin().await?;
         // What the unit holds comes back from the statement that takes the write lock
         // (on SQLite, a transaction that read first cannot always upgrade its lock).
@@ -275,10 +300,10 @@ impl Db {
                state = CASE WHEN $4 = 1 THEN 'done' \
                  WHEN attempts + 1 >= max_attempts THEN 'failed' ELSE 'ready' END, \
                attempts = CASE WHEN $4 = 1 THEN attempts ELSE attempts + 1 END, \
-               error = $5, lease_owner = NULL, lease_until = NULL, progress = 0, \
-               done_by = CASE WHEN $4 = 1 THEN $3 ELSE done_by END \
+               error = $5, lease_owner = NULL, lease_until = NULL, lease_id = NULL, \
+               progress = 0, done_by = CASE WHEN $4 = 1 THEN $3 ELSE done_by END \
              WHERE job = $1 AND seq = $2 AND state = 'leased' AND lease_owner = $3 \
-               AND lease_until > $6 \
+               AND lease_until > $6 AND lease_id = $7 \
              RETURNING kind, file_from, file_to, block_from, block_to, bytes",
         )
         .bind(job)
@@ -287,11 +312,12 @@ impl Db {
         .bind(ok)
         .bind(error)
         .bind(int(now))
+        .bind(&unit.lease)
         .fetch_optional(&mut *tx)
         .await?;
         let Some(row) = row else {
             drop(tx);
-            return Ok(Err(self.why_refused(worker, job, seq, now).await?));
+            return Ok(Err(self.why_refused(worker, unit, now).await?));
         };
         if ok == 1 {
             let shape = Shape::of(&row)?;
@@ -312,19 +338,20 @@ impl Db {
         Ok(Ok(()))
     }
 
-    /// Why `worker` may not act on a unit: its lease ran out, or it is not its own.
+    /// Why `worker` may not act on a unit: its lease ran out, or it is not its own
+    /// (another's, nobody's, or named by another id).
     async fn why_refused(
         &self,
         worker: &str,
-        job: &str,
-        seq: u64,
+        unit: &UnitLease,
         now: u64,
     ) -> Result<Refused, DbError> {
         let row = sqlx::query(
-            "SELECT state, lease_owner, lease_until FROM units WHERE job = $1 AND seq = $2",
+            "SELECT state, lease_owner, lease_until, lease_id FROM units \
+             WHERE job = $1 AND seq = $2",
         )
-        .bind(job)
-        .bind(int(seq))
+        .bind(&unit.job)
+        .bind(int(unit.seq))
         .fetch_optional(&self.pool)
         .await?;
         let Some(row) = row else {
@@ -333,13 +360,13 @@ impl Db {
         let state: String = row.try_get("state")?;
         let owner: Option<String> = row.try_get("lease_owner")?;
         let until: Option<i64> = row.try_get("lease_until")?;
+        let id: Option<String> = row.try_get("lease_id")?;
         let expired = until.is_some_and(|u| u <= int(now));
-        Ok(
-            match state == "leased" && owner.as_deref() == Some(worker) && expired {
-                true => Refused::Expired,
-                false => Refused::NotOwner,
-            },
-        )
+        let same = owner.as_deref() == Some(worker) && id.as_deref() == Some(&unit.lease);
+        Ok(match state == "leased" && same && expired {
+            true => Refused::Expired,
+            false => Refused::NotOwner,
+        })
     }
 
     /// Voids every lease that ran out by `now`: each unit goes back to ready for
@@ -350,7 +377,7 @@ impl Db {
             "UPDATE units SET attempts = attempts + 1, \
                state = CASE WHEN attempts + 1 >= max_attempts THEN 'failed' ELSE 'ready' END, \
                error = 'lease of ' || lease_owner || ' ran out', \
-               lease_owner = NULL, lease_until = NULL, progress = 0 \
+               lease_owner = NULL, lease_until = NULL, lease_id = NULL, progress = 0 \
              WHERE state = 'leased' AND lease_until <= $1",
         )
         .bind(int(now))
@@ -579,5 +606,8 @@ pub(crate) fn claimed(r: &AnyRow) -> Result<Claimed, DbError> {
         spec,
         attempts: u32::try_from(get("attempts")?).unwrap_or(u32::MAX),
         until: get("lease_until")?,
+        lease: r
+            .try_get::<Option<String>, _>("lease_id")?
+            .unwrap_or_default(),
     })
 }

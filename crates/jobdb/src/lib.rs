@@ -4,7 +4,7 @@
 //! the same statements on both.
 //!
 //! The database is the coordinator: every change of state is one conditional
-//! statement (`... WHERE state = 'leased' AND lease_owner = $w AND lease_until > $now`)
+//! statement (`... WHERE state = 'leased' AND lease_id = $id AND lease_until > $now`)
 //! inside a transaction, so any number of service instances can share it, and the
 //! rules are those of [`hetch_jobs::lease`], against which the tests check this crate.
 //! Times are passed in (milliseconds since the epoch), never read here.
@@ -43,7 +43,7 @@ pub use activity::{
 };
 pub use error::DbError;
 pub use jobs::{FileRow, JobRow, JobState, NewJob, PlannedUnit, Retry, UnitCounts, UnitRow};
-pub use leases::{Claimed, Refused, UnitOutcome};
+pub use leases::{Claimed, Refused, UnitLease, UnitOutcome, MAX_LEASE_ID};
 pub use object_ranges::RangeRecord;
 pub use planning::{PlanningLease, TakenOver};
 pub use schedules::{NewSchedule, Recurrence, Run, RunRow, ScheduleRow};

@@ -69,25 +69,25 @@ impl Db {
         Ok(row.map(|r| r.try_get("upload")).transpose()?)
     }
 
-    /// The unit `seq` of job `job`, with its planned bytes, if `worker` holds its
-    /// lease unexpired at `now`.
+    /// The unit `unit`, with its planned bytes, if `worker` holds its lease unexpired
+    /// at `now`, named by its id.
     pub async fn held_unit(
         &self,
         worker: &str,
-        job: &str,
-        seq: u64,
+        unit: &crate::UnitLease,
         now: u64,
     ) -> Result<Option<(crate::Claimed, u64)>, DbError> {
         let row = sqlx::query(
             "SELECT job, seq, kind, file_from, file_to, block_from, block_to, bytes, \
-               attempts, lease_until FROM units \
+               attempts, lease_until, lease_id FROM units \
              WHERE job = $1 AND seq = $2 AND state = 'leased' AND lease_owner = $3 \
-               AND lease_until > $4",
+               AND lease_until > $4 AND lease_id = $5",
         )
-        .bind(job)
-        .bind(int(seq))
+        .bind(&unit.job)
+        .bind(int(unit.seq))
         .bind(worker)
         .bind(int(now))
+        .bind(&unit.lease)
         .fetch_optional(&self.pool)
         .await?;
         let Some(r) = row else { return Ok(None) };

@@ -57,6 +57,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "retention",
         include_str!("../migrations/0011_retention.sql"),
     ),
+    (
+        12,
+        "lease ids",
+        include_str!("../migrations/0012_lease_ids.sql"),
+    ),
 ];
 
 /// The migrator over [`MIGRATIONS`].

@@ -100,6 +100,9 @@ struct Service {
     child: Child,
     addr: String,
     env: Vec<(String, String)>,
+    /// The workers' environment: their own token where the service has one (a build
+    /// from before workers had their own token has only the operator's).
+    worker_env: Vec<(String, String)>,
 }
 
 impl Drop for Service {
@@ -141,7 +144,19 @@ impl Service {
             ("HETCH_TOKEN".to_string(), token.trim().to_string()),
             ("HETCH_CONFIG_DIR".to_string(), config.display().to_string()),
         ];
-        Ok(Service { child, addr, env })
+        let worker_env = match std::fs::read_to_string(state.join("worker-token")) {
+            Ok(t) => vec![
+                ("HETCH_SERVICE_TOKEN".to_string(), t.trim().to_string()),
+                ("HETCH_CONFIG_DIR".to_string(), config.display().to_string()),
+            ],
+            Err(_) => env.clone(),
+        };
+        Ok(Service {
+            child,
+            addr,
+            env,
+            worker_env,
+        })
     }
 
     fn job(&self, hetch: &Path, args: &[&str]) -> anyhow::Result<String> {
@@ -307,7 +322,7 @@ pub fn run(a: ServiceArgs) -> anyhow::Result<ExitCode> {
                 .arg(&root)
                 .args(["--name", &format!("w{w}"), "--units", &a.units.to_string()])
                 .args(["--idle-exit", "1"])
-                .envs(svc.env.iter().map(|(k, v)| (k, v)))
+                .envs(svc.worker_env.iter().map(|(k, v)| (k, v)))
                 .stdout(Stdio::null())
                 .stderr(Stdio::null());
             procs.push(c.spawn().context("starting hetch worker")?);

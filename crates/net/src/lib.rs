@@ -54,7 +54,8 @@ pub use socket::congestion;
 pub use socket::SocketOptions;
 pub use throttle::{AuthThrottle, TokenKind, FIRST_WAIT, FREE_FAILURES, MAX_WAIT};
 pub use token::{
-    check_token_len, load_or_create_token, read_token_file, tokens_equal, MIN_TOKEN_LEN,
+    check_token_len, load_or_create_named_token, load_or_create_token, read_token_file,
+    tokens_equal, MIN_TOKEN_LEN,
 };
 pub use trust::{KnownHosts, TlsClient, Trust};
 

@@ -47,7 +47,16 @@ pub fn check_token_len(token: &[u8]) -> Result<(), String> {
 /// The token is the 64 ASCII hex characters themselves (as bytes), exactly what
 /// [`read_token_file`] returns for a copy of the file, so clients can use the file as-is.
 pub fn load_or_create_token(state_dir: &Path) -> Result<(Vec<u8>, PathBuf), NetError> {
-    let path = state_dir.join(TOKEN_FILE);
+    load_or_create_named_token(state_dir, TOKEN_FILE)
+}
+
+/// [`load_or_create_token`] for the token file `name` in `state_dir` (a second token
+/// of the same kind, such as the job service's workers').
+pub fn load_or_create_named_token(
+    state_dir: &Path,
+    name: &str,
+) -> Result<(Vec<u8>, PathBuf), NetError> {
+    let path = state_dir.join(name);
     if !fsutil::exists(&path)? {
         fsutil::create_private_dir(state_dir)?;
         let mut secret = [0u8; 32];

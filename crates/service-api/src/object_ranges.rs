@@ -111,6 +111,9 @@ pub struct UploadRequest {
     pub job: String,
     /// The unit's number (a range unit the worker holds).
     pub seq: u64,
+    /// The unit's lease id, as its claim gave it.
+    #[schemars(length(min = 1, max = 64))]
+    pub lease: String,
     /// The upload it created.
     #[schemars(length(min = 1, max = 1024))]
     pub upload: String,
@@ -137,6 +140,9 @@ pub struct RangesRequest {
     pub job: String,
     /// The unit's number (a commit unit the worker holds).
     pub seq: u64,
+    /// The unit's lease id, as its claim gave it.
+    #[schemars(length(min = 1, max = 64))]
+    pub lease: String,
     /// The first block of the first range wanted (0 to start; then the previous
     /// answer's `next`).
     #[serde(default)]

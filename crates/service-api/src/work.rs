@@ -91,6 +91,9 @@ pub struct ClaimedUnit {
     /// The lease runs out at this time (milliseconds since the epoch) unless a
     /// heartbeat extends it.
     pub until: u64,
+    /// The lease's id: random, given with this claim only. Every heartbeat, report
+    /// and call about the unit carries it; without it the service takes none.
+    pub lease: String,
     /// Times this unit was tried before (a run that failed, or a lease that ran out).
     #[serde(default)]
     pub attempts: u32,
@@ -114,8 +117,8 @@ pub struct HeartbeatRequest {
         regex(pattern = r"^[^\x00-\x1f\x7f-\x9f]+$")
     )]
     pub worker: String,
-    /// The units it runs (at most 64), whose leases are extended; without it, every
-    /// lease it holds is.
+    /// The units it runs (at most 64), each with its lease id, whose leases are
+    /// extended; without it, none is (the worker runs nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64))]
     pub units: Option<Vec<UnitKey>>,
@@ -132,6 +135,9 @@ pub struct UnitKey {
     pub job: String,
     /// Its number in the job.
     pub seq: u64,
+    /// Its lease id, as its claim gave it.
+    #[schemars(length(min = 1, max = 64))]
+    pub lease: String,
     /// Bytes this run of it moved so far (a heartbeat's live progress).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,
@@ -154,6 +160,9 @@ pub struct FinishRequest {
     pub job: String,
     /// The unit's number.
     pub seq: u64,
+    /// The unit's lease id, as its claim gave it.
+    #[schemars(length(min = 1, max = 64))]
+    pub lease: String,
     /// `None` when it went through; else one line saying why not.
     pub error: Option<String>,
     /// Entries it moved (at most 10^9: no unit moves more).
@@ -203,12 +212,13 @@ pub struct FinishReply {}
 
 impl FinishRequest {
     /// The report of unit `seq` of job `job`, which moved `files` entries and `bytes`
-    /// bytes (the worker's name is filled in when it is sent).
+    /// bytes (the worker's name and the lease id are filled in when it is sent).
     pub fn done(job: &str, seq: u64, files: u64, bytes: u64) -> FinishRequest {
         FinishRequest {
             worker: String::new(),
             job: job.to_string(),
             seq,
+            lease: String::new(),
             error: None,
             files,
             bytes,
@@ -235,9 +245,11 @@ mod tests {
     fn reports_and_heartbeat_replies_keep_the_wire_format() {
         let mut done = FinishRequest::done("j1", 4, 2, 10);
         done.worker = "w".into();
+        done.lease = "0f".into();
         assert_eq!(
             serde_json::to_value(&done).unwrap(),
-            json!({"worker": "w", "job": "j1", "seq": 4, "error": null, "files": 2, "bytes": 10})
+            json!({"worker": "w", "job": "j1", "seq": 4, "lease": "0f", "error": null,
+                   "files": 2, "bytes": 10})
         );
         let failed = FinishRequest::failed("j1", 4, "no space".into());
         assert_eq!(failed.error.as_deref(), Some("no space"));

@@ -1,8 +1,12 @@
 //! Who may call the API, and as whom.
 //!
 //! - The service's own token (the same kind as `hetch serve`'s, in the state
-//!   directory), compared in constant time: the operator, and the workers. It sees
-//!   every job and may use the worker routes.
+//!   directory), compared in constant time: the operator. It sees every job and may
+//!   use the worker routes too (workers set up before they had a token of their own).
+//! - The workers' token (`worker-token` in the state directory), likewise compared:
+//!   a worker. It may use the worker routes and read a job's listing, which its units
+//!   need, and nothing else: a worker's host, or a unit's child process running as a
+//!   user's account, holds no power over jobs, schedules or the web interface.
 //! - With `--oidc-issuer`, a JWT from that OpenID Connect issuer for the service's
 //!   audience (checked by `hetch-oidc`): a user, named `oidc:SUBJECT`. A user sees and
 //!   acts on the jobs they submitted only, and may not use the worker routes.
@@ -29,8 +33,10 @@ pub const USER_PREFIX: &str = "oidc:";
 /// Who is calling, once let in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Caller {
-    /// The service token's holder: the operator or a worker.
+    /// The service token's holder: the operator (or a worker given its token).
     Operator,
+    /// The workers' token's holder.
+    Worker,
     /// A user named by an OIDC token (`oidc:SUBJECT`).
     User(String),
 }
@@ -40,15 +46,36 @@ impl Caller {
     pub fn name(&self) -> &str {
         match self {
             Caller::Operator => "token",
+            Caller::Worker => "worker",
             Caller::User(name) => name,
         }
     }
 
-    /// Whether this caller may see job a submitted by `submitted_by`.
+    /// Whether this caller may see job a submitted by `submitted_by` (a worker only
+    /// reaches a job's listing: see [`Caller::may_call`]).
     pub fn may_see(&self, submitted_by: &str) -> bool {
         match self {
-            Caller::Operator => true,
+            Caller::Operator | Caller::Worker => true,
             Caller::User(name) => name == submitted_by,
+        }
+    }
+}
+
+/// The routes the workers' token opens: the work routes, and a job's listing.
+pub const WORKER_LISTING_ROUTE: &str = "/api/jobs/{id}/files";
+
+impl Caller {
+    /// Whether this caller may call route `route` (as the router names it, e.g.
+    /// `/api/jobs/{id}`) with `method`: a worker the work routes and a job's listing
+    /// only; the operator everything; a user everything but the work routes.
+    pub fn may_call(&self, method: &axum::http::Method, route: &str) -> bool {
+        let work = route.starts_with("/api/work/");
+        match self {
+            Caller::Operator => true,
+            Caller::Worker => {
+                work || (route == WORKER_LISTING_ROUTE && method == axum::http::Method::GET)
+            }
+            Caller::User(_) => !work,
         }
     }
 }
@@ -174,7 +201,10 @@ pub async fn check_token(
     if let Err(wait) = state.throttle.check(ip, kind) {
         return Err(Denied::Throttled(wait.as_secs().max(1)));
     }
-    let verdict = if hetch_net::tokens_equal(token, &state.token) {
+    // Both compared every time, so that the time taken does not tell which matched.
+    let operator = hetch_net::tokens_equal(token, &state.token);
+    let worker = hetch_net::tokens_equal(token, &state.worker_token);
+    let verdict = if operator || worker {
         Ok(None)
     } else {
         match (&state.oidc, std::str::from_utf8(token)) {
@@ -191,7 +221,8 @@ pub async fn check_token(
             state.throttle.succeeded(ip, kind);
             match id {
                 Some(id) => admit(state, &id),
-                None => Ok((Caller::Operator, None, Grant::All)),
+                None if operator => Ok((Caller::Operator, None, Grant::All)),
+                None => Ok((Caller::Worker, None, Grant::All)),
             }
         }
         Err((guess, why)) => {

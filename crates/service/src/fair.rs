@@ -5,7 +5,7 @@
 //! - a user (an OIDC identity) holds at most [`FairLimits::per_user`] connections, and
 //!   users from one address (IPv6: one /64) at most [`FairLimits::per_address`];
 //! - users together hold at most `max_connections - operator_reserve`: the rest is
-//!   the service token's (the operator and the workers), which has no other cap;
+//!   the operator's and the workers' (their two tokens), which have no other cap;
 //! - a newcomer over one of these caps takes the place of the longest-idle connection
 //!   that counts against the same cap (the caller's own, its address's, anyone's),
 //!   which is closed; only when every such connection is in the middle of a request is
@@ -216,7 +216,7 @@ impl Conns {
     fn hold(&self, conn: &Arc<ConnState>, caller: &Caller) -> Result<(), Refused> {
         self.release(conn);
         let user = match caller {
-            Caller::Operator => None,
+            Caller::Operator | Caller::Worker => None,
             Caller::User(name) => Some(self.take(
                 conn,
                 |s| s.users.take(name.clone(), 1),
@@ -225,7 +225,7 @@ impl Conns {
             )?),
         };
         let address = match caller {
-            Caller::Operator => None,
+            Caller::Operator | Caller::Worker => None,
             Caller::User(_) => Some(self.take(
                 conn,
                 |s| s.addresses.take(conn.peer, 1),

@@ -120,6 +120,9 @@ pub enum ServiceError {
 // The planner's bound on a range is the protocol's.
 const _: () = assert!(hetch_jobs::MAX_RANGE_BLOCKS == hetch_proto::MAX_RANGE_BLOCKS);
 
+/// The workers' token file in the state directory (see [`auth`]).
+pub const WORKER_TOKEN_FILE: &str = "worker-token";
+
 /// What every handler shares.
 #[derive(Debug)]
 pub struct AppState {
@@ -127,8 +130,12 @@ pub struct AppState {
     pub db: Db,
     /// Job sources are below this (canonical).
     pub root: PathBuf,
-    /// The token clients and workers present.
+    /// The operator's token (the service's own).
     pub token: Vec<u8>,
+    /// The workers' token.
+    pub worker_token: Vec<u8>,
+    /// Where it is (named in warnings).
+    pub worker_token_path: PathBuf,
     /// Failed tokens per address.
     pub throttle: hetch_net::AuthThrottle,
     /// Lease length, milliseconds.
@@ -181,6 +188,8 @@ pub struct Service {
     pub fingerprint: Fingerprint,
     /// The token file clients need.
     pub token_path: PathBuf,
+    /// The token file workers need.
+    pub worker_token_path: PathBuf,
 }
 
 impl Service {
@@ -210,6 +219,8 @@ impl Service {
         hetch_net::private_state_dir(&cfg.state_dir)?;
         let (identity, _) = ServerIdentity::load_or_create(&cfg.state_dir)?;
         let (token, token_path) = hetch_net::load_or_create_token(&cfg.state_dir)?;
+        let (worker_token, worker_token_path) =
+            hetch_net::load_or_create_named_token(&cfg.state_dir, WORKER_TOKEN_FILE)?;
         let oidc = cfg.oidc.map(hetch_oidc::OidcVerifier::new).transpose()?;
         if oidc.is_some() && cfg.identities.is_none() {
             _ = writeln!(
@@ -284,6 +295,8 @@ impl Service {
             db,
             root,
             token,
+            worker_token,
+            worker_token_path: worker_token_path.clone(),
             throttle: hetch_net::AuthThrottle::default(),
             lease_ms: cfg.lease_ttl.as_millis() as u64,
             // A worker reads a unit's listing rows in one call.
@@ -318,6 +331,7 @@ impl Service {
             addr,
             fingerprint: identity.fingerprint,
             token_path,
+            worker_token_path,
         })
     }
 

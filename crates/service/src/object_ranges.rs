@@ -20,17 +20,18 @@ use hetch_service_api::{
     UploadRequest,
 };
 
-use crate::routes::{bad, check_worker, fail, internal, parse, Answer, ApiError};
+use crate::routes::{bad, check_worker, fail, internal, parse, unit_lease, Answer, ApiError};
 use crate::{now_ms, AppState};
 
-/// The unit `seq` of `job` that `worker` holds, with its planned bytes, or a 409.
+/// The unit `seq` of `job` that `worker` holds under lease id `lease`, with its
+/// planned bytes, or a 409.
 async fn held(
     state: &AppState,
     worker: &str,
-    job: &str,
-    seq: u64,
+    (job, seq, lease): (&str, u64, &str),
 ) -> Result<(UnitSpec, u64), ApiError> {
-    let held = state.db.held_unit(worker, job, seq, now_ms()).await;
+    let unit = unit_lease(job, seq, lease)?;
+    let held = state.db.held_unit(worker, &unit, now_ms()).await;
     match held.map_err(internal)? {
         Some((c, bytes)) => Ok((c.spec, bytes)),
         None => Err(fail(
@@ -45,7 +46,7 @@ pub(crate) async fn upload(State(state): State<Arc<AppState>>, body: Bytes) -> A
     let req: UploadRequest = parse(&body)?;
     check_worker(&req.worker)?;
     hetch_service_api::object_ranges::check_upload(&req.upload).map_err(bad)?;
-    let (spec, _) = held(&state, &req.worker, &req.job, req.seq).await?;
+    let (spec, _) = held(&state, &req.worker, (&req.job, req.seq, &req.lease)).await?;
     let UnitSpec::Range { file, .. } = spec else {
         return Err(bad(format!("seq: unit {} is not a range", req.seq)));
     };
@@ -61,7 +62,7 @@ pub(crate) async fn upload(State(state): State<Arc<AppState>>, body: Bytes) -> A
 pub(crate) async fn ranges(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
     let req: RangesRequest = parse(&body)?;
     check_worker(&req.worker)?;
-    let (spec, _) = held(&state, &req.worker, &req.job, req.seq).await?;
+    let (spec, _) = held(&state, &req.worker, (&req.job, req.seq, &req.lease)).await?;
     let UnitSpec::Commit { file, .. } = spec else {
         return Err(bad(format!("seq: unit {} is not a commit", req.seq)));
     };
@@ -107,7 +108,7 @@ pub(crate) async fn checked_report(
     req: &FinishRequest,
     r: &RangeReport,
 ) -> Result<Option<RangeRecord>, ApiError> {
-    let Ok((spec, bytes)) = held(state, &req.worker, &req.job, req.seq).await else {
+    let Ok((spec, bytes)) = held(state, &req.worker, (&req.job, req.seq, &req.lease)).await else {
         return Ok(None);
     };
     let UnitSpec::Range { file, first, end } = spec else {

@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use hetch_jobdb::leases::{MAX_UNIT_BYTES, MAX_UNIT_FILES};
-use hetch_jobdb::{JobRow, JobState, NewJob, Retry, UnitOutcome, WorkerReport};
+use hetch_jobdb::{JobRow, JobState, NewJob, Retry, UnitLease, UnitOutcome, WorkerReport};
 use hetch_service_api::WebhookView;
 
 /// Largest request body: room for a job of the most sources at the longest paths the
@@ -128,7 +128,12 @@ async fn authenticate(
     mut req: Request,
     next: Next,
 ) -> Response {
-    let worker_route = req.uri().path().starts_with("/api/work/");
+    // The route as the router names it (`/api/jobs/{id}`): what a caller may call.
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_default();
     let bearer = req.headers().get(header::AUTHORIZATION);
     // A browser: its session cookie instead of a token.
     if bearer.is_none() {
@@ -137,12 +142,14 @@ async fn authenticate(
                 if let Err(why) = crate::web::may_act(req.method(), req.headers(), &session) {
                     return fail(StatusCode::FORBIDDEN, why).into_response();
                 }
-                if worker_route {
+                if !session.caller.may_call(req.method(), &route) {
                     return fail(StatusCode::FORBIDDEN, "the worker routes take a token")
                         .into_response();
                 }
                 let grant = match &session.caller {
                     Caller::Operator => Ok(auth::Grant::All),
+                    // No login makes a worker's session (see `web::pages::log_in`).
+                    Caller::Worker => Err("a worker's session: log in again".to_string()),
                     Caller::User(_) => auth::Grant::of_entry(&state, session.entry.as_deref())
                         .map_err(|why| format!("{}: log in again", why.says("this session"))),
                 };
@@ -169,12 +176,17 @@ async fn authenticate(
             authenticated(&req);
             req.extensions_mut().insert(ends);
             req.extensions_mut().insert(grant);
-            if worker_route && caller != Caller::Operator {
-                return fail(
-                    StatusCode::FORBIDDEN,
-                    "the worker routes take the service's own token",
-                )
-                .into_response();
+            if !caller.may_call(req.method(), &route) {
+                let why = match caller {
+                    Caller::Worker => {
+                        "the workers' token opens the worker routes and a job's listing only"
+                    }
+                    _ => "the worker routes take the workers' token",
+                };
+                return fail(StatusCode::FORBIDDEN, why).into_response();
+            }
+            if caller == Caller::Operator && route.starts_with("/api/work/") {
+                operators_token_on_work_routes(&state);
             }
             req.extensions_mut().insert(caller.clone());
             return fairly(&state, &caller, req, next).await;
@@ -220,6 +232,21 @@ async fn fairly(state: &AppState, caller: &Caller, req: Request, next: Next) -> 
     match state.conns.admit(conn.conn(), caller) {
         Ok(in_flight) => in_flight.hold_until_sent(next.run(req).await),
         Err(refused) => refused.response(),
+    }
+}
+
+/// Says once per process that a worker calls with the operator's token: it works (as
+/// it did before workers had a token of their own), but that worker's host, and each
+/// unit's child process, then holds every power over the service.
+fn operators_token_on_work_routes(state: &AppState) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        _ = writeln!(
+            std::io::stderr(),
+            "hetch service: warning: a worker calls with the service's own token; give \
+             workers {} instead",
+            state.worker_token_path.display()
+        );
     }
 }
 
@@ -386,9 +413,11 @@ async fn list(
         }
     };
     let limit = q.limit.unwrap_or(100).min(MAX_LIST);
+    // A worker never gets here (see `Caller::may_call`); if it did, it would see
+    // only jobs submitted by "worker": none.
     let mine = match &caller {
         Caller::Operator => None,
-        Caller::User(name) => Some(name.as_str()),
+        other => Some(other.name()),
     };
     let rows = state.db.jobs(filter, mine, limit).await.map_err(internal)?;
     let mut out = Vec::with_capacity(rows.len());
@@ -509,6 +538,22 @@ pub(crate) fn check_worker(name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Unit `seq` of job `job` under lease id `lease`, as a worker names it; a 400 when
+/// the id is longer than any the service gives (it is only compared, never stored).
+pub(crate) fn unit_lease(job: &str, seq: u64, lease: &str) -> Result<UnitLease, ApiError> {
+    if lease.is_empty() || lease.len() > hetch_jobdb::MAX_LEASE_ID {
+        let max = hetch_jobdb::MAX_LEASE_ID;
+        return Err(bad(format!(
+            "lease: the id the claim gave (1 to {max} bytes)"
+        )));
+    }
+    Ok(UnitLease {
+        job: job.to_string(),
+        seq,
+        lease: lease.to_string(),
+    })
+}
+
 /// Records that worker `name` called, with what it says of itself and the progress
 /// of its units `(job, seq, bytes)`. Done after the call's lease work and never
 /// failing it: this is only shown, so neither a bad report nor the database's
@@ -570,7 +615,8 @@ async fn claim(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
             // left out, its attempt spent, and the rest are handed out.
             Err(e) => {
                 let why = UnitOutcome::Failed(format!("stored job spec unreadable: {e}"));
-                let took = state.db.finish(&req.worker, &c.job, c.seq, now_ms(), &why);
+                let unit = c.held();
+                let took = state.db.finish(&req.worker, &unit, now_ms(), &why);
                 took.await.map_err(internal)?.ok();
                 continue;
             }
@@ -584,6 +630,7 @@ async fn claim(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
             unit: c.spec,
             spec,
             until: c.until,
+            lease: c.lease,
             attempts: c.attempts,
             lease_ms: state.lease_ms,
         });
@@ -605,35 +652,33 @@ async fn rate_share(state: &AppState, job: &str, rate: u64) -> Result<u64, ApiEr
 async fn heartbeat(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
     let req: HeartbeatRequest = parse(&body)?;
     check_worker(&req.worker)?;
-    let held = match &req.units {
-        None => {
-            state
-                .db
-                .heartbeat(&req.worker, now_ms(), state.lease_ms)
-                .await
-        }
-        Some(units) if units.len() > 64 => return Err(bad("units: at most 64")),
-        Some(units) => {
-            let keys: Vec<(String, u64)> = units.iter().map(|u| (u.job.clone(), u.seq)).collect();
-            let ms = state.lease_ms;
-            state
-                .db
-                .heartbeat_units(&req.worker, now_ms(), ms, &keys)
-                .await
-        }
+    let units = req.units.as_deref().unwrap_or_default();
+    if units.len() > 64 {
+        return Err(bad("units: at most 64"));
     }
-    .map_err(internal)?;
-    let progress: Vec<(String, u64, u64)> = req
-        .units
+    let keys = units
         .iter()
-        .flatten()
+        .map(|u| unit_lease(&u.job, u.seq, &u.lease))
+        .collect::<Result<Vec<_>, _>>()?;
+    let held = state
+        .db
+        .heartbeat_units(&req.worker, now_ms(), state.lease_ms, &keys)
+        .await
+        .map_err(internal)?;
+    // Progress and lag only of the units whose lease was just shown to be the
+    // worker's: a report about another's unit changes nothing.
+    let held_set: std::collections::BTreeSet<(&str, u64)> =
+        held.iter().map(|(job, seq)| (job.as_str(), *seq)).collect();
+    let mine = || {
+        units
+            .iter()
+            .filter(|u| held_set.contains(&(u.job.as_str(), u.seq)))
+    };
+    let progress: Vec<(String, u64, u64)> = mine()
         .filter_map(|u| Some((u.job.clone(), u.seq, u.bytes?)))
         .collect();
     note_worker(&state, &req.worker, req.about.as_ref(), &progress).await;
-    let lags: Vec<(String, u64, u64, u64)> = req
-        .units
-        .iter()
-        .flatten()
+    let lags: Vec<(String, u64, u64, u64)> = mine()
         .filter_map(|u| {
             let l = u.lag?.bounded();
             Some((u.job.clone(), u.seq, l.p50_ms, l.p99_ms))
@@ -690,6 +735,7 @@ async fn finish(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
     let req: FinishRequest = parse(&body)?;
     check_worker(&req.worker)?;
     check_moved(&req)?;
+    let unit = unit_lease(&req.job, req.seq, &req.lease)?;
     let outcome = match &req.error {
         None => UnitOutcome::Done {
             files: req.files,
@@ -716,14 +762,7 @@ async fn finish(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
     };
     let r = state
         .db
-        .finish_with(
-            &req.worker,
-            &req.job,
-            req.seq,
-            now_ms(),
-            &outcome,
-            range.as_ref(),
-        )
+        .finish_with(&req.worker, &unit, now_ms(), &outcome, range.as_ref())
         .await
         .map_err(internal)?;
     match r {

@@ -49,6 +49,8 @@ pub struct LoopConfig {
 struct Running {
     /// Its job and number.
     key: (String, u64),
+    /// The id of the lease its claim gave, which every word about it carries.
+    lease: String,
     stop: StopSender,
     /// Its share of its job's rate limit, as the service last said.
     rate: Arc<RateLimiter>,
@@ -211,6 +213,7 @@ pub async fn claim_loop<S: Service, E: Execute>(
             }
             let (job, seq) = ended.key;
             report.worker = name.clone();
+            report.lease = ended.lease;
             let call = api.finish(&report);
             if let Err(e) = bounded(units.until_fence(), call).await {
                 metrics.call_failed(Call::Finish);
@@ -238,6 +241,7 @@ pub async fn claim_loop<S: Service, E: Execute>(
                 .map(|((job, seq), claim)| UnitKey {
                     job: job.clone(),
                     seq: *seq,
+                    lease: units.running[&claim].lease.clone(),
                     bytes: Some(metrics.unit_bytes(claim)),
                     lag: metrics.unit_lag(claim),
                 })
@@ -297,6 +301,7 @@ pub async fn claim_loop<S: Service, E: Execute>(
                         claims += 1;
                         let r = Running {
                             key: (u.job.clone(), u.seq),
+                            lease: u.lease.clone(),
                             stop: tx,
                             rate: rate.clone(),
                         };

@@ -130,6 +130,7 @@ impl UnitContext {
             worker: self.worker.clone(),
             job: u.job.clone(),
             seq: u.seq,
+            lease: u.lease.clone(),
             upload: mine.clone(),
         };
         let recorded = self.api.upload(&req).await;
@@ -239,6 +240,7 @@ impl UnitContext {
             worker: self.worker.clone(),
             job: u.job.clone(),
             seq: u.seq,
+            lease: u.lease.clone(),
             from: 0,
         };
         let page = self.api.ranges(&req).await?;

@@ -4,7 +4,7 @@
 //! answering has the worker stop its units before their leases could run out, and an
 //! idle worker asks for work less and less often.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -37,6 +37,8 @@ fn unit(seq: u64) -> ClaimedUnit {
         },
         spec: JobSpec::default(),
         until: 0,
+        // Given at each claim (see `Fake::claim`).
+        lease: String::new(),
         attempts: 0,
         lease_ms: LEASE.as_millis() as u64,
         rate_limit: 0,
@@ -48,8 +50,8 @@ fn unit(seq: u64) -> ClaimedUnit {
 struct State {
     /// Units to hand out.
     queue: VecDeque<ClaimedUnit>,
-    /// Units held for the worker.
-    held: HashSet<u64>,
+    /// Units held for the worker, with the lease id each claim gave.
+    held: HashMap<u64, String>,
     /// Reports received.
     finished: Vec<FinishRequest>,
     /// Claims asked for (answered or not).
@@ -104,9 +106,12 @@ impl Service for Fake {
                 return Err(ClientError::NotAllowed("not a worker's token".into()));
             }
             let n = (req.max as usize).min(s.queue.len());
-            let given: Vec<ClaimedUnit> = s.queue.drain(..n).collect();
-            for u in &given {
-                s.held.insert(u.seq);
+            let mut given: Vec<ClaimedUnit> = s.queue.drain(..n).collect();
+            for u in &mut given {
+                // A new id at each claim, as the service's: a unit given again has
+                // another.
+                u.lease = format!("{}-{}", u.seq, s.claims);
+                s.held.insert(u.seq, u.lease.clone());
                 s.claimed_at = Some(Instant::now());
             }
             Ok(given)
@@ -118,7 +123,7 @@ impl Service for Fake {
         req: &HeartbeatRequest,
     ) -> impl Future<Output = Result<HeartbeatReply, ClientError>> + Send {
         self.answer(|s| {
-            if let Some(seq) = s.reassign.filter(|q| s.held.contains(q)) {
+            if let Some(seq) = s.reassign.filter(|q| s.held.contains_key(q)) {
                 s.reassign = None;
                 s.held.remove(&seq);
                 s.queue.push_back(unit(seq));
@@ -127,7 +132,7 @@ impl Service for Fake {
                 .units
                 .iter()
                 .flatten()
-                .filter(|k| s.held.contains(&k.seq))
+                .filter(|k| s.held.get(&k.seq) == Some(&k.lease))
                 .map(|k| HeldUnit {
                     job: k.job.clone(),
                     seq: k.seq,
@@ -143,6 +148,15 @@ impl Service for Fake {
         req: &FinishRequest,
     ) -> impl Future<Output = Result<FinishReply, ClientError>> + Send {
         self.answer(|s| {
+            // Taken only with the lease id of the unit's latest claim.
+            if s.held.get(&req.seq) != Some(&req.lease) {
+                return Err(ClientError::Service {
+                    service: "fake".into(),
+                    status: 409,
+                    message: format!("unit {} is not yours", req.seq),
+                    field: None,
+                });
+            }
             s.held.remove(&req.seq);
             s.finished.push(req.clone());
             Ok(FinishReply {})

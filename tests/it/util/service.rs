@@ -14,6 +14,8 @@ pub struct Service {
     pub proc: Running,
     pub addr: String,
     pub token: String,
+    /// The workers' token (`state/worker-token`).
+    pub worker_token: String,
     /// The clients' config directory (where they pin the service's key on first
     /// use): one per test, shared by the services of one test (which have one key).
     /// Another test of this process may meet a reused port with a different key.
@@ -49,15 +51,16 @@ pub fn launch(dir: &Path, listen: &str, extra: &[&str]) -> Service {
     a.extend(args(extra));
     let proc = spawn(&a, &[]);
     let addr = printed_after(&proc, "listening on https://");
-    let token = std::fs::read_to_string(state.join("token"))
-        .unwrap()
-        .trim()
-        .to_string();
+    let read = |name: &str| {
+        let t = std::fs::read_to_string(state.join(name)).unwrap();
+        t.trim().to_string()
+    };
     let config = dir.join("config").to_string_lossy().into_owned();
     Service {
         proc,
         addr,
-        token,
+        token: read("token"),
+        worker_token: read("worker-token"),
         config,
     }
 }
@@ -67,6 +70,15 @@ impl Service {
     pub fn env(&self) -> [(&str, &str); 2] {
         [
             ("HETCH_TOKEN", &self.token),
+            ("HETCH_CONFIG_DIR", &self.config),
+        ]
+    }
+
+    /// The environment of a worker of this service: the workers' token (never the
+    /// operator's) and the config directory.
+    pub fn worker_env(&self) -> [(&str, &str); 2] {
+        [
+            ("HETCH_SERVICE_TOKEN", &self.worker_token),
             ("HETCH_CONFIG_DIR", &self.config),
         ]
     }
@@ -89,7 +101,7 @@ impl Service {
         ]);
         a.extend([OsString::from("--root"), dir.join("root").into()]);
         a.extend(args(extra));
-        spawn(&a, &self.env())
+        spawn(&a, &self.worker_env())
     }
 
     pub fn job(&self, a: &[&str]) -> super::Out {

@@ -49,13 +49,13 @@ fn the_deletion_step_waits_for_every_copy_and_its_report_is_bounded() {
         assert_eq!(seqs, [0, 1], "the deletion step waits");
         assert_eq!(db.unit_counts("m").await.unwrap().waiting, 1);
         // One copy done, one still running: it still waits.
-        db.finish("w", "m", 0, 2, &done(1, 10, 0))
+        db.finish("w", &got[0].held(), 2, &done(1, 10, 0))
             .await
             .unwrap()
             .unwrap();
         assert!(db.claim("w2", 3, TTL, 10).await.unwrap().is_empty());
         // Every copy done: now it is claimable, and the job is not done before it.
-        db.finish("w", "m", 1, 4, &done(1, 20, 0))
+        db.finish("w", &got[1].held(), 4, &done(1, 20, 0))
             .await
             .unwrap()
             .unwrap();
@@ -64,10 +64,15 @@ fn the_deletion_step_waits_for_every_copy_and_its_report_is_bounded() {
         assert_eq!((del[0].seq, &del[0].spec), (2, &UnitSpec::Delete {}));
         assert_eq!(db.job("m").await.unwrap().unwrap().state, JobState::Running);
         // An absurd report: it moves no listed entry, and writes at most the listing.
-        db.finish("w2", "m", 2, 6, &done(1 << 40, 1 << 40, u64::MAX >> 1))
-            .await
-            .unwrap()
-            .unwrap();
+        db.finish(
+            "w2",
+            &del[0].held(),
+            6,
+            &done(1 << 40, 1 << 40, u64::MAX >> 1),
+        )
+        .await
+        .unwrap()
+        .unwrap();
         let job = db.job("m").await.unwrap().unwrap();
         assert_eq!(
             (job.state, job.files_done, job.bytes_done, job.bytes_written),
@@ -80,13 +85,16 @@ fn the_deletion_step_waits_for_every_copy_and_its_report_is_bounded() {
 fn a_copy_that_fails_fails_the_deletion_step_and_a_retry_waits_again() {
     on_each(|db, _| async move {
         mirror(&db, "f", 0).await;
-        db.claim("w", 1, TTL, 10).await.unwrap();
-        db.finish("w", "f", 0, 2, &done(1, 10, 10))
+        let got = db.claim("w", 1, TTL, 10).await.unwrap();
+        db.finish("w", &got[0].held(), 2, &done(1, 10, 10))
             .await
             .unwrap()
             .unwrap();
         let broke = UnitOutcome::Failed("f1: no space left".into());
-        db.finish("w", "f", 1, 3, &broke).await.unwrap().unwrap();
+        db.finish("w", &got[1].held(), 3, &broke)
+            .await
+            .unwrap()
+            .unwrap();
         let job = db.job("f").await.unwrap().unwrap();
         // The job says why its copy failed; the deletion step why it deleted nothing.
         assert_eq!(
@@ -101,7 +109,7 @@ fn a_copy_that_fails_fails_the_deletion_step_and_a_retry_waits_again() {
         assert_eq!(db.retry("f", 5, None).await.unwrap(), Retry::Units(2));
         let again = db.claim("w", 6, TTL, 10).await.unwrap();
         assert_eq!(again.iter().map(|c| c.seq).collect::<Vec<_>>(), [1]);
-        db.finish("w", "f", 1, 7, &done(1, 20, 20))
+        db.finish("w", &again[0].held(), 7, &done(1, 20, 20))
             .await
             .unwrap()
             .unwrap();
@@ -110,7 +118,7 @@ fn a_copy_that_fails_fails_the_deletion_step_and_a_retry_waits_again() {
 
         // The deletion step refusing (--max-delete) fails the job with its line.
         let why = "deletions skipped: 2 entries would be deleted, more than --max-delete 1";
-        db.finish("w", "f", 2, 9, &UnitOutcome::Failed(why.into()))
+        db.finish("w", &del[0].held(), 9, &UnitOutcome::Failed(why.into()))
             .await
             .unwrap()
             .unwrap();

@@ -7,7 +7,7 @@ use crate::common;
 use common::{job_of, on_each, planner};
 use hetch_jobdb::{
     Backend, Db, DbError, FileRow, JobState, NewJob, PlannedUnit, PlanningLease, Refused, Retry,
-    UnitOutcome,
+    UnitLease, UnitOutcome,
 };
 use hetch_jobs::UnitSpec;
 
@@ -102,7 +102,7 @@ fn a_job_is_claimed_in_order_and_ends_done_with_its_counts() {
             let UnitSpec::Files { first, end, bytes } = c.spec else {
                 unreachable!()
             };
-            db.finish("w1", "j1", c.seq, 20, &done(end - first, bytes))
+            db.finish("w1", &c.held(), 20, &done(end - first, bytes))
                 .await
                 .unwrap()
                 .unwrap();
@@ -230,12 +230,12 @@ fn a_split_file_commits_once_after_all_its_ranges() {
             ],
             "the commit waits"
         );
-        db.finish("w", "big", got[0].seq, 2, &done(1, 1))
+        db.finish("w", &got[0].held(), 2, &done(1, 1))
             .await
             .unwrap()
             .unwrap();
         for c in &got[1..4] {
-            db.finish("w", "big", c.seq, 2, &done(0, 12))
+            db.finish("w", &c.held(), 2, &done(0, 12))
                 .await
                 .unwrap()
                 .unwrap();
@@ -244,18 +244,18 @@ fn a_split_file_commits_once_after_all_its_ranges() {
             db.claim("w", 3, TTL, 10).await.unwrap().is_empty(),
             "one range to go"
         );
-        db.finish("w", "big", got[4].seq, 4, &done(0, 4))
+        db.finish("w", &got[4].held(), 4, &done(0, 4))
             .await
             .unwrap()
             .unwrap();
         let commit = db.claim("w", 5, TTL, 10).await.unwrap();
         assert_eq!(commit.len(), 1);
         assert_eq!(commit[0].spec, UnitSpec::Commit { file: 1, ranges: 4 });
-        db.finish("w", "big", commit[0].seq, 6, &done(1, 0))
+        db.finish("w", &commit[0].held(), 6, &done(1, 0))
             .await
             .unwrap()
             .unwrap();
-        db.finish("w", "big", got[5].seq, 7, &done(1, 2))
+        db.finish("w", &got[5].held(), 7, &done(1, 2))
             .await
             .unwrap()
             .unwrap();
@@ -269,12 +269,12 @@ fn a_split_file_commits_once_after_all_its_ranges() {
         job_of(&db, "bad", 0, &[40], planner(10, 8, 20, 4), 1, 10).await;
         let got = db.claim("w", 11, TTL, 10).await.unwrap();
         assert_eq!(got.len(), 2);
-        db.finish("w", "bad", got[0].seq, 12, &done(0, 20))
+        db.finish("w", &got[0].held(), 12, &done(0, 20))
             .await
             .unwrap()
             .unwrap();
         let failed = UnitOutcome::Failed("source file f0 changed".into());
-        db.finish("w", "bad", got[1].seq, 13, &failed)
+        db.finish("w", &got[1].held(), 13, &failed)
             .await
             .unwrap()
             .unwrap();
@@ -295,12 +295,12 @@ fn a_split_file_commits_once_after_all_its_ranges() {
             again.iter().map(|c| c.seq).collect::<Vec<_>>(),
             [got[1].seq]
         );
-        db.finish("w", "bad", again[0].seq, 22, &done(0, 20))
+        db.finish("w", &again[0].held(), 22, &done(0, 20))
             .await
             .unwrap()
             .unwrap();
         let commit = db.claim("w", 23, TTL, 10).await.unwrap();
-        db.finish("w", "bad", commit[0].seq, 24, &done(1, 0))
+        db.finish("w", &commit[0].held(), 24, &done(1, 0))
             .await
             .unwrap()
             .unwrap();
@@ -317,10 +317,11 @@ fn a_held_unit_the_worker_does_not_run_runs_out_and_goes_to_another() {
         job_of(&db, "j", 0, &[1, 1, 1], planner(1, u64::MAX, 1, 1), 3, 0).await;
         let got = db.claim("w", 0, TTL, 2).await.unwrap();
         let (runs, lost) = (got[0].seq, got[1].seq);
-        let mine = [("j".to_string(), runs)];
         assert_eq!(
-            db.heartbeat_units("w", TTL - 1, TTL, &mine).await.unwrap(),
-            mine
+            db.heartbeat_units("w", TTL - 1, TTL, &[got[0].held()])
+                .await
+                .unwrap(),
+            [("j".to_string(), runs)]
         );
         assert!(db
             .heartbeat_units("w", TTL - 1, TTL, &[])
@@ -332,13 +333,31 @@ fn a_held_unit_the_worker_does_not_run_runs_out_and_goes_to_another() {
         let seqs: Vec<u64> = other.iter().map(|c| c.seq).collect();
         assert!(seqs.contains(&lost), "{seqs:?}");
         assert!(!seqs.contains(&runs), "{seqs:?}");
-        // Another worker's units are not extended by naming them.
-        let theirs = [("j".to_string(), lost)];
-        assert!(db
-            .heartbeat_units("w", TTL + 2, TTL, &theirs)
-            .await
-            .unwrap()
-            .is_empty());
+        // Another worker's units are not extended by naming them, not even with the
+        // name of their worker and the id w's own lost claim had.
+        let theirs = other.iter().find(|c| c.seq == lost).unwrap();
+        assert_ne!(theirs.lease, got[1].lease, "a new claim, a new id");
+        for (who, lease) in [
+            ("w", &theirs.lease),
+            ("v", &got[1].lease),
+            ("v", &got[0].lease),
+        ] {
+            let named = UnitLease {
+                lease: lease.clone(),
+                ..theirs.held()
+            };
+            assert!(db
+                .heartbeat_units(who, TTL + 2, TTL, &[named])
+                .await
+                .unwrap()
+                .is_empty());
+        }
+        assert_eq!(
+            db.heartbeat_units("v", TTL + 2, TTL, &[theirs.held()])
+                .await
+                .unwrap(),
+            [("j".to_string(), lost)]
+        );
     });
 }
 
@@ -351,7 +370,9 @@ fn an_expired_lease_goes_to_another_worker_and_the_late_one_is_refused() {
         assert_ne!(a[0].seq, b[0].seq);
         // b keeps beating; a goes quiet.
         assert_eq!(
-            db.heartbeat("b", TTL - 1, TTL).await.unwrap(),
+            db.heartbeat_units("b", TTL - 1, TTL, &[b[0].held()])
+                .await
+                .unwrap(),
             [("j".to_string(), b[0].seq)]
         );
         assert_eq!(
@@ -360,25 +381,28 @@ fn an_expired_lease_goes_to_another_worker_and_the_late_one_is_refused() {
             "a's lease ran out, b's was extended"
         );
         assert!(
-            db.heartbeat("a", TTL + 1, TTL).await.unwrap().is_empty(),
+            db.heartbeat_units("a", TTL + 1, TTL, &[a[0].held()])
+                .await
+                .unwrap()
+                .is_empty(),
             "a hears it lost"
         );
         let c = db.claim("c", TTL + 2, TTL, 5).await.unwrap();
         assert_eq!((c.len(), c[0].seq, c[0].attempts), (1, a[0].seq, 1));
         assert_eq!(
-            db.finish("a", "j", a[0].seq, TTL + 3, &done(1, 1))
+            db.finish("a", &a[0].held(), TTL + 3, &done(1, 1))
                 .await
                 .unwrap(),
             Err(Refused::NotOwner)
         );
-        db.finish("c", "j", c[0].seq, TTL + 4, &done(1, 1))
+        db.finish("c", &c[0].held(), TTL + 4, &done(1, 1))
             .await
             .unwrap()
             .unwrap();
         // b's lease runs out unreaped: its finish is refused as late.
         let late = 3 * TTL;
         assert_eq!(
-            db.finish("b", "j", b[0].seq, late, &done(1, 1))
+            db.finish("b", &b[0].held(), late, &done(1, 1))
                 .await
                 .unwrap(),
             Err(Refused::Expired)
@@ -388,23 +412,73 @@ fn an_expired_lease_goes_to_another_worker_and_the_late_one_is_refused() {
     });
 }
 
+/// A report is taken only with the id of the unit's current lease: naming the unit
+/// and its worker (both shown to users) is not enough, nor is the id of the same
+/// worker's earlier claim of it.
+#[test]
+fn a_report_is_taken_only_with_the_current_claims_lease_id() {
+    on_each(|db, _| async move {
+        job_of(&db, "j", 0, &[1], planner(1, u64::MAX, 1, 1), 3, 0).await;
+        let first = db.claim("w", 0, TTL, 1).await.unwrap().remove(0);
+        assert_eq!(first.lease.len(), 32, "{:?}", first.lease);
+        for guess in ["", "0", &"0".repeat(32), &first.lease.to_uppercase()] {
+            let named = UnitLease {
+                lease: guess.to_string(),
+                ..first.held()
+            };
+            assert_eq!(
+                db.finish("w", &named, 1, &done(1, 1)).await.unwrap(),
+                Err(Refused::NotOwner),
+                "{guess:?}"
+            );
+        }
+        // The id alone is not enough either: it is w's lease, not v's.
+        assert_eq!(
+            db.finish("v", &first.held(), 1, &done(1, 1)).await.unwrap(),
+            Err(Refused::NotOwner)
+        );
+        // Its lease runs out, and w is given the unit again: a new id, and the old
+        // one's late report (a run w stopped) is refused.
+        assert_eq!(db.reap(TTL).await.unwrap(), 1);
+        let second = db.claim("w", TTL + 1, TTL, 1).await.unwrap().remove(0);
+        assert_eq!(second.seq, first.seq);
+        assert_ne!(second.lease, first.lease);
+        assert_eq!(
+            db.finish("w", &first.held(), TTL + 2, &done(1, 1))
+                .await
+                .unwrap(),
+            Err(Refused::NotOwner)
+        );
+        let job = db.job("j").await.unwrap().unwrap();
+        assert_eq!((job.state, job.files_done), (JobState::Running, 0));
+        db.finish("w", &second.held(), TTL + 3, &done(1, 1))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(db.job("j").await.unwrap().unwrap().state, JobState::Done);
+    });
+}
+
 #[test]
 fn a_cancelled_job_stops_its_workers_and_a_retry_redoes_only_what_was_not_done() {
     on_each(|db, _| async move {
         job_of(&db, "j", 0, &[1, 2, 3], planner(1, u64::MAX, 1, 1), 3, 0).await;
         let got = db.claim("w", 1, TTL, 2).await.unwrap();
-        db.finish("w", "j", got[0].seq, 2, &done(1, 1))
+        db.finish("w", &got[0].held(), 2, &done(1, 1))
             .await
             .unwrap()
             .unwrap();
         assert!(db.cancel("j", 3).await.unwrap());
         assert!(!db.cancel("j", 4).await.unwrap(), "already over");
         assert!(
-            db.heartbeat("w", 4, TTL).await.unwrap().is_empty(),
+            db.heartbeat_units("w", 4, TTL, &[got[1].held()])
+                .await
+                .unwrap()
+                .is_empty(),
             "w must stop"
         );
         assert_eq!(
-            db.finish("w", "j", got[1].seq, 5, &done(1, 2))
+            db.finish("w", &got[1].held(), 5, &done(1, 2))
                 .await
                 .unwrap(),
             Err(Refused::NotOwner)
@@ -416,7 +490,7 @@ fn a_cancelled_job_stops_its_workers_and_a_retry_redoes_only_what_was_not_done()
         let again = db.claim("w", 8, TTL, 5).await.unwrap();
         assert_eq!(again.iter().map(|c| c.seq).collect::<Vec<_>>(), [1, 2]);
         for c in &again {
-            db.finish("w", "j", c.seq, 9, &done(1, 1))
+            db.finish("w", &c.held(), 9, &done(1, 1))
                 .await
                 .unwrap()
                 .unwrap();
@@ -470,7 +544,7 @@ fn concurrent_claims_from_two_service_instances_never_share_a_unit() {
                         return mine;
                     }
                     for c in got {
-                        db.finish(&name, "j", c.seq, 2, &done(1, 1))
+                        db.finish(&name, &c.held(), 2, &done(1, 1))
                             .await
                             .unwrap()
                             .unwrap();
@@ -499,12 +573,12 @@ fn a_reopened_database_has_everything_and_keeps_going() {
         db.close().await;
         let db = Db::open(&url).await.unwrap(); // migrations again: nothing to do
         assert_eq!(db.job("j").await.unwrap().unwrap().state, JobState::Running);
-        db.finish("w", "j", held[0].seq, 2, &done(1, 1))
+        db.finish("w", &held[0].held(), 2, &done(1, 1))
             .await
             .unwrap()
             .unwrap();
         let rest = db.claim("w", 3, TTL, 5).await.unwrap();
-        db.finish("w", "j", rest[0].seq, 4, &done(1, 1))
+        db.finish("w", &rest[0].held(), 4, &done(1, 1))
             .await
             .unwrap()
             .unwrap();
@@ -547,14 +621,14 @@ fn absurd_reports_are_held_to_their_unit_and_counters_never_overflow() {
         let got = db.claim("w", 1, TTL, 10).await.unwrap();
         assert_eq!(got.len(), 5, "{got:?}");
         for c in &got {
-            db.finish("w", "j", c.seq, 2, &absurd)
+            db.finish("w", &c.held(), 2, &absurd)
                 .await
                 .unwrap()
                 .unwrap();
         }
         let commit = db.claim("w", 3, TTL, 10).await.unwrap();
         assert_eq!(commit.len(), 1, "{commit:?}");
-        db.finish("w", "j", commit[0].seq, 4, &absurd)
+        db.finish("w", &commit[0].held(), 4, &absurd)
             .await
             .unwrap()
             .unwrap();
@@ -580,7 +654,7 @@ fn absurd_reports_are_held_to_their_unit_and_counters_never_overflow() {
         db.add_units(&lease, 0, &relays, 3).await.unwrap();
         assert!(db.queue(&lease, 10).await.unwrap());
         let got = db.claim("w", 11, TTL, 10).await.unwrap();
-        db.finish("w", "relay", got[0].seq, 12, &absurd)
+        db.finish("w", &got[0].held(), 12, &absurd)
             .await
             .unwrap()
             .unwrap();
@@ -596,7 +670,7 @@ fn absurd_reports_are_held_to_their_unit_and_counters_never_overflow() {
              WHERE id = 'relay'",
         )
         .await;
-        db.finish("w", "relay", got[1].seq, 13, &absurd)
+        db.finish("w", &got[1].held(), 13, &absurd)
             .await
             .unwrap()
             .unwrap();
@@ -660,7 +734,7 @@ fn a_damaged_row_is_reported_for_its_job_only() {
         let got = db.claim("w", 2, TTL, 10).await.unwrap();
         assert_eq!(got.len(), 4, "{got:?}");
         for c in &got {
-            db.finish("w", &c.job, c.seq, 3, &done(1, 4))
+            db.finish("w", &c.held(), 3, &done(1, 4))
                 .await
                 .unwrap()
                 .unwrap();
@@ -713,7 +787,7 @@ fn a_stream_that_moves_bytes_starts_its_count_of_runs_over_and_one_that_does_not
         // Each unit's first run fails without moving a byte: one run of two left.
         for u in db.claim("w", now, TTL, 2).await.unwrap() {
             assert_eq!(u.attempts, 0);
-            db.finish("w", "s", u.seq, now, &failed())
+            db.finish("w", &u.held(), now, &failed())
                 .await
                 .unwrap()
                 .unwrap();
@@ -733,7 +807,7 @@ fn a_stream_that_moves_bytes_starts_its_count_of_runs_over_and_one_that_does_not
             .await
             .unwrap();
         for u in &runs {
-            db.finish("w", "s", u.seq, now, &failed())
+            db.finish("w", &u.held(), now, &failed())
                 .await
                 .unwrap()
                 .unwrap();
@@ -747,7 +821,7 @@ fn a_stream_that_moves_bytes_starts_its_count_of_runs_over_and_one_that_does_not
             assert_eq!(got.len(), 1, "the batch of files ran out of runs");
             assert!(matches!(u.spec, UnitSpec::Stream { .. }));
             assert_eq!(u.attempts, 2 + left, "every run is counted");
-            db.finish("w", "s", 0, now, &failed())
+            db.finish("w", &u.held(), now, &failed())
                 .await
                 .unwrap()
                 .unwrap();
@@ -790,10 +864,15 @@ fn a_streams_lag_comes_from_its_holder_and_a_new_run_starts_it_over() {
         assert_eq!(db.totals().await.unwrap().bytes_in_flight, 5 << 30);
         // Run 1 of unit 0 ends failed (its worker stopping): its lag stays shown;
         // the run that claims it next starts it over.
-        db.finish("w", "s", 0, 30, &UnitOutcome::Failed("stopped".into()))
-            .await
-            .unwrap()
-            .unwrap();
+        db.finish(
+            "w",
+            &got[0].held(),
+            30,
+            &UnitOutcome::Failed("stopped".into()),
+        )
+        .await
+        .unwrap()
+        .unwrap();
         db.unit_lag("w", &lag(1, 5, 6)).await.unwrap();
         assert_eq!(db.job_lag("s").await.unwrap(), Some((40, 90)));
         let again = db.claim("w2", 1, TTL, 40).await.unwrap();

@@ -6,7 +6,9 @@
 use crate::common;
 
 use common::{job_of, on_each, planner};
-use hetch_jobdb::{Refused as DbRefused, UnitOutcome};
+use std::collections::BTreeMap;
+
+use hetch_jobdb::{Refused as DbRefused, UnitLease, UnitOutcome};
 use hetch_jobs::{lease, Unit, UnitState};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -106,6 +108,17 @@ async fn run_case(
     .await;
     let mut model: Vec<Unit> = (0..UNITS).map(|_| Unit::new(max)).collect();
     let name = |w: u8| format!("w{w}");
+    // The lease id each worker's latest claim of each unit gave: what it names the
+    // unit with (the model knows holders by name; the database by name and id).
+    let mut leases: BTreeMap<(u8, u64), String> = BTreeMap::new();
+    let lease_of = |leases: &BTreeMap<(u8, u64), String>, w: u8, i: u64| UnitLease {
+        job: job.clone(),
+        seq: i,
+        lease: leases
+            .get(&(w, i))
+            .cloned()
+            .unwrap_or_else(|| "never".into()),
+    };
     for op in ops {
         match op.clone() {
             Op::Claim(w, k) => {
@@ -120,11 +133,21 @@ async fn run_case(
                         want.push(i as u64);
                     }
                 }
+                for c in &got {
+                    leases.insert((w, c.seq), c.lease.clone());
+                }
                 let got: Vec<u64> = got.iter().map(|c| c.seq).collect();
                 prop_assert_eq!(got, want, "{:?}", op);
             }
             Op::Heartbeat(w) => {
-                let held = db.heartbeat(&name(w), now, TTL).await.unwrap();
+                let named: Vec<UnitLease> = (0..UNITS as u64)
+                    .filter(|&i| leases.contains_key(&(w, i)))
+                    .map(|i| lease_of(&leases, w, i))
+                    .collect();
+                let held = db
+                    .heartbeat_units(&name(w), now, TTL, &named)
+                    .await
+                    .unwrap();
                 let mut want = Vec::new();
                 for (i, u) in model.iter_mut().enumerate() {
                     if u.heartbeat(&name(w), now, TTL).is_ok() {
@@ -143,7 +166,7 @@ async fn run_case(
                     false => UnitOutcome::Failed("broke".into()),
                 };
                 let got = db
-                    .finish(&name(w), &job, i as u64, now, &outcome)
+                    .finish(&name(w), &lease_of(&leases, w, i as u64), now, &outcome)
                     .await
                     .unwrap();
                 let want =

@@ -109,7 +109,7 @@ fn a_delivery_is_due_when_its_job_ends_and_held_by_one_instance_at_a_time() {
                 written: 1,
             };
             reopened
-                .finish("w", "j", u.seq, 3_200, &done)
+                .finish("w", &u.held(), 3_200, &done)
                 .await
                 .unwrap()
                 .unwrap();

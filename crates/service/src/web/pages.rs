@@ -108,6 +108,12 @@ pub(super) fn log_in(
     mut then: Response,
 ) -> Response {
     match verdict {
+        // The workers' token opens no web interface (nor any route of people's).
+        Ok((auth::Caller::Worker, _, _)) => login_page(
+            state,
+            StatusCode::FORBIDDEN,
+            Some("the workers' token is for workers only"),
+        ),
         Ok((caller, token_expires, grant)) => {
             let now = now_ms();
             let expires =

@@ -77,17 +77,17 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     (
         "post",
         "/api/work/claim",
-        "A worker takes up to `max` units under a lease",
+        "A worker takes up to `max` units, each under a lease with a random id that every later call about it carries",
     ),
     (
         "post",
         "/api/work/heartbeat",
-        "A worker extends its leases; answers the units it still holds",
+        "A worker extends the leases of the units it runs (each named with its lease id); answers those it still holds",
     ),
     (
         "post",
         "/api/work/finish",
-        "A worker reports a unit it holds as done or failed",
+        "A worker reports a unit it holds (named with its lease id) as done or failed",
     ),
     (
         "post",
@@ -178,7 +178,7 @@ fn bodies(method: &str, path: &str) -> (Option<Value>, Option<Value>) {
 fn errors_of(method: &str, path: &str) -> Vec<(&'static str, &'static str)> {
     let mut e = vec![
         ("401", "No token, a wrong or expired one, or no session"),
-        ("403", "Not the caller's to do (a user's token on a worker route, a request without the session's CSRF token, an identity the map does not name, a path outside the user's, a retry whose identity map entry is gone)"),
+        ("403", "Not the caller's to do (a user's token on a worker route, the workers' token elsewhere than the worker routes and a job's listing, a request without the session's CSRF token, an identity the map does not name, a path outside the user's, a retry whose identity map entry is gone)"),
         ("429", "Too many wrong tokens from this address, a user's requests over their rate, every connection of the user's (or their address's) share busy, or too many event streams (Retry-After says how long to wait)"),
         ("500", "The service's own failure (its database)"),
         ("503", "Every connection the service may give the caller is busy (Retry-After says how long to wait)"),
@@ -322,12 +322,12 @@ pub fn document() -> Value {
             "securitySchemes": {"bearer": {
                 "type": "http",
                 "scheme": "bearer",
-                "description": "The service's token (every job; the /api/work routes), or, with --oidc-issuer, a JWT of that issuer (the caller's own jobs only)",
+                "description": "The service's own token (the operator: every job and route), the workers' token (the /api/work routes and a job's listing only), or, with --oidc-issuer, a JWT of that issuer (the caller's own jobs only)",
             }, "session": {
                 "type": "apiKey",
                 "in": "cookie",
                 "name": "__Host-hetch_session",
-                "description": "A browser's session, set by POST /login with either token; a request other than GET also needs the session's CSRF token (GET /api/session) in X-CSRF-Token",
+                "description": "A browser's session, set by POST /login with the service's own token or an issuer's; a request other than GET also needs the session's CSRF token (GET /api/session) in X-CSRF-Token",
             }},
             "schemas": schema::components(),
         }

@@ -6,7 +6,9 @@
 
 use crate::common;
 
-use common::{on_each, planner, start, start_with};
+use std::time::{Duration, Instant};
+
+use common::{on_each, planner, start, start_configured, start_with};
 use hetch_oidc::OidcConfig;
 use serde_json::{json, Value};
 
@@ -170,6 +172,16 @@ fn copies_into_themselves_and_destinations_that_do_not_parse_are_refused() {
     });
 }
 
+/// Worker `worker`'s heartbeat running `units` (as its claims gave them: each named
+/// with its lease id).
+fn beat_of(worker: &str, units: &[Value]) -> Value {
+    let units: Vec<Value> = units
+        .iter()
+        .map(|u| json!({"job": u["job"], "seq": u["seq"], "lease": u["lease"]}))
+        .collect();
+    json!({"worker": worker, "units": units})
+}
+
 #[test]
 fn a_job_is_planned_from_its_tree_and_run_through_the_work_api_to_done() {
     on_each(|dir, url| async move {
@@ -226,24 +238,25 @@ fn a_job_is_planned_from_its_tree_and_run_through_the_work_api_to_done() {
             !kinds.contains(&"Commit".to_string()),
             "the commit waits for its ranges"
         );
-        let (s, hb) = api
-            .post("/api/work/heartbeat", json!({"worker": "w1"}))
-            .await;
+        let (s, hb) = api.post("/api/work/heartbeat", beat_of("w1", &units)).await;
         assert_eq!(
             (s, hb["held"].as_array().unwrap().len()),
             (200, units.len())
         );
-        // Another worker may not finish w1's unit.
+        // Another worker may not finish w1's unit, even naming its lease id.
         let first = &units[0];
         let (s, v) = api
             .post(
                 "/api/work/finish",
-                json!({"worker": "w2", "job": id, "seq": first["seq"], "error": null}),
+                json!({"worker": "w2", "job": id, "seq": first["seq"],
+                       "lease": first["lease"], "error": null}),
             )
             .await;
         assert_eq!(s, 409, "{v}");
         for u in &units {
-            let (s, v) = api.post("/api/work/finish", json!({"worker": "w1", "job": id, "seq": u["seq"], "error": null, "files": 1, "bytes": 1})).await;
+            let report = json!({"worker": "w1", "job": id, "seq": u["seq"], "lease": u["lease"],
+                                "error": null, "files": 1, "bytes": 1});
+            let (s, v) = api.post("/api/work/finish", report).await;
             assert_eq!(s, 200, "{v}");
         }
         let (_, commit) = api
@@ -254,7 +267,8 @@ fn a_job_is_planned_from_its_tree_and_run_through_the_work_api_to_done() {
         let (s, _) = api
             .post(
                 "/api/work/finish",
-                json!({"worker": "w1", "job": id, "seq": commit[0]["seq"], "error": null}),
+                json!({"worker": "w1", "job": id, "seq": commit[0]["seq"],
+                       "lease": commit[0]["lease"], "error": null}),
             )
             .await;
         assert_eq!(s, 200);
@@ -307,8 +321,8 @@ fn a_copy_between_two_servers_is_one_relay_unit_per_source() {
             .collect();
         assert_eq!(operands, [0, 1], "{units}");
         for (u, (files, bytes)) in units.as_array().unwrap().iter().zip([(3, 300), (4, 4000)]) {
-            let report = json!({"worker": "w1", "job": id, "seq": u["seq"], "error": null,
-                                "files": files, "bytes": bytes});
+            let report = json!({"worker": "w1", "job": id, "seq": u["seq"], "lease": u["lease"],
+                                "error": null, "files": files, "bytes": bytes});
             let (s, v) = api.post("/api/work/finish", report).await;
             assert_eq!(s, 200, "{v}");
         }
@@ -350,14 +364,14 @@ fn cancel_retry_and_a_restart_that_loses_nothing() {
             (200, Some("cancelled")),
             "{job}"
         );
-        let (_, hb) = api
-            .post("/api/work/heartbeat", json!({"worker": "w1"}))
-            .await;
+        let held = held.as_array().unwrap().clone();
+        let (_, hb) = api.post("/api/work/heartbeat", beat_of("w1", &held)).await;
         assert_eq!(hb["held"], json!([]), "the worker hears it must stop");
         let (s, _) = api
             .post(
                 "/api/work/finish",
-                json!({"worker": "w1", "job": id, "seq": held[0]["seq"], "error": null}),
+                json!({"worker": "w1", "job": id, "seq": held[0]["seq"],
+                       "lease": held[0]["lease"], "error": null}),
             )
             .await;
         assert_eq!(s, 409);
@@ -380,6 +394,217 @@ fn cancel_retry_and_a_restart_that_loses_nothing() {
             units.as_array().unwrap().len() as u64,
             jobs[0]["units"]["ready"].as_u64().unwrap()
         );
+    });
+}
+
+/// A unit is its worker's only under the lease id its claim gave: a report or a
+/// heartbeat naming the worker and the unit (both shown to users) but not that id
+/// (none, an empty one, a wrong one, one longer than any the service gives) is
+/// refused and changes nothing; the id's report is taken. Once a lease runs out, the
+/// unit claimed again (by the same worker, even) comes with another id, and the first
+/// is refused (`a_report_is_taken_only_with_the_current_claims_lease_id` in the
+/// database's tests shows the second's report taken).
+#[test]
+fn a_unit_is_reported_only_with_the_lease_id_its_claim_gave() {
+    on_each(|dir, url| async move {
+        let (api, task) = start(&dir, &url, planner()).await;
+        // One relay unit: its job is done once it is.
+        let relay = json!({"sources": ["hetch://a.example:7878/run1"],
+                           "dest": "hetch://b.example:7878/in"});
+        let (s, job) = api.post("/api/jobs", relay.clone()).await;
+        assert_eq!(s, 201, "{job}");
+        let id = job["id"].as_str().unwrap().to_string();
+        api.planned(&id).await;
+        let (s, got) = api
+            .post("/api/work/claim", json!({"worker": "w1", "max": 8}))
+            .await;
+        assert_eq!(s, 200, "{got}");
+        assert_eq!(got.as_array().map(Vec::len), Some(1), "{got}");
+        let unit = &got[0];
+        let lease = unit["lease"].as_str().expect("a lease id").to_string();
+        assert!(!lease.is_empty() && lease.len() <= 64, "{lease}");
+        let state = || {
+            let (api, id) = (&api, &id);
+            async move {
+                let (s, job) = api.get(&format!("/api/jobs/{id}")).await;
+                assert_eq!(s, 200, "{job}");
+                job["state"].as_str().unwrap().to_string()
+            }
+        };
+        // w1's report of its unit, naming `lease` (none when `None`).
+        let report = |lease: Option<&str>| {
+            let mut r = json!({"worker": "w1", "job": id, "seq": unit["seq"], "error": null,
+                               "files": 3, "bytes": 300});
+            if let Some(l) = lease {
+                r["lease"] = json!(l);
+            }
+            r
+        };
+        let too_long = "a".repeat(65);
+        for lease in [None, Some(""), Some(too_long.as_str())] {
+            let (s, v) = api.post("/api/work/finish", report(lease)).await;
+            assert_eq!(s, 400, "{lease:?}: {v}");
+            assert!(v["error"].as_str().unwrap().contains("lease"), "{v}");
+            assert_eq!(state().await, "running", "{lease:?}");
+        }
+        // The id with its last digit changed.
+        let mut wrong = lease.clone();
+        let last = if wrong.ends_with('0') { '1' } else { '0' };
+        wrong.pop();
+        wrong.push(last);
+        let (s, v) = api.post("/api/work/finish", report(Some(&wrong))).await;
+        let refused = format!("unit {} of job {id} is not yours: NotOwner", unit["seq"]);
+        assert_eq!(
+            (s, v["error"].as_str()),
+            (409, Some(refused.as_str())),
+            "{v}"
+        );
+        assert_eq!(state().await, "running");
+        // A heartbeat under the wrong id holds nothing, nor one naming no unit; the
+        // real id's still holds the unit, its lease untouched by all the above.
+        let mut stray = unit.clone();
+        stray["lease"] = json!(wrong);
+        for beat in [beat_of("w1", &[stray]), json!({"worker": "w1"})] {
+            let (s, hb) = api.post("/api/work/heartbeat", beat.clone()).await;
+            assert_eq!((s, &hb["held"]), (200, &json!([])), "{beat}: {hb}");
+        }
+        let (s, hb) = api
+            .post(
+                "/api/work/heartbeat",
+                beat_of("w1", got.as_array().unwrap()),
+            )
+            .await;
+        assert_eq!(s, 200, "{hb}");
+        assert_eq!(hb["held"].as_array().map(Vec::len), Some(1), "{hb}");
+        assert_eq!(hb["held"][0]["seq"], unit["seq"], "{hb}");
+        let (s, v) = api.post("/api/work/finish", report(Some(&lease))).await;
+        assert_eq!(s, 200, "{v}");
+        let (_, job) = api.get(&format!("/api/jobs/{id}")).await;
+        assert_eq!(job["state"], "done", "{job}");
+        assert_eq!(job["files_done"], 3, "{job}");
+
+        // The service again on the same database, its leases three seconds long.
+        task.abort();
+        let _ = task.await;
+        let ttl = Duration::from_secs(3);
+        let (api, _task) = start_configured(&dir, &url, planner(), |c| c.lease_ttl = ttl).await;
+        let (s, job) = api.post("/api/jobs", relay).await;
+        assert_eq!(s, 201, "{job}");
+        let id = job["id"].as_str().unwrap().to_string();
+        api.planned(&id).await;
+        let claim = || api.post("/api/work/claim", json!({"worker": "w1", "max": 8}));
+        let (s, got) = claim().await;
+        assert_eq!(s, 200, "{got}");
+        let first = got[0].clone();
+        assert_eq!(first["job"], id.as_str(), "{got}");
+        // w1 lets it run out, then claims it again.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let again = loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let (s, got) = claim().await;
+            assert_eq!(s, 200, "{got}");
+            if let Some(u) = got.as_array().unwrap().first() {
+                break u.clone();
+            }
+            assert!(Instant::now() < deadline, "the lease never ran out");
+        };
+        assert_eq!(
+            (&again["job"], &again["seq"]),
+            (&first["job"], &first["seq"])
+        );
+        assert_eq!(again["attempts"], 1, "{again}");
+        assert_ne!(again["lease"], first["lease"], "{again}");
+        let report = |u: &Value| {
+            json!({"worker": "w1", "job": id, "seq": u["seq"], "lease": u["lease"],
+                   "error": null, "files": 1, "bytes": 1})
+        };
+        let (s, v) = api.post("/api/work/finish", report(&first)).await;
+        assert_eq!(s, 409, "{v}");
+        assert!(v["error"].as_str().unwrap().ends_with("NotOwner"), "{v}");
+        let (s, hb) = api
+            .post(
+                "/api/work/heartbeat",
+                beat_of("w1", std::slice::from_ref(&first)),
+            )
+            .await;
+        assert_eq!((s, &hb["held"]), (200, &json!([])), "{hb}");
+        // (That the second id's report is taken does not depend on this test's pace
+        // here: the database's tests show it on their own clock.)
+    });
+}
+
+/// The workers' token opens the worker routes and a job's listing (which units read),
+/// and nothing else: no job list, view, submission, cancel or retry, no schedules, no
+/// metrics; the operator's token (what workers held before) still works there.
+#[test]
+fn the_workers_token_opens_the_worker_routes_and_a_jobs_listing_only() {
+    on_each(|dir, url| async move {
+        let (api, _task) = start(&dir, &url, planner()).await;
+        assert_ne!(api.worker_token, api.token);
+        let (s, job) = api
+            .post("/api/jobs", json!({"sources": ["run1"], "dest": "copy"}))
+            .await;
+        assert_eq!(s, 201, "{job}");
+        let id = job["id"].as_str().unwrap().to_string();
+        api.planned(&id).await;
+        let worker = Some(api.worker_token.as_str());
+        let job_path = format!("/api/jobs/{id}");
+        let refused: Vec<(&str, String, Option<Value>)> = vec![
+            ("GET", "/api/jobs".into(), None),
+            (
+                "POST",
+                "/api/jobs".into(),
+                Some(json!({"sources": ["run1"], "dest": "x"})),
+            ),
+            ("GET", job_path.clone(), None),
+            ("POST", format!("{job_path}/cancel"), Some(json!({}))),
+            ("POST", format!("{job_path}/retry"), Some(json!({}))),
+            ("GET", "/api/schedules".into(), None),
+            ("GET", "/api/session".into(), None),
+        ];
+        for (method, path, body) in refused {
+            let (s, v) = api.call(method, &path, body, worker).await;
+            assert_eq!(s, 403, "{method} {path}: {v}");
+            assert!(
+                v["error"].as_str().unwrap().contains("workers' token"),
+                "{v}"
+            );
+        }
+        let metrics = api
+            .http
+            .get(format!("{}/metrics", api.base))
+            .bearer_auth(&api.worker_token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(metrics.status(), 403);
+        // Nothing above touched the job.
+        let (s, v) = api.get(&job_path).await;
+        assert_eq!((s, &v["state"]), (200, &json!("queued")), "{v}");
+        let files = format!("{job_path}/files?from=0&to=2");
+        let (s, rows) = api.call("GET", &files, None, worker).await;
+        assert_eq!((s, &rows[0]["path"]), (200, &json!("run1")), "{rows}");
+        let claim = json!({"worker": "w1", "max": 1});
+        let (s, got) = api
+            .call("POST", "/api/work/claim", Some(claim), worker)
+            .await;
+        assert_eq!(s, 200, "{got}");
+        let (s, hb) = api
+            .call(
+                "POST",
+                "/api/work/heartbeat",
+                Some(beat_of("w1", got.as_array().unwrap())),
+                worker,
+            )
+            .await;
+        assert_eq!(
+            (s, hb["held"].as_array().map(Vec::len)),
+            (200, Some(1)),
+            "{hb}"
+        );
+        let claim = json!({"worker": "w2", "max": 1});
+        let (s, got) = api.post("/api/work/claim", claim).await;
+        assert_eq!((s, got.as_array().map(Vec::len)), (200, Some(1)), "{got}");
     });
 }
 
@@ -541,7 +766,8 @@ fn metrics_show_the_totals_and_the_requests_to_the_operator_only() {
             .iter()
             .find(|u| u["unit"]["Range"].is_object());
         let range = range.expect("a range among the first units");
-        let beat = json!({"worker": "w1", "units": [{"job": range["job"], "seq": range["seq"], "bytes": 10}]});
+        let beat = json!({"worker": "w1", "units": [{"job": range["job"], "seq": range["seq"],
+                                                      "lease": range["lease"], "bytes": 10}]});
         assert_eq!(api.post("/api/work/heartbeat", beat).await.0, 200);
         let _ = api.call("GET", "/api/jobs", None, Some("wrong")).await;
         // What a caller puts in a path never becomes a label value: routes are counted
@@ -628,10 +854,11 @@ fn a_jobs_rate_limit_is_shared_among_its_units_held_now() {
                 v.as_array().unwrap().clone()
             }
         };
-        let beat = |w: &'static str| {
+        let beat = |w: &'static str, units: &[Value]| {
             let api = &api;
+            let beat = beat_of(w, units);
             async move {
-                let (_, hb) = api.post("/api/work/heartbeat", json!({"worker": w})).await;
+                let (_, hb) = api.post("/api/work/heartbeat", beat).await;
                 let rates: Vec<u64> = hb["held"]
                     .as_array()
                     .unwrap()
@@ -647,18 +874,19 @@ fn a_jobs_rate_limit_is_shared_among_its_units_held_now() {
         assert_eq!(two.len(), 2, "{two:?}");
         // Claimed one after the other: the second saw three units held.
         assert_eq!(two[1]["rate_limit"], 1_000_000);
-        assert_eq!(beat("w1").await, [1_000_000]);
-        assert_eq!(beat("w2").await, [1_000_000, 1_000_000]);
+        assert_eq!(beat("w1", &one).await, [1_000_000]);
+        assert_eq!(beat("w2", &two).await, [1_000_000, 1_000_000]);
         for u in &two {
             let (s, v) = api
                 .post(
                     "/api/work/finish",
-                    json!({"worker": "w2", "job": id, "seq": u["seq"], "error": null}),
+                    json!({"worker": "w2", "job": id, "seq": u["seq"], "lease": u["lease"],
+                           "error": null}),
                 )
                 .await;
             assert_eq!(s, 200, "{v}");
         }
-        assert_eq!(beat("w1").await, [3_000_000], "the others ended");
+        assert_eq!(beat("w1", &one).await, [3_000_000], "the others ended");
 
         let (_, free) = api
             .post(
@@ -994,16 +1222,16 @@ fn absurd_finish_reports_are_refused_and_the_job_list_still_answers() {
         assert_eq!(s, 201, "{job}");
         let id = job["id"].as_str().unwrap().to_string();
         api.planned(&id).await;
-        let report = |seq: &Value, files: u64, bytes: u64| {
-            json!({"worker": "w1", "job": id, "seq": seq, "error": null,
-                   "files": files, "bytes": bytes})
+        let report = |u: &Value, files: u64, bytes: u64| {
+            json!({"worker": "w1", "job": id, "seq": u["seq"], "lease": u["lease"],
+                   "error": null, "files": files, "bytes": bytes})
         };
         let (s, units) = api
             .post("/api/work/claim", json!({"worker": "w1", "max": 64}))
             .await;
         assert_eq!(s, 200, "{units}");
         let units = units.as_array().unwrap().clone();
-        let first = &units[0]["seq"];
+        let first = &units[0];
         for (files, bytes, field) in [
             (u64::MAX, 0, "files"),
             (0, u64::MAX, "bytes"),
@@ -1027,10 +1255,7 @@ fn absurd_finish_reports_are_refused_and_the_job_list_still_answers() {
         let (most_files, most_bytes) = (MAX_UNIT_FILES, MAX_UNIT_BYTES);
         for u in &units {
             let (s, v) = api
-                .post(
-                    "/api/work/finish",
-                    report(&u["seq"], most_files, most_bytes),
-                )
+                .post("/api/work/finish", report(u, most_files, most_bytes))
                 .await;
             assert_eq!(s, 200, "{v}");
         }
@@ -1041,7 +1266,7 @@ fn absurd_finish_reports_are_refused_and_the_job_list_still_answers() {
         let (s, v) = api
             .post(
                 "/api/work/finish",
-                report(&commit[0]["seq"], most_files, most_bytes),
+                report(&commit[0], most_files, most_bytes),
             )
             .await;
         assert_eq!(s, 200, "{v}");

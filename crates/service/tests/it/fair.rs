@@ -94,13 +94,7 @@ fn fresh(api: &Api) -> Api {
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap();
-    Api {
-        http,
-        base: api.base.clone(),
-        token: api.token.clone(),
-        addr: api.addr.clone(),
-        tls: api.tls.clone(),
-    }
+    api.with_client(http)
 }
 
 /// A service letting in the users of a test issuer, with `limits`; the tokens of two

@@ -35,20 +35,25 @@ fn range_reports_are_bounded_checked_and_read_back_by_the_commit() {
         let (seq, file) = (&range["seq"], &range["unit"]["Range"]["file"]);
         assert_eq!(range["unit"]["Range"]["end"], 2, "{range}");
         let files_unit = units.iter().find(|u| u["unit"].get("Files").is_some());
-        let upload = |seq: &Value, worker: &str, upload: String| json!({"worker": worker, "job": id, "seq": seq, "upload": upload});
+        let lease = &range["lease"];
+        // Unit `u`'s upload as `worker` says it, with `u`'s lease id.
+        let upload = |u: &Value, worker: &str, upload: String| {
+            json!({"worker": worker, "job": id, "seq": u["seq"], "lease": u["lease"],
+                   "upload": upload})
+        };
 
         // The first upload recorded is the file's; a later one learns it.
         let (s, v) = api
-            .post("/api/work/upload", upload(seq, "w1", "u".repeat(1025)))
+            .post("/api/work/upload", upload(&range, "w1", "u".repeat(1025)))
             .await;
         assert_eq!(s, 400, "{v}");
         assert!(v["error"].as_str().unwrap().starts_with("upload: "), "{v}");
         let (s, v) = api
-            .post("/api/work/upload", upload(seq, "w1", "up-A".into()))
+            .post("/api/work/upload", upload(&range, "w1", "up-A".into()))
             .await;
         assert_eq!((s, &v["upload"]), (200, &json!("up-A")), "{v}");
         let (s, v) = api
-            .post("/api/work/upload", upload(seq, "w1", "up-B".into()))
+            .post("/api/work/upload", upload(&range, "w1", "up-B".into()))
             .await;
         assert_eq!((s, &v["upload"]), (200, &json!("up-A")), "{v}");
         // The workers' client learns it too (its key learned on first use).
@@ -62,17 +67,24 @@ fn range_reports_are_bounded_checked_and_read_back_by_the_commit() {
             worker: "w1".into(),
             job: id.clone(),
             seq: seq_n,
+            lease: lease.as_str().unwrap().to_string(),
             upload: "up-Z".into(),
         };
         assert_eq!(client.upload(&ask_upload).await.unwrap().upload, "up-A");
-        // Only for a range unit the worker holds.
+        // Only for a range unit the worker holds, under the lease id its claim gave.
         let (s, v) = api
-            .post("/api/work/upload", upload(seq, "w2", "up-C".into()))
+            .post("/api/work/upload", upload(&range, "w2", "up-C".into()))
+            .await;
+        assert_eq!(s, 409, "{v}");
+        let mut stray = range.clone();
+        stray["lease"] = json!("0".repeat(32));
+        let (s, v) = api
+            .post("/api/work/upload", upload(&stray, "w1", "up-C".into()))
             .await;
         assert_eq!(s, 409, "{v}");
         if let Some(f) = files_unit {
             let (s, v) = api
-                .post("/api/work/upload", upload(&f["seq"], "w1", "up-C".into()))
+                .post("/api/work/upload", upload(f, "w1", "up-C".into()))
                 .await;
             assert_eq!(s, 400, "{v}");
         }
@@ -81,8 +93,8 @@ fn range_reports_are_bounded_checked_and_read_back_by_the_commit() {
         let good = json!({"upload": "up-A", "parts": ["\"etag-1\""], "size": 16,
                           "digests": [digest, digest]});
         let report = |range: Value| {
-            json!({"worker": "w1", "job": id, "seq": seq, "error": null, "files": 0,
-                   "bytes": 16, "range": range})
+            json!({"worker": "w1", "job": id, "seq": seq, "lease": lease, "error": null,
+                   "files": 0, "bytes": 16, "range": range})
         };
         let with = |k: &str, v: Value| {
             let mut r = good.clone();
@@ -119,8 +131,8 @@ fn range_reports_are_bounded_checked_and_read_back_by_the_commit() {
 
         // Every other unit done; the file's commit reads what its ranges reported.
         for u in units.iter().filter(|u| &u["seq"] != seq) {
-            let done = json!({"worker": "w1", "job": id, "seq": u["seq"], "error": null,
-                              "files": 0, "bytes": 0});
+            let done = json!({"worker": "w1", "job": id, "seq": u["seq"], "lease": u["lease"],
+                              "error": null, "files": 0, "bytes": 0});
             let (s, v) = api.post("/api/work/finish", done).await;
             assert_eq!(s, 200, "{v}");
         }
@@ -135,11 +147,8 @@ fn range_reports_are_bounded_checked_and_read_back_by_the_commit() {
             .find(|u| &u["unit"]["Commit"]["file"] == file)
             .expect("the file's commit")
             .clone();
-        let ask =
-            |seq: &Value, worker: &str| json!({"worker": worker, "job": id, "seq": seq, "from": 0});
-        let (s, v) = api
-            .post("/api/work/ranges", ask(&commit["seq"], "w1"))
-            .await;
+        let ask = |u: &Value, worker: &str| json!({"worker": worker, "job": id, "seq": u["seq"], "lease": u["lease"], "from": 0});
+        let (s, v) = api.post("/api/work/ranges", ask(&commit, "w1")).await;
         assert_eq!(s, 200, "{v}");
         assert_eq!(v["upload"], "up-A", "{v}");
         let ranges = v["ranges"].as_array().unwrap();
@@ -157,16 +166,19 @@ fn range_reports_are_bounded_checked_and_read_back_by_the_commit() {
                 worker: "w1".into(),
                 job: id.clone(),
                 seq: commit["seq"].as_u64().unwrap(),
+                lease: commit["lease"].as_str().unwrap().to_string(),
                 from: 0,
             })
             .await
             .unwrap();
         assert_eq!(page.upload.as_deref(), Some("up-A"));
         assert_eq!(serde_json::to_value(&page.ranges).unwrap(), v["ranges"]);
-        // Only the commit's holder asks.
-        let (s, v) = api
-            .post("/api/work/ranges", ask(&commit["seq"], "w2"))
-            .await;
+        // Only the commit's holder asks, under the lease id its claim gave.
+        let (s, v) = api.post("/api/work/ranges", ask(&commit, "w2")).await;
+        assert_eq!(s, 409, "{v}");
+        let mut stray = commit.clone();
+        stray["lease"] = json!("0".repeat(32));
+        let (s, v) = api.post("/api/work/ranges", ask(&stray, "w1")).await;
         assert_eq!(s, 409, "{v}");
     });
 }

@@ -186,6 +186,7 @@ fn the_documents_schemas_are_the_types_and_the_services_answers_fit_them() {
             units: Some(vec![UnitKey {
                 job: u.job.clone(),
                 seq: u.seq,
+                lease: u.lease.clone(),
                 bytes: Some(3),
                 lag: None,
             }]),
@@ -202,6 +203,7 @@ fn the_documents_schemas_are_the_types_and_the_services_answers_fit_them() {
         );
         let mut done = FinishRequest::done(&u.job, u.seq, 1, 1);
         done.worker = "w1".into();
+        done.lease = u.lease.clone();
         let done = serde_json::to_value(done).unwrap();
         checked::<FinishRequest>(&doc, &done, false);
         let (s, v) = api.post("/api/work/finish", done).await;
@@ -209,12 +211,14 @@ fn the_documents_schemas_are_the_types_and_the_services_answers_fit_them() {
         checked::<FinishReply>(&doc, &v, false);
         let failed = FinishRequest {
             worker: "w1".into(),
+            lease: "0f".into(),
             ..FinishRequest::failed("j", 1, "why".into())
         };
         checked::<FinishRequest>(&doc, &serde_json::to_value(failed).unwrap(), false);
         if let Some(other) = units.get(1) {
             let mut failed = FinishRequest::failed(&other.job, other.seq, "disk full".into());
             failed.worker = "w1".into();
+            failed.lease = other.lease.clone();
             let (s, v) = api
                 .post("/api/work/finish", serde_json::to_value(failed).unwrap())
                 .await;
@@ -296,6 +300,17 @@ fn the_documents_schemas_are_the_types_and_the_services_answers_fit_them() {
             &doc,
             &json!({"worker": "w", "job": "j"})
         ));
+        // A report without its lease id, or with an empty or overlong one.
+        let report = json!({"worker": "w", "job": "j", "seq": 1, "error": null});
+        assert!(!valid::<FinishRequest>(&doc, &report));
+        for lease in [String::new(), "0".repeat(65)] {
+            let mut bad = report.clone();
+            bad["lease"] = json!(lease);
+            assert!(!valid::<FinishRequest>(&doc, &bad), "{bad}");
+        }
+        let mut good = report;
+        good["lease"] = json!("0f");
+        assert!(valid::<FinishRequest>(&doc, &good), "{good}");
         assert!(!valid::<HeartbeatReply>(
             &doc,
             &json!({"held": [{"job": "j"}]})

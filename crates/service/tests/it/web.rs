@@ -145,6 +145,17 @@ fn a_browser_logs_in_and_acts_only_with_its_session_and_csrf_token() {
         assert_eq!(resp.status(), 403);
         assert!(resp.headers().get("set-cookie").is_none());
 
+        // The workers' token logs nobody in.
+        let resp = browser(&api, reqwest::Method::POST, "/login", None, None)
+            .form(&[("token", api.worker_token.as_str())])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 403);
+        assert!(resp.headers().get("set-cookie").is_none());
+        let page = resp.text().await.unwrap();
+        assert!(page.contains("for workers only"), "{page}");
+
         let cookie = log_in(&api, &api.token).await;
         let resp = browser(&api, reqwest::Method::GET, "/", Some(&cookie), None)
             .send()
@@ -305,7 +316,8 @@ fn the_live_stream_nodes_and_activity_show_what_workers_report_and_users_see_the
         let (first, second) = (&units[1], &units[0]);
         assert_eq!(first["unit"]["Range"]["first"], 0, "{units:?}");
         let beat = json!({"worker": "w1", "about": {"moved": 5000},
-            "units": [{"job": id, "seq": first["seq"], "bytes": 10}, {"job": id, "seq": second["seq"]}]});
+            "units": [{"job": id, "seq": first["seq"], "lease": first["lease"], "bytes": 10},
+                      {"job": id, "seq": second["seq"], "lease": second["lease"]}]});
         let (s, _) = api.post("/api/work/heartbeat", beat).await;
         assert_eq!(s, 200);
         let snap = snapshot_where(&api, &cookie, |v| {
@@ -325,7 +337,8 @@ fn the_live_stream_nodes_and_activity_show_what_workers_report_and_users_see_the
         assert!(nodes["service"]["checks"].is_array());
 
         // One unit done, one failed for good: the share and the error.
-        let done = json!({"worker": "w1", "job": id, "seq": first["seq"], "error": null, "files": 0, "bytes": 16});
+        let done = json!({"worker": "w1", "job": id, "seq": first["seq"], "lease": first["lease"],
+                          "error": null, "files": 0, "bytes": 16});
         assert_eq!(api.post("/api/work/finish", done).await.0, 200);
         let mut attempts = 0;
         loop {
@@ -343,7 +356,8 @@ fn the_live_stream_nodes_and_activity_show_what_workers_report_and_users_see_the
             else {
                 break;
             };
-            let fail = json!({"worker": "w1", "job": id, "seq": u["seq"], "error": "disk full: <b>/data</b>\nsecond line"});
+            let fail = json!({"worker": "w1", "job": id, "seq": u["seq"], "lease": u["lease"],
+                              "error": "disk full: <b>/data</b>\nsecond line"});
             api.post("/api/work/finish", fail).await;
             attempts += 1;
             assert!(attempts < 20, "the unit never failed for good");
@@ -441,6 +455,7 @@ fn a_flood_of_idle_connections_leaves_clients_browsers_and_workers_working() {
             .await;
         assert_eq!(s, 200, "{claimed}");
         let seq = claimed[0]["seq"].as_u64().expect("a unit");
+        let lease = claimed[0]["lease"].clone();
 
         // More than the service's old cap of 512, all from one address.
         let mut flood = idle_flood(&api, "127.0.0.2", 600).await;
@@ -453,19 +468,13 @@ fn a_flood_of_idle_connections_leaves_clients_browsers_and_workers_working() {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap();
-        let api2 = Api {
-            http: fresh,
-            base: api.base.clone(),
-            token: api.token.clone(),
-            addr: api.addr.clone(),
-            tls: api.tls.clone(),
-        };
+        let api2 = api.with_client(fresh);
         let (s, jobs) = api2.get("/api/jobs").await;
         assert_eq!(s, 200, "{jobs}");
         let cookie = log_in(&api2, &api2.token).await;
         let snap = snapshot_where(&api2, &cookie, |v| v["jobs"][0]["id"] == id).await;
         assert_eq!(snap["jobs"].as_array().map(Vec::len), Some(1), "{snap}");
-        let beat = json!({"worker": "w1", "units": [{"job": id, "seq": seq}]});
+        let beat = json!({"worker": "w1", "units": [{"job": id, "seq": seq, "lease": lease}]});
         let (s, held) = api2.post("/api/work/heartbeat", beat).await;
         assert_eq!(s, 200, "{held}");
         assert_eq!(held["held"][0]["seq"], seq, "{held}");

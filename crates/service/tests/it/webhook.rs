@@ -65,8 +65,8 @@ async fn run_to_done(api: &Api, id: &str) {
             let (s, v) = api
                 .post(
                     "/api/work/finish",
-                    json!({"worker": "w1", "job": id, "seq": u["seq"], "error": null,
-                           "files": 1, "bytes": 0}),
+                    json!({"worker": "w1", "job": id, "seq": u["seq"], "lease": u["lease"],
+                           "error": null, "files": 1, "bytes": 0}),
                 )
                 .await;
             assert_eq!(s, 200, "{v}");
@@ -137,8 +137,8 @@ fn a_jobs_end_is_delivered_once_signed_with_a_secret_shown_nowhere() {
         let (s, v) = api
             .post(
                 "/api/work/finish",
-                json!({"worker": "w0", "job": id, "seq": units[0]["seq"], "error": null,
-                       "files": 1, "bytes": 0}),
+                json!({"worker": "w0", "job": id, "seq": units[0]["seq"],
+                       "lease": units[0]["lease"], "error": null, "files": 1, "bytes": 0}),
             )
             .await;
         assert_eq!(s, 200, "{v}");

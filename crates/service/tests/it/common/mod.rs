@@ -18,6 +18,8 @@ pub struct Api {
     pub http: reqwest::Client,
     pub base: String,
     pub token: String,
+    /// The workers' token.
+    pub worker_token: String,
     /// `HOST:PORT` of the service.
     pub addr: String,
     /// TLS to the service, its key pinned (for raw connections).
@@ -50,6 +52,18 @@ impl Api {
         let v =
             serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}"));
         (status, v)
+    }
+
+    /// The same service through another HTTP client (new connections).
+    pub fn with_client(&self, http: reqwest::Client) -> Api {
+        Api {
+            http,
+            base: self.base.clone(),
+            token: self.token.clone(),
+            worker_token: self.worker_token.clone(),
+            addr: self.addr.clone(),
+            tls: self.tls.clone(),
+        }
     }
 
     pub async fn get(&self, path: &str) -> (u16, Value) {
@@ -129,10 +143,8 @@ pub async fn start_configured(
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
-    let token = std::fs::read_to_string(&svc.token_path)
-        .unwrap()
-        .trim()
-        .to_string();
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap().trim().to_string();
+    let (token, worker_token) = (read(&svc.token_path), read(&svc.worker_token_path));
     let task = tokio::spawn(async move {
         svc.run().await.unwrap();
     });
@@ -141,6 +153,7 @@ pub async fn start_configured(
             http,
             base: format!("https://{host}"),
             token,
+            worker_token,
             addr: host,
             tls: rustls,
         },

@@ -217,17 +217,9 @@ pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
         login,
     };
     let svc = hetch_service::Service::bind(cfg).await?;
-    errln!("hetch service: listening on https://{}", svc.addr);
-    errln!(
-        "hetch service: web interface at https://{}/ (log in with the token below)",
-        svc.web_address()
-    );
-    errln!("hetch service: key fingerprint {}", svc.fingerprint);
-    errln!("hetch service: token in {}", svc.token_path.display());
-    errln!(
-        "hetch service: workers' token in {}",
-        svc.worker_token_path.display()
-    );
+    for line in svc.banner() {
+        errln!("hetch service: {line}");
+    }
     svc.run().await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -4,8 +4,10 @@
 //! by several instances), and to hand those units to workers under leases.
 //!
 //! - [`api`]: the JSON the API takes and answers, checked before use.
-//! - [`routes`]: the handlers.
-//! - [`auth`]: bearer tokens (the service's token, as `hetch serve`'s), throttled.
+//! - [`routes`]: the handlers of jobs and their listings.
+//! - `work`: the worker routes: claims, heartbeats and reports under leases.
+//! - [`auth`]: bearer tokens (the operator's and the workers', as `hetch serve`'s;
+//!   OIDC users'), throttled.
 //! - [`identity`]: the operator's identity map: what each OIDC identity may read and
 //!   write.
 //! - [`planning`]: listing a job's sources into its listing and units, in batches.
@@ -35,6 +37,7 @@ pub mod retention;
 pub mod routes;
 pub mod schedules;
 pub mod web;
+mod work;
 
 // `writeln!` to stderr, not `eprintln!`: that panics when stderr is a closed pipe or full.
 use std::io::Write as _;
@@ -200,6 +203,22 @@ impl Service {
             true => format!("localhost:{}", self.addr.port()),
             false => self.addr.to_string(),
         }
+    }
+
+    /// What the service says at start, a line each: where it listens, its web
+    /// interface, its key's fingerprint and its two token files (clients and tests
+    /// read these lines).
+    pub fn banner(&self) -> Vec<String> {
+        vec![
+            format!("listening on https://{}", self.addr),
+            format!(
+                "web interface at https://{}/ (log in with the token below)",
+                self.web_address()
+            ),
+            format!("key fingerprint {}", self.fingerprint),
+            format!("token in {}", self.token_path.display()),
+            format!("workers' token in {}", self.worker_token_path.display()),
+        ]
     }
 
     /// Opens the database (applying migrations), loads or creates the TLS identity and

@@ -20,7 +20,8 @@ use hetch_service_api::{
     UploadRequest,
 };
 
-use crate::routes::{bad, check_worker, fail, internal, parse, unit_lease, Answer, ApiError};
+use crate::routes::{bad, fail, internal, parse, Answer, ApiError};
+use crate::work::{check_worker, unit_lease};
 use crate::{now_ms, AppState};
 
 /// The unit `seq` of `job` that `worker` holds under lease id `lease`, with its

@@ -6,11 +6,7 @@ use std::io::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use crate::api::{
-    ClaimRequest, ClaimedUnit, ErrorBody, FileRow, FilesQuery, FinishReply, FinishRequest,
-    HeartbeatReply, HeartbeatRequest, HeldUnit, JobSpec, JobView, ListQuery, UnitsView,
-    WorkerAbout,
-};
+use crate::api::{ErrorBody, FileRow, FilesQuery, JobSpec, JobView, ListQuery, UnitsView};
 use crate::auth::{self, Caller, Denied};
 use crate::{now_ms, AppState};
 use axum::body::Bytes;
@@ -21,8 +17,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use hetch_jobdb::leases::{MAX_UNIT_BYTES, MAX_UNIT_FILES};
-use hetch_jobdb::{JobRow, JobState, NewJob, Retry, UnitLease, UnitOutcome, WorkerReport};
+use hetch_jobdb::{JobRow, JobState, NewJob, Retry};
 use hetch_service_api::WebhookView;
 
 /// Largest request body: room for a job of the most sources at the longest paths the
@@ -32,8 +27,6 @@ pub(crate) const MAX_BODY: usize = 8 << 20;
 /// Most jobs one listing returns.
 const MAX_LIST: u64 = 1000;
 pub use crate::api::MAX_FILES;
-/// Longest worker name.
-const MAX_NAME: usize = 200;
 
 /// The API's routes over `state`.
 pub fn router(state: Arc<AppState>) -> Router {
@@ -44,9 +37,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/jobs/{id}/retry", post(retry))
         .route("/api/jobs/{id}/files", get(files))
         .merge(crate::schedules::router())
-        .route("/api/work/claim", post(claim))
-        .route("/api/work/heartbeat", post(heartbeat))
-        .route("/api/work/finish", post(finish))
+        .route("/api/work/claim", post(crate::work::claim))
+        .route("/api/work/heartbeat", post(crate::work::heartbeat))
+        .route("/api/work/finish", post(crate::work::finish))
         .route("/api/work/upload", post(crate::object_ranges::upload))
         .route("/api/work/ranges", post(crate::object_ranges::ranges))
         .route("/metrics", get(crate::metrics::scrape))
@@ -526,253 +519,6 @@ pub(crate) fn file_row(f: hetch_jobdb::FileRow) -> FileRow {
         operand: u64::from(f.operand),
         path: f.path,
         size: f.size,
-    }
-}
-
-pub(crate) fn check_worker(name: &str) -> Result<(), ApiError> {
-    // Characters, not bytes: as the OpenAPI document's maxLength counts.
-    let n = name.chars().count();
-    if n == 0 || n > MAX_NAME || name.chars().any(char::is_control) {
-        return Err(bad(format!(
-            "worker name must be 1 to {MAX_NAME} printable characters"
-        )));
-    }
-    Ok(())
-}
-
-/// Unit `seq` of job `job` under lease id `lease`, as a worker names it; a 400 when
-/// the id is longer than any the service gives (it is only compared, never stored).
-pub(crate) fn unit_lease(job: &str, seq: u64, lease: &str) -> Result<UnitLease, ApiError> {
-    if lease.is_empty() || lease.len() > hetch_jobdb::MAX_LEASE_ID {
-        let max = hetch_jobdb::MAX_LEASE_ID;
-        return Err(bad(format!(
-            "lease: the id the claim gave (1 to {max} bytes)"
-        )));
-    }
-    Ok(UnitLease {
-        job: job.to_string(),
-        seq,
-        lease: lease.to_string(),
-    })
-}
-
-/// Records that worker `name` called, with what it says of itself and the progress
-/// of its units `(job, seq, bytes)`. Done after the call's lease work and never
-/// failing it: this is only shown, so neither a bad report nor the database's
-/// trouble recording it may cost a worker its leases (it is logged instead).
-async fn note_worker(
-    state: &AppState,
-    name: &str,
-    about: Option<&WorkerAbout>,
-    progress: &[(String, u64, u64)],
-) {
-    // Out of bounds, what it says is dropped whole.
-    let about = about
-        .filter(|a| a.check().is_ok())
-        .cloned()
-        .unwrap_or_default();
-    let report = WorkerReport {
-        name: name.to_string(),
-        host: about.host.unwrap_or_default(),
-        capacity: about.capacity.map_or(0, u64::from),
-        moved: about.moved,
-        checks: about.checks.and_then(|c| serde_json::to_string(&c).ok()),
-    };
-    let recorded = match state.db.worker_seen(&report, now_ms()).await {
-        Ok(()) => state.db.unit_progress(name, progress).await,
-        Err(e) => Err(e),
-    };
-    if let Err(e) = recorded {
-        _ = writeln!(
-            std::io::stderr(),
-            "hetch service: recording what worker {name:?} reports: {e}"
-        );
-    }
-}
-
-async fn claim(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
-    let req: ClaimRequest = parse(&body)?;
-    check_worker(&req.worker)?;
-    if !(1..=64).contains(&req.max) {
-        return Err(bad("max must be 1 to 64"));
-    }
-    let got = state
-        .db
-        .claim(&req.worker, now_ms(), state.lease_ms, req.max as usize)
-        .await
-        .map_err(internal)?;
-    // An idle worker asks several times a second: it is recorded when it says what
-    // it is (every few seconds), not at every claim.
-    if req.about.is_some() {
-        note_worker(&state, &req.worker, req.about.as_ref(), &[]).await;
-    }
-    let mut out = Vec::with_capacity(got.len());
-    for c in got {
-        let job = state.db.job(&c.job).await.map_err(internal)?;
-        // Deleted since (cancelled, then purged): its unit has nothing to do.
-        let Some(job) = job else { continue };
-        let mut spec = match serde_json::from_str::<JobSpec>(&job.spec) {
-            Ok(spec) => spec,
-            // One job's unreadable spec fails that job's unit, not every claim: it is
-            // left out, its attempt spent, and the rest are handed out.
-            Err(e) => {
-                let why = UnitOutcome::Failed(format!("stored job spec unreadable: {e}"));
-                let unit = c.held();
-                let took = state.db.finish(&req.worker, &unit, now_ms(), &why);
-                took.await.map_err(internal)?.ok();
-                continue;
-            }
-        };
-        // The webhook is the service's business; its secret goes to no worker.
-        spec.webhook = None;
-        out.push(ClaimedUnit {
-            rate_limit: rate_share(&state, &job.id, job.rate_limit).await?,
-            job: c.job,
-            seq: c.seq,
-            unit: c.spec,
-            spec,
-            until: c.until,
-            lease: c.lease,
-            attempts: c.attempts,
-            lease_ms: state.lease_ms,
-        });
-    }
-    Ok(Json(out).into_response())
-}
-
-/// A unit's share of job `job`'s rate limit `rate` (0: none): split evenly among the
-/// job's units held now, whichever workers hold them, so that the job as a whole
-/// keeps to its limit (once heartbeats have brought every share up to date).
-async fn rate_share(state: &AppState, job: &str, rate: u64) -> Result<u64, ApiError> {
-    if rate == 0 {
-        return Ok(0);
-    }
-    let held = state.db.leased_units(job).await.map_err(internal)?;
-    Ok((rate / held.max(1)).max(1))
-}
-
-async fn heartbeat(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
-    let req: HeartbeatRequest = parse(&body)?;
-    check_worker(&req.worker)?;
-    let units = req.units.as_deref().unwrap_or_default();
-    if units.len() > 64 {
-        return Err(bad("units: at most 64"));
-    }
-    let keys = units
-        .iter()
-        .map(|u| unit_lease(&u.job, u.seq, &u.lease))
-        .collect::<Result<Vec<_>, _>>()?;
-    let held = state
-        .db
-        .heartbeat_units(&req.worker, now_ms(), state.lease_ms, &keys)
-        .await
-        .map_err(internal)?;
-    // Progress and lag only of the units whose lease was just shown to be the
-    // worker's: a report about another's unit changes nothing.
-    let held_set: std::collections::BTreeSet<(&str, u64)> =
-        held.iter().map(|(job, seq)| (job.as_str(), *seq)).collect();
-    let mine = || {
-        units
-            .iter()
-            .filter(|u| held_set.contains(&(u.job.as_str(), u.seq)))
-    };
-    let progress: Vec<(String, u64, u64)> = mine()
-        .filter_map(|u| Some((u.job.clone(), u.seq, u.bytes?)))
-        .collect();
-    note_worker(&state, &req.worker, req.about.as_ref(), &progress).await;
-    let lags: Vec<(String, u64, u64, u64)> = mine()
-        .filter_map(|u| {
-            let l = u.lag?.bounded();
-            Some((u.job.clone(), u.seq, l.p50_ms, l.p99_ms))
-        })
-        .collect();
-    if let Err(e) = state.db.unit_lag(&req.worker, &lags).await {
-        // Only shown: never a reason to refuse the heartbeat.
-        _ = writeln!(
-            std::io::stderr(),
-            "hetch service: recording the lag worker {:?} reports: {e}",
-            req.worker
-        );
-    }
-    // Each held unit's share of its job's rate, as it is now.
-    let mut shares = std::collections::BTreeMap::new();
-    for (job, _) in &held {
-        if !shares.contains_key(job) {
-            let rate = match state.db.job(job).await.map_err(internal)? {
-                Some(row) => rate_share(&state, job, row.rate_limit).await?,
-                None => 0,
-            };
-            shares.insert(job.clone(), rate);
-        }
-    }
-    let held = held
-        .into_iter()
-        .map(|(job, seq)| HeldUnit {
-            rate_limit: shares.get(&job).copied().unwrap_or(0),
-            job,
-            seq,
-        })
-        .collect();
-    Ok(Json(HeartbeatReply { held }).into_response())
-}
-
-/// A finish report's numbers, within what any unit may move: one beyond is refused
-/// (400, naming the field), since no worker moves that much in one unit. Within them,
-/// the database takes each as at most what the unit holds (see
-/// [`hetch_jobdb::Db::finish`]): a file may have grown since it was listed.
-fn check_moved(req: &FinishRequest) -> Result<(), ApiError> {
-    if req.files > MAX_UNIT_FILES {
-        return Err(bad(format!("files: at most {MAX_UNIT_FILES} per unit")));
-    }
-    if req.bytes > MAX_UNIT_BYTES {
-        return Err(bad(format!("bytes: at most {MAX_UNIT_BYTES} per unit")));
-    }
-    if req.written.is_some_and(|w| w > MAX_UNIT_BYTES) {
-        return Err(bad(format!("written: at most {MAX_UNIT_BYTES} per unit")));
-    }
-    Ok(())
-}
-
-async fn finish(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
-    let req: FinishRequest = parse(&body)?;
-    check_worker(&req.worker)?;
-    check_moved(&req)?;
-    let unit = unit_lease(&req.job, req.seq, &req.lease)?;
-    let outcome = match &req.error {
-        None => UnitOutcome::Done {
-            files: req.files,
-            bytes: req.bytes,
-            // A worker that does not say what it wrote (an older one) wrote it all.
-            written: req.written.unwrap_or(req.bytes),
-        },
-        // One line, bounded: it is shown to users.
-        Some(e) => UnitOutcome::Failed(
-            e.lines()
-                .next()
-                .unwrap_or_default()
-                .chars()
-                .take(1000)
-                .collect(),
-        ),
-    };
-    // A done range's parts are checked against its unit before anything is stored.
-    let range = match (&req.range, &outcome) {
-        (Some(r), UnitOutcome::Done { .. }) => {
-            crate::object_ranges::checked_report(&state, &req, r).await?
-        }
-        _ => None,
-    };
-    let r = state
-        .db
-        .finish_with(&req.worker, &unit, now_ms(), &outcome, range.as_ref())
-        .await
-        .map_err(internal)?;
-    match r {
-        Ok(()) => Ok(Json(FinishReply {}).into_response()),
-        Err(why) => Err(fail(
-            StatusCode::CONFLICT,
-            format!("unit {} of job {} is not yours: {why:?}", req.seq, req.job),
-        )),
     }
 }
 

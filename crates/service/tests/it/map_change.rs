@@ -254,3 +254,59 @@ fn made_before_there_was_a_map_a_schedule_is_skipped_and_a_retry_refused() {
         }
     });
 }
+
+/// A job already queued, and a unit a worker already holds, take their reach from
+/// the map as it is when they are handed out and kept: with the submitter's entry
+/// gone, a heartbeat no longer keeps the held unit (its worker stops it), and each
+/// claim of the queued job's unit fails it with the reason instead of handing it
+/// out, until the job fails saying why.
+#[test]
+fn with_its_entry_gone_a_queued_job_is_not_handed_out_and_a_held_unit_not_kept() {
+    on_each(|dir, url| async move {
+        let u = users().await;
+        let (api, task) = serve(&dir, &url, &u, Some(WIDE)).await;
+        let mut ids = Vec::new();
+        for _ in 0..2 {
+            let (s, v) = api
+                .call("POST", "/api/jobs", Some(job()), Some(&u.alice))
+                .await;
+            assert_eq!(s, 201, "{v}");
+            let id = v["id"].as_str().unwrap().to_string();
+            api.planned(&id).await;
+            ids.push(id);
+        }
+        let (s, got) = api
+            .post("/api/work/claim", json!({"worker": "w", "max": 1}))
+            .await;
+        assert_eq!(s, 200, "{got}");
+        let held = got[0].clone();
+        let queued = ids.iter().find(|id| held["job"] != id.as_str()).unwrap();
+        let beat = json!({"worker": "w", "units": [{"job": held["job"], "seq": held["seq"],
+                                                    "lease": held["lease"]}]});
+        let (s, hb) = api.post("/api/work/heartbeat", beat.clone()).await;
+        assert_eq!(
+            (s, hb["held"].as_array().map(Vec::len)),
+            (200, Some(1)),
+            "{hb}"
+        );
+
+        let (api, _task) = restart(task, &dir, &url, &u, Some(GONE)).await;
+        let (s, hb) = api.post("/api/work/heartbeat", beat).await;
+        assert_eq!((s, &hb["held"]), (200, &json!([])), "{hb}");
+        let gone = "identity map entry groups=astro is gone";
+        for _ in 0..10 {
+            let (s, got) = api
+                .post("/api/work/claim", json!({"worker": "w2", "max": 64}))
+                .await;
+            assert_eq!((s, &got), (200, &json!([])), "nothing is handed out");
+            let (_, v) = api.get(&format!("/api/jobs/{queued}")).await;
+            if v["state"] == "failed" {
+                assert_eq!(v["error"], gone, "{v}");
+                return;
+            }
+            // (A claim starts a job, even one whose unit it then fails.)
+            assert!(v["state"] == "queued" || v["state"] == "running", "{v}");
+        }
+        panic!("job {queued} never failed");
+    });
+}

@@ -411,10 +411,7 @@ fn a_unit_is_reported_only_with_the_lease_id_its_claim_gave() {
         // One relay unit: its job is done once it is.
         let relay = json!({"sources": ["hetch://a.example:7878/run1"],
                            "dest": "hetch://b.example:7878/in"});
-        let (s, job) = api.post("/api/jobs", relay.clone()).await;
-        assert_eq!(s, 201, "{job}");
-        let id = job["id"].as_str().unwrap().to_string();
-        api.planned(&id).await;
+        let id = api.submitted(relay.clone()).await;
         let (s, got) = api
             .post("/api/work/claim", json!({"worker": "w1", "max": 8}))
             .await;
@@ -488,10 +485,7 @@ fn a_unit_is_reported_only_with_the_lease_id_its_claim_gave() {
         let _ = task.await;
         let ttl = Duration::from_secs(3);
         let (api, _task) = start_configured(&dir, &url, planner(), |c| c.lease_ttl = ttl).await;
-        let (s, job) = api.post("/api/jobs", relay).await;
-        assert_eq!(s, 201, "{job}");
-        let id = job["id"].as_str().unwrap().to_string();
-        api.planned(&id).await;
+        let id = api.submitted(relay).await;
         let claim = || api.post("/api/work/claim", json!({"worker": "w1", "max": 8}));
         let (s, got) = claim().await;
         assert_eq!(s, 200, "{got}");
@@ -541,12 +535,9 @@ fn the_workers_token_opens_the_worker_routes_and_a_jobs_listing_only() {
     on_each(|dir, url| async move {
         let (api, _task) = start(&dir, &url, planner()).await;
         assert_ne!(api.worker_token, api.token);
-        let (s, job) = api
-            .post("/api/jobs", json!({"sources": ["run1"], "dest": "copy"}))
+        let id = api
+            .submitted(json!({"sources": ["run1"], "dest": "copy"}))
             .await;
-        assert_eq!(s, 201, "{job}");
-        let id = job["id"].as_str().unwrap().to_string();
-        api.planned(&id).await;
         let worker = Some(api.worker_token.as_str());
         let job_path = format!("/api/jobs/{id}");
         let refused: Vec<(&str, String, Option<Value>)> = vec![
@@ -570,13 +561,7 @@ fn the_workers_token_opens_the_worker_routes_and_a_jobs_listing_only() {
                 "{v}"
             );
         }
-        let metrics = api
-            .http
-            .get(format!("{}/metrics", api.base))
-            .bearer_auth(&api.worker_token)
-            .send()
-            .await
-            .unwrap();
+        let metrics = api.get_raw("/metrics", &api.worker_token).await;
         assert_eq!(metrics.status(), 403);
         // Nothing above touched the job.
         let (s, v) = api.get(&job_path).await;

@@ -115,14 +115,20 @@ async fn schedule(api: &Api, u: &Users) -> (String, String) {
     (id, first)
 }
 
-/// Alice's job, submitted and cancelled (a retry has what to run again).
-async fn ended_job(api: &Api, u: &Users) -> String {
+/// Alice's job, submitted and planned.
+async fn alices_job(api: &Api, u: &Users) -> String {
     let (s, v) = api
         .call("POST", "/api/jobs", Some(job()), Some(&u.alice))
         .await;
     assert_eq!(s, 201, "{v}");
     let id = v["id"].as_str().unwrap().to_string();
     api.planned(&id).await;
+    id
+}
+
+/// Alice's job, submitted and cancelled (a retry has what to run again).
+async fn ended_job(api: &Api, u: &Users) -> String {
+    let id = alices_job(api, u).await;
     cancel(api, &id).await;
     id
 }
@@ -265,16 +271,7 @@ fn with_its_entry_gone_a_queued_job_is_not_handed_out_and_a_held_unit_not_kept()
     on_each(|dir, url| async move {
         let u = users().await;
         let (api, task) = serve(&dir, &url, &u, Some(WIDE)).await;
-        let mut ids = Vec::new();
-        for _ in 0..2 {
-            let (s, v) = api
-                .call("POST", "/api/jobs", Some(job()), Some(&u.alice))
-                .await;
-            assert_eq!(s, 201, "{v}");
-            let id = v["id"].as_str().unwrap().to_string();
-            api.planned(&id).await;
-            ids.push(id);
-        }
+        let ids = [alices_job(&api, &u).await, alices_job(&api, &u).await];
         let (s, got) = api
             .post("/api/work/claim", json!({"worker": "w", "max": 1}))
             .await;

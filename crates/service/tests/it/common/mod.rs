@@ -66,6 +66,21 @@ impl Api {
         }
     }
 
+    /// `GET path` with `token`, its answer as it came (not JSON: metrics, listings).
+    pub async fn get_raw(&self, path: &str, token: &str) -> reqwest::Response {
+        let url = format!("{}{path}", self.base);
+        self.http.get(url).bearer_auth(token).send().await.unwrap()
+    }
+
+    /// Job `body` submitted with the service's token, once planned: its id.
+    pub async fn submitted(&self, body: Value) -> String {
+        let (s, job) = self.post("/api/jobs", body).await;
+        assert_eq!(s, 201, "{job}");
+        let id = job["id"].as_str().unwrap().to_string();
+        self.planned(&id).await;
+        id
+    }
+
     pub async fn get(&self, path: &str) -> (u16, Value) {
         self.call("GET", path, None, Some(&self.token.clone()))
             .await

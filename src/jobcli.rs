@@ -43,6 +43,17 @@ pub struct ServiceArgs {
     /// Seconds a worker's lease on a unit lasts without a heartbeat.
     #[arg(long, default_value_t = 30)]
     lease_secs: u64,
+    /// Attempts each unit of a job gets before it fails for good.
+    #[arg(long, default_value_t = hetch_service::planning::DEFAULT_ATTEMPTS, value_parser = clap::value_parser!(u32).range(1..=100))]
+    unit_attempts: u32,
+    /// Wait after a unit's first failed attempt before it is handed out again; each
+    /// later wait is three times the one before, up to --retry-wait-max (`5s`,
+    /// `500ms`; `0s` for none).
+    #[arg(long, default_value = "5s", value_parser = hetch_units::parse_duration)]
+    retry_wait: Duration,
+    /// Longest wait between two attempts of a unit.
+    #[arg(long, default_value = "2m", value_parser = hetch_units::parse_duration)]
+    retry_wait_max: Duration,
     /// Most files in one unit of work (a batch one worker copies in one session).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=hetch_service::routes::MAX_FILES))]
     batch_files: u64,
@@ -185,6 +196,13 @@ pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
             max_ranges: a.max_ranges_per_file,
             max_units: a.max_units_per_job,
             ..hetch_jobs::Planner::default()
+        },
+        retries: hetch_service::Retries {
+            attempts: a.unit_attempts,
+            patience: hetch_service::Patience {
+                first_ms: a.retry_wait.as_millis() as u64,
+                most_ms: a.retry_wait_max.as_millis() as u64,
+            },
         },
         oidc,
         limits: hetch_service::listen::ConnLimits {

@@ -44,3 +44,16 @@ pub enum DbError {
     #[error("no job {0}")]
     NoJob(String),
 }
+
+impl DbError {
+    /// Whether the database gave the statement's transaction up to break a deadlock
+    /// or a serialization conflict (PostgreSQL's SQLSTATE 40P01 and 40001): nothing of
+    /// it was kept, and running it again goes through.
+    pub fn is_conflict(&self) -> bool {
+        let DbError::Sql(e) = self else {
+            return false;
+        };
+        let code = e.as_database_error().and_then(|d| d.code());
+        matches!(code.as_deref(), Some("40P01" | "40001"))
+    }
+}

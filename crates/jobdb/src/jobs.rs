@@ -115,6 +115,8 @@ pub struct JobRow {
     /// Bytes its units wrote at the destination, as their workers reported them
     /// (each at most what the unit holds): 0 for a run that found everything in place.
     pub bytes_written: u64,
+    /// Its units, counted by state (kept on its row).
+    pub units: UnitCounts,
     /// What of its row could not be read, as one line (`database row damaged: ...`),
     /// if anything: those columns are read as 0 (or empty), and the job is listed
     /// with them instead of failing the whole list. An unreadable state is read as
@@ -227,7 +229,9 @@ impl UnitCounts {
 
 pub(crate) const JOB_COLUMNS: &str =
     "id, submitted_by, spec, priority, rate_limit, state, created, \
-     started, finished, error, files, bytes, files_done, bytes_done, bytes_written";
+     started, finished, error, files, bytes, files_done, bytes_done, bytes_written, \
+     units_waiting, units_ready, units_leased, units_done, units_failed, units_cancelled, \
+     units_retried";
 
 impl Db {
     /// Job `id`, if there is one.
@@ -275,8 +279,10 @@ impl Db {
         Ok(rows.iter().map(job_row).collect())
     }
 
-    /// How many of job `job`'s units are in each state.
-    pub async fn unit_counts(&self, job: &str) -> Result<UnitCounts, DbError> {
+    /// How many of job `job`'s units are in each state, counted over its units (the
+    /// counts on its row are kept by each change; this is what they are checked
+    /// against). Reads every unit of the job: for tests and checks, not for views.
+    pub async fn count_units(&self, job: &str) -> Result<UnitCounts, DbError> {
         let rows =
             sqlx::query("SELECT state, COUNT(*) AS n FROM units WHERE job = $1 GROUP BY state")
                 .bind(job)
@@ -345,6 +351,12 @@ impl Db {
     /// Cancels job `id`: its unfinished units are dropped (a worker holding one hears
     /// so at its next heartbeat, and its finish is refused). False if it had ended.
     pub async fn cancel(&self, id: &str, now: u64) -> Result<bool, DbError> {
+        crate::patience::again(|| self.cancel_once(id, now)).await
+    }
+
+    /// One try of [`Db::cancel`]: the job's row first, then its units (the lock
+    /// order of [`crate::counts`]).
+    async fn cancel_once(&self, id: &str, now: u64) -> Result<bool, DbError> {
         let mut tx = self.pool.begin().await?;
         let r = sqlx::query(
             "UPDATE jobs SET state = 'cancelled', finished = $2 \
@@ -354,6 +366,9 @@ impl Db {
         .bind(int(now))
         .execute(&mut *tx)
         .await?;
+        if r.rows_affected() == 0 {
+            return Ok(false);
+        }
         sqlx::query(
             "UPDATE units SET state = 'cancelled', lease_owner = NULL, lease_until = NULL, \
                lease_id = NULL, progress = 0 \
@@ -362,8 +377,9 @@ impl Db {
         .bind(id)
         .execute(&mut *tx)
         .await?;
+        crate::counts::recount(&mut tx, id).await?;
         tx.commit().await?;
-        Ok(r.rows_affected() == 1)
+        Ok(true)
     }
 
     /// Runs job `id` again if it failed or was cancelled: its failed and cancelled
@@ -373,6 +389,11 @@ impl Db {
     /// spec from now on (the service's, with its reach taken again from today's
     /// identity map), set in the same statement that restarts it.
     pub async fn retry(&self, id: &str, now: u64, spec: Option<&str>) -> Result<Retry, DbError> {
+        crate::patience::again(|| self.retry_once(id, now, spec)).await
+    }
+
+    /// One try of [`Db::retry`]: the job's row first, then its units.
+    async fn retry_once(&self, id: &str, now: u64, spec: Option<&str>) -> Result<Retry, DbError> {
         let mut tx = self.pool.begin().await?;
         let r = sqlx::query(
             "UPDATE jobs SET finished = NULL, error = NULL, planner = NULL, planner_until = 0, \
@@ -397,7 +418,7 @@ impl Db {
             return Ok(Retry::Replan);
         }
         let units = sqlx::query(
-            "UPDATE units SET attempts = 0, error = NULL, \
+            "UPDATE units SET attempts = 0, error = NULL, not_before = 0, \
              state = CASE WHEN kind IN ('commit', 'delete') THEN 'waiting' ELSE 'ready' END \
              WHERE job = $1 AND state IN ('failed', 'cancelled')",
         )
@@ -409,7 +430,8 @@ impl Db {
             tx.rollback().await?;
             return Ok(Retry::Nothing);
         }
-        crate::leases::settle(&mut tx, Some(id), now).await?;
+        crate::counts::recount(&mut tx, id).await?;
+        crate::settle::settle(&mut tx, id, crate::settle::Commits::All, now).await?;
         tx.commit().await?;
         Ok(Retry::Units(units.rows_affected()))
     }
@@ -456,6 +478,15 @@ pub(crate) fn job_row(r: &AnyRow) -> JobRow {
         files_done: c.count("files_done"),
         bytes_done: c.count("bytes_done"),
         bytes_written: c.count("bytes_written"),
+        units: UnitCounts {
+            waiting: c.count("units_waiting"),
+            ready: c.count("units_ready"),
+            leased: c.count("units_leased"),
+            done: c.count("units_done"),
+            failed: c.count("units_failed"),
+            cancelled: c.count("units_cancelled"),
+            retried: c.count("units_retried"),
+        },
         damaged: None,
     };
     if !c.damage.is_empty() {

@@ -14,6 +14,9 @@ use hetch_jobs::UnitSpec;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
+use crate::counts::{lock_job, Delta};
+use crate::patience::again;
+use crate::settle::{settle, Commits};
 use crate::{int, saturating_add, uint, Backend, Db, DbError};
 
 /// Most files one report may say a unit moved. A relay's files were never listed, so
@@ -104,13 +107,25 @@ pub enum Refused {
     Expired,
 }
 
+/// Whose turn it is to give a unit.
+struct Turn {
+    /// The job.
+    job: String,
+    /// Whether another job of the same priority has units ready too: then it gives
+    /// one at a time, and they alternate.
+    rival: bool,
+}
+
 const UNIT_COLUMNS: &str = "job, seq, kind, file_from, file_to, block_from, block_to, bytes, \
      attempts, lease_until, lease_id";
 
 impl Db {
     /// `worker` takes up to `max` ready units until `now + ttl`: the highest-priority
     /// job first, and among equal priorities the one with the fewest units in flight
-    /// (so equal jobs share the workers), oldest first; within a job, in order.
+    /// (so equal jobs share the workers), oldest first; within a job, those never
+    /// tried in order, then those trying again once their wait is over. A job with
+    /// no rival of its priority gives its units in one batch (one transaction, one
+    /// lease id for the batch).
     pub async fn claim(
         &self,
         worker: &str,
@@ -121,65 +136,96 @@ impl Db {
         let mut out = Vec::new();
         let mut misses = 0;
         while out.len() < max && misses < 3 {
-            let Some(job) = self.next_job().await? else {
+            let Some(turn) = self.next_job(now).await? else {
                 break;
             };
-            match self.claim_in(&job, worker, now, ttl).await? {
-                Some(c) => out.push(c),
-                // Another instance took the job's last ready unit since we looked.
-                None => misses += 1,
+            let batch = match turn.rival {
+                true => 1,
+                false => max - out.len(),
+            };
+            let got = again(|| self.claim_in(&turn.job, worker, now, ttl, batch)).await?;
+            if got.is_empty() {
+                // Another instance took the job's last ready units since we looked.
+                misses += 1;
             }
+            out.extend(got);
         }
         Ok(out)
     }
 
-    /// The job whose turn it is, if any has a ready unit.
-    async fn next_job(&self) -> Result<Option<String>, DbError> {
-        let row = sqlx::query(
-            "SELECT j.id FROM jobs j \
-             WHERE j.state IN ('queued', 'running') \
-               AND EXISTS (SELECT 1 FROM units u WHERE u.job = j.id AND u.state = 'ready') \
-             ORDER BY j.priority DESC, \
-               (SELECT COUNT(*) FROM units l WHERE l.job = j.id AND l.state = 'leased'), \
-               j.created, j.id \
-             LIMIT 1",
+    /// The job whose turn it is, if any has a unit ready at `now`: read off the jobs'
+    /// rows (their counts), and the first ready unit of each by the index.
+    async fn next_job(&self, now: u64) -> Result<Option<Turn>, DbError> {
+        let rows = sqlx::query(
+            "SELECT j.id, j.priority FROM jobs j \
+             WHERE j.state IN ('queued', 'running') AND j.units_ready > 0 \
+               AND EXISTS (SELECT 1 FROM units u WHERE u.job = j.id AND u.state = 'ready' \
+                 AND u.not_before <= $1) \
+             ORDER BY j.priority DESC, j.units_leased, j.created, j.id \
+             LIMIT 2",
         )
-        .fetch_optional(&self.pool)
+        .bind(int(now))
+        .fetch_all(&self.pool)
         .await?;
-        Ok(row.map(|r| r.try_get("id")).transpose()?)
+        let Some(first) = rows.first() else {
+            return Ok(None);
+        };
+        let priority: i64 = first.try_get("priority")?;
+        let rival = match rows.get(1) {
+            Some(r) => r.try_get::<i64, _>("priority")? == priority,
+            None => false,
+        };
+        Ok(Some(Turn {
+            job: first.try_get("id")?,
+            rival,
+        }))
     }
 
-    /// Leases job `job`'s first ready unit to `worker`.
+    /// Leases up to `max` of job `job`'s units ready at `now` to `worker`, under one
+    /// new lease id.
     async fn claim_in(
         &self,
         job: &str,
         worker: &str,
         now: u64,
         ttl: u64,
-    ) -> Result<Option<Claimed>, DbError> {
-        let lock = match self.backend {
-            Backend::Postgres => "FOR UPDATE SKIP LOCKED",
-            Backend::Sqlite => "",
+        max: usize,
+    ) -> Result<Vec<Claimed>, DbError> {
+        // The units are picked once, in a common table expression: as a subquery of
+        // `IN`, PostgreSQL may run a `LIMIT ... SKIP LOCKED` again for each row it
+        // compares, and hand out more than the limit.
+        let (materialized, lock) = match self.backend {
+            Backend::Postgres => ("MATERIALIZED", "FOR UPDATE SKIP LOCKED"),
+            Backend::Sqlite => ("", ""),
         };
         let sql = format!(
-            "UPDATE units SET state = 'leased', lease_owner = $2, lease_until = $3, lease_id = $4, \
+            "WITH picked AS {materialized} \
+               (SELECT seq FROM units WHERE job = $1 AND state = 'ready' AND not_before <= $5 \
+                ORDER BY not_before, seq LIMIT $6 {lock}) \
+             UPDATE units SET state = 'leased', lease_owner = $2, lease_until = $3, lease_id = $4, \
                progress = 0, lag_p50 = NULL, lag_p99 = NULL \
-             WHERE state = 'ready' AND (job, seq) = \
-               (SELECT job, seq FROM units WHERE job = $1 AND state = 'ready' \
-                ORDER BY seq LIMIT 1 {lock}) \
+             WHERE job = $1 AND state = 'ready' AND seq IN (SELECT seq FROM picked) \
              RETURNING {UNIT_COLUMNS}"
         );
         let mut tx = self.pool.begin().await?;
-        let row = sqlx::query(&sql)
+        if !lock_job(&mut tx, self.backend, job).await? {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(&sql)
             .bind(job)
             .bind(worker)
             .bind(int(now.saturating_add(ttl)))
             .bind(new_lease_id())
-            .fetch_optional(&mut *tx)
+            .bind(int(now))
+            .bind(int(max as u64))
+            .fetch_all(&mut *tx)
             .await?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut delta = Delta::default();
+        delta.moved("ready", "leased", rows.len() as i64);
+        delta.apply(&mut tx, job).await?;
         sqlx::query(
             "UPDATE jobs SET state = 'running', started = $2 WHERE id = $1 AND state = 'queued'",
         )
@@ -188,7 +234,9 @@ impl Db {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(Some(claimed(&row)?))
+        let mut got = rows.iter().map(claimed).collect::<Result<Vec<_>, _>>()?;
+        got.sort_by_key(|c| c.seq);
+        Ok(got)
     }
 
     /// `worker` is alive and runs the units `running`: each lease of them it holds
@@ -225,14 +273,17 @@ impl Db {
              RETURNING job, seq",
             pairs.join(" OR ")
         );
-        let mut q = sqlx::query(&sql)
-            .bind(worker)
-            .bind(int(now.saturating_add(ttl)))
-            .bind(int(now));
-        for u in running {
-            q = q.bind(&u.job).bind(int(u.seq)).bind(&u.lease);
-        }
-        let rows = q.fetch_all(&self.pool).await?;
+        let rows = again(|| async {
+            let mut q = sqlx::query(&sql)
+                .bind(worker)
+                .bind(int(now.saturating_add(ttl)))
+                .bind(int(now));
+            for u in running {
+                q = q.bind(&u.job).bind(int(u.seq)).bind(&u.lease);
+            }
+            Ok(q.fetch_all(&self.pool).await?)
+        })
+        .await?;
         let mut held = rows
             .iter()
             .map(|r| Ok((r.try_get("job")?, uint(r.try_get("seq")?, "seq")?)))
@@ -283,6 +334,22 @@ impl Db {
         outcome: &UnitOutcome,
         range: Option<&crate::RangeRecord>,
     ) -> Result<Result<(), Refused>, DbError> {
+        let taken = again(|| self.finish_once(worker, unit, now, outcome, range)).await?;
+        match taken {
+            true => Ok(Ok(())),
+            false => Ok(Err(self.why_refused(worker, unit, now).await?)),
+        }
+    }
+
+    /// One try of [`Db::finish_with`]: false if the report is not taken.
+    async fn finish_once(
+        &self,
+        worker: &str,
+        unit: &UnitLease,
+        now: u64,
+        outcome: &UnitOutcome,
+        range: Option<&crate::RangeRecord>,
+    ) -> Result<bool, DbError> {
         let (ok, error, files, bytes, written) = match outcome {
             UnitOutcome::Done {
                 files,
@@ -293,36 +360,48 @@ impl Db {
         };
         let (job, seq) = (unit.job.as_str(), unit.seq);
         let mut tx = self.pool.begin().await?;
+        if !lock_job(&mut tx, self.backend, job).await? {
+            return Ok(false);
+        }
         // What the unit holds comes back from the statement that takes the write lock
         // (on SQLite, a transaction that read first cannot always upgrade its lock).
-        let row = sqlx::query(
+        let sql = format!(
             "UPDATE units SET \
                state = CASE WHEN $4 = 1 THEN 'done' \
                  WHEN attempts + 1 >= max_attempts THEN 'failed' ELSE 'ready' END, \
                attempts = CASE WHEN $4 = 1 THEN attempts ELSE attempts + 1 END, \
+               not_before = CASE WHEN $4 = 1 THEN not_before ELSE $6 + {wait} END, \
                error = $5, lease_owner = NULL, lease_until = NULL, lease_id = NULL, \
                progress = 0, done_by = CASE WHEN $4 = 1 THEN $3 ELSE done_by END \
              WHERE job = $1 AND seq = $2 AND state = 'leased' AND lease_owner = $3 \
                AND lease_until > $6 AND lease_id = $7 \
-             RETURNING kind, file_from, file_to, block_from, block_to, bytes",
-        )
-        .bind(job)
-        .bind(int(seq))
-        .bind(worker)
-        .bind(ok)
-        .bind(error)
-        .bind(int(now))
-        .bind(&unit.lease)
-        .fetch_optional(&mut *tx)
-        .await?;
+             RETURNING kind, file_from, file_to, block_from, block_to, bytes, state, attempts",
+            wait = self.patience.wait_sql(),
+        );
+        let row = sqlx::query(&sql)
+            .bind(job)
+            .bind(int(seq))
+            .bind(worker)
+            .bind(ok)
+            .bind(error)
+            .bind(int(now))
+            .bind(&unit.lease)
+            .fetch_optional(&mut *tx)
+            .await?;
         let Some(row) = row else {
-            drop(tx);
-            return Ok(Err(self.why_refused(worker, unit, now).await?));
+            return Ok(false);
         };
+        let mut delta = Delta::default();
+        delta.moved("leased", &row.try_get::<String, _>("state")?, 1);
+        if ok == 0 && row.try_get::<i64, _>("attempts")? == 1 {
+            delta.retried += 1;
+        }
+        delta.apply(&mut tx, job).await?;
+        let shape = Shape::of(&row)?;
         if ok == 1 {
-            let shape = Shape::of(&row)?;
             let written = shape.bound_written(&mut tx, job, written).await?;
-            let (files, bytes) = shape.bound(files, bytes);
+            let (files, _) = shape.bound(files, 0);
+            let bytes = shape.done_bytes(bytes);
             let moved = Moved {
                 files,
                 bytes,
@@ -333,9 +412,13 @@ impl Db {
                 crate::object_ranges::record_range(&mut tx, job, seq, &row, r).await?;
             }
         }
-        settle(&mut tx, Some(job), now).await?;
+        let commits = match shape.range_of {
+            Some(file) => Commits::OfFile(file),
+            None => Commits::Unchanged,
+        };
+        settle(&mut tx, job, commits, now).await?;
         tx.commit().await?;
-        Ok(Ok(()))
+        Ok(true)
     }
 
     /// Why `worker` may not act on a unit: its lease ran out, or it is not its own
@@ -370,24 +453,56 @@ impl Db {
     }
 
     /// Voids every lease that ran out by `now`: each unit goes back to ready for
-    /// another attempt, or fails after its last. Returns how many it voided.
+    /// another attempt (after its wait), or fails after its last. Returns how many it
+    /// voided. One transaction per job, each taking the job's row first.
     pub async fn reap(&self, now: u64) -> Result<u64, DbError> {
-        let mut tx = self.pool.begin().await?;
-        let r = sqlx::query(
-            "UPDATE units SET attempts = attempts + 1, \
-               state = CASE WHEN attempts + 1 >= max_attempts THEN 'failed' ELSE 'ready' END, \
-               error = 'lease of ' || lease_owner || ' ran out', \
-               lease_owner = NULL, lease_until = NULL, lease_id = NULL, progress = 0 \
-             WHERE state = 'leased' AND lease_until <= $1",
+        let jobs: Vec<String> = sqlx::query_scalar(
+            "SELECT DISTINCT job FROM units WHERE state = 'leased' AND lease_until <= $1 \
+             ORDER BY job",
         )
         .bind(int(now))
-        .execute(&mut *tx)
+        .fetch_all(&self.pool)
         .await?;
-        if r.rows_affected() > 0 {
-            settle(&mut tx, None, now).await?;
+        let mut voided = 0;
+        for job in &jobs {
+            voided += again(|| self.reap_job(job, now)).await?;
         }
+        Ok(voided)
+    }
+
+    /// [`Db::reap`] for job `job`'s units.
+    async fn reap_job(&self, job: &str, now: u64) -> Result<u64, DbError> {
+        let mut tx = self.pool.begin().await?;
+        lock_job(&mut tx, self.backend, job).await?;
+        let sql = format!(
+            "UPDATE units SET attempts = attempts + 1, \
+               state = CASE WHEN attempts + 1 >= max_attempts THEN 'failed' ELSE 'ready' END, \
+               not_before = $2 + {wait}, \
+               error = 'lease of ' || lease_owner || ' ran out', \
+               lease_owner = NULL, lease_until = NULL, lease_id = NULL, progress = 0 \
+             WHERE job = $1 AND state = 'leased' AND lease_until <= $2 \
+             RETURNING state, attempts",
+            wait = self.patience.wait_sql(),
+        );
+        let rows = sqlx::query(&sql)
+            .bind(job)
+            .bind(int(now))
+            .fetch_all(&mut *tx)
+            .await?;
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let mut delta = Delta::default();
+        for r in &rows {
+            delta.moved("leased", &r.try_get::<String, _>("state")?, 1);
+            if r.try_get::<i64, _>("attempts")? == 1 {
+                delta.retried += 1;
+            }
+        }
+        delta.apply(&mut tx, job).await?;
+        settle(&mut tx, job, Commits::All, now).await?;
         tx.commit().await?;
-        Ok(r.rows_affected())
+        Ok(rows.len() as u64)
     }
 }
 
@@ -403,6 +518,8 @@ struct Shape {
     files: u64,
     /// Most bytes it may report: its planned bytes (a commit's are 0).
     bytes: u64,
+    /// The file it is a block range of, if it is one.
+    range_of: Option<u64>,
 }
 
 impl Shape {
@@ -420,7 +537,23 @@ impl Shape {
                 _ => named,
             },
             bytes: get("bytes")?,
+            range_of: match kind.as_str() {
+                "range" => Some(get("file_from")?),
+                _ => None,
+            },
         })
+    }
+
+    /// The bytes a done unit counts towards its job's: what it reports, bounded
+    /// ([`Shape::bound`]); a block range, its whole range. A range done again (its
+    /// first attempt's report lost to a restart) finds its blocks written and sends
+    /// none, yet the range is in the file all the same: counted by what it reported,
+    /// a job ended done short of its bytes.
+    fn done_bytes(self, reported: u64) -> u64 {
+        match self.range_of {
+            Some(_) => self.bytes,
+            None => self.bound(0, reported).1,
+        }
     }
 
     /// `files` and `bytes` reported for the unit, each at most what it holds; for a
@@ -500,78 +633,6 @@ async fn record_done(
         .bind(int(written))
         .execute(&mut **tx)
         .await?;
-    Ok(())
-}
-
-/// Moves what follows from a change to job `job`'s units (every job's if `None`):
-/// split files' commits whose ranges are all done become ready, those with a failed
-/// range fail, a deletion step becomes ready once every other unit of its job is done
-/// (or fails with one that failed), and jobs whose units are all final end as done
-/// or failed.
-pub(crate) async fn settle(
-    tx: &mut Transaction<'static, Any>,
-    job: Option<&str>,
-    now: u64,
-) -> Result<(), DbError> {
-    let (units_of, jobs_of) = match job {
-        Some(_) => ("AND job = $1", "AND id = $1"),
-        None => ("", ""),
-    };
-    let statements = [
-        format!(
-            "UPDATE units SET state = 'ready' \
-             WHERE kind = 'commit' AND state = 'waiting' {units_of} \
-               AND NOT EXISTS (SELECT 1 FROM units r WHERE r.job = units.job \
-                 AND r.kind = 'range' AND r.file_from = units.file_from AND r.state <> 'done')"
-        ),
-        format!(
-            "UPDATE units SET state = 'failed', error = 'a block range of the file failed' \
-             WHERE kind = 'commit' AND state = 'waiting' {units_of} \
-               AND EXISTS (SELECT 1 FROM units r WHERE r.job = units.job \
-                 AND r.kind = 'range' AND r.file_from = units.file_from AND r.state = 'failed')"
-        ),
-        // A mirroring job's deletion step runs once every other unit is done, and
-        // never when one failed or was cancelled: as `hetch sync`, nothing is deleted
-        // unless every copy went through.
-        format!(
-            "UPDATE units SET state = 'ready' \
-             WHERE kind = 'delete' AND state = 'waiting' {units_of} \
-               AND NOT EXISTS (SELECT 1 FROM units o WHERE o.job = units.job \
-                 AND o.kind <> 'delete' AND o.state <> 'done')"
-        ),
-        format!(
-            "UPDATE units SET state = 'failed', \
-               error = 'deletions skipped: a copy unit failed, so nothing was deleted' \
-             WHERE kind = 'delete' AND state = 'waiting' {units_of} \
-               AND EXISTS (SELECT 1 FROM units o WHERE o.job = units.job \
-                 AND o.kind <> 'delete' AND o.state IN ('failed', 'cancelled'))"
-        ),
-    ];
-    for sql in &statements {
-        let mut q = sqlx::query(sql);
-        if let Some(job) = job {
-            q = q.bind(job);
-        }
-        q.execute(&mut **tx).await?;
-    }
-    // The time is the last parameter, so that its number does not depend on whether
-    // a job is named.
-    let now_param = if job.is_some() { "$2" } else { "$1" };
-    let sql = format!(
-        "UPDATE jobs SET finished = {now_param}, \
-           state = CASE WHEN EXISTS (SELECT 1 FROM units u WHERE u.job = jobs.id \
-             AND u.state = 'failed') THEN 'failed' ELSE 'done' END, \
-           error = (SELECT u.error FROM units u WHERE u.job = jobs.id AND u.state = 'failed' \
-             ORDER BY u.seq LIMIT 1) \
-         WHERE state IN ('queued', 'running') {jobs_of} \
-           AND NOT EXISTS (SELECT 1 FROM units u WHERE u.job = jobs.id \
-             AND u.state IN ('waiting', 'ready', 'leased'))"
-    );
-    let mut q = sqlx::query(&sql);
-    if let Some(job) = job {
-        q = q.bind(job);
-    }
-    q.bind(int(now)).execute(&mut **tx).await?;
     Ok(())
 }
 

@@ -23,14 +23,17 @@
 #![deny(missing_docs)]
 
 pub mod activity;
+mod counts;
 mod error;
 pub mod jobs;
 pub mod leases;
 pub mod object_ranges;
+mod patience;
 pub mod planning;
 pub mod retention;
 pub mod schedules;
 mod schema;
+mod settle;
 mod sqlite_file;
 pub mod stats;
 pub mod webhooks;
@@ -45,6 +48,7 @@ pub use error::DbError;
 pub use jobs::{FileRow, JobRow, JobState, NewJob, PlannedUnit, Retry, UnitCounts, UnitRow};
 pub use leases::{Claimed, Refused, UnitLease, UnitOutcome, MAX_LEASE_ID};
 pub use object_ranges::RangeRecord;
+pub use patience::{Patience, FIRST_WAIT_MS, MOST_WAIT_MS};
 pub use planning::{PlanningLease, TakenOver};
 pub use schedules::{NewSchedule, Recurrence, Run, RunRow, ScheduleRow};
 pub use stats::Totals;
@@ -73,6 +77,8 @@ pub struct Db {
     /// behind its transactions of thousands of rows. On PostgreSQL, the same pool.
     reads: AnyPool,
     backend: Backend,
+    /// The waits between a unit's attempts.
+    patience: Patience,
 }
 
 impl Db {
@@ -127,7 +133,15 @@ impl Db {
             pool,
             reads,
             backend,
+            patience: Patience::default(),
         })
+    }
+
+    /// This database, with a unit whose attempt failed waiting `patience` before its
+    /// next (the default: [`FIRST_WAIT_MS`], growing to [`MOST_WAIT_MS`]).
+    pub fn with_patience(mut self, patience: Patience) -> Db {
+        self.patience = patience;
+        self
     }
 
     /// Which database this is.

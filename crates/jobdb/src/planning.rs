@@ -206,6 +206,7 @@ impl Db {
             ] {
                 sqlx::query(sql).bind(&id).execute(&mut *tx).await?;
             }
+            crate::counts::recount(&mut tx, &id).await?;
             tx.commit().await?;
             if failed.rows_affected() == 1 {
                 continue;
@@ -264,6 +265,7 @@ impl Db {
     ) -> Result<(), DbError> {
         let mut tx = self.pool.begin().await?;
         hold(&mut tx, lease, 0, 0).await?;
+        let mut delta = crate::counts::Delta::default();
         for (c, chunk) in units.chunks(ROWS_PER_INSERT).enumerate() {
             let sql = format!(
                 "INSERT INTO units (job, seq, kind, file_from, file_to, block_from, block_to, \
@@ -297,9 +299,11 @@ impl Db {
                     .bind(int(u.bytes))
                     .bind(state)
                     .bind(i64::from(max_attempts.max(1)));
+                delta.add(state, 1);
             }
             q.execute(&mut *tx).await?;
         }
+        delta.apply(&mut tx, &lease.job).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -317,7 +321,7 @@ impl Db {
         .bind(int(now))
         .execute(&mut *tx)
         .await?;
-        crate::leases::settle(&mut tx, Some(&lease.job), now).await?;
+        crate::settle::settle(&mut tx, &lease.job, crate::settle::Commits::All, now).await?;
         tx.commit().await?;
         Ok(r.rows_affected() == 1)
     }

@@ -62,6 +62,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "lease ids",
         include_str!("../migrations/0012_lease_ids.sql"),
     ),
+    (
+        13,
+        "unit counts",
+        include_str!("../migrations/0013_unit_counts.sql"),
+    ),
 ];
 
 /// The migrator over [`MIGRATIONS`].

@@ -41,18 +41,31 @@ impl Db {
             let slot = slot.ok_or_else(|| DbError::Row(format!("job state {state:?}")))?;
             slot.1 = n;
         }
-        let rows = sqlx::query("SELECT state, COUNT(*) AS n FROM units GROUP BY state")
-            .fetch_all(&self.reads)
-            .await?;
-        let units = UnitCounts::from_rows(&rows)?;
         // Summed in floating point: jobs whose counters saturated must not make the
-        // totals overflow (nor a damaged row fail them).
+        // totals overflow (nor a damaged row fail them). The units' counts are their
+        // jobs' (see `counts`): no scan of every unit at each scrape.
+        const STATES: [&str; 6] = ["waiting", "ready", "leased", "done", "failed", "cancelled"];
+        let by_state: Vec<String> = STATES
+            .iter()
+            .map(|s| format!("{} AS u_{s}", sum_sql(&format!("units_{s}"))))
+            .collect();
         let sql = format!(
-            "SELECT {} AS f, {} AS b FROM jobs",
+            "SELECT {} AS f, {} AS b, {} FROM jobs",
             sum_sql("files_done"),
-            sum_sql("bytes_done")
+            sum_sql("bytes_done"),
+            by_state.join(", ")
         );
         let done = sqlx::query(&sql).fetch_one(&self.reads).await?;
+        let unit_sum = |s: &str| float_sum(&done, &format!("u_{s}"));
+        let units = UnitCounts {
+            waiting: unit_sum("waiting")?,
+            ready: unit_sum("ready")?,
+            leased: unit_sum("leased")?,
+            done: unit_sum("done")?,
+            failed: unit_sum("failed")?,
+            cancelled: unit_sum("cancelled")?,
+            retried: 0,
+        };
         let sql = format!(
             "SELECT COUNT(DISTINCT lease_owner) AS n, {} AS p, MAX(lag_p99) AS lag \
              FROM units WHERE state = 'leased'",

@@ -65,6 +65,8 @@ pub struct ServiceConfig {
     pub lease_ttl: Duration,
     /// How jobs are cut into units.
     pub planner: Planner,
+    /// How many times each unit is tried, and how long it waits between attempts.
+    pub retries: Retries,
     /// Also let in users with a token from this OpenID Connect issuer.
     pub oidc: Option<hetch_oidc::OidcConfig>,
     /// Limits on connections, before and after they authenticate.
@@ -85,6 +87,26 @@ pub struct ServiceConfig {
     /// the client id, secret and redirect URI. Scopes for the identity map's claims
     /// are added to those it names.
     pub login: Option<hetch_oidc::LoginConfig>,
+}
+
+pub use hetch_jobdb::Patience;
+
+/// How many times each unit is tried, and how long it waits between attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retries {
+    /// Attempts each unit gets before it fails for good (at least 1).
+    pub attempts: u32,
+    /// The waits between them.
+    pub patience: hetch_jobdb::Patience,
+}
+
+impl Default for Retries {
+    fn default() -> Retries {
+        Retries {
+            attempts: planning::DEFAULT_ATTEMPTS,
+            patience: hetch_jobdb::Patience::default(),
+        }
+    }
 }
 
 /// Schedules one owner may have unless configured otherwise.
@@ -145,6 +167,8 @@ pub struct AppState {
     pub lease_ms: u64,
     /// How jobs are cut.
     pub planner: Planner,
+    /// Attempts each new unit gets.
+    pub unit_attempts: u32,
     /// Verifies users' OIDC tokens, when an issuer is configured.
     pub oidc: Option<hetch_oidc::OidcVerifier>,
     /// What each OIDC identity may read and write, when the operator gave a map.
@@ -284,7 +308,9 @@ impl Service {
             }
             None => None,
         };
-        let db = Db::open(&cfg.db_url).await?;
+        let db = Db::open(&cfg.db_url)
+            .await?
+            .with_patience(cfg.retries.patience);
         let listener = tokio::net::TcpListener::bind(cfg.listen)
             .await
             .map_err(|source| ServiceError::Listen {
@@ -323,6 +349,7 @@ impl Service {
                 batch_files: cfg.planner.batch_files.clamp(1, routes::MAX_FILES),
                 ..cfg.planner
             },
+            unit_attempts: cfg.retries.attempts.max(1),
             oidc,
             identities: cfg.identities,
             metrics: metrics::Metrics::default(),
@@ -424,8 +451,9 @@ async fn take_over_planning(state: &Arc<AppState>) -> Result<(), DbError> {
 /// job (it would panic again if planned again).
 pub(crate) fn start_planning(state: &AppState, lease: PlanningLease, spec: api::JobSpec) {
     let (db, root, planner) = (state.db.clone(), state.root.clone(), state.planner);
-    let (held, ms) = (lease.clone(), state.lease_ms);
-    let planner = tokio::spawn(planning::plan(db.clone(), root, lease, spec, planner, ms));
+    let (held, ms, attempts) = (lease.clone(), state.lease_ms, state.unit_attempts);
+    let planning = planning::plan(db.clone(), root, lease, spec, planner, ms, attempts);
+    let planner = tokio::spawn(planning);
     tokio::spawn(async move {
         if let Err(e) = planner.await {
             let why = format!("planning: stopped by an internal error: {e}");

@@ -23,8 +23,11 @@ use crate::now_ms;
 /// Listing rows (and their units) written per transaction.
 const BATCH: usize = 10_000;
 
-/// Attempts each unit gets before it fails for good.
-pub const MAX_ATTEMPTS: u32 = 3;
+/// Attempts each unit gets before it fails for good, unless configured otherwise
+/// (`--unit-attempts`): with the waits between them (see [`hetch_jobdb::Patience`]),
+/// the last comes about three minutes after the first failed, so a destination full
+/// or a node away for a minute costs no retry by hand.
+pub const DEFAULT_ATTEMPTS: u32 = 5;
 
 /// Lists the sources of the job `lease` holds under `root` and writes its listing and
 /// units, then queues it; on an error the job fails with it (one line naming the
@@ -38,11 +41,12 @@ pub async fn plan(
     spec: JobSpec,
     planner: Planner,
     lease_ms: u64,
+    attempts: u32,
 ) {
     // Aborted when planning ends, however it ends (a panic included): a lease kept
     // alive by nobody planning would leave the job stuck.
     let _renewer = AbortOnDrop(tokio::spawn(renew(db.clone(), lease.clone(), lease_ms)));
-    write_plan(&db, root, &lease, spec, planner).await;
+    write_plan(&db, root, &lease, spec, planner, attempts).await;
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -74,10 +78,17 @@ async fn renew(db: Db, lease: PlanningLease, lease_ms: u64) {
     }
 }
 
-async fn write_plan(db: &Db, root: PathBuf, lease: &PlanningLease, spec: JobSpec, p: Planner) {
+async fn write_plan(
+    db: &Db,
+    root: PathBuf,
+    lease: &PlanningLease,
+    spec: JobSpec,
+    p: Planner,
+    attempts: u32,
+) {
     if spec.is_relay() {
         let relay = |operand| UnitSpec::Relay { operand };
-        return write_whole(db, lease, &spec, relay, MAX_ATTEMPTS).await;
+        return write_whole(db, lease, &spec, relay, attempts).await;
     }
     let planner = job_planner(&spec, p);
     let objects = object_limits(&spec.dest);
@@ -127,7 +138,7 @@ async fn write_plan(db: &Db, root: PathBuf, lease: &PlanningLease, spec: JobSpec
             }
             units.extend(specs.drain(..).map(|s| with_bytes(s, f.size, &planner)));
             if units.len() >= BATCH && written.is_ok() {
-                written = db.add_units(lease, next_unit, &units, MAX_ATTEMPTS).await;
+                written = db.add_units(lease, next_unit, &units, attempts).await;
                 next_unit += units.len() as u64;
                 units.clear();
             }
@@ -159,7 +170,7 @@ async fn write_plan(db: &Db, root: PathBuf, lease: &PlanningLease, spec: JobSpec
                 bytes: 0,
             });
         }
-        let written = db.add_units(lease, next_unit, &units, MAX_ATTEMPTS).await;
+        let written = db.add_units(lease, next_unit, &units, attempts).await;
         result = written.map_err(|e| format!("writing the listing: {e}"));
     }
     end_planning(db, lease, result).await;

@@ -438,7 +438,7 @@ async fn cancel(
     axum::Extension(caller): By,
     Path(id): Path<String>,
 ) -> Answer {
-    view(&state, &caller, &id).await?;
+    visible_row(&state, &caller, &id).await?;
     match state.db.cancel(&id, now_ms()).await.map_err(internal)? {
         true => show(State(state), axum::Extension(caller), Path(id)).await,
         false => Err(fail(
@@ -453,7 +453,7 @@ async fn retry(
     axum::Extension(caller): By,
     Path(id): Path<String>,
 ) -> Answer {
-    view(&state, &caller, &id).await?;
+    visible_row(&state, &caller, &id).await?;
     let spec = regranted(&state, &id).await?;
     match state
         .db
@@ -507,7 +507,8 @@ async fn files(
     // An empty range has no rows, and a longer one is cut to its first MAX_FILES:
     // neither is malformed (the document cannot say that `to` follows `from`).
     let to = q.to.max(q.from).min(q.from.saturating_add(MAX_FILES));
-    view(&state, &caller, &id).await?;
+    // The job's row alone decides (a worker asks at each unit: no view built).
+    visible_row(&state, &caller, &id).await?;
     let rows = state.db.files(&id, q.from, to).await.map_err(internal)?;
     let rows: Vec<FileRow> = rows.into_iter().map(file_row).collect();
     Ok(Json(rows).into_response())
@@ -525,8 +526,13 @@ pub(crate) fn file_row(f: hetch_jobdb::FileRow) -> FileRow {
 /// Job `id` as the API shows it to `caller`, or a 404: a user is told of no job of
 /// another's, not even that it exists.
 pub(crate) async fn view(state: &AppState, caller: &Caller, id: &str) -> Result<JobView, ApiError> {
+    job_view(state, visible_row(state, caller, id).await?).await
+}
+
+/// Job `id`'s row if `caller` may see it, or a 404 (as [`view`]).
+async fn visible_row(state: &AppState, caller: &Caller, id: &str) -> Result<JobRow, ApiError> {
     match state.db.job(id).await.map_err(internal)? {
-        Some(row) if caller.may_see(&row.submitted_by) => job_view(state, row).await,
+        Some(row) if caller.may_see(&row.submitted_by) => Ok(row),
         _ => Err(fail(StatusCode::NOT_FOUND, format!("no job {id}"))),
     }
 }
@@ -535,7 +541,7 @@ pub(crate) async fn view(state: &AppState, caller: &Caller, id: &str) -> Result<
 /// [`JobRow::damaged`]; a spec this version cannot parse) is said in its error: one
 /// damaged job never makes a list of jobs fail.
 async fn job_view(state: &AppState, row: JobRow) -> Result<JobView, ApiError> {
-    let c = state.db.unit_counts(&row.id).await.map_err(internal)?;
+    let c = row.units.clone();
     // Its live bytes, rate and ETA as the web interface's last snapshot has them (a
     // second old at most; none for a job too old to be in it).
     let snapshot = state.hub.latest();

@@ -48,6 +48,11 @@ pub fn launch(dir: &Path, listen: &str, extra: &[&str]) -> Service {
         "--state-dir".into(),
         state.clone().into(),
     ]);
+    // Failed attempts wait (tested by their own tests), briefly: tests whose units
+    // fail to the end do not wait minutes for it.
+    if !extra.iter().any(|e| e.starts_with("--retry-wait")) {
+        a.extend(args(&["--retry-wait", "200ms", "--retry-wait-max", "1s"]));
+    }
     a.extend(args(extra));
     let proc = spawn(&a, &[]);
     let addr = printed_after(&proc, "listening on https://");

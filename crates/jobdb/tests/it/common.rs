@@ -40,6 +40,12 @@ pub fn backends(dir: &Path) -> Vec<Backend> {
     out
 }
 
+/// No wait between a unit's attempts.
+pub const NO_WAIT: hetch_jobdb::Patience = hetch_jobdb::Patience {
+    first_ms: 0,
+    most_ms: 0,
+};
+
 /// Runs `f` on every backend, naming the backend when it fails.
 pub fn on_each<F, Fut>(f: F)
 where
@@ -51,7 +57,9 @@ where
         eprintln!("--- on {}", b.name);
         let rt = tokio::runtime::Runtime::new().unwrap();
         rt.block_on(async {
-            let db = Db::open(&b.url).await.expect("open database");
+            // A failed attempt's unit goes again at once, as in the lease model; the
+            // waits between attempts have tests of their own.
+            let db = Db::open(&b.url).await.expect("open database").with_patience(NO_WAIT);
             f(db.clone(), b.url.clone()).await;
             db.close().await;
         });
@@ -137,4 +145,13 @@ pub fn planner(per: u64, split: u64, range: u64, block: u64) -> Planner {
         block_size: block,
         ..Planner::default()
     }
+}
+
+/// Job `job`'s unit counts as its row keeps them, checked against a count of its
+/// units.
+pub async fn unit_counts(db: &Db, job: &str) -> hetch_jobdb::UnitCounts {
+    let kept = db.job(job).await.unwrap().expect("no such job").units;
+    let counted = db.count_units(job).await.unwrap();
+    assert_eq!(kept, counted, "job {job}: the counts on its row are not its units'");
+    kept
 }

@@ -107,6 +107,10 @@ async fn run_case(
     )
     .await;
     let mut model: Vec<Unit> = (0..UNITS).map(|_| Unit::new(max)).collect();
+    // When each unit's last attempt failed (0: never): with no wait between attempts
+    // (see `NO_WAIT`), units never tried are handed out first, in order, then those
+    // trying again, in the order they failed.
+    let mut failed_at: Vec<u64> = vec![0; UNITS];
     let name = |w: u8| format!("w{w}");
     // The lease id each worker's latest claim of each unit gave: what it names the
     // unit with (the model knows holders by name; the database by name and id).
@@ -125,14 +129,19 @@ async fn run_case(
                 db.reap(now).await.unwrap();
                 let got = db.claim(&name(w), now, TTL, k).await.unwrap();
                 let mut want = Vec::new();
-                for u in model.iter_mut() {
-                    u.expire(now);
-                }
                 for (i, u) in model.iter_mut().enumerate() {
-                    if want.len() < k && u.claim(&name(w), now, TTL).is_ok() {
+                    if u.expire(now) {
+                        failed_at[i] = now;
+                    }
+                }
+                let mut order: Vec<usize> = (0..UNITS).collect();
+                order.sort_by_key(|&i| (failed_at[i], i));
+                for i in order {
+                    if want.len() < k && model[i].claim(&name(w), now, TTL).is_ok() {
                         want.push(i as u64);
                     }
                 }
+                want.sort();
                 for c in &got {
                     leases.insert((w, c.seq), c.lease.clone());
                 }
@@ -171,6 +180,9 @@ async fn run_case(
                     .unwrap();
                 let want =
                     model[i].finish(&name(w), now, if ok { Ok(()) } else { Err("broke".into()) });
+                if want.is_ok() && !ok {
+                    failed_at[i] = now;
+                }
                 let want = want.map_err(|r| match r {
                     lease::Refused::Expired => DbRefused::Expired,
                     _ => DbRefused::NotOwner,
@@ -179,11 +191,13 @@ async fn run_case(
             }
             Op::Reap => {
                 let got = db.reap(now).await.unwrap();
-                let want = model
-                    .iter_mut()
-                    .map(|u| u.expire(now))
-                    .filter(|&e| e)
-                    .count() as u64;
+                let mut want = 0;
+                for (i, u) in model.iter_mut().enumerate() {
+                    if u.expire(now) {
+                        failed_at[i] = now;
+                        want += 1;
+                    }
+                }
                 prop_assert_eq!(got, want, "{:?}", op);
             }
             Op::Wait(d) => now += d,
@@ -194,6 +208,10 @@ async fn run_case(
             prop_assert_eq!(&state, &u.state, "unit {} after {:?}", row.seq, op);
             prop_assert_eq!(row.attempts, u.attempts, "unit {} after {:?}", row.seq, op);
         }
+        // The counts its row keeps are its units'.
+        let kept = db.job(&job).await.unwrap().unwrap().units;
+        let counted = db.count_units(&job).await.unwrap();
+        prop_assert_eq!(kept, counted, "the job's counts after {:?}", op);
     }
     db.cancel(&job, now).await.unwrap();
     Ok(())

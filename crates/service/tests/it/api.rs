@@ -972,6 +972,7 @@ fn the_state_directory_and_the_database_are_private_to_the_service() {
             db_url: url,
             lease_ttl: std::time::Duration::from_secs(30),
             planner: planner(),
+            retries: Default::default(),
             oidc: None,
             limits: Default::default(),
             identities: None,

@@ -137,6 +137,14 @@ pub async fn start_configured(
         db_url: db_url.to_string(),
         lease_ttl: Duration::from_secs(30),
         planner,
+        // Attempts go again at once unless a test asks for waits (tests of them do).
+        retries: hetch_service::Retries {
+            attempts: 3,
+            patience: hetch_service::Patience {
+                first_ms: 0,
+                most_ms: 0,
+            },
+        },
         oidc: None,
         limits: Default::default(),
         identities: None,

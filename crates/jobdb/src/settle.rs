@@ -1,0 +1,201 @@
+//! What follows from a change to a job's units, in the same transaction: a split
+//! file's commit becomes ready when its last range is done (or fails with it), a
+//! mirroring job's deletion step becomes ready once every other unit is done (or
+//! fails when one failed), and a job whose units are all final ends, done or failed.
+//!
+//! Each step reads what it needs by an index or off the job's counts
+//! ([`crate::counts`]): a report's settling costs the same in a job of ten units and
+//! in one of a million.
+
+use sqlx::{Any, Row, Transaction};
+
+use crate::counts::Delta;
+use crate::{int, uint, DbError};
+
+/// Which of a job's commits may have become ready or failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Commits {
+    /// None: no block range changed.
+    Unchanged,
+    /// The one of this file (a block range of it ended).
+    OfFile(u64),
+    /// Any (after a change of many units).
+    All,
+}
+
+/// Settles job `job` after a change to its units (see the module). The job's row is
+/// already locked by the caller, and its counts up to date.
+pub(crate) async fn settle(
+    tx: &mut Transaction<'static, Any>,
+    job: &str,
+    commits: Commits,
+    now: u64,
+) -> Result<(), DbError> {
+    let file = match commits {
+        Commits::Unchanged => None,
+        Commits::OfFile(f) => Some(Some(f)),
+        Commits::All => Some(None),
+    };
+    if let Some(file) = file {
+        settle_commits(tx, job, file).await?;
+    }
+    let counts = Counts::of(tx, job).await?;
+    // A mirroring job's deletion step runs once every other unit is done, and never
+    // when one failed or was cancelled: as `hetch sync`, nothing is deleted unless
+    // every copy went through. It is the job's one deletion step and waits: so every
+    // other unit is done when it is the one unit not final.
+    if counts.failed + counts.cancelled > 0 && counts.waiting > 0 {
+        let failed = sqlx::query(
+            "UPDATE units SET state = 'failed', \
+               error = 'deletions skipped: a copy unit failed, so nothing was deleted' \
+             WHERE job = $1 AND kind = 'delete' AND state = 'waiting' RETURNING seq",
+        )
+        .bind(job)
+        .fetch_all(&mut **tx)
+        .await?;
+        shift(tx, job, "waiting", "failed", failed.len()).await?;
+    } else if counts.failed + counts.cancelled == 0
+        && counts.waiting == 1
+        && counts.ready + counts.leased == 0
+    {
+        let ready = sqlx::query(
+            "UPDATE units SET state = 'ready' \
+             WHERE job = $1 AND kind = 'delete' AND state = 'waiting' RETURNING seq",
+        )
+        .bind(job)
+        .fetch_all(&mut **tx)
+        .await?;
+        shift(tx, job, "waiting", "ready", ready.len()).await?;
+    }
+    end_if_final(tx, job, now).await
+}
+
+/// Commits of job `job` (of file `file` only, if given) whose ranges are all done
+/// become ready; those with a failed range fail.
+async fn settle_commits(
+    tx: &mut Transaction<'static, Any>,
+    job: &str,
+    file: Option<u64>,
+) -> Result<(), DbError> {
+    let of_file = match file {
+        Some(_) => "AND file_from = $2",
+        None => "",
+    };
+    let steps = [
+        (
+            "ready",
+            format!(
+                "UPDATE units SET state = 'ready' \
+                 WHERE job = $1 AND kind = 'commit' AND state = 'waiting' {of_file} \
+                   AND NOT EXISTS (SELECT 1 FROM units r WHERE r.job = units.job \
+                     AND r.file_from = units.file_from AND r.kind = 'range' AND r.state <> 'done') \
+                 RETURNING seq"
+            ),
+        ),
+        (
+            "failed",
+            format!(
+                "UPDATE units SET state = 'failed', error = 'a block range of the file failed' \
+                 WHERE job = $1 AND kind = 'commit' AND state = 'waiting' {of_file} \
+                   AND EXISTS (SELECT 1 FROM units r WHERE r.job = units.job \
+                     AND r.file_from = units.file_from AND r.kind = 'range' AND r.state = 'failed') \
+                 RETURNING seq"
+            ),
+        ),
+    ];
+    for (to, sql) in &steps {
+        let mut q = sqlx::query(sql).bind(job);
+        if let Some(f) = file {
+            q = q.bind(int(f));
+        }
+        let moved = q.fetch_all(&mut **tx).await?;
+        shift(tx, job, "waiting", to, moved.len()).await?;
+    }
+    Ok(())
+}
+
+/// Ends job `job`, queued or running, if none of its units is still to run: failed
+/// with its first failed unit's error if one failed, else done.
+async fn end_if_final(
+    tx: &mut Transaction<'static, Any>,
+    job: &str,
+    now: u64,
+) -> Result<(), DbError> {
+    let counts = Counts::of(tx, job).await?;
+    if counts.waiting + counts.ready + counts.leased > 0 {
+        return Ok(());
+    }
+    let error: Option<Option<String>> = sqlx::query_scalar(
+        "SELECT error FROM units WHERE job = $1 AND state = 'failed' ORDER BY seq LIMIT 1",
+    )
+    .bind(job)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let state = match error {
+        Some(_) => "failed",
+        None => "done",
+    };
+    sqlx::query(
+        "UPDATE jobs SET finished = $2, state = $3, error = $4 \
+         WHERE id = $1 AND state IN ('queued', 'running')",
+    )
+    .bind(job)
+    .bind(int(now))
+    .bind(state)
+    .bind(error.flatten())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// `n` of job `job`'s units moved from state `from` to `to`, on its counts.
+async fn shift(
+    tx: &mut Transaction<'static, Any>,
+    job: &str,
+    from: &str,
+    to: &str,
+    n: usize,
+) -> Result<(), DbError> {
+    let mut delta = Delta::default();
+    delta.moved(from, to, n as i64);
+    delta.apply(tx, job).await
+}
+
+/// A job's unit counts as its row has them.
+struct Counts {
+    waiting: u64,
+    ready: u64,
+    leased: u64,
+    failed: u64,
+    cancelled: u64,
+}
+
+impl Counts {
+    async fn of(tx: &mut Transaction<'static, Any>, job: &str) -> Result<Counts, DbError> {
+        let r = sqlx::query(
+            "SELECT units_waiting, units_ready, units_leased, units_failed, units_cancelled \
+             FROM jobs WHERE id = $1",
+        )
+        .bind(job)
+        .fetch_optional(&mut **tx)
+        .await?;
+        let Some(r) = r else {
+            // No such job: nothing to settle (a count of 1 waiting keeps it so).
+            return Ok(Counts {
+                waiting: 1,
+                ready: 0,
+                leased: 0,
+                failed: 0,
+                cancelled: 0,
+            });
+        };
+        let get = |c: &str| -> Result<u64, DbError> { uint(r.try_get(c)?, c) };
+        Ok(Counts {
+            waiting: get("units_waiting")?,
+            ready: get("units_ready")?,
+            leased: get("units_leased")?,
+            failed: get("units_failed")?,
+            cancelled: get("units_cancelled")?,
+        })
+    }
+}

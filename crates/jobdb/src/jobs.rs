@@ -298,6 +298,31 @@ impl Db {
         Ok(counts)
     }
 
+    /// Attempts each of job `job`'s units gets (its first unit's: planned alike), and
+    /// when the first of those waiting after a failed attempt may go again, if one
+    /// waits at `now`. Two reads by index, whatever the job's size.
+    pub async fn attempts_outlook(
+        &self,
+        job: &str,
+        now: u64,
+    ) -> Result<(u64, Option<u64>), DbError> {
+        let max: Option<i64> =
+            sqlx::query_scalar("SELECT max_attempts FROM units WHERE job = $1 ORDER BY seq LIMIT 1")
+                .bind(job)
+                .fetch_optional(&self.reads)
+                .await?;
+        let next: Option<i64> = sqlx::query_scalar(
+            "SELECT not_before FROM units WHERE job = $1 AND state = 'ready' AND not_before > $2 \
+             ORDER BY not_before LIMIT 1",
+        )
+        .bind(job)
+        .bind(int(now))
+        .fetch_optional(&self.reads)
+        .await?;
+        let max = max.map_or(Ok(0), |m| uint(m, "max_attempts"))?;
+        Ok((max, next.map(|n| uint(n, "not_before")).transpose()?))
+    }
+
     /// Job `job`'s units, in order.
     pub async fn units(&self, job: &str) -> Result<Vec<UnitRow>, DbError> {
         let rows = sqlx::query(

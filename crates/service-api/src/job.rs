@@ -405,6 +405,13 @@ pub struct UnitsView {
     /// Units (in any state) tried more than once: a run failed, or a lease ran out.
     #[serde(default)]
     pub retried: u64,
+    /// Attempts each unit gets before it fails for good (0: not said).
+    #[serde(default)]
+    pub max_attempts: u64,
+    /// In how many milliseconds (from this answer) the first unit waiting after a
+    /// failed attempt may go again, if one waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_try_in_ms: Option<u64>,
 }
 
 /// An error, as every 4xx and 5xx answer carries it (`Error` in the OpenAPI

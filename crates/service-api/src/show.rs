@@ -100,6 +100,16 @@ impl JobView {
                 u.ready, u.leased, u.done, u.failed, u.waiting, u.cancelled, u.retried
             ),
         );
+        if u.max_attempts > 0 {
+            let next = u.next_try_in_ms.map(|ms| {
+                let s = ms.div_ceil(1000);
+                format!("; a unit tries again in {}", human_seconds(s))
+            });
+            line(
+                "attempts",
+                &format!("up to {} per unit{}", u.max_attempts, next.unwrap_or_default()),
+            );
+        }
         if let Some(e) = &self.error {
             line("error", &escape_text(e));
         }

@@ -542,6 +542,11 @@ async fn visible_row(state: &AppState, caller: &Caller, id: &str) -> Result<JobR
 /// damaged job never makes a list of jobs fail.
 async fn job_view(state: &AppState, row: JobRow) -> Result<JobView, ApiError> {
     let c = row.units.clone();
+    let now = now_ms();
+    let (max_attempts, next_try) = match row.state.is_final() {
+        true => (0, None),
+        false => state.db.attempts_outlook(&row.id, now).await.map_err(internal)?,
+    };
     // Its live bytes, rate and ETA as the web interface's last snapshot has them (a
     // second old at most; none for a job too old to be in it).
     let snapshot = state.hub.latest();
@@ -600,6 +605,8 @@ async fn job_view(state: &AppState, row: JobRow) -> Result<JobView, ApiError> {
             failed: c.failed,
             retried: c.retried,
             cancelled: c.cancelled,
+            max_attempts,
+            next_try_in_ms: next_try.map(|t| t.saturating_sub(now)),
         },
         webhook,
     })

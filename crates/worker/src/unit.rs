@@ -59,6 +59,10 @@ pub struct Pace {
     pub progress: Arc<Progress>,
 }
 
+/// A unit this worker stopped, as its log and its report say.
+pub(crate) const STOPPED_HERE: &str = "stopped by this worker: the service no longer holds \
+     the unit for it (its lease ran out or could not be kept, or its job was cancelled)";
+
 /// How one kind of unit runs ([`UnitSpec`]'s: files, range, commit, relay), once its
 /// job's access was checked, paced by a [`Pace`].
 pub(crate) trait Runner: Sync {
@@ -150,6 +154,7 @@ impl UnitContext {
         // What the engine wrote at the destination: a file found in place writes
         // nothing (the service bounds it by the unit's size).
         let counted = p.progress.clone();
+        let stop = p.stop.clone();
         let done = match self.check_access(&u.spec) {
             Err(e) => Err(e),
             Ok(()) => {
@@ -164,7 +169,12 @@ impl UnitContext {
                 ..FinishRequest::done(&u.job, u.seq, d.files, d.bytes)
             },
             Err(e) => {
-                let line = hetch_copy::one_line(e.as_ref());
+                // Stopped from here, the session ends as a server's shutting down
+                // would: said as what it is.
+                let line = match stop.is_raised() {
+                    true => STOPPED_HERE.to_string(),
+                    false => hetch_copy::one_line(e.as_ref()),
+                };
                 self.log
                     .say(&format!("unit {} of job {}: {line}", u.seq, u.job));
                 FinishRequest::failed(&u.job, u.seq, self.as_users_see(&line))

@@ -5,6 +5,7 @@
 mod common;
 
 mod deletion;
+mod faults;
 mod jobs;
 mod model;
 mod planning;

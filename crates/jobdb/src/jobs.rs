@@ -306,11 +306,12 @@ impl Db {
         job: &str,
         now: u64,
     ) -> Result<(u64, Option<u64>), DbError> {
-        let max: Option<i64> =
-            sqlx::query_scalar("SELECT max_attempts FROM units WHERE job = $1 ORDER BY seq LIMIT 1")
-                .bind(job)
-                .fetch_optional(&self.reads)
-                .await?;
+        let max: Option<i64> = sqlx::query_scalar(
+            "SELECT max_attempts FROM units WHERE job = $1 ORDER BY seq LIMIT 1",
+        )
+        .bind(job)
+        .fetch_optional(&self.reads)
+        .await?;
         let next: Option<i64> = sqlx::query_scalar(
             "SELECT not_before FROM units WHERE job = $1 AND state = 'ready' AND not_before > $2 \
              ORDER BY not_before LIMIT 1",

@@ -107,7 +107,11 @@ impl JobView {
             });
             line(
                 "attempts",
-                &format!("up to {} per unit{}", u.max_attempts, next.unwrap_or_default()),
+                &format!(
+                    "up to {} per unit{}",
+                    u.max_attempts,
+                    next.unwrap_or_default()
+                ),
             );
         }
         if let Some(e) = &self.error {

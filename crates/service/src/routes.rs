@@ -545,7 +545,11 @@ async fn job_view(state: &AppState, row: JobRow) -> Result<JobView, ApiError> {
     let now = now_ms();
     let (max_attempts, next_try) = match row.state.is_final() {
         true => (0, None),
-        false => state.db.attempts_outlook(&row.id, now).await.map_err(internal)?,
+        false => state
+            .db
+            .attempts_outlook(&row.id, now)
+            .await
+            .map_err(internal)?,
     };
     // Its live bytes, rate and ETA as the web interface's last snapshot has them (a
     // second old at most; none for a job too old to be in it).

@@ -415,6 +415,75 @@ mod tests {
         assert!(super::with_autotune(None, None, 4).0.is_none());
     }
 
+    /// A unit this worker stopped (its lease lost) ends as a session stopped from
+    /// outside ends, which the engine words as a server shutting down: the log and
+    /// the report say this worker stopped it.
+    #[tokio::test]
+    async fn a_unit_stopped_here_says_so() {
+        use std::sync::{Arc, Mutex};
+        let pin = Some(hetch_net::Fingerprint([7; 32]));
+        // Never called: the unit fails its access check first.
+        let api = super::Client::new("127.0.0.1:9", pin, None, b"t".to_vec());
+        let api = Arc::new(api.await.unwrap());
+        let mut ctx = super::UnitContext::new(api, "/".into(), None, None, None);
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let kept = lines.clone();
+        ctx.log = crate::log::Log::new(move |l| kept.lock().unwrap().push(l.to_string()));
+        let unit = hetch_service_api::ClaimedUnit {
+            job: "j".into(),
+            seq: 3,
+            unit: hetch_jobs::UnitSpec::Files {
+                first: 0,
+                end: 1,
+                bytes: 1,
+            },
+            spec: hetch_service_api::JobSpec {
+                sources: vec!["a".into()],
+                dest: "b".into(),
+                // Reaching nothing: the unit fails at once.
+                access: Some(hetch_service_api::Access {
+                    entry: "sub=nobody".into(),
+                    read: Vec::new(),
+                    write: Vec::new(),
+                    account: None,
+                }),
+                ..Default::default()
+            },
+            until: 0,
+            lease: "l".into(),
+            attempts: 0,
+            lease_ms: 30_000,
+            rate_limit: 0,
+        };
+        let pace = |raised: bool| {
+            let (tx, stop) = super::StopSignal::new();
+            if raised {
+                tx.stop();
+            }
+            // The signal's sender gone would read as raised: kept for the call.
+            (
+                tx,
+                super::Pace {
+                    stop,
+                    rate: Arc::new(super::RateLimiter::adjustable(0)),
+                    progress: Arc::new(super::Progress::default()),
+                },
+            )
+        };
+        let (_tx, running) = pace(false);
+        let failed = ctx.run_here(unit.clone(), running).await;
+        let error = failed.error.unwrap();
+        assert!(!error.contains("stopped by this worker"), "{error}");
+        let (_tx, stopped) = pace(true);
+        let report = ctx.run_here(unit, stopped).await;
+        assert_eq!(report.error.as_deref(), Some(super::STOPPED_HERE));
+        let lines = lines.lock().unwrap();
+        assert_eq!(
+            lines.last().unwrap(),
+            &format!("unit 3 of job j: {}", super::STOPPED_HERE)
+        );
+    }
+
     #[test]
     fn units_at_once_share_the_default_streams() {
         let floors: Vec<u16> = [0, 1, 2, 3, 4, 64].map(super::stream_floor).into();

@@ -59,7 +59,10 @@ where
         rt.block_on(async {
             // A failed attempt's unit goes again at once, as in the lease model; the
             // waits between attempts have tests of their own.
-            let db = Db::open(&b.url).await.expect("open database").with_patience(NO_WAIT);
+            let db = Db::open(&b.url)
+                .await
+                .expect("open database")
+                .with_patience(NO_WAIT);
             f(db.clone(), b.url.clone()).await;
             db.close().await;
         });
@@ -152,6 +155,9 @@ pub fn planner(per: u64, split: u64, range: u64, block: u64) -> Planner {
 pub async fn unit_counts(db: &Db, job: &str) -> hetch_jobdb::UnitCounts {
     let kept = db.job(job).await.unwrap().expect("no such job").units;
     let counted = db.count_units(job).await.unwrap();
-    assert_eq!(kept, counted, "job {job}: the counts on its row are not its units'");
+    assert_eq!(
+        kept, counted,
+        "job {job}: the counts on its row are not its units'"
+    );
     kept
 }

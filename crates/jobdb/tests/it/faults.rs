@@ -23,12 +23,18 @@ fn a_failed_unit_waits_longer_after_each_attempt_before_it_goes_again() {
         job_of(&db, "j", 0, &[1], planner(1, u64::MAX, 1, 1), 4, 0).await;
         // Attempt 1 fails at 10: nothing to hand out until 1 s later.
         let u = db.claim("w", 0, TTL, 1).await.unwrap().remove(0);
-        db.finish("w", &u.held(), 10, &broke()).await.unwrap().unwrap();
+        db.finish("w", &u.held(), 10, &broke())
+            .await
+            .unwrap()
+            .unwrap();
         assert!(db.claim("w", 1_009, TTL, 1).await.unwrap().is_empty());
         let u = db.claim("w", 1_010, TTL, 1).await.unwrap().remove(0);
         assert_eq!(u.attempts, 1);
         // Attempt 2 fails at 2,000: three times as long.
-        db.finish("w", &u.held(), 2_000, &broke()).await.unwrap().unwrap();
+        db.finish("w", &u.held(), 2_000, &broke())
+            .await
+            .unwrap()
+            .unwrap();
         assert!(db.claim("w", 4_999, TTL, 1).await.unwrap().is_empty());
         // Attempt 3's lease runs out (its worker stopped): the reaper fails it, and
         // the wait is the longest, 5 s, not 9.
@@ -43,7 +49,10 @@ fn a_failed_unit_waits_longer_after_each_attempt_before_it_goes_again() {
         let c = unit_counts(&db, "j").await;
         assert_eq!((c.leased, c.retried), (1, 1));
         // The fourth and last attempt fails: the job fails at once, with no wait.
-        db.finish("w", &u.held(), out + 6_000, &broke()).await.unwrap().unwrap();
+        db.finish("w", &u.held(), out + 6_000, &broke())
+            .await
+            .unwrap()
+            .unwrap();
         let job = db.job("j").await.unwrap().unwrap();
         assert_eq!(job.state, JobState::Failed);
         assert_eq!(job.error.as_deref(), Some("destination full"));
@@ -60,7 +69,10 @@ fn a_unit_waiting_to_try_again_lets_the_others_go_first() {
         job_of(&db, "j", 0, &[1; 3], planner(1, u64::MAX, 1, 1), 3, 0).await;
         let first = db.claim("w", 0, TTL, 1).await.unwrap().remove(0);
         assert_eq!(first.seq, 0);
-        db.finish("w", &first.held(), 1, &broke()).await.unwrap().unwrap();
+        db.finish("w", &first.held(), 1, &broke())
+            .await
+            .unwrap()
+            .unwrap();
         let rest: Vec<u64> = db
             .claim("w", 2, TTL, 5)
             .await
@@ -125,7 +137,10 @@ fn cancels_and_sixteen_workers_reports_never_deadlock() {
                 tokio::task::yield_now().await;
             }
             let cancelled = db.cancel(&job, now + 3).await;
-            assert!(matches!(cancelled, Ok(true)), "round {round}: {cancelled:?}");
+            assert!(
+                matches!(cancelled, Ok(true)),
+                "round {round}: {cancelled:?}"
+            );
             let mut reported = 0;
             for w in workers {
                 reported += w.await.unwrap();
@@ -170,7 +185,10 @@ fn a_range_done_again_counts_its_whole_range() {
                     bytes: 0,
                     written: 0,
                 };
-                db.finish("w", &c.held(), now, &outcome).await.unwrap().unwrap();
+                db.finish("w", &c.held(), now, &outcome)
+                    .await
+                    .unwrap()
+                    .unwrap();
             }
             now += 1;
         }

@@ -42,6 +42,7 @@ mod schedules;
 mod schemathesis;
 mod serve_fair;
 mod service;
+mod service_faults;
 mod service_stream;
 mod sum;
 mod sync;

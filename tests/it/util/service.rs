@@ -109,6 +109,20 @@ impl Service {
         spawn(&a, &self.worker_env())
     }
 
+    /// A `hetch worker` for this service, named `name`, that sends units to the
+    /// `hetch serve` node `node`: the node's key pinned (in a known-hosts file of the
+    /// worker's own in `dir`), its token read from the node's token file.
+    pub fn node_worker(&self, dir: &Path, name: &str, node: &super::Server) -> Running {
+        let known = dir.join(format!("known_hosts-{name}"));
+        std::fs::write(&known, format!("{} {}\n", node.addr, node.fingerprint)).unwrap();
+        let (known, token) = (known.to_string_lossy(), node.token_path.to_string_lossy());
+        self.worker_with(
+            dir,
+            name,
+            &["--known-hosts", &known, "--token-file", &token],
+        )
+    }
+
     pub fn job(&self, a: &[&str]) -> super::Out {
         let mut all = args(&["job", "--service", &self.addr]);
         all.extend(args(a));

@@ -1,0 +1,149 @@
+//! The service's patience, end to end with the real binaries: a worker stopped past
+//! its lease while it sends block ranges, and a destination node away for a while,
+//! cost the job no `hetch job retry`. A failed attempt waits (`--retry-wait`, here
+//! shortened from 5 s) before the unit goes again, so the fault ends before the
+//! unit's attempts do. The waits' rules are tested in crates/jobdb.
+
+use crate::util;
+
+use util::service::{show, start_with, submit};
+use util::wait_for;
+
+/// The service's flags: leases of 2 s, a 3 MiB file in ranges of 512 KiB, waits of
+/// 1, 3, 4 and 4 s between a unit's 5 attempts (12 s of patience).
+const PATIENT: [&str; 10] = [
+    "--lease-secs",
+    "2",
+    "--split-size",
+    "1M",
+    "--range-size",
+    "512K",
+    "--retry-wait",
+    "1s",
+    "--retry-wait-max",
+    "4s",
+];
+
+/// `dir/root/one/big.bin`, 3 MiB and a bit.
+fn big_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let root = dir.join("root");
+    std::fs::create_dir_all(root.join("one")).unwrap();
+    let data: Vec<u8> = (0..(3 << 20) + 4321)
+        .map(|i: usize| (i as u8).wrapping_mul(29) ^ (i >> 10) as u8)
+        .collect();
+    std::fs::write(root.join("one/big.bin"), data).unwrap();
+    root
+}
+
+/// A worker stopped (SIGSTOP: a VM paused, a process stopped, a partition that keeps
+/// TCP up) past its lease while it holds ranges of a file going to a destination
+/// node. Another worker redoes the ranges; the file's commit is refused while the
+/// node still holds the stopped worker's range session open ("a writer of one of its
+/// ranges still has it open"), until the node drops that silent session (its
+/// `--stall-timeout`, 6 s here). Before, the commit's three attempts went within
+/// milliseconds and the job failed; now they wait, and the job ends done and
+/// identical with no retry by hand.
+///
+/// Fails today, and is left out of the runs until it passes (issue 56, item 1): a
+/// range session at the node waits up to a fixed 120 s (`RANGE_SILENCE` in
+/// crates/session/src/range.rs) for the client's next block, whatever the node's
+/// `--stall-timeout`, so the stopped worker's session keeps the part file held for
+/// two minutes, past the 12 s of patience here (and past the default's three
+/// minutes only just). Its fix: range clients send keep-alives while their rate
+/// share holds blocks back, and the node bounds a range's silence by its stall
+/// timeout.
+#[test]
+#[ignore = "issue 56 item 1: a range session's silence is bounded by 120 s, not the node's stall timeout"]
+fn a_worker_stopped_past_its_lease_mid_range_costs_no_retry_by_hand() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path();
+    let root = big_file(t);
+    let node = util::Server::start_with(
+        &t.join("dest"),
+        &t.join("node"),
+        &["--stall-timeout", "6s"],
+        &[],
+    );
+    let svc = start_with(t, &PATIENT);
+    svc.job(&["ls"]).ok(); // pins the key
+    let mut stopped = svc.node_worker(t, "stopped", &node);
+    let id = submit(
+        &svc,
+        &[
+            "--block-size",
+            "64K",
+            "--rate-limit",
+            "1M",
+            "one",
+            &node.url("copy/"),
+        ],
+    );
+    wait_for("the first worker to send ranges to the node", || {
+        node.log().contains("range") || show(&svc, &id)["units"]["leased"].as_u64() > Some(0)
+    });
+    wait_for("its blocks to reach the node", || {
+        std::fs::metadata(t.join("dest/copy/one/.big.bin.hetch-split")).is_ok_and(|m| m.len() > 0)
+    });
+    let pid = stopped.pid() as libc::pid_t;
+    // SAFETY: a signal to our own child, which is alive (waited for above).
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let _next = svc.node_worker(t, "next", &node);
+    svc.job(&["wait", &id]).ok();
+    util::assert_same_tree(&root.join("one"), &t.join("dest/copy/one"));
+    util::assert_no_temp_files(&t.join("dest"));
+    let v = show(&svc, &id);
+    assert_eq!(v["state"], "done", "{v}");
+    assert_eq!(v["bytes_done"], v["bytes"], "{v}");
+    assert!(
+        v["units"]["retried"].as_u64() > Some(0),
+        "nothing was tried again: {v}"
+    );
+    // SAFETY: as above; it then finds its leases gone and its reports refused.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    stopped.kill9();
+}
+
+/// The destination node is killed (-9) while a job's units go to it, and started
+/// again on its address 5 s later: the units that failed against it wait and go
+/// again, and the job ends done and identical with no retry by hand.
+#[test]
+fn a_destination_node_away_for_a_while_costs_no_retry_by_hand() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path();
+    let root = big_file(t);
+    let mut node = util::Server::start(&t.join("dest"), &t.join("node"));
+    let svc = start_with(t, &PATIENT);
+    svc.job(&["ls"]).ok(); // pins the key
+    let _worker = svc.node_worker(t, "w", &node);
+    let id = submit(
+        &svc,
+        &[
+            "--block-size",
+            "64K",
+            "--rate-limit",
+            "1M",
+            "one",
+            &node.url("copy/"),
+        ],
+    );
+    wait_for("a range done at the node", || {
+        show(&svc, &id)["units"]["done"].as_u64() > Some(0)
+    });
+    node.kill9();
+    wait_for("a unit to fail against the missing node", || {
+        show(&svc, &id)["units"]["retried"].as_u64() > Some(0)
+    });
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    let listen = node.addr.clone();
+    let _node = util::Server::start_with(
+        &t.join("dest"),
+        &t.join("node"),
+        &["--listen", &listen],
+        &[],
+    );
+    svc.job(&["wait", &id]).ok();
+    util::assert_same_tree(&root.join("one"), &t.join("dest/copy/one"));
+    let v = show(&svc, &id);
+    assert_eq!(v["state"], "done", "{v}");
+    assert_eq!(v["bytes_done"], v["bytes"], "{v}");
+}

@@ -110,6 +110,10 @@ fn ranges_sent_in_any_order_are_assembled_committed_once_and_resumed() {
         e.contains("14 of its 40 blocks") && e.contains(&s.addr),
         "{e}"
     );
+    // The file is named as its client knows it, below the server's root: where that
+    // root is on the node is none of the client's (nor the job's owner's) business.
+    assert!(e.contains(": copy/run/sub/big.bin: "), "{e}");
+    assert!(!e.contains(&*root.to_string_lossy()), "{e}");
     assert!(!fin.exists(), "a final name before every range was there");
 
     send(&s, &s.token, "copy", &src, 13..27).unwrap();

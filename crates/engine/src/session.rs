@@ -69,10 +69,7 @@ pub(crate) async fn control_writer<W: AsyncWrite + Unpin>(
     mut rx: mpsc::Receiver<Frame>,
     served_root: Option<PathBuf>,
 ) -> Result<(), EngineError> {
-    // The root itself ("/" hides nothing: every path is under it).
-    let root = served_root
-        .map(|r| r.to_string_lossy().trim_end_matches('/').to_string())
-        .filter(|r| !r.is_empty());
+    let root = shown_root(served_root.as_deref());
     let mut finished = false;
     while let Some(mut frame) = rx.recv().await {
         // The summary is a sink's last word: every file's report is queued before it,
@@ -94,6 +91,24 @@ pub(crate) async fn control_writer<W: AsyncWrite + Unpin>(
         }
     }
     w.shutdown().await
+}
+
+/// The root as messages name it, if naming paths relative to it hides anything ("/"
+/// hides nothing: every path is under it).
+fn shown_root(served_root: Option<&std::path::Path>) -> Option<String> {
+    served_root
+        .map(|r| r.to_string_lossy().trim_end_matches('/').to_string())
+        .filter(|r| !r.is_empty())
+}
+
+/// Rewrites the messages of `frame`, about to go to a server's client, so that paths
+/// under `served_root` (the server's root, if it serves one) are named relative to
+/// it. Every message of a session passes here (see [`control_writer`]); a server's
+/// range sessions, which write their own control frames, call it themselves.
+pub fn below_served_root(frame: &mut Frame, served_root: Option<&std::path::Path>) {
+    if let Some(root) = shown_root(served_root) {
+        relative_messages(frame, &root);
+    }
 }
 
 /// Rewrites the messages of `frame` so that paths under `root` are named relative to it.

@@ -104,9 +104,10 @@ pub(crate) async fn serve(run: RangeRun) -> Result<Report, EngineError> {
         let preserve = opts.preserve_special_modes;
         blocking(move || open_target(&req, dest, root, block_size, verify, preserve)).await
     };
+    let served_root = opts.served_root.clone();
     let target = match target {
         Ok(t) => t,
-        Err(e) => return Err(refuse(&mut control, &peer, e).await),
+        Err(e) => return Err(refuse(&mut control, &peer, e, served_root.as_deref()).await),
     };
     match req.step {
         RangeStep::Blocks { first, end } => {
@@ -118,7 +119,7 @@ pub(crate) async fn serve(run: RangeRun) -> Result<Report, EngineError> {
                         target.spec.blocks()
                     ),
                 };
-                return Err(refuse(&mut control, &peer, e).await);
+                return Err(refuse(&mut control, &peer, e, served_root.as_deref()).await);
             }
             let (verify, retries) = (opts.verify, opts.max_retries);
             let opened = blocking(move || {
@@ -135,7 +136,7 @@ pub(crate) async fn serve(run: RangeRun) -> Result<Report, EngineError> {
             .await;
             let (writer, target) = match opened {
                 Ok(o) => o,
-                Err(e) => return Err(refuse(&mut control, &peer, e).await),
+                Err(e) => return Err(refuse(&mut control, &peer, e, served_root.as_deref()).await),
             };
             hetch_engine::wire::write_frame_exact(&mut control, &peer, false, &welcome).await?;
             let mut session = ServedRange {
@@ -150,12 +151,12 @@ pub(crate) async fn serve(run: RangeRun) -> Result<Report, EngineError> {
             if let Some(writer) = session.writer.take() {
                 writer.keep_for_retry();
             }
-            answer(&mut w, result).await
+            answer(&mut w, result, served_root.as_deref()).await
         }
         RangeStep::Commit { parent } => {
             let parent = match commit_parent(&req, &target.place, parent, &opts) {
                 Ok(p) => p,
-                Err(e) => return Err(refuse(&mut control, &peer, e).await),
+                Err(e) => return Err(refuse(&mut control, &peer, e, served_root.as_deref()).await),
             };
             hetch_engine::wire::write_frame_exact(&mut control, &peer, false, &welcome).await?;
             let fsync = true;
@@ -173,7 +174,7 @@ pub(crate) async fn serve(run: RangeRun) -> Result<Report, EngineError> {
             })
             .await;
             let mut w = FrameWriter::new(control, &peer);
-            answer(&mut w, result).await
+            answer(&mut w, result, served_root.as_deref()).await
         }
     }
 }
@@ -182,6 +183,7 @@ pub(crate) async fn serve(run: RangeRun) -> Result<Report, EngineError> {
 async fn answer<W: tokio::io::AsyncWrite + Unpin>(
     w: &mut FrameWriter<W>,
     result: Result<Summary, EngineError>,
+    served_root: Option<&std::path::Path>,
 ) -> Result<Report, EngineError> {
     match result {
         Ok(summary) => {
@@ -193,18 +195,30 @@ async fn answer<W: tokio::io::AsyncWrite + Unpin>(
             })
         }
         Err(e) => {
-            let _ = w.send(&Frame::Error(e.to_frame())).await;
+            let _ = w.send(&error_frame(&e, served_root)).await;
             let _ = w.shutdown().await;
             Err(e)
         }
     }
 }
 
+/// `e` as the client is told it: paths under the server's root named relative to it
+/// (the client, a job's worker, passes it on to the job's owner).
+fn error_frame(e: &EngineError, served_root: Option<&std::path::Path>) -> Frame {
+    let mut frame = Frame::Error(e.to_frame());
+    hetch_engine::below_served_root(&mut frame, served_root);
+    frame
+}
+
 /// Tells the client why its range session cannot start, and returns that error.
-async fn refuse(control: &mut BoxStream, peer: &str, e: EngineError) -> EngineError {
-    let _ =
-        hetch_engine::wire::write_frame_exact(control, peer, false, &Frame::Error(e.to_frame()))
-            .await;
+async fn refuse(
+    control: &mut BoxStream,
+    peer: &str,
+    e: EngineError,
+    served_root: Option<&std::path::Path>,
+) -> EngineError {
+    let frame = error_frame(&e, served_root);
+    let _ = hetch_engine::wire::write_frame_exact(control, peer, false, &frame).await;
     use tokio::io::AsyncWriteExt;
     let _ = control.shutdown().await;
     e

@@ -67,19 +67,25 @@ fn send(
     src: &Path,
     blocks: std::ops::Range<u64>,
 ) -> anyhow::Result<hetch_engine::ranges::RangeOutcome> {
+    send_paced(s, token, dest, src, blocks, RangePacing::default())
+}
+
+/// [`send`], paced by `pacing`.
+fn send_paced(
+    s: &Server,
+    token: &str,
+    dest: &str,
+    src: &Path,
+    blocks: std::ops::Range<u64>,
+    pacing: RangePacing,
+) -> anyhow::Result<hetch_engine::ranges::RangeOutcome> {
     let step = RangeStep::Blocks {
         first: blocks.start,
         end: blocks.end,
     };
     let req = request(dest, "run/sub/big.bin", src, step);
     let cfg = config(s, token);
-    runtime().block_on(push_range(
-        &s.addr,
-        &cfg,
-        req,
-        source(src),
-        RangePacing::default(),
-    ))
+    runtime().block_on(push_range(&s.addr, &cfg, req, source(src), pacing))
 }
 
 fn commit(s: &Server, token: &str, dest: &str, src: &Path) -> anyhow::Result<()> {
@@ -245,4 +251,37 @@ fn a_commit_keeps_no_special_bits_and_touches_only_the_files_own_parent() {
         (root_mode, copy_mode)
     );
     assert_no_temp_files(&root);
+}
+
+/// A range whose rate share holds its blocks back longer than the node's stall
+/// timeout (64 KiB blocks at 20 KiB/s: more than 3 s apart, against a stall timeout
+/// of 2 s) goes through: its client says it is there between blocks. The node bounds
+/// a range's silence by its stall timeout (a silent client's session would hold the
+/// file's part file, and refuse its commit, for as long), so without the keep-alives
+/// this range would be dropped as stalled.
+#[test]
+fn a_range_held_back_by_its_rate_outlasts_the_nodes_stall_timeout() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let s = Server::start_with(
+        &root,
+        &t.path().join("state"),
+        &["--stall-timeout", "2s"],
+        &[],
+    );
+    let src = t.path().join("big.bin");
+    std::fs::write(&src, random_bytes((3 * BS) as usize, 9)).unwrap();
+    let pacing = RangePacing {
+        rate: Some(Arc::new(hetch_engine::RateLimiter::adjustable(20 << 10))),
+        ..Default::default()
+    };
+    let sent = send_paced(&s, &s.token, "copy", &src, 0..3, pacing).unwrap();
+    assert_eq!(sent.bytes, 3 * BS);
+    commit(&s, &s.token, "copy", &src).unwrap();
+    assert_eq!(
+        std::fs::read(root.join("copy/run/sub/big.bin")).unwrap(),
+        std::fs::read(&src).unwrap()
+    );
+    assert!(!s.log().contains("stopped answering"), "{}", s.log());
 }

@@ -44,16 +44,11 @@ fn big_file(dir: &std::path::Path) -> std::path::PathBuf {
 /// milliseconds and the job failed; now they wait, and the job ends done and
 /// identical with no retry by hand.
 ///
-/// Fails today, and is left out of the runs until it passes (issue 56, item 1): a
-/// range session at the node waits up to a fixed 120 s (`RANGE_SILENCE` in
-/// crates/session/src/range.rs) for the client's next block, whatever the node's
-/// `--stall-timeout`, so the stopped worker's session keeps the part file held for
-/// two minutes, past the 12 s of patience here (and past the default's three
-/// minutes only just). Its fix: range clients send keep-alives while their rate
-/// share holds blocks back, and the node bounds a range's silence by its stall
-/// timeout.
+/// The node drops the silent session within its stall timeout: a range client sends
+/// keep-alives while its rate share holds blocks back, so silence means it is gone.
+/// (It waited a fixed 120 s, whatever the stall timeout, so a commit stayed refused
+/// for two minutes.)
 #[test]
-#[ignore = "issue 56 item 1: a range session's silence is bounded by 120 s, not the node's stall timeout"]
 fn a_worker_stopped_past_its_lease_mid_range_costs_no_retry_by_hand() {
     let dir = tempfile::tempdir().unwrap();
     let t = dir.path();

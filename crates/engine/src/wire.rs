@@ -200,6 +200,15 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }
     }
 
+    /// [`FrameReader::next`], keep-alives included: for a reader that bounds the
+    /// silence between any two frames itself (a range's server, by its stall timeout).
+    pub async fn next_or_keepalive(
+        &mut self,
+        pool: Option<&BufferPool>,
+    ) -> Result<Option<Incoming>, EngineError> {
+        self.next_any(pool).await
+    }
+
     async fn next_any(
         &mut self,
         pool: Option<&BufferPool>,

@@ -16,8 +16,9 @@ pub const MAGIC: [u8; 6] = *b"HETCH\0";
 /// asks ([`SessionRequest::compression`]). 7: dry runs of plain copies
 /// ([`SessionRequest::dry_run`]); changes carry sizes and may be replacements.
 /// 10: a session's connections may be kept for further operations
-/// ([`SessionRequest::reuse`]).
-pub const VERSION: u16 = 10;
+/// ([`SessionRequest::reuse`]). 11: a range's client sends keep-alives while it has no
+/// block to send, and the server bounds its silence by its stall timeout.
+pub const VERSION: u16 = 11;
 /// Length of the preamble: `MAGIC | VERSION (u16 LE)`.
 pub const PREAMBLE_LEN: usize = 8;
 /// Length of a frame header: `len: u32 LE | kind: u8`.

@@ -40,10 +40,17 @@ use tokio::sync::mpsc;
 
 use crate::client::{open_control, ClientConfig};
 
-/// How long either side waits for the other's next frame (blocks come one after the
-/// other unless the client's rate share holds them back; the server's answers follow
-/// a read-back or a durability barrier).
+/// How long the client waits for the server's next frame (its answers follow a
+/// read-back or a durability barrier), and the server for the client's when it has no
+/// stall timeout of its own.
 const RANGE_SILENCE: Duration = Duration::from_secs(120);
+
+/// A client sends a keep-alive after this long without a block, as peers of other
+/// sessions do (a stall timeout is at least 2 s), while its rate share holds blocks
+/// back, so that the server can tell a client that went silent (a worker paused,
+/// a process stopped) within its stall timeout: until then that client's session
+/// holds the file's part file, and no commit of the file can go through.
+const RANGE_KEEPALIVE: Duration = Duration::from_secs(1);
 
 /// Blocks a client holds queued for its connection while it reads the next.
 const QUEUED_BLOCKS: usize = 4;
@@ -141,6 +148,7 @@ pub(crate) async fn serve(run: RangeRun) -> Result<Report, EngineError> {
             hetch_engine::wire::write_frame_exact(&mut control, &peer, false, &welcome).await?;
             let mut session = ServedRange {
                 peer: peer.clone(),
+                silence: opts.stall_timeout.unwrap_or(RANGE_SILENCE),
                 target,
                 writer: Some(writer),
                 progress,
@@ -322,6 +330,8 @@ fn open_target(
 /// A range session being received.
 struct ServedRange {
     peer: String,
+    /// How long the client may say nothing: the server's stall timeout.
+    silence: Duration,
     target: Target,
     /// Taken while a block is written on a blocking thread, and when the range ends.
     writer: Option<RangeWriter>,
@@ -428,12 +438,17 @@ impl ServedRange {
         r: &mut FrameReader<R>,
         pool: &BufferPool,
     ) -> Result<Option<(DataHeader, Option<hetch_engine::PooledBuf>)>, EngineError> {
-        let next = tokio::time::timeout(RANGE_SILENCE, r.next(Some(pool)))
-            .await
-            .map_err(|_| EngineError::Stalled {
-                peer: self.peer.clone(),
-                secs: RANGE_SILENCE.as_secs(),
-            })??;
+        let next = loop {
+            let next = tokio::time::timeout(self.silence, r.next_or_keepalive(Some(pool)))
+                .await
+                .map_err(|_| EngineError::Stalled {
+                    peer: self.peer.clone(),
+                    secs: self.silence.as_secs(),
+                })??;
+            if !matches!(next, Some(Incoming::Frame(Frame::KeepAlive))) {
+                break next;
+            }
+        };
         match next {
             Some(Incoming::Data(h, buf)) => Ok(Some((h, buf))),
             Some(Incoming::Frame(Frame::EndOfEntries)) => Ok(None),
@@ -537,7 +552,14 @@ pub async fn push_range(
     let peer = host.to_string();
     let sender = tokio::spawn(async move {
         let mut w = FrameWriter::new(wr, &peer);
-        while let Some(f) = rx.recv().await {
+        loop {
+            let f = match tokio::time::timeout(RANGE_KEEPALIVE, rx.recv()).await {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                // Nothing to send for a while: said, so that the server does not take
+                // this client for gone.
+                Err(_) => Frame::KeepAlive,
+            };
             match &f {
                 Frame::Data(h, data) => w.send_data(h, data).await?,
                 other => w.send(other).await?,
@@ -598,7 +620,9 @@ pub async fn push_range(
     drop(tx);
     let sent = sender.await.map_err(|e| anyhow!("range sender: {e}"))?;
     match (answer, sent) {
-        (Ok(Ok(Frame::Finished(_))), Ok(())) => Ok(total),
+        // The server took every block: a keep-alive that found the connection closed
+        // after its answer changes nothing.
+        (Ok(Ok(Frame::Finished(_))), _) => Ok(total),
         (Ok(Ok(Frame::Error(e))), _) => Err(peer_error(host, e)),
         (Ok(Ok(other)), Ok(())) => Err(answer_error(host, other)),
         (Ok(Err(e)), Ok(())) => Err(e),
@@ -778,6 +802,7 @@ mod tests {
         .unwrap();
         let mut served = ServedRange {
             peer: "test".into(),
+            silence: RANGE_SILENCE,
             target,
             writer: Some(writer),
             progress: Arc::default(),

@@ -292,16 +292,6 @@ impl Db {
         Ok(held)
     }
 
-    /// Units of job `job` held by workers now: its rate limit is shared among them.
-    pub async fn leased_units(&self, job: &str) -> Result<u64, DbError> {
-        let n: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM units WHERE job = $1 AND state = 'leased'")
-                .bind(job)
-                .fetch_one(&self.pool)
-                .await?;
-        uint(n, "count")
-    }
-
     /// `worker` reports unit `unit`. Taken only if it holds the unit's lease
     /// unexpired at `now`, named by its id; a late or stray word changes nothing.
     ///

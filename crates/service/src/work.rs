@@ -5,7 +5,7 @@
 //! kept, only while today's identity map still lets its job run.
 
 // `writeln!` to stderr, not `eprintln!`: that panics when stderr is a closed pipe or full.
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write as _;
 use std::sync::Arc;
 
@@ -128,11 +128,23 @@ pub(crate) async fn claim(State(state): State<Arc<AppState>>, body: Bytes) -> An
         note_worker(&state, &req.worker, req.about.as_ref(), &[]).await;
     }
     let mut out = Vec::with_capacity(got.len());
+    // A claim's units are mostly of one job: its row is read, and its spec checked
+    // against today's map, once per claim.
+    let mut jobs: HashMap<String, Option<(JobRow, Result<JobSpec, String>)>> = HashMap::new();
     for c in got {
-        let job = state.db.job(&c.job).await.map_err(internal)?;
+        if !jobs.contains_key(&c.job) {
+            let row = state.db.job(&c.job).await.map_err(internal)?;
+            let checked = row.map(|job| {
+                let spec = runnable_spec(&state, &job);
+                (job, spec)
+            });
+            jobs.insert(c.job.clone(), checked);
+        }
         // Deleted since (cancelled, then purged): its unit has nothing to do.
-        let Some(job) = job else { continue };
-        let spec = match runnable_spec(&state, &job) {
+        let Some((job, spec)) = &jobs[&c.job] else {
+            continue;
+        };
+        let spec = match spec.clone() {
             Ok(spec) => spec,
             // A job that may not run (its spec unreadable, its submitter's reach gone)
             // fails its own unit, not every claim: the unit is left out, its attempt
@@ -146,7 +158,7 @@ pub(crate) async fn claim(State(state): State<Arc<AppState>>, body: Bytes) -> An
             }
         };
         out.push(ClaimedUnit {
-            rate_limit: rate_share(&state, &job.id, job.rate_limit).await?,
+            rate_limit: rate_share(job.rate_limit, job.units.leased),
             job: c.job,
             seq: c.seq,
             unit: c.spec,
@@ -160,15 +172,15 @@ pub(crate) async fn claim(State(state): State<Arc<AppState>>, body: Bytes) -> An
     Ok(Json(out).into_response())
 }
 
-/// A unit's share of job `job`'s rate limit `rate` (0: none): split evenly among the
-/// job's units held now, whichever workers hold them, so that the job as a whole
-/// keeps to its limit (once heartbeats have brought every share up to date).
-async fn rate_share(state: &AppState, job: &str, rate: u64) -> Result<u64, ApiError> {
-    if rate == 0 {
-        return Ok(0);
+/// A unit's share of a job's rate limit `rate` (0: none): split evenly among the
+/// job's `held` units (held now, whichever workers hold them, as its row counts them),
+/// so that the job as a whole keeps to its limit (once heartbeats have brought every
+/// share up to date).
+fn rate_share(rate: u64, held: u64) -> u64 {
+    match rate {
+        0 => 0,
+        _ => (rate / held.max(1)).max(1),
     }
-    let held = state.db.leased_units(job).await.map_err(internal)?;
-    Ok((rate / held.max(1)).max(1))
 }
 
 pub(crate) async fn heartbeat(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
@@ -190,10 +202,11 @@ pub(crate) async fn heartbeat(State(state): State<Arc<AppState>>, body: Bytes) -
     for k in &keys {
         if !rates.contains_key(&k.job) {
             let row = state.db.job(&k.job).await.map_err(internal)?;
+            // Its rate limit and its units held now, for each unit's share.
             let rate = match row {
                 Some(row) if runnable_spec(&state, &row).is_err() => None,
-                Some(row) => Some(row.rate_limit),
-                None => Some(0),
+                Some(row) => Some((row.rate_limit, row.units.leased)),
+                None => Some((0, 0)),
             };
             rates.insert(k.job.clone(), rate);
         }
@@ -234,10 +247,8 @@ pub(crate) async fn heartbeat(State(state): State<Arc<AppState>>, body: Bytes) -
     // Each held unit's share of its job's rate, as it is now.
     let mut shares = BTreeMap::new();
     for (job, _) in &held {
-        if !shares.contains_key(job) {
-            let rate = rates.get(job).copied().flatten().unwrap_or(0);
-            shares.insert(job.clone(), rate_share(&state, job, rate).await?);
-        }
+        let (rate, leased) = rates.get(job).copied().flatten().unwrap_or((0, 0));
+        shares.insert(job.clone(), rate_share(rate, leased));
     }
     let held = held
         .into_iter()

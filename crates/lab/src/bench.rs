@@ -39,6 +39,10 @@ pub enum BenchCommand {
     /// The transfer service on this machine: planning rate and memory, then a job
     /// copied by 1, 2, 4 workers beside one `hetch cp` of the same tree.
     Service(crate::service_bench::ServiceArgs),
+    /// The transfer service's coordinator alone: jobs of 10k, 100k... units, one
+    /// empty file each, claimed and reported done by a load generator that copies
+    /// nothing (units/s, claims/s, the API's latency, the service's CPU and memory).
+    Coordinator(crate::coordinator_bench::CoordinatorArgs),
 }
 
 #[derive(Args)]
@@ -283,6 +287,7 @@ pub fn main(cmd: BenchCommand, argv: &[String]) -> anyhow::Result<ExitCode> {
         BenchCommand::Write(a) => write(a),
         BenchCommand::S3(a) => bench_s3(a, argv),
         BenchCommand::Service(a) => crate::service_bench::run(a),
+        BenchCommand::Coordinator(a) => crate::coordinator_bench::run(a),
     }
 }
 

@@ -3,7 +3,9 @@
 //! or the one `HETCH_BIN` names.
 
 mod bench;
+mod coordinator_bench;
 mod service_bench;
+mod service_proc;
 mod wan;
 
 use std::path::PathBuf;

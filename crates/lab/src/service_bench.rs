@@ -9,15 +9,19 @@
 //! this machine's: with workers sharing two CPUs, the numbers show the service's
 //! overhead against cp, not scaling across nodes.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
 
 use anyhow::{bail, Context};
 use clap::Args;
 use hetch_bench::dataset::Dataset;
 
 use hetch_units as units;
+
+use crate::service_proc::{
+    epoch_ms, peak_rss, probe_every_200ms, process_cpu, quantiles, until_planned, Service,
+};
 
 /// Flags of `hetch-lab bench service`.
 #[derive(Args)]
@@ -58,12 +62,6 @@ pub struct ServiceArgs {
     data_dir: PathBuf,
 }
 
-/// Milliseconds since the epoch: the clock the service stamps jobs with.
-fn epoch_ms() -> u64 {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    now.map_or(0, |d| d.as_millis() as u64)
-}
-
 /// CPU seconds (user + system) of the children reaped so far.
 fn children_cpu() -> f64 {
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -73,113 +71,17 @@ fn children_cpu() -> f64 {
     secs(ru.ru_utime) + secs(ru.ru_stime)
 }
 
-/// CPU seconds of running process `pid` so far, from /proc.
-fn process_cpu(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command's closing parenthesis: utime and stime are the 12th and
-    // 13th of them.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = [11, 12]
-        .iter()
-        .filter_map(|&i| f.get(i).and_then(|v| v.parse::<f64>().ok()))
-        .sum();
-    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
-}
-
-/// Peak resident memory of process `pid`, bytes.
-fn peak_rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"));
-    let kb = line.and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok());
-    kb.unwrap_or(0) * 1024
-}
-
-/// A `hetch service` for the run, stopped when dropped.
-struct Service {
-    child: Child,
-    addr: String,
-    env: Vec<(String, String)>,
-    /// The workers' environment: their own token where the service has one (a build
-    /// from before workers had their own token has only the operator's).
-    worker_env: Vec<(String, String)>,
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Service {
-    fn start(hetch: &Path, root: &Path, state: &Path, a: &ServiceArgs) -> anyhow::Result<Self> {
-        let log = std::fs::File::create(state.with_extension("log"))?;
-        let err = log.try_clone()?;
-        let mut child = Command::new(hetch)
-            .args(["service", "--listen", "127.0.0.1:0", "--root"])
-            .arg(root)
-            .arg("--state-dir")
-            .arg(state)
-            .args(["--batch-files", &a.batch_files.to_string()])
-            .args(["--split-size", &a.split_size, "--range-size", &a.range_size])
-            .stdout(log)
-            .stderr(err)
-            .spawn()
-            .context("starting hetch service")?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = loop {
-            let text = std::fs::read_to_string(state.with_extension("log"))?;
-            if let Some(a) = text.lines().find_map(|l| l.split("https://").nth(1)) {
-                break a.trim().to_string();
-            }
-            if Instant::now() > deadline || child.try_wait()?.is_some() {
-                bail!("hetch service did not start:\n{text}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let token = std::fs::read_to_string(state.join("token"))?;
-        let config = state.with_extension("config");
-        let env = vec![
-            ("HETCH_TOKEN".to_string(), token.trim().to_string()),
-            ("HETCH_CONFIG_DIR".to_string(), config.display().to_string()),
-        ];
-        let worker_env = match std::fs::read_to_string(state.join("worker-token")) {
-            Ok(t) => vec![
-                ("HETCH_SERVICE_TOKEN".to_string(), t.trim().to_string()),
-                ("HETCH_CONFIG_DIR".to_string(), config.display().to_string()),
-            ],
-            Err(_) => env.clone(),
-        };
-        Ok(Service {
-            child,
-            addr,
-            env,
-            worker_env,
-        })
-    }
-
-    fn job(&self, hetch: &Path, args: &[&str]) -> anyhow::Result<String> {
-        let out = Command::new(hetch)
-            .args(["job", "--service", &self.addr])
-            .args(args)
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .output()?;
-        if !out.status.success() {
-            bail!(
-                "hetch job {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-    }
-
-    fn state_of(&self, hetch: &Path, id: &str) -> anyhow::Result<String> {
-        let shown = self.job(hetch, &["--json", "show", id])?;
-        let v: serde_json::Value = serde_json::from_str(&shown)?;
-        Ok(v["state"].as_str().unwrap_or("").to_string())
-    }
+/// The service's flags for this run.
+fn service_flags(a: &ServiceArgs) -> Vec<String> {
+    let flags = [
+        ("--batch-files", a.batch_files.to_string()),
+        ("--split-size", a.split_size.clone()),
+        ("--range-size", a.range_size.clone()),
+    ];
+    flags
+        .into_iter()
+        .flat_map(|(k, v)| [k.to_string(), v])
+        .collect()
 }
 
 /// One job's planning.
@@ -217,43 +119,6 @@ struct Row {
     probes: Vec<f64>,
 }
 
-/// With `on`, times a `hetch job --json show` of job `id` every 200 ms until `done`;
-/// the times in milliseconds.
-fn probe_api(
-    svc: &Service,
-    hetch: &Path,
-    id: &str,
-    done: &std::sync::atomic::AtomicBool,
-    on: bool,
-) -> Vec<f64> {
-    let mut times = Vec::new();
-    while on && !done.load(std::sync::atomic::Ordering::Relaxed) {
-        let asked = Instant::now();
-        if svc.state_of(hetch, id).is_ok() {
-            times.push(asked.elapsed().as_secs_f64() * 1000.0);
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    times
-}
-
-/// `median / p95 / max (n)` of `times`, or `-` for none.
-fn quantiles(times: &[f64]) -> String {
-    if times.is_empty() {
-        return "-".into();
-    }
-    let mut t = times.to_vec();
-    t.sort_by(f64::total_cmp);
-    let at = |q: f64| t[((t.len() - 1) as f64 * q).round() as usize];
-    format!(
-        "{:.0} / {:.0} / {:.0} ({})",
-        at(0.5),
-        at(0.95),
-        at(1.0),
-        t.len()
-    )
-}
-
 /// Runs the benchmark and prints its results (Markdown, with the raw numbers).
 pub fn run(a: ServiceArgs) -> anyhow::Result<ExitCode> {
     if a.workers.is_empty() || a.workers.contains(&0) {
@@ -284,27 +149,18 @@ pub fn run(a: ServiceArgs) -> anyhow::Result<ExitCode> {
     let mut planning = Vec::new();
     for (i, &workers) in a.workers.iter().enumerate() {
         let state = scratch.join(format!("state{i}"));
-        let svc = Service::start(&hetch, &root, &state, &a)?;
+        let svc = Service::start(&hetch, &root, &state, &service_flags(&a))?;
         let dest = format!("service-bench/out{i}/");
         let t0 = Instant::now();
         let id = svc.job(&hetch, &["submit", &rel_src, &dest])?;
         // Each look is a whole `hetch job --json show` (process, TLS, query): how
         // long a user waits for it while the service plans.
-        let mut shows = Vec::new();
-        loop {
-            let asked = Instant::now();
-            let state = svc.state_of(&hetch, &id)?;
-            shows.push(asked.elapsed().as_secs_f64() * 1000.0);
-            if state != "planning" {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let (mut shows, _) = until_planned(|| svc.state_of(&hetch, &id))?;
         let planned = t0.elapsed().as_secs_f64();
         shows.sort_by(f64::total_cmp);
         planning.push(Planned {
             seconds: planned,
-            rss: peak_rss(svc.child.id()),
+            rss: peak_rss(svc.pid()),
             show_median_ms: shows[shows.len() / 2],
             show_max_ms: shows[shows.len() - 1],
         });
@@ -313,7 +169,7 @@ pub fn run(a: ServiceArgs) -> anyhow::Result<ExitCode> {
         }
 
         let cpu0 = children_cpu();
-        let svc_cpu0 = process_cpu(svc.child.id());
+        let svc_cpu0 = process_cpu(svc.pid());
         let t1 = epoch_ms();
         let mut procs = Vec::new();
         for w in 0..workers {
@@ -322,19 +178,23 @@ pub fn run(a: ServiceArgs) -> anyhow::Result<ExitCode> {
                 .arg(&root)
                 .args(["--name", &format!("w{w}"), "--units", &a.units.to_string()])
                 .args(["--idle-exit", "1"])
-                .envs(svc.worker_env.iter().map(|(k, v)| (k, v)))
+                .envs(svc.worker_env())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null());
             procs.push(c.spawn().context("starting hetch worker")?);
         }
         let done = std::sync::atomic::AtomicBool::new(false);
         let (waited, probes) = std::thread::scope(|scope| {
-            let probe = scope.spawn(|| probe_api(&svc, &hetch, &id, &done, a.probe_api));
+            // Each probe is a whole `hetch job --json show`, as a user would run it.
+            let probe = scope.spawn(|| match a.probe_api {
+                true => probe_every_200ms(&done, || svc.state_of(&hetch, &id).is_ok()),
+                false => Vec::new(),
+            });
             let waited = svc.job(&hetch, &["--json", "wait", &id]);
             done.store(true, std::sync::atomic::Ordering::Relaxed);
             (waited, probe.join().unwrap_or_default())
         });
-        let service_cpu = process_cpu(svc.child.id()) - svc_cpu0;
+        let service_cpu = process_cpu(svc.pid()) - svc_cpu0;
         // From the job's own end, not when `wait` next looked.
         let ended: serde_json::Value = serde_json::from_str(waited.as_deref().unwrap_or("{}"))?;
         let finished = ended["finished"].as_u64().unwrap_or_else(epoch_ms);

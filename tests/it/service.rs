@@ -11,6 +11,7 @@ use std::path::Path;
 
 use util::service::{
     args, free_port, launch, printed_after, show, start, start_with, submit, Service,
+    SHORT_LEASES_SMALL_RANGES,
 };
 use util::{hetch, spawn, wait_for, Running};
 
@@ -496,17 +497,7 @@ fn a_worker_killed_mid_range_leaves_its_blocks_to_the_next_and_the_file_is_commi
         .map(|i: usize| (i as u8).wrapping_mul(13) ^ (i >> 11) as u8)
         .collect();
     std::fs::write(root.join("one/big.bin"), data).unwrap();
-    let svc = start_with(
-        dir.path(),
-        &[
-            "--lease-secs",
-            "2",
-            "--split-size",
-            "1M",
-            "--range-size",
-            "512K",
-        ],
-    );
+    let svc = start_with(dir.path(), &SHORT_LEASES_SMALL_RANGES);
     svc.job(&["ls"]).ok(); // pins the key
     let mut c = svc.worker(dir.path(), "c");
     let id = submit(

@@ -6,23 +6,12 @@
 
 use crate::util;
 
-use util::service::{show, start_with, submit};
+use util::service::{show, start_with, submit, SHORT_LEASES_SMALL_RANGES};
 use util::wait_for;
 
-/// The service's flags: leases of 2 s, a 3 MiB file in ranges of 512 KiB, waits of
-/// 1, 3, 4 and 4 s between a unit's 5 attempts (12 s of patience).
-const PATIENT: [&str; 10] = [
-    "--lease-secs",
-    "2",
-    "--split-size",
-    "1M",
-    "--range-size",
-    "512K",
-    "--retry-wait",
-    "1s",
-    "--retry-wait-max",
-    "4s",
-];
+/// The service's flags besides [`SHORT_LEASES_SMALL_RANGES`]: waits of 1, 3, 4 and
+/// 4 s between a unit's 5 attempts (12 s of patience).
+const PATIENT: [&str; 4] = ["--retry-wait", "1s", "--retry-wait-max", "4s"];
 
 /// `dir/root/one/big.bin`, 3 MiB and a bit.
 fn big_file(dir: &std::path::Path) -> std::path::PathBuf {
@@ -33,6 +22,13 @@ fn big_file(dir: &std::path::Path) -> std::path::PathBuf {
         .collect();
     std::fs::write(root.join("one/big.bin"), data).unwrap();
     root
+}
+
+/// Submits the copy of `one` to `node`'s `copy/`, in blocks of 64 KiB at 1 MiB/s (its
+/// ranges take seconds: a fault finds them under way).
+fn submit_slowly(svc: &util::service::Service, node: &util::Server) -> String {
+    let flags = ["--block-size", "64K", "--rate-limit", "1M", "one"];
+    submit(svc, &[&flags[..], &[&node.url("copy/")]].concat())
 }
 
 /// A worker stopped (SIGSTOP: a VM paused, a process stopped, a partition that keeps
@@ -59,20 +55,10 @@ fn a_worker_stopped_past_its_lease_mid_range_costs_no_retry_by_hand() {
         &["--stall-timeout", "6s"],
         &[],
     );
-    let svc = start_with(t, &PATIENT);
+    let svc = start_with(t, &[&SHORT_LEASES_SMALL_RANGES[..], &PATIENT].concat());
     svc.job(&["ls"]).ok(); // pins the key
     let mut stopped = svc.node_worker(t, "stopped", &node);
-    let id = submit(
-        &svc,
-        &[
-            "--block-size",
-            "64K",
-            "--rate-limit",
-            "1M",
-            "one",
-            &node.url("copy/"),
-        ],
-    );
+    let id = submit_slowly(&svc, &node);
     wait_for("the first worker to send ranges to the node", || {
         node.log().contains("range") || show(&svc, &id)["units"]["leased"].as_u64() > Some(0)
     });
@@ -107,20 +93,10 @@ fn a_destination_node_away_for_a_while_costs_no_retry_by_hand() {
     let t = dir.path();
     let root = big_file(t);
     let mut node = util::Server::start(&t.join("dest"), &t.join("node"));
-    let svc = start_with(t, &PATIENT);
+    let svc = start_with(t, &[&SHORT_LEASES_SMALL_RANGES[..], &PATIENT].concat());
     svc.job(&["ls"]).ok(); // pins the key
     let _worker = svc.node_worker(t, "w", &node);
-    let id = submit(
-        &svc,
-        &[
-            "--block-size",
-            "64K",
-            "--rate-limit",
-            "1M",
-            "one",
-            &node.url("copy/"),
-        ],
-    );
+    let id = submit_slowly(&svc, &node);
     wait_for("a range done at the node", || {
         show(&svc, &id)["units"]["done"].as_u64() > Some(0)
     });

@@ -107,6 +107,16 @@ pub enum Refused {
     Expired,
 }
 
+/// A worker's report of a unit, as [`Db::finish_with`] takes it.
+#[derive(Clone, Copy)]
+struct Report<'a> {
+    worker: &'a str,
+    unit: &'a UnitLease,
+    now: u64,
+    outcome: &'a UnitOutcome,
+    range: Option<&'a crate::RangeRecord>,
+}
+
 /// Whose turn it is to give a unit.
 struct Turn {
     /// The job.
@@ -324,22 +334,28 @@ impl Db {
         outcome: &UnitOutcome,
         range: Option<&crate::RangeRecord>,
     ) -> Result<Result<(), Refused>, DbError> {
-        let taken = again(|| self.finish_once(worker, unit, now, outcome, range)).await?;
-        match taken {
+        let report = Report {
+            worker,
+            unit,
+            now,
+            outcome,
+            range,
+        };
+        match again(|| self.finish_once(&report)).await? {
             true => Ok(Ok(())),
             false => Ok(Err(self.why_refused(worker, unit, now).await?)),
         }
     }
 
     /// One try of [`Db::finish_with`]: false if the report is not taken.
-    async fn finish_once(
-        &self,
-        worker: &str,
-        unit: &UnitLease,
-        now: u64,
-        outcome: &UnitOutcome,
-        range: Option<&crate::RangeRecord>,
-    ) -> Result<bool, DbError> {
+    async fn finish_once(&self, report: &Report<'_>) -> Result<bool, DbError> {
+        let Report {
+            worker,
+            unit,
+            now,
+            outcome,
+            range,
+        } = *report;
         let (ok, error, files, bytes, written) = match outcome {
             UnitOutcome::Done {
                 files,

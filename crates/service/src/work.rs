@@ -111,6 +111,9 @@ async fn note_worker(
     }
 }
 
+/// A job's row, and its spec as today's map lets it run (or why it may not).
+type Checked = (JobRow, Result<JobSpec, String>);
+
 pub(crate) async fn claim(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
     let req: ClaimRequest = parse(&body)?;
     check_worker(&req.worker)?;
@@ -130,7 +133,7 @@ pub(crate) async fn claim(State(state): State<Arc<AppState>>, body: Bytes) -> An
     let mut out = Vec::with_capacity(got.len());
     // A claim's units are mostly of one job: its row is read, and its spec checked
     // against today's map, once per claim.
-    let mut jobs: HashMap<String, Option<(JobRow, Result<JobSpec, String>)>> = HashMap::new();
+    let mut jobs: HashMap<String, Option<Checked>> = HashMap::new();
     for c in got {
         if !jobs.contains_key(&c.job) {
             let row = state.db.job(&c.job).await.map_err(internal)?;

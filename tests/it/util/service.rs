@@ -26,6 +26,17 @@ pub fn start(dir: &Path) -> Service {
     start_with(dir, &[])
 }
 
+/// A service's flags for tests of faults mid-range: leases of 2 s, files above 1 MiB
+/// in ranges of 512 KiB.
+pub const SHORT_LEASES_SMALL_RANGES: [&str; 6] = [
+    "--lease-secs",
+    "2",
+    "--split-size",
+    "1M",
+    "--range-size",
+    "512K",
+];
+
 /// A service on `dir/root` (with a small tree `run1` in it), its state in
 /// `dir/state`, listening on a port of its choosing.
 pub fn start_with(dir: &Path, extra: &[&str]) -> Service {

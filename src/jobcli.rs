@@ -197,13 +197,7 @@ pub async fn service(a: ServiceArgs) -> anyhow::Result<ExitCode> {
             max_units: a.max_units_per_job,
             ..hetch_jobs::Planner::default()
         },
-        retries: hetch_service::Retries {
-            attempts: a.unit_attempts,
-            patience: hetch_service::Patience {
-                first_ms: a.retry_wait.as_millis() as u64,
-                most_ms: a.retry_wait_max.as_millis() as u64,
-            },
-        },
+        retries: hetch_service::Retries::new(a.unit_attempts, a.retry_wait, a.retry_wait_max),
         oidc,
         limits: hetch_service::listen::ConnLimits {
             max_connections: a.max_connections as usize,

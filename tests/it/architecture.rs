@@ -190,8 +190,10 @@ fn a_release_build_has_no_fault_hooks() {
 /// To 3,150 by the service's five fair-share flags (`--max-connections-per-user`,
 /// `--max-connections-per-address`, `--operator-connections`,
 /// `--user-requests-per-second`, `--user-request-burst`: flags only, applied in
-/// `hetch_service::fair` and `hetch_service::rate`).
-const MAX_BINARY_LINES: usize = 3_150;
+/// `hetch_service::fair` and `hetch_service::rate`). To 3,160 by issue 56's three
+/// flags of a unit's attempts and the waits between them (`--unit-attempts`,
+/// `--retry-wait`, `--retry-wait-max`: flags only, applied in `hetch_jobdb::Patience`).
+const MAX_BINARY_LINES: usize = 3_160;
 
 /// The `.rs` files under `dir`, recursively, with their line counts.
 fn rust_files(dir: &std::path::Path, out: &mut Vec<(String, usize)>) {

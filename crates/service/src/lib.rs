@@ -100,6 +100,20 @@ pub struct Retries {
     pub patience: hetch_jobdb::Patience,
 }
 
+impl Retries {
+    /// `attempts` per unit, the first wait `first`, the longest `most`.
+    pub fn new(attempts: u32, first: Duration, most: Duration) -> Retries {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        Retries {
+            attempts,
+            patience: Patience {
+                first_ms: ms(first),
+                most_ms: ms(most),
+            },
+        }
+    }
+}
+
 impl Default for Retries {
     fn default() -> Retries {
         Retries {

@@ -15,6 +15,9 @@
 
 use sqlx::{Any, Row, Transaction};
 
+/// A statement of the `Any` driver, being bound.
+type AnyQuery<'q> = sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>;
+
 use crate::{uint, Backend, DbError};
 
 /// Changes to a job's unit counts, one per state, and to its count of units tried
@@ -52,28 +55,45 @@ impl Delta {
         self.add(to, n);
     }
 
+    /// The `SET` terms of these changes, their parameters numbered from `first` (see
+    /// [`Delta::bind`]), for a statement that may change more of the job's row.
+    pub fn set_terms(first: usize) -> String {
+        const COLUMNS: [&str; 7] = [
+            "units_waiting",
+            "units_ready",
+            "units_leased",
+            "units_done",
+            "units_failed",
+            "units_cancelled",
+            "units_retried",
+        ];
+        let terms: Vec<String> = COLUMNS
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c} = {c} + ${}", first + i))
+            .collect();
+        terms.join(", ")
+    }
+
+    /// Binds the changes, in the order of [`Delta::set_terms`], to `q`.
+    pub fn bind<'q>(self, q: AnyQuery<'q>) -> AnyQuery<'q> {
+        q.bind(self.waiting)
+            .bind(self.ready)
+            .bind(self.leased)
+            .bind(self.done)
+            .bind(self.failed)
+            .bind(self.cancelled)
+            .bind(self.retried)
+    }
+
     /// Applies the changes to job `job`'s row.
     pub async fn apply(self, tx: &mut Transaction<'static, Any>, job: &str) -> Result<(), DbError> {
         if self == Delta::default() {
             return Ok(());
         }
-        sqlx::query(
-            "UPDATE jobs SET units_waiting = units_waiting + $2, units_ready = units_ready + $3, \
-               units_leased = units_leased + $4, units_done = units_done + $5, \
-               units_failed = units_failed + $6, units_cancelled = units_cancelled + $7, \
-               units_retried = units_retried + $8 \
-             WHERE id = $1",
-        )
-        .bind(job)
-        .bind(self.waiting)
-        .bind(self.ready)
-        .bind(self.leased)
-        .bind(self.done)
-        .bind(self.failed)
-        .bind(self.cancelled)
-        .bind(self.retried)
-        .execute(&mut **tx)
-        .await?;
+        let sql = format!("UPDATE jobs SET {} WHERE id = $1", Delta::set_terms(2));
+        let q = sqlx::query(&sql).bind(job);
+        self.bind(q).execute(&mut **tx).await?;
         Ok(())
     }
 }
@@ -114,29 +134,23 @@ pub(crate) async fn recount(tx: &mut Transaction<'static, Any>, job: &str) -> Re
 }
 
 /// Takes job `job`'s row lock, first in a transaction that goes on to its units (see
-/// the module's lock order). False if there is no such job. On SQLite the statement
-/// is a write that changes nothing: it takes the database's write lock (waiting for
-/// it), where a read first would make the transaction's first write fail at once
-/// ("database is locked") whenever another connection writes, as SQLite cannot
-/// upgrade a reader that may have read what the writer changes.
+/// the module's lock order). False if there is no such job. On SQLite nothing: its one
+/// writer's transactions never overlap, and every caller's first statement is a write,
+/// which takes the database's write lock (waiting for it). A read first would not do:
+/// the transaction's first write would then fail at once ("database is locked")
+/// whenever another connection writes, as SQLite cannot upgrade a reader that may have
+/// read what the writer changes.
 pub(crate) async fn lock_job(
     tx: &mut Transaction<'static, Any>,
     backend: Backend,
     job: &str,
 ) -> Result<bool, DbError> {
-    let found = match backend {
-        Backend::Postgres => sqlx::query("SELECT id FROM jobs WHERE id = $1 FOR UPDATE")
+    match backend {
+        Backend::Postgres => Ok(sqlx::query("SELECT id FROM jobs WHERE id = $1 FOR UPDATE")
             .bind(job)
             .fetch_optional(&mut **tx)
             .await?
-            .is_some(),
-        Backend::Sqlite => {
-            let r = sqlx::query("UPDATE jobs SET id = id WHERE id = $1")
-                .bind(job)
-                .execute(&mut **tx)
-                .await?;
-            r.rows_affected() == 1
-        }
-    };
-    Ok(found)
+            .is_some()),
+        Backend::Sqlite => Ok(true),
+    }
 }

@@ -217,6 +217,11 @@ impl Db {
              WHERE job = $1 AND state = 'ready' AND seq IN (SELECT seq FROM picked) \
              RETURNING {UNIT_COLUMNS}"
         );
+        // The job's row first, as every transaction on a job's units takes it: taking
+        // units first, a claim met a cancel (the row, then all the job's units) the
+        // other way round, and under a steady load of claims the cancel lost every
+        // time the database broke the deadlock. The row is held to the commit, so a
+        // job's claims and reports queue on it (see docs/BENCHMARKS.md).
         let mut tx = self.pool.begin().await?;
         if !lock_job(&mut tx, self.backend, job).await? {
             return Ok(Vec::new());
@@ -235,14 +240,16 @@ impl Db {
         }
         let mut delta = Delta::default();
         delta.moved("ready", "leased", rows.len() as i64);
-        delta.apply(&mut tx, job).await?;
-        sqlx::query(
-            "UPDATE jobs SET state = 'running', started = $2 WHERE id = $1 AND state = 'queued'",
-        )
-        .bind(job)
-        .bind(int(now))
-        .execute(&mut *tx)
-        .await?;
+        // Its counts, and its start if this is its first claim, in one write.
+        let sql = format!(
+            "UPDATE jobs SET {}, \
+               started = CASE WHEN state = 'queued' THEN $9 ELSE started END, \
+               state = CASE WHEN state = 'queued' THEN 'running' ELSE state END \
+             WHERE id = $1",
+            Delta::set_terms(2)
+        );
+        let q = delta.bind(sqlx::query(&sql).bind(job));
+        q.bind(int(now)).execute(&mut *tx).await?;
         tx.commit().await?;
         let mut got = rows.iter().map(claimed).collect::<Result<Vec<_>, _>>()?;
         got.sort_by_key(|c| c.seq);
@@ -402,9 +409,10 @@ impl Db {
         if ok == 0 && row.try_get::<i64, _>("attempts")? == 1 {
             delta.retried += 1;
         }
-        delta.apply(&mut tx, job).await?;
         let shape = Shape::of(&row)?;
-        if ok == 1 {
+        if ok == 0 {
+            delta.apply(&mut tx, job).await?;
+        } else {
             let written = shape.bound_written(&mut tx, job, written).await?;
             let (files, _) = shape.bound(files, 0);
             let bytes = shape.done_bytes(bytes);
@@ -413,7 +421,7 @@ impl Db {
                 bytes,
                 written,
             };
-            record_done(&mut tx, job, seq, shape.relay, moved).await?;
+            record_done(&mut tx, job, seq, shape.relay, moved, delta).await?;
             if let Some(r) = range {
                 crate::object_ranges::record_range(&mut tx, job, seq, &row, r).await?;
             }
@@ -607,6 +615,7 @@ async fn record_done(
     seq: u64,
     relay: bool,
     moved: Moved,
+    delta: Delta,
 ) -> Result<(), DbError> {
     let Moved {
         files,
@@ -620,25 +629,26 @@ async fn record_done(
         .execute(&mut **tx)
         .await?;
     let (listed_files, listed_bytes) = if relay { (files, bytes) } else { (0, 0) };
+    // The unit counts' change in the same statement: one write of the job's row.
     let sql = format!(
         "UPDATE jobs SET files_done = {}, bytes_done = {}, files = {}, bytes = {}, \
-           bytes_written = {} \
+           bytes_written = {}, {} \
          WHERE id = $1",
         saturating_add("files_done", "$2"),
         saturating_add("bytes_done", "$3"),
         saturating_add("files", "$4"),
         saturating_add("bytes", "$5"),
         saturating_add("bytes_written", "$6"),
+        Delta::set_terms(7),
     );
-    sqlx::query(&sql)
+    let q = sqlx::query(&sql)
         .bind(job)
         .bind(int(files))
         .bind(int(bytes))
         .bind(int(listed_files))
         .bind(int(listed_bytes))
-        .bind(int(written))
-        .execute(&mut **tx)
-        .await?;
+        .bind(int(written));
+    delta.bind(q).execute(&mut **tx).await?;
     Ok(())
 }
 

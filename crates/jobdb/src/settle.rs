@@ -39,7 +39,7 @@ pub(crate) async fn settle(
     if let Some(file) = file {
         settle_commits(tx, job, file).await?;
     }
-    let counts = Counts::of(tx, job).await?;
+    let mut counts = Counts::of(tx, job).await?;
     // A mirroring job's deletion step runs once every other unit is done, and never
     // when one failed or was cancelled: as `hetch sync`, nothing is deleted unless
     // every copy went through. It is the job's one deletion step and waits: so every
@@ -54,6 +54,8 @@ pub(crate) async fn settle(
         .fetch_all(&mut **tx)
         .await?;
         shift(tx, job, "waiting", "failed", failed.len()).await?;
+        counts.waiting -= failed.len() as u64;
+        counts.failed += failed.len() as u64;
     } else if counts.failed + counts.cancelled == 0
         && counts.waiting == 1
         && counts.ready + counts.leased == 0
@@ -66,8 +68,10 @@ pub(crate) async fn settle(
         .fetch_all(&mut **tx)
         .await?;
         shift(tx, job, "waiting", "ready", ready.len()).await?;
+        counts.waiting -= ready.len() as u64;
+        counts.ready += ready.len() as u64;
     }
-    end_if_final(tx, job, now).await
+    end_if_final(tx, job, &counts, now).await
 }
 
 /// Commits of job `job` (of file `file` only, if given) whose ranges are all done
@@ -114,14 +118,15 @@ async fn settle_commits(
     Ok(())
 }
 
-/// Ends job `job`, queued or running, if none of its units is still to run: failed
+/// Ends job `job`, queued or running, if none of its units is still to run (by its
+/// `counts`, as they are now): failed
 /// with its first failed unit's error if one failed, else done.
 async fn end_if_final(
     tx: &mut Transaction<'static, Any>,
     job: &str,
+    counts: &Counts,
     now: u64,
 ) -> Result<(), DbError> {
-    let counts = Counts::of(tx, job).await?;
     if counts.waiting + counts.ready + counts.leased > 0 {
         return Ok(());
     }

@@ -44,32 +44,31 @@ pub(crate) async fn settle(
     // when one failed or was cancelled: as `hetch sync`, nothing is deleted unless
     // every copy went through. It is the job's one deletion step and waits: so every
     // other unit is done when it is the one unit not final.
-    if counts.failed + counts.cancelled > 0 && counts.waiting > 0 {
-        let failed = sqlx::query(
-            "UPDATE units SET state = 'failed', \
-               error = 'deletions skipped: a copy unit failed, so nothing was deleted' \
-             WHERE job = $1 AND kind = 'delete' AND state = 'waiting' RETURNING seq",
-        )
-        .bind(job)
-        .fetch_all(&mut **tx)
-        .await?;
-        shift(tx, job, "waiting", "failed", failed.len()).await?;
-        counts.waiting -= failed.len() as u64;
-        counts.failed += failed.len() as u64;
+    let step = if counts.failed + counts.cancelled > 0 && counts.waiting > 0 {
+        Some((
+            "failed",
+            ", error = 'deletions skipped: a copy unit failed, so nothing was deleted'",
+        ))
     } else if counts.failed + counts.cancelled == 0
         && counts.waiting == 1
         && counts.ready + counts.leased == 0
     {
-        let ready = sqlx::query(
-            "UPDATE units SET state = 'ready' \
-             WHERE job = $1 AND kind = 'delete' AND state = 'waiting' RETURNING seq",
-        )
-        .bind(job)
-        .fetch_all(&mut **tx)
-        .await?;
-        shift(tx, job, "waiting", "ready", ready.len()).await?;
-        counts.waiting -= ready.len() as u64;
-        counts.ready += ready.len() as u64;
+        Some(("ready", ""))
+    } else {
+        None
+    };
+    if let Some((to, error)) = step {
+        let sql = format!(
+            "UPDATE units SET state = '{to}'{error} \
+             WHERE job = $1 AND kind = 'delete' AND state = 'waiting' RETURNING seq"
+        );
+        let moved = sqlx::query(&sql).bind(job).fetch_all(&mut **tx).await?;
+        shift(tx, job, "waiting", to, moved.len()).await?;
+        counts.waiting -= moved.len() as u64;
+        match to {
+            "failed" => counts.failed += moved.len() as u64,
+            _ => counts.ready += moved.len() as u64,
+        }
     }
     end_if_final(tx, job, &counts, now).await
 }

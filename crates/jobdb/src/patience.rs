@@ -26,6 +26,10 @@ pub struct Patience {
 pub const FIRST_WAIT_MS: u64 = 5_000;
 /// Default longest wait.
 pub const MOST_WAIT_MS: u64 = 120_000;
+/// The longest any wait may be, whatever is configured: a day. It bounds the
+/// numbers written into the SQL (a configured wait of centuries would overflow a
+/// `BIGINT` when added to the time), and no fault worth waiting for lasts longer.
+pub const MAX_WAIT_MS: u64 = 86_400_000;
 /// Each wait is this many times the one before.
 const GROWTH: u64 = 3;
 /// Waits computed one by one in the SQL; beyond, the longest.
@@ -47,7 +51,7 @@ impl Patience {
         for _ in 1..failed.min(STEPS) {
             wait = wait.saturating_mul(GROWTH);
         }
-        wait.min(self.most_ms.max(self.first_ms))
+        wait.min(self.most_ms.max(self.first_ms)).min(MAX_WAIT_MS)
     }
 
     /// SQL for the wait after the failure of the attempt a unit's `attempts` column
@@ -113,6 +117,15 @@ mod tests {
             most_ms: 1,
         };
         assert_eq!(odd.wait_ms(5), 10);
+        // Configured waits beyond a day are a day.
+        let long = Patience {
+            first_ms: u64::MAX,
+            most_ms: u64::MAX,
+        };
+        assert_eq!(long.wait_ms(1), MAX_WAIT_MS);
+        assert!(long
+            .wait_sql()
+            .ends_with(&format!("ELSE {MAX_WAIT_MS} END")));
         let sql = p.wait_sql();
         assert!(sql.starts_with("CASE attempts WHEN 0 THEN 5000 WHEN 1 THEN 15000"));
         assert!(sql.ends_with("ELSE 120000 END"));

@@ -44,15 +44,13 @@ pub(crate) async fn settle(
     // when one failed or was cancelled: as `hetch sync`, nothing is deleted unless
     // every copy went through. It is the job's one deletion step and waits: so every
     // other unit is done when it is the one unit not final.
-    let step = if counts.failed + counts.cancelled > 0 && counts.waiting > 0 {
+    let unfinished = counts.failed > 0 || counts.cancelled > 0;
+    let step = if unfinished && counts.waiting > 0 {
         Some((
             "failed",
             ", error = 'deletions skipped: a copy unit failed, so nothing was deleted'",
         ))
-    } else if counts.failed + counts.cancelled == 0
-        && counts.waiting == 1
-        && counts.ready + counts.leased == 0
-    {
+    } else if !unfinished && counts.waiting == 1 && counts.ready == 0 && counts.leased == 0 {
         Some(("ready", ""))
     } else {
         None
@@ -64,10 +62,12 @@ pub(crate) async fn settle(
         );
         let moved = sqlx::query(&sql).bind(job).fetch_all(&mut **tx).await?;
         shift(tx, job, "waiting", to, moved.len()).await?;
-        counts.waiting -= moved.len() as u64;
+        // Saturating: counts a damaged row holds must not panic a report.
+        let n = moved.len() as u64;
+        counts.waiting = counts.waiting.saturating_sub(n);
         match to {
-            "failed" => counts.failed += moved.len() as u64,
-            _ => counts.ready += moved.len() as u64,
+            "failed" => counts.failed = counts.failed.saturating_add(n),
+            _ => counts.ready = counts.ready.saturating_add(n),
         }
     }
     end_if_final(tx, job, &counts, now).await
@@ -126,7 +126,7 @@ async fn end_if_final(
     counts: &Counts,
     now: u64,
 ) -> Result<(), DbError> {
-    if counts.waiting + counts.ready + counts.leased > 0 {
+    if counts.waiting > 0 || counts.ready > 0 || counts.leased > 0 {
         return Ok(());
     }
     let error: Option<Option<String>> = sqlx::query_scalar(

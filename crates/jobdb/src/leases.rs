@@ -10,6 +10,8 @@
 //! its last range is done (or fails with it), and a job whose units are all final
 //! ends.
 
+use std::collections::BTreeMap;
+
 use hetch_jobs::UnitSpec;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
@@ -107,14 +109,16 @@ pub enum Refused {
     Expired,
 }
 
-/// A worker's report of a unit, as [`Db::finish_with`] takes it.
-#[derive(Clone, Copy)]
-struct Report<'a> {
-    worker: &'a str,
-    unit: &'a UnitLease,
-    now: u64,
-    outcome: &'a UnitOutcome,
-    range: Option<&'a crate::RangeRecord>,
+/// A worker's report of one unit, as [`Db::finish_all`] takes it.
+#[derive(Debug, Clone, Copy)]
+pub struct Report<'a> {
+    /// The unit, named by its lease.
+    pub unit: &'a UnitLease,
+    /// How it went.
+    pub outcome: &'a UnitOutcome,
+    /// What a done range unit of a file going into an object store reported of its
+    /// parts (see [`Db::finish_with`]).
+    pub range: Option<&'a crate::RangeRecord>,
 }
 
 /// Whose turn it is to give a unit.
@@ -342,97 +346,130 @@ impl Db {
         range: Option<&crate::RangeRecord>,
     ) -> Result<Result<(), Refused>, DbError> {
         let report = Report {
-            worker,
             unit,
-            now,
             outcome,
             range,
         };
-        match again(|| self.finish_once(&report)).await? {
-            true => Ok(Ok(())),
-            false => Ok(Err(self.why_refused(worker, unit, now).await?)),
-        }
+        let mut answers = self.finish_all(worker, now, &[report]).await?;
+        Ok(answers.pop().unwrap_or(Err(Refused::NotOwner)))
     }
 
-    /// One try of [`Db::finish_with`]: false if the report is not taken.
-    async fn finish_once(&self, report: &Report<'_>) -> Result<bool, DbError> {
-        let Report {
-            worker,
-            unit,
-            now,
-            outcome,
-            range,
-        } = *report;
-        let (ok, error, files, bytes, written) = match outcome {
-            UnitOutcome::Done {
-                files,
-                bytes,
-                written,
-            } => (1i64, None, *files, *bytes, *written),
-            UnitOutcome::Failed(e) => (0, Some(e.as_str()), 0, 0, 0),
-        };
-        let (job, seq) = (unit.job.as_str(), unit.seq);
+    /// `worker` reports several units at once, each taken as [`Db::finish_with`]
+    /// takes it: one transaction per job, which takes the job's row once, writes its
+    /// counters once and settles it once, so the reports of units that ended together
+    /// cost about what one did (a claim's batch likewise; see [`Db::claim`]). Returns
+    /// each report's answer, in their order.
+    pub async fn finish_all(
+        &self,
+        worker: &str,
+        now: u64,
+        reports: &[Report<'_>],
+    ) -> Result<Vec<Result<(), Refused>>, DbError> {
+        let mut by_job: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, r) in reports.iter().enumerate() {
+            by_job.entry(r.unit.job.as_str()).or_default().push(i);
+        }
+        let mut taken = vec![false; reports.len()];
+        for (job, at) in &by_job {
+            let mine: Vec<Report<'_>> = at.iter().map(|&i| reports[i]).collect();
+            let got = again(|| self.finish_in(job, worker, now, &mine)).await?;
+            for (&i, t) in at.iter().zip(got) {
+                taken[i] = t;
+            }
+        }
+        let mut out = Vec::with_capacity(reports.len());
+        for (r, taken) in reports.iter().zip(taken) {
+            out.push(match taken {
+                true => Ok(()),
+                false => Err(self.why_refused(worker, r.unit, now).await?),
+            });
+        }
+        Ok(out)
+    }
+
+    /// One try of [`Db::finish_all`] for the reports of job `job`'s units: which of
+    /// them were taken.
+    async fn finish_in(
+        &self,
+        job: &str,
+        worker: &str,
+        now: u64,
+        reports: &[Report<'_>],
+    ) -> Result<Vec<bool>, DbError> {
         let mut tx = self.pool.begin().await?;
         if !lock_job(&mut tx, self.backend, job).await? {
-            return Ok(false);
+            return Ok(vec![false; reports.len()]);
         }
-        // What the unit holds comes back from the statement that takes the write lock
-        // (on SQLite, a transaction that read first cannot always upgrade its lock).
-        let sql = format!(
+        let sql = self.report_sql();
+        let mut taken = Vec::with_capacity(reports.len());
+        let mut delta = Delta::default();
+        let mut sums = Sums::default();
+        let mut ranges_of = Vec::new();
+        for r in reports {
+            let Some(row) = report_one(&mut tx, &sql, worker, now, r).await? else {
+                taken.push(false);
+                continue;
+            };
+            taken.push(true);
+            delta.moved("leased", &row.try_get::<String, _>("state")?, 1);
+            let shape = Shape::of(&row)?;
+            match r.outcome {
+                UnitOutcome::Failed(_) => {
+                    if row.try_get::<i64, _>("attempts")? == 1 {
+                        delta.retried += 1;
+                    }
+                }
+                UnitOutcome::Done { files, written, .. } => {
+                    let moved = Moved {
+                        files: shape.bound(*files, 0).0,
+                        bytes: uint(row.try_get("moved")?, "moved")?,
+                        written: shape.bound_written(&mut tx, job, *written).await?,
+                    };
+                    sums.add(shape.relay, moved);
+                    if let Some(range) = r.range {
+                        let seq = r.unit.seq;
+                        crate::object_ranges::record_range(&mut tx, job, seq, &row, range).await?;
+                    }
+                }
+            }
+            if let Some(file) = shape.range_of.filter(|f| !ranges_of.contains(f)) {
+                ranges_of.push(file);
+            }
+        }
+        if taken.contains(&true) {
+            sums.record(&mut tx, job, delta).await?;
+            settle(&mut tx, job, Commits::OfFiles(&ranges_of), now).await?;
+            tx.commit().await?;
+        }
+        Ok(taken)
+    }
+
+    /// The statement that takes one report of a unit (see [`report_one`]). What the
+    /// unit holds comes back from it, as the statement that takes the write lock (on
+    /// SQLite, a transaction that read first cannot always upgrade its lock), and so
+    /// does what a done unit counts as moved: what it reports, at most its planned
+    /// bytes, and for a block range its whole range. A range done again (its first
+    /// attempt's report lost to a restart) finds its blocks written and sends none,
+    /// yet the range is in the file all the same: counted by what it reported, a job
+    /// ended done short of its bytes. A relay or a stream was never listed: what it
+    /// reports (bounded by [`MAX_UNIT_BYTES`] before).
+    fn report_sql(&self) -> String {
+        format!(
             "UPDATE units SET \
                state = CASE WHEN $4 = 1 THEN 'done' \
                  WHEN attempts + 1 >= max_attempts THEN 'failed' ELSE 'ready' END, \
                attempts = CASE WHEN $4 = 1 THEN attempts ELSE attempts + 1 END, \
                not_before = CASE WHEN $4 = 1 THEN not_before ELSE $6 + {wait} END, \
+               moved = CASE WHEN $4 = 0 THEN moved WHEN kind = 'range' THEN bytes \
+                 WHEN kind IN ('relay', 'stream') OR $8 < bytes THEN $8 ELSE bytes END, \
                error = $5, lease_owner = NULL, lease_until = NULL, lease_id = NULL, \
                progress = 0, done_by = CASE WHEN $4 = 1 THEN $3 ELSE done_by END \
              WHERE job = $1 AND seq = $2 AND state = 'leased' AND lease_owner = $3 \
                AND lease_until > $6 AND lease_id = $7 \
-             RETURNING kind, file_from, file_to, block_from, block_to, bytes, state, attempts",
+             RETURNING kind, file_from, file_to, block_from, block_to, bytes, state, attempts, \
+               moved",
             wait = self.patience.wait_sql(),
-        );
-        let row = sqlx::query(&sql)
-            .bind(job)
-            .bind(int(seq))
-            .bind(worker)
-            .bind(ok)
-            .bind(error)
-            .bind(int(now))
-            .bind(&unit.lease)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let Some(row) = row else {
-            return Ok(false);
-        };
-        let mut delta = Delta::default();
-        delta.moved("leased", &row.try_get::<String, _>("state")?, 1);
-        if ok == 0 && row.try_get::<i64, _>("attempts")? == 1 {
-            delta.retried += 1;
-        }
-        let shape = Shape::of(&row)?;
-        if ok == 0 {
-            delta.apply(&mut tx, job).await?;
-        } else {
-            let written = shape.bound_written(&mut tx, job, written).await?;
-            let (files, _) = shape.bound(files, 0);
-            let bytes = shape.done_bytes(bytes);
-            let moved = Moved {
-                files,
-                bytes,
-                written,
-            };
-            record_done(&mut tx, job, seq, shape.relay, moved, delta).await?;
-            if let Some(r) = range {
-                crate::object_ranges::record_range(&mut tx, job, seq, &row, r).await?;
-            }
-        }
-        let commits = match shape.range_of {
-            Some(file) => Commits::OfFile(file),
-            None => Commits::Unchanged,
-        };
-        settle(&mut tx, job, commits, now).await?;
-        tx.commit().await?;
-        Ok(true)
+        )
     }
 
     /// Why `worker` may not act on a unit: its lease ran out, or it is not its own
@@ -558,18 +595,6 @@ impl Shape {
         })
     }
 
-    /// The bytes a done unit counts towards its job's: what it reports, bounded
-    /// ([`Shape::bound`]); a block range, its whole range. A range done again (its
-    /// first attempt's report lost to a restart) finds its blocks written and sends
-    /// none, yet the range is in the file all the same: counted by what it reported,
-    /// a job ended done short of its bytes.
-    fn done_bytes(self, reported: u64) -> u64 {
-        match self.range_of {
-            Some(_) => self.bytes,
-            None => self.bound(0, reported).1,
-        }
-    }
-
     /// `files` and `bytes` reported for the unit, each at most what it holds; for a
     /// relay, at most [`MAX_UNIT_FILES`] and [`MAX_UNIT_BYTES`].
     fn bound(self, files: u64, bytes: u64) -> (u64, u64) {
@@ -598,6 +623,33 @@ impl Shape {
     }
 }
 
+/// Takes report `r` of `worker` on its unit, if it holds the unit's lease unexpired
+/// at `now` and names it by its id: the unit as it is now, else `None` (nothing
+/// changed). `sql` is [`Db::report_sql`]'s.
+async fn report_one(
+    tx: &mut Transaction<'static, Any>,
+    sql: &str,
+    worker: &str,
+    now: u64,
+    r: &Report<'_>,
+) -> Result<Option<AnyRow>, DbError> {
+    let (ok, error, bytes) = match r.outcome {
+        UnitOutcome::Done { bytes, .. } => (1i64, None, *bytes),
+        UnitOutcome::Failed(e) => (0, Some(e.as_str()), 0),
+    };
+    Ok(sqlx::query(sql)
+        .bind(&r.unit.job)
+        .bind(int(r.unit.seq))
+        .bind(worker)
+        .bind(ok)
+        .bind(error)
+        .bind(int(now))
+        .bind(&r.unit.lease)
+        .bind(int(bytes.min(MAX_UNIT_BYTES)))
+        .fetch_optional(&mut **tx)
+        .await?)
+}
+
 /// What a done unit moved, as bounded by its [`Shape`].
 #[derive(Debug, Clone, Copy)]
 struct Moved {
@@ -606,50 +658,60 @@ struct Moved {
     written: u64,
 }
 
-/// Records what unit `seq` of job `job` moved, in the unit (its worker's share) and
-/// in the job's counters, each saturating. A relay's files were never listed: what
-/// it moved counts towards the job's totals as well as towards what is done.
-async fn record_done(
-    tx: &mut Transaction<'static, Any>,
-    job: &str,
-    seq: u64,
-    relay: bool,
-    moved: Moved,
-    delta: Delta,
-) -> Result<(), DbError> {
-    let Moved {
-        files,
-        bytes,
-        written,
-    } = moved;
-    sqlx::query("UPDATE units SET moved = $3 WHERE job = $1 AND seq = $2")
-        .bind(job)
-        .bind(int(seq))
-        .bind(int(bytes))
-        .execute(&mut **tx)
-        .await?;
-    let (listed_files, listed_bytes) = if relay { (files, bytes) } else { (0, 0) };
-    // The unit counts' change in the same statement: one write of the job's row.
-    let sql = format!(
-        "UPDATE jobs SET files_done = {}, bytes_done = {}, files = {}, bytes = {}, \
-           bytes_written = {}, {} \
-         WHERE id = $1",
-        saturating_add("files_done", "$2"),
-        saturating_add("bytes_done", "$3"),
-        saturating_add("files", "$4"),
-        saturating_add("bytes", "$5"),
-        saturating_add("bytes_written", "$6"),
-        Delta::set_terms(7),
-    );
-    let q = sqlx::query(&sql)
-        .bind(job)
-        .bind(int(files))
-        .bind(int(bytes))
-        .bind(int(listed_files))
-        .bind(int(listed_bytes))
-        .bind(int(written));
-    delta.bind(q).execute(&mut **tx).await?;
-    Ok(())
+/// What the done units of one job's reports moved, together: added to its counters
+/// in one write.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sums {
+    files_done: u64,
+    bytes_done: u64,
+    /// What relays moved: their files were never listed, so it counts towards the
+    /// job's totals as well as towards what is done.
+    files_listed: u64,
+    bytes_listed: u64,
+    written: u64,
+}
+
+impl Sums {
+    /// Adds what one unit moved (`relay`: a relay or a stream), saturating.
+    fn add(&mut self, relay: bool, m: Moved) {
+        self.files_done = self.files_done.saturating_add(m.files);
+        self.bytes_done = self.bytes_done.saturating_add(m.bytes);
+        self.written = self.written.saturating_add(m.written);
+        if relay {
+            self.files_listed = self.files_listed.saturating_add(m.files);
+            self.bytes_listed = self.bytes_listed.saturating_add(m.bytes);
+        }
+    }
+
+    /// Adds these to job `job`'s counters, each saturating, and `delta` to its unit
+    /// counts: one write of its row.
+    async fn record(
+        self,
+        tx: &mut Transaction<'static, Any>,
+        job: &str,
+        delta: Delta,
+    ) -> Result<(), DbError> {
+        let sql = format!(
+            "UPDATE jobs SET files_done = {}, bytes_done = {}, files = {}, bytes = {}, \
+               bytes_written = {}, {} \
+             WHERE id = $1",
+            saturating_add("files_done", "$2"),
+            saturating_add("bytes_done", "$3"),
+            saturating_add("files", "$4"),
+            saturating_add("bytes", "$5"),
+            saturating_add("bytes_written", "$6"),
+            Delta::set_terms(7),
+        );
+        let q = sqlx::query(&sql)
+            .bind(job)
+            .bind(int(self.files_done))
+            .bind(int(self.bytes_done))
+            .bind(int(self.files_listed))
+            .bind(int(self.bytes_listed))
+            .bind(int(self.written));
+        delta.bind(q).execute(&mut **tx).await?;
+        Ok(())
+    }
 }
 
 pub(crate) fn claimed(r: &AnyRow) -> Result<Claimed, DbError> {

@@ -46,7 +46,7 @@ pub use activity::{
 };
 pub use error::DbError;
 pub use jobs::{FileRow, JobRow, JobState, NewJob, PlannedUnit, Retry, UnitCounts, UnitRow};
-pub use leases::{Claimed, Refused, UnitLease, UnitOutcome, MAX_LEASE_ID};
+pub use leases::{Claimed, Refused, Report, UnitLease, UnitOutcome, MAX_LEASE_ID};
 pub use object_ranges::RangeRecord;
 pub use patience::{Patience, FIRST_WAIT_MS, MOST_WAIT_MS};
 pub use planning::{PlanningLease, TakenOver};

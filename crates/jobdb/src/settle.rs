@@ -14,11 +14,9 @@ use crate::{int, uint, DbError};
 
 /// Which of a job's commits may have become ready or failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Commits {
-    /// None: no block range changed.
-    Unchanged,
-    /// The one of this file (a block range of it ended).
-    OfFile(u64),
+pub(crate) enum Commits<'a> {
+    /// Those of these files (block ranges of them ended; none when none did).
+    OfFiles(&'a [u64]),
     /// Any (after a change of many units).
     All,
 }
@@ -28,16 +26,16 @@ pub(crate) enum Commits {
 pub(crate) async fn settle(
     tx: &mut Transaction<'static, Any>,
     job: &str,
-    commits: Commits,
+    commits: Commits<'_>,
     now: u64,
 ) -> Result<(), DbError> {
-    let file = match commits {
-        Commits::Unchanged => None,
-        Commits::OfFile(f) => Some(Some(f)),
-        Commits::All => Some(None),
-    };
-    if let Some(file) = file {
-        settle_commits(tx, job, file).await?;
+    match commits {
+        Commits::OfFiles(files) => {
+            for f in files {
+                settle_commits(tx, job, Some(*f)).await?;
+            }
+        }
+        Commits::All => settle_commits(tx, job, None).await?,
     }
     let mut counts = Counts::of(tx, job).await?;
     // A mirroring job's deletion step runs once every other unit is done, and never

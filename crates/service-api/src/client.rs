@@ -15,9 +15,9 @@ use serde_json::Value;
 
 use crate::object_ranges::{check_upload, MAX_RANGES_PAGE, MAX_RANGE_DIGESTS, MAX_RANGE_PARTS};
 use crate::{
-    ClaimRequest, ClaimedUnit, ErrorBody, FileRow, FilesQuery, FinishReply, FinishRequest,
-    HeartbeatReply, HeartbeatRequest, JobSpec, JobView, ListQuery, RangesReply, RangesRequest,
-    ScheduleSpec, ScheduleView, UploadReply, UploadRequest, MAX_FILES,
+    ClaimRequest, ClaimedUnit, ErrorBody, FileRow, FilesQuery, FinishAll, FinishAllReply,
+    FinishReply, FinishRequest, HeartbeatReply, HeartbeatRequest, JobSpec, JobView, ListQuery,
+    RangesReply, RangesRequest, ScheduleSpec, ScheduleView, UploadReply, UploadRequest, MAX_FILES,
 };
 
 /// Why a call to the service did not give what was asked.
@@ -289,6 +289,21 @@ impl Client {
     /// A worker reports a unit it holds as done or failed (`POST /api/work/finish`).
     pub async fn finish(&self, req: &FinishRequest) -> Result<FinishReply> {
         self.call(true, "/api/work/finish", Some(req)).await
+    }
+
+    /// Reports several units' ends at once (`POST /api/work/finish-all`). An answer
+    /// that does not name the reports' units, one for one in their order, is refused.
+    pub async fn finish_all(&self, req: &FinishAll) -> Result<FinishAllReply> {
+        let reply: FinishAllReply = self.call(true, "/api/work/finish-all", Some(req)).await?;
+        let named = reply.answers.len() == req.reports.len()
+            && (reply.answers.iter().zip(&req.reports))
+                .all(|(a, r)| a.job == r.job && a.seq == r.seq);
+        if !named {
+            return Err(
+                self.invalid("answer to finish-all: not one answer per report, in order".into())
+            );
+        }
+        Ok(reply)
     }
 
     /// A range unit of a file going into an object store learns the file's upload

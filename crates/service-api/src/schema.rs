@@ -7,9 +7,9 @@ use schemars::JsonSchema;
 use serde_json::{Map, Value};
 
 use crate::{
-    ActivityView, ClaimRequest, ClaimedUnit, ErrorBody, FileRow, FilesQuery, FinishReply,
-    FinishRequest, HeartbeatReply, HeartbeatRequest, JobSpec, JobView, ListQuery, LiveSnapshot,
-    NodesView, ScheduleSpec, ScheduleView, SessionView,
+    ActivityView, ClaimRequest, ClaimedUnit, ErrorBody, FileRow, FilesQuery, FinishAll,
+    FinishAllReply, FinishReply, FinishRequest, HeartbeatReply, HeartbeatRequest, JobSpec, JobView,
+    ListQuery, LiveSnapshot, NodesView, ScheduleSpec, ScheduleView, SessionView,
 };
 
 /// Where the document keeps its schemas, as a `$ref` names them.
@@ -33,6 +33,8 @@ pub fn components() -> Map<String, Value> {
     let _ = g.subschema_for::<HeartbeatReply>();
     let _ = g.subschema_for::<FinishRequest>();
     let _ = g.subschema_for::<FinishReply>();
+    let _ = g.subschema_for::<FinishAll>();
+    let _ = g.subschema_for::<FinishAllReply>();
     let _ = g.subschema_for::<crate::UploadRequest>();
     let _ = g.subschema_for::<crate::UploadReply>();
     let _ = g.subschema_for::<crate::RangesRequest>();
@@ -94,6 +96,9 @@ mod tests {
             name_of::<HeartbeatReply>(),
             name_of::<FinishRequest>(),
             name_of::<FinishReply>(),
+            name_of::<FinishAll>(),
+            name_of::<FinishAllReply>(),
+            "FinishAnswer".to_string(),
             name_of::<SessionView>(),
             name_of::<LiveSnapshot>(),
             name_of::<NodesView>(),

@@ -210,6 +210,40 @@ pub struct HeldUnit {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct FinishReply {}
 
+/// Most reports one [`FinishAll`] carries: a worker's most units at once.
+pub const MAX_REPORTS: usize = 64;
+
+/// Several units' reports in one call (`POST /api/work/finish-all`): the units that
+/// ended while the worker's last call was under way, taken in one transaction per
+/// job (each as `/api/work/finish` takes one).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FinishAll {
+    /// 1 to [`MAX_REPORTS`] reports, each as `/api/work/finish` takes it, all by one
+    /// worker.
+    #[schemars(length(min = 1, max = 64))]
+    pub reports: Vec<FinishRequest>,
+}
+
+/// The service's answer to [`FinishAll`]: one per report, in their order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FinishAllReply {
+    /// Each report's answer.
+    pub answers: Vec<FinishAnswer>,
+}
+
+/// Whether one report of a [`FinishAll`] was taken.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FinishAnswer {
+    /// The unit's job.
+    pub job: String,
+    /// The unit's number.
+    pub seq: u64,
+    /// `None` when taken; else why not (as `/api/work/finish`'s 409 says it): the unit
+    /// is no longer the worker's, nothing was changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+}
+
 impl FinishRequest {
     /// The report of unit `seq` of job `job`, which moved `files` entries and `bytes`
     /// bytes (the worker's name and the lease id are filled in when it is sent).

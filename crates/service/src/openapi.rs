@@ -5,9 +5,10 @@
 
 use hetch_service_api::schema::{self, name_of, REF_PREFIX};
 use hetch_service_api::{
-    ActivityView, ClaimRequest, ClaimedUnit, FileRow, FinishReply, FinishRequest, HeartbeatReply,
-    HeartbeatRequest, JobSpec, JobView, LiveSnapshot, NodesView, RangesReply, RangesRequest,
-    ScheduleSpec, ScheduleView, SessionView, UploadReply, UploadRequest,
+    ActivityView, ClaimRequest, ClaimedUnit, FileRow, FinishAll, FinishAllReply, FinishReply,
+    FinishRequest, HeartbeatReply, HeartbeatRequest, JobSpec, JobView, LiveSnapshot, NodesView,
+    RangesReply, RangesRequest, ScheduleSpec, ScheduleView, SessionView, UploadReply,
+    UploadRequest,
 };
 use schemars::JsonSchema;
 use serde_json::{json, Value};
@@ -91,6 +92,11 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ),
     (
         "post",
+        "/api/work/finish-all",
+        "A worker reports up to 64 units at once, each as /api/work/finish takes it; answers each taken or refused",
+    ),
+    (
+        "post",
         "/api/work/upload",
         "A range unit of a file going into an object store records its file's multipart upload, or learns the one recorded",
     ),
@@ -164,6 +170,7 @@ fn bodies(method: &str, path: &str) -> (Option<Value>, Option<Value>) {
             (Some(of::<HeartbeatRequest>()), Some(of::<HeartbeatReply>()))
         }
         ("post", "/api/work/finish") => (Some(of::<FinishRequest>()), Some(of::<FinishReply>())),
+        ("post", "/api/work/finish-all") => (Some(of::<FinishAll>()), Some(of::<FinishAllReply>())),
         ("post", "/api/work/upload") => (Some(of::<UploadRequest>()), Some(of::<UploadReply>())),
         ("post", "/api/work/ranges") => (Some(of::<RangesRequest>()), Some(of::<RangesReply>())),
         ("get", "/api/session") => (None, Some(of::<SessionView>())),

@@ -40,6 +40,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/work/claim", post(crate::work::claim))
         .route("/api/work/heartbeat", post(crate::work::heartbeat))
         .route("/api/work/finish", post(crate::work::finish))
+        .route("/api/work/finish-all", post(crate::work::finish_all))
         .route("/api/work/upload", post(crate::object_ranges::upload))
         .route("/api/work/ranges", post(crate::object_ranges::ranges))
         .route("/metrics", get(crate::metrics::scrape))

@@ -15,11 +15,11 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::Json;
 use hetch_jobdb::leases::{MAX_UNIT_BYTES, MAX_UNIT_FILES};
-use hetch_jobdb::{JobRow, UnitLease, UnitOutcome, WorkerReport};
+use hetch_jobdb::{JobRow, RangeRecord, Refused, Report, UnitLease, UnitOutcome, WorkerReport};
 
 use crate::api::{
-    ClaimRequest, ClaimedUnit, FinishReply, FinishRequest, HeartbeatReply, HeartbeatRequest,
-    HeldUnit, JobSpec, WorkerAbout,
+    ClaimRequest, ClaimedUnit, FinishAll, FinishAllReply, FinishAnswer, FinishReply, FinishRequest,
+    HeartbeatReply, HeartbeatRequest, HeldUnit, JobSpec, WorkerAbout, MAX_REPORTS,
 };
 use crate::auth;
 use crate::routes::{bad, fail, internal, parse, Answer, ApiError};
@@ -281,10 +281,15 @@ fn check_moved(req: &FinishRequest) -> Result<(), ApiError> {
     Ok(())
 }
 
-pub(crate) async fn finish(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
-    let req: FinishRequest = parse(&body)?;
+/// A worker's report as the database takes it: its unit, how it went, and what a
+/// done range reported of its parts (checked against the unit before anything is
+/// stored); a 400 naming the field when it is out of bounds.
+async fn checked_report(
+    state: &AppState,
+    req: &FinishRequest,
+) -> Result<(UnitLease, UnitOutcome, Option<RangeRecord>), ApiError> {
     check_worker(&req.worker)?;
-    check_moved(&req)?;
+    check_moved(req)?;
     let unit = unit_lease(&req.job, req.seq, &req.lease)?;
     let outcome = match &req.error {
         None => UnitOutcome::Done {
@@ -303,13 +308,23 @@ pub(crate) async fn finish(State(state): State<Arc<AppState>>, body: Bytes) -> A
                 .collect(),
         ),
     };
-    // A done range's parts are checked against its unit before anything is stored.
     let range = match (&req.range, &outcome) {
         (Some(r), UnitOutcome::Done { .. }) => {
-            crate::object_ranges::checked_report(&state, &req, r).await?
+            crate::object_ranges::checked_report(state, req, r).await?
         }
         _ => None,
     };
+    Ok((unit, outcome, range))
+}
+
+/// Why a report of unit `seq` of job `job` was not taken, as its worker is told.
+fn refusal(job: &str, seq: u64, why: Refused) -> String {
+    format!("unit {seq} of job {job} is not yours: {why:?}")
+}
+
+pub(crate) async fn finish(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
+    let req: FinishRequest = parse(&body)?;
+    let (unit, outcome, range) = checked_report(&state, &req).await?;
     let r = state
         .db
         .finish_with(&req.worker, &unit, now_ms(), &outcome, range.as_ref())
@@ -317,9 +332,51 @@ pub(crate) async fn finish(State(state): State<Arc<AppState>>, body: Bytes) -> A
         .map_err(internal)?;
     match r {
         Ok(()) => Ok(Json(FinishReply {}).into_response()),
-        Err(why) => Err(fail(
-            StatusCode::CONFLICT,
-            format!("unit {} of job {} is not yours: {why:?}", req.seq, req.job),
-        )),
+        Err(why) => Err(fail(StatusCode::CONFLICT, refusal(&req.job, req.seq, why))),
     }
+}
+
+/// Several reports of one worker at once ([`FinishAll`]): each checked as
+/// [`finish`] checks it (one out of bounds refuses the call, nothing stored), then
+/// taken together, one transaction per job; each answered taken or refused.
+pub(crate) async fn finish_all(State(state): State<Arc<AppState>>, body: Bytes) -> Answer {
+    let req: FinishAll = parse(&body)?;
+    let Some(first) = req.reports.first() else {
+        return Err(bad(format!("reports: 1 to {MAX_REPORTS}")));
+    };
+    if req.reports.len() > MAX_REPORTS {
+        return Err(bad(format!("reports: 1 to {MAX_REPORTS}")));
+    }
+    let worker = first.worker.as_str();
+    if req.reports.iter().any(|r| r.worker != worker) {
+        return Err(bad("reports: all of one worker"));
+    }
+    let mut checked = Vec::with_capacity(req.reports.len());
+    for r in &req.reports {
+        checked.push(checked_report(&state, r).await?);
+    }
+    let reports: Vec<Report<'_>> = checked
+        .iter()
+        .map(|(unit, outcome, range)| Report {
+            unit,
+            outcome,
+            range: range.as_ref(),
+        })
+        .collect();
+    let answers = state
+        .db
+        .finish_all(worker, now_ms(), &reports)
+        .await
+        .map_err(internal)?;
+    let answers = req
+        .reports
+        .iter()
+        .zip(answers)
+        .map(|(r, a)| FinishAnswer {
+            job: r.job.clone(),
+            seq: r.seq,
+            refused: a.err().map(|why| refusal(&r.job, r.seq, why)),
+        })
+        .collect();
+    Ok(Json(FinishAllReply { answers }).into_response())
 }

@@ -10,7 +10,8 @@ use std::time::Duration;
 use hetch_engine::{RateLimiter, StopSender, StopSignal};
 use hetch_service_api::client::ClientError;
 use hetch_service_api::{
-    ClaimRequest, ClaimedUnit, FinishRequest, HeartbeatRequest, UnitKey, WorkerAbout,
+    ClaimRequest, ClaimedUnit, FinishAll, FinishRequest, HeartbeatRequest, UnitKey, WorkerAbout,
+    MAX_REPORTS,
 };
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -198,6 +199,7 @@ pub async fn claim_loop<S: Service, E: Execute>(
         while let Some(done) = tasks.try_join_next() {
             ended.push(done);
         }
+        let mut reports = Vec::new();
         for done in ended {
             let (claim, mut report) = done?;
             let lost = units.leases.stopped(&claim).is_some();
@@ -211,19 +213,11 @@ pub async fn claim_loop<S: Service, E: Execute>(
                 // report is the newer run's to make.
                 continue;
             }
-            let (job, seq) = ended.key;
             report.worker = name.clone();
             report.lease = ended.lease;
-            let call = api.finish(&report);
-            if let Err(e) = bounded(units.until_fence(), call).await {
-                metrics.call_failed(Call::Finish);
-                // Refused (the lease moved on) or unreachable: the unit is the
-                // service's to hand out again; nothing here to undo.
-                c.log
-                    .say(&format!("reporting unit {seq} of job {job}: {e}"));
-            }
-            units.fence(&c.log);
+            reports.push(report);
         }
+        report_all(c, api.as_ref(), &mut units, metrics, reports).await;
         // Keep the leases; stop what is no longer ours.
         let sent = Instant::now();
         if units.leases.beat_due(units.at(sent)) {
@@ -357,6 +351,53 @@ pub async fn claim_loop<S: Service, E: Execute>(
                 }
             }
         }
+    }
+}
+
+/// Reports the units that ended (`reports`): together when there are several (the
+/// service takes them in one transaction per job), a range's parts for an object
+/// store on their own (they may be large). A report refused or not answered is
+/// only logged: the unit is the service's to hand out again; nothing here to undo.
+async fn report_all<S: Service>(
+    c: &LoopConfig,
+    api: &S,
+    units: &mut Units,
+    metrics: &WorkerMetrics,
+    reports: Vec<FinishRequest>,
+) {
+    let (alone, together): (Vec<_>, Vec<_>) = reports.into_iter().partition(|r| r.range.is_some());
+    let mut calls: Vec<Vec<FinishRequest>> = alone.into_iter().map(|r| vec![r]).collect();
+    let mut together = together.into_iter().peekable();
+    while together.peek().is_some() {
+        calls.push(together.by_ref().take(MAX_REPORTS).collect());
+    }
+    for mut reports in calls {
+        let refused: Vec<(String, u64, String)> = match reports.len() {
+            1 => {
+                let r = reports.remove(0);
+                match bounded(units.until_fence(), api.finish(&r)).await {
+                    Ok(_) => Vec::new(),
+                    Err(e) => vec![(r.job, r.seq, e.to_string())],
+                }
+            }
+            _ => {
+                let all = FinishAll { reports };
+                match bounded(units.until_fence(), api.finish_all(&all)).await {
+                    Ok(reply) => (reply.answers.into_iter())
+                        .filter_map(|a| Some((a.job, a.seq, a.refused?)))
+                        .collect(),
+                    Err(e) => (all.reports.into_iter())
+                        .map(|r| (r.job, r.seq, e.to_string()))
+                        .collect(),
+                }
+            }
+        };
+        for (job, seq, why) in refused {
+            metrics.call_failed(Call::Finish);
+            c.log
+                .say(&format!("reporting unit {seq} of job {job}: {why}"));
+        }
+        units.fence(&c.log);
     }
 }
 

@@ -6,11 +6,12 @@ use std::future::Future;
 
 use hetch_service_api::client::{Client, ClientError};
 use hetch_service_api::{
-    ClaimRequest, ClaimedUnit, FinishReply, FinishRequest, HeartbeatReply, HeartbeatRequest,
+    ClaimRequest, ClaimedUnit, FinishAll, FinishAllReply, FinishReply, FinishRequest,
+    HeartbeatReply, HeartbeatRequest,
 };
 
-/// The service's three calls a worker's loop makes (`/api/work/claim`, `/heartbeat`,
-/// `/finish`), with the client's errors: [`ClientError::is_not_allowed`] ends the
+/// The service's calls a worker's loop makes (`/api/work/claim`, `/heartbeat`,
+/// `/finish`, `/finish-all`), with the client's errors: [`ClientError::is_not_allowed`] ends the
 /// worker, any other is waited out.
 pub trait Service: Send + Sync + 'static {
     /// Asks for up to `req.max` units.
@@ -31,6 +32,12 @@ pub trait Service: Send + Sync + 'static {
         &self,
         req: &FinishRequest,
     ) -> impl Future<Output = Result<FinishReply, ClientError>> + Send;
+
+    /// Reports several units' ends at once; the answer says which were taken.
+    fn finish_all(
+        &self,
+        req: &FinishAll,
+    ) -> impl Future<Output = Result<FinishAllReply, ClientError>> + Send;
 }
 
 impl Service for Client {
@@ -53,5 +60,12 @@ impl Service for Client {
         req: &FinishRequest,
     ) -> impl Future<Output = Result<FinishReply, ClientError>> + Send {
         Client::finish(self, req)
+    }
+
+    fn finish_all(
+        &self,
+        req: &FinishAll,
+    ) -> impl Future<Output = Result<FinishAllReply, ClientError>> + Send {
+        Client::finish_all(self, req)
     }
 }

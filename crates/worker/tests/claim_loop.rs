@@ -12,8 +12,8 @@ use std::time::Duration;
 use hetch_jobs::UnitSpec;
 use hetch_service_api::client::ClientError;
 use hetch_service_api::{
-    ClaimRequest, ClaimedUnit, FinishReply, FinishRequest, HeartbeatReply, HeartbeatRequest,
-    HeldUnit, JobSpec,
+    ClaimRequest, ClaimedUnit, FinishAll, FinishAllReply, FinishAnswer, FinishReply, FinishRequest,
+    HeartbeatReply, HeartbeatRequest, HeldUnit, JobSpec,
 };
 use hetch_worker::claim_loop::{claim_loop, Execute, LoopConfig};
 use hetch_worker::log::Log;
@@ -54,6 +54,8 @@ struct State {
     held: HashMap<u64, String>,
     /// Reports received.
     finished: Vec<FinishRequest>,
+    /// Reports per call that reported units, in order.
+    report_calls: Vec<usize>,
     /// Claims asked for (answered or not).
     claims: u64,
     /// When the service last handed out a unit.
@@ -148,19 +150,47 @@ impl Service for Fake {
         req: &FinishRequest,
     ) -> impl Future<Output = Result<FinishReply, ClientError>> + Send {
         self.answer(|s| {
-            // Taken only with the lease id of the unit's latest claim.
-            if s.held.get(&req.seq) != Some(&req.lease) {
-                return Err(ClientError::Service {
+            s.report_calls.push(1);
+            match s.take(req) {
+                Ok(()) => Ok(FinishReply {}),
+                Err(message) => Err(ClientError::Service {
                     service: "fake".into(),
                     status: 409,
-                    message: format!("unit {} is not yours", req.seq),
+                    message,
                     field: None,
-                });
+                }),
             }
-            s.held.remove(&req.seq);
-            s.finished.push(req.clone());
-            Ok(FinishReply {})
         })
+    }
+
+    fn finish_all(
+        &self,
+        req: &FinishAll,
+    ) -> impl Future<Output = Result<FinishAllReply, ClientError>> + Send {
+        self.answer(|s| {
+            s.report_calls.push(req.reports.len());
+            let answers = (req.reports.iter())
+                .map(|r| FinishAnswer {
+                    job: r.job.clone(),
+                    seq: r.seq,
+                    refused: s.take(r).err(),
+                })
+                .collect();
+            Ok(FinishAllReply { answers })
+        })
+    }
+}
+
+impl State {
+    /// Takes report `req`, or says why not: taken only with the lease id of the
+    /// unit's latest claim.
+    fn take(&mut self, req: &FinishRequest) -> Result<(), String> {
+        if self.held.get(&req.seq) != Some(&req.lease) {
+            return Err(format!("unit {} is not yours", req.seq));
+        }
+        self.held.remove(&req.seq);
+        self.finished.push(req.clone());
+        Ok(())
     }
 }
 
@@ -262,6 +292,25 @@ async fn units_claimed_are_run_and_reported() {
         assert_eq!((r.worker.as_str(), &r.error, r.files), ("w", &None, 1));
     }
     assert_eq!(units.runs().len(), 3);
+    assert!(s.held.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn units_that_end_together_are_reported_in_one_call() {
+    // Five units claimed at once all end a second later.
+    let service = Fake::with([1, 2, 3, 4, 5]);
+    let units = FakeUnits::new(Plays::Quick);
+    let metrics = WorkerMetrics::default();
+    claim_loop(&config(5), service.clone(), units.clone(), &metrics)
+        .await
+        .unwrap();
+    let s = service.state();
+    assert_eq!(s.finished.len(), 5, "{:?}", s.finished);
+    assert!(
+        s.report_calls.len() < 5 && s.report_calls.iter().sum::<usize>() == 5,
+        "reports per call: {:?}",
+        s.report_calls
+    );
     assert!(s.held.is_empty());
 }
 

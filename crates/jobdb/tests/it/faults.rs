@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::{job_of, on_each, planner, unit_counts};
-use hetch_jobdb::{Backend, Db, JobState, Patience, Refused, UnitOutcome};
+use hetch_jobdb::{Backend, Db, JobState, Patience, Refused, Report, UnitOutcome};
 
 const TTL: u64 = 30_000;
 
@@ -196,5 +196,75 @@ fn a_range_done_again_counts_its_whole_range() {
         assert_eq!(job.state, JobState::Done);
         assert_eq!((job.bytes_done, job.bytes), (10, 10));
         assert_eq!((job.files_done, job.bytes_written), (1, 0));
+    });
+}
+
+#[test]
+fn reports_of_units_that_ended_together_are_each_taken_or_refused_in_one_call() {
+    on_each(|db, _| async move {
+        // Two files of 10 bytes in ranges of 4, 4 and 2, then a commit each; and a
+        // job of two one-file units beside it.
+        job_of(&db, "big", 0, &[10, 10], planner(1, 5, 4, 1), 3, 0).await;
+        job_of(&db, "small", 0, &[3, 4], planner(1, u64::MAX, 1, 1), 3, 0).await;
+        let held = db.claim("w", 1, TTL, 64).await.unwrap();
+        assert_eq!(held.len(), 8, "six ranges and two files: {held:?}");
+        let units: Vec<_> = held.iter().map(|c| c.held()).collect();
+        let done = |bytes| UnitOutcome::Done {
+            files: 1,
+            bytes,
+            written: bytes,
+        };
+        // Every range says it sent nothing (all found written), one small file fails,
+        // and two words are not the worker's to say: a forged lease id, and a second
+        // report of a unit already reported in this call.
+        let (ranges, small): (Vec<_>, Vec<_>) =
+            held.iter().zip(&units).partition(|(c, _)| c.job == "big");
+        let zero = done(0);
+        let failed = broke();
+        let four = done(4);
+        let forged = hetch_jobdb::UnitLease {
+            lease: "0".repeat(32),
+            ..small[0].1.clone()
+        };
+        let mut reports: Vec<Report<'_>> = ranges
+            .iter()
+            .map(|(_, unit)| Report {
+                unit,
+                outcome: &zero,
+                range: None,
+            })
+            .collect();
+        let report = |unit, outcome| Report {
+            unit,
+            outcome,
+            range: None,
+        };
+        reports.push(report(&forged, &four));
+        reports.push(report(small[0].1, &failed));
+        reports.push(report(small[1].1, &four));
+        reports.push(report(small[1].1, &four));
+        let answers = db.finish_all("w", 2, &reports).await.unwrap();
+        let mut expected = vec![Ok(()); 6];
+        expected.extend([
+            Err(Refused::NotOwner),
+            Ok(()),
+            Ok(()),
+            Err(Refused::NotOwner),
+        ]);
+        assert_eq!(answers, expected);
+        // Each file's commit is ready (its last range was in the call), the failed
+        // file waits for its next attempt; counts and counters are the units'.
+        let c = unit_counts(&db, "big").await;
+        assert_eq!((c.done, c.ready, c.leased), (6, 2, 0));
+        let big = db.job("big").await.unwrap().unwrap();
+        assert_eq!((big.bytes_done, big.files_done), (20, 0));
+        let c = unit_counts(&db, "small").await;
+        assert_eq!((c.done, c.ready, c.retried), (1, 1, 1));
+        let small_job = db.job("small").await.unwrap().unwrap();
+        assert_eq!((small_job.bytes_done, small_job.files_done), (4, 1));
+        // A call of reports none of which is the worker's changes nothing.
+        let again = db.finish_all("w", 3, &reports[6..7]).await.unwrap();
+        assert_eq!(again, vec![Err(Refused::NotOwner)]);
+        assert_eq!(unit_counts(&db, "small").await, c);
     });
 }

@@ -253,12 +253,45 @@ fn a_job_is_planned_from_its_tree_and_run_through_the_work_api_to_done() {
             )
             .await;
         assert_eq!(s, 409, "{v}");
-        for u in &units {
-            let report = json!({"worker": "w1", "job": id, "seq": u["seq"], "lease": u["lease"],
-                                "error": null, "files": 1, "bytes": 1});
-            let (s, v) = api.post("/api/work/finish", report).await;
-            assert_eq!(s, 200, "{v}");
+        // The units' reports in one call, the first one twice: the second word on it
+        // is refused, the rest taken. Before that, a call with one report out of
+        // bounds is refused whole, and one of two workers' reports too.
+        let mut reports: Vec<serde_json::Value> = units
+            .iter()
+            .map(|u| {
+                json!({"worker": "w1", "job": id, "seq": u["seq"], "lease": u["lease"],
+                            "error": null, "files": 1, "bytes": 1})
+            })
+            .collect();
+        reports.push(reports[0].clone());
+        let mut over = reports.clone();
+        over[1]["bytes"] = json!(1u64 << 54);
+        let (s, v) = api
+            .post("/api/work/finish-all", json!({"reports": over}))
+            .await;
+        assert_eq!(s, 400, "{v}");
+        let mut mixed = reports.clone();
+        mixed[1]["worker"] = json!("w2");
+        let (s, v) = api
+            .post("/api/work/finish-all", json!({"reports": mixed}))
+            .await;
+        assert_eq!(s, 400, "{v}");
+        let (_, job) = api.get(&format!("/api/jobs/{id}")).await;
+        assert_eq!(job["units"]["done"].as_u64(), Some(0), "{job}");
+        let (s, v) = api
+            .post("/api/work/finish-all", json!({"reports": reports}))
+            .await;
+        assert_eq!(s, 200, "{v}");
+        let answers = v["answers"].as_array().unwrap();
+        assert_eq!(answers.len(), units.len() + 1, "{v}");
+        for (a, u) in answers.iter().zip(&units) {
+            assert_eq!((&a["seq"], a.get("refused")), (&u["seq"], None), "{v}");
         }
+        let again = &answers[units.len()];
+        assert!(
+            again["refused"].as_str().unwrap().contains("not yours"),
+            "{v}"
+        );
         let (_, commit) = api
             .post("/api/work/claim", json!({"worker": "w1", "max": 64}))
             .await;

@@ -9,9 +9,9 @@ use crate::common;
 
 use common::{on_each, planner, start, Api};
 use hetch_service::api::{
-    ActivityView, ClaimRequest, ClaimedUnit, CopyOptions, ErrorBody, FileRow, FinishReply,
-    FinishRequest, HeartbeatReply, HeartbeatRequest, JobSpec, JobView, LiveSnapshot, NodesView,
-    SessionView, UnitKey, WorkerAbout,
+    ActivityView, ClaimRequest, ClaimedUnit, CopyOptions, ErrorBody, FileRow, FinishAll,
+    FinishAllReply, FinishReply, FinishRequest, HeartbeatReply, HeartbeatRequest, JobSpec, JobView,
+    LiveSnapshot, NodesView, SessionView, UnitKey, WorkerAbout,
 };
 use hetch_service_api::schema::{components, name_of, REF_PREFIX};
 use hetch_service_api::ScheduleView;
@@ -214,7 +214,20 @@ fn the_documents_schemas_are_the_types_and_the_services_answers_fit_them() {
             lease: "0f".into(),
             ..FinishRequest::failed("j", 1, "why".into())
         };
-        checked::<FinishRequest>(&doc, &serde_json::to_value(failed).unwrap(), false);
+        checked::<FinishRequest>(&doc, &serde_json::to_value(&failed).unwrap(), false);
+        // Both again in one call: neither is the worker's now, each answered so.
+        let mut again = FinishRequest::done(&u.job, u.seq, 1, 1);
+        again.worker = "w1".into();
+        again.lease = u.lease.clone();
+        let all = serde_json::to_value(FinishAll {
+            reports: vec![again, failed],
+        })
+        .unwrap();
+        checked::<FinishAll>(&doc, &all, false);
+        let (s, v) = api.post("/api/work/finish-all", all).await;
+        assert_eq!(s, 200, "{v}");
+        let reply = checked::<FinishAllReply>(&doc, &v, false).remove(0);
+        assert!(reply.answers.iter().all(|a| a.refused.is_some()), "{v}");
         if let Some(other) = units.get(1) {
             let mut failed = FinishRequest::failed(&other.job, other.seq, "disk full".into());
             failed.worker = "w1".into();

@@ -444,11 +444,12 @@ impl Db {
             return Ok(Retry::Replan);
         }
         let units = sqlx::query(
-            "UPDATE units SET attempts = 0, error = NULL, not_before = 0, \
+            "UPDATE units SET attempts = 0, error = NULL, not_before = $2, \
              state = CASE WHEN kind IN ('commit', 'delete') THEN 'waiting' ELSE 'ready' END \
              WHERE job = $1 AND state IN ('failed', 'cancelled')",
         )
         .bind(id)
+        .bind(int(now))
         .execute(&mut *tx)
         .await?;
         if units.rows_affected() == 0 {

@@ -73,6 +73,11 @@ pub struct UnitLease {
     pub lease: String,
 }
 
+/// A unit's `not_before` until its first attempt: before any time, so units never
+/// tried go first, in order, from their job's `claim_from` (see [`Db::claim`]). Any
+/// other way to become ready sets a time (of 0 or more).
+pub(crate) const NEVER_TRIED: i64 = -1;
+
 /// Longest lease id a caller may present (ours are 32 hex digits).
 pub const MAX_LEASE_ID: usize = 64;
 
@@ -174,11 +179,12 @@ impl Db {
             "SELECT j.id, j.priority FROM jobs j \
              WHERE j.state IN ('queued', 'running') AND j.units_ready > 0 \
                AND EXISTS (SELECT 1 FROM units u WHERE u.job = j.id AND u.state = 'ready' \
-                 AND u.not_before <= $1) \
+                 AND u.not_before <= $1 AND (u.not_before, u.seq) >= ($2, j.claim_from)) \
              ORDER BY j.priority DESC, j.units_leased, j.created, j.id \
              LIMIT 2",
         )
         .bind(int(now))
+        .bind(NEVER_TRIED)
         .fetch_all(&self.pool)
         .await?;
         let Some(first) = rows.first() else {
@@ -206,20 +212,26 @@ impl Db {
         max: usize,
     ) -> Result<Vec<Claimed>, DbError> {
         // The units are picked once, in a common table expression: as a subquery of
-        // `IN`, PostgreSQL may run a `LIMIT ... SKIP LOCKED` again for each row it
-        // compares, and hand out more than the limit.
-        let (materialized, lock) = match self.backend {
-            Backend::Postgres => ("MATERIALIZED", "FOR UPDATE SKIP LOCKED"),
-            Backend::Sqlite => ("", ""),
+        // `IN`, PostgreSQL may run a `LIMIT` again for each row it compares. They are
+        // read from the job's `claim_from` on: on PostgreSQL the units claimed before
+        // leave their entries in the ready index until vacuum, and a read from the
+        // first stepped over all of them. No lock on them: the job's row, taken first,
+        // makes a job's claims one at a time, and the update checks each is still
+        // ready. (`SKIP LOCKED` could skip a unit never tried, which the cursor would
+        // then pass for good.)
+        let materialized = match self.backend {
+            Backend::Postgres => "MATERIALIZED",
+            Backend::Sqlite => "",
         };
         let sql = format!(
             "WITH picked AS {materialized} \
                (SELECT seq FROM units WHERE job = $1 AND state = 'ready' AND not_before <= $5 \
-                ORDER BY not_before, seq LIMIT $6 {lock}) \
+                  AND (not_before, seq) >= ($7, (SELECT claim_from FROM jobs WHERE id = $1)) \
+                ORDER BY not_before, seq LIMIT $6) \
              UPDATE units SET state = 'leased', lease_owner = $2, lease_until = $3, lease_id = $4, \
                progress = 0, lag_p50 = NULL, lag_p99 = NULL \
              WHERE job = $1 AND state = 'ready' AND seq IN (SELECT seq FROM picked) \
-             RETURNING {UNIT_COLUMNS}"
+             RETURNING {UNIT_COLUMNS}, not_before"
         );
         // The job's row first, as every transaction on a job's units takes it: taking
         // units first, a claim met a cancel (the row, then all the job's units) the
@@ -237,6 +249,7 @@ impl Db {
             .bind(new_lease_id())
             .bind(int(now))
             .bind(int(max as u64))
+            .bind(NEVER_TRIED)
             .fetch_all(&mut *tx)
             .await?;
         if rows.is_empty() {
@@ -244,16 +257,26 @@ impl Db {
         }
         let mut delta = Delta::default();
         delta.moved("ready", "leased", rows.len() as i64);
-        // Its counts, and its start if this is its first claim, in one write.
+        // The first unit never tried after those handed out now: they were taken in
+        // order from the cursor, so none before it is left.
+        let mut next = 0;
+        for r in &rows {
+            if r.try_get::<i64, _>("not_before")? == NEVER_TRIED {
+                next = next.max(r.try_get::<i64, _>("seq")?.saturating_add(1));
+            }
+        }
+        // Its counts, its cursor, and its start if this is its first claim, in one
+        // write.
         let sql = format!(
             "UPDATE jobs SET {}, \
+               claim_from = CASE WHEN $10 > claim_from THEN $10 ELSE claim_from END, \
                started = CASE WHEN state = 'queued' THEN $9 ELSE started END, \
                state = CASE WHEN state = 'queued' THEN 'running' ELSE state END \
              WHERE id = $1",
             Delta::set_terms(2)
         );
         let q = delta.bind(sqlx::query(&sql).bind(job));
-        q.bind(int(now)).execute(&mut *tx).await?;
+        q.bind(int(now)).bind(next).execute(&mut *tx).await?;
         tx.commit().await?;
         let mut got = rows.iter().map(claimed).collect::<Result<Vec<_>, _>>()?;
         got.sort_by_key(|c| c.seq);

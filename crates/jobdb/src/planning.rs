@@ -49,7 +49,7 @@ pub struct TakenOver {
 pub const MAX_PLAN_ATTEMPTS: u64 = 3;
 
 /// Rows per INSERT statement: one statement per row made planning a round trip per
-/// file. 500 rows of at most 10 columns stay far below both databases' limits on
+/// file. 500 rows of at most 11 columns stay far below both databases' limits on
 /// parameters (SQLite 32,766, PostgreSQL 65,535).
 const ROWS_PER_INSERT: usize = 500;
 
@@ -175,7 +175,7 @@ impl Db {
             // Checked again under the row's lock: another instance may have been first.
             let r = sqlx::query(
                 "UPDATE jobs SET planner = $2, planner_until = $3, files = 0, bytes = 0, \
-                   plan_attempts = plan_attempts + 1 \
+                   claim_from = 0, plan_attempts = plan_attempts + 1 \
                  WHERE id = $1 AND state = 'planning' AND planner_until < $4",
             )
             .bind(&id)
@@ -269,8 +269,8 @@ impl Db {
         for (c, chunk) in units.chunks(ROWS_PER_INSERT).enumerate() {
             let sql = format!(
                 "INSERT INTO units (job, seq, kind, file_from, file_to, block_from, block_to, \
-                 bytes, state, max_attempts) VALUES {}",
-                placeholders(chunk.len(), 10)
+                 bytes, state, max_attempts, not_before) VALUES {}",
+                placeholders(chunk.len(), 11)
             );
             let mut q = sqlx::query(&sql);
             let base = first + (c * ROWS_PER_INSERT) as u64;
@@ -298,7 +298,8 @@ impl Db {
                     .bind(int(block_to))
                     .bind(int(u.bytes))
                     .bind(state)
-                    .bind(i64::from(max_attempts.max(1)));
+                    .bind(i64::from(max_attempts.max(1)))
+                    .bind(crate::leases::NEVER_TRIED);
                 delta.add(state, 1);
             }
             q.execute(&mut *tx).await?;

@@ -67,6 +67,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "unit counts",
         include_str!("../migrations/0013_unit_counts.sql"),
     ),
+    (
+        14,
+        "claims from a cursor",
+        include_str!("../migrations/0014_claim_from.sql"),
+    ),
 ];
 
 /// The migrator over [`MIGRATIONS`].

@@ -32,10 +32,10 @@ pub(crate) async fn settle(
     match commits {
         Commits::OfFiles(files) => {
             for f in files {
-                settle_commits(tx, job, Some(*f)).await?;
+                settle_commits(tx, job, Some(*f), now).await?;
             }
         }
-        Commits::All => settle_commits(tx, job, None).await?,
+        Commits::All => settle_commits(tx, job, None, now).await?,
     }
     let mut counts = Counts::of(tx, job).await?;
     // A mirroring job's deletion step runs once every other unit is done, and never
@@ -54,11 +54,13 @@ pub(crate) async fn settle(
         None
     };
     if let Some((to, error)) = step {
+        // Made ready, it goes by the time it became so (see `leases::NEVER_TRIED`).
         let sql = format!(
-            "UPDATE units SET state = '{to}'{error} \
+            "UPDATE units SET state = '{to}'{error}, not_before = $2 \
              WHERE job = $1 AND kind = 'delete' AND state = 'waiting' RETURNING seq"
         );
-        let moved = sqlx::query(&sql).bind(job).fetch_all(&mut **tx).await?;
+        let q = sqlx::query(&sql).bind(job).bind(int(now));
+        let moved = q.fetch_all(&mut **tx).await?;
         shift(tx, job, "waiting", to, moved.len()).await?;
         // Saturating: counts a damaged row holds must not panic a report.
         let n = moved.len() as u64;
@@ -77,16 +79,17 @@ async fn settle_commits(
     tx: &mut Transaction<'static, Any>,
     job: &str,
     file: Option<u64>,
+    now: u64,
 ) -> Result<(), DbError> {
     let of_file = match file {
-        Some(_) => "AND file_from = $2",
+        Some(_) => "AND file_from = $3",
         None => "",
     };
     let steps = [
         (
             "ready",
             format!(
-                "UPDATE units SET state = 'ready' \
+                "UPDATE units SET state = 'ready', not_before = $2 \
                  WHERE job = $1 AND kind = 'commit' AND state = 'waiting' {of_file} \
                    AND NOT EXISTS (SELECT 1 FROM units r WHERE r.job = units.job \
                      AND r.file_from = units.file_from AND r.kind = 'range' AND r.state <> 'done') \
@@ -96,7 +99,8 @@ async fn settle_commits(
         (
             "failed",
             format!(
-                "UPDATE units SET state = 'failed', error = 'a block range of the file failed' \
+                "UPDATE units SET state = 'failed', error = 'a block range of the file failed', \
+                   not_before = $2 \
                  WHERE job = $1 AND kind = 'commit' AND state = 'waiting' {of_file} \
                    AND EXISTS (SELECT 1 FROM units r WHERE r.job = units.job \
                      AND r.file_from = units.file_from AND r.kind = 'range' AND r.state = 'failed') \
@@ -105,7 +109,9 @@ async fn settle_commits(
         ),
     ];
     for (to, sql) in &steps {
-        let mut q = sqlx::query(sql).bind(job);
+        // Made ready, a commit goes by the time it became so (see
+        // `leases::NEVER_TRIED`).
+        let mut q = sqlx::query(sql).bind(job).bind(int(now));
         if let Some(f) = file {
             q = q.bind(int(f));
         }

@@ -2,7 +2,8 @@
 //! load, as FTS3's scheduler is benchmarked. A real `hetch service` plans a job of N
 //! empty files, one unit each (`--batch-files 1`), and a load generator of
 //! `--loaders` tasks, each a worker of its own name, claims the units and reports
-//! each done at once without copying anything: what is measured is the service and
+//! them done at once (a claim's units in one call, as a worker reports units that
+//! ended together) without copying anything: what is measured is the service and
 //! its database claiming, leasing and counting, not a data path.
 //!
 //! Per job size: planning time (from submission until the job leaves `planning`),
@@ -24,7 +25,7 @@ use clap::Args;
 use hetch_bench::dataset::Dataset;
 use hetch_jobs::UnitSpec;
 use hetch_service_api::client::{Client, ClientError};
-use hetch_service_api::{ClaimRequest, ClaimedUnit, FinishRequest, JobView};
+use hetch_service_api::{ClaimRequest, ClaimedUnit, FinishAll, FinishRequest, JobView};
 use tokio::runtime::Runtime;
 
 use crate::service_proc::{
@@ -385,7 +386,7 @@ impl Load {
         Ok(me.operator.job(&me.job).await?)
     }
 
-    /// One worker: claims, reports each unit it got done at once, and again, until a
+    /// One worker: claims, reports the units it got done at once, and again, until a
     /// claim gets nothing and the job is over.
     async fn loader(&self, name: String, c: Client) -> anyhow::Result<()> {
         let ask = ClaimRequest {
@@ -418,50 +419,69 @@ impl Load {
             }
             self.tally.first_claim.get_or_init(Instant::now);
             self.tally.claims.fetch_add(1, Ordering::Relaxed);
-            for u in units {
-                self.report(&name, &c, u).await?;
-            }
+            self.report(&name, &c, units).await?;
         }
     }
 
-    /// Reports unit `u` done, as having moved what its plan holds and written
-    /// nothing; a refusal is counted (the unit then comes back when its lease runs
-    /// out), a call the service was too busy for is made again.
-    async fn report(&self, name: &str, c: &Client, u: ClaimedUnit) -> anyhow::Result<()> {
-        let (files, bytes) = match u.unit {
-            UnitSpec::Files { first, end, bytes } => (end - first, bytes),
-            _ => (0, 0),
-        };
-        let mut done = FinishRequest::done(&u.job, u.seq, files, bytes);
-        done.worker = name.to_string();
-        done.lease = u.lease;
-        done.written = Some(0);
+    /// Reports units `units` done, each as having moved what its plan holds and
+    /// written nothing, in one call as a worker reports units that ended together
+    /// (one alone by `/api/work/finish`); a refusal is counted (the unit then comes
+    /// back when its lease runs out), a call the service was too busy for is made
+    /// again.
+    async fn report(&self, name: &str, c: &Client, units: Vec<ClaimedUnit>) -> anyhow::Result<()> {
+        let reports: Vec<FinishRequest> = units
+            .into_iter()
+            .map(|u| {
+                let (files, bytes) = match u.unit {
+                    UnitSpec::Files { first, end, bytes } => (end - first, bytes),
+                    _ => (0, 0),
+                };
+                let mut done = FinishRequest::done(&u.job, u.seq, files, bytes);
+                done.worker = name.to_string();
+                done.lease = u.lease;
+                done.written = Some(0);
+                done
+            })
+            .collect();
+        let all = FinishAll { reports };
         loop {
-            match c.finish(&done).await {
-                Ok(_) => {
-                    self.tally.reported.fetch_add(1, Ordering::Relaxed);
+            let answered = match all.reports.as_slice() {
+                [one] => c
+                    .finish(one)
+                    .await
+                    .map(|_| vec![None])
+                    .or_else(|e| match e {
+                        ClientError::Service {
+                            status: 409,
+                            message,
+                            ..
+                        } => Ok(vec![Some(message)]),
+                        e => Err(e),
+                    }),
+                _ => (c.finish_all(&all).await)
+                    .map(|r| r.answers.into_iter().map(|a| a.refused).collect()),
+            };
+            match answered {
+                Ok(answers) => {
+                    for (r, refused) in all.reports.iter().zip(answers) {
+                        let Some(message) = refused else {
+                            self.tally.reported.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        };
+                        self.tally.refused.fetch_add(1, Ordering::Relaxed);
+                        if let Ok(mut kept) = self.tally.refusals.lock() {
+                            if kept.len() < REFUSALS_KEPT {
+                                kept.push(format!("unit {}: {message}", r.seq));
+                            }
+                        }
+                    }
                     return Ok(());
                 }
                 Err(e) if e.is_transient() => {
                     self.tally.retried.fetch_add(1, Ordering::Relaxed);
                     tokio::time::sleep(PAUSE).await;
                 }
-                Err(ClientError::Service {
-                    status: 409,
-                    message,
-                    ..
-                }) => {
-                    self.tally.refused.fetch_add(1, Ordering::Relaxed);
-                    if let Ok(mut kept) = self.tally.refusals.lock() {
-                        if kept.len() < REFUSALS_KEPT {
-                            kept.push(format!("unit {}: {message}", u.seq));
-                        }
-                    }
-                    return Ok(());
-                }
-                Err(e) => {
-                    return Err(e).with_context(|| format!("{name}: report of unit {}", u.seq))
-                }
+                Err(e) => return Err(e).with_context(|| format!("{name}: report")),
             }
         }
     }

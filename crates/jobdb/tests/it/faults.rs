@@ -268,3 +268,48 @@ fn reports_of_units_that_ended_together_are_each_taken_or_refused_in_one_call() 
         assert_eq!(unit_counts(&db, "small").await, c);
     });
 }
+
+#[test]
+fn a_commit_made_ready_after_the_claims_passed_it_is_still_handed_out() {
+    on_each(|db, _| async move {
+        // A file of 10 bytes in ranges 0-2 and its commit (3), then three one-file
+        // units (4-6): claims read from the first unit never tried not yet handed
+        // out, which is past the commit by the time its ranges are done.
+        job_of(&db, "j", 0, &[10, 1, 1, 1], planner(1, 5, 4, 1), 3, 0).await;
+        let ranges = db.claim("w", 1, TTL, 3).await.unwrap();
+        let seqs: Vec<u64> = ranges.iter().map(|c| c.seq).collect();
+        assert_eq!(seqs, [0, 1, 2]);
+        let four = db.claim("w", 1, TTL, 1).await.unwrap();
+        assert_eq!(four[0].seq, 4);
+        for c in &ranges {
+            let done = UnitOutcome::Done {
+                files: 0,
+                bytes: 4,
+                written: 4,
+            };
+            db.finish("w", &c.held(), 2, &done).await.unwrap().unwrap();
+        }
+        // Units never tried first, then the commit (ready since 2).
+        let rest: Vec<u64> = db
+            .claim("w", 3, TTL, 10)
+            .await
+            .unwrap()
+            .iter()
+            .map(|c| c.seq)
+            .collect();
+        assert_eq!(rest, [3, 5, 6]);
+        // Cancelled and retried, every unit not done is handed out again: the commit
+        // (its ranges are done) and the one-file units.
+        db.cancel("j", 4).await.unwrap();
+        db.retry("j", 5, None).await.unwrap();
+        let again: Vec<u64> = db
+            .claim("w", 6, TTL, 10)
+            .await
+            .unwrap()
+            .iter()
+            .map(|c| c.seq)
+            .collect();
+        assert_eq!(again, [3, 4, 5, 6]);
+        assert_eq!(unit_counts(&db, "j").await.leased, 4);
+    });
+}

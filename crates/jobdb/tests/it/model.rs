@@ -107,10 +107,10 @@ async fn run_case(
     )
     .await;
     let mut model: Vec<Unit> = (0..UNITS).map(|_| Unit::new(max)).collect();
-    // When each unit's last attempt failed (0: never): with no wait between attempts
-    // (see `NO_WAIT`), units never tried are handed out first, in order, then those
-    // trying again, in the order they failed.
-    let mut failed_at: Vec<u64> = vec![0; UNITS];
+    // When each unit's last attempt failed (`None`: never): with no wait between
+    // attempts (see `NO_WAIT`), units never tried are handed out first, in order,
+    // then those trying again, in the order they failed.
+    let mut failed_at: Vec<Option<u64>> = vec![None; UNITS];
     let name = |w: u8| format!("w{w}");
     // The lease id each worker's latest claim of each unit gave: what it names the
     // unit with (the model knows holders by name; the database by name and id).
@@ -131,7 +131,7 @@ async fn run_case(
                 let mut want = Vec::new();
                 for (i, u) in model.iter_mut().enumerate() {
                     if u.expire(now) {
-                        failed_at[i] = now;
+                        failed_at[i] = Some(now);
                     }
                 }
                 let mut order: Vec<usize> = (0..UNITS).collect();
@@ -181,7 +181,7 @@ async fn run_case(
                 let want =
                     model[i].finish(&name(w), now, if ok { Ok(()) } else { Err("broke".into()) });
                 if want.is_ok() && !ok {
-                    failed_at[i] = now;
+                    failed_at[i] = Some(now);
                 }
                 let want = want.map_err(|r| match r {
                     lease::Refused::Expired => DbRefused::Expired,
@@ -194,7 +194,7 @@ async fn run_case(
                 let mut want = 0;
                 for (i, u) in model.iter_mut().enumerate() {
                     if u.expire(now) {
-                        failed_at[i] = now;
+                        failed_at[i] = Some(now);
                         want += 1;
                     }
                 }

@@ -16,7 +16,7 @@ use hetch_jobs::UnitSpec;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
-use crate::counts::{lock_job, Delta};
+use crate::counts::{lock_job, unsynced_commit, Delta};
 use crate::patience::again;
 use crate::settle::{settle, Commits};
 use crate::{int, saturating_add, uint, Backend, Db, DbError};
@@ -219,9 +219,14 @@ impl Db {
         // makes a job's claims one at a time, and the update checks each is still
         // ready. (`SKIP LOCKED` could skip a unit never tried, which the cursor would
         // then pass for good.)
-        let materialized = match self.backend {
-            Backend::Postgres => "MATERIALIZED",
-            Backend::Sqlite => "",
+        //
+        // On PostgreSQL they are then found by their keys, as an array: as `IN`, the
+        // planner (with a limit it cannot see, and often no statistics yet) would
+        // rather read all of the job's ready units and join, 10 ms a claim of 16
+        // units at 10,000.
+        let (materialized, picked) = match self.backend {
+            Backend::Postgres => ("MATERIALIZED", "= ANY(ARRAY(SELECT seq FROM picked))"),
+            Backend::Sqlite => ("", "IN (SELECT seq FROM picked)"),
         };
         let sql = format!(
             "WITH picked AS {materialized} \
@@ -230,7 +235,7 @@ impl Db {
                 ORDER BY not_before, seq LIMIT $6) \
              UPDATE units SET state = 'leased', lease_owner = $2, lease_until = $3, lease_id = $4, \
                progress = 0, lag_p50 = NULL, lag_p99 = NULL \
-             WHERE job = $1 AND state = 'ready' AND seq IN (SELECT seq FROM picked) \
+             WHERE job = $1 AND state = 'ready' AND seq {picked} \
              RETURNING {UNIT_COLUMNS}, not_before"
         );
         // The job's row first, as every transaction on a job's units takes it: taking
@@ -239,6 +244,7 @@ impl Db {
         // time the database broke the deadlock. The row is held to the commit, so a
         // job's claims and reports queue on it (see docs/BENCHMARKS.md).
         let mut tx = self.pool.begin().await?;
+        unsynced_commit(&mut tx, self.backend).await?;
         if !lock_job(&mut tx, self.backend, job).await? {
             return Ok(Vec::new());
         }
@@ -420,6 +426,7 @@ impl Db {
         reports: &[Report<'_>],
     ) -> Result<Vec<bool>, DbError> {
         let mut tx = self.pool.begin().await?;
+        unsynced_commit(&mut tx, self.backend).await?;
         if !lock_job(&mut tx, self.backend, job).await? {
             return Ok(vec![false; reports.len()]);
         }
@@ -547,6 +554,7 @@ impl Db {
     /// [`Db::reap`] for job `job`'s units.
     async fn reap_job(&self, job: &str, now: u64) -> Result<u64, DbError> {
         let mut tx = self.pool.begin().await?;
+        unsynced_commit(&mut tx, self.backend).await?;
         lock_job(&mut tx, self.backend, job).await?;
         let sql = format!(
             "UPDATE units SET attempts = attempts + 1, \

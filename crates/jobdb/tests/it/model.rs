@@ -1,5 +1,5 @@
-//! The database against its model: random sequences of claims, heartbeats, finishes,
-//! reaps and clock steps by three workers, applied both to the database and to one
+//! The database against its model: random sequences of claims, heartbeats, finishes
+//! (one, or two in one call), reaps and clock steps by three workers, applied both to the database and to one
 //! [`hetch_jobs::Unit`] per unit; after every step each unit's state, holder, deadline
 //! and attempts must be the model's, and so must every answer.
 
@@ -8,7 +8,7 @@ use crate::common;
 use common::{job_of, on_each, planner};
 use std::collections::BTreeMap;
 
-use hetch_jobdb::{Refused as DbRefused, UnitLease, UnitOutcome};
+use hetch_jobdb::{Refused as DbRefused, Report, UnitLease, UnitOutcome};
 use hetch_jobs::{lease, Unit, UnitState};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -21,6 +21,8 @@ enum Op {
     Claim(u8, usize),
     Heartbeat(u8),
     Finish(u8, usize, bool),
+    /// Two reports in one call ([`hetch_jobdb::Db::finish_all`]), maybe of one unit.
+    FinishTwo(u8, [(usize, bool); 2]),
     Reap,
     Wait(u64),
 }
@@ -30,10 +32,36 @@ fn op() -> impl Strategy<Value = Op> {
         (0u8..3, 1usize..3).prop_map(|(w, n)| Op::Claim(w, n)),
         (0u8..3).prop_map(Op::Heartbeat),
         (0u8..3, 0..UNITS, any::<bool>()).prop_map(|(w, u, ok)| Op::Finish(w, u, ok)),
+        (
+            0u8..3,
+            [(0..UNITS, any::<bool>()), (0..UNITS, any::<bool>())]
+        )
+            .prop_map(|(w, two)| Op::FinishTwo(w, two)),
         Just(Op::Reap),
         // Steps that land exactly on a deadline, and around it, as well as anywhere.
         prop_oneof![Just(1), Just(TTL - 1), Just(TTL), 0u64..2 * TTL].prop_map(Op::Wait),
     ]
+}
+
+/// A report's outcome: done, or failed ("broke").
+fn outcome(ok: bool) -> UnitOutcome {
+    match ok {
+        true => UnitOutcome::Done {
+            files: 1,
+            bytes: 1,
+            written: 1,
+        },
+        false => UnitOutcome::Failed("broke".into()),
+    }
+}
+
+/// The model's answer to `worker`'s report on unit `u`, as the database words it.
+fn model_finish(u: &mut Unit, worker: &str, now: u64, ok: bool) -> Result<(), DbRefused> {
+    let outcome = if ok { Ok(()) } else { Err("broke".into()) };
+    u.finish(worker, now, outcome).map_err(|r| match r {
+        lease::Refused::Expired => DbRefused::Expired,
+        _ => DbRefused::NotOwner,
+    })
 }
 
 /// What the database holds of a unit, in the model's terms.
@@ -166,27 +194,36 @@ async fn run_case(
                 prop_assert_eq!(held, want, "{:?}", op);
             }
             Op::Finish(w, i, ok) => {
-                let outcome = match ok {
-                    true => UnitOutcome::Done {
-                        files: 1,
-                        bytes: 1,
-                        written: 1,
-                    },
-                    false => UnitOutcome::Failed("broke".into()),
-                };
                 let got = db
-                    .finish(&name(w), &lease_of(&leases, w, i as u64), now, &outcome)
+                    .finish(&name(w), &lease_of(&leases, w, i as u64), now, &outcome(ok))
                     .await
                     .unwrap();
-                let want =
-                    model[i].finish(&name(w), now, if ok { Ok(()) } else { Err("broke".into()) });
+                let want = model_finish(&mut model[i], &name(w), now, ok);
                 if want.is_ok() && !ok {
                     failed_at[i] = Some(now);
                 }
-                let want = want.map_err(|r| match r {
-                    lease::Refused::Expired => DbRefused::Expired,
-                    _ => DbRefused::NotOwner,
-                });
+                prop_assert_eq!(got, want, "{:?}", op);
+            }
+            Op::FinishTwo(w, two) => {
+                let keys = two.map(|(i, _)| lease_of(&leases, w, i as u64));
+                let outcomes = two.map(|(_, ok)| outcome(ok));
+                let reports: Vec<Report<'_>> = (keys.iter().zip(&outcomes))
+                    .map(|(unit, outcome)| Report {
+                        unit,
+                        outcome,
+                        range: None,
+                    })
+                    .collect();
+                let got = db.finish_all(&name(w), now, &reports).await.unwrap();
+                // As two reports one after the other.
+                let mut want = Vec::new();
+                for (i, ok) in two {
+                    let taken = model_finish(&mut model[i], &name(w), now, ok);
+                    if taken.is_ok() && !ok {
+                        failed_at[i] = Some(now);
+                    }
+                    want.push(taken);
+                }
                 prop_assert_eq!(got, want, "{:?}", op);
             }
             Op::Reap => {

@@ -1,5 +1,5 @@
 //! `hetch-lab bench service`: the transfer service on this machine. A real `hetch
-//! service` (SQLite in a fresh state directory) plans a job of a dataset, then 1, 2,
+//! service` (SQLite in a fresh state directory, or `--db-url`) plans a job of a dataset, then 1, 2,
 //! 4... `hetch worker`s copy it into a directory below the root, beside one `hetch cp`
 //! of the same tree as the baseline; every copy is checked against the dataset.
 //!
@@ -60,6 +60,11 @@ pub struct ServiceArgs {
     /// Where datasets are made (and kept between runs); the service's root.
     #[arg(long, default_value = "/var/tmp/hetch-bench/data")]
     data_dir: PathBuf,
+    /// The job database, as the service's --db takes it (default: SQLite in each
+    /// service's fresh state directory). Every worker count's job goes into it: for
+    /// clean numbers give an empty database and one worker count per run.
+    #[arg(long, value_name = "URL")]
+    db_url: Option<String>,
 }
 
 /// CPU seconds (user + system) of the children reaped so far.
@@ -78,8 +83,10 @@ fn service_flags(a: &ServiceArgs) -> Vec<String> {
         ("--split-size", a.split_size.clone()),
         ("--range-size", a.range_size.clone()),
     ];
+    let db = a.db_url.iter().map(|url| ("--db", url.clone()));
     flags
         .into_iter()
+        .chain(db)
         .flat_map(|(k, v)| [k.to_string(), v])
         .collect()
 }

@@ -33,12 +33,13 @@ fn submit_slowly(svc: &util::service::Service, node: &util::Server) -> String {
 
 /// A worker stopped (SIGSTOP: a VM paused, a process stopped, a partition that keeps
 /// TCP up) past its lease while it holds ranges of a file going to a destination
-/// node. Another worker redoes the ranges; the file's commit is refused while the
-/// node still holds the stopped worker's range session open ("a writer of one of its
-/// ranges still has it open"), until the node drops that silent session (its
+/// node. Another worker redoes the ranges; the file's commit finds the node still
+/// holding the stopped worker's range session open ("a writer of one of its ranges
+/// still has it open"), until the node drops that silent session (its
 /// `--stall-timeout`, 6 s here). Before, the commit's three attempts went within
-/// milliseconds and the job failed; now they wait, and the job ends done and
-/// identical with no retry by hand.
+/// milliseconds and the job failed; now the node answers that the file is busy and
+/// the commit waits within its attempt (and a failed attempt waits before the next),
+/// and the job ends done and identical with no retry by hand.
 ///
 /// The node drops the silent session within its stall timeout: a range client sends
 /// keep-alives while its rate share holds blocks back, so silence means it is gone.

@@ -152,6 +152,8 @@ impl EngineError {
         let code = match self {
             EngineError::Storage(e) if e.is_no_space() => ErrorCode::NoSpace,
             EngineError::Storage(StorageError::Refused { .. }) => ErrorCode::Path,
+            // Try again later, as from a server going away.
+            EngineError::Storage(StorageError::Busy { .. }) => ErrorCode::Unavailable,
             EngineError::Storage(StorageError::WrongType { .. }) => ErrorCode::Path,
             EngineError::Destination(_) => ErrorCode::Path,
             EngineError::Stopped { no_space: true, .. } => ErrorCode::NoSpace,

@@ -543,8 +543,9 @@ pub enum ErrorCode {
     NoSpace = 6,
     /// Anything else.
     Other = 7,
-    /// The peer is going away (a server shutting down): nothing is wrong with the
-    /// session, and a new one later resumes it.
+    /// The peer is going away (a server shutting down), or what the session asks for
+    /// is another's for now (a split file whose range writer still has it open):
+    /// nothing is wrong with the session, and a new one later goes through.
     Unavailable = 8,
 }
 

@@ -22,6 +22,15 @@ pub enum StorageError {
         /// Why it was refused.
         reason: &'static str,
     },
+    /// The entry is another writer's for now (a file whose range writer still has it
+    /// open): the same request later may go through.
+    #[error("{path}: {reason}")]
+    Busy {
+        /// The path as given.
+        path: String,
+        /// Whose it is.
+        reason: &'static str,
+    },
     /// The destination has something of the wrong type where an entry must go.
     #[error("{}: {reason}", path.display())]
     WrongType {

@@ -11,19 +11,21 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{anyhow, bail};
 use hetch_engine::ranges::{self, RangeSource};
 use hetch_engine::store::posix::PosixStore;
 use hetch_engine::store::{Place, Store};
-use hetch_engine::{DestSpec, Progress, RateLimiter, StopSignal, Verify};
+use hetch_engine::{DestSpec, EngineError, Progress, RateLimiter, StopSignal, Verify};
 use hetch_jobs::UnitSpec;
-use hetch_proto::{Op, RangeStep};
+use hetch_proto::{ErrorCode, Op, RangeStep};
 use hetch_service_api::{ClaimedUnit, FileRow, JobSpec};
 use hetch_session::client::ClientConfig;
 use hetch_session::range::{self as remote, RangePacing};
 use hetch_storage::part::FinalMeta;
 use hetch_storage::walk::EntriesBelow;
+use hetch_storage::StorageError;
 
 use crate::unit::{unit_options, Done, Pace, Runner, Running, UnitContext};
 use hetch_session::location::Location;
@@ -142,7 +144,11 @@ impl UnitContext {
                     Ok(Done::moved(0, out.bytes))
                 }
                 _ => {
-                    ranges::commit_ranges(&**store, place, &f.source, f.block_size)?;
+                    commit_when_free_blocking(&stop, || {
+                        ranges::commit_ranges(&**store, place, &f.source, f.block_size)
+                            .map(drop)
+                            .map_err(anyhow::Error::from)
+                    })?;
                     let (store, rel) = (store.clone(), place.rel.clone());
                     if let Some(meta) = f.parent_meta()? {
                         let parent = rel.parent().unwrap_or(Path::new(""));
@@ -206,7 +212,7 @@ impl UnitContext {
             Default::default(),
         );
         if commit {
-            remote::commit_ranges(&host, &client, req).await?;
+            commit_when_free(&stop, || remote::commit_ranges(&host, &client, req.clone())).await?;
             return Ok(Done::moved(1, 0));
         }
         let pacing = RangePacing {
@@ -406,5 +412,135 @@ mod tests {
         let meta = super::parent_meta(&mut below, "top/d/f").unwrap().unwrap();
         assert_eq!(meta.mode, 0o750);
         assert!(super::parent_meta(&mut below, "top").unwrap().is_none());
+    }
+}
+
+/// How long a commit waits, in all, for a writer of one of its file's ranges to let go
+/// of the file: past a destination node's stall timeout (60 s by default), which drops
+/// the session of a range whose worker stopped.
+const BUSY_PATIENCE: Duration = Duration::from_secs(90);
+
+/// The waits between a busy commit's tries: 1 s, doubling up to 8 s.
+fn busy_wait(tries: u32) -> Duration {
+    Duration::from_secs(1 << tries.min(3))
+}
+
+/// Whether `e` says the file is another writer's for now ([`StorageError::Busy`],
+/// here or at a node, which says [`ErrorCode::Unavailable`]), so that the same
+/// commit later may go through.
+fn is_busy(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(c.downcast_ref(), Some(StorageError::Busy { .. }))
+            || matches!(
+                c.downcast_ref(),
+                Some(EngineError::Peer {
+                    code: ErrorCode::Unavailable,
+                    ..
+                })
+            )
+    })
+}
+
+/// Runs `commit` until it goes through, fails otherwise than busy, the unit is stopped,
+/// or [`BUSY_PATIENCE`] is spent: a range writer that still holds the file (its worker
+/// paused past its lease, its session not yet dropped) is a wait within the unit's
+/// attempt, its lease kept by the worker's heartbeats, not a spent attempt.
+async fn commit_when_free<F, Fut>(stop: &StopSignal, mut commit: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let start = tokio::time::Instant::now();
+    let mut tries = 0;
+    loop {
+        match commit().await {
+            Err(e) if is_busy(&e) && start.elapsed() < BUSY_PATIENCE && !stop.is_raised() => {
+                tokio::select! {
+                    () = tokio::time::sleep(busy_wait(tries)) => {}
+                    () = stop.clone().raised() => return Err(e),
+                }
+                tries += 1;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// [`commit_when_free`] for a commit on this worker's own storage, on a blocking
+/// thread.
+fn commit_when_free_blocking(
+    stop: &StopSignal,
+    mut commit: impl FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let start = std::time::Instant::now();
+    let mut tries = 0;
+    loop {
+        match commit() {
+            Err(e) if is_busy(&e) && start.elapsed() < BUSY_PATIENCE && !stop.is_raised() => {
+                std::thread::sleep(busy_wait(tries));
+                tries += 1;
+            }
+            r => return r,
+        }
+    }
+}
+
+#[cfg(test)]
+mod busy_tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_busy_commit_waits_and_goes_through_and_other_errors_do_not_wait() {
+        let (_tx, stop) = StopSignal::new();
+        let busy = || -> anyhow::Error {
+            EngineError::Peer {
+                peer: "node".into(),
+                code: ErrorCode::Unavailable,
+                message: "f: a writer of one of its ranges still has it open".into(),
+            }
+            .into()
+        };
+        // Busy twice, then through: three tries, within the unit's attempt.
+        let mut tries = 0;
+        commit_when_free(&stop, || {
+            tries += 1;
+            let r = if tries < 3 { Err(busy()) } else { Ok(()) };
+            async move { r }
+        })
+        .await
+        .unwrap();
+        assert_eq!(tries, 3);
+        // Any other error ends it at once.
+        let mut tries = 0;
+        let r = commit_when_free(&stop, || {
+            tries += 1;
+            async { Err(anyhow::anyhow!("f: no space left on device")) }
+        })
+        .await;
+        assert!(r.is_err() && tries == 1);
+        // Busy for good: given up after the patience, with the busy error.
+        let start = tokio::time::Instant::now();
+        let r = commit_when_free(&stop, || async { Err(busy()) }).await;
+        assert!(is_busy(&r.unwrap_err()));
+        assert!(start.elapsed() >= BUSY_PATIENCE);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stopped_unit_stops_waiting_for_a_busy_commit() {
+        let (tx, stop) = StopSignal::new();
+        let mut tries = 0;
+        let waited = commit_when_free(&stop, || {
+            tries += 1;
+            if tries == 2 {
+                tx.stop();
+            }
+            let e = anyhow::Error::from(StorageError::Busy {
+                path: "f".into(),
+                reason: "a writer of one of its ranges still has it open",
+            });
+            async move { Err(e) }
+        });
+        assert!(waited.await.is_err());
+        assert_eq!(tries, 2);
     }
 }

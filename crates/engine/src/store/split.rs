@@ -255,10 +255,13 @@ pub(super) fn commit_ranges(
     }
     let part = PartFile::open_as(&dir, &name, split, true)?;
     if !part.try_hold_alone()? {
-        return Err(refused(
-            place,
-            "a writer of one of its ranges still has it open",
-        ));
+        // Busy, not refused: the writer goes (its range ends, or the node drops its
+        // silent session), and the commit then goes through (see the worker's
+        // `commit_when_free`).
+        return Err(StorageError::Busy {
+            path: place.shown.display().to_string(),
+            reason: "a writer of one of its ranges still has it open",
+        });
     }
     let header = header(spec);
     let mut digests: BTreeMap<u64, Digest> = BTreeMap::new();

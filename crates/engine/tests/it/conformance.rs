@@ -16,6 +16,7 @@ use hetch_engine::store::posix::PosixStore;
 use hetch_engine::store::{Capabilities, FileSpec, Kind, Size, Store};
 use hetch_engine::{copy_between, DestSpec, Destination, Operand, Options, Progress, Report};
 use hetch_storage::part::FinalMeta;
+use hetch_storage::StorageError;
 use hetch_testkit::{MemoryOrigin, MemoryStore, MemoryTree, Node};
 
 /// A backend under test, and ways to look at (and prepare) what it holds.
@@ -858,10 +859,20 @@ mod cases {
             let held = store()
                 .open_range(&place, &open().spec(BS, v), 13..27)
                 .unwrap();
+            // Busy, not refused: the same commit goes through once the writer lets go
+            // (a node tells its client so: try again later).
             let e = commit_ranges(&*store(), &place, &open(), BS).unwrap_err();
             assert!(
-                e.to_string().contains("still has it open"),
+                matches!(e, StorageError::Busy { .. })
+                    && e.to_string().contains("still has it open"),
                 "{}: {e}",
+                b.name()
+            );
+            let frame = hetch_engine::EngineError::Storage(e).to_frame();
+            assert_eq!(
+                frame.code,
+                hetch_proto::ErrorCode::Unavailable,
+                "{}",
                 b.name()
             );
             drop(held);

@@ -119,3 +119,38 @@ fn a_destination_node_away_for_a_while_costs_no_retry_by_hand() {
     assert_eq!(v["state"], "done", "{v}");
     assert_eq!(v["bytes_done"], v["bytes"], "{v}");
 }
+
+/// The service is killed (-9) while a file's ranges finish at a destination node, and
+/// started again on its state and address: the ranges whose reports were lost run
+/// again and find their blocks written (they send none), yet the job done counts every
+/// byte of the file (`bytes_done == bytes`): a done range counts its whole range, not
+/// what its last attempt sent. (Every big-file job of the fault campaign that
+/// saw a service kill ended done with 192 of 256 MiB.)
+#[test]
+fn a_service_killed_while_ranges_finish_still_counts_every_byte_once_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path();
+    let root = big_file(t);
+    let node = util::Server::start(&t.join("dest"), &t.join("node"));
+    let listen = format!("127.0.0.1:{}", util::service::free_port());
+    let flags = [&SHORT_LEASES_SMALL_RANGES[..], &PATIENT].concat();
+    let mut svc = util::service::launch(t, &listen, &flags);
+    svc.job(&["ls"]).ok(); // pins the key
+    let _worker = svc.node_worker(t, "w", &node);
+    let id = submit_slowly(&svc, &node);
+    wait_for("a range done at the node", || {
+        show(&svc, &id)["units"]["done"].as_u64() > Some(0)
+    });
+    svc.proc.kill9();
+    // Long enough for the worker's leases to run out: it stops its units, and their
+    // blocks stay written at the node.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let svc = util::service::launch(t, &listen, &flags);
+    svc.job(&["wait", &id]).ok();
+    util::assert_same_tree(&root.join("one"), &t.join("dest/copy/one"));
+    util::assert_no_temp_files(&t.join("dest"));
+    let v = show(&svc, &id);
+    assert_eq!(v["state"], "done", "{v}");
+    assert_eq!(v["bytes_done"], v["bytes"], "{v}");
+    assert_eq!(v["files_done"], v["files"], "{v}");
+}

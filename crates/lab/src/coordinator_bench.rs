@@ -8,7 +8,8 @@
 //!
 //! Per job size: planning time (from submission until the job leaves `planning`),
 //! units/s and claims/s from the first claim until the job is done (the service's own
-//! stamps), the latency of `GET /api/jobs/{id}` under that load (`--probe-api`), and
+//! stamps), the latency of `GET /api/jobs/{id}` and of `GET /api/jobs` (what `hetch
+//! job show` and `job ls` read) under that load (`--probe-api`), and
 //! while the loaders run, the CPU seconds of the service, of a local PostgreSQL, and
 //! of the load generator itself: on one machine it shares the CPUs with the service,
 //! so its share says how much the numbers owe to it. The service's peak RSS is over
@@ -25,7 +26,7 @@ use clap::Args;
 use hetch_bench::dataset::Dataset;
 use hetch_jobs::UnitSpec;
 use hetch_service_api::client::{Client, ClientError};
-use hetch_service_api::{ClaimRequest, ClaimedUnit, FinishAll, FinishRequest, JobView};
+use hetch_service_api::{ClaimRequest, ClaimedUnit, FinishAll, FinishRequest, JobView, ListQuery};
 use tokio::runtime::Runtime;
 
 use crate::service_proc::{
@@ -53,8 +54,9 @@ pub struct CoordinatorArgs {
     /// PostgreSQL is that of this machine's processes named `postgres`.
     #[arg(long, value_name = "URL")]
     db_url: Option<String>,
-    /// While units are claimed, time one `GET /api/jobs/{id}` (as the operator) every
-    /// 200 ms: the API's latency under the load, as median / p95 / max.
+    /// While units are claimed, time one `GET /api/jobs/{id}` and one `GET /api/jobs`
+    /// (as the operator) every 200 ms each: the API's latency under the load, as
+    /// median / p95 / max.
     #[arg(long)]
     probe_api: bool,
     /// Where the datasets of empty files are made (once per size, and kept) and the
@@ -109,6 +111,8 @@ struct Row {
     planning_s: f64,
     run_s: f64,
     probes: Vec<f64>,
+    /// The same for `GET /api/jobs` (the list `hetch job ls` shows).
+    list_probes: Vec<f64>,
     service_cpu: f64,
     service_rss: u64,
     postgres_cpu: Option<f64>,
@@ -121,7 +125,7 @@ impl Row {
         let claims = self.tally.claims.load(Ordering::Relaxed);
         let pg = self.postgres_cpu.map_or("-".into(), |c| format!("{c:.2}"));
         println!(
-            "| {} | {} | {:.2} | {:.2} | {:.0} | {:.0} | {} | {:.2} | {:.1} | {pg} | {:.2} |",
+            "| {} | {} | {:.2} | {:.2} | {:.0} | {:.0} | {} | {} | {:.2} | {:.1} | {pg} | {:.2} |",
             self.files,
             self.units,
             self.planning_s,
@@ -129,6 +133,7 @@ impl Row {
             self.units as f64 / self.run_s,
             claims as f64 / self.run_s,
             quantiles(&self.probes),
+            quantiles(&self.list_probes),
             self.service_cpu,
             self.service_rss as f64 / (1 << 20) as f64,
             self.load_cpu,
@@ -186,7 +191,7 @@ pub fn run(a: CoordinatorArgs) -> anyhow::Result<ExitCode> {
         a.capacity
     );
     println!(
-        "\n| files | units | planning s | claims to done s | units/s | claims/s | `GET /api/jobs/{{id}}` ms: median / p95 / max (n) | service CPU s | service peak RSS MiB | postgres CPU s | load generator CPU s |\n|---|---|---|---|---|---|---|---|---|---|---|"
+        "\n| files | units | planning s | claims to done s | units/s | claims/s | `GET /api/jobs/{{id}}` ms: median / p95 / max (n) | `GET /api/jobs` ms | service CPU s | service peak RSS MiB | postgres CPU s | load generator CPU s |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     let mut notes = Vec::new();
     for (i, &files) in a.units.iter().enumerate() {
@@ -287,9 +292,15 @@ fn one_size(
     let own_cpu0 = process_cpu(std::process::id());
     let pg_cpu0 = a.postgres().then(|| comm_cpu("postgres"));
     let done = AtomicBool::new(false);
-    let (loaded, probes) = std::thread::scope(|s| {
+    let (loaded, probes, list_probes) = std::thread::scope(|s| {
         let probe = s.spawn(|| match a.probe_api {
             true => probe_every_200ms(&done, || rt.block_on(operator.job(&id)).is_ok()),
+            false => Vec::new(),
+        });
+        let list = s.spawn(|| match a.probe_api {
+            true => probe_every_200ms(&done, || {
+                rt.block_on(operator.list(&ListQuery::default())).is_ok()
+            }),
             false => Vec::new(),
         });
         let load = Load {
@@ -300,7 +311,8 @@ fn one_size(
         };
         let loaded = rt.block_on(load.run(clients));
         done.store(true, Ordering::Relaxed);
-        (loaded, probe.join().unwrap_or_default())
+        let probes = probe.join().unwrap_or_default();
+        (loaded, probes, list.join().unwrap_or_default())
     });
     let service_cpu = process_cpu(svc.pid()) - svc_cpu0;
     let load_cpu = process_cpu(std::process::id()) - own_cpu0;
@@ -325,6 +337,7 @@ fn one_size(
         planning_s,
         run_s: (run_ms / 1000.0).max(0.001),
         probes,
+        list_probes,
         service_cpu,
         service_rss: peak_rss(svc.pid()),
         postgres_cpu,

@@ -51,6 +51,7 @@
 #     directory: PG_DATA, else `SHOW data_directory`; PG_LOG is the server's log file
 #     after the restart (default PG_DATA/hetch-service-faults.log).
 #   OUT=dir (default a new /tmp/hetch-service-faults.XXXXXX) DEADLINE=180
+#   KEEP_LOGS=1 (keep every run's logs in $OUT/runN/, not only a bad run's)
 #   FAULTS="kill_node disk_full" JOBS="big mirror" (draw among these only; FAULTS may
 #     name pg_restart, which postgres runs only take, and `two`: alone, two of any)
 set -euo pipefail
@@ -325,7 +326,7 @@ run_cleanup() {
     rm -rf "$R"
   fi
   if [ -n "$DB_NAME" ]; then
-    if [ -z "$keep" ]; then
+    if [ -z "$keep" ] || [ -n "${KEEP_LOGS:-}" ]; then
       as_pg "'$PGBIN/dropdb' -h $PG_HOST -p $PG_PORT -U $PG_USER --if-exists $DB_NAME" >/dev/null 2>&1 || true
     else
       log "run $run: database $DB_NAME kept"
@@ -541,6 +542,8 @@ for run in $(seq 1 "$RUNS"); do
   if [ -n "$isbad" ]; then
     bad=$((bad + 1))
     log "run $run: $outcome ($fault); logs in $OUT/run$run/"
+    run_cleanup "$OUT/run$run"
+  elif [ -n "${KEEP_LOGS:-}" ]; then
     run_cleanup "$OUT/run$run"
   else
     run_cleanup

@@ -265,34 +265,33 @@ ready() { # ready LOG TEXT PID: until LOG says TEXT (20 s), or PID died
   return 1
 }
 SVC_STARTS=0
-service_start() {
-  local lg
+# start_again NAME READY_TEXT PID_VAR LOG_PREFIX COUNTER_VAR -- CMD...: starts CMD in the
+# background (its log $R/LOG_PREFIX.N.log), up to 5 times until its log says READY_TEXT;
+# its pid in PID_VAR.
+start_again() {
+  local name=$1 text=$2 pidvar=$3 prefix=$4 countvar=$5 lg; shift 6
   for _ in 1 2 3 4 5; do
-    SVC_STARTS=$((SVC_STARTS + 1)); lg="$R/service.$SVC_STARTS.log"
-    HETCH_CONFIG_DIR="$R/config" "$HETCH" service --root "$DATA" --listen "127.0.0.1:$SPORT" \
-      --state-dir "$R/svc" --db "$DB_URL" "${SERVICE_FLAGS[@]}" >"$lg" 2>&1 &
-    SVC_PID=$!
-    ready "$lg" "listening on https://" "$SVC_PID" && return 0
-    log "run $run: the service did not start (see $lg); again"
-    kill -9 "$SVC_PID" 2>/dev/null || true; wait "$SVC_PID" 2>/dev/null || true; SVC_PID=""
+    printf -v "$countvar" '%s' $(( ${!countvar} + 1 )); lg="$R/$prefix.${!countvar}.log"
+    "$@" >"$lg" 2>&1 &
+    printf -v "$pidvar" '%s' $!
+    ready "$lg" "$text" "${!pidvar}" && return 0
+    log "run $run: the $name did not start (see $lg); again"
+    kill -9 "${!pidvar}" 2>/dev/null || true; wait "${!pidvar}" 2>/dev/null || true
+    printf -v "$pidvar" '%s' ""
     sleep 1
   done
   return 1
 }
+service_start() {
+  start_again service "listening on https://" SVC_PID service SVC_STARTS -- \
+    env HETCH_CONFIG_DIR="$R/config" "$HETCH" service --root "$DATA" \
+    --listen "127.0.0.1:$SPORT" --state-dir "$R/svc" --db "$DB_URL" "${SERVICE_FLAGS[@]}"
+}
 NODE_STARTS=0
 node_start() {
-  local lg
-  for _ in 1 2 3 4 5; do
-    NODE_STARTS=$((NODE_STARTS + 1)); lg="$R/node.$NODE_STARTS.log"
-    HETCH_CONFIG_DIR="$R/config" "$HETCH" serve --root "$R/dst" --listen "127.0.0.1:$NPORT" \
-      --state-dir "$R/node" --stall-timeout "$STALL" >"$lg" 2>&1 &
-    NODE_PID=$!
-    ready "$lg" "token in" "$NODE_PID" && return 0
-    log "run $run: the node did not start (see $lg); again"
-    kill -9 "$NODE_PID" 2>/dev/null || true; wait "$NODE_PID" 2>/dev/null || true; NODE_PID=""
-    sleep 1
-  done
-  return 1
+  start_again node "token in" NODE_PID node NODE_STARTS -- \
+    env HETCH_CONFIG_DIR="$R/config" "$HETCH" serve --root "$R/dst" \
+    --listen "127.0.0.1:$NPORT" --state-dir "$R/node" --stall-timeout "$STALL"
 }
 WSTARTS=0
 worker_start() { # worker_start I

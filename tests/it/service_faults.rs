@@ -14,14 +14,13 @@ use util::wait_for;
 const PATIENT: [&str; 4] = ["--retry-wait", "1s", "--retry-wait-max", "4s"];
 
 /// `dir/root/one/big.bin`, 3 MiB and a bit.
-fn big_file(dir: &std::path::Path) -> std::path::PathBuf {
+fn big_file(dir: &std::path::Path) {
     let root = dir.join("root");
     std::fs::create_dir_all(root.join("one")).unwrap();
     let data: Vec<u8> = (0..(3 << 20) + 4321)
         .map(|i: usize| (i as u8).wrapping_mul(29) ^ (i >> 10) as u8)
         .collect();
     std::fs::write(root.join("one/big.bin"), data).unwrap();
-    root
 }
 
 /// Submits the copy of `one` to `node`'s `copy/`, in blocks of 64 KiB at 1 MiB/s (its
@@ -29,6 +28,20 @@ fn big_file(dir: &std::path::Path) -> std::path::PathBuf {
 fn submit_slowly(svc: &util::service::Service, node: &util::Server) -> String {
     let flags = ["--block-size", "64K", "--rate-limit", "1M", "one"];
     submit(svc, &[&flags[..], &[&node.url("copy/")]].concat())
+}
+
+/// Waits for job `id`, which must end done: `t/root/one` copied whole to the node's
+/// `t/dest/copy/one` with nothing left behind, and every byte and file counted.
+/// Returns the job as it ended.
+fn done_whole(svc: &util::service::Service, id: &str, t: &std::path::Path) -> serde_json::Value {
+    svc.job(&["wait", id]).ok();
+    util::assert_same_tree(&t.join("root/one"), &t.join("dest/copy/one"));
+    util::assert_no_temp_files(&t.join("dest"));
+    let v = show(svc, id);
+    assert_eq!(v["state"], "done", "{v}");
+    assert_eq!(v["bytes_done"], v["bytes"], "{v}");
+    assert_eq!(v["files_done"], v["files"], "{v}");
+    v
 }
 
 /// A worker stopped (SIGSTOP: a VM paused, a process stopped, a partition that keeps
@@ -49,7 +62,7 @@ fn submit_slowly(svc: &util::service::Service, node: &util::Server) -> String {
 fn a_worker_stopped_past_its_lease_mid_range_costs_no_retry_by_hand() {
     let dir = tempfile::tempdir().unwrap();
     let t = dir.path();
-    let root = big_file(t);
+    big_file(t);
     let node = util::Server::start_with(
         &t.join("dest"),
         &t.join("node"),
@@ -70,12 +83,7 @@ fn a_worker_stopped_past_its_lease_mid_range_costs_no_retry_by_hand() {
     // SAFETY: a signal to our own child, which is alive (waited for above).
     assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
     let _next = svc.node_worker(t, "next", &node);
-    svc.job(&["wait", &id]).ok();
-    util::assert_same_tree(&root.join("one"), &t.join("dest/copy/one"));
-    util::assert_no_temp_files(&t.join("dest"));
-    let v = show(&svc, &id);
-    assert_eq!(v["state"], "done", "{v}");
-    assert_eq!(v["bytes_done"], v["bytes"], "{v}");
+    let v = done_whole(&svc, &id, t);
     assert!(
         v["units"]["retried"].as_u64() > Some(0),
         "nothing was tried again: {v}"
@@ -92,7 +100,7 @@ fn a_worker_stopped_past_its_lease_mid_range_costs_no_retry_by_hand() {
 fn a_destination_node_away_for_a_while_costs_no_retry_by_hand() {
     let dir = tempfile::tempdir().unwrap();
     let t = dir.path();
-    let root = big_file(t);
+    big_file(t);
     let mut node = util::Server::start(&t.join("dest"), &t.join("node"));
     let svc = start_with(t, &[&SHORT_LEASES_SMALL_RANGES[..], &PATIENT].concat());
     svc.job(&["ls"]).ok(); // pins the key
@@ -113,11 +121,7 @@ fn a_destination_node_away_for_a_while_costs_no_retry_by_hand() {
         &["--listen", &listen],
         &[],
     );
-    svc.job(&["wait", &id]).ok();
-    util::assert_same_tree(&root.join("one"), &t.join("dest/copy/one"));
-    let v = show(&svc, &id);
-    assert_eq!(v["state"], "done", "{v}");
-    assert_eq!(v["bytes_done"], v["bytes"], "{v}");
+    done_whole(&svc, &id, t);
 }
 
 /// The service is killed (-9) while a file's ranges finish at a destination node, and
@@ -130,7 +134,7 @@ fn a_destination_node_away_for_a_while_costs_no_retry_by_hand() {
 fn a_service_killed_while_ranges_finish_still_counts_every_byte_once_done() {
     let dir = tempfile::tempdir().unwrap();
     let t = dir.path();
-    let root = big_file(t);
+    big_file(t);
     let node = util::Server::start(&t.join("dest"), &t.join("node"));
     let listen = format!("127.0.0.1:{}", util::service::free_port());
     let flags = [&SHORT_LEASES_SMALL_RANGES[..], &PATIENT].concat();
@@ -146,11 +150,5 @@ fn a_service_killed_while_ranges_finish_still_counts_every_byte_once_done() {
     // blocks stay written at the node.
     std::thread::sleep(std::time::Duration::from_secs(3));
     let svc = util::service::launch(t, &listen, &flags);
-    svc.job(&["wait", &id]).ok();
-    util::assert_same_tree(&root.join("one"), &t.join("dest/copy/one"));
-    util::assert_no_temp_files(&t.join("dest"));
-    let v = show(&svc, &id);
-    assert_eq!(v["state"], "done", "{v}");
-    assert_eq!(v["bytes_done"], v["bytes"], "{v}");
-    assert_eq!(v["files_done"], v["files"], "{v}");
+    done_whole(&svc, &id, t);
 }

@@ -14,8 +14,9 @@
 #   pg_restart    PostgreSQL restarted (`pg_ctl restart -m fast`; postgres runs only)
 #   kill_worker   one worker kill -9, restarted under the same name
 #   stop_worker   one worker SIGSTOP for the lease + 3 s, then SIGCONT
-#   kill_node     the destination node kill -9, restarted on the same port and key
-#   disk_full     the destination's tmpfs filled up for 8 s, then freed
+#   kill_node     the destination node kill -9, restarted on the same port and key (at once;
+#                 with LONG=1 after 60 s)
+#   disk_full     the destination's tmpfs filled up for 8 s (LONG=1: 30 s), then freed
 #   two           two of those at once
 # Then the job is waited for, up to DEADLINE seconds (180) after which it counts as
 # hung. Checks: no file under its final name at the destination differs from its
@@ -50,6 +51,10 @@
 #     stops it at exit. For pg_restart on a PG_URL server the script needs its data
 #     directory: PG_DATA, else `SHOW data_directory`; PG_LOG is the server's log file
 #     after the restart (default PG_DATA/hetch-service-faults.log).
+#   LONG=1 (the issue's outage lengths with the default timings: the service's 30 s
+#     lease and its waits of 5 s tripled up to 2 min (185 s over 5 attempts), the
+#     node's 60 s stall timeout; the destination full for 30 s, the node away 60 s
+#     before it is started again, a worker stopped for 33 s; DEADLINE 600)
 #   OUT=dir (default a new /tmp/hetch-service-faults.XXXXXX) DEADLINE=180
 #   KEEP_LOGS=1 (keep every run's logs in $OUT/runN/, not only a bad run's)
 #   FAULTS="kill_node disk_full" JOBS="big mirror" (draw among these only; FAULTS may
@@ -63,7 +68,8 @@ HETCH="$(realpath "${HETCH:-target/release/hetch}")"
 DBS="${DBS:-sqlite postgres}"
 PG_URL="${PG_URL:-}"
 PGBIN="${PGBIN:-/usr/lib/postgresql/15/bin}"
-DEADLINE="${DEADLINE:-180}"
+DEADLINE="${DEADLINE:-}"
+LONG="${LONG:-}"
 RATE_BIG="${RATE_BIG:-40M}"
 RATE_SMALL="${RATE_SMALL:-8M}"
 RATE_MIRROR="${RATE_MIRROR:-1M}"
@@ -75,12 +81,27 @@ mkdir -p "$OUT"
 OUT="$(realpath "$OUT")"
 chmod 755 "$OUT"   # the postgres user reaches its cluster (and nothing else) below it
 
-LEASE=4
-STALL=4s
-RETRY_WINDOW=14          # 1 + 3 + 5 + 5 s: the waits between a unit's 5 attempts
 DISK_MB=400              # the node's tmpfs
-SERVICE_FLAGS=(--lease-secs "$LEASE" --retry-wait 1s --retry-wait-max 5s
-  --split-size 64M --range-size 16M --batch-files 100)
+if [ -n "$LONG" ]; then
+  # The issue's outages with the service's and the node's own timings: a 30 s lease,
+  # waits of 5 s tripled up to 2 min, a 60 s stall timeout.
+  LEASE=30
+  STALL=60s
+  RETRY_WINDOW=185       # 5 + 15 + 45 + 120 s
+  DISK_HOLD=30           # the destination full for 30 s
+  NODE_AWAY=60           # the node away for 60 s before it is started again
+  SERVICE_FLAGS=(--split-size 64M --range-size 16M --batch-files 100)
+  DEADLINE="${DEADLINE:-600}"
+else
+  LEASE=4
+  STALL=4s
+  RETRY_WINDOW=14        # 1 + 3 + 5 + 5 s: the waits between a unit's 5 attempts
+  DISK_HOLD=8
+  NODE_AWAY=0
+  SERVICE_FLAGS=(--lease-secs "$LEASE" --retry-wait 1s --retry-wait-max 5s
+    --split-size 64M --range-size 16M --batch-files 100)
+  DEADLINE="${DEADLINE:-180}"
+fi
 DATA="$OUT/data"         # the service's --root: the datasets, made once
 TEMPLATE="$OUT/mirror-before"   # what the mirror job's destination holds before it
 
@@ -363,7 +384,12 @@ fault_begin() {
   esac
 }
 fault_hold() { # seconds the fault lasts before it is ended
-  case "$1" in stop_worker) echo $((LEASE + 3)) ;; disk_full) echo 8 ;; *) echo 0 ;; esac
+  case "$1" in
+    stop_worker) echo $((LEASE + 3)) ;;
+    disk_full) echo "$DISK_HOLD" ;;
+    kill_node) echo "$NODE_AWAY" ;;
+    *) echo 0 ;;
+  esac
 }
 fault_end() {
   case "$1" in

@@ -466,23 +466,14 @@ where
     }
 }
 
-/// [`commit_when_free`] for a commit on this worker's own storage, on a blocking
-/// thread.
+/// [`commit_when_free`] for a commit on this worker's own storage, from a blocking
+/// thread of the runtime (its waits end when the unit is stopped, as there).
 fn commit_when_free_blocking(
     stop: &StopSignal,
     mut commit: impl FnMut() -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
-    let start = std::time::Instant::now();
-    let mut tries = 0;
-    loop {
-        match commit() {
-            Err(e) if is_busy(&e) && start.elapsed() < BUSY_PATIENCE && !stop.is_raised() => {
-                std::thread::sleep(busy_wait(tries));
-                tries += 1;
-            }
-            r => return r,
-        }
-    }
+    let rt = tokio::runtime::Handle::current();
+    rt.block_on(commit_when_free(stop, || std::future::ready(commit())))
 }
 
 #[cfg(test)]
@@ -523,6 +514,30 @@ mod busy_tests {
         let r = commit_when_free(&stop, || async { Err(busy()) }).await;
         assert!(is_busy(&r.unwrap_err()));
         assert!(start.elapsed() >= BUSY_PATIENCE);
+    }
+
+    #[tokio::test]
+    async fn a_busy_commit_on_a_blocking_thread_waits_as_well() {
+        let (_tx, stop) = StopSignal::new();
+        let tries = tokio::task::spawn_blocking(move || {
+            let mut tries = 0;
+            commit_when_free_blocking(&stop, || {
+                tries += 1;
+                match tries {
+                    1 => Err(StorageError::Busy {
+                        path: "f".into(),
+                        reason: "a writer of one of its ranges still has it open",
+                    }
+                    .into()),
+                    _ => Ok(()),
+                }
+            })
+            .map(|()| tries)
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(tries, 2);
     }
 
     #[tokio::test(start_paused = true)]

@@ -244,6 +244,7 @@ fn plain_control_hello(addr: &str, token: &[u8]) -> Vec<u8> {
                 compression: Default::default(),
                 dry_run: false,
                 reuse: false,
+                chosen_entries: false,
             },
         }),
         &mut bytes,

@@ -44,14 +44,16 @@ pub(crate) fn open(transport: Transport, opts: &Options) -> (Opened, mpsc::Sende
     let (transport, watch) = Watch::new(transport, opts);
     let peer = transport.peer.clone();
     let (ctl_r, ctl_w) = split(transport.control);
+    // Lanes are there when the peer is in this process, its control stream a pipe.
+    let buffer = crate::wire::buffer_for(!transport.lanes.is_empty());
     let (ctl_tx, ctl_rx) = mpsc::channel(CONTROL_QUEUE);
     let ctl_writer = tokio::spawn(control_writer(
-        FrameWriter::new(ctl_w, &peer),
+        FrameWriter::with_buffer(ctl_w, &peer, buffer),
         ctl_rx,
         opts.served_root.clone(),
     ));
     let opened = Opened {
-        control: FrameReader::new(ctl_r, &peer),
+        control: FrameReader::with_buffer(ctl_r, &peer, buffer),
         data: Transport::data_streams(transport.data, transport.data_mac, transport.lanes)
             .collect(),
         peer,

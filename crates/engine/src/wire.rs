@@ -26,6 +26,19 @@ use crate::Lane;
 /// Buffer size of frame readers and writers.
 const IO_BUF: usize = 256 << 10;
 
+/// Bytes buffered for a stream whose peer is in this process: its frames come on a
+/// lane, or its bytes from an in-memory pipe. A unit of one small file runs a whole
+/// session, and zeroing [`IO_BUF`] for each of its streams cost more than its copy.
+const LOCAL_BUF: usize = 8 << 10;
+
+/// The buffer for a stream: small where the peer is in this process (`local`).
+pub(crate) fn buffer_for(local: bool) -> usize {
+    match local {
+        true => LOCAL_BUF,
+        false => IO_BUF,
+    }
+}
+
 /// Bytes of the tag after each frame on a MAC-protected stream (128 bits).
 pub const MAC_LEN: usize = 16;
 
@@ -110,8 +123,13 @@ const INLINE_UNPACK: usize = 256 << 10;
 impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// Wraps a stream; `peer` names it in errors.
     pub fn new(r: R, peer: &str) -> Self {
+        Self::with_buffer(r, peer, IO_BUF)
+    }
+
+    /// [`FrameReader::new`] reading `capacity` bytes at a time.
+    pub(crate) fn with_buffer(r: R, peer: &str, capacity: usize) -> Self {
         FrameReader {
-            r: BufReader::with_capacity(IO_BUF, r),
+            r: BufReader::with_capacity(capacity, r),
             peer: peer.to_string(),
             mac: None,
             max_block: proto::MAX_BLOCK,
@@ -392,8 +410,13 @@ pub struct FrameWriter<W> {
 impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     /// Wraps a stream; `peer` names it in errors.
     pub fn new(w: W, peer: &str) -> Self {
+        Self::with_buffer(w, peer, IO_BUF)
+    }
+
+    /// [`FrameWriter::new`] writing `capacity` bytes at a time.
+    pub(crate) fn with_buffer(w: W, peer: &str, capacity: usize) -> Self {
         FrameWriter {
-            w: BufWriter::with_capacity(IO_BUF, w),
+            w: BufWriter::with_capacity(capacity, w),
             scratch: Vec::new(),
             peer: peer.to_string(),
             mac: None,

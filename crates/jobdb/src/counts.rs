@@ -133,27 +133,6 @@ pub(crate) async fn recount(tx: &mut Transaction<'static, Any>, job: &str) -> Re
     Ok(())
 }
 
-/// Makes the lease work of transaction `tx` (a claim, a report, a reaping) not wait at
-/// its commit for PostgreSQL's log to reach the disk (`synchronous_commit = off` for
-/// it alone). The job's row is held until the commit, so a job's claims and reports
-/// each waited for a disk flush in turn: 400 units a second at most whatever the
-/// machine. A crash of the database may lose the last such commits (never tear
-/// them), which the leases make safe, as SQLite's `synchronous = NORMAL` is: a lost
-/// claim's unit is handed out again and its first worker's report refused, a lost
-/// report's unit runs again. Submissions, cancels and retries stay durable: a user was
-/// told they happened.
-pub(crate) async fn unsynced_commit(
-    tx: &mut Transaction<'static, Any>,
-    backend: Backend,
-) -> Result<(), DbError> {
-    if backend == Backend::Postgres {
-        sqlx::query("SET LOCAL synchronous_commit = off")
-            .execute(&mut **tx)
-            .await?;
-    }
-    Ok(())
-}
-
 /// Takes job `job`'s row lock, first in a transaction that goes on to its units (see
 /// the module's lock order). False if there is no such job. On SQLite nothing: its one
 /// writer's transactions never overlap, and every caller's first statement is a write,

@@ -458,7 +458,7 @@ impl Db {
             return Ok(Retry::Nothing);
         }
         crate::counts::recount(&mut tx, id).await?;
-        crate::settle::settle(&mut tx, id, crate::settle::Commits::All, now).await?;
+        crate::settle::settle(&mut tx, id, crate::settle::Commits::All, now, None).await?;
         tx.commit().await?;
         Ok(Retry::Units(units.rows_affected()))
     }

@@ -16,9 +16,9 @@ use hetch_jobs::UnitSpec;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
-use crate::counts::{lock_job, unsynced_commit, Delta};
+use crate::counts::{lock_job, Delta};
 use crate::patience::again;
-use crate::settle::{settle, Commits};
+use crate::settle::{settle, Commits, Counts};
 use crate::{int, saturating_add, uint, Backend, Db, DbError};
 
 /// Most files one report may say a unit moved. A relay's files were never listed, so
@@ -185,7 +185,7 @@ impl Db {
         )
         .bind(int(now))
         .bind(NEVER_TRIED)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.leases)
         .await?;
         let Some(first) = rows.first() else {
             return Ok(None);
@@ -224,18 +224,22 @@ impl Db {
         // planner (with a limit it cannot see, and often no statistics yet) would
         // rather read all of the job's ready units and join, 10 ms a claim of 16
         // units at 10,000.
-        let (materialized, picked) = match self.backend {
+        let (materialized, picked_keys) = match self.backend {
             Backend::Postgres => ("MATERIALIZED", "= ANY(ARRAY(SELECT seq FROM picked))"),
             Backend::Sqlite => ("", "IN (SELECT seq FROM picked)"),
         };
-        let sql = format!(
-            "WITH picked AS {materialized} \
-               (SELECT seq FROM units WHERE job = $1 AND state = 'ready' AND not_before <= $5 \
-                  AND (not_before, seq) >= ($7, (SELECT claim_from FROM jobs WHERE id = $1)) \
-                ORDER BY not_before, seq LIMIT $6) \
-             UPDATE units SET state = 'leased', lease_owner = $2, lease_until = $3, lease_id = $4, \
+        let picked = |cursor: &str| {
+            format!(
+                "picked AS {materialized} \
+                   (SELECT seq FROM units WHERE job = $1 AND state = 'ready' \
+                      AND not_before <= $5 AND (not_before, seq) >= ($7, {cursor}) \
+                    ORDER BY not_before, seq LIMIT $6)"
+            )
+        };
+        let take = format!(
+            "UPDATE units SET state = 'leased', lease_owner = $2, lease_until = $3, lease_id = $4, \
                progress = 0, lag_p50 = NULL, lag_p99 = NULL \
-             WHERE job = $1 AND state = 'ready' AND seq {picked} \
+             WHERE job = $1 AND state = 'ready' AND seq {picked_keys} \
              RETURNING {UNIT_COLUMNS}, not_before"
         );
         // The job's row first, as every transaction on a job's units takes it: taking
@@ -243,47 +247,72 @@ impl Db {
         // other way round, and under a steady load of claims the cancel lost every
         // time the database broke the deadlock. The row is held to the commit, so a
         // job's claims and reports queue on it (see docs/BENCHMARKS.md).
-        let mut tx = self.pool.begin().await?;
-        unsynced_commit(&mut tx, self.backend).await?;
-        if !lock_job(&mut tx, self.backend, job).await? {
-            return Ok(Vec::new());
-        }
-        let rows = sqlx::query(&sql)
-            .bind(job)
-            .bind(worker)
-            .bind(int(now.saturating_add(ttl)))
-            .bind(new_lease_id())
-            .bind(int(now))
-            .bind(int(max as u64))
-            .bind(NEVER_TRIED)
-            .fetch_all(&mut *tx)
-            .await?;
-        if rows.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut delta = Delta::default();
-        delta.moved("ready", "leased", rows.len() as i64);
-        // The first unit never tried after those handed out now: they were taken in
-        // order from the cursor, so none before it is left.
-        let mut next = 0;
-        for r in &rows {
-            if r.try_get::<i64, _>("not_before")? == NEVER_TRIED {
-                next = next.max(r.try_get::<i64, _>("seq")?.saturating_add(1));
+        let rows = match self.backend {
+            // One statement, its own transaction: the job's row locked, its units
+            // taken, and its counts, its cursor and its start (if this is its first
+            // claim) written. Each round trip while the row is held is one more wait
+            // for every other claim and report of the job; this way the row is held
+            // for one. The cursor is read from the locked row, as it is now; the
+            // units by the statement's snapshot, from before the wait for the row, so
+            // a unit the claim before took may look ready: the update checks each
+            // again and leaves those out (this claim then gets fewer). The cursor
+            // moves past the last unit never tried among those handed out: they were
+            // taken in order from it, so none before it is left.
+            Backend::Postgres => {
+                let sql = format!(
+                    "WITH locked AS (SELECT claim_from FROM jobs WHERE id = $1 FOR UPDATE), \
+                       {picked}, claimed AS ({take}), \
+                     counted AS (UPDATE jobs SET \
+                       units_ready = units_ready - (SELECT COUNT(*) FROM claimed), \
+                       units_leased = units_leased + (SELECT COUNT(*) FROM claimed), \
+                       claim_from = GREATEST(claim_from, \
+                         (SELECT COALESCE(MAX(seq) + 1, 0) FROM claimed WHERE not_before = $7)), \
+                       started = CASE WHEN state = 'queued' THEN $5 ELSE started END, \
+                       state = CASE WHEN state = 'queued' THEN 'running' ELSE state END \
+                     WHERE id = $1 AND EXISTS (SELECT 1 FROM claimed)) \
+                     SELECT * FROM claimed",
+                    picked = picked("(SELECT claim_from FROM locked)"),
+                );
+                claim_query(&sql, job, worker, now, ttl, max)
+                    .fetch_all(&self.leases)
+                    .await?
             }
-        }
-        // Its counts, its cursor, and its start if this is its first claim, in one
-        // write.
-        let sql = format!(
-            "UPDATE jobs SET {}, \
-               claim_from = CASE WHEN $10 > claim_from THEN $10 ELSE claim_from END, \
-               started = CASE WHEN state = 'queued' THEN $9 ELSE started END, \
-               state = CASE WHEN state = 'queued' THEN 'running' ELSE state END \
-             WHERE id = $1",
-            Delta::set_terms(2)
-        );
-        let q = delta.bind(sqlx::query(&sql).bind(job));
-        q.bind(int(now)).bind(next).execute(&mut *tx).await?;
-        tx.commit().await?;
+            // No statement that changes rows inside another on SQLite: a transaction
+            // (its first statement a write, which takes the database's one write lock).
+            Backend::Sqlite => {
+                let mut tx = self.leases.begin().await?;
+                let sql = format!(
+                    "WITH {} {take}",
+                    picked("(SELECT claim_from FROM jobs WHERE id = $1)")
+                );
+                let rows = claim_query(&sql, job, worker, now, ttl, max)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                if rows.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut delta = Delta::default();
+                delta.moved("ready", "leased", rows.len() as i64);
+                let mut next = 0;
+                for r in &rows {
+                    if r.try_get::<i64, _>("not_before")? == NEVER_TRIED {
+                        next = next.max(r.try_get::<i64, _>("seq")?.saturating_add(1));
+                    }
+                }
+                let sql = format!(
+                    "UPDATE jobs SET {}, \
+                       claim_from = CASE WHEN $10 > claim_from THEN $10 ELSE claim_from END, \
+                       started = CASE WHEN state = 'queued' THEN $9 ELSE started END, \
+                       state = CASE WHEN state = 'queued' THEN 'running' ELSE state END \
+                     WHERE id = $1",
+                    Delta::set_terms(2)
+                );
+                let q = delta.bind(sqlx::query(&sql).bind(job));
+                q.bind(int(now)).bind(next).execute(&mut *tx).await?;
+                tx.commit().await?;
+                rows
+            }
+        };
         let mut got = rows.iter().map(claimed).collect::<Result<Vec<_>, _>>()?;
         got.sort_by_key(|c| c.seq);
         Ok(got)
@@ -331,7 +360,7 @@ impl Db {
             for u in running {
                 q = q.bind(&u.job).bind(int(u.seq)).bind(&u.lease);
             }
-            Ok(q.fetch_all(&self.pool).await?)
+            Ok(q.fetch_all(&self.leases).await?)
         })
         .await?;
         let mut held = rows
@@ -425,8 +454,7 @@ impl Db {
         now: u64,
         reports: &[Report<'_>],
     ) -> Result<Vec<bool>, DbError> {
-        let mut tx = self.pool.begin().await?;
-        unsynced_commit(&mut tx, self.backend).await?;
+        let mut tx = self.leases.begin().await?;
         if !lock_job(&mut tx, self.backend, job).await? {
             return Ok(vec![false; reports.len()]);
         }
@@ -467,8 +495,15 @@ impl Db {
             }
         }
         if taken.contains(&true) {
-            sums.record(&mut tx, job, delta).await?;
-            settle(&mut tx, job, Commits::OfFiles(&ranges_of), now).await?;
+            let counts = sums.record(&mut tx, job, delta).await?;
+            settle(
+                &mut tx,
+                job,
+                Commits::OfFiles(&ranges_of),
+                now,
+                Some(counts),
+            )
+            .await?;
             tx.commit().await?;
         }
         Ok(taken)
@@ -516,7 +551,7 @@ impl Db {
         )
         .bind(&unit.job)
         .bind(int(unit.seq))
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.leases)
         .await?;
         let Some(row) = row else {
             return Ok(Refused::NotOwner);
@@ -542,7 +577,7 @@ impl Db {
              ORDER BY job",
         )
         .bind(int(now))
-        .fetch_all(&self.pool)
+        .fetch_all(&self.leases)
         .await?;
         let mut voided = 0;
         for job in &jobs {
@@ -553,8 +588,7 @@ impl Db {
 
     /// [`Db::reap`] for job `job`'s units.
     async fn reap_job(&self, job: &str, now: u64) -> Result<u64, DbError> {
-        let mut tx = self.pool.begin().await?;
-        unsynced_commit(&mut tx, self.backend).await?;
+        let mut tx = self.leases.begin().await?;
         lock_job(&mut tx, self.backend, job).await?;
         let sql = format!(
             "UPDATE units SET attempts = attempts + 1, \
@@ -582,7 +616,7 @@ impl Db {
             }
         }
         delta.apply(&mut tx, job).await?;
-        settle(&mut tx, job, Commits::All, now).await?;
+        settle(&mut tx, job, Commits::All, now, None).await?;
         tx.commit().await?;
         Ok(rows.len() as u64)
     }
@@ -715,23 +749,24 @@ impl Sums {
     }
 
     /// Adds these to job `job`'s counters, each saturating, and `delta` to its unit
-    /// counts: one write of its row.
+    /// counts: one write of its row, which returns the counts as they now are.
     async fn record(
         self,
         tx: &mut Transaction<'static, Any>,
         job: &str,
         delta: Delta,
-    ) -> Result<(), DbError> {
+    ) -> Result<Counts, DbError> {
         let sql = format!(
             "UPDATE jobs SET files_done = {}, bytes_done = {}, files = {}, bytes = {}, \
                bytes_written = {}, {} \
-             WHERE id = $1",
+             WHERE id = $1 RETURNING {}",
             saturating_add("files_done", "$2"),
             saturating_add("bytes_done", "$3"),
             saturating_add("files", "$4"),
             saturating_add("bytes", "$5"),
             saturating_add("bytes_written", "$6"),
             Delta::set_terms(7),
+            Counts::COLUMNS,
         );
         let q = sqlx::query(&sql)
             .bind(job)
@@ -740,9 +775,28 @@ impl Sums {
             .bind(int(self.files_listed))
             .bind(int(self.bytes_listed))
             .bind(int(self.written));
-        delta.bind(q).execute(&mut **tx).await?;
-        Ok(())
+        let row = delta.bind(q).fetch_one(&mut **tx).await?;
+        Counts::from_row(&row)
     }
+}
+
+/// A claim's statement (see [`Db::claim_in`]) with its parameters bound.
+fn claim_query<'q>(
+    sql: &'q str,
+    job: &'q str,
+    worker: &'q str,
+    now: u64,
+    ttl: u64,
+    max: usize,
+) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>> {
+    sqlx::query(sql)
+        .bind(job)
+        .bind(worker)
+        .bind(int(now.saturating_add(ttl)))
+        .bind(new_lease_id())
+        .bind(int(now))
+        .bind(int(max as u64))
+        .bind(NEVER_TRIED)
 }
 
 pub(crate) fn claimed(r: &AnyRow) -> Result<Claimed, DbError> {

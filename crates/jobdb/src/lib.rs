@@ -67,6 +67,33 @@ pub enum Backend {
 /// Connections for reads (read-only on SQLite): requests that only look run at once.
 const READERS: u32 = 4;
 
+/// Connections for lease work on PostgreSQL (see [`Db::leases`]).
+const LEASE_WRITERS: u32 = 8;
+
+/// A connection idle this long is checked (a round trip) before it is used again.
+const IDLE_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A pool of `max` connections. sqlx checks each connection when it comes back to the
+/// pool (a round trip) and, by default, again when it is taken: two round trips for
+/// every claim and every report on top of their own statements, which on PostgreSQL
+/// cost about as much as the claim. Checked on return, a connection is checked again
+/// when taken only after a rest long enough for the database to have gone away
+/// meanwhile (a restart): a dead one is then dropped and another opened, instead of
+/// failing the call that took it.
+fn pool_options(max: u32) -> AnyPoolOptions {
+    AnyPoolOptions::new()
+        .max_connections(max)
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= IDLE_CHECK {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
+}
+
 /// The service's database.
 #[derive(Debug, Clone)]
 pub struct Db {
@@ -77,6 +104,17 @@ pub struct Db {
     /// the one writer plans a listing, instead of queueing behind its transactions of
     /// thousands of rows.
     reads: AnyPool,
+    /// Where lease work goes (claims, reports, heartbeats, reaping). On PostgreSQL,
+    /// connections whose commits do not wait for the log to reach the disk
+    /// (`synchronous_commit = off`): a job's claims and reports hold its row to their
+    /// commits, so each waited for a disk flush in turn, 400 units a second at most
+    /// whatever the machine. A crash of the database may lose the last such commits
+    /// (never tear them), which the leases make safe, as SQLite's `synchronous =
+    /// NORMAL` is: a lost claim's unit is handed out again and its first worker's
+    /// report refused, a lost report's unit runs again. Submissions, cancels and
+    /// retries stay durable on [`Db::pool`]: a user was told they happened. On SQLite
+    /// the one writer's pool.
+    leases: AnyPool,
     backend: Backend,
     /// The waits between a unit's attempts.
     patience: Patience,
@@ -102,8 +140,7 @@ impl Db {
         } else {
             return Err(DbError::Url(shown));
         };
-        let pool = AnyPoolOptions::new()
-            .max_connections(connections)
+        let pool = pool_options(connections)
             .connect(&url)
             .await
             .map_err(|source| DbError::Open {
@@ -132,8 +169,7 @@ impl Db {
                 source,
             })?;
         let reads = match url.strip_suffix("?mode=rwc") {
-            Some(file) if backend == Backend::Sqlite => AnyPoolOptions::new()
-                .max_connections(READERS)
+            Some(file) if backend == Backend::Sqlite => pool_options(READERS)
                 .connect(&format!("{file}?mode=ro"))
                 .await
                 .map_err(|source| DbError::Open { url: shown, source })?,
@@ -141,15 +177,33 @@ impl Db {
             // work (each claim and report holding a connection while it waits for
             // its job's row), a view waited for a connection: `GET job` took 104 ms
             // median with 32 workers and 241 ms with 64.
-            _ => AnyPoolOptions::new()
-                .max_connections(READERS)
+            _ => pool_options(READERS)
                 .connect(&url)
                 .await
                 .map_err(|source| DbError::Open { url: shown, source })?,
         };
+        let leases = match backend {
+            Backend::Sqlite => pool.clone(),
+            Backend::Postgres => pool_options(LEASE_WRITERS)
+                .after_connect(|conn, _| {
+                    Box::pin(async move {
+                        sqlx::query("SET synchronous_commit = off")
+                            .execute(&mut *conn)
+                            .await?;
+                        Ok(())
+                    })
+                })
+                .connect(&url)
+                .await
+                .map_err(|source| DbError::Open {
+                    url: redact(&url),
+                    source,
+                })?,
+        };
         Ok(Db {
             pool,
             reads,
+            leases,
             backend,
             patience: Patience::default(),
         })
@@ -171,6 +225,7 @@ impl Db {
     pub async fn close(&self) {
         self.pool.close().await;
         self.reads.close().await;
+        self.leases.close().await;
     }
 }
 

@@ -322,7 +322,7 @@ impl Db {
         .bind(int(now))
         .execute(&mut *tx)
         .await?;
-        crate::settle::settle(&mut tx, &lease.job, crate::settle::Commits::All, now).await?;
+        crate::settle::settle(&mut tx, &lease.job, crate::settle::Commits::All, now, None).await?;
         tx.commit().await?;
         Ok(r.rows_affected() == 1)
     }

@@ -7,6 +7,7 @@
 //! ([`crate::counts`]): a report's settling costs the same in a job of ten units and
 //! in one of a million.
 
+use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
 use crate::counts::Delta;
@@ -22,22 +23,29 @@ pub(crate) enum Commits<'a> {
 }
 
 /// Settles job `job` after a change to its units (see the module). The job's row is
-/// already locked by the caller, and its counts up to date.
+/// already locked by the caller, and its counts up to date: `known` when the caller
+/// has just read them (written by a statement that returned them), saving a read
+/// while the job's row is held.
 pub(crate) async fn settle(
     tx: &mut Transaction<'static, Any>,
     job: &str,
     commits: Commits<'_>,
     now: u64,
+    known: Option<Counts>,
 ) -> Result<(), DbError> {
+    let mut changed = 0;
     match commits {
         Commits::OfFiles(files) => {
             for f in files {
-                settle_commits(tx, job, Some(*f), now).await?;
+                changed += settle_commits(tx, job, Some(*f), now).await?;
             }
         }
-        Commits::All => settle_commits(tx, job, None, now).await?,
+        Commits::All => changed += settle_commits(tx, job, None, now).await?,
     }
-    let mut counts = Counts::of(tx, job).await?;
+    let mut counts = match known {
+        Some(c) if changed == 0 => c,
+        _ => Counts::of(tx, job).await?,
+    };
     // A mirroring job's deletion step runs once every other unit is done, and never
     // when one failed or was cancelled: as `hetch sync`, nothing is deleted unless
     // every copy went through. It is the job's one deletion step and waits: so every
@@ -74,13 +82,13 @@ pub(crate) async fn settle(
 }
 
 /// Commits of job `job` (of file `file` only, if given) whose ranges are all done
-/// become ready; those with a failed range fail.
+/// become ready; those with a failed range fail. Returns how many changed.
 async fn settle_commits(
     tx: &mut Transaction<'static, Any>,
     job: &str,
     file: Option<u64>,
     now: u64,
-) -> Result<(), DbError> {
+) -> Result<usize, DbError> {
     let of_file = match file {
         Some(_) => "AND file_from = $3",
         None => "",
@@ -108,6 +116,7 @@ async fn settle_commits(
             ),
         ),
     ];
+    let mut changed = 0;
     for (to, sql) in &steps {
         // Made ready, a commit goes by the time it became so (see
         // `leases::NEVER_TRIED`).
@@ -117,8 +126,9 @@ async fn settle_commits(
         }
         let moved = q.fetch_all(&mut **tx).await?;
         shift(tx, job, "waiting", to, moved.len()).await?;
+        changed += moved.len();
     }
-    Ok(())
+    Ok(changed)
 }
 
 /// Ends job `job`, queued or running, if none of its units is still to run (by its
@@ -170,7 +180,7 @@ async fn shift(
 }
 
 /// A job's unit counts as its row has them.
-struct Counts {
+pub(crate) struct Counts {
     waiting: u64,
     ready: u64,
     leased: u64,
@@ -179,14 +189,16 @@ struct Counts {
 }
 
 impl Counts {
+    /// The columns [`Counts::from_row`] reads.
+    pub(crate) const COLUMNS: &'static str =
+        "units_waiting, units_ready, units_leased, units_failed, units_cancelled";
+
     async fn of(tx: &mut Transaction<'static, Any>, job: &str) -> Result<Counts, DbError> {
-        let r = sqlx::query(
-            "SELECT units_waiting, units_ready, units_leased, units_failed, units_cancelled \
-             FROM jobs WHERE id = $1",
-        )
-        .bind(job)
-        .fetch_optional(&mut **tx)
-        .await?;
+        let sql = format!("SELECT {} FROM jobs WHERE id = $1", Counts::COLUMNS);
+        let r = sqlx::query(&sql)
+            .bind(job)
+            .fetch_optional(&mut **tx)
+            .await?;
         let Some(r) = r else {
             // No such job: nothing to settle (a count of 1 waiting keeps it so).
             return Ok(Counts {
@@ -197,6 +209,11 @@ impl Counts {
                 cancelled: 0,
             });
         };
+        Counts::from_row(&r)
+    }
+
+    /// The counts in a row of [`Counts::COLUMNS`].
+    pub(crate) fn from_row(r: &AnyRow) -> Result<Counts, DbError> {
         let get = |c: &str| -> Result<u64, DbError> { uint(r.try_get(c)?, c) };
         Ok(Counts {
             waiting: get("units_waiting")?,

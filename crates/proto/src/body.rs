@@ -422,6 +422,7 @@ fn encode_hello(hello: &Hello, out: &mut Vec<u8>) {
             encode_compression(req.compression, out);
             out.put_bool(req.dry_run);
             out.put_bool(req.reuse);
+            out.put_bool(req.chosen_entries);
         }
         Hello::Data {
             session,
@@ -515,6 +516,7 @@ fn decode_session_request(r: &mut Reader<'_>) -> Result<SessionRequest, ProtoErr
         compression: decode_compression(r)?,
         dry_run: r.bool()?,
         reuse: r.bool()?,
+        chosen_entries: r.bool()?,
     };
     // The engine sizes buffers from the block size, so a hostile one must not get in.
     let bs = req.block_size;

@@ -17,8 +17,9 @@ pub const MAGIC: [u8; 6] = *b"HETCH\0";
 /// ([`SessionRequest::dry_run`]); changes carry sizes and may be replacements.
 /// 10: a session's connections may be kept for further operations
 /// ([`SessionRequest::reuse`]). 11: a range's client sends keep-alives while it has no
-/// block to send, and the server bounds its silence by its stall timeout.
-pub const VERSION: u16 = 11;
+/// block to send, and the server bounds its silence by its stall timeout. 12: a
+/// session of chosen entries says so ([`SessionRequest::chosen_entries`]).
+pub const VERSION: u16 = 12;
 /// Length of the preamble: `MAGIC | VERSION (u16 LE)`.
 pub const PREAMBLE_LEN: usize = 8;
 /// Length of a frame header: `len: u32 LE | kind: u8`.

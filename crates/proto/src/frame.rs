@@ -229,6 +229,9 @@ pub struct SessionRequest {
     /// the next operation starts with a new hello on the control connection (see
     /// `hetch_session`'s `reuse` module). Only pushes and pulls can be kept.
     pub reuse: bool,
+    /// The source sends chosen entries, not whole directories: the sink leaves what
+    /// else the directories hold alone (removes no leftovers there).
+    pub chosen_entries: bool,
 }
 
 /// The integrity settings of a session.

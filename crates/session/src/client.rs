@@ -153,6 +153,7 @@ pub fn session_request(
         compression: opts.compression,
         dry_run: opts.dry_run,
         reuse: false,
+        chosen_entries: opts.chosen_entries,
     }
 }
 

@@ -826,6 +826,8 @@ fn session_options(engine: &Options, req: &SessionRequest) -> Result<Options, St
     // A dry run only reads (stats and link targets below the destination), but for a
     // missing `DIR/` destination, created as the copy would create it.
     opts.dry_run = req.dry_run;
+    // Only keeps the sink from removing leftovers: nothing the client could misuse.
+    opts.chosen_entries = req.chosen_entries;
     // Each is the client's call for its own data: a retry costs the server only reads
     // it would do anyway, and trusting a journal risks only the client's copy.
     opts.retry_changed = i.retry_changed;

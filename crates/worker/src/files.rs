@@ -61,6 +61,7 @@ impl UnitContext {
         }
         let mut job = self.copy_job(u, None, stop, rate)?;
         job.entries = Some(per_source);
+        job.opts.chosen_entries = true;
         crate::unit::copy_through(&job, &progress).await?;
         Ok(Done::moved(end - first, bytes))
     }

@@ -378,10 +378,14 @@ pub async fn run_sink_into(
         tasks.spawn(data_reader(
             peer.clone(),
             move || sh.finished(),
-            FrameReader::new(data.stream, &peer)
-                .with_mac(data.mac)
-                .with_lane(data.lane)
-                .with_block_limit(shared.opts.block_size),
+            FrameReader::with_buffer(
+                data.stream,
+                &peer,
+                crate::wire::buffer_for(data.lane.is_some()),
+            )
+            .with_mac(data.mac)
+            .with_lane(data.lane)
+            .with_block_limit(shared.opts.block_size),
             pool.clone(),
             block_tx.clone(),
             shared.progress.clone(),

@@ -588,7 +588,7 @@ pub(crate) fn finish_dirs(sh: &SinkShared) -> Result<Vec<Frame>, EngineError> {
     // Before the directories get their times: removing changes them. A comparison
     // changes nothing, and a mirroring session's deletion phase has already dealt
     // with leftovers (and must leave everything alone when it refused to delete).
-    if !sh.opts.compare_only && sh.opts.delete.is_none() {
+    if !sh.opts.compare_only && sh.opts.delete.is_none() && !sh.opts.chosen_entries {
         remove_leftovers(sh, &dirs);
     }
     let mut failed = Vec::new();

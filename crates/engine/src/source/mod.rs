@@ -806,7 +806,8 @@ async fn stream_writer(
     limiter: Option<Arc<RateLimiter>>,
     shared: Arc<Shared>,
 ) -> Result<(), EngineError> {
-    let mut w = FrameWriter::new(data.stream, &shared.peer)
+    let local = crate::wire::buffer_for(data.lane.is_some());
+    let mut w = FrameWriter::with_buffer(data.stream, &shared.peer, local)
         .with_mac(data.mac)
         .with_lane(data.lane);
     loop {

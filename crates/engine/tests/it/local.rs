@@ -182,6 +182,61 @@ async fn listed_entries_of_an_operand_go_and_nothing_else() {
     assert!(!out.join("run/hop").exists());
 }
 
+/// A session of chosen entries (a service's unit of files, with its parent
+/// directories) leaves alone what else its directories hold, leftovers of interrupted
+/// transfers too: removing them took reading every name of the directory for each
+/// unit. A copy of the whole tree still removes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chosen_entries_leave_the_leftovers_of_their_directories_alone() {
+    use hetch_engine::{copy_between, Destination, Operand};
+    let t = tempfile::tempdir().unwrap();
+    let src = t.path().join("run");
+    std::fs::create_dir_all(src.join("a")).unwrap();
+    std::fs::write(src.join("a/one"), bytes(1, 5000)).unwrap();
+    let out = t.path().join("out");
+    std::fs::create_dir_all(out.join("run/a")).unwrap();
+    let stale = out.join("run/a/.gone.hetch-part");
+    std::fs::write(&stale, b"an interrupted transfer's part file").unwrap();
+    let mut into = dest(&out, 1);
+    into.trailing_slash = true;
+    let chosen = Operand::Entries {
+        operand: src.clone(),
+        entries: ["run", "run/a", "run/a/one"]
+            .iter()
+            .map(|e| e.as_bytes().to_vec())
+            .collect(),
+    };
+    let o = Options {
+        chosen_entries: true,
+        ..opts()
+    };
+    let into_dir = Destination::Local(into.clone());
+    let r = copy_between(o, vec![chosen], into_dir, 2, Arc::default())
+        .await
+        .unwrap();
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(
+        std::fs::read(out.join("run/a/one")).unwrap(),
+        bytes(1, 5000)
+    );
+    assert!(
+        stale.exists(),
+        "a session of chosen entries removed a leftover"
+    );
+    let whole = Operand::Local(src.clone());
+    let r = copy_between(
+        opts(),
+        vec![whole],
+        Destination::Local(into),
+        2,
+        Arc::default(),
+    )
+    .await
+    .unwrap();
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert!(!stale.exists(), "a copy of the whole tree kept a leftover");
+}
+
 /// `base/mine/data/f`, and another user's `theirs/data/secret` beside `base`; then
 /// `base/mine` swapped for a link to `theirs`, as a local user racing a worker
 /// between its check of a path and its reads would.

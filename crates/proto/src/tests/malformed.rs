@@ -103,6 +103,7 @@ impl RawHello {
         b.put_u8(self.compression);
         b.put_u8(0); // not a dry run
         b.put_u8(0); // not kept for another operation
+        b.put_u8(0); // whole directories, not chosen entries
         b
     }
 

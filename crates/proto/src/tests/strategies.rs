@@ -145,7 +145,7 @@ pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
             filter(),
             proptest::option::of(delete()),
             compression(),
-            any::<(bool, bool)>(),
+            any::<(bool, bool, bool)>(),
             any::<(bool, bool, bool, bool, bool)>(),
         ),
     )
@@ -167,7 +167,7 @@ pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
                     filter,
                     delete,
                     compression,
-                    (dry_run, reuse),
+                    (dry_run, reuse, chosen_entries),
                     (specials, devices, hard_links, xattrs, acls),
                 ),
             )| SessionRequest {
@@ -193,6 +193,7 @@ pub(super) fn session_request() -> impl Strategy<Value = SessionRequest> {
                 compression,
                 dry_run,
                 reuse,
+                chosen_entries,
             },
         )
 }

@@ -219,16 +219,6 @@ pub fn run(a: CoordinatorArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Units of a job of the `files` files under `top`, one entry per unit: every entry
-/// of the listing, so the files, the directories they are spread over, and `top`.
-fn units_of(top: &Path, files: u64) -> anyhow::Result<u64> {
-    let mut dirs = 0;
-    for e in std::fs::read_dir(top)? {
-        dirs += u64::from(e?.file_type()?.is_dir());
-    }
-    Ok(files + dirs + 1)
-}
-
 /// One job of `files` files on a service of its own (state directory `state`).
 fn one_size(
     rt: &Runtime,
@@ -245,13 +235,8 @@ fn one_size(
     let mut flags: Vec<String> = ["--batch-files", "1", "--split-size", "off"]
         .map(String::from)
         .into();
-    // The service's default bound is a million units a job: a million files and their
-    // directories are more. Said only when needed, so that a build from before the
-    // flag still runs the smaller sizes.
-    let units = units_of(&src, files)?;
-    if units > 1_000_000 {
-        flags.extend(["--max-units-per-job".into(), units.to_string()]);
-    }
+    let units = crate::service_proc::units_of(&src, files)?;
+    flags.extend(crate::service_proc::unit_bound(units));
     if let Some(db) = &a.db_url {
         flags.extend(["--db".into(), db.clone()]);
     }

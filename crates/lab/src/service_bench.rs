@@ -152,11 +152,14 @@ pub fn run(a: ServiceArgs) -> anyhow::Result<ExitCode> {
         hetch.display()
     );
 
+    let mut flags = service_flags(&a);
+    let units = crate::service_proc::units_of(&src, a.files)?;
+    flags.extend(crate::service_proc::unit_bound(units));
     let mut rows = Vec::new();
     let mut planning = Vec::new();
     for (i, &workers) in a.workers.iter().enumerate() {
         let state = scratch.join(format!("state{i}"));
-        let svc = Service::start(&hetch, &root, &state, &service_flags(&a))?;
+        let svc = Service::start(&hetch, &root, &state, &flags)?;
         let dest = format!("service-bench/out{i}/");
         let t0 = Instant::now();
         let id = svc.job(&hetch, &["submit", &rel_src, &dest])?;

@@ -259,3 +259,23 @@ impl Service {
         Ok(v["state"].as_str().unwrap_or("").to_string())
     }
 }
+
+/// Units of a job of the `files` files under `top`, one entry per unit: every entry
+/// of the listing, so the files, the directories they are spread over, and `top`.
+pub fn units_of(top: &std::path::Path, files: u64) -> anyhow::Result<u64> {
+    let mut dirs = 0;
+    for e in std::fs::read_dir(top)? {
+        dirs += u64::from(e?.file_type()?.is_dir());
+    }
+    Ok(files + dirs + 1)
+}
+
+/// The service's flags that let one job hold `units` units. Its default bound is a
+/// million units a job: a million files and their directories are more. None when not
+/// needed, so that a build from before the flag still runs the smaller sizes.
+pub fn unit_bound(units: u64) -> Vec<String> {
+    match units > 1_000_000 {
+        true => vec!["--max-units-per-job".into(), units.to_string()],
+        false => Vec::new(),
+    }
+}

@@ -496,7 +496,11 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         for (files, units) in [(1, 2), (1000, 1001), (1001, 1001 + 2 + 1)] {
             let top = Dataset::uniform(0, files).materialise(t.path()).unwrap();
-            assert_eq!(units_of(&top, files).unwrap(), units, "{files} files");
+            assert_eq!(
+                crate::service_proc::units_of(&top, files).unwrap(),
+                units,
+                "{files} files"
+            );
         }
     }
 }

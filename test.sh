@@ -41,9 +41,10 @@ slowest() {
         awk 'NR <= 10 { printf "  %8.1fs  %s\n", $1, $2 }'
 }
 
-# Runs cargo test with `$@`, its output also in log $LOG (appended).
+# Runs cargo test with `$@`, its output also in log $LOG (appended): every test
+# binary, even after one failed, so that a red run names every failing test.
 logged() {
-    cargo test "$@" 2>&1 | tee -a "$LOG"
+    cargo test --no-fail-fast "$@" 2>&1 | tee -a "$LOG"
 }
 
 mkdir -p target

@@ -31,6 +31,10 @@ impl Recovered {
         s.bytes += self.lost.bytes;
         s.retried_blocks += self.lost.retried_blocks;
         s.reverified += self.lost.reverified;
+        s.damaged_on_arrival += self.lost.damaged_on_arrival;
+        s.failed_read_back += self.lost.failed_read_back;
+        s.repaired_blocks += self.lost.repaired_blocks;
+        s.patch_bytes += self.lost.patch_bytes;
     }
 }
 
@@ -65,10 +69,11 @@ pub async fn recover(
                 return (Err(me.into()), recovered);
             }
         }
-        recovered.lost.files += attempt.files;
-        recovered.lost.bytes += attempt.bytes;
-        recovered.lost.retried_blocks += attempt.retried_blocks;
-        recovered.lost.reverified += attempt.reverified;
+        let lost = Recovered {
+            lost: attempt,
+            reconnects: 0,
+        };
+        lost.merge_into(&mut recovered.lost);
         recovered.reconnects = recovery.reconnects;
         progress.warn(&format!(
             "{}; opening a new session in {} s (it resumes what is verified)",

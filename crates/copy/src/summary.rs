@@ -125,6 +125,45 @@ pub struct DryRun {
     pub predicted: Option<hetch_doctor::predict::Prediction>,
 }
 
+/// Why blocks were sent again (see [`CopySummary::retried_blocks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RetriedBecause {
+    /// Their received bytes failed the check on arrival (`--verify received`):
+    /// damaged on the way.
+    pub damaged_on_arrival: u64,
+    /// They failed the check when read back after writing (`--verify written`):
+    /// damaged on the way or in the store.
+    pub failed_read_back: u64,
+    /// Journaled blocks of a resumed part file found damaged there.
+    pub damaged_in_part_file: u64,
+}
+
+impl RetriedBecause {
+    fn of(s: &hetch_proto::Summary) -> Self {
+        let (arrival, read_back) = (s.damaged_on_arrival, s.failed_read_back);
+        RetriedBecause {
+            damaged_on_arrival: arrival,
+            failed_read_back: read_back,
+            damaged_in_part_file: s.retried_blocks.saturating_sub(arrival + read_back),
+        }
+    }
+
+    /// The reasons that counted, for people: "2 damaged on arrival, 1 on read-back".
+    fn to_text(self) -> String {
+        let parts = [
+            (self.damaged_on_arrival, "failed their check on arrival"),
+            (self.failed_read_back, "failed their read-back"),
+            (self.damaged_in_part_file, "damaged in a resumed part file"),
+        ];
+        let said: Vec<String> = parts
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, why)| format!("{n} {why}"))
+            .collect();
+        said.join(", ")
+    }
+}
+
 /// The end of a copy: what `hetch cp --json` prints.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CopySummary {
@@ -136,8 +175,16 @@ pub struct CopySummary {
     pub skipped: u64,
     /// Files that failed.
     pub failed: u64,
-    /// Blocks sent again.
+    /// Blocks sent again (whole or in patches) after failing their check.
     pub retried_blocks: u64,
+    /// Why, as far as the receiving side could tell: of those blocks, how many
+    /// failed their check on arrival, and how many when read back after writing
+    /// (the rest: found damaged in a resumed part file).
+    pub retried_because: RetriedBecause,
+    /// Blocks made whole from patches (only the damaged parts sent again).
+    pub repaired_blocks: u64,
+    /// Bytes of those patches.
+    pub patch_bytes: u64,
     /// Blocks of resumed part files read back and found intact.
     pub reverified_blocks: u64,
     /// Warnings (each was logged as it happened).
@@ -181,6 +228,9 @@ impl CopySummary {
             skipped: s.skipped,
             failed: s.failed,
             retried_blocks: s.retried_blocks.max(progress.retried_blocks.load(Relaxed)),
+            retried_because: RetriedBecause::of(s),
+            repaired_blocks: s.repaired_blocks,
+            patch_bytes: s.patch_bytes,
             reverified_blocks: s.reverified.max(progress.reverified.load(Relaxed)),
             warnings: progress.warnings.load(Relaxed),
             reconnects: copied.reconnects,
@@ -249,6 +299,17 @@ impl CopySummary {
             self.failed,
             self.retried_blocks,
         ));
+        if self.retried_blocks > 0 {
+            let mut why = self.retried_because.to_text();
+            if self.repaired_blocks > 0 {
+                why.push_str(&format!(
+                    "; {} repaired from patches ({})",
+                    self.repaired_blocks,
+                    human_bytes(self.patch_bytes as f64)
+                ));
+            }
+            lines.push(format!("blocks re-sent: {why}"));
+        }
         if self.reconnects > 0 {
             lines.push(format!("recovered from {} lost sessions", self.reconnects));
         }

@@ -142,7 +142,9 @@ impl EngineError {
             | EngineError::ClosedEarly { .. }
             | EngineError::Stalled { .. }
             | EngineError::Tampered { .. } => true,
-            EngineError::Peer { code, .. } => *code == ErrorCode::Unavailable,
+            EngineError::Peer { code, .. } => {
+                matches!(code, ErrorCode::Unavailable | ErrorCode::Damaged)
+            }
             _ => false,
         }
     }
@@ -159,9 +161,9 @@ impl EngineError {
             EngineError::Stopped { no_space: true, .. } => ErrorCode::NoSpace,
             EngineError::Stopped { .. } => ErrorCode::Io,
             EngineError::Storage(_) => ErrorCode::Io,
-            EngineError::Proto { .. }
-            | EngineError::Unexpected { .. }
-            | EngineError::Tampered { .. } => ErrorCode::Protocol,
+            EngineError::Proto { .. } | EngineError::Unexpected { .. } => ErrorCode::Protocol,
+            // The link, not the peer: the peer's next session gets past it.
+            EngineError::Tampered { .. } => ErrorCode::Damaged,
             EngineError::Peer { code, .. } => *code,
             EngineError::Connection { .. }
             | EngineError::ClosedEarly { .. }

@@ -249,6 +249,7 @@ pub fn sink_session(data: &[u8]) {
                             0
                         },
                         sparse: b % 8 == 1,
+                        patch: None,
                     };
                     if data_w.send_data(&h, &payload).await.is_err() {
                         break;

@@ -24,6 +24,14 @@ pub struct Progress {
     pub skipped_bytes: AtomicU64,
     /// Blocks sent again after failing their check.
     pub retried_blocks: AtomicU64,
+    /// Of those, blocks whose received bytes failed their check on arrival.
+    pub damaged_on_arrival: AtomicU64,
+    /// Of those, blocks that failed their check when read back after writing.
+    pub failed_read_back: AtomicU64,
+    /// Blocks made whole from patches instead of sent whole (see `sink/repair.rs`).
+    pub repaired_blocks: AtomicU64,
+    /// Bytes of patches received.
+    pub patch_bytes: AtomicU64,
     /// Payload bytes of data blocks as they crossed the wire (compressed blocks
     /// counted compressed), beside `bytes` as the blocks' own bytes.
     pub wire_bytes: AtomicU64,
@@ -140,6 +148,10 @@ impl Progress {
             retried_blocks: self.retried_blocks.load(Relaxed),
             failed: self.failed.load(Relaxed),
             reverified: self.reverified.load(Relaxed),
+            damaged_on_arrival: self.damaged_on_arrival.load(Relaxed),
+            failed_read_back: self.failed_read_back.load(Relaxed),
+            repaired_blocks: self.repaired_blocks.load(Relaxed),
+            patch_bytes: self.patch_bytes.load(Relaxed),
         }
     }
 
@@ -156,6 +168,10 @@ impl Progress {
             retried_blocks: take(&self.retried_blocks),
             failed: take(&self.failed),
             reverified: take(&self.reverified),
+            damaged_on_arrival: take(&self.damaged_on_arrival),
+            failed_read_back: take(&self.failed_read_back),
+            repaired_blocks: take(&self.repaired_blocks),
+            patch_bytes: take(&self.patch_bytes),
         };
         let w = &self.would;
         for c in [&w.copy, &w.copy_bytes, &w.replace, &w.replace_bytes] {

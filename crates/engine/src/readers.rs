@@ -126,6 +126,7 @@ async fn read_turn(
     if turn_end < job.end {
         let rest = Job {
             start: turn_end,
+            repair: job.repair.clone(),
             ..job
         };
         let _ = shared.jobs.0.send(rest).await;

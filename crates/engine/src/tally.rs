@@ -105,6 +105,10 @@ fn most(a: Summary, b: Summary) -> Summary {
         retried_blocks: a.retried_blocks.max(b.retried_blocks),
         failed: a.failed.max(b.failed),
         reverified: a.reverified.max(b.reverified),
+        damaged_on_arrival: a.damaged_on_arrival.max(b.damaged_on_arrival),
+        failed_read_back: a.failed_read_back.max(b.failed_read_back),
+        repaired_blocks: a.repaired_blocks.max(b.repaired_blocks),
+        patch_bytes: a.patch_bytes.max(b.patch_bytes),
     }
 }
 
@@ -118,6 +122,10 @@ fn add(a: Summary, b: Summary) -> Summary {
         retried_blocks: a.retried_blocks.saturating_add(b.retried_blocks),
         failed: a.failed.saturating_add(b.failed),
         reverified: a.reverified.saturating_add(b.reverified),
+        damaged_on_arrival: a.damaged_on_arrival.saturating_add(b.damaged_on_arrival),
+        failed_read_back: a.failed_read_back.saturating_add(b.failed_read_back),
+        repaired_blocks: a.repaired_blocks.saturating_add(b.repaired_blocks),
+        patch_bytes: a.patch_bytes.saturating_add(b.patch_bytes),
     }
 }
 

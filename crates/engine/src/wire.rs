@@ -195,6 +195,21 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }
     }
 
+    /// A frame header that does not decode. On a plain data stream that is damage
+    /// the frame's MAC would have caught had it got that far (its length, kind or
+    /// flags were altered on the way): [`EngineError::Tampered`], which a new session
+    /// gets past. Elsewhere (TLS delivers what the peer sent) the peer broke the
+    /// protocol.
+    fn undecodable_header(&self, e: proto::ProtoError) -> EngineError {
+        match self.mac {
+            Some(_) => EngineError::Tampered {
+                peer: self.peer.clone(),
+                what: format!("a frame header does not decode: {e}"),
+            },
+            None => self.proto(e),
+        }
+    }
+
     fn proto(&self, e: proto::ProtoError) -> EngineError {
         EngineError::Proto {
             peer: self.peer.clone(),
@@ -244,7 +259,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             .read_exact(&mut h[1..])
             .await
             .map_err(|e| self.conn(e))?;
-        let header = proto::decode_header(&h).map_err(|e| self.proto(e))?;
+        let header = proto::decode_header(&h).map_err(|e| self.undecodable_header(e))?;
         if header.kind == FrameKind::Data {
             let Some(pool) = pool else {
                 return Err(EngineError::Unexpected {
@@ -495,6 +510,11 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
         self.send_data(h, payload.as_deref().unwrap_or(&[])).await
     }
 
+    /// Whether frames are handed over on a lane (in one process) rather than written.
+    pub fn has_lane(&self) -> bool {
+        self.lane.is_some()
+    }
+
     /// Pushes buffered bytes to the stream.
     pub async fn flush(&mut self) -> Result<(), EngineError> {
         self.w.flush().await.map_err(|e| self.conn(e))
@@ -669,6 +689,7 @@ mod tests {
             compressed: false,
             raw_len: 0,
             sparse: false,
+            patch: None,
         };
         (h, payload)
     }
@@ -773,6 +794,36 @@ mod tests {
         bytes[digest_at..digest_at + DIGEST_LEN].copy_from_slice(forged.as_bytes());
         let msg = tampered(read_all(&bytes, 0).await);
         assert!(msg.contains("data frame"), "{msg}");
+    }
+
+    /// Any bit of a frame's header flipped on a plain stream (its length, kind or
+    /// flags, some of which fail to decode before the MAC is read) is damage that a
+    /// new session gets past, never a broken protocol; without a MAC (TLS) the same
+    /// bytes are the peer's.
+    #[tokio::test]
+    async fn any_damaged_header_bit_is_damage_on_a_plain_stream() {
+        let clean = written(0).await;
+        let mut undecodable = 0;
+        for at in 0..proto::HEADER_LEN {
+            for bit in 0..8 {
+                let mut bytes = clean.clone();
+                bytes[at] ^= 1 << bit;
+                let msg = tampered(read_all(&bytes, 0).await);
+                undecodable += usize::from(msg.contains("does not decode"));
+            }
+        }
+        assert!(
+            undecodable > 0,
+            "no flip failed to decode: the case is not tested"
+        );
+        let mut bytes = clean;
+        bytes[proto::HEADER_LEN - 1] ^= 0x80;
+        let mut r = FrameReader::new(&bytes[..], "peer");
+        let pool = BufferPool::new(1 << 20);
+        match r.next(Some(&pool)).await {
+            Err(e @ EngineError::Proto { .. }) => assert!(!e.is_transient(), "{e}"),
+            other => panic!("not a protocol error: {other:?}"),
+        }
     }
 
     #[tokio::test]

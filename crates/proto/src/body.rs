@@ -131,6 +131,20 @@ pub(crate) fn encode_body(frame: &Frame, out: &mut Vec<u8>) {
             out.put_u64(*file);
             out.put_u64(*block);
         }
+        Frame::Repair {
+            file,
+            block,
+            patch_len,
+            digests,
+        } => {
+            out.put_u64(*file);
+            out.put_u64(*block);
+            out.put_u32(*patch_len);
+            out.put_len(digests.len());
+            for d in digests {
+                out.extend_from_slice(d);
+            }
+        }
         Frame::FileDone {
             file,
             error,
@@ -202,6 +216,10 @@ pub(crate) fn encode_body(frame: &Frame, out: &mut Vec<u8>) {
                 s.retried_blocks,
                 s.failed,
                 s.reverified,
+                s.damaged_on_arrival,
+                s.failed_read_back,
+                s.repaired_blocks,
+                s.patch_bytes,
             ] {
                 out.put_u64(v);
             }
@@ -256,6 +274,7 @@ pub(crate) fn decode_body(kind: FrameKind, body: &[u8]) -> Result<Frame, ProtoEr
             file: r.u64()?,
             block: r.u64()?,
         },
+        FrameKind::Repair => decode_repair(&mut r)?,
         FrameKind::FileDone => Frame::FileDone {
             file: r.u64()?,
             error: r.option(Reader::string)?,
@@ -273,6 +292,10 @@ pub(crate) fn decode_body(kind: FrameKind, body: &[u8]) -> Result<Frame, ProtoEr
             retried_blocks: r.u64()?,
             failed: r.u64()?,
             reverified: r.u64()?,
+            damaged_on_arrival: r.u64()?,
+            failed_read_back: r.u64()?,
+            repaired_blocks: r.u64()?,
+            patch_bytes: r.u64()?,
         }),
         FrameKind::StreamEnd => Frame::StreamEnd,
         FrameKind::KeepAlive => Frame::KeepAlive,
@@ -755,6 +778,30 @@ fn decode_manifest_entry(r: &mut Reader<'_>) -> Result<ManifestEntry, ProtoError
     Ok(ManifestEntry { digest, path })
 }
 
+/// A [`Frame::Repair`]: a patch length that is a power of two from [`MIN_PATCH`] to
+/// [`crate::MAX_BLOCK`], and 1 to [`MAX_PATCHES`] digests.
+fn decode_repair(r: &mut Reader<'_>) -> Result<Frame, ProtoError> {
+    let file = r.u64()?;
+    let block = r.u64()?;
+    let patch_len = r.u32()?;
+    if !patch_len.is_power_of_two()
+        || patch_len < MIN_PATCH
+        || patch_len as usize > crate::MAX_BLOCK
+    {
+        return Err(r.err("patch length not a power of two within MIN_PATCH..=MAX_BLOCK"));
+    }
+    let digests = r.list(DIGEST_LEN, |r| r.array())?;
+    if digests.is_empty() || digests.len() > MAX_PATCHES {
+        return Err(r.err("repair of no patches or more than MAX_PATCHES"));
+    }
+    Ok(Frame::Repair {
+        file,
+        block,
+        patch_len,
+        digests,
+    })
+}
+
 fn decode_error_code(r: &mut Reader<'_>) -> Result<ErrorCode, ProtoError> {
     Ok(match r.u16()? {
         1 => ErrorCode::Auth,
@@ -765,6 +812,7 @@ fn decode_error_code(r: &mut Reader<'_>) -> Result<ErrorCode, ProtoError> {
         6 => ErrorCode::NoSpace,
         7 => ErrorCode::Other,
         8 => ErrorCode::Unavailable,
+        9 => ErrorCode::Damaged,
         _ => return Err(r.err("unknown error code")),
     })
 }

@@ -18,14 +18,18 @@ pub const MAGIC: [u8; 6] = *b"HETCH\0";
 /// 10: a session's connections may be kept for further operations
 /// ([`SessionRequest::reuse`]). 11: a range's client sends keep-alives while it has no
 /// block to send, and the server bounds its silence by its stall timeout. 12: a
-/// session of chosen entries says so ([`SessionRequest::chosen_entries`]).
-pub const VERSION: u16 = 12;
+/// session of chosen entries says so ([`SessionRequest::chosen_entries`]). 13: damage
+/// a plain data stream's MAC caught is reported as [`ErrorCode::Damaged`]; a damaged
+/// block is repaired a patch at a time ([`Frame::Repair`], [`DataHeader::patch`]).
+pub const VERSION: u16 = 13;
 /// Length of the preamble: `MAGIC | VERSION (u16 LE)`.
 pub const PREAMBLE_LEN: usize = 8;
 /// Length of a frame header: `len: u32 LE | kind: u8`.
 pub const HEADER_LEN: usize = 5;
-/// Length of the fixed part of a data frame body: `file u64 | block u64 | digest [32] | flags u8 | raw_len u32`.
-pub const DATA_FIXED_LEN: usize = 8 + 8 + DIGEST_LEN + 1 + 4;
+/// Length of the fixed part of a data frame body: `file u64 | block u64 | digest [32] |
+/// flags u8 | raw_len u32 | patch_at u32 | patch_count u32` (the last two 0 unless the
+/// frame carries a [`Patch`]).
+pub const DATA_FIXED_LEN: usize = 8 + 8 + DIGEST_LEN + 1 + 4 + 4 + 4;
 /// Largest payload a data frame may carry (the largest block size).
 pub const MAX_BLOCK: usize = 256 << 20;
 /// Largest body of a control (non-data) frame.
@@ -112,6 +116,8 @@ pub enum FrameKind {
     Change = 19,
     /// [`Frame::Progress`]
     Progress = 20,
+    /// [`Frame::Repair`]
+    Repair = 21,
 }
 
 /// A decoded frame header.
@@ -125,7 +131,7 @@ pub struct FrameHeader {
 
 impl FrameKind {
     /// Every kind, in kind-byte order.
-    pub const ALL: [FrameKind; 20] = [
+    pub const ALL: [FrameKind; 21] = [
         FrameKind::Hello,
         FrameKind::Welcome,
         FrameKind::Error,
@@ -146,11 +152,12 @@ impl FrameKind {
         FrameKind::KeepAlive,
         FrameKind::Change,
         FrameKind::Progress,
+        FrameKind::Repair,
     ];
 
     /// The kind with this kind byte, if any.
     pub fn from_u8(byte: u8) -> Option<FrameKind> {
-        // Kind bytes are 1..=20 in `ALL`'s order.
+        // Kind bytes are 1..=21 in `ALL`'s order.
         let index = usize::from(byte).checked_sub(1)?;
         FrameKind::ALL.get(index).copied()
     }
@@ -178,6 +185,7 @@ impl FrameKind {
             FrameKind::KeepAlive => "keep-alive",
             FrameKind::Change => "change",
             FrameKind::Progress => "progress",
+            FrameKind::Repair => "repair",
         }
     }
 
@@ -215,6 +223,7 @@ impl Frame {
             Frame::KeepAlive => FrameKind::KeepAlive,
             Frame::Change(_) => FrameKind::Change,
             Frame::Progress(_) => FrameKind::Progress,
+            Frame::Repair { .. } => FrameKind::Repair,
         }
     }
 }
@@ -225,6 +234,8 @@ const FLAG_ZERO: u8 = 1;
 const FLAG_ZSTD: u8 = 2;
 /// Bit of the data frame flags byte saying the source file has holes in the block.
 const FLAG_SPARSE: u8 = 4;
+/// Bit of the data frame flags byte saying the payload is a patch of the block.
+const FLAG_PATCH: u8 = 8;
 
 /// The preamble this build sends.
 pub fn preamble() -> [u8; PREAMBLE_LEN] {
@@ -355,9 +366,13 @@ pub fn encode_data_prefix(
     let flag = |set: bool, bit: u8| if set { bit } else { 0 };
     let flags = flag(header.zero, FLAG_ZERO)
         | flag(header.compressed, FLAG_ZSTD)
-        | flag(header.sparse, FLAG_SPARSE);
+        | flag(header.sparse, FLAG_SPARSE)
+        | flag(header.patch.is_some(), FLAG_PATCH);
     put(53, &[flags]);
     put(54, &header.raw_len.to_le_bytes());
+    let patch = header.patch.unwrap_or(Patch { at: 0, count: 0 });
+    put(58, &patch.at.to_le_bytes());
+    put(62, &patch.count.to_le_bytes());
     out
 }
 
@@ -374,10 +389,16 @@ pub fn decode_data_fixed(bytes: &[u8; DATA_FIXED_LEN]) -> Result<DataHeader, Pro
     let digest = r.array()?;
     let flags = r.u8()?;
     let raw_len = r.u32()?;
+    let (at, count) = (r.u32()?, r.u32()?);
     r.finish()?;
-    if flags & !(FLAG_ZERO | FLAG_ZSTD | FLAG_SPARSE) != 0 {
+    if flags & !(FLAG_ZERO | FLAG_ZSTD | FLAG_SPARSE | FLAG_PATCH) != 0 {
         return Err(data_err("unknown data flags"));
     }
+    let patch = match flags & FLAG_PATCH != 0 {
+        true => Some(Patch { at, count }),
+        false if at != 0 || count != 0 => return Err(data_err("patch fields without a patch")),
+        false => None,
+    };
     let header = DataHeader {
         file,
         block,
@@ -386,6 +407,7 @@ pub fn decode_data_fixed(bytes: &[u8; DATA_FIXED_LEN]) -> Result<DataHeader, Pro
         compressed: flags & FLAG_ZSTD != 0,
         raw_len,
         sparse: flags & FLAG_SPARSE != 0,
+        patch,
     };
     check_data_fixed(&header)?;
     Ok(header)
@@ -407,6 +429,19 @@ fn check_data_fixed(h: &DataHeader) -> Result<(), ProtoError> {
     if h.compressed && h.raw_len == 0 {
         return Err(data_err("compressed block of no bytes"));
     }
+    if let Some(p) = h.patch {
+        if h.zero || h.compressed || h.sparse {
+            return Err(data_err("a patch that is zero, compressed or sparse"));
+        }
+        if p.at % MIN_PATCH != 0 || p.at as usize >= MAX_BLOCK {
+            return Err(data_err(
+                "patch offset not a multiple of MIN_PATCH within MAX_BLOCK",
+            ));
+        }
+        if p.count == 0 || p.count as usize > MAX_PATCHES {
+            return Err(data_err("patch count not within 1..=MAX_PATCHES"));
+        }
+    }
     Ok(())
 }
 
@@ -425,6 +460,11 @@ pub fn check_data_payload(header: &DataHeader, payload_len: usize) -> Result<(),
         return Err(data_err(
             "compressed payload empty or not shorter than its block",
         ));
+    }
+    if let Some(p) = header.patch {
+        if payload_len == 0 || p.at as usize + payload_len > MAX_BLOCK {
+            return Err(data_err("patch empty or beyond MAX_BLOCK"));
+        }
     }
     Ok(())
 }

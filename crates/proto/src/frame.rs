@@ -111,6 +111,39 @@ pub enum Frame {
     /// Server -> client of an [`Op::Relay`] session, about once a second while the
     /// onward push runs: how far it has got.
     Progress(RelayProgress),
+    /// Sink -> source: block `block` of `file` arrived damaged, and this is the sink's
+    /// copy cut into patches of `patch_len` bytes (the last one shorter), each as its
+    /// BLAKE3 hash. The source answers with the patches whose bytes differ from its
+    /// own (data frames with a [`DataHeader::patch`]), so that a block most of whose
+    /// sends are damaged somewhere is still repaired, a patch at a time; or with the
+    /// whole block when none differs.
+    Repair {
+        /// Entry id of the file.
+        file: u64,
+        /// Block index within the file.
+        block: u64,
+        /// Bytes per patch: a power of two, [`MIN_PATCH`] or more.
+        patch_len: u32,
+        /// BLAKE3 hash of each patch of the sink's copy, in order.
+        digests: Vec<BlockDigest>,
+    },
+}
+
+/// Smallest patch a block is cut into for its repair ([`Frame::Repair`]).
+pub const MIN_PATCH: u32 = 4 << 10;
+/// Most patches one repair may name: a block of [`crate::MAX_BLOCK`] bytes in patches
+/// of [`MIN_PATCH`].
+pub const MAX_PATCHES: usize = crate::MAX_BLOCK / MIN_PATCH as usize;
+
+/// Which part of a block a data frame carries when it answers a [`Frame::Repair`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Patch {
+    /// Offset of the patch's first byte within the block (a multiple of
+    /// [`MIN_PATCH`]).
+    pub at: u32,
+    /// Patches the source sends in answer to this repair, this one among them: the
+    /// sink knows the answer is complete when it has seen as many.
+    pub count: u32,
 }
 
 /// The end of a growing file (see [`Frame::Seal`]).
@@ -550,6 +583,10 @@ pub enum ErrorCode {
     /// is another's for now (a split file whose range writer still has it open):
     /// nothing is wrong with the session, and a new one later goes through.
     Unavailable = 8,
+    /// Bytes of the session were altered on the way (a plain data stream's frame
+    /// failed its MAC or did not decode): the link damaged them, and a new session
+    /// gets past it.
+    Damaged = 9,
 }
 
 /// One item of a tree being transferred.
@@ -668,6 +705,10 @@ pub struct DataHeader {
     /// digest and the payload are those of the whole block as ever. Never with `zero`
     /// (a block all hole goes as a zero block).
     pub sparse: bool,
+    /// When set, the payload is only this patch of the block, sent in answer to a
+    /// [`Frame::Repair`], and `digest` is the BLAKE3 hash of the patch's bytes. Never
+    /// with `zero`, `compressed` or `sparse`.
+    pub patch: Option<Patch>,
 }
 
 /// Whether and how the source compresses blocks on the wire (see [`DataHeader`]).
@@ -733,4 +774,14 @@ pub struct Summary {
     /// Blocks of resumed part files read back and found intact (journaled by an
     /// earlier run; not sent again).
     pub reverified: u64,
+    /// Of the blocks sent again, those whose received bytes failed their check on
+    /// arrival (`--verify received`: damaged on the way).
+    pub damaged_on_arrival: u64,
+    /// Of the blocks sent again, those that failed their check when read back after
+    /// writing (`--verify written`: damaged on the way or in the store).
+    pub failed_read_back: u64,
+    /// Blocks made whole from patches ([`Frame::Repair`]) instead of sent whole.
+    pub repaired_blocks: u64,
+    /// Bytes of the patches received for them.
+    pub patch_bytes: u64,
 }

@@ -4,7 +4,7 @@
 use std::io::Write as _;
 use std::path::PathBuf;
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, bail};
 use futures_util::future::try_join_all;
 use hetch_engine::wire::{read_frame_exact, read_preamble_exact, write_frame_exact};
 use hetch_engine::{BoxStream, EngineError, Transport};
@@ -397,7 +397,7 @@ pub(crate) async fn handshake(
     write_frame_exact(s, host, true, hello).await?;
     read_preamble_exact(s, host)
         .await
-        .with_context(|| format!("{host} is not a hetch server (or speaks another version)"))?;
+        .map_err(|e| preamble_failed(host, e))?;
     let answer = read_frame_exact(s, host).await?;
     if let Some(fp) = tls.record_learned()? {
         _ = writeln!(
@@ -406,6 +406,18 @@ pub(crate) async fn handshake(
         );
     }
     refused(host, answer)
+}
+
+/// Why the server's preamble did not come: bytes that are not hetch's (another
+/// protocol or version) say so; a connection lost or damaged on the way (a TLS record
+/// failing its check) is said as that, and another session may get past it.
+pub(crate) fn preamble_failed(host: &str, e: EngineError) -> anyhow::Error {
+    match e {
+        EngineError::Proto { .. } => anyhow::Error::new(e).context(format!(
+            "{host} is not a hetch server (or speaks another version)"
+        )),
+        other => anyhow::Error::new(other).context(format!("{host}: handshake failed")),
+    }
 }
 
 /// A server's answer to a hello, an error frame made a one-line error naming the host.
@@ -437,11 +449,7 @@ pub fn is_transient_error(e: &(dyn std::error::Error + 'static)) -> bool {
     while let Some(cause) = next {
         next = cause.source();
         if let Some(e) = cause.downcast_ref::<EngineError>() {
-            return e.is_transient()
-                // On plain data streams damage can show as a malformed frame before
-                // its MAC is checked.
-                || matches!(e, EngineError::Proto { .. })
-                || matches!(e, EngineError::ShuttingDown);
+            return e.is_transient() || matches!(e, EngineError::ShuttingDown);
         }
         if let Some(e) = cause.downcast_ref::<hetch_net::NetError>() {
             return matches!(
@@ -497,5 +505,42 @@ mod tests {
         assert!(!is_transient(&anyhow::anyhow!("h: authentication failed")));
         let path = EngineError::Destination("not a directory".into());
         assert!(!is_transient(&anyhow::Error::new(path)));
+        // Damage a plain data stream's MAC caught, as the server reports it.
+        let damaged = EngineError::Tampered {
+            peer: "client".into(),
+            what: "a data frame has a wrong MAC".into(),
+        }
+        .to_frame();
+        assert_eq!(damaged.code, hetch_proto::ErrorCode::Damaged);
+        let reported = EngineError::from_peer("h", damaged);
+        assert!(is_transient(&anyhow::Error::new(reported)));
+        // A peer whose frames do not decode (over TLS: what it sent) is broken.
+        let broken = EngineError::Proto {
+            peer: "h".into(),
+            source: hetch_proto::ProtoError::UnknownKind(200),
+        };
+        assert!(!is_transient(&anyhow::Error::new(broken)));
+    }
+
+    /// A handshake that a damaged TLS record (or a reset) ends is a lost connection
+    /// that another session gets past, not a server of another kind or version.
+    #[test]
+    fn a_damaged_handshake_is_not_called_another_version() {
+        let bad_record = EngineError::Connection {
+            peer: "h:1".into(),
+            cause: std::io::Error::new(std::io::ErrorKind::InvalidData, "received corrupt message"),
+        };
+        let e = preamble_failed("h:1", bad_record);
+        let line = format!("{e:#}");
+        assert!(!line.contains("version"), "{line}");
+        assert!(line.starts_with("h:1: handshake failed"), "{line}");
+        assert!(is_transient(&e));
+        let other = EngineError::Proto {
+            peer: "h:1".into(),
+            source: hetch_proto::ProtoError::BadMagic,
+        };
+        let e = preamble_failed("h:1", other);
+        assert!(format!("{e:#}").contains("is not a hetch server (or speaks another version)"));
+        assert!(!is_transient(&e));
     }
 }

@@ -450,6 +450,11 @@ impl ServedRange {
             }
         };
         match next {
+            // A range asks for whole blocks only (it repairs none).
+            Some(Incoming::Data(h, _)) if h.patch.is_some() => Err(self.unexpected(format!(
+                "a patch of block {} in a range, which asked for none",
+                h.block
+            ))),
             Some(Incoming::Data(h, buf)) => Ok(Some((h, buf))),
             Some(Incoming::Frame(Frame::EndOfEntries)) => Ok(None),
             Some(Incoming::Frame(Frame::Error(e))) => Err(EngineError::Peer {
@@ -751,6 +756,7 @@ impl RangeSink for RemoteRange {
             // Ranges land in one file shared by their writers, never holed there
             // (see `RangeFile::put_zeros`): no use telling of holes.
             sparse: false,
+            patch: None,
         };
         self.send(Frame::Data(
             h,
@@ -845,6 +851,7 @@ mod tests {
             compressed: false,
             raw_len: 0,
             sparse: false,
+            patch: None,
         };
         Frame::Data(h, data.to_vec())
     }
@@ -945,6 +952,7 @@ mod tests {
                         compressed: false,
                         raw_len: BS as u32,
                         sparse: false,
+                        patch: None,
                     },
                     Vec::new(),
                 )],

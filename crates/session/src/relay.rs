@@ -349,7 +349,7 @@ pub async fn server_key(
     let mut s = hetch_net::connect(host, socket, Some(&tls)).await?;
     hetch_engine::wire::read_preamble_exact(&mut s, host)
         .await
-        .map_err(|e| anyhow!("{host} is not a hetch server (or speaks another version): {e}"))?;
+        .map_err(|e| crate::client::preamble_failed(host, e))?;
     if let Some(fp) = tls.record_learned()? {
         _ = writeln!(
             std::io::stderr(),

@@ -200,6 +200,7 @@ impl Listing for Follower {
                 start,
                 end,
                 cover: false,
+                repair: None,
             })
             .collect();
         Some(jobs)

@@ -245,6 +245,7 @@ async fn piece_then(
             start: block,
             end: block + 1,
             cover: true,
+            repair: None,
         };
         let _ = shared.jobs.0.send(job).await;
     }
@@ -296,6 +297,7 @@ impl Follower {
                     start,
                     end: full,
                     cover: false,
+                    repair: None,
                 };
                 // Unbounded channel: never blocks under the lock.
                 let _ = shared.jobs.0.try_send(job);

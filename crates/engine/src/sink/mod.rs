@@ -20,6 +20,7 @@ mod make_way;
 pub(crate) mod mirror;
 mod plan;
 mod recheck;
+pub(crate) mod repair;
 pub(crate) mod settle;
 mod verify;
 mod write;
@@ -111,6 +112,8 @@ pub(crate) struct SinkShared {
     /// File schedule: files written and waiting for, or in, their check.
     backlog: Mutex<usize>,
     backlog_shrank: std::sync::Condvar,
+    /// Damaged blocks being repaired a patch at a time.
+    pub repairs: repair::Repairs,
 }
 
 impl SinkShared {
@@ -355,6 +358,7 @@ pub async fn run_sink_into(
         stopped: AtomicBool::new(false),
         backlog: Mutex::new(0),
         backlog_shrank: std::sync::Condvar::new(),
+        repairs: repair::Repairs::default(),
     });
     let pool = BufferPool::new(shared.opts.effective_buffer_memory());
     let (block_tx, block_rx) = async_channel::bounded(64);

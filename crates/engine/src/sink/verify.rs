@@ -269,7 +269,12 @@ pub(super) fn checked(
         Some((data, got)) if got == *expected => {
             block_done(sh, file, inc, block, expected, data, how)
         }
-        Some((_, got)) => Ok(mismatch(sh, file, block, inc, expected, &got)),
+        Some((data, got)) => {
+            if matches!(how, Arrival::Received) {
+                crate::progress::Progress::add(&sh.progress.failed_read_back, 1);
+            }
+            Ok(mismatch(sh, file, block, inc, expected, &got, data))
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! Writing received blocks: checking the received bytes first (`--verify received`),
 //! then handing each written block to the read-back check (`--verify written`) or
-//! straight to `finish::block_done` (`received`, `none`).
+//! straight to `finish::block_done` (`received`, `none`). Patches of a block under
+//! repair go to [`repair`], and the block they make whole is stored like any other.
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use tokio::sync::mpsc;
 use super::batch::take_batch;
 use super::finish::{block_done, Arrival};
 use super::ledger::{Checked, Refused};
+use super::repair::{self, Patched};
 use super::verify::Job;
 use super::{IncomingFile, SinkShared};
 use crate::error::EngineError;
@@ -67,6 +69,21 @@ fn handle_block(
     let Some(inc) = sh.files.lock().expect("files lock").get(&h.file).cloned() else {
         return Ok(None); // the file failed meanwhile: drop its late blocks
     };
+    if let Some(p) = h.patch {
+        let data = payload.as_deref().unwrap_or_default();
+        return match repair::patch(sh, &inc, h, p, data)? {
+            Patched::Reply(reply) => Ok(reply),
+            Patched::Whole { digest, data } => {
+                let whole = DataHeader {
+                    digest,
+                    patch: None,
+                    ..*h
+                };
+                accept(sh, &whole, &inc, None, Some(&data))
+            }
+        };
+    }
+    sh.repairs.arrived_whole(h.file, h.block);
     let data: &[u8] = match &payload {
         Some(b) => &b[..],
         None if (h.raw_len as usize) <= sh.zeros().len() => &sh.zeros()[..h.raw_len as usize],
@@ -88,12 +105,33 @@ fn handle_block(
     if sh.opts.verify == Verify::Received {
         let digest = sh.gate.run(|| inc.block_digest(h.block, data));
         if digest != h.digest {
-            return Ok(mismatch(sh, h.file, h.block, &inc, &h.digest, &digest));
+            Progress::add(&sh.progress.damaged_on_arrival, 1);
+            return Ok(mismatch(
+                sh, h.file, h.block, &inc, &h.digest, &digest, data,
+            ));
         }
     }
+    accept(sh, h, &inc, payload, None)
+}
+
+/// Stores a block that passed its check on arrival (or needs none): the bytes of
+/// `payload` (a zero block when `None`), or those a repair put together (`repaired`).
+/// Then reads it back (`--verify written`) or counts it done.
+fn accept(
+    sh: &SinkShared,
+    h: &DataHeader,
+    inc: &IncomingFile,
+    payload: Option<PooledBuf>,
+    repaired: Option<&[u8]>,
+) -> Result<Option<Frame>, EngineError> {
+    let zero = payload.is_none() && repaired.is_none();
+    let data: &[u8] = match (&payload, repaired) {
+        (_, Some(r)) => r,
+        (Some(b), None) => &b[..],
+        (None, None) => &sh.zeros()[..h.raw_len as usize],
+    };
     sh.wait_for_backlog();
-    let zero = payload.is_none();
-    let outcome = match store(sh, h, &inc, data, zero) {
+    let outcome = match store(sh, h, inc, data, zero) {
         Err(e) => Err(e),
         Ok(false) => Ok(None),
         Ok(true) => match (sh.opts.verify, sh.opts.schedule) {
@@ -113,25 +151,18 @@ fn handle_block(
                 }
                 Ok(None)
             }
-            _ => block_done(
-                sh,
-                h.file,
-                &inc,
-                h.block,
-                &h.digest,
-                data,
-                Arrival::Received,
-            ),
+            _ => block_done(sh, h.file, inc, h.block, &h.digest, data, Arrival::Received),
         },
     };
     match outcome {
         Ok(reply) => Ok(reply),
-        Err(e) => sh.file_error(h.file, &inc, e),
+        Err(e) => sh.file_error(h.file, inc, e),
     }
 }
 
-/// A block failed its check: ask for it again, or give up on the file after
-/// `max_retries` failures of the same block. `None` when the file has failed already.
+/// A block failed its check with bytes `data`: repaired a patch at a time (see
+/// [`repair`]), asked for whole again, or the file given up on after `max_retries`
+/// failures of the same block. `None` when the file has failed already.
 pub(crate) fn mismatch(
     sh: &SinkShared,
     file: u64,
@@ -139,22 +170,41 @@ pub(crate) fn mismatch(
     inc: &IncomingFile,
     expected: &[u8; 32],
     got: &[u8; 32],
+    data: &[u8],
 ) -> Option<Frame> {
     let checked = inc.event(|c| c.failed_check(block));
     if let Checked::GiveUp { tries } = checked {
-        let offset = block * sh.opts.block_size;
-        let n = sh.opts.checksum.digest_len();
-        let message = format!(
-            "{}: block {block} at offset {offset} failed its {} check {tries} times (expected {}, got {}); file not written",
-            inc.place.shown.display(),
-            sh.opts.checksum,
-            to_hex(&expected[..n]),
-            to_hex(&got[..n]),
+        return sh.fail_file(
+            file,
+            check_failed_message(sh, inc, block, tries, expected, got),
         );
-        return sh.fail_file(file, message);
     }
     Progress::add(&sh.progress.retried_blocks, 1);
-    Some(Frame::Resend { file, block })
+    let bs = sh.opts.block_size;
+    sh.repairs
+        .start(file, block, bs, expected, data)
+        .or(Some(Frame::Resend { file, block }))
+}
+
+/// Why a file is given up on: block `block` failed its check `tries` times, the last
+/// time with digest `got` instead of `expected`.
+pub(crate) fn check_failed_message(
+    sh: &SinkShared,
+    inc: &IncomingFile,
+    block: u64,
+    tries: u32,
+    expected: &[u8; 32],
+    got: &[u8; 32],
+) -> String {
+    let offset = block * sh.opts.block_size;
+    let n = sh.opts.checksum.digest_len();
+    format!(
+        "{}: block {block} at offset {offset} failed its {} check {tries} times (expected {}, got {}); file not written",
+        inc.place.shown.display(),
+        sh.opts.checksum,
+        to_hex(&expected[..n]),
+        to_hex(&got[..n]),
+    )
 }
 
 /// Puts a block into the store. Returns false for a duplicate that was not put.

@@ -32,6 +32,12 @@ pub(super) async fn control_reader(
                 }
             }
             Frame::Resend { file, block } => resend(&shared, file, block).await?,
+            Frame::Repair {
+                file,
+                block,
+                patch_len,
+                digests,
+            } => super::repair::asked(&shared, file, block, patch_len, digests).await?,
             Frame::FileDone {
                 file,
                 error,
@@ -106,6 +112,7 @@ async fn plan(shared: &Shared, item: PlanItem) -> Result<(), EngineError> {
             start,
             end,
             cover: false,
+            repair: None,
         };
         let _ = shared.jobs.0.send(job).await;
     }
@@ -166,6 +173,7 @@ async fn resend(shared: &Shared, file: u64, block: u64) -> Result<(), EngineErro
         start: block,
         end: block + 1,
         cover: false,
+        repair: None,
     };
     let _ = shared.jobs.0.send(job).await;
     Ok(())

@@ -8,6 +8,7 @@
 
 mod control;
 pub(crate) mod listing;
+mod repair;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -90,6 +91,9 @@ pub(crate) struct Job {
     /// Pieces already carried these blocks' bytes: send each block's digest (a
     /// `Cover`) instead of its bytes.
     pub cover: bool,
+    /// The sink holds a damaged copy of the (one) block: send the patches that
+    /// differ from it (see `repair.rs`).
+    pub repair: Option<Arc<repair::RepairAsk>>,
 }
 
 /// A block ready for a data stream.
@@ -97,6 +101,9 @@ pub(crate) struct OutBlock {
     header: DataHeader,
     len: u64,
     payload: Option<PooledBuf>,
+    /// When not empty, only these patches of the payload go (a repair's answer),
+    /// except on a lane, where no damage can happen and the block goes whole.
+    patches: Vec<repair::OutPatch>,
 }
 
 pub(crate) struct Shared {
@@ -667,7 +674,7 @@ pub(crate) fn pack(sh: &Shared, buf: &mut PooledBuf) -> bool {
 /// Hands a read block on: to the data streams, or as a `Cover` when pieces carried its
 /// bytes already. False when the session is over.
 pub(crate) async fn queue_block(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     job: &Job,
     size: Size,
     block: ReadBlock,
@@ -707,12 +714,18 @@ pub(crate) async fn queue_block(
         compressed: packed,
         raw_len: if zero || packed { len as u32 } else { 0 },
         sparse: sparse && !zero,
+        patch: None,
     };
-    let payload = (!zero).then_some(buf);
+    let (payload, patches) = match &job.repair {
+        // A compressed block cannot be cut into patches of its bytes: it goes whole.
+        Some(ask) if !zero && !packed => repair::patches(shared, &header, buf, ask.clone()).await,
+        _ => ((!zero).then_some(buf), Vec::new()),
+    };
     data.send(OutBlock {
         header,
         len,
         payload,
+        patches,
     })
     .await
     .is_ok()
@@ -822,6 +835,10 @@ async fn stream_writer(
                 }
             }
         };
+        if !block.patches.is_empty() && !w.has_lane() {
+            repair::send_patches(&mut w, &block, limiter.as_deref(), &shared).await?;
+            continue;
+        }
         let wire = block.payload.as_ref().map_or(0, |p| p.len());
         if let Some(rl) = &limiter {
             rl.acquire(wire + 64).await;

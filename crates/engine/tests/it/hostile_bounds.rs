@@ -327,6 +327,7 @@ fn packed_header(len: u64, bs: u64, block: u64, bytes: &[u8], raw_len: u32) -> D
         compressed: true,
         raw_len,
         sparse: false,
+        patch: None,
     }
 }
 

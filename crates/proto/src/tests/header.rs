@@ -12,7 +12,7 @@ fn header(len: u32, kind: u8) -> [u8; HEADER_LEN] {
 
 #[test]
 fn preamble_is_magic_then_version() {
-    assert_eq!(&preamble(), b"HETCH\0\x0c\x00");
+    assert_eq!(&preamble(), b"HETCH\0\x0d\x00");
     assert_eq!(check_preamble(&preamble()), Ok(()));
 }
 
@@ -36,7 +36,24 @@ fn bad_magic_is_refused() {
 
 #[test]
 fn other_versions_are_refused() {
-    for theirs in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 0x0c00, u16::MAX] {
+    for theirs in [
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+        7,
+        8,
+        9,
+        10,
+        11,
+        12,
+        14,
+        0x0d00,
+        u16::MAX,
+    ] {
         let mut p = preamble();
         p[6..].copy_from_slice(&theirs.to_le_bytes());
         assert_eq!(
@@ -51,7 +68,7 @@ fn other_versions_are_refused() {
 
 #[test]
 fn unknown_kinds_are_refused() {
-    for kind in [0, 21, 0x7f, 0xff] {
+    for kind in [0, 22, 0x7f, 0xff] {
         assert_eq!(
             decode_header(&header(0, kind)),
             Err(ProtoError::UnknownKind(kind))

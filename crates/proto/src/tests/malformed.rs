@@ -237,7 +237,7 @@ fn relay_targets_and_sources_are_bounded() {
     }
 }
 
-const CONTROL_KINDS: [FrameKind; 13] = [
+const CONTROL_KINDS: [FrameKind; 14] = [
     FrameKind::Hello,
     FrameKind::Welcome,
     FrameKind::Error,
@@ -251,6 +251,7 @@ const CONTROL_KINDS: [FrameKind; 13] = [
     FrameKind::StreamEnd,
     FrameKind::Change,
     FrameKind::Progress,
+    FrameKind::Repair,
 ];
 
 /// One valid, non-trivial frame of each control kind.
@@ -289,6 +290,12 @@ fn samples() -> Vec<Frame> {
             size: 0,
         }),
         Frame::Progress(RelayProgress::default()),
+        Frame::Repair {
+            file: 1,
+            block: 2,
+            patch_len: MIN_PATCH,
+            digests: vec![[7; DIGEST_LEN]; 3],
+        },
     ]
 }
 
@@ -338,6 +345,7 @@ fn data_kind_is_refused_by_decode_body() {
             compressed: false,
             raw_len: 0,
             sparse: false,
+            patch: None,
         },
         vec![1, 2, 3],
     );
@@ -422,7 +430,7 @@ fn unknown_tags_are_refused() {
         assert_eq!(hello(h), "boolean is neither 0 nor 1");
     }
 
-    for code in [0u16, 9, 0xffff] {
+    for code in [0u16, 10, 0xffff] {
         let mut body = code.to_le_bytes().to_vec();
         body.put_bytes(b"msg");
         assert_eq!(refused(FrameKind::Error, &body), "unknown error code");
@@ -713,7 +721,7 @@ fn huge_list_counts_are_refused_before_allocating() {
 fn data_fixed(flags: u8, raw_len: u32) -> [u8; DATA_FIXED_LEN] {
     let mut b = [0; DATA_FIXED_LEN];
     b[48] = flags;
-    b[49..].copy_from_slice(&raw_len.to_le_bytes());
+    b[49..53].copy_from_slice(&raw_len.to_le_bytes());
     b
 }
 
@@ -724,7 +732,7 @@ fn bad_data_frames_are_refused() {
     }
 
     assert_eq!(
-        decode_data_fixed(&data_fixed(8, 0)),
+        decode_data_fixed(&data_fixed(16, 0)),
         malformed("unknown data flags")
     );
     assert_eq!(
@@ -860,6 +868,7 @@ fn zero_block(sparse: bool) -> DataHeader {
         compressed: false,
         raw_len: 3,
         sparse,
+        patch: None,
     }
 }
 
@@ -1021,4 +1030,88 @@ proptest::proptest! {
         let refused = format!("{:?}", decode_one(&bytes));
         proptest::prop_assert!(refused.contains("range of too many blocks"), "{}", refused);
     }
+}
+
+/// A repair names 1 to MAX_PATCHES patches of a power-of-two length from MIN_PATCH:
+/// a hostile sink cannot make the source hash a block in absurd pieces or hold an
+/// unbounded list.
+#[test]
+fn repairs_are_bounded() {
+    let repair = |patch_len: u32, n: usize| {
+        let mut b = Vec::new();
+        b.extend(1u64.to_le_bytes());
+        b.extend(2u64.to_le_bytes());
+        b.extend(patch_len.to_le_bytes());
+        b.extend((n as u32).to_le_bytes());
+        b.extend(std::iter::repeat_n(7u8, n * DIGEST_LEN));
+        b
+    };
+    assert!(decode_body(FrameKind::Repair, &repair(MIN_PATCH, 1)).is_ok());
+    let limit = "patch length not a power of two within MIN_PATCH..=MAX_BLOCK";
+    for bad in [0, MIN_PATCH / 2, MIN_PATCH + 1, (MAX_BLOCK as u32) * 2] {
+        assert_eq!(refused(FrameKind::Repair, &repair(bad, 1)), limit, "{bad}");
+    }
+    assert_eq!(
+        refused(FrameKind::Repair, &repair(MIN_PATCH, 0)),
+        "repair of no patches or more than MAX_PATCHES"
+    );
+    assert_eq!(
+        refused(FrameKind::Repair, &repair(MIN_PATCH, MAX_PATCHES + 1)),
+        "repair of no patches or more than MAX_PATCHES"
+    );
+    // A count the body does not hold is refused before anything is allocated for it.
+    let mut short = repair(MIN_PATCH, 1);
+    short[20..24].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert_eq!(
+        refused(FrameKind::Repair, &short),
+        "list count exceeds the body"
+    );
+}
+
+/// A patch is a plain run of the block's bytes at a MIN_PATCH boundary, one of 1 to
+/// MAX_PATCHES; its fields are zero on any other data frame.
+#[test]
+fn patches_are_checked_like_the_rest_of_the_data_header() {
+    let patch = |at: u32, count: u32| DataHeader {
+        file: 1,
+        block: 0,
+        digest: [0; DIGEST_LEN],
+        zero: false,
+        compressed: false,
+        raw_len: 0,
+        sparse: false,
+        patch: Some(Patch { at, count }),
+    };
+    let fixed = |h: &DataHeader| {
+        let mut b = [0u8; DATA_FIXED_LEN];
+        b.copy_from_slice(&encode_data_prefix(h, 1)[HEADER_LEN..]);
+        b
+    };
+    let ok = patch(MIN_PATCH, 2);
+    assert_eq!(decode_data_fixed(&fixed(&ok)), Ok(ok));
+    let spoil = |at: usize, byte: u8| {
+        let mut b = fixed(&ok);
+        b[at] = byte;
+        match decode_data_fixed(&b) {
+            Err(ProtoError::Malformed { why, .. }) => why,
+            other => panic!("{other:?}"),
+        }
+    };
+    // flags at 48, raw_len at 49..53, the patch's offset at 53..57, its count at 57..61.
+    assert_eq!(
+        spoil(48, 8 | 1),
+        "a patch that is zero, compressed or sparse"
+    );
+    assert_eq!(
+        spoil(48, 8 | 4),
+        "a patch that is zero, compressed or sparse"
+    );
+    assert_eq!(
+        spoil(53, 1),
+        "patch offset not a multiple of MIN_PATCH within MAX_BLOCK"
+    );
+    assert_eq!(spoil(57, 0), "patch count not within 1..=MAX_PATCHES");
+    assert_eq!(spoil(48, 0), "patch fields without a patch");
+    let empty = check_data_payload(&ok, 0).unwrap_err();
+    assert!(empty.to_string().contains("patch empty"), "{empty}");
 }

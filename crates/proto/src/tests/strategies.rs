@@ -48,6 +48,7 @@ fn error_code() -> impl Strategy<Value = ErrorCode> {
     prop_oneof![
         Just(ErrorCode::Auth),
         Just(ErrorCode::Unavailable),
+        Just(ErrorCode::Damaged),
         Just(ErrorCode::Version),
         Just(ErrorCode::Path),
         Just(ErrorCode::Protocol),
@@ -393,10 +394,11 @@ pub(super) fn plan() -> impl Strategy<Value = Vec<PlanItem>> {
 
 /// A data frame: a zero block (no payload), a block with a payload, or a compressed
 /// block (a payload shorter than its `raw_len`); the latter two with or without holes
-/// at the source (`sparse`).
+/// at the source (`sparse`); or a patch of a block under repair.
 pub(super) fn data() -> impl Strategy<Value = (DataHeader, Vec<u8>)> {
     let zero_block = (0..=MAX_BLOCK as u32).prop_map(|len| (true, false, len, Vec::new()));
     let payload_block = bytes(300).prop_map(|payload| (false, false, 0, payload));
+    let patch = (0..MAX_PATCHES as u32, 1..=MAX_PATCHES as u32, bytes(300));
     let compressed_block = (bytes(300), 1..=MAX_BLOCK as u32).prop_map(|(mut payload, len)| {
         payload.truncate(len as usize - 1);
         if payload.is_empty() {
@@ -405,40 +407,72 @@ pub(super) fn data() -> impl Strategy<Value = (DataHeader, Vec<u8>)> {
         let len = len.max(payload.len() as u32 + 1);
         (false, true, len, payload)
     });
+    let whole = (
+        prop_oneof![zero_block, payload_block, compressed_block],
+        any::<bool>(),
+    )
+        .prop_map(|((zero, compressed, raw_len, payload), holes)| {
+            let header = DataHeader {
+                file: 0,
+                block: 0,
+                digest: [0; 32],
+                zero,
+                compressed,
+                raw_len,
+                sparse: holes && !zero,
+                patch: None,
+            };
+            (header, payload)
+        });
+    let patched = patch.prop_map(|(index, count, mut payload)| {
+        if payload.is_empty() {
+            payload.push(0);
+        }
+        let header = DataHeader {
+            file: 0,
+            block: 0,
+            digest: [0; 32],
+            zero: false,
+            compressed: false,
+            raw_len: 0,
+            sparse: false,
+            patch: Some(Patch {
+                at: index * MIN_PATCH,
+                count,
+            }),
+        };
+        (header, payload)
+    });
     (
         any::<u64>(),
         any::<u64>(),
         any::<BlockDigest>(),
-        prop_oneof![zero_block, payload_block, compressed_block],
-        any::<bool>(),
+        prop_oneof![4 => whole, 1 => patched],
     )
-        .prop_map(
-            |(file, block, digest, (zero, compressed, raw_len, payload), holes)| {
-                let header = DataHeader {
-                    file,
-                    block,
-                    digest,
-                    zero,
-                    compressed,
-                    raw_len,
-                    sparse: holes && !zero,
-                };
-                (header, payload)
-            },
-        )
+        .prop_map(|(file, block, digest, (header, payload))| {
+            let header = DataHeader {
+                file,
+                block,
+                digest,
+                ..header
+            };
+            (header, payload)
+        })
 }
 
 pub(super) fn summary() -> impl Strategy<Value = Summary> {
-    any::<[u64; 6]>().prop_map(
-        |[files, bytes, skipped, retried_blocks, failed, reverified]| Summary {
-            files,
-            bytes,
-            skipped,
-            retried_blocks,
-            failed,
-            reverified,
-        },
-    )
+    any::<[u64; 10]>().prop_map(|v| Summary {
+        files: v[0],
+        bytes: v[1],
+        skipped: v[2],
+        retried_blocks: v[3],
+        failed: v[4],
+        reverified: v[5],
+        damaged_on_arrival: v[6],
+        failed_read_back: v[7],
+        repaired_blocks: v[8],
+        patch_bytes: v[9],
+    })
 }
 
 /// Any valid frame.
@@ -451,6 +485,18 @@ pub(super) fn frame() -> impl Strategy<Value = Frame> {
         plan().prop_map(Frame::Plan),
         data().prop_map(|(h, p)| Frame::Data(h, p)),
         (any::<u64>(), any::<u64>()).prop_map(|(file, block)| Frame::Resend { file, block }),
+        (
+            any::<u64>(),
+            any::<u64>(),
+            0u32..17,
+            proptest::collection::vec(any::<BlockDigest>(), 1..8)
+        )
+            .prop_map(|(file, block, shift, digests)| Frame::Repair {
+                file,
+                block,
+                patch_len: MIN_PATCH << shift,
+                digests
+            }),
         (
             any::<u64>(),
             proptest::option::of(string()),

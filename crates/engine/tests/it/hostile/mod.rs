@@ -158,6 +158,7 @@ impl FakeSource {
             compressed: false,
             raw_len: 0,
             sparse: false,
+            patch: None,
         };
         self.send_header(&h, p).await;
     }

@@ -11,6 +11,12 @@ use crate::CopyError;
 
 /// Longest pause between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Pause before the first attempt after one that moved data: a link that damages a
+/// TLS record now and then ends sessions that were doing fine, and a second of
+/// nothing after each would cost more than the damage.
+const AFTER_PROGRESS: Duration = Duration::from_millis(100);
+/// First pause of a run of failures without progress (then doubled each time).
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 
 /// How a run recovers from lost sessions.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,7 +67,7 @@ impl Recovery {
             policy,
             in_a_row: 0,
             last_progress: Instant::now(),
-            backoff: Duration::from_secs(1),
+            backoff: FIRST_BACKOFF,
             reconnects: 0,
         }
     }
@@ -76,7 +82,7 @@ impl Recovery {
         if moved {
             self.in_a_row = 0;
             self.last_progress = Instant::now();
-            self.backoff = Duration::from_secs(1);
+            self.backoff = FIRST_BACKOFF;
         }
         self.in_a_row += 1;
         if self.in_a_row > self.policy.retries
@@ -84,9 +90,12 @@ impl Recovery {
         {
             return None;
         }
+        self.reconnects += 1;
+        if moved {
+            return Some(AFTER_PROGRESS);
+        }
         let wait = self.backoff;
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
-        self.reconnects += 1;
         Some(wait)
     }
 }
@@ -130,8 +139,10 @@ mod tests {
         let e = lost();
         assert!(r.next_attempt(&e, false).is_some());
         assert!(r.next_attempt(&e, false).is_some());
-        assert_eq!(r.next_attempt(&e, true), Some(Duration::from_secs(1)));
-        assert!(r.next_attempt(&e, false).is_some());
+        // Right after a session that moved data, at once (nearly); then the doubling
+        // starts over.
+        assert_eq!(r.next_attempt(&e, true), Some(AFTER_PROGRESS));
+        assert_eq!(r.next_attempt(&e, false), Some(Duration::from_secs(1)));
         assert!(r.next_attempt(&e, false).is_none());
     }
 

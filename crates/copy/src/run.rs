@@ -76,9 +76,12 @@ pub async fn recover(
         lost.merge_into(&mut recovered.lost);
         recovered.reconnects = recovery.reconnects;
         progress.warn(&format!(
-            "{}; opening a new session in {} s (it resumes what is verified)",
+            "{}; opening a new session in {} (it resumes what is verified)",
             one_line(&e),
-            wait.as_secs()
+            match wait.as_secs() {
+                0 => format!("{} ms", wait.as_millis()),
+                s => format!("{s} s"),
+            }
         ));
         tokio::time::sleep(wait).await;
     }

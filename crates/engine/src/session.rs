@@ -34,6 +34,16 @@ pub(crate) struct Opened {
 pub(crate) struct Ending {
     ctl_writer: tokio::task::JoinHandle<Result<(), EngineError>>,
     watch: Watch,
+    /// The task reading the control stream, once spawned (see [`Ending::reads_control`]).
+    control_reader: Option<tokio::task::Id>,
+}
+
+impl Ending {
+    /// Task `id` reads the control stream: when it is what broke, no reason from the
+    /// peer can follow, and none is waited for.
+    pub(crate) fn reads_control(&mut self, id: tokio::task::Id) {
+        self.control_reader = Some(id);
+    }
 }
 
 /// Starts a session on `transport`, whichever side: the transport watched for
@@ -57,7 +67,11 @@ pub(crate) fn open(transport: Transport, opts: &Options) -> (Opened, mpsc::Sende
         data: Transport::data_streams(transport.data, transport.data_mac, transport.lanes)
             .collect(),
         peer,
-        end: Ending { ctl_writer, watch },
+        end: Ending {
+            ctl_writer,
+            watch,
+            control_reader: None,
+        },
     };
     (opened, ctl_tx)
 }
@@ -145,9 +159,12 @@ impl Watch {
     }
 }
 
+/// A session task that ended: which one, and how.
+type Ended = Result<(tokio::task::Id, Result<(), EngineError>), tokio::task::JoinError>;
+
 /// What woke the session loop.
 enum Event {
-    Done(Option<Result<Result<(), EngineError>, tokio::task::JoinError>>),
+    Done(Option<Ended>),
     Tick,
     Stop,
 }
@@ -160,8 +177,14 @@ pub(crate) async fn run_tasks(
     ctl_tx: mpsc::Sender<Frame>,
     end: Ending,
 ) -> Result<(), EngineError> {
-    let Ending { ctl_writer, watch } = end;
+    let Ending {
+        ctl_writer,
+        watch,
+        control_reader,
+    } = end;
     let mut failure = None;
+    // Whether the first failure broke the control stream.
+    let mut control_broke = false;
     let mut tick = tokio::time::interval(
         watch
             .live
@@ -178,7 +201,7 @@ pub(crate) async fn run_tasks(
     tokio::pin!(stop);
     loop {
         let event = tokio::select! {
-            done = tasks.join_next() => Event::Done(done),
+            done = tasks.join_next_with_id() => Event::Done(done),
             _ = tick.tick(), if watch.live.is_some() => Event::Tick,
             _ = &mut stop => Event::Stop,
         };
@@ -200,12 +223,13 @@ pub(crate) async fn run_tasks(
                 break;
             }
         };
-        let result = match done {
+        let (id, result) = match done {
             Ok(r) => r,
-            Err(e) if e.is_cancelled() => Ok(()),
+            Err(e) if e.is_cancelled() => (e.id(), Ok(())),
             Err(e) => std::panic::resume_unwind(e.into_panic()),
         };
         if let Err(e) = result {
+            control_broke = Some(id) == control_reader;
             failure = Some(e);
             break;
         }
@@ -225,8 +249,9 @@ pub(crate) async fn run_tasks(
         Some(mut e) => {
             // A data stream often breaks before the control stream delivers the peer's
             // reason (e.g. its disk is full): give the other tasks a moment to report
-            // it, and prefer the peer's own words over "connection lost".
-            if matches!(e, EngineError::Connection { .. }) {
+            // it, and prefer the peer's own words over "connection lost". Not when the
+            // control stream itself broke (a damaged TLS record): nothing can come.
+            if matches!(e, EngineError::Connection { .. }) && !control_broke {
                 let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
                 while let Ok(Some(done)) =
                     tokio::time::timeout_at(deadline, tasks.join_next()).await

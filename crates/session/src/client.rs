@@ -27,8 +27,10 @@ pub struct ClientConfig {
     pub socket: SocketOptions,
     /// How long the server may take to answer while the session is set up.
     pub timeout: std::time::Duration,
-    /// Sessions opened with this configuration so far (shared by its clones): a run
-    /// recovers from losing a server it has reached, not from one never reached.
+    /// Sessions opened with this configuration so far (shared by its clones), counted
+    /// from the moment the server's TLS key was checked on the control connection: a
+    /// run recovers from losing a server it has reached (a handshake a damaged link
+    /// broke after that), not from one never reached (a wrong address, no server).
     pub opened: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// Choose each session's data streams from the round trip measured while
     /// connecting (`None`: the request's streams, as given).
@@ -274,6 +276,8 @@ pub(crate) async fn open_control(
     });
     let set_up = async {
         let mut control = hetch_net::connect(host, &cfg.socket, Some(&tls)).await?;
+        cfg.opened
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let welcome = handshake(&mut control, host, &hello, &tls).await?;
         Ok::<_, anyhow::Error>((control, welcome))
     };
@@ -286,8 +290,6 @@ pub(crate) async fn open_control(
     let Frame::Welcome(_) = welcome else {
         bail!("{host}: unexpected answer to hello");
     };
-    cfg.opened
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Ok(control)
 }
 
@@ -298,6 +300,8 @@ async fn open_session_now(
 ) -> anyhow::Result<Transport> {
     let tls = tls_client(host, cfg)?;
     let (mut control, key, rtt) = hetch_net::connect_keyed(host, &cfg.socket, Some(&tls)).await?;
+    cfg.opened
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let key = key.ok_or_else(|| anyhow!("{host}: the control connection has no TLS key"))?;
     if let Some(tune) = &cfg.autotune {
         req.streams = tune.choose(rtt);
@@ -331,12 +335,12 @@ async fn open_session_now(
         });
         async move {
             write_frame_exact(s, host, true, &hello).await?;
-            read_preamble_exact(s, host).await.map_err(|e| anyhow!(e))
+            read_preamble_exact(s, host)
+                .await
+                .map_err(|e| anyhow!(data_preamble_failed(host, e)))
         }
     }))
     .await?;
-    cfg.opened
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let data_mac = (!encrypt).then(|| key.frame_mac_key());
     let (control, data) = match &cfg.reuse {
         Some(pool) => {
@@ -417,6 +421,19 @@ pub(crate) fn preamble_failed(host: &str, e: EngineError) -> anyhow::Error {
             "{host} is not a hetch server (or speaks another version)"
         )),
         other => anyhow::Error::new(other).context(format!("{host}: handshake failed")),
+    }
+}
+
+/// Why a data stream's preamble did not come, from a server that welcomed the
+/// session: on a plain stream, bytes that are not a preamble were altered on the way
+/// (damage a new session gets past), as a connection closed instead is a loss.
+fn data_preamble_failed(host: &str, e: EngineError) -> EngineError {
+    match e {
+        EngineError::Proto { source, .. } => EngineError::Tampered {
+            peer: host.to_string(),
+            what: format!("a data stream's preamble: {source}"),
+        },
+        other => other,
     }
 }
 

@@ -316,7 +316,7 @@ pub async fn run_sink_into(
     transport: Transport,
     progress: Arc<Progress>,
 ) -> Result<Report, EngineError> {
-    let (session, ctl_tx) = crate::session::open(transport, &opts);
+    let (mut session, ctl_tx) = crate::session::open(transport, &opts);
     let peer = session.peer.clone();
 
     // A store that cannot read back checks what it receives instead.
@@ -366,11 +366,12 @@ pub async fn run_sink_into(
     *shared.durable.lock().expect("durable lock") = Some(durable_tx);
 
     let mut tasks = JoinSet::new();
-    tasks.spawn(control_reader(
+    let reading = tasks.spawn(control_reader(
         shared.clone(),
         session.control,
         ctl_tx.clone(),
     ));
+    session.end.reads_control(reading.id());
     tasks.spawn(finisher(shared.clone(), ctl_tx.clone()));
     tasks.spawn(growing::durability(
         shared.clone(),

@@ -184,7 +184,7 @@ pub async fn run_source_from(
     transport: Transport,
     progress: Arc<Progress>,
 ) -> Result<Report, EngineError> {
-    let (session, ctl_tx) = crate::session::open(transport, &opts);
+    let (mut session, ctl_tx) = crate::session::open(transport, &opts);
     let peer = session.peer.clone();
     let pool = BufferPool::new(opts.effective_buffer_memory());
     // An origin's reads may wait a round trip each: it says how many to keep in
@@ -247,12 +247,13 @@ pub async fn run_source_from(
         tasks.spawn(watch);
     }
     tasks.spawn(announcer(entry_rx, ctl_tx.clone()));
-    tasks.spawn(control::control_reader(
+    let reading = tasks.spawn(control::control_reader(
         shared.clone(),
         session.control,
         ctl_tx.clone(),
         summary.clone(),
     ));
+    session.end.reads_control(reading.id());
     // Readers and stream writers run in a nested set so that the data channel closes
     // exactly when the last reader is done.
     let mut readers = JoinSet::new();

@@ -142,7 +142,15 @@ fn plain_copies_through_a_link_that_damages_2_percent_of_segments_are_repaired_a
     let cp = |from: &std::ffi::OsStr, to: &std::ffi::OsStr| {
         cp_on_a(
             &token,
-            &args!["-q", "--json", "--known-hosts", &known, "--no-encrypt", from, to],
+            &args![
+                "-q",
+                "--json",
+                "--known-hosts",
+                &known,
+                "--no-encrypt",
+                from,
+                to
+            ],
         )
         .wait()
     };
@@ -154,7 +162,10 @@ fn plain_copies_through_a_link_that_damages_2_percent_of_segments_are_repaired_a
     pushed.ok();
     pulled.ok();
     for out in [&pushed, &pulled] {
-        assert!(json_count(out, "repaired_blocks") >= 1, "no block repaired?\n{out:?}");
+        assert!(
+            json_count(out, "repaired_blocks") >= 1,
+            "no block repaired?\n{out:?}"
+        );
         assert!(json_count(out, "patch_bytes") >= 4096, "{out:?}");
     }
     assert_same_tree(&src, &root.join("data"));

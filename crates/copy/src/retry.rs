@@ -100,10 +100,17 @@ impl Recovery {
     }
 }
 
-/// Whether the session counted in `attempt` got any data through: payload bytes, or
-/// files finished or found in place.
-pub fn moved(attempt: &hetch_proto::Summary) -> bool {
-    attempt.bytes + attempt.files + attempt.skipped > 0
+/// Whether the session counted in `attempt` moved the copy on: it finished files, or
+/// its plan found more verified at the destination (`verified_before`: bytes in place
+/// or checked already, the plan's skipped bytes) than any session's before, so that
+/// the sessions before it got blocks through. Bytes only sent do not count: a link
+/// that damages every block, or a relay that alters every frame, lets a push send
+/// forever and verifies nothing. (Judged a session late: what a session verified
+/// shows in the next one's plan.)
+pub fn moved(attempt: &hetch_proto::Summary, verified_before: u64, most_before: &mut u64) -> bool {
+    let grew = verified_before > *most_before;
+    *most_before = (*most_before).max(verified_before);
+    attempt.files > 0 || grew
 }
 
 #[cfg(test)]
@@ -144,6 +151,33 @@ mod tests {
         assert_eq!(r.next_attempt(&e, true), Some(AFTER_PROGRESS));
         assert_eq!(r.next_attempt(&e, false), Some(Duration::from_secs(1)));
         assert!(r.next_attempt(&e, false).is_none());
+    }
+
+    #[test]
+    fn progress_is_files_finished_or_more_found_verified_not_bytes_sent() {
+        let sent = hetch_proto::Summary {
+            bytes: 1 << 30,
+            ..Default::default()
+        };
+        let mut most = 0;
+        assert!(
+            moved(&sent, 4096, &mut most),
+            "the first plan found blocks in place"
+        );
+        assert!(
+            !moved(&sent, 4096, &mut most),
+            "bytes sent, nothing more verified"
+        );
+        assert!(!moved(&sent, 0, &mut most), "a session that never planned");
+        assert!(
+            moved(&sent, 8192, &mut most),
+            "the session before got blocks through"
+        );
+        let finished = hetch_proto::Summary {
+            files: 1,
+            ..Default::default()
+        };
+        assert!(moved(&finished, 0, &mut most));
     }
 
     #[test]

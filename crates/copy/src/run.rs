@@ -49,6 +49,7 @@ pub async fn recover(
 ) -> (Result<Report, CopyError>, Recovered) {
     let mut recovery = Recovery::new(job.retry.clone());
     let mut recovered = Recovered::default();
+    let mut most_verified = 0;
     loop {
         let e = match dispatch(job, progress.clone()).await {
             Ok(r) => return (Ok(r), recovered),
@@ -60,8 +61,10 @@ pub async fn recover(
         if reached == 0 {
             return (Err(e), recovered);
         }
+        let verified_before = progress.skipped_bytes.load(Relaxed);
         let attempt = progress.begin_attempt();
-        let Some(wait) = recovery.next_attempt(&e, moved(&attempt)) else {
+        let moved = moved(&attempt, verified_before, &mut most_verified);
+        let Some(wait) = recovery.next_attempt(&e, moved) else {
             return (Err(e), recovered);
         };
         if let Some(m) = manifest {

@@ -12,6 +12,7 @@ mod conformance;
 mod hostile;
 mod hostile_bounds;
 mod local;
+mod repair;
 mod resume;
 mod verify;
 mod xattrs;

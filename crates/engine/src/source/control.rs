@@ -154,12 +154,10 @@ fn skip(shared: &Shared, id: u64) {
 
 /// The sink asks for block `block` of `file` again (it arrived damaged).
 async fn resend(shared: &Shared, file: u64, block: u64) -> Result<(), EngineError> {
-    let size = {
-        let ann = shared.announced.lock().expect("announced lock");
-        ann.get(&file).map(|a| a.size)
-    };
     // A file finished or failed meanwhile has nothing to resend.
-    let Some(size) = size else { return Ok(()) };
+    let Some(size) = announced_size(shared, file) else {
+        return Ok(());
+    };
     let blocks = size.blocks(shared.opts.block_size);
     if block >= blocks {
         return Err(EngineError::unexpected(
@@ -167,16 +165,33 @@ async fn resend(shared: &Shared, file: u64, block: u64) -> Result<(), EngineErro
             format!("resend of block {block} of file {file}, beyond its {blocks} blocks"),
         ));
     }
+    send_again(shared, file, block, None).await;
+    Ok(())
+}
+
+/// The size of file `file` while it is announced (not finished or failed).
+pub(super) fn announced_size(shared: &Shared, file: u64) -> Option<Size> {
+    let ann = shared.announced.lock().expect("announced lock");
+    ann.get(&file).map(|a| a.size)
+}
+
+/// Queues block `block` of `file` to be read and sent again (whole, or the patches
+/// `repair` asks for), counted as retried.
+pub(super) async fn send_again(
+    shared: &Shared,
+    file: u64,
+    block: u64,
+    repair: Option<Arc<super::repair::RepairAsk>>,
+) {
     Progress::add(&shared.progress.retried_blocks, 1);
     let job = Job {
         file,
         start: block,
         end: block + 1,
         cover: false,
-        repair: None,
+        repair,
     };
     let _ = shared.jobs.0.send(job).await;
-    Ok(())
 }
 
 /// The sink finished `file`: in place and verified, or failed with `error`.

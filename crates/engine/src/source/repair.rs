@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use hetch_proto::{BlockDigest, DataHeader, Patch};
 
-use super::{Job, OutBlock, Shared};
+use super::{OutBlock, Shared};
 use crate::error::EngineError;
 use crate::pool::PooledBuf;
 use crate::progress::Progress;
@@ -41,11 +41,9 @@ pub(super) async fn asked(
     patch_len: u32,
     digests: Vec<BlockDigest>,
 ) -> Result<(), EngineError> {
-    let size = {
-        let ann = shared.announced.lock().expect("announced lock");
-        ann.get(&file).map(|a| a.size)
+    let Some(size) = super::control::announced_size(shared, file) else {
+        return Ok(());
     };
-    let Some(size) = size else { return Ok(()) };
     let bs = shared.opts.block_size;
     let blocks = size.blocks(bs);
     let len = size.block_len(bs, block);
@@ -60,18 +58,11 @@ pub(super) async fn asked(
             ),
         ));
     }
-    Progress::add(&shared.progress.retried_blocks, 1);
-    let job = Job {
-        file,
-        start: block,
-        end: block + 1,
-        cover: false,
-        repair: Some(Arc::new(RepairAsk {
-            patch_len: patch_len as usize,
-            digests,
-        })),
+    let ask = RepairAsk {
+        patch_len: patch_len as usize,
+        digests,
     };
-    let _ = shared.jobs.0.send(job).await;
+    super::control::send_again(shared, file, block, Some(Arc::new(ask))).await;
     Ok(())
 }
 

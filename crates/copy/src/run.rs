@@ -35,6 +35,7 @@ impl Recovered {
         s.failed_read_back += self.lost.failed_read_back;
         s.repaired_blocks += self.lost.repaired_blocks;
         s.patch_bytes += self.lost.patch_bytes;
+        s.streams_rejoined += self.lost.streams_rejoined;
     }
 }
 

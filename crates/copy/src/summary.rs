@@ -191,6 +191,9 @@ pub struct CopySummary {
     pub warnings: u64,
     /// Sessions opened again after lost ones.
     pub reconnects: u64,
+    /// Data stream connections lost (a damaged TLS record, a reset) and joined again
+    /// within their session, which went on.
+    pub streams_rejoined: u64,
     /// How long the copy took.
     pub seconds: f64,
     /// Bytes copied per second over that time.
@@ -234,6 +237,7 @@ impl CopySummary {
             reverified_blocks: s.reverified.max(progress.reverified.load(Relaxed)),
             warnings: progress.warnings.load(Relaxed),
             reconnects: copied.reconnects,
+            streams_rejoined: s.streams_rejoined,
             seconds,
             bytes_per_second: if seconds > 0.0 {
                 bytes as f64 / seconds
@@ -313,6 +317,12 @@ impl CopySummary {
         if self.reconnects > 0 {
             lines.push(format!("recovered from {} lost sessions", self.reconnects));
         }
+        if self.streams_rejoined > 0 {
+            lines.push(format!(
+                "data stream connections lost and joined again: {}",
+                self.streams_rejoined
+            ));
+        }
         if let Some(l) = &self.lag {
             lines.push(format!(
                 "lag (appended -> durable and verified): p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms over {} samples",
@@ -334,6 +344,9 @@ pub struct Comparison {
     pub differences: u64,
     /// Sessions opened again after lost ones.
     pub reconnects: u64,
+    /// Data stream connections lost (a damaged TLS record, a reset) and joined again
+    /// within their session, which went on.
+    pub streams_rejoined: u64,
     /// How long the comparison took.
     pub seconds: f64,
 }
@@ -347,6 +360,7 @@ impl Comparison {
             bytes_compared: s.bytes,
             differences: s.failed,
             reconnects: copied.reconnects,
+            streams_rejoined: s.streams_rejoined,
             seconds,
         }
     }

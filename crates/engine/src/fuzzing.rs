@@ -170,8 +170,8 @@ fn transports(mac: bool) -> (Transport, Transport) {
 /// nothing), rightly, or with the key of another stream (every frame must be refused).
 fn our_mac(c: &mut Choices<'_>) -> (bool, Option<FrameMac>) {
     match c.byte() % 4 {
-        0 => (true, Some(FrameMac::for_stream(&MAC_KEY, 0))),
-        1 => (true, Some(FrameMac::for_stream(&MAC_KEY, 1))),
+        0 => (true, Some(FrameMac::for_stream(&MAC_KEY, 0, 0))),
+        1 => (true, Some(FrameMac::for_stream(&MAC_KEY, 1, 0))),
         _ => (false, None),
     }
 }

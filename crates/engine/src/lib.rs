@@ -41,6 +41,7 @@ mod progress;
 pub mod ranges;
 mod rate;
 mod readers;
+mod rejoin;
 mod session;
 mod sink;
 mod source;
@@ -68,6 +69,7 @@ pub use options::{
 pub use pool::{BufferPool, PooledBuf};
 pub use progress::{Progress, Report, CHANGE_VERBS};
 pub use rate::RateLimiter;
+pub use rejoin::Rejoin;
 pub use session::below_served_root;
 pub use sink::{run_sink, run_sink_into, MAX_OPEN_FILES};
 pub use source::{run_source, run_source_from};
@@ -89,6 +91,9 @@ pub struct Transport {
     /// Where both ends run in one process, one [`Lane`] per data stream: data frames
     /// go on it by reference instead of as bytes on the stream. Empty otherwise.
     pub lanes: Vec<Lane>,
+    /// How a lost data stream is joined again on a new connection, when it can be
+    /// (see [`Rejoin`]); `None` ends the session with the stream.
+    pub rejoin: Option<std::sync::Arc<dyn Rejoin>>,
 }
 
 impl Transport {
@@ -115,6 +120,7 @@ impl Transport {
             peer: peer.into(),
             data_mac: None,
             lanes: Vec::new(),
+            rejoin: None,
         };
         (end(c1, one, peers.0), end(c2, two, peers.1))
     }
@@ -143,7 +149,7 @@ impl Transport {
             .enumerate()
             .map(move |(i, stream)| DataStream {
                 stream,
-                mac: key.as_ref().map(|k| wire::FrameMac::for_stream(k, i)),
+                mac: key.as_ref().map(|k| wire::FrameMac::for_stream(k, i, 0)),
                 lane: lanes.next(),
             })
     }

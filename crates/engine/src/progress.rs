@@ -32,6 +32,8 @@ pub struct Progress {
     pub repaired_blocks: AtomicU64,
     /// Bytes of patches received.
     pub patch_bytes: AtomicU64,
+    /// Data stream connections lost and joined again (see `rejoin.rs`).
+    pub streams_rejoined: AtomicU64,
     /// Payload bytes of data blocks as they crossed the wire (compressed blocks
     /// counted compressed), beside `bytes` as the blocks' own bytes.
     pub wire_bytes: AtomicU64,
@@ -152,6 +154,7 @@ impl Progress {
             failed_read_back: self.failed_read_back.load(Relaxed),
             repaired_blocks: self.repaired_blocks.load(Relaxed),
             patch_bytes: self.patch_bytes.load(Relaxed),
+            streams_rejoined: self.streams_rejoined.load(Relaxed),
         }
     }
 
@@ -172,6 +175,7 @@ impl Progress {
             failed_read_back: take(&self.failed_read_back),
             repaired_blocks: take(&self.repaired_blocks),
             patch_bytes: take(&self.patch_bytes),
+            streams_rejoined: take(&self.streams_rejoined),
         };
         let w = &self.would;
         for c in [&w.copy, &w.copy_bytes, &w.replace, &w.replace_bytes] {

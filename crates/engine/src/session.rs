@@ -28,6 +28,8 @@ pub(crate) struct Opened {
     pub data: Vec<crate::DataStream>,
     /// What [`run_tasks`] ends with.
     pub end: Ending,
+    /// How a lost data stream is joined again, when it can be.
+    pub rejoin: Option<crate::rejoin::Rejoining>,
 }
 
 /// The control writer and the silence watch, for [`run_tasks`].
@@ -62,7 +64,13 @@ pub(crate) fn open(transport: Transport, opts: &Options) -> (Opened, mpsc::Sende
         ctl_rx,
         opts.served_root.clone(),
     ));
+    // Streams on lanes (one process) are never lost.
+    let rejoin = transport
+        .rejoin
+        .filter(|_| transport.lanes.is_empty())
+        .map(|r| crate::rejoin::Rejoining::new(r, transport.data_mac, &peer));
     let opened = Opened {
+        rejoin,
         control: FrameReader::with_buffer(ctl_r, &peer, buffer),
         data: Transport::data_streams(transport.data, transport.data_mac, transport.lanes)
             .collect(),

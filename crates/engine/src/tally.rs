@@ -109,6 +109,7 @@ fn most(a: Summary, b: Summary) -> Summary {
         failed_read_back: a.failed_read_back.max(b.failed_read_back),
         repaired_blocks: a.repaired_blocks.max(b.repaired_blocks),
         patch_bytes: a.patch_bytes.max(b.patch_bytes),
+        streams_rejoined: a.streams_rejoined.max(b.streams_rejoined),
     }
 }
 
@@ -126,6 +127,7 @@ fn add(a: Summary, b: Summary) -> Summary {
         failed_read_back: a.failed_read_back.saturating_add(b.failed_read_back),
         repaired_blocks: a.repaired_blocks.saturating_add(b.repaired_blocks),
         patch_bytes: a.patch_bytes.saturating_add(b.patch_bytes),
+        streams_rejoined: a.streams_rejoined.saturating_add(b.streams_rejoined),
     }
 }
 

@@ -58,12 +58,14 @@ impl std::fmt::Debug for FrameMac {
 }
 
 impl FrameMac {
-    /// The MAC of data stream `index` of a session whose data-frame key is
-    /// `session_key`: every stream gets its own key, so frames cannot move between
-    /// streams.
-    pub fn for_stream(session_key: &[u8; 32], index: usize) -> Self {
+    /// The MAC of connection `generation` of data stream `index` of a session whose
+    /// data-frame key is `session_key`: every stream, and every connection of a stream
+    /// joined again, gets its own key, so frames cannot move between streams or be
+    /// replayed on a stream's next connection.
+    pub fn for_stream(session_key: &[u8; 32], index: usize, generation: u32) -> Self {
         let mut material = session_key.to_vec();
         material.extend_from_slice(&(index as u64).to_le_bytes());
+        material.extend_from_slice(&generation.to_le_bytes());
         FrameMac {
             key: blake3::derive_key("hetch 2025-06 data-stream frame MAC", &material),
             seq: 0,
@@ -699,7 +701,7 @@ mod tests {
     async fn written(index: usize) -> Vec<u8> {
         let mut out = Vec::new();
         let mut w = FrameWriter::new(&mut out, "test")
-            .with_mac(Some(FrameMac::for_stream(&[5; 32], index)));
+            .with_mac(Some(FrameMac::for_stream(&[5; 32], index, 0)));
         for i in 0..2 {
             let (h, p) = block(i);
             w.send_data(&h, &p).await.unwrap();
@@ -713,8 +715,8 @@ mod tests {
     /// Reads every frame of `bytes` as stream `index`; the error if one is refused.
     async fn read_all(bytes: &[u8], index: usize) -> Result<Vec<u64>, EngineError> {
         let pool = BufferPool::new(1 << 20);
-        let mut r =
-            FrameReader::new(bytes, "peer").with_mac(Some(FrameMac::for_stream(&[5; 32], index)));
+        let mut r = FrameReader::new(bytes, "peer")
+            .with_mac(Some(FrameMac::for_stream(&[5; 32], index, 0)));
         let mut blocks = Vec::new();
         while let Some(f) = r.next(Some(&pool)).await? {
             match f {

@@ -40,21 +40,29 @@ impl SessionKey {
         SessionKey(bytes)
     }
 
-    /// The proof that data stream `index` of `session` was opened by the holder of
-    /// this key. A relay that sees it on a plain stream can only present it again for
-    /// the same slot of the same session, which the server hands out once.
-    pub fn stream_proof(&self, session: &[u8; 16], index: u16) -> [u8; 32] {
+    /// The proof that connection `generation` (0 the first, one more each time the
+    /// stream is joined again) of data stream `index` of `session` was opened by the
+    /// holder of this key. A relay that sees it on a plain stream can only present it
+    /// again for the same connection of the same slot of the same session, which the
+    /// server takes once.
+    pub fn stream_proof(&self, session: &[u8; 16], index: u16, generation: u32) -> [u8; 32] {
         let key = blake3::derive_key(PROOF_CONTEXT, &self.0);
         let mut h = blake3::Hasher::new_keyed(&key);
         h.update(session);
         h.update(&index.to_le_bytes());
+        h.update(&generation.to_le_bytes());
         *h.finalize().as_bytes()
     }
 
-    /// Whether `proof` is [`SessionKey::stream_proof`] of `session` and `index`
-    /// (compared in constant time).
-    pub fn proof_matches(&self, session: &[u8; 16], index: u16, proof: &[u8; 32]) -> bool {
-        tokens_equal(&self.stream_proof(session, index), proof)
+    /// Whether `proof` is [`SessionKey::stream_proof`] of `session`, `index` and
+    /// `generation` (compared in constant time).
+    pub fn proof_matches(
+        &self,
+        session: &[u8; 16],
+        (index, generation): (u16, u32),
+        proof: &[u8; 32],
+    ) -> bool {
+        tokens_equal(&self.stream_proof(session, index, generation), proof)
     }
 
     /// The key of operation `session` (its welcome's id) on connections kept from
@@ -82,17 +90,27 @@ mod tests {
     fn proofs_depend_on_key_session_and_index() {
         let a = SessionKey::from_bytes([1; 32]);
         let b = SessionKey::from_bytes([2; 32]);
-        let p = a.stream_proof(&[7; 16], 0);
-        assert!(a.proof_matches(&[7; 16], 0, &p));
-        assert!(!b.proof_matches(&[7; 16], 0, &p), "another session's key");
-        assert!(!a.proof_matches(&[8; 16], 0, &p), "another session id");
-        assert!(!a.proof_matches(&[7; 16], 1, &p), "another stream index");
+        let p = a.stream_proof(&[7; 16], 0, 0);
+        assert!(a.proof_matches(&[7; 16], (0, 0), &p));
+        assert!(
+            !b.proof_matches(&[7; 16], (0, 0), &p),
+            "another session's key"
+        );
+        assert!(!a.proof_matches(&[8; 16], (0, 0), &p), "another session id");
+        assert!(
+            !a.proof_matches(&[7; 16], (1, 0), &p),
+            "another stream index"
+        );
+        assert!(
+            !a.proof_matches(&[7; 16], (0, 1), &p),
+            "the stream's next connection"
+        );
     }
 
     #[test]
     fn purposes_get_different_keys() {
         let k = SessionKey::from_bytes([3; 32]);
-        assert_ne!(k.frame_mac_key(), k.stream_proof(&[0; 16], 0));
+        assert_ne!(k.frame_mac_key(), k.stream_proof(&[0; 16], 0, 0));
         assert_ne!(k.frame_mac_key(), [3; 32]);
         let (one, two) = (k.for_operation(&[1; 16]), k.for_operation(&[2; 16]));
         assert_ne!(one.frame_mac_key(), two.frame_mac_key());

@@ -134,11 +134,13 @@ pub(crate) fn encode_body(frame: &Frame, out: &mut Vec<u8>) {
         Frame::Repair {
             file,
             block,
+            round,
             patch_len,
             digests,
         } => {
             out.put_u64(*file);
             out.put_u64(*block);
+            out.put_u32(*round);
             out.put_u32(*patch_len);
             out.put_len(digests.len());
             for d in digests {
@@ -172,6 +174,15 @@ pub(crate) fn encode_body(frame: &Frame, out: &mut Vec<u8>) {
             out.put_bytes(message.as_bytes());
         }
         Frame::EndOfEntries | Frame::StreamEnd | Frame::KeepAlive => {}
+        Frame::StreamLost {
+            index,
+            generation,
+            frames,
+        } => {
+            out.put_u16(*index);
+            out.put_u32(*generation);
+            out.put_u64(*frames);
+        }
         Frame::Seal(seal) => {
             out.put_u64(seal.file);
             out.put_u64(seal.size);
@@ -220,6 +231,7 @@ pub(crate) fn encode_body(frame: &Frame, out: &mut Vec<u8>) {
                 s.failed_read_back,
                 s.repaired_blocks,
                 s.patch_bytes,
+                s.streams_rejoined,
             ] {
                 out.put_u64(v);
             }
@@ -296,8 +308,14 @@ pub(crate) fn decode_body(kind: FrameKind, body: &[u8]) -> Result<Frame, ProtoEr
             failed_read_back: r.u64()?,
             repaired_blocks: r.u64()?,
             patch_bytes: r.u64()?,
+            streams_rejoined: r.u64()?,
         }),
         FrameKind::StreamEnd => Frame::StreamEnd,
+        FrameKind::StreamLost => Frame::StreamLost {
+            index: r.u16()?,
+            generation: r.u32()?,
+            frames: r.u64()?,
+        },
         FrameKind::KeepAlive => Frame::KeepAlive,
         FrameKind::Seal => Frame::Seal(decode_seal(&mut r)?),
         FrameKind::Abandon => Frame::Abandon { file: r.u64()? },
@@ -450,11 +468,13 @@ fn encode_hello(hello: &Hello, out: &mut Vec<u8>) {
         Hello::Data {
             session,
             index,
+            generation,
             proof,
         } => {
             out.put_u8(ROLE_DATA);
             out.extend_from_slice(session);
             out.put_u16(*index);
+            out.put_u32(*generation);
             out.extend_from_slice(proof);
         }
     }
@@ -469,6 +489,7 @@ fn decode_hello(r: &mut Reader<'_>) -> Result<Hello, ProtoError> {
         ROLE_DATA => Hello::Data {
             session: r.array()?,
             index: r.u16()?,
+            generation: r.u32()?,
             proof: r.array()?,
         },
         _ => return Err(r.err("unknown hello role")),
@@ -783,6 +804,10 @@ fn decode_manifest_entry(r: &mut Reader<'_>) -> Result<ManifestEntry, ProtoError
 fn decode_repair(r: &mut Reader<'_>) -> Result<Frame, ProtoError> {
     let file = r.u64()?;
     let block = r.u64()?;
+    let round = r.u32()?;
+    if round == 0 {
+        return Err(r.err("repair round 0 (rounds count from 1)"));
+    }
     let patch_len = r.u32()?;
     if !patch_len.is_power_of_two()
         || patch_len < MIN_PATCH
@@ -797,6 +822,7 @@ fn decode_repair(r: &mut Reader<'_>) -> Result<Frame, ProtoError> {
     Ok(Frame::Repair {
         file,
         block,
+        round,
         patch_len,
         digests,
     })

@@ -20,16 +20,18 @@ pub const MAGIC: [u8; 6] = *b"HETCH\0";
 /// block to send, and the server bounds its silence by its stall timeout. 12: a
 /// session of chosen entries says so ([`SessionRequest::chosen_entries`]). 13: damage
 /// a plain data stream's MAC caught is reported as [`ErrorCode::Damaged`]; a damaged
-/// block is repaired a patch at a time ([`Frame::Repair`], [`DataHeader::patch`]).
-pub const VERSION: u16 = 13;
+/// block is repaired a patch at a time ([`Frame::Repair`], [`DataHeader::patch`]). 14: a
+/// session keeps going through a lost data stream, which is joined again
+/// ([`Frame::StreamLost`], [`Hello::Data`]'s generation); repair rounds are numbered.
+pub const VERSION: u16 = 14;
 /// Length of the preamble: `MAGIC | VERSION (u16 LE)`.
 pub const PREAMBLE_LEN: usize = 8;
 /// Length of a frame header: `len: u32 LE | kind: u8`.
 pub const HEADER_LEN: usize = 5;
 /// Length of the fixed part of a data frame body: `file u64 | block u64 | digest [32] |
-/// flags u8 | raw_len u32 | patch_at u32 | patch_count u32` (the last two 0 unless the
-/// frame carries a [`Patch`]).
-pub const DATA_FIXED_LEN: usize = 8 + 8 + DIGEST_LEN + 1 + 4 + 4 + 4;
+/// flags u8 | raw_len u32 | patch_at u32 | patch_count u32 | patch_round u32` (the last
+/// three 0 unless the frame carries a [`Patch`]).
+pub const DATA_FIXED_LEN: usize = 8 + 8 + DIGEST_LEN + 1 + 4 + 4 + 4 + 4;
 /// Largest payload a data frame may carry (the largest block size).
 pub const MAX_BLOCK: usize = 256 << 20;
 /// Largest body of a control (non-data) frame.
@@ -118,6 +120,8 @@ pub enum FrameKind {
     Progress = 20,
     /// [`Frame::Repair`]
     Repair = 21,
+    /// [`Frame::StreamLost`]
+    StreamLost = 22,
 }
 
 /// A decoded frame header.
@@ -131,7 +135,7 @@ pub struct FrameHeader {
 
 impl FrameKind {
     /// Every kind, in kind-byte order.
-    pub const ALL: [FrameKind; 21] = [
+    pub const ALL: [FrameKind; 22] = [
         FrameKind::Hello,
         FrameKind::Welcome,
         FrameKind::Error,
@@ -153,11 +157,12 @@ impl FrameKind {
         FrameKind::Change,
         FrameKind::Progress,
         FrameKind::Repair,
+        FrameKind::StreamLost,
     ];
 
     /// The kind with this kind byte, if any.
     pub fn from_u8(byte: u8) -> Option<FrameKind> {
-        // Kind bytes are 1..=21 in `ALL`'s order.
+        // Kind bytes are 1..=22 in `ALL`'s order.
         let index = usize::from(byte).checked_sub(1)?;
         FrameKind::ALL.get(index).copied()
     }
@@ -186,6 +191,7 @@ impl FrameKind {
             FrameKind::Change => "change",
             FrameKind::Progress => "progress",
             FrameKind::Repair => "repair",
+            FrameKind::StreamLost => "stream-lost",
         }
     }
 
@@ -224,6 +230,7 @@ impl Frame {
             Frame::Change(_) => FrameKind::Change,
             Frame::Progress(_) => FrameKind::Progress,
             Frame::Repair { .. } => FrameKind::Repair,
+            Frame::StreamLost { .. } => FrameKind::StreamLost,
         }
     }
 }
@@ -370,9 +377,14 @@ pub fn encode_data_prefix(
         | flag(header.patch.is_some(), FLAG_PATCH);
     put(53, &[flags]);
     put(54, &header.raw_len.to_le_bytes());
-    let patch = header.patch.unwrap_or(Patch { at: 0, count: 0 });
+    let patch = header.patch.unwrap_or(Patch {
+        at: 0,
+        count: 0,
+        round: 0,
+    });
     put(58, &patch.at.to_le_bytes());
     put(62, &patch.count.to_le_bytes());
+    put(66, &patch.round.to_le_bytes());
     out
 }
 
@@ -389,14 +401,16 @@ pub fn decode_data_fixed(bytes: &[u8; DATA_FIXED_LEN]) -> Result<DataHeader, Pro
     let digest = r.array()?;
     let flags = r.u8()?;
     let raw_len = r.u32()?;
-    let (at, count) = (r.u32()?, r.u32()?);
+    let (at, count, round) = (r.u32()?, r.u32()?, r.u32()?);
     r.finish()?;
     if flags & !(FLAG_ZERO | FLAG_ZSTD | FLAG_SPARSE | FLAG_PATCH) != 0 {
         return Err(data_err("unknown data flags"));
     }
     let patch = match flags & FLAG_PATCH != 0 {
-        true => Some(Patch { at, count }),
-        false if at != 0 || count != 0 => return Err(data_err("patch fields without a patch")),
+        true => Some(Patch { at, count, round }),
+        false if at != 0 || count != 0 || round != 0 => {
+            return Err(data_err("patch fields without a patch"))
+        }
         false => None,
     };
     let header = DataHeader {
@@ -440,6 +454,9 @@ fn check_data_fixed(h: &DataHeader) -> Result<(), ProtoError> {
         }
         if p.count == 0 || p.count as usize > MAX_PATCHES {
             return Err(data_err("patch count not within 1..=MAX_PATCHES"));
+        }
+        if p.round == 0 {
+            return Err(data_err("patch of repair round 0"));
         }
     }
     Ok(())

@@ -122,10 +122,27 @@ pub enum Frame {
         file: u64,
         /// Block index within the file.
         block: u64,
+        /// Which round of the block's repair this is (from 1): the answer's patches
+        /// carry it back ([`Patch::round`]), so that a patch of an earlier round (sent
+        /// again after a data stream was lost) is told from one of this round.
+        round: u32,
         /// Bytes per patch: a power of two, [`MIN_PATCH`] or more.
         patch_len: u32,
         /// BLAKE3 hash of each patch of the sink's copy, in order.
         digests: Vec<BlockDigest>,
+    },
+    /// Sink -> source: data stream `index` broke (a damaged TLS record, a reset)
+    /// after `frames` whole data frames arrived on its `generation`-th connection (0
+    /// the first). The source sends the frames after those again, on the stream's
+    /// next connection (`generation + 1`, see [`Hello::Data`]), which the client of
+    /// the session opens; the session goes on.
+    StreamLost {
+        /// The stream's index.
+        index: u16,
+        /// Its connection that broke.
+        generation: u32,
+        /// Data frames that arrived whole on that connection.
+        frames: u64,
     },
 }
 
@@ -142,8 +159,10 @@ pub struct Patch {
     /// [`MIN_PATCH`]).
     pub at: u32,
     /// Patches the source sends in answer to this repair, this one among them: the
-    /// sink knows the answer is complete when it has seen as many.
+    /// sink knows the answer is complete when it has seen as many different ones.
     pub count: u32,
+    /// The repair round this answers ([`Frame::Repair`]'s `round`).
+    pub round: u32,
 }
 
 /// The end of a growing file (see [`Frame::Seal`]).
@@ -201,6 +220,10 @@ pub enum Hello {
         session: SessionId,
         /// Index of this stream, `0..streams`.
         index: u16,
+        /// Which connection of the stream this is: 0 when the session starts, one
+        /// more each time the stream is joined again after it broke
+        /// ([`Frame::StreamLost`]).
+        generation: u32,
         /// Proof that the stream belongs to the session.
         proof: StreamProof,
     },
@@ -784,4 +807,6 @@ pub struct Summary {
     pub repaired_blocks: u64,
     /// Bytes of the patches received for them.
     pub patch_bytes: u64,
+    /// Data stream connections lost and joined again ([`Frame::StreamLost`]).
+    pub streams_rejoined: u64,
 }

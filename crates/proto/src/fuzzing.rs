@@ -103,7 +103,7 @@ fn raw_entry_points(data: &[u8]) {
                 assert_eq!(&bytes[HEADER_LEN..], body, "non-canonical body {frame:?}");
                 // A data stream's hello has a fixed size: there is no room for a token.
                 if let Frame::Hello(Hello::Data { .. }) = frame {
-                    assert_eq!(body.len(), 1 + SESSION_ID_LEN + 2 + STREAM_PROOF_LEN);
+                    assert_eq!(body.len(), 1 + SESSION_ID_LEN + 2 + 4 + STREAM_PROOF_LEN);
                 }
             }
             Err(e) => assert!(matches!(e, ProtoError::Malformed { .. }), "{e:?}"),

@@ -247,6 +247,7 @@ pub(crate) async fn open_again(
         peer: host.to_string(),
         data_mac: (!encrypt).then(|| key.for_operation(&w.session).frame_mac_key()),
         lanes: Vec::new(),
+        rejoin: None,
     };
     Ok((transport, lent))
 }
@@ -298,7 +299,7 @@ async fn open_session_now(
     cfg: &ClientConfig,
     mut req: SessionRequest,
 ) -> anyhow::Result<Transport> {
-    let tls = tls_client(host, cfg)?;
+    let tls = std::sync::Arc::new(tls_client(host, cfg)?);
     let (mut control, key, rtt) = hetch_net::connect_keyed(host, &cfg.socket, Some(&tls)).await?;
     cfg.opened
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -331,17 +332,24 @@ async fn open_session_now(
         let hello = Frame::Hello(Hello::Data {
             session: w.session,
             index,
-            proof: key.stream_proof(&w.session, index),
+            generation: 0,
+            proof: key.stream_proof(&w.session, index, 0),
         });
-        async move {
-            write_frame_exact(s, host, true, &hello).await?;
-            read_preamble_exact(s, host)
-                .await
-                .map_err(|e| anyhow!(data_preamble_failed(host, e)))
-        }
+        async move { crate::rejoin::join_stream(s, host, &hello).await }
     }))
     .await?;
     let data_mac = (!encrypt).then(|| key.frame_mac_key());
+    // A stream lost while the session runs is joined again on a new connection; not
+    // on kept connections, which the pool lends whole.
+    let rejoin = cfg.reuse.is_none().then(|| {
+        std::sync::Arc::new(crate::rejoin::ClientRejoin {
+            host: host.to_string(),
+            socket: cfg.socket.clone(),
+            tls: encrypt.then(|| tls.clone()),
+            session: w.session,
+            key: key.clone(),
+        }) as std::sync::Arc<dyn hetch_engine::Rejoin>
+    });
     let (control, data) = match &cfg.reuse {
         Some(pool) => {
             let (control, data, lent) = crate::reuse::lend(Conns { control, data });
@@ -362,6 +370,7 @@ async fn open_session_now(
         peer: host.to_string(),
         data_mac,
         lanes: Vec::new(),
+        rejoin,
     })
 }
 
@@ -427,7 +436,7 @@ pub(crate) fn preamble_failed(host: &str, e: EngineError) -> anyhow::Error {
 /// Why a data stream's preamble did not come, from a server that welcomed the
 /// session: on a plain stream, bytes that are not a preamble were altered on the way
 /// (damage a new session gets past), as a connection closed instead is a loss.
-fn data_preamble_failed(host: &str, e: EngineError) -> EngineError {
+pub(crate) fn data_preamble_failed(host: &str, e: EngineError) -> EngineError {
     match e {
         EngineError::Proto { source, .. } => EngineError::Tampered {
             peer: host.to_string(),

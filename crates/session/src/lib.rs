@@ -28,6 +28,7 @@ pub mod client;
 pub use hetch_location::location;
 mod metrics;
 pub mod range;
+mod rejoin;
 pub mod relay;
 mod reuse;
 #[cfg(test)]

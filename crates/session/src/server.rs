@@ -112,11 +112,31 @@ struct Joining {
     tuning: SocketOptions,
     /// The control connection's key, which data streams prove they hold.
     key: SessionKey,
-    /// Stream slots already given: each index joins once, so a proof seen on a plain
-    /// stream cannot be used again.
-    taken: Vec<bool>,
-    /// Where each joined stream goes, with its index.
+    /// Each stream's last connection joined (its generation), `None` before its
+    /// first: a stream joins first with generation 0 and then only with the next one
+    /// (a proof is for one connection, so one seen on a plain stream cannot be used
+    /// again).
+    joined: Vec<Option<u32>>,
+    /// Where each stream's first connection goes, with its index.
     tx: mpsc::Sender<(u16, BoxStream)>,
+    /// Where a stream joined again goes, once the session runs (`None` before, and for
+    /// sessions that do not join streams again).
+    again: Option<mpsc::Sender<crate::rejoin::Rejoined>>,
+}
+
+/// Where [`join`] hands a stream.
+enum JoinedTo {
+    First(mpsc::Sender<(u16, BoxStream)>),
+    Again(mpsc::Sender<crate::rejoin::Rejoined>),
+}
+
+/// Takes a session's entry out of the joining table when the session ends.
+struct Unjoin<'a>(&'a State, SessionId);
+
+impl Drop for Unjoin<'_> {
+    fn drop(&mut self) {
+        self.0.joining.lock().expect("joining lock").remove(&self.1);
+    }
 }
 
 struct State {
@@ -435,8 +455,12 @@ async fn authenticate(
         Hello::Data {
             session,
             index,
+            generation,
             proof,
-        } => join(state, stream, &name, accepted, (session, index, proof)).await,
+        } => {
+            let which = (session, (index, generation), proof);
+            join(state, stream, &name, accepted, which).await
+        }
     }
 }
 
@@ -482,23 +506,32 @@ async fn join(
     mut stream: BoxStream,
     name: &str,
     accepted: AcceptedRest,
-    (session, index, proof): (SessionId, u16, StreamProof),
+    (session, (index, generation), proof): (SessionId, (u16, u32), StreamProof),
 ) -> Result<Authenticated, EngineError> {
     let claimed = {
         let mut joining = state.joining.lock().expect("joining lock");
         match joining.get_mut(&session) {
             // One answer for both: which session ids exist is nobody else's business.
-            Some(j) if j.key.proof_matches(&session, index, &proof) => {
+            Some(j) if j.key.proof_matches(&session, (index, generation), &proof) => {
                 if j.encrypt != accepted.encrypted {
                     Err("data stream encryption does not match the session")
                 } else {
-                    match j.taken.get_mut(usize::from(index)) {
-                        None => Err("bad stream index"),
-                        Some(true) => Err("stream index already joined"),
-                        Some(t) => {
-                            *t = true;
-                            Ok((j.tuning.clone(), j.tx.clone()))
+                    let (again, first) = (j.again.clone(), j.tx.clone());
+                    match (j.joined.get_mut(usize::from(index)), generation) {
+                        (None, _) => Err("bad stream index"),
+                        (Some(slot @ None), 0) => {
+                            *slot = Some(0);
+                            Ok((j.tuning.clone(), JoinedTo::First(first)))
                         }
+                        (Some(Some(_)), 0) => Err("stream index already joined"),
+                        (Some(Some(last)), g) if Some(g) == last.checked_add(1) => match again {
+                            Some(again) => {
+                                *last = g;
+                                Ok((j.tuning.clone(), JoinedTo::Again(again)))
+                            }
+                            None => Err("this session does not join streams again"),
+                        },
+                        _ => Err("data stream joined again out of turn"),
                     }
                 }
             }
@@ -518,7 +551,10 @@ async fn join(
         }
     }
     accepted.read_buffer.grow();
-    let _ = tx.send((index, stream)).await;
+    match tx {
+        JoinedTo::First(tx) => _ = tx.send((index, stream)).await,
+        JoinedTo::Again(tx) => _ = tx.send((index, generation, stream)).await,
+    }
     Ok(Authenticated::Joined)
 }
 
@@ -660,10 +696,12 @@ async fn operations(
             encrypt: req.encrypt_data,
             tuning: requested_tuning(&req),
             key: key.clone(),
-            taken: vec![false; usize::from(req.streams)],
+            joined: vec![None; usize::from(req.streams)],
             tx,
+            again: None,
         },
     );
+    let unjoin = Unjoin(state, id);
     let joined = async {
         write_frame_exact(&mut control, &peer, false, &welcome).await?;
         let mut slots: Vec<Option<BoxStream>> = (0..req.streams).map(|_| None).collect();
@@ -695,12 +733,12 @@ async fn operations(
         )
     }
     .await;
-    state.joining.lock().expect("joining lock").remove(&id);
     let data = joined?;
     if !held.busy() {
         return Err(conn_err(&peer, "closed for another client"));
     }
     if req.reuse && kept::can_keep(&role) {
+        drop(unjoin);
         let conns = crate::reuse::Conns { control, data };
         let first = kept::Operation {
             side,
@@ -711,14 +749,22 @@ async fn operations(
         *counted = true;
         return kept::serve(state, (&peer, ip), &key, conns, first, &held).await;
     }
+    // From here a lost data stream may join again, until the session ends (`unjoin`).
+    let (again, rejoined) = mpsc::channel(usize::from(req.streams));
+    if let Some(j) = state.joining.lock().expect("joining lock").get_mut(&id) {
+        j.again = Some(again);
+    }
     let transport = Transport {
         control,
         data,
         peer: peer.clone(),
         data_mac,
         lanes: Vec::new(),
+        rejoin: Some(Arc::new(crate::rejoin::ServerRejoin::new(&peer, rejoined))),
     };
-    run_role(state, &peer, side, role, opts, transport).await
+    let ran = run_role(state, &peer, side, role, opts, transport).await;
+    drop(unjoin);
+    ran
 }
 
 /// Runs a push's sink or a pull's source on `transport`, as the server's side of one

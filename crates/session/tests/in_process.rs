@@ -317,6 +317,114 @@ async fn a_damaged_block_is_repaired_from_the_patch_that_differs() {
     assert_eq!(std::fs::read(back.join("one/f")).unwrap(), body);
 }
 
+/// A TCP relay on 127.0.0.1 in front of `upstream` that breaks connections as a bad
+/// link would: each one, once it has carried `after` bytes (both ways), is closed at
+/// both ends at once, mid-record as it happens, until `cuts` have been cut. Its
+/// address, and how many it cut.
+async fn breaking_relay(
+    upstream: String,
+    after: u64,
+    cuts: usize,
+) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let cut = Arc::new(AtomicUsize::new(0));
+    let made = cut.clone();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let server = tokio::net::TcpStream::connect(&upstream).await.unwrap();
+            let cut = cut.clone();
+            tokio::spawn(async move {
+                let carried = Arc::new(AtomicU64::new(0));
+                let over = Arc::new(tokio::sync::Notify::new());
+                let (cr, cw) = client.into_split();
+                let (sr, sw) = server.into_split();
+                // Copies one way, counting; past `after`, takes a cut if one is left.
+                let pipe = |mut r: tokio::net::tcp::OwnedReadHalf,
+                            mut w: tokio::net::tcp::OwnedWriteHalf| {
+                    let (carried, over, cut) = (carried.clone(), over.clone(), cut.clone());
+                    async move {
+                        let mut buf = vec![0u8; 16 << 10];
+                        loop {
+                            let n = match r.read(&mut buf).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => n,
+                            };
+                            if w.write_all(&buf[..n]).await.is_err() {
+                                return;
+                            }
+                            let total = carried.fetch_add(n as u64, SeqCst) + n as u64;
+                            if total >= after
+                                && cut
+                                    .fetch_update(SeqCst, SeqCst, |c| (c < cuts).then_some(c + 1))
+                                    .is_ok()
+                            {
+                                over.notify_one();
+                                return;
+                            }
+                        }
+                    }
+                };
+                let up = tokio::spawn(pipe(cr, sw));
+                let down = tokio::spawn(pipe(sr, cw));
+                over.notified().await;
+                // Both directions dropped: both peers see the connection end.
+                up.abort();
+                down.abort();
+            });
+        }
+    });
+    (addr, made)
+}
+
+/// A data stream broken mid-transfer (a damaged TLS record, a reset) is joined again
+/// on a new connection and its session goes on: the sink says what arrived, the
+/// source sends the rest again. Pushed over TLS, pulled over plain streams, four
+/// connections broken each time; one session, the copies identical.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_data_stream_is_joined_again_and_the_session_goes_on() {
+    let t = tempfile::tempdir().unwrap();
+    let src = t.path().join("big");
+    std::fs::create_dir(&src).unwrap();
+    let body: Vec<u8> = (0..24u32 << 20)
+        .map(|i| (i.wrapping_mul(2654435761) >> 11) as u8)
+        .collect();
+    std::fs::write(src.join("f"), &body).unwrap();
+    let root = t.path().join("root");
+    let (addr, fp, token) = serve(t.path(), &root, Default::default()).await;
+    let cfg = client(t.path(), &token, fp);
+    let opts = || Options {
+        block_size: 256 << 10,
+        ..Options::default()
+    };
+    let check = |r: &Report, cuts: usize, how: &str| {
+        let s = &r.summary;
+        assert_eq!(s.failed, 0, "{how}: {:?}", r.errors);
+        assert_eq!(cuts, 4, "{how}: the relay broke four connections");
+        assert_eq!(s.streams_rejoined, 4, "{how}: {s:?}");
+    };
+
+    let (relay, cut) = breaking_relay(addr.clone(), 3 << 20, 4).await;
+    let pushed = push_tree(&relay, &cfg, opts(), &src, true).await;
+    check(
+        &pushed,
+        cut.load(std::sync::atomic::Ordering::SeqCst),
+        "push over TLS",
+    );
+    assert_eq!(std::fs::read(root.join("big/f")).unwrap(), body);
+
+    let (relay, cut) = breaking_relay(addr, 3 << 20, 4).await;
+    let back = t.path().join("back");
+    let pulled = pull_tree(&relay, &cfg, opts(), "big", &back, false).await;
+    check(
+        &pulled,
+        cut.load(std::sync::atomic::Ordering::SeqCst),
+        "pull, plain",
+    );
+    assert_eq!(std::fs::read(back.join("big/f")).unwrap(), body);
+}
+
 /// Plain data streams (control still over TLS) carry a push and a pull whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_data_streams_carry_a_push_and_a_pull() {

@@ -22,6 +22,7 @@ mod plan;
 mod recheck;
 pub(crate) mod repair;
 pub(crate) mod settle;
+mod stream;
 mod verify;
 mod write;
 
@@ -34,7 +35,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use hetch_proto::{DataHeader, Frame, Schedule};
+use hetch_proto::{Frame, Schedule};
 use hetch_storage::StorageError;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinSet;
@@ -42,11 +43,11 @@ use tokio::task::JoinSet;
 use crate::dest::DestSpec;
 use crate::error::EngineError;
 use crate::gate::Gate;
-use crate::pool::{BufferPool, PooledBuf};
+use crate::pool::BufferPool;
 use crate::progress::{Progress, Report};
 use crate::session::run_tasks;
 use crate::store::{Capabilities, Place, Store};
-use crate::wire::{FrameReader, Incoming};
+use crate::wire::FrameReader;
 use crate::{BoxStream, Options, Transport};
 
 /// Files a source may have announced and not yet seen finished, at most: what the
@@ -378,23 +379,16 @@ pub async fn run_sink_into(
         durable_rx,
         ctl_tx.clone(),
     ));
-    for data in session.data {
-        let sh = shared.clone();
-        tasks.spawn(data_reader(
-            peer.clone(),
-            move || sh.finished(),
-            FrameReader::with_buffer(
-                data.stream,
-                &peer,
-                crate::wire::buffer_for(data.lane.is_some()),
-            )
-            .with_mac(data.mac)
-            .with_lane(data.lane)
-            .with_block_limit(shared.opts.block_size),
-            pool.clone(),
-            block_tx.clone(),
-            shared.progress.clone(),
-        ));
+    for (index, data) in session.data.into_iter().enumerate() {
+        let reader = stream::Reader {
+            index: index as u16,
+            shared: shared.clone(),
+            pool: pool.clone(),
+            tx: block_tx.clone(),
+            ctl: ctl_tx.clone(),
+            rejoining: session.rejoin.clone(),
+        };
+        tasks.spawn(reader.run(data));
     }
     drop(block_tx);
     for _ in 0..shared.opts.writers.max(shared.caps.concurrent_puts).max(1) {
@@ -615,50 +609,10 @@ async fn finisher(shared: Arc<SinkShared>, ctl: mpsc::Sender<Frame>) -> Result<(
         let _ = ctl.send(f).await;
     }
     shared.settlement().finish();
+    // Data streams waiting to be joined again need not wait any more.
+    shared.changed.notify_waiters();
     let _ = ctl.send(Frame::Finished(shared.progress.summary())).await;
     Ok(())
-}
-
-/// Takes blocks off one data stream into pooled buffers and queues them for the
-/// writers; `finished` says whether the summary went out (a closed stream is then fine).
-pub(crate) async fn data_reader(
-    peer: String,
-    finished: impl Fn() -> bool + Send + 'static,
-    mut r: FrameReader<BoxStream>,
-    pool: BufferPool,
-    tx: async_channel::Sender<(DataHeader, Option<PooledBuf>)>,
-    progress: Arc<Progress>,
-) -> Result<(), EngineError> {
-    let mut wire = 0;
-    loop {
-        match r.next(Some(&pool)).await {
-            Ok(Some(Incoming::Data(h, payload))) => {
-                Progress::add(&progress.wire_bytes, r.wire_bytes() - wire);
-                wire = r.wire_bytes();
-                if h.compressed {
-                    Progress::add(&progress.compressed_blocks, 1);
-                }
-                if tx.send((h, payload)).await.is_err() {
-                    return Ok(());
-                }
-            }
-            Ok(Some(Incoming::Frame(Frame::StreamEnd))) => return Ok(()),
-            Ok(Some(Incoming::Frame(other))) => {
-                return Err(EngineError::Unexpected {
-                    peer,
-                    what: format!("unexpected frame on a data stream: {other:?}"),
-                })
-            }
-            Ok(None) | Err(EngineError::Connection { .. }) if finished() => return Ok(()),
-            Ok(None) => {
-                return Err(EngineError::Connection {
-                    peer,
-                    cause: std::io::ErrorKind::UnexpectedEof.into(),
-                })
-            }
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 #[cfg(test)]

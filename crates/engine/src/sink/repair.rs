@@ -54,12 +54,17 @@ struct Held {
     expected: Digest,
     /// The sink's copy, patched as patches arrive.
     copy: Vec<u8>,
+    /// The round in flight (from 1).
+    round: u32,
     /// Bytes per patch of the round in flight.
     patch_len: usize,
     /// Patches the source said this round's answer has, once one arrived.
     count: Option<u32>,
-    /// Patches of this round seen (intact or not).
-    seen: u32,
+    /// Which patches of this round were seen (intact or not): an answer sent again
+    /// after its data stream was lost repeats some.
+    seen: Vec<bool>,
+    /// How many of `seen` are.
+    seen_count: u32,
     /// Whether a patch of this round changed the copy.
     progress: bool,
 }
@@ -103,15 +108,17 @@ impl Repairs {
             return None;
         }
         let patch_len = first_patch_len(data.len());
-        let frame = repair_frame(file, block, patch_len, data);
+        let frame = repair_frame((file, block, 1), patch_len, data);
         held.insert(
             (file, block),
             Held {
                 expected: *expected,
                 copy: data.to_vec(),
+                round: 1,
                 patch_len,
                 count: None,
-                seen: 0,
+                seen: vec![false; data.len().div_ceil(patch_len)],
+                seen_count: 0,
                 progress: false,
             },
         );
@@ -140,11 +147,13 @@ fn first_patch_len(len: usize) -> usize {
         .clamp(MIN_PATCH as usize, FIRST_PATCH_MAX)
 }
 
-/// The [`Frame::Repair`] for a copy `data` cut into patches of `patch_len` bytes.
-fn repair_frame(file: u64, block: u64, patch_len: usize, data: &[u8]) -> Frame {
+/// The [`Frame::Repair`] of round `round` of block `block` of `file`, for a copy `data`
+/// cut into patches of `patch_len` bytes.
+fn repair_frame((file, block, round): (u64, u64, u32), patch_len: usize, data: &[u8]) -> Frame {
     Frame::Repair {
         file,
         block,
+        round,
         patch_len: patch_len as u32,
         digests: patch_digests(data, patch_len),
     }
@@ -159,10 +168,11 @@ pub(crate) fn patch_digests(data: &[u8], patch_len: usize) -> Vec<[u8; 32]> {
 
 /// A patch `h` (at `p`) of a block under repair arrived with bytes `data`: patches the
 /// copy when the bytes have the hash the header gives them, and ends the round when
-/// it was the answer's last patch. A patch for a block not under repair (its file
-/// failed, or the session's copy was dropped) is let go; one that does not fit the
-/// round (another count, an offset off the patch grid or past the block, a length
-/// other than the patch's) is the peer's error.
+/// it was the last of the answer's patches to arrive. A patch for a block not under
+/// repair (its file failed, or the session's copy was dropped) or of another round
+/// (an answer sent again after its data stream was lost, arriving late) is let go; one
+/// that does not fit the round (another count, an offset off the patch grid or past
+/// the block, a length other than the patch's) is the peer's error.
 pub(crate) fn patch(
     sh: &SinkShared,
     inc: &IncomingFile,
@@ -173,7 +183,10 @@ pub(crate) fn patch(
     let unexpected = |what: String| EngineError::unexpected(&sh.peer, what);
     let intact = *blake3::hash(data).as_bytes() == h.digest;
     let mut all = sh.repairs.held.lock().expect("repairs lock");
-    let Some(held) = all.get_mut(&(h.file, h.block)) else {
+    let Some(held) = all
+        .get_mut(&(h.file, h.block))
+        .filter(|h| h.round == p.round)
+    else {
         return Ok(Patched::Reply(None));
     };
     let at = p.at as usize;
@@ -187,19 +200,20 @@ pub(crate) fn patch(
             held.patch_len
         )));
     }
-    if *held.count.get_or_insert(p.count) != p.count || held.seen >= p.count {
+    let first = !std::mem::replace(&mut held.seen[at / held.patch_len], true);
+    if *held.count.get_or_insert(p.count) != p.count || (first && held.seen_count >= p.count) {
         return Err(unexpected(format!(
             "patches of block {} of file {}: more than the {} the answer has",
             h.block, h.file, p.count
         )));
     }
-    held.seen += 1;
+    held.seen_count += u32::from(first);
     Progress::add(&sh.progress.patch_bytes, data.len() as u64);
     if intact && held.copy[at..at + want] != *data {
         held.copy[at..at + want].copy_from_slice(data);
         held.progress = true;
     }
-    if held.seen < p.count {
+    if !first || held.seen_count < p.count {
         return Ok(Patched::Reply(None));
     }
     // The answer is complete: the block is whole, or another round asks for the rest.
@@ -227,10 +241,12 @@ pub(crate) fn patch(
             return Ok(Patched::Reply(sh.fail_file(h.file, message)));
         }
     }
+    held.round += 1;
     held.count = None;
-    held.seen = 0;
+    held.seen = vec![false; held.copy.len().div_ceil(held.patch_len)];
+    held.seen_count = 0;
     held.progress = false;
-    let frame = repair_frame(h.file, h.block, held.patch_len, &held.copy);
+    let frame = repair_frame((h.file, h.block, held.round), held.patch_len, &held.copy);
     Ok(Patched::Reply(Some(frame)))
 }
 

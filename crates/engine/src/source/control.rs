@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use hetch_proto::{Frame, PlanAction, PlanItem, Summary};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::{Job, Shared};
 use crate::error::EngineError;
@@ -14,10 +14,13 @@ use crate::store::Size;
 use crate::wire::FrameReader;
 use crate::BoxStream;
 
+/// Reads the sink's frames on the control stream; `lost` tells each data stream's
+/// writer what the sink said of its lost connections (and, dropped when this ends,
+/// that the session is over).
 pub(super) async fn control_reader(
     shared: Arc<Shared>,
     mut r: FrameReader<tokio::io::ReadHalf<BoxStream>>,
-    ctl: mpsc::Sender<Frame>,
+    (ctl, lost): (mpsc::Sender<Frame>, Vec<watch::Sender<super::stream::Lost>>),
     summary: Arc<Mutex<Summary>>,
 ) -> Result<(), EngineError> {
     loop {
@@ -35,9 +38,17 @@ pub(super) async fn control_reader(
             Frame::Repair {
                 file,
                 block,
+                round,
                 patch_len,
                 digests,
-            } => super::repair::asked(&shared, file, block, patch_len, digests).await?,
+            } => {
+                let ask = super::repair::RepairAsk {
+                    round,
+                    patch_len: patch_len as usize,
+                    digests,
+                };
+                super::repair::asked(&shared, file, block, ask).await?
+            }
             Frame::FileDone {
                 file,
                 error,
@@ -48,6 +59,19 @@ pub(super) async fn control_reader(
                 }
                 file_done(&shared, file, error).await;
             }
+            Frame::StreamLost {
+                index,
+                generation,
+                frames,
+            } => match lost.get(usize::from(index)) {
+                Some(tx) => {
+                    tx.send_replace(Some((generation, frames)));
+                }
+                None => {
+                    let what = format!("data stream {index} lost, of {}", lost.len());
+                    return Err(EngineError::unexpected(&shared.peer, what));
+                }
+            },
             Frame::Durable { file, offset } => shared.listing.durable(&shared, file, offset),
             Frame::Change(c) if shared.opts.delete.is_some() || shared.opts.dry_run => {
                 shared.progress.change(c.action, &c.path, c.size)

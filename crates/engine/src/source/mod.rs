@@ -9,6 +9,7 @@
 mod control;
 pub(crate) mod listing;
 mod repair;
+mod stream;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -34,7 +35,6 @@ use crate::rate::RateLimiter;
 use crate::session::{is_zero, run_tasks};
 use crate::store::origin::{Found, OriginFile};
 use crate::store::Size;
-use crate::wire::FrameWriter;
 use crate::{Options, Transport};
 use listing::{Announce, Listing, Once, OpenEnd};
 
@@ -104,6 +104,8 @@ pub(crate) struct OutBlock {
     /// When not empty, only these patches of the payload go (a repair's answer),
     /// except on a lane, where no damage can happen and the block goes whole.
     patches: Vec<repair::OutPatch>,
+    /// The repair the patches answer (to answer it again if they are lost).
+    repair: Option<Arc<repair::RepairAsk>>,
 }
 
 pub(crate) struct Shared {
@@ -247,10 +249,15 @@ pub async fn run_source_from(
         tasks.spawn(watch);
     }
     tasks.spawn(announcer(entry_rx, ctl_tx.clone()));
+    // The sink's word on each data stream's lost connections, from the control reader
+    // to the stream's writer.
+    let (lost_tx, lost_rx): (Vec<_>, Vec<_>) = (0..session.data.len())
+        .map(|_| tokio::sync::watch::channel(None))
+        .unzip();
     let reading = tasks.spawn(control::control_reader(
         shared.clone(),
         session.control,
-        ctl_tx.clone(),
+        (ctl_tx.clone(), lost_tx),
         summary.clone(),
     ));
     session.end.reads_control(reading.id());
@@ -271,13 +278,16 @@ pub async fn run_source_from(
         }
         Ok(())
     });
-    for data in session.data {
-        tasks.spawn(stream_writer(
-            data,
-            data_rx.clone(),
-            limiter.clone(),
-            shared.clone(),
-        ));
+    for ((index, data), lost) in session.data.into_iter().enumerate().zip(lost_rx) {
+        let writer = stream::Writer {
+            index: index as u16,
+            rx: data_rx.clone(),
+            limiter: limiter.clone(),
+            shared: shared.clone(),
+            lost,
+            rejoining: session.rejoin.clone(),
+        };
+        tasks.spawn(writer.run(data));
     }
     drop(data_rx);
 
@@ -722,11 +732,13 @@ pub(crate) async fn queue_block(
         Some(ask) if !zero && !packed => repair::patches(shared, &header, buf, ask.clone()).await,
         _ => ((!zero).then_some(buf), Vec::new()),
     };
+    let repair = job.repair.clone().filter(|_| !patches.is_empty());
     data.send(OutBlock {
         header,
         len,
         payload,
         patches,
+        repair,
     })
     .await
     .is_ok()
@@ -812,45 +824,4 @@ async fn run_buffers(shared: &Shared, size: Size, from: u64, end: u64) -> Vec<Po
         }
     }
     bufs
-}
-
-async fn stream_writer(
-    data: crate::DataStream,
-    rx: async_channel::Receiver<OutBlock>,
-    limiter: Option<Arc<RateLimiter>>,
-    shared: Arc<Shared>,
-) -> Result<(), EngineError> {
-    let local = crate::wire::buffer_for(data.lane.is_some());
-    let mut w = FrameWriter::with_buffer(data.stream, &shared.peer, local)
-        .with_mac(data.mac)
-        .with_lane(data.lane);
-    loop {
-        let block = match rx.try_recv() {
-            Ok(b) => b,
-            Err(_) => {
-                // Nothing ready: push out what is buffered before waiting.
-                w.flush().await?;
-                match rx.recv().await {
-                    Ok(b) => b,
-                    Err(_) => break,
-                }
-            }
-        };
-        if !block.patches.is_empty() && !w.has_lane() {
-            repair::send_patches(&mut w, &block, limiter.as_deref(), &shared).await?;
-            continue;
-        }
-        let wire = block.payload.as_ref().map_or(0, |p| p.len());
-        if let Some(rl) = &limiter {
-            rl.acquire(wire + 64).await;
-        }
-        w.send_block(&block.header, block.payload).await?;
-        Progress::add(&shared.progress.bytes, block.len);
-        Progress::add(&shared.progress.wire_bytes, wire as u64);
-        if block.header.compressed {
-            Progress::add(&shared.progress.compressed_blocks, 1);
-        }
-    }
-    w.send(&Frame::StreamEnd).await?;
-    w.shutdown().await
 }

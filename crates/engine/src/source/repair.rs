@@ -16,6 +16,8 @@ use crate::wire::FrameWriter;
 
 /// The sink's damaged copy of a block, as its patches' hashes.
 pub(crate) struct RepairAsk {
+    /// The repair's round, which the answer's patches carry back.
+    pub round: u32,
     /// Bytes per patch.
     pub patch_len: usize,
     /// BLAKE3 hash of each patch of the sink's copy.
@@ -29,25 +31,24 @@ pub(crate) struct OutPatch {
     len: usize,
 }
 
-/// The sink asks to repair block `block` of `file`, its copy cut into patches of
-/// `patch_len` bytes with hashes `digests`: queues the block's read, whose answer is
-/// the patches that differ. A file finished or failed meanwhile has nothing to
-/// repair; a block beyond the file, or a copy of another length than the block's, is
-/// the sink's error.
+/// The sink asks to repair block `block` of `file`, its copy described by `ask`:
+/// queues the block's read, whose answer is the patches that differ. A file finished
+/// or failed meanwhile has nothing to repair; a block beyond the file, or a copy of
+/// another length than the block's, is the sink's error.
 pub(super) async fn asked(
     shared: &Shared,
     file: u64,
     block: u64,
-    patch_len: u32,
-    digests: Vec<BlockDigest>,
+    ask: RepairAsk,
 ) -> Result<(), EngineError> {
+    let (patch_len, digests) = (ask.patch_len as u64, &ask.digests);
     let Some(size) = super::control::announced_size(shared, file) else {
         return Ok(());
     };
     let bs = shared.opts.block_size;
     let blocks = size.blocks(bs);
     let len = size.block_len(bs, block);
-    let patches = len.div_ceil(u64::from(patch_len));
+    let patches = len.div_ceil(patch_len);
     if block >= blocks || digests.len() as u64 != patches {
         return Err(EngineError::unexpected(
             &shared.peer,
@@ -58,10 +59,6 @@ pub(super) async fn asked(
             ),
         ));
     }
-    let ask = RepairAsk {
-        patch_len: patch_len as usize,
-        digests,
-    };
     super::control::send_again(shared, file, block, Some(Arc::new(ask))).await;
     Ok(())
 }
@@ -102,6 +99,7 @@ pub(super) async fn patches(
                     patch: Some(Patch {
                         at: at as u32,
                         count,
+                        round: ask.round,
                     }),
                 };
                 OutPatch { header, at, len }

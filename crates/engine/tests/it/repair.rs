@@ -14,9 +14,20 @@ fn hash(b: &[u8]) -> [u8; 32] {
     *blake3::hash(b).as_bytes()
 }
 
-/// A patch of block 0 of file 1: `bytes` at `at`, one of `count`, with the hash of
-/// `honest` (the bytes a source read).
+/// A patch of block 0 of file 1 answering the first round: `bytes` at `at`, one of
+/// `count`, with the hash of `honest` (the bytes a source read).
 fn patch(at: usize, count: u32, bytes: &[u8], honest: &[u8]) -> (DataHeader, Vec<u8>) {
+    patch_in(1, at, count, bytes, honest)
+}
+
+/// [`patch`] answering round `round`.
+fn patch_in(
+    round: u32,
+    at: usize,
+    count: u32,
+    bytes: &[u8],
+    honest: &[u8],
+) -> (DataHeader, Vec<u8>) {
     let h = DataHeader {
         file: 1,
         block: 0,
@@ -28,6 +39,7 @@ fn patch(at: usize, count: u32, bytes: &[u8], honest: &[u8]) -> (DataHeader, Vec
         patch: Some(Patch {
             at: at as u32,
             count,
+            round,
         }),
     };
     (h, bytes.to_vec())
@@ -60,6 +72,7 @@ async fn damaged(
             Frame::Repair {
                 file: 1,
                 block: 0,
+                round: 1,
                 patch_len,
                 digests,
             } => return (s, data, patch_len as usize, digests),
@@ -105,20 +118,53 @@ async fn a_round_whose_patches_arrive_damaged_asks_again_in_smaller_patches() {
     let again = loop {
         match s.recv().await.expect("another repair") {
             Frame::Repair {
-                patch_len, digests, ..
-            } => break (patch_len as usize, digests),
+                round,
+                patch_len,
+                digests,
+                ..
+            } => break (round, patch_len as usize, digests),
             Frame::Error(e) => panic!("{}", e.message),
             _ => {}
         }
     };
-    assert_eq!(again.0, 8 << 10);
-    assert_eq!(again.1.len(), 128);
+    assert_eq!((again.0, again.1), (2, 8 << 10));
+    assert_eq!(again.2.len(), 128);
     assert_ne!(
-        again.1[0],
+        again.2[0],
         hash(&data[..8 << 10]),
         "the damage is still there"
     );
-    let (h, p) = patch(0, 1, &data[..8 << 10], &data[..8 << 10]);
+    // The first round's answer again, late (sent again after its stream was lost):
+    // let go, though its bytes are right.
+    let (h, p) = patch(0, 1, &data[..len], &data[..len]);
+    s.send_header(&h, &p).await;
+    let (h, p) = patch_in(2, 0, 1, &data[..8 << 10], &data[..8 << 10]);
+    s.send_header(&h, &p).await;
+    assert_eq!(file_done(&mut s, 1).await, None);
+    finish(s, 1, 0).await;
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+}
+
+/// An answer sent again whole after its data stream was lost repeats the patches that
+/// did arrive: each counts once towards the round's end, and an intact copy of one
+/// that arrived damaged still fixes it. (Counted twice, the two damaged copies of
+/// patch 1 would end the round with nothing fixed, and the sink would ask a second
+/// round instead of finishing the file.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_sent_again_counts_each_patch_once() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("out");
+    let (mut s, data, len, _) = damaged(&out, 64 << 10, 5000).await;
+    // An answer of two patches: 1 (damaged in the sink's copy) and 2.
+    let one = &data[len..2 * len];
+    let two = &data[2 * len..3 * len];
+    let mut bad = one.to_vec();
+    bad[0] ^= 1;
+    for bytes in [&bad[..], &bad[..], one] {
+        let (h, p) = patch(len, 2, bytes, one);
+        s.send_header(&h, &p).await;
+    }
+    let (h, p) = patch(2 * len, 2, two, two);
     s.send_header(&h, &p).await;
     assert_eq!(file_done(&mut s, 1).await, None);
     finish(s, 1, 0).await;
@@ -189,6 +235,7 @@ async fn the_source_sends_only_the_patches_that_differ() {
         .send(Frame::Repair {
             file: id,
             block: 0,
+            round: 7,
             patch_len: len as u32,
             digests,
         })
@@ -199,7 +246,8 @@ async fn the_source_sends_only_the_patches_that_differ() {
             h.patch,
             Some(Patch {
                 at: (at * len) as u32,
-                count: 2
+                count: 2,
+                round: 7,
             })
         );
         assert_eq!((h.file, h.block, n), (id, 0, len));
@@ -218,6 +266,7 @@ async fn a_repair_that_does_not_fit_the_block_ends_the_session_at_the_source() {
             .send(Frame::Repair {
                 file: id,
                 block,
+                round: 1,
                 patch_len: MIN_PATCH,
                 digests: vec![[0; 32]; n],
             })

@@ -12,7 +12,7 @@ fn header(len: u32, kind: u8) -> [u8; HEADER_LEN] {
 
 #[test]
 fn preamble_is_magic_then_version() {
-    assert_eq!(&preamble(), b"HETCH\0\x0d\x00");
+    assert_eq!(&preamble(), b"HETCH\0\x0e\x00");
     assert_eq!(check_preamble(&preamble()), Ok(()));
 }
 
@@ -50,8 +50,9 @@ fn other_versions_are_refused() {
         10,
         11,
         12,
-        14,
-        0x0d00,
+        13,
+        15,
+        0x0e00,
         u16::MAX,
     ] {
         let mut p = preamble();
@@ -68,7 +69,7 @@ fn other_versions_are_refused() {
 
 #[test]
 fn unknown_kinds_are_refused() {
-    for kind in [0, 22, 0x7f, 0xff] {
+    for kind in [0, 23, 0x7f, 0xff] {
         assert_eq!(
             decode_header(&header(0, kind)),
             Err(ProtoError::UnknownKind(kind))

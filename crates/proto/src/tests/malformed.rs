@@ -237,7 +237,7 @@ fn relay_targets_and_sources_are_bounded() {
     }
 }
 
-const CONTROL_KINDS: [FrameKind; 14] = [
+const CONTROL_KINDS: [FrameKind; 15] = [
     FrameKind::Hello,
     FrameKind::Welcome,
     FrameKind::Error,
@@ -252,6 +252,7 @@ const CONTROL_KINDS: [FrameKind; 14] = [
     FrameKind::Change,
     FrameKind::Progress,
     FrameKind::Repair,
+    FrameKind::StreamLost,
 ];
 
 /// One valid, non-trivial frame of each control kind.
@@ -293,8 +294,14 @@ fn samples() -> Vec<Frame> {
         Frame::Repair {
             file: 1,
             block: 2,
+            round: 1,
             patch_len: MIN_PATCH,
             digests: vec![[7; DIGEST_LEN]; 3],
+        },
+        Frame::StreamLost {
+            index: 1,
+            generation: 2,
+            frames: 3,
         },
     ]
 }
@@ -950,12 +957,14 @@ fn data_hellos_are_exact() {
     let mut body = vec![1u8];
     body.extend_from_slice(&[7; SESSION_ID_LEN]);
     body.put_u16(3);
+    body.put_u32(5);
     body.extend_from_slice(&[9; STREAM_PROOF_LEN]);
     assert_eq!(
         decode_body(FrameKind::Hello, &body).unwrap(),
         Frame::Hello(Hello::Data {
             session: [7; SESSION_ID_LEN],
             index: 3,
+            generation: 5,
             proof: [9; STREAM_PROOF_LEN],
         })
     );
@@ -1041,12 +1050,19 @@ fn repairs_are_bounded() {
         let mut b = Vec::new();
         b.extend(1u64.to_le_bytes());
         b.extend(2u64.to_le_bytes());
+        b.extend(1u32.to_le_bytes());
         b.extend(patch_len.to_le_bytes());
         b.extend((n as u32).to_le_bytes());
         b.extend(std::iter::repeat_n(7u8, n * DIGEST_LEN));
         b
     };
     assert!(decode_body(FrameKind::Repair, &repair(MIN_PATCH, 1)).is_ok());
+    let mut first = repair(MIN_PATCH, 1);
+    first[16..20].copy_from_slice(&0u32.to_le_bytes());
+    assert_eq!(
+        refused(FrameKind::Repair, &first),
+        "repair round 0 (rounds count from 1)"
+    );
     let limit = "patch length not a power of two within MIN_PATCH..=MAX_BLOCK";
     for bad in [0, MIN_PATCH / 2, MIN_PATCH + 1, (MAX_BLOCK as u32) * 2] {
         assert_eq!(refused(FrameKind::Repair, &repair(bad, 1)), limit, "{bad}");
@@ -1061,7 +1077,7 @@ fn repairs_are_bounded() {
     );
     // A count the body does not hold is refused before anything is allocated for it.
     let mut short = repair(MIN_PATCH, 1);
-    short[20..24].copy_from_slice(&u32::MAX.to_le_bytes());
+    short[24..28].copy_from_slice(&u32::MAX.to_le_bytes());
     assert_eq!(
         refused(FrameKind::Repair, &short),
         "list count exceeds the body"
@@ -1080,7 +1096,11 @@ fn patches_are_checked_like_the_rest_of_the_data_header() {
         compressed: false,
         raw_len: 0,
         sparse: false,
-        patch: Some(Patch { at, count }),
+        patch: Some(Patch {
+            at,
+            count,
+            round: 1,
+        }),
     };
     let fixed = |h: &DataHeader| {
         let mut b = [0u8; DATA_FIXED_LEN];
@@ -1097,7 +1117,8 @@ fn patches_are_checked_like_the_rest_of_the_data_header() {
             other => panic!("{other:?}"),
         }
     };
-    // flags at 48, raw_len at 49..53, the patch's offset at 53..57, its count at 57..61.
+    // flags at 48, raw_len at 49..53, the patch's offset at 53..57, its count at
+    // 57..61, its round at 61..65.
     assert_eq!(
         spoil(48, 8 | 1),
         "a patch that is zero, compressed or sparse"
@@ -1111,6 +1132,7 @@ fn patches_are_checked_like_the_rest_of_the_data_header() {
         "patch offset not a multiple of MIN_PATCH within MAX_BLOCK"
     );
     assert_eq!(spoil(57, 0), "patch count not within 1..=MAX_PATCHES");
+    assert_eq!(spoil(61, 0), "patch of repair round 0");
     assert_eq!(spoil(48, 0), "patch fields without a patch");
     let empty = check_data_payload(&ok, 0).unwrap_err();
     assert!(empty.to_string().contains("patch empty"), "{empty}");

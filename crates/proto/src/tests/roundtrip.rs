@@ -72,7 +72,11 @@ proptest! {
     fn resend_round_trip(file: u64, block: u64) { check_round_trip(&Frame::Resend { file, block })?; }
     #[test]
     fn repair_round_trip(file: u64, block: u64, shift in 0u32..17, digests in proptest::collection::vec(any::<[u8; 32]>(), 1..40)) {
-        check_round_trip(&Frame::Repair { file, block, patch_len: MIN_PATCH << shift, digests })?;
+        check_round_trip(&Frame::Repair { file, block, round: shift + 1, patch_len: MIN_PATCH << shift, digests })?;
+    }
+    #[test]
+    fn stream_lost_round_trip(index: u16, generation: u32, frames: u64) {
+        check_round_trip(&Frame::StreamLost { index, generation, frames })?;
     }
 
     #[test]
@@ -169,11 +173,11 @@ fn golden_encodings() {
         patch: None,
     };
     let mut expected = vec![
-        61, 0, 0, 0, 6, 2, 1, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0,
+        65, 0, 0, 0, 6, 2, 1, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0,
     ];
     expected.extend([0xaa; DIGEST_LEN]);
     expected.extend([1, 0, 0x10, 0, 0]);
-    expected.extend([0; 8]);
+    expected.extend([0; 12]);
     assert_eq!(encode_data_prefix(&data, 0).to_vec(), expected);
     assert_eq!(encoded(&Frame::Data(data, Vec::new())), expected);
     // A block with holes at the source, sent as it is: flag bit 4, no raw_len.
@@ -184,11 +188,11 @@ fn golden_encodings() {
         ..data
     };
     let mut expected = vec![
-        63, 0, 0, 0, 6, 2, 1, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0,
+        67, 0, 0, 0, 6, 2, 1, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0,
     ];
     expected.extend([0xaa; DIGEST_LEN]);
     expected.extend([4, 0, 0, 0, 0]);
-    expected.extend([0; 8]);
+    expected.extend([0; 12]);
     expected.extend([9, 8]);
     assert_eq!(encoded(&Frame::Data(sparse, vec![9, 8])), expected);
     // A patch of a block under repair: flag bit 8, its offset and the answer's count.
@@ -197,14 +201,15 @@ fn golden_encodings() {
         patch: Some(Patch {
             at: 2 * MIN_PATCH,
             count: 3,
+            round: 4,
         }),
         ..sparse
     };
     let mut expected = vec![
-        62, 0, 0, 0, 6, 2, 1, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0,
+        66, 0, 0, 0, 6, 2, 1, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0,
     ];
     expected.extend([0xaa; DIGEST_LEN]);
-    expected.extend([8, 0, 0, 0, 0, 0, 0x20, 0, 0, 3, 0, 0, 0, 5]);
+    expected.extend([8, 0, 0, 0, 0, 0, 0x20, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5]);
     assert_eq!(encoded(&Frame::Data(patch, vec![5])), expected);
 }
 
@@ -258,6 +263,6 @@ fn frame_kind_bytes() {
         assert_eq!(FrameKind::from_u8(*kind as u8), Some(*kind));
     }
     assert_eq!(FrameKind::from_u8(0), None);
-    assert_eq!(FrameKind::from_u8(22), None);
+    assert_eq!(FrameKind::from_u8(23), None);
     assert_eq!(FrameKind::from_u8(255), None);
 }

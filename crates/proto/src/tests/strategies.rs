@@ -293,13 +293,18 @@ pub(super) fn hello() -> impl Strategy<Value = Hello> {
     prop_oneof![
         (bytes(40), session_request())
             .prop_map(|(token, request)| Hello::Control { token, request }),
-        (any::<SessionId>(), any::<u16>(), any::<StreamProof>()).prop_map(
-            |(session, index, proof)| Hello::Data {
+        (
+            any::<SessionId>(),
+            any::<u16>(),
+            any::<u32>(),
+            any::<StreamProof>()
+        )
+            .prop_map(|(session, index, generation, proof)| Hello::Data {
                 session,
                 index,
+                generation,
                 proof
-            }
-        ),
+            }),
     ]
 }
 
@@ -439,6 +444,7 @@ pub(super) fn data() -> impl Strategy<Value = (DataHeader, Vec<u8>)> {
             patch: Some(Patch {
                 at: index * MIN_PATCH,
                 count,
+                round: count,
             }),
         };
         (header, payload)
@@ -461,7 +467,7 @@ pub(super) fn data() -> impl Strategy<Value = (DataHeader, Vec<u8>)> {
 }
 
 pub(super) fn summary() -> impl Strategy<Value = Summary> {
-    any::<[u64; 10]>().prop_map(|v| Summary {
+    any::<[u64; 11]>().prop_map(|v| Summary {
         files: v[0],
         bytes: v[1],
         skipped: v[2],
@@ -472,6 +478,7 @@ pub(super) fn summary() -> impl Strategy<Value = Summary> {
         failed_read_back: v[7],
         repaired_blocks: v[8],
         patch_bytes: v[9],
+        streams_rejoined: v[10],
     })
 }
 
@@ -494,6 +501,7 @@ pub(super) fn frame() -> impl Strategy<Value = Frame> {
             .prop_map(|(file, block, shift, digests)| Frame::Repair {
                 file,
                 block,
+                round: shift + 1,
                 patch_len: MIN_PATCH << shift,
                 digests
             }),

@@ -69,6 +69,7 @@ pub(super) async fn serve(
             peer: peer.to_string(),
             data_mac: op.data_mac,
             lanes: Vec::new(),
+            rejoin: None,
         };
         let ran = run_role(state, peer, side, op.role, op.opts, transport).await;
         state.metrics.session_ended(side, ran.is_ok());

@@ -1,0 +1,160 @@
+//! Joining a session's lost data stream again (see [`hetch_engine::Rejoin`]): the
+//! client opens the stream's next connection with a hello for its next generation and
+//! a proof of its own; the server takes it (`server::join`) and hands it to the
+//! session's side waiting for it.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use hetch_engine::wire::{read_preamble_exact, write_frame_exact};
+use hetch_engine::{BoxStream, EngineError, Rejoin};
+use hetch_net::{SessionKey, SocketOptions, TlsClient};
+use hetch_proto::{Frame, Hello, SessionId};
+use tokio::sync::mpsc;
+
+/// The future a [`Rejoin`] returns.
+type Joined<'a> = Pin<Box<dyn Future<Output = Result<BoxStream, EngineError>> + Send + 'a>>;
+
+/// The client's side: dials the server again for a lost stream.
+pub(crate) struct ClientRejoin {
+    /// The server, host:port.
+    pub host: String,
+    pub socket: SocketOptions,
+    /// The TLS client of the session's control connection, when data streams are
+    /// encrypted (`None`: plain TCP).
+    pub tls: Option<Arc<TlsClient>>,
+    /// The session, from the server's welcome.
+    pub session: SessionId,
+    /// The control connection's key, which proves the stream belongs to the session.
+    pub key: SessionKey,
+}
+
+impl Rejoin for ClientRejoin {
+    fn rejoin(&self, index: u16, generation: u32) -> Joined<'_> {
+        Box::pin(async move {
+            let host = &self.host;
+            let mut s = hetch_net::connect(host, &self.socket, self.tls.as_deref())
+                .await
+                .map_err(|e| lost(host, e.to_string()))?;
+            let hello = Frame::Hello(Hello::Data {
+                session: self.session,
+                index,
+                generation,
+                proof: self.key.stream_proof(&self.session, index, generation),
+            });
+            join_stream(&mut s, host, &hello).await?;
+            Ok(s)
+        })
+    }
+}
+
+/// Sends a data stream's `hello` on `s` and waits for the server's preamble, which
+/// says the stream joined its session (a refusal is an error frame instead).
+pub(crate) async fn join_stream(
+    s: &mut BoxStream,
+    host: &str,
+    hello: &Frame,
+) -> Result<(), EngineError> {
+    write_frame_exact(s, host, true, hello).await?;
+    read_preamble_exact(s, host)
+        .await
+        .map_err(|e| crate::client::data_preamble_failed(host, e))
+}
+
+/// A connection error naming `host`.
+fn lost(host: &str, why: String) -> EngineError {
+    EngineError::Connection {
+        peer: host.to_string(),
+        cause: std::io::Error::other(why),
+    }
+}
+
+/// What the server's join hands a running session: a stream's index, its
+/// generation, and the stream.
+pub(crate) type Rejoined = (u16, u32, BoxStream);
+
+/// The server's side: waits for the client to join a lost stream again.
+pub(crate) struct ServerRejoin {
+    peer: String,
+    /// Streams joined again, as the server's join takes them.
+    rx: tokio::sync::Mutex<mpsc::Receiver<Rejoined>>,
+    /// Streams taken off `rx` by the wait of another stream, by (index, generation).
+    parked: Mutex<HashMap<(u16, u32), BoxStream>>,
+}
+
+impl ServerRejoin {
+    /// For a session of client `peer` whose streams joined again arrive on `rx`.
+    pub(crate) fn new(peer: &str, rx: mpsc::Receiver<Rejoined>) -> Self {
+        ServerRejoin {
+            peer: peer.to_string(),
+            rx: tokio::sync::Mutex::new(rx),
+            parked: Mutex::default(),
+        }
+    }
+
+    fn parked(&self, index: u16, generation: u32) -> Option<BoxStream> {
+        self.parked
+            .lock()
+            .expect("parked lock")
+            .remove(&(index, generation))
+    }
+}
+
+impl Rejoin for ServerRejoin {
+    fn rejoin(&self, index: u16, generation: u32) -> Joined<'_> {
+        Box::pin(async move {
+            loop {
+                if let Some(s) = self.parked(index, generation) {
+                    return Ok(s);
+                }
+                // One waiter reads the channel at a time; another's stream is parked
+                // for it (it looks there once it has the channel in turn).
+                let mut rx = self.rx.lock().await;
+                if let Some(s) = self.parked(index, generation) {
+                    return Ok(s);
+                }
+                match rx.recv().await {
+                    Some((i, g, s)) if (i, g) == (index, generation) => return Ok(s),
+                    Some((i, g, s)) => {
+                        self.parked.lock().expect("parked lock").insert((i, g), s);
+                    }
+                    None => return Err(lost(&self.peer, "the session ended".into())),
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream() -> BoxStream {
+        Box::new(tokio::io::duplex(64).0)
+    }
+
+    #[tokio::test]
+    async fn each_wait_gets_its_own_stream_whichever_arrives_first() {
+        let (tx, rx) = mpsc::channel(4);
+        let r = Arc::new(ServerRejoin::new("peer", rx));
+        let one = tokio::spawn({
+            let r = r.clone();
+            async move { r.rejoin(1, 3).await.map(|_| ()) }
+        });
+        let zero = tokio::spawn({
+            let r = r.clone();
+            async move { r.rejoin(0, 1).await.map(|_| ()) }
+        });
+        tx.send((0, 1, stream())).await.unwrap();
+        tx.send((1, 3, stream())).await.unwrap();
+        zero.await.unwrap().unwrap();
+        one.await.unwrap().unwrap();
+        // Another generation is not the one waited for; a closed session ends the wait.
+        tx.send((0, 5, stream())).await.unwrap();
+        drop(tx);
+        assert!(r.rejoin(0, 2).await.is_err());
+        assert!(r.rejoin(0, 5).await.is_ok(), "parked by the wait before");
+    }
+}

@@ -4,9 +4,11 @@
 #   bash test.sh          the full tier, what CI runs: installs what the suite runs
 #                         against (bench/install-test-tools.sh: Debian packages as root,
 #                         MinIO, the cloud emulators, the MCP client; once, kept in
-#                         target/tools), then every test of the workspace; a test whose
-#                         tool is missing fails (HETCH_REQUIRE_ALL). Prints the time of
-#                         each stage and the ten slowest tests.
+#                         target/tools), then every test of the workspace, the
+#                         integration tests too (those a bare `cargo test` leaves out:
+#                         MinIO, the emulators, PostgreSQL); a test whose tool is
+#                         missing fails (HETCH_REQUIRE_ALL). Prints the time of each
+#                         stage and the ten slowest tests.
 #   bash test.sh --build  builds what the full tier runs (every test binary, the hetch
 #                         and hetch-lab binaries), runs nothing.
 #   bash test.sh --quick  the quick tier: offline, no root, Go, PostgreSQL or browser;
@@ -66,13 +68,18 @@ if [ "$tier" = full ]; then
     stage "install test tools" bash bench/install-test-tools.sh
     export PATH="$PWD/target/tools/bin:$PATH"
     export HETCH_REQUIRE_ALL=1
+    # The integration tests, which a bare `cargo test` leaves out: those that need a
+    # server (MinIO, the cloud emulators, PostgreSQL) are #[ignore]d with a reason
+    # that says so, and the backend lists default to the ones that need none.
+    export HETCH_DB=sqlite,postgres HETCH_CONFORMANCE=posix,memory,s3,gcs,azure
+    INTEGRATION=(--include-ignored)
     # Two tests per CPU at a time: the end-to-end tests spend most of their time
     # waiting on the processes and servers they start (the binary's suite, on 2 CPUs:
     # about 200 s with one per CPU, 112 s with two, for 80 CPU-seconds of its own).
     export RUST_TEST_THREADS="${RUST_TEST_THREADS:-$(($(nproc) * 2))}"
     stage "test build" "${BUILD[@]}"
     export HETCH_LAB_BIN="$PWD/target/debug/hetch-lab"
-    stage "tests" logged --workspace --lib --bins --tests -- "${TIMES[@]}" "$@"
+    stage "tests" logged --workspace --lib --bins --tests -- "${TIMES[@]}" "${INTEGRATION[@]}" "$@"
     stage "doc tests" logged --workspace --doc -- "$@"
     slowest "$LOG"
     exit 0

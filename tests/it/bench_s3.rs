@@ -27,6 +27,7 @@ fn on_path(program: &str) -> bool {
 }
 
 #[test]
+#[ignore = "integration: needs MinIO and the S3 peers (bash test.sh runs it)"]
 fn s3_loopback_moves_both_ways_verifies_every_run_and_reports_every_tool() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let minio = minio_binary(repo, false).unwrap_or_else(|e| panic!("{e:#}"));

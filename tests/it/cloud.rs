@@ -24,6 +24,7 @@ fn azure_env<'a>(url: &'a str, state: &'a str) -> Vec<(&'a str, &'a str)> {
 }
 
 #[test]
+#[ignore = "integration: needs Azurite (bash test.sh runs it)"]
 fn a_tree_round_trips_through_an_azure_container() {
     let t = tempfile::tempdir().unwrap();
     let e = Emulator::shared_azurite();
@@ -64,6 +65,7 @@ fn a_tree_round_trips_through_an_azure_container() {
 }
 
 #[test]
+#[ignore = "integration: needs fake-gcs-server (bash test.sh runs it)"]
 fn objects_are_pulled_from_a_gcs_bucket() {
     let t = tempfile::tempdir().unwrap();
     let e = Emulator::shared_gcs();

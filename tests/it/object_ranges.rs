@@ -228,11 +228,13 @@ fn ranges_into(store: Store) {
 }
 
 #[test]
+#[ignore = "integration: needs MinIO (bash test.sh runs it)"]
 fn a_file_goes_into_minio_in_ranges_from_several_workers() {
     ranges_into(minio());
 }
 
 #[test]
+#[ignore = "integration: needs Azurite (bash test.sh runs it)"]
 fn a_file_goes_into_azurite_in_ranges_from_several_workers() {
     ranges_into(azurite());
 }

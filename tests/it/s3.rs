@@ -179,6 +179,7 @@ fn sample_tree(root: &Path) -> Tree {
 }
 
 #[test]
+#[ignore = "integration: needs MinIO (bash test.sh runs it)"]
 fn files_round_trip_through_a_bucket_with_identical_digests() {
     let t = tempfile::tempdir().unwrap();
     let s = Store::start(t.path());
@@ -248,6 +249,7 @@ fn files_round_trip_through_a_bucket_with_identical_digests() {
 }
 
 #[test]
+#[ignore = "integration: needs MinIO (bash test.sh runs it)"]
 fn objects_copy_between_prefixes_and_checksum_skip_reads_them() {
     let t = tempfile::tempdir().unwrap();
     let s = Store::start(t.path());
@@ -280,6 +282,7 @@ fn objects_copy_between_prefixes_and_checksum_skip_reads_them() {
 }
 
 #[test]
+#[ignore = "integration: needs MinIO (bash test.sh runs it)"]
 fn five_thousand_small_objects() {
     let t = tempfile::tempdir().unwrap();
     let s = Store::start(t.path());
@@ -325,6 +328,7 @@ fn slow_upload(s: &Store, file: &Path, url: &str, parts: usize) -> Running {
 }
 
 #[test]
+#[ignore = "integration: needs MinIO (bash test.sh runs it)"]
 fn an_interrupted_upload_resumes_its_parts() {
     let t = tempfile::tempdir().unwrap();
     let s = Store::start(t.path());
@@ -358,6 +362,7 @@ fn an_interrupted_upload_resumes_its_parts() {
 }
 
 #[test]
+#[ignore = "integration: needs MinIO (bash test.sh runs it)"]
 fn a_failed_upload_leaves_no_parts_behind() {
     let t = tempfile::tempdir().unwrap();
     let s = Store::start(t.path());
@@ -381,6 +386,7 @@ fn a_failed_upload_leaves_no_parts_behind() {
 }
 
 #[test]
+#[ignore = "integration: needs MinIO (bash test.sh runs it)"]
 fn an_object_replaced_while_read_fails_and_writes_nothing() {
     let t = tempfile::tempdir().unwrap();
     let s = Store::start(t.path());
@@ -414,6 +420,7 @@ fn an_object_replaced_while_read_fails_and_writes_nothing() {
 }
 
 #[test]
+#[ignore = "integration: needs MinIO (bash test.sh runs it)"]
 fn bad_credentials_and_missing_buckets_are_one_clear_line() {
     let t = tempfile::tempdir().unwrap();
     let s = Store::start(t.path());
@@ -445,6 +452,7 @@ fn bad_credentials_and_missing_buckets_are_one_clear_line() {
 }
 
 #[test]
+#[ignore = "integration: needs MinIO (bash test.sh runs it)"]
 fn a_server_in_front_of_a_bucket_takes_pushes_and_pulls() {
     let t = tempfile::tempdir().unwrap();
     let s = Store::start(t.path());
@@ -540,6 +548,7 @@ impl Throttle {
 }
 
 #[test]
+#[ignore = "integration: needs MinIO (bash test.sh runs it)"]
 fn throttled_requests_are_retried_with_backoff() {
     let t = tempfile::tempdir().unwrap();
     let s = Store::start(t.path());
@@ -586,6 +595,7 @@ fn growing_files_cannot_go_into_a_bucket_and_bad_urls_are_usage_errors() {
 }
 
 #[test]
+#[ignore = "integration: needs MinIO (bash test.sh runs it)"]
 fn objects_go_to_and_come_from_a_server_with_a_directory_root() {
     let t = tempfile::tempdir().unwrap();
     let s = Store::start(t.path());
@@ -613,6 +623,7 @@ fn objects_go_to_and_come_from_a_server_with_a_directory_root() {
 }
 
 #[test]
+#[ignore = "integration: needs MinIO (bash test.sh runs it)"]
 fn an_upload_the_store_dropped_is_reported_and_the_next_run_starts_over() {
     let t = tempfile::tempdir().unwrap();
     let s = Store::start_own(t.path());
@@ -640,6 +651,7 @@ fn an_upload_the_store_dropped_is_reported_and_the_next_run_starts_over() {
 }
 
 #[test]
+#[ignore = "integration: needs MinIO (bash test.sh runs it)"]
 fn verify_reads_objects_back_and_finds_damage_in_the_store() {
     let t = tempfile::tempdir().unwrap();
     let s = Store::start(t.path());
@@ -686,6 +698,7 @@ fn walkdir(root: &Path) -> Vec<PathBuf> {
 }
 
 #[test]
+#[ignore = "integration: needs MinIO (bash test.sh runs it)"]
 fn sync_deletes_objects_the_source_lacks_under_its_prefix_only() {
     let t = tempfile::tempdir().unwrap();
     let s = Store::start(t.path());

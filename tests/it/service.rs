@@ -316,6 +316,7 @@ fn metrics_addr(w: &Running) -> String {
 /// before its leases run out, the other instance voids the leases, and its worker
 /// finishes the job: both copies identical.
 #[test]
+#[ignore = "integration: needs PostgreSQL (bash test.sh runs it)"]
 fn two_services_on_one_postgres_share_jobs_and_outlive_one_killed() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");

@@ -193,11 +193,13 @@ async fn two_writers(open: impl Fn() -> Bucket, scheme: Scheme) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "integration: needs MinIO (bash test.sh runs it)"]
 async fn two_writers_into_minio() {
     two_writers(minio_bucket(), Scheme::S3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "integration: needs Azurite (bash test.sh runs it)"]
 async fn two_writers_into_azurite() {
     two_writers(azurite_container(), Scheme::Azure).await;
 }
@@ -206,6 +208,7 @@ async fn two_writers_into_azurite() {
 /// completing again finds the upload gone (`is_upload_gone`, which is how a commit
 /// run again knows to re-tag), and the object, untagged, gets its BLAKE3 tag.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "integration: needs MinIO (bash test.sh runs it)"]
 async fn a_commit_run_again_after_completion_tags_the_object_on_minio() {
     let open = minio_bucket();
     let size = 11 * MIB + 7;

@@ -185,8 +185,10 @@ impl<T> Sent<T> {
     }
 
     /// The connection was lost after `arrived` whole frames reached the sink: the
-    /// items not wholly among them, to send again.
-    pub(crate) fn lost(self, arrived: u64) -> Result<Vec<T>, Unsendable> {
+    /// items not wholly among them, to send again. With `torn`, the sink kept the part
+    /// of the next frame that arrived and asks for its repair: that item, a one-frame
+    /// block, is not sent again.
+    pub(crate) fn lost(self, arrived: u64, torn: bool) -> Result<Vec<T>, Unsendable> {
         if arrived > self.frames {
             return Err(Unsendable::MoreThanSent {
                 arrived,
@@ -200,6 +202,7 @@ impl<T> Sent<T> {
             .items
             .into_iter()
             .filter(|(first, n, _)| first + u64::from(*n) > arrived)
+            .filter(|(first, n, _)| !(torn && *first == arrived && *n == 1))
             .map(|(_, _, item)| item)
             .collect())
     }
@@ -221,7 +224,7 @@ mod tests {
             s.record(1, "a");
             s.record(3, "patches");
             s.record(1, "b");
-            s.lost(arrived)
+            s.lost(arrived, false)
         };
         assert_eq!(again(0), Ok(vec!["a", "patches", "b"]));
         assert_eq!(again(1), Ok(vec!["patches", "b"]));
@@ -242,6 +245,24 @@ mod tests {
     }
 
     #[test]
+    fn a_block_the_sink_keeps_torn_is_not_sent_again_whole() {
+        let sent = || {
+            let mut s = Sent::default();
+            s.record(1, "a");
+            s.record(1, "b");
+            s.record(2, "patches");
+            s
+        };
+        assert_eq!(sent().lost(1, true), Ok(vec!["patches"]), "b is repaired");
+        assert_eq!(sent().lost(1, false), Ok(vec!["b", "patches"]));
+        assert_eq!(
+            sent().lost(2, true),
+            Ok(vec!["patches"]),
+            "a patch is never kept torn: its answer goes again"
+        );
+    }
+
+    #[test]
     fn a_loss_deeper_than_the_window_cannot_be_made_good() {
         let mut sent = Sent::default();
         for i in 0..SENT_WINDOW as u64 + 10 {
@@ -252,8 +273,8 @@ mod tests {
         for i in 0..frames {
             copy.record(1, i);
         }
-        assert_eq!(copy.lost(9), Err(Unsendable::Forgotten));
-        let tail = sent.lost(10).unwrap();
+        assert_eq!(copy.lost(9, false), Err(Unsendable::Forgotten));
+        let tail = sent.lost(10, false).unwrap();
         assert_eq!(tail.len(), SENT_WINDOW, "the whole window, from frame 10");
         assert_eq!(tail[0], 10);
     }

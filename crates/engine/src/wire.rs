@@ -116,6 +116,20 @@ pub struct FrameReader<R> {
     wire_bytes: u64,
     /// Where frames come from instead of the bytes, in one process.
     lane: Option<tokio::sync::mpsc::Receiver<Incoming>>,
+    /// The block whose payload the connection broke in, as far as it came.
+    torn: Option<Torn>,
+}
+
+/// A block frame whose header arrived whole and whose payload the connection broke
+/// in: the bytes that did arrive, for a repair to start from (see
+/// [`FrameReader::take_torn`]).
+pub struct Torn {
+    /// The frame's header (authenticated: by TLS, or by the frame MAC).
+    pub header: DataHeader,
+    /// The payload's buffer; its first `got` bytes arrived.
+    pub buf: PooledBuf,
+    /// Bytes of the payload that arrived.
+    pub got: usize,
 }
 
 /// Compressed blocks up to this long are inflated on the reading task itself; longer
@@ -138,7 +152,14 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             packed: Vec::new(),
             wire_bytes: 0,
             lane: None,
+            torn: None,
         }
+    }
+
+    /// The block frame the last error broke off, if it was one sent as it is whose
+    /// header had arrived (see [`Torn`]).
+    pub fn take_torn(&mut self) -> Option<Torn> {
+        self.torn.take()
     }
 
     /// Takes frames from `lane` (when there is one) instead of reading bytes: the
@@ -286,10 +307,23 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 return self.inflate(dh, len, pool).await;
             }
             let mut buf = pool.get(len).await;
-            self.r
-                .read_exact(&mut buf[..])
-                .await
-                .map_err(|e| self.conn(e))?;
+            let mut got = 0;
+            while got < len {
+                let e = match self.r.read(&mut buf[got..]).await {
+                    Ok(0) => std::io::ErrorKind::UnexpectedEof.into(),
+                    Ok(n) => {
+                        got += n;
+                        continue;
+                    }
+                    Err(e) => e,
+                };
+                self.torn = Some(Torn {
+                    header: dh,
+                    buf,
+                    got,
+                });
+                return Err(self.conn(e));
+            }
             return Ok(Some(Incoming::Data(dh, Some(buf))));
         }
         let mut body = vec![0u8; header.len as usize];
@@ -428,6 +462,11 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     /// Wraps a stream; `peer` names it in errors.
     pub fn new(w: W, peer: &str) -> Self {
         Self::with_buffer(w, peer, IO_BUF)
+    }
+
+    /// The stream underneath (what is still buffered is dropped: flush first).
+    pub fn into_inner(self) -> W {
+        self.w.into_inner()
     }
 
     /// [`FrameWriter::new`] writing `capacity` bytes at a time.

@@ -178,10 +178,12 @@ pub(crate) fn encode_body(frame: &Frame, out: &mut Vec<u8>) {
             index,
             generation,
             frames,
+            torn,
         } => {
             out.put_u16(*index);
             out.put_u32(*generation);
             out.put_u64(*frames);
+            out.put_bool(*torn);
         }
         Frame::Seal(seal) => {
             out.put_u64(seal.file);
@@ -315,6 +317,7 @@ pub(crate) fn decode_body(kind: FrameKind, body: &[u8]) -> Result<Frame, ProtoEr
             index: r.u16()?,
             generation: r.u32()?,
             frames: r.u64()?,
+            torn: r.bool()?,
         },
         FrameKind::KeepAlive => Frame::KeepAlive,
         FrameKind::Seal => Frame::Seal(decode_seal(&mut r)?),

@@ -143,6 +143,10 @@ pub enum Frame {
         generation: u32,
         /// Data frames that arrived whole on that connection.
         frames: u64,
+        /// The next frame, a block sent as it is, arrived in part and the sink keeps
+        /// what came as a damaged copy, whose repair it asks for ([`Frame::Repair`]):
+        /// the source does not send that block again whole.
+        torn: bool,
     },
 }
 

@@ -2,11 +2,14 @@
 //! buffers and queues them for the writers; when its connection is lost and the
 //! session can join it again (see [`crate::rejoin`]), it tells the source how many
 //! whole frames arrived ([`Frame::StreamLost`]) and goes on on the stream's next
-//! connection, where the source sends the rest again.
+//! connection, where the source sends the rest again. A block whose payload the loss
+//! cut short is kept as far as it came, as a damaged copy whose repair asks only for
+//! the patches that differ: on a link that breaks connections every megabyte or two,
+//! a big block never crosses one whole, but every part of it that did is kept.
 
 use std::sync::Arc;
 
-use hetch_proto::{DataHeader, Frame};
+use hetch_proto::{DataHeader, Frame, MIN_PATCH};
 use tokio::sync::mpsc;
 
 use super::SinkShared;
@@ -14,7 +17,7 @@ use crate::error::EngineError;
 use crate::pool::{BufferPool, PooledBuf};
 use crate::progress::Progress;
 use crate::rejoin::{self, Fruitless, Rejoining};
-use crate::wire::{FrameReader, Incoming};
+use crate::wire::{FrameReader, Incoming, Torn};
 use crate::DataStream;
 
 /// One data stream's reader.
@@ -38,24 +41,28 @@ impl Reader {
         let mut generation = 0;
         let mut fruitless = Fruitless::default();
         loop {
-            let mut frames = 0;
-            let e = match self.connection(data, &mut frames).await {
+            let (mut frames, mut torn) = (0, None);
+            let e = match self.connection(data, &mut frames, &mut torn).await {
                 Ok(()) => return Ok(()),
                 Err(e) => e,
             };
             let Some(rejoining) = self.rejoining.as_ref().filter(|_| rejoin::is_loss(&e)) else {
                 return Err(e);
             };
-            if !fruitless.again(frames) {
+            let repair = torn.and_then(|t| self.keep(t));
+            if !fruitless.again(frames + u64::from(repair.is_some())) {
                 return Err(e);
             }
             let lost = Frame::StreamLost {
                 index: self.index,
                 generation,
                 frames,
+                torn: repair.is_some(),
             };
-            if self.ctl.send(lost).await.is_err() {
-                return Err(e);
+            for f in std::iter::once(lost).chain(repair) {
+                if self.ctl.send(f).await.is_err() {
+                    return Err(e);
+                }
             }
             Progress::add(&self.shared.progress.streams_rejoined, 1);
             generation += 1;
@@ -68,9 +75,31 @@ impl Reader {
         }
     }
 
+    /// Keeps what arrived of block frame `t` as a damaged copy to repair; the
+    /// [`Frame::Repair`] that asks for the rest, or `None` when it is not kept (a patch,
+    /// a compressed block, less than a patch of it, or copies all taken).
+    fn keep(&self, t: Torn) -> Option<Frame> {
+        let h = &t.header;
+        if h.patch.is_some() || h.compressed || h.zero || t.got < MIN_PATCH as usize {
+            return None;
+        }
+        let mut copy = t.buf[..].to_vec();
+        copy[t.got..].fill(0);
+        let bs = self.shared.opts.block_size;
+        self.shared
+            .repairs
+            .start(h.file, h.block, bs, &h.digest, &copy)
+    }
+
     /// Reads one connection until the source ends the stream (or it closes once the
-    /// summary went out); counts the whole data frames that arrived in `frames`.
-    async fn connection(&self, data: DataStream, frames: &mut u64) -> Result<(), EngineError> {
+    /// summary went out); counts the whole data frames that arrived in `frames`, and
+    /// leaves in `torn` a block the connection broke in.
+    async fn connection(
+        &self,
+        data: DataStream,
+        frames: &mut u64,
+        torn: &mut Option<Torn>,
+    ) -> Result<(), EngineError> {
         let sh = &self.shared;
         let peer = &sh.peer;
         let mut r = FrameReader::with_buffer(
@@ -108,7 +137,10 @@ impl Reader {
                         cause: std::io::ErrorKind::UnexpectedEof.into(),
                     })
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    *torn = r.take_torn();
+                    return Err(e);
+                }
             }
         }
     }

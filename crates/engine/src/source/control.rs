@@ -63,9 +63,10 @@ pub(super) async fn control_reader(
                 index,
                 generation,
                 frames,
+                torn,
             } => match lost.get(usize::from(index)) {
                 Some(tx) => {
-                    tx.send_replace(Some((generation, frames)));
+                    tx.send_replace(Some((generation, frames, torn)));
                 }
                 None => {
                     let what = format!("data stream {index} lost, of {}", lost.len());

@@ -16,9 +16,9 @@ use crate::wire::FrameWriter;
 use crate::DataStream;
 use hetch_proto::Frame;
 
-/// What the sink said of a stream's lost connection: its generation, and the whole
-/// frames that arrived on it ([`Frame::StreamLost`]).
-pub(super) type Lost = Option<(u32, u64)>;
+/// What the sink said of a stream's lost connection: its generation, the whole frames
+/// that arrived on it, and whether it keeps the next one torn ([`Frame::StreamLost`]).
+pub(super) type Lost = Option<(u32, u64, bool)>;
 
 /// One data stream's writer.
 pub(super) struct Writer {
@@ -58,10 +58,10 @@ impl Writer {
                 return Err(e);
             };
             // The sink says what arrived (it saw the loss too, or caused it).
-            let Some(arrived) = self.word_on(generation, rejoining.timeout()).await else {
+            let Some((arrived, torn)) = self.word_on(generation, rejoining.timeout()).await else {
                 return Err(e);
             };
-            let again = match sent.lost(arrived) {
+            let again = match sent.lost(arrived, torn) {
                 Ok(again) => again,
                 Err(Unsendable::Forgotten) => return Err(e),
                 Err(Unsendable::MoreThanSent { arrived, sent }) => {
@@ -74,7 +74,7 @@ impl Writer {
                     ))
                 }
             };
-            if !fruitless.again(arrived) {
+            if !fruitless.again(arrived + u64::from(torn)) {
                 return Err(e);
             }
             for a in again {
@@ -179,14 +179,19 @@ impl Writer {
         Ok(())
     }
 
-    /// The sink's count of whole frames on lost connection `generation`, once it says
-    /// (`None` if it does not within `timeout`, or the session ends first).
-    async fn word_on(&mut self, generation: u32, timeout: std::time::Duration) -> Option<u64> {
+    /// The sink's count of whole frames on lost connection `generation` and whether it
+    /// keeps the next one torn, once it says (`None` if it does not within `timeout`,
+    /// or the session ends first).
+    async fn word_on(
+        &mut self,
+        generation: u32,
+        timeout: std::time::Duration,
+    ) -> Option<(u64, bool)> {
         tokio::time::timeout(timeout, async {
             loop {
-                if let Some((g, frames)) = *self.lost.borrow_and_update() {
+                if let Some((g, frames, torn)) = *self.lost.borrow_and_update() {
                     if g == generation {
-                        return Some(frames);
+                        return Some((frames, torn));
                     }
                 }
                 self.lost.changed().await.ok()?;
@@ -213,7 +218,7 @@ impl Writer {
 /// is over (the control reader ended).
 async fn lost_now(lost: &mut watch::Receiver<Lost>, generation: u32) -> bool {
     loop {
-        if matches!(*lost.borrow(), Some((g, _)) if g == generation) {
+        if matches!(*lost.borrow(), Some((g, _, _)) if g == generation) {
             return true;
         }
         if lost.changed().await.is_err() {

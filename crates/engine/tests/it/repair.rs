@@ -276,3 +276,79 @@ async fn a_repair_that_does_not_fit_the_block_ends_the_session_at_the_source() {
         assert!(s.result().await.is_err());
     }
 }
+
+/// A data stream breaks in the middle of a block's payload: the sink keeps what came
+/// as a damaged copy, says the stream was lost with that block torn (so the source
+/// does not send it whole again) and asks for its repair; its patches arrive on the
+/// stream's next connection, and the block is whole. (A link that breaks a connection
+/// every megabyte or two never carries a big block whole; this way every part of it
+/// that crossed is kept.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_a_lost_stream_cut_short_is_repaired_from_what_arrived() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("out");
+    let bs = 64u64 << 10;
+    let o = Options {
+        block_size: bs,
+        ..opts()
+    };
+    let mut s = FakeSource::start_rejoining(o, dest(&out, 1));
+    let data = bytes(9, bs as usize);
+    s.send(Frame::Entries(vec![hostile::file(1, "f", bs)]))
+        .await;
+    let _plan = s.recv().await.unwrap();
+    let h = DataHeader {
+        file: 1,
+        block: 0,
+        digest: hetch_integrity::block_digest(bs, bs, 0, &data),
+        zero: false,
+        compressed: false,
+        raw_len: 0,
+        sparse: false,
+        patch: None,
+    };
+    // The frame's header and 20 KiB of its 64 KiB, then the connection is gone.
+    let mut torn = hetch_proto::encode_data_prefix(&h, data.len()).to_vec();
+    torn.extend_from_slice(&data[..20 << 10]);
+    s.break_stream(&torn).await;
+    let (mut lost, mut repair) = (None, None);
+    while lost.is_none() || repair.is_none() {
+        match s.recv().await.expect("the sink's word on the loss") {
+            f @ Frame::StreamLost { .. } => lost = Some(f),
+            Frame::Repair {
+                file: 1,
+                block: 0,
+                round: 1,
+                patch_len,
+                digests,
+            } => repair = Some((patch_len as usize, digests)),
+            Frame::Error(e) => panic!("{}", e.message),
+            _ => {}
+        }
+    }
+    let lost = lost.unwrap();
+    assert_eq!(
+        lost,
+        Frame::StreamLost {
+            index: 0,
+            generation: 0,
+            frames: 0,
+            torn: true
+        }
+    );
+    let (len, digests) = repair.unwrap();
+    assert_eq!((len, digests.len()), (MIN_PATCH as usize, 16));
+    let differ: Vec<usize> = (0..16)
+        .filter(|i| digests[*i] != hash(&data[i * len..(i + 1) * len]))
+        .collect();
+    assert_eq!(differ, (5..16).collect::<Vec<_>>(), "what arrived is kept");
+    assert_eq!(s.rejoined().await, (0, 1));
+    for i in differ {
+        let p = &data[i * len..(i + 1) * len];
+        let (h, p) = patch(i * len, 11, p, p);
+        s.send_header(&h, &p).await;
+    }
+    assert_eq!(file_done(&mut s, 1).await, None);
+    finish(s, 1, 0).await;
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+}

@@ -302,6 +302,7 @@ fn samples() -> Vec<Frame> {
             index: 1,
             generation: 2,
             frames: 3,
+            torn: true,
         },
     ]
 }

@@ -75,8 +75,8 @@ proptest! {
         check_round_trip(&Frame::Repair { file, block, round: shift + 1, patch_len: MIN_PATCH << shift, digests })?;
     }
     #[test]
-    fn stream_lost_round_trip(index: u16, generation: u32, frames: u64) {
-        check_round_trip(&Frame::StreamLost { index, generation, frames })?;
+    fn stream_lost_round_trip(index: u16, generation: u32, frames: u64, torn: bool) {
+        check_round_trip(&Frame::StreamLost { index, generation, frames, torn })?;
     }
 
     #[test]

@@ -59,6 +59,27 @@ where
     )
 }
 
+/// A data stream the engine joined again: its index, generation and the test's end.
+pub type Rejoined = (u16, u32, BoxStream);
+
+/// Joins the engine's lost data streams again on new in-memory pipes, handing the
+/// test its end of each (see [`FakeSource::rejoined`]).
+struct PipeRejoin(tokio::sync::mpsc::UnboundedSender<Rejoined>);
+
+impl hetch_engine::Rejoin for PipeRejoin {
+    fn rejoin(
+        &self,
+        index: u16,
+        generation: u32,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<BoxStream, EngineError>> + Send + '_>,
+    > {
+        let (ours, theirs) = tokio::io::duplex(PIPE);
+        let _ = self.0.send((index, generation, Box::new(ours)));
+        Box::pin(async move { Ok(Box::new(theirs) as BoxStream) })
+    }
+}
+
 /// The test's side of the control stream.
 pub struct Control {
     r: FrameReader<ReadHalf<BoxStream>>,
@@ -105,6 +126,8 @@ pub struct FakeSource {
     /// The control stream.
     pub ctl: Control,
     data: Vec<FrameWriter<BoxStream>>,
+    /// Data streams the sink joined again, once it can ([`FakeSource::start_rejoining`]).
+    rejoined: Option<tokio::sync::mpsc::UnboundedReceiver<Rejoined>>,
     sink: JoinHandle<Result<Report, EngineError>>,
     /// Block size of the session (from the options given to [`FakeSource::start`]).
     pub bs: u64,
@@ -121,9 +144,55 @@ impl FakeSource {
                 .into_iter()
                 .map(|s| FrameWriter::new(s, ENGINE))
                 .collect(),
+            rejoined: None,
             sink,
             bs,
         }
+    }
+
+    /// [`FakeSource::start`] with a sink that joins a lost data stream again (the
+    /// test takes the new connection with [`FakeSource::rejoined`]).
+    pub fn start_rejoining(opts: Options, dest: DestSpec) -> Self {
+        let bs = opts.block_size;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (sink, ctl, data) = engine(|mut t| {
+            t.rejoin = Some(Arc::new(PipeRejoin(tx)));
+            hetch_engine::run_sink(opts, dest, t, Arc::default())
+        });
+        FakeSource {
+            ctl,
+            data: data
+                .into_iter()
+                .map(|s| FrameWriter::new(s, ENGINE))
+                .collect(),
+            rejoined: Some(rx),
+            sink,
+            bs,
+        }
+    }
+
+    /// Breaks data stream 0 after writing `bytes` raw (a frame's first bytes, say).
+    pub async fn break_stream(&mut self, bytes: &[u8]) {
+        let gone: BoxStream = Box::new(tokio::io::duplex(1).0);
+        let w = std::mem::replace(&mut self.data[0], FrameWriter::new(gone, ENGINE));
+        let mut s = w.into_inner();
+        let _ = tokio::io::AsyncWriteExt::write_all(&mut s, bytes).await;
+        let _ = tokio::io::AsyncWriteExt::flush(&mut s).await;
+    }
+
+    /// The next data stream the sink joined again: it becomes the stream of its
+    /// index; its index and generation.
+    pub async fn rejoined(&mut self) -> (u16, u32) {
+        let rx = self
+            .rejoined
+            .as_mut()
+            .expect("started with start_rejoining");
+        let next = tokio::time::timeout(PATIENCE, rx.recv()).await;
+        let (index, generation, s) = next
+            .expect("the sink joined no stream again")
+            .expect("the sink is gone");
+        self.data[usize::from(index)] = FrameWriter::new(s, ENGINE);
+        (index, generation)
     }
 
     /// Sends a control frame; false when the sink has closed the stream.

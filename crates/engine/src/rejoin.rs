@@ -27,16 +27,26 @@ use crate::wire::FrameMac;
 use crate::{BoxStream, DataStream};
 
 /// How a side gets a new connection for a data stream that was lost: the client of
-/// the session opens one (TCP, TLS, and the stream's hello for the next generation);
-/// the server waits for the client's. Implemented by the session layer.
+/// the session opens one (TCP, TLS, and the stream's hello for its generation); the
+/// server waits for the client's. Implemented by the session layer.
+///
+/// A client's attempt can fail too (its handshake crosses the same bad link): it
+/// tries again with the generation after, so generations may be skipped, at most
+/// [`MAX_SKIPPED`] in a row. The sink tells the source each skipped one was lost with
+/// nothing through, so that a source that had taken one (the server, which accepted
+/// its hello before the client gave up on it) sends what it wrote there again.
 pub trait Rejoin: Send + Sync {
-    /// Connection `generation` (1 or more) of data stream `index`, ready for frames.
+    /// A connection of data stream `index` of a generation after `after`, ready for
+    /// frames, with its generation.
     fn rejoin(
         &self,
         index: u16,
-        generation: u32,
-    ) -> Pin<Box<dyn Future<Output = Result<BoxStream, EngineError>> + Send + '_>>;
+        after: u32,
+    ) -> Pin<Box<dyn Future<Output = Result<(BoxStream, u32), EngineError>> + Send + '_>>;
 }
+
+/// Generations a client may skip at once (its failed attempts to join again).
+pub const MAX_SKIPPED: u32 = 8;
 
 /// Frames per data stream the source remembers having sent (what it would send again
 /// after a loss): a loss that took more than that ends the session. A frame is at
@@ -71,23 +81,34 @@ impl Rejoining {
         }
     }
 
-    /// Connection `generation` of data stream `index`, with its own frame MAC.
+    /// A connection of data stream `index` of a generation after `after`, with its
+    /// own frame MAC, and its generation.
     pub(crate) async fn connect(
         &self,
         index: u16,
-        generation: u32,
-    ) -> Result<DataStream, EngineError> {
-        let stream = tokio::time::timeout(REJOIN_TIMEOUT, self.rejoin.rejoin(index, generation))
-            .await
-            .map_err(|_| self.not_back(index))??;
-        Ok(DataStream {
+        after: u32,
+    ) -> Result<(DataStream, u32), EngineError> {
+        let (stream, generation) =
+            tokio::time::timeout(REJOIN_TIMEOUT, self.rejoin.rejoin(index, after))
+                .await
+                .map_err(|_| self.not_back(index))??;
+        if generation <= after || generation - after > MAX_SKIPPED + 1 {
+            return Err(EngineError::unexpected(
+                &self.peer,
+                format!(
+                    "data stream {index} joined again as generation {generation} after {after}"
+                ),
+            ));
+        }
+        let stream = DataStream {
             stream,
             mac: self
                 .key
                 .as_ref()
                 .map(|k| FrameMac::for_stream(k, index.into(), generation)),
             lane: None,
-        })
+        };
+        Ok((stream, generation))
     }
 
     /// The error when stream `index` does not come back in time.

@@ -15,7 +15,12 @@ use hetch_proto::{Frame, Hello, SessionId};
 use tokio::sync::mpsc;
 
 /// The future a [`Rejoin`] returns.
-type Joined<'a> = Pin<Box<dyn Future<Output = Result<BoxStream, EngineError>> + Send + 'a>>;
+type Joined<'a> = Pin<Box<dyn Future<Output = Result<(BoxStream, u32), EngineError>> + Send + 'a>>;
+
+/// Attempts the client makes to join a lost stream again, each with the generation
+/// after the last: its handshake crosses the link that broke the stream. At most
+/// [`hetch_engine::MAX_SKIPPED`] + 1.
+const ATTEMPTS: u32 = 4;
 
 /// The client's side: dials the server again for a lost stream.
 pub(crate) struct ClientRejoin {
@@ -31,21 +36,37 @@ pub(crate) struct ClientRejoin {
     pub key: SessionKey,
 }
 
+impl ClientRejoin {
+    /// One attempt: connection `generation` of stream `index`.
+    async fn attempt(&self, index: u16, generation: u32) -> Result<BoxStream, EngineError> {
+        let host = &self.host;
+        let mut s = hetch_net::connect(host, &self.socket, self.tls.as_deref())
+            .await
+            .map_err(|e| lost(host, e.to_string()))?;
+        let hello = Frame::Hello(Hello::Data {
+            session: self.session,
+            index,
+            generation,
+            proof: self.key.stream_proof(&self.session, index, generation),
+        });
+        join_stream(&mut s, host, &hello).await?;
+        Ok(s)
+    }
+}
+
 impl Rejoin for ClientRejoin {
-    fn rejoin(&self, index: u16, generation: u32) -> Joined<'_> {
+    fn rejoin(&self, index: u16, after: u32) -> Joined<'_> {
         Box::pin(async move {
-            let host = &self.host;
-            let mut s = hetch_net::connect(host, &self.socket, self.tls.as_deref())
-                .await
-                .map_err(|e| lost(host, e.to_string()))?;
-            let hello = Frame::Hello(Hello::Data {
-                session: self.session,
-                index,
-                generation,
-                proof: self.key.stream_proof(&self.session, index, generation),
-            });
-            join_stream(&mut s, host, &hello).await?;
-            Ok(s)
+            let mut failed = None;
+            for generation in (after + 1..).take(ATTEMPTS as usize) {
+                match self.attempt(index, generation).await {
+                    Ok(s) => return Ok((s, generation)),
+                    // Refused (not a broken handshake): another attempt gets no further.
+                    Err(e @ EngineError::Peer { .. }) => return Err(e),
+                    Err(e) => failed = Some(e),
+                }
+            }
+            Err(failed.expect("at least one attempt"))
         })
     }
 }
@@ -94,29 +115,36 @@ impl ServerRejoin {
         }
     }
 
-    fn parked(&self, index: u16, generation: u32) -> Option<BoxStream> {
-        self.parked
-            .lock()
-            .expect("parked lock")
-            .remove(&(index, generation))
+    /// The parked connection of stream `index` of the first generation after
+    /// `after`, if there is one; older ones of the stream (attempts the client gave
+    /// up on) are dropped.
+    fn parked(&self, index: u16, after: u32) -> Option<(BoxStream, u32)> {
+        let mut parked = self.parked.lock().expect("parked lock");
+        parked.retain(|(i, g), _| *i != index || *g > after);
+        let g = parked
+            .keys()
+            .filter(|(i, _)| *i == index)
+            .map(|(_, g)| *g)
+            .min()?;
+        parked.remove(&(index, g)).map(|s| (s, g))
     }
 }
 
 impl Rejoin for ServerRejoin {
-    fn rejoin(&self, index: u16, generation: u32) -> Joined<'_> {
+    fn rejoin(&self, index: u16, after: u32) -> Joined<'_> {
         Box::pin(async move {
             loop {
-                if let Some(s) = self.parked(index, generation) {
-                    return Ok(s);
+                if let Some(joined) = self.parked(index, after) {
+                    return Ok(joined);
                 }
                 // One waiter reads the channel at a time; another's stream is parked
                 // for it (it looks there once it has the channel in turn).
                 let mut rx = self.rx.lock().await;
-                if let Some(s) = self.parked(index, generation) {
-                    return Ok(s);
+                if let Some(joined) = self.parked(index, after) {
+                    return Ok(joined);
                 }
                 match rx.recv().await {
-                    Some((i, g, s)) if (i, g) == (index, generation) => return Ok(s),
+                    Some((i, g, s)) if i == index && g > after => return Ok((s, g)),
                     Some((i, g, s)) => {
                         self.parked.lock().expect("parked lock").insert((i, g), s);
                     }
@@ -137,24 +165,32 @@ mod tests {
 
     #[tokio::test]
     async fn each_wait_gets_its_own_stream_whichever_arrives_first() {
-        let (tx, rx) = mpsc::channel(4);
+        let (tx, rx) = mpsc::channel(8);
         let r = Arc::new(ServerRejoin::new("peer", rx));
         let one = tokio::spawn({
             let r = r.clone();
-            async move { r.rejoin(1, 3).await.map(|_| ()) }
+            async move { r.rejoin(1, 2).await.map(|(_, g)| g) }
         });
         let zero = tokio::spawn({
             let r = r.clone();
-            async move { r.rejoin(0, 1).await.map(|_| ()) }
+            async move { r.rejoin(0, 0).await.map(|(_, g)| g) }
         });
         tx.send((0, 1, stream())).await.unwrap();
         tx.send((1, 3, stream())).await.unwrap();
-        zero.await.unwrap().unwrap();
-        one.await.unwrap().unwrap();
-        // Another generation is not the one waited for; a closed session ends the wait.
-        tx.send((0, 5, stream())).await.unwrap();
+        assert_eq!(zero.await.unwrap().unwrap(), 1);
+        assert_eq!(one.await.unwrap().unwrap(), 3);
+        // A generation skipped (the client gave up on an attempt) is taken as the next
+        // one; a generation not after the one lost is not (and is dropped).
+        tx.send((0, 1, stream())).await.unwrap();
+        tx.send((0, 4, stream())).await.unwrap();
+        tx.send((0, 6, stream())).await.unwrap();
+        assert_eq!(r.rejoin(0, 1).await.unwrap().1, 4);
+        assert_eq!(
+            r.rejoin(0, 4).await.unwrap().1,
+            6,
+            "parked by the wait before"
+        );
         drop(tx);
-        assert!(r.rejoin(0, 2).await.is_err());
-        assert!(r.rejoin(0, 5).await.is_ok(), "parked by the wait before");
+        assert!(r.rejoin(0, 6).await.is_err(), "the session ended");
     }
 }

@@ -524,13 +524,19 @@ async fn join(
                             Ok((j.tuning.clone(), JoinedTo::First(first)))
                         }
                         (Some(Some(_)), 0) => Err("stream index already joined"),
-                        (Some(Some(last)), g) if Some(g) == last.checked_add(1) => match again {
-                            Some(again) => {
-                                *last = g;
-                                Ok((j.tuning.clone(), JoinedTo::Again(again)))
+                        // The generation after the last, or a few more: the client's
+                        // attempts that failed skip theirs.
+                        (Some(Some(last)), g)
+                            if g > *last && g - *last <= hetch_engine::MAX_SKIPPED + 1 =>
+                        {
+                            match again {
+                                Some(again) => {
+                                    *last = g;
+                                    Ok((j.tuning.clone(), JoinedTo::Again(again)))
+                                }
+                                None => Err("this session does not join streams again"),
                             }
-                            None => Err("this session does not join streams again"),
-                        },
+                        }
                         _ => Err("data stream joined again out of turn"),
                     }
                 }

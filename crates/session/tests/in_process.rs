@@ -318,12 +318,13 @@ async fn a_damaged_block_is_repaired_from_the_patch_that_differs() {
 }
 
 /// A TCP relay on 127.0.0.1 in front of `upstream` that breaks connections as a bad
-/// link would: each one, once it has carried `after` bytes (both ways), is closed at
-/// both ends at once, mid-record as it happens, until `cuts` have been cut. Its
-/// address, and how many it cut.
+/// link would: connection `n` (in the order they came, from 0), if `cut_at(n)` says
+/// so, is closed at both ends at once once it has carried that many bytes (both ways;
+/// the last chunk cut short to it), mid-record as it happens, until `cuts` have been
+/// cut. Its address, and how many it cut.
 async fn breaking_relay(
     upstream: String,
-    after: u64,
+    cut_at: impl Fn(usize) -> Option<u64> + Send + 'static,
     cuts: usize,
 ) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
@@ -332,15 +333,18 @@ async fn breaking_relay(
     let cut = Arc::new(AtomicUsize::new(0));
     let made = cut.clone();
     tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
+        for n in 0.. {
+            let Ok((client, _)) = listener.accept().await else {
+                return;
+            };
             let server = tokio::net::TcpStream::connect(&upstream).await.unwrap();
-            let cut = cut.clone();
+            let (cut, limit) = (cut.clone(), cut_at(n).unwrap_or(u64::MAX));
             tokio::spawn(async move {
                 let carried = Arc::new(AtomicU64::new(0));
                 let over = Arc::new(tokio::sync::Notify::new());
                 let (cr, cw) = client.into_split();
                 let (sr, sw) = server.into_split();
-                // Copies one way, counting; past `after`, takes a cut if one is left.
+                // Copies one way, counting; at the limit, takes a cut if one is left.
                 let pipe = |mut r: tokio::net::tcp::OwnedReadHalf,
                             mut w: tokio::net::tcp::OwnedWriteHalf| {
                     let (carried, over, cut) = (carried.clone(), over.clone(), cut.clone());
@@ -349,17 +353,22 @@ async fn breaking_relay(
                         loop {
                             let n = match r.read(&mut buf).await {
                                 Ok(0) | Err(_) => return,
-                                Ok(n) => n,
+                                Ok(n) => n as u64,
                             };
-                            if w.write_all(&buf[..n]).await.is_err() {
-                                return;
-                            }
-                            let total = carried.fetch_add(n as u64, SeqCst) + n as u64;
-                            if total >= after
+                            let before = carried.fetch_add(n, SeqCst);
+                            let breaks = before + n >= limit
                                 && cut
                                     .fetch_update(SeqCst, SeqCst, |c| (c < cuts).then_some(c + 1))
-                                    .is_ok()
-                            {
+                                    .is_ok();
+                            let pass = if breaks {
+                                limit.saturating_sub(before).min(n)
+                            } else {
+                                n
+                            };
+                            if w.write_all(&buf[..pass as usize]).await.is_err() {
+                                return;
+                            }
+                            if breaks {
                                 over.notify_one();
                                 return;
                             }
@@ -405,7 +414,7 @@ async fn a_broken_data_stream_is_joined_again_and_the_session_goes_on() {
         assert_eq!(s.streams_rejoined, 4, "{how}: {s:?}");
     };
 
-    let (relay, cut) = breaking_relay(addr.clone(), 3 << 20, 4).await;
+    let (relay, cut) = breaking_relay(addr.clone(), |_| Some(3 << 20), 4).await;
     let pushed = push_tree(&relay, &cfg, opts(), &src, true).await;
     check(
         &pushed,
@@ -414,13 +423,62 @@ async fn a_broken_data_stream_is_joined_again_and_the_session_goes_on() {
     );
     assert_eq!(std::fs::read(root.join("big/f")).unwrap(), body);
 
-    let (relay, cut) = breaking_relay(addr, 3 << 20, 4).await;
+    let (relay, cut) = breaking_relay(addr, |_| Some(3 << 20), 4).await;
     let back = t.path().join("back");
     let pulled = pull_tree(&relay, &cfg, opts(), "big", &back, false).await;
     check(
         &pulled,
         cut.load(std::sync::atomic::Ordering::SeqCst),
         "pull, plain",
+    );
+    assert_eq!(std::fs::read(back.join("big/f")).unwrap(), body);
+}
+
+/// The connection that joins a lost stream again crosses the same bad link, and can
+/// break too: in its handshake (the client tries again, with the generation after),
+/// or right after it. The session still goes on, pushed over TLS and pulled over
+/// plain streams: connection 1 (a data stream) breaks after 2 MiB, connection 3 (the
+/// first attempt to join it again) within its first 40 bytes, connection 4 (the
+/// next) after 76 (mid-handshake over TLS; over plain TCP just when the server has
+/// the hello and the client the server's preamble: joined, then lost at once), and
+/// the copies are identical.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_whose_joining_again_breaks_too_is_joined_once_more() {
+    let t = tempfile::tempdir().unwrap();
+    let src = t.path().join("big");
+    std::fs::create_dir(&src).unwrap();
+    let body: Vec<u8> = (0..12u32 << 20)
+        .map(|i| (i.wrapping_mul(2246822519) >> 9) as u8)
+        .collect();
+    std::fs::write(src.join("f"), &body).unwrap();
+    let root = t.path().join("root");
+    let (addr, fp, token) = serve(t.path(), &root, Default::default()).await;
+    let cfg = client(t.path(), &token, fp);
+    let opts = || Options {
+        block_size: 256 << 10,
+        ..Options::default()
+    };
+    let plan = |n| match n {
+        1 => Some(2 << 20),
+        3 => Some(40),
+        4 => Some(76),
+        _ => None,
+    };
+    let (relay, cut) = breaking_relay(addr.clone(), plan, 3).await;
+    let pushed = push_tree(&relay, &cfg, opts(), &src, true).await;
+    assert_eq!(pushed.summary.failed, 0, "{:?}", pushed.errors);
+    assert_eq!(cut.load(std::sync::atomic::Ordering::SeqCst), 3);
+    assert_eq!(std::fs::read(root.join("big/f")).unwrap(), body);
+
+    let (relay, cut) = breaking_relay(addr, plan, 3).await;
+    let back = t.path().join("back");
+    let pulled = pull_tree(&relay, &cfg, opts(), "big", &back, false).await;
+    assert_eq!(pulled.summary.failed, 0, "{:?}", pulled.errors);
+    assert_eq!(
+        cut.load(std::sync::atomic::Ordering::SeqCst),
+        3,
+        "{:?}",
+        pulled.summary
     );
     assert_eq!(std::fs::read(back.join("big/f")).unwrap(), body);
 }

@@ -65,13 +65,25 @@ impl Reader {
                 }
             }
             Progress::add(&self.shared.progress.streams_rejoined, 1);
-            generation += 1;
             // Once the summary is out nothing more is needed from the stream (what
             // was lost was its end): the source need not come back.
-            data = tokio::select! {
-                d = rejoining.connect(self.index, generation) => d?,
+            let after = generation;
+            (data, generation) = tokio::select! {
+                joined = rejoining.connect(self.index, after) => joined?,
                 () = self.finished() => return Ok(()),
             };
+            // Generations skipped (a client's attempts that failed) delivered nothing.
+            for skipped in after + 1..generation {
+                let lost = Frame::StreamLost {
+                    index: self.index,
+                    generation: skipped,
+                    frames: 0,
+                    torn: false,
+                };
+                if self.ctl.send(lost).await.is_err() {
+                    return Err(e);
+                }
+            }
         }
     }
 

@@ -65,9 +65,12 @@ pub(super) async fn control_reader(
                 frames,
                 torn,
             } => match lost.get(usize::from(index)) {
-                Some(tx) => {
-                    tx.send_replace(Some((generation, frames, torn)));
-                }
+                Some(tx) => tx.send_modify(|l| {
+                    l.push_back((generation, frames, torn));
+                    if l.len() > super::stream::LOST_KEPT {
+                        l.pop_front();
+                    }
+                }),
                 None => {
                     let what = format!("data stream {index} lost, of {}", lost.len());
                     return Err(EngineError::unexpected(&shared.peer, what));

@@ -252,7 +252,7 @@ pub async fn run_source_from(
     // The sink's word on each data stream's lost connections, from the control reader
     // to the stream's writer.
     let (lost_tx, lost_rx): (Vec<_>, Vec<_>) = (0..session.data.len())
-        .map(|_| tokio::sync::watch::channel(None))
+        .map(|_| tokio::sync::watch::channel(Default::default()))
         .unzip();
     let reading = tasks.spawn(control::control_reader(
         shared.clone(),

@@ -16,9 +16,21 @@ use crate::wire::FrameWriter;
 use crate::DataStream;
 use hetch_proto::Frame;
 
-/// What the sink said of a stream's lost connection: its generation, the whole frames
-/// that arrived on it, and whether it keeps the next one torn ([`Frame::StreamLost`]).
-pub(super) type Lost = Option<(u32, u64, bool)>;
+/// What the sink said of a stream's lost connections, the latest [`LOST_KEPT`]: each
+/// one's generation, the whole frames that arrived on it, and whether it keeps the
+/// next one torn ([`Frame::StreamLost`]).
+pub(super) type Lost = std::collections::VecDeque<(u32, u64, bool)>;
+
+/// Reports on a stream's lost connections kept: a few, since one about a skipped
+/// generation and one about the next may come close together.
+pub(super) const LOST_KEPT: usize = 2 * rejoin::MAX_SKIPPED as usize;
+
+/// The sink's report on connection `generation` among `lost`.
+fn report_on(lost: &Lost, generation: u32) -> Option<(u64, bool)> {
+    lost.iter()
+        .find(|(g, _, _)| *g == generation)
+        .map(|(_, frames, torn)| (*frames, *torn))
+}
 
 /// One data stream's writer.
 pub(super) struct Writer {
@@ -80,8 +92,12 @@ impl Writer {
             for a in again {
                 super::control::send_again(&self.shared, a.file, a.block, a.repair).await;
             }
-            generation += 1;
-            data = rejoining.connect(self.index, generation).await?;
+            // The session may end meanwhile (the stream's end was all that was lost):
+            // then nothing is owed.
+            (data, generation) = tokio::select! {
+                joined = rejoining.connect(self.index, generation) => joined?,
+                () = session_over(&mut self.lost) => return Ok(()),
+            };
         }
     }
 
@@ -189,10 +205,8 @@ impl Writer {
     ) -> Option<(u64, bool)> {
         tokio::time::timeout(timeout, async {
             loop {
-                if let Some((g, frames, torn)) = *self.lost.borrow_and_update() {
-                    if g == generation {
-                        return Some((frames, torn));
-                    }
+                if let Some(word) = report_on(&self.lost.borrow_and_update(), generation) {
+                    return Some(word);
                 }
                 self.lost.changed().await.ok()?;
             }
@@ -214,11 +228,16 @@ impl Writer {
     }
 }
 
+/// Returns once the session is over (the control reader ended).
+async fn session_over(lost: &mut watch::Receiver<Lost>) {
+    while lost.changed().await.is_ok() {}
+}
+
 /// True once the sink says connection `generation` was lost; false once the session
 /// is over (the control reader ended).
 async fn lost_now(lost: &mut watch::Receiver<Lost>, generation: u32) -> bool {
     loop {
-        if matches!(*lost.borrow(), Some((g, _, _)) if g == generation) {
+        if report_on(&lost.borrow(), generation).is_some() {
             return true;
         }
         if lost.changed().await.is_err() {

@@ -70,13 +70,13 @@ impl hetch_engine::Rejoin for PipeRejoin {
     fn rejoin(
         &self,
         index: u16,
-        generation: u32,
+        after: u32,
     ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<BoxStream, EngineError>> + Send + '_>,
+        Box<dyn std::future::Future<Output = Result<(BoxStream, u32), EngineError>> + Send + '_>,
     > {
         let (ours, theirs) = tokio::io::duplex(PIPE);
-        let _ = self.0.send((index, generation, Box::new(ours)));
-        Box::pin(async move { Ok(Box::new(theirs) as BoxStream) })
+        let _ = self.0.send((index, after + 1, Box::new(ours)));
+        Box::pin(async move { Ok((Box::new(theirs) as BoxStream, after + 1)) })
     }
 }
 

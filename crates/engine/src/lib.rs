@@ -69,7 +69,7 @@ pub use options::{
 pub use pool::{BufferPool, PooledBuf};
 pub use progress::{Progress, Report, CHANGE_VERBS};
 pub use rate::RateLimiter;
-pub use rejoin::{Rejoin, MAX_SKIPPED};
+pub use rejoin::{Joining, Rejoin, MAX_SKIPPED};
 pub use session::below_served_root;
 pub use sink::{run_sink, run_sink_into, MAX_OPEN_FILES};
 pub use source::{run_source, run_source_from};

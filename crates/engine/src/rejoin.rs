@@ -38,12 +38,12 @@ use crate::{BoxStream, DataStream};
 pub trait Rejoin: Send + Sync {
     /// A connection of data stream `index` of a generation after `after`, ready for
     /// frames, with its generation.
-    fn rejoin(
-        &self,
-        index: u16,
-        after: u32,
-    ) -> Pin<Box<dyn Future<Output = Result<(BoxStream, u32), EngineError>> + Send + '_>>;
+    fn rejoin(&self, index: u16, after: u32) -> Joining<'_>;
 }
+
+/// What [`Rejoin::rejoin`] returns: the new connection and its generation, to come.
+pub type Joining<'a> =
+    Pin<Box<dyn Future<Output = Result<(BoxStream, u32), EngineError>> + Send + 'a>>;
 
 /// Generations a client may skip at once (its failed attempts to join again).
 pub const MAX_SKIPPED: u32 = 8;

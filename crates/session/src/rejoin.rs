@@ -4,18 +4,13 @@
 //! session's side waiting for it.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use hetch_engine::wire::{read_preamble_exact, write_frame_exact};
-use hetch_engine::{BoxStream, EngineError, Rejoin};
+use hetch_engine::{BoxStream, EngineError, Joining, Rejoin};
 use hetch_net::{SessionKey, SocketOptions, TlsClient};
 use hetch_proto::{Frame, Hello, SessionId};
 use tokio::sync::mpsc;
-
-/// The future a [`Rejoin`] returns.
-type Joined<'a> = Pin<Box<dyn Future<Output = Result<(BoxStream, u32), EngineError>> + Send + 'a>>;
 
 /// Attempts the client makes to join a lost stream again, each with the generation
 /// after the last: its handshake crosses the link that broke the stream. At most
@@ -55,7 +50,7 @@ impl ClientRejoin {
 }
 
 impl Rejoin for ClientRejoin {
-    fn rejoin(&self, index: u16, after: u32) -> Joined<'_> {
+    fn rejoin(&self, index: u16, after: u32) -> Joining<'_> {
         Box::pin(async move {
             let mut failed = None;
             for generation in (after + 1..).take(ATTEMPTS as usize) {
@@ -131,7 +126,7 @@ impl ServerRejoin {
 }
 
 impl Rejoin for ServerRejoin {
-    fn rejoin(&self, index: u16, after: u32) -> Joined<'_> {
+    fn rejoin(&self, index: u16, after: u32) -> Joining<'_> {
         Box::pin(async move {
             loop {
                 if let Some(joined) = self.parked(index, after) {

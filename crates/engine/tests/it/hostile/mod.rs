@@ -67,13 +67,7 @@ pub type Rejoined = (u16, u32, BoxStream);
 struct PipeRejoin(tokio::sync::mpsc::UnboundedSender<Rejoined>);
 
 impl hetch_engine::Rejoin for PipeRejoin {
-    fn rejoin(
-        &self,
-        index: u16,
-        after: u32,
-    ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<(BoxStream, u32), EngineError>> + Send + '_>,
-    > {
+    fn rejoin(&self, index: u16, after: u32) -> hetch_engine::Joining<'_> {
         let (ours, theirs) = tokio::io::duplex(PIPE);
         let _ = self.0.send((index, after + 1, Box::new(ours)));
         Box::pin(async move { Ok((Box::new(theirs) as BoxStream, after + 1)) })

@@ -64,7 +64,7 @@ HETCH_TOKEN=$(cat "$W/state/token")
 
 json() { grep -o "\"$2\":[0-9.]*" "$1" | head -1 | cut -d: -f2; }
 
-printf 'mode\trun\tdirection\texit\tseconds\tretried\ton_arrival\tread_back\trepaired\tpatch_bytes\treconnects\tidentical\n' |
+printf 'mode\trun\tdirection\texit\tseconds\tretried\ton_arrival\tread_back\trepaired\tpatch_bytes\treconnects\tidentical\trejoined\n' |
   tee "$OUT/runs.tsv"
 bad=0
 for mode in "${MODES[@]}"; do
@@ -94,20 +94,21 @@ for mode in "${MODES[@]}"; do
       bad=$((bad + 1))
       echo "damaged-link.sh: $mode run $run ($dir) exit $rc, identical $same: $(tail -3 "$W/cp.err")" >&2
     fi
-    printf '%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$run" "$dir" "$rc" "$secs" \
+    printf '%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$run" "$dir" "$rc" "$secs" \
       "$(json "$W/cp.json" retried_blocks)" "$(json "$W/cp.json" damaged_on_arrival)" \
       "$(json "$W/cp.json" failed_read_back)" "$(json "$W/cp.json" repaired_blocks)" \
-      "$(json "$W/cp.json" patch_bytes)" "$(json "$W/cp.json" reconnects)" "$same" |
+      "$(json "$W/cp.json" patch_bytes)" "$(json "$W/cp.json" reconnects)" "$same" \
+      "$(json "$W/cp.json" streams_rejoined)" |
       tee -a "$OUT/runs.tsv"
   done
 done
 
 echo "=== damaged-link.sh: $RUNS copies per mode at $DAMAGE of segments damaged each way ($(du -sh "$SRC" | cut -f1) each)"
 awk -F'\t' 'NR > 1 {
-    n[$1]++; ok[$1] += ($4 == 0 && $12 == "yes"); s[$1] += $5; r[$1] += $6; p[$1] += $9; c[$1] += $11
+    n[$1]++; ok[$1] += ($4 == 0 && $12 == "yes"); s[$1] += $5; r[$1] += $6; p[$1] += $9; c[$1] += $11; j[$1] += $13
   } END {
-    for (m in n) printf "  %s: %d of %d identical; mean %.1f s, %.1f blocks re-sent, %.1f repaired from patches, %.1f sessions reopened per copy\n",
-      m, ok[m], n[m], s[m] / n[m], r[m] / n[m], p[m] / n[m], c[m] / n[m]
+    for (m in n) printf "  %s: %d of %d identical; mean %.1f s, %.1f blocks re-sent, %.1f repaired from patches, %.1f sessions reopened, %.1f data streams joined again per copy\n",
+      m, ok[m], n[m], s[m] / n[m], r[m] / n[m], p[m] / n[m], c[m] / n[m], j[m] / n[m]
   }' "$OUT/runs.tsv"
 echo "  raw: $OUT/runs.tsv"
 [ "$bad" = 0 ]

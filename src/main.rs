@@ -308,10 +308,11 @@ impl CpArgs {
 #[derive(Args, Clone, Debug)]
 struct RetryArgs {
     /// Sessions opened again in a row, after a lost connection, without any data
-    /// getting through in between (a session that moves data resets the count);
-    /// 0 gives up at the first loss.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=1000))]
-    retries: u32,
+    /// getting through in between, at most (a session that moves data resets the
+    /// count); 0 gives up at the first loss. Default: no count, --retry-for alone
+    /// bounds them.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    retries: Option<u32>,
     /// Give up recovering once this long has passed without any data getting through.
     #[arg(long, default_value = "10m", value_parser = units::parse_duration)]
     retry_for: std::time::Duration,
@@ -321,7 +322,7 @@ impl RetryArgs {
     /// The policy these flags set.
     fn policy(&self) -> hetch_copy::RetryPolicy {
         hetch_copy::RetryPolicy {
-            retries: self.retries,
+            retries: self.retries.unwrap_or(hetch_copy::RetryPolicy::UNCOUNTED),
             retry_for: self.retry_for,
         }
     }

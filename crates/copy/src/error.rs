@@ -81,6 +81,18 @@ impl CopyError {
     }
 }
 
+impl CopyError {
+    /// Whether the session was lost to damage on the way (a TLS record or handshake
+    /// that failed its checks, a plain frame's MAC): the server is there.
+    pub fn is_damage(&self) -> bool {
+        match self {
+            CopyError::Engine(e) => hetch_session::is_damage_error(e),
+            CopyError::Session(e) => hetch_session::is_damage_error(e.0.as_ref()),
+            _ => false,
+        }
+    }
+}
+
 /// An error and its causes on one line, without repeating a cause already quoted.
 pub fn one_line(e: &(dyn Error + 'static)) -> String {
     let mut out = String::new();

@@ -2,8 +2,10 @@
 //! failure, stall, server restart or shutdown), a copy opens a new one, which resumes
 //! from what the destination verified (part files and journals), after a pause that
 //! doubles each time. What ends a run is an error that another session cannot get
-//! past (a refused path, a wrong token, a full disk), or too many failures in a row
-//! without any data getting through.
+//! past (a refused path, a wrong token, a full disk), or a time without any data getting
+//! through (`--retry-for`; and, if asked, a number of failures in a row without it: by
+//! default none, so a bad link that lets data through now and then is never given up
+//! on by chance).
 
 use std::time::{Duration, Instant};
 
@@ -17,12 +19,18 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const AFTER_PROGRESS: Duration = Duration::from_millis(100);
 /// First pause of a run of failures without progress (then doubled each time).
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// Longest pause after a session lost to damage on the way (a TLS record that failed
+/// its check): the server answered, so there is nothing to wait for, and on a link
+/// that damages often many sessions in a row end before the one after shows what
+/// they verified.
+const AFTER_DAMAGE: Duration = Duration::from_millis(250);
 
 /// How a run recovers from lost sessions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// Sessions opened again in a row without any data getting through in between
-    /// (a session that moves data resets the count); 0 gives up at the first loss.
+    /// (a session that moves data resets the count); 0 gives up at the first loss,
+    /// [`RetryPolicy::UNCOUNTED`] bounds them by `retry_for` alone.
     pub retries: u32,
     /// Give up once this long has passed without any data getting through.
     pub retry_for: Duration,
@@ -35,14 +43,19 @@ impl RetryPolicy {
         retries: 0,
         retry_for: Duration::ZERO,
     };
+
+    /// `retries` that sets no count: only `retry_for` ends the recoveries.
+    pub const UNCOUNTED: u32 = u32::MAX;
 }
 
 impl Default for RetryPolicy {
-    /// 5 sessions in a row, for up to 10 minutes without progress (the command line's
-    /// defaults).
+    /// Sessions opened again for as long as data gets through at least every 10
+    /// minutes, however many (the command line's defaults): a count of failures in a
+    /// row can run out by chance on a link that breaks sessions often but lets data
+    /// through between the breaks.
     fn default() -> Self {
         RetryPolicy {
-            retries: 5,
+            retries: Self::UNCOUNTED,
             retry_for: Duration::from_secs(600),
         }
     }
@@ -84,7 +97,7 @@ impl Recovery {
             self.last_progress = Instant::now();
             self.backoff = FIRST_BACKOFF;
         }
-        self.in_a_row += 1;
+        self.in_a_row = self.in_a_row.saturating_add(1);
         if self.in_a_row > self.policy.retries
             || self.last_progress.elapsed() > self.policy.retry_for
         {
@@ -94,7 +107,10 @@ impl Recovery {
         if moved {
             return Some(AFTER_PROGRESS);
         }
-        let wait = self.backoff;
+        let wait = match e.is_damage() {
+            true => self.backoff.min(AFTER_DAMAGE),
+            false => self.backoff,
+        };
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
         Some(wait)
     }
@@ -138,6 +154,24 @@ mod tests {
             "a fourth in a row is too many"
         );
         assert_eq!(r.reconnects, 3);
+    }
+
+    #[test]
+    fn a_session_lost_to_damage_is_opened_again_soon_and_uncounted_retries_never_run_out() {
+        let mut r = Recovery::new(RetryPolicy::default());
+        let damaged = CopyError::Engine(hetch_engine::EngineError::Tampered {
+            peer: "h:1".into(),
+            what: "a data frame".into(),
+        });
+        assert!(damaged.is_damage() && !lost().is_damage());
+        for _ in 0..100 {
+            assert_eq!(r.next_attempt(&damaged, false), Some(AFTER_DAMAGE));
+        }
+        assert_eq!(
+            r.next_attempt(&lost(), false),
+            Some(MAX_BACKOFF),
+            "other losses still back off"
+        );
     }
 
     #[test]

@@ -335,7 +335,7 @@ async fn open_session_now(
             generation: 0,
             proof: key.stream_proof(&w.session, index, 0),
         });
-        async move { crate::rejoin::join_stream(s, host, &hello).await }
+        async move { crate::rejoin::join_stream(s, host, (w.session, &hello)).await }
     }))
     .await?;
     let data_mac = (!encrypt).then(|| key.frame_mac_key());
@@ -485,6 +485,30 @@ pub fn is_transient_error(e: &(dyn std::error::Error + 'static)) -> bool {
         }
         if cause.downcast_ref::<NoAnswer>().is_some() {
             return true;
+        }
+    }
+    false
+}
+
+/// Whether `e` (or a cause) is damage on the way: a TLS record or handshake that failed
+/// its checks, a plain frame that failed its MAC. The server answered, so a new
+/// session need not wait long for it (see `hetch_copy::retry`).
+pub fn is_damage_error(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(cause) = next {
+        next = cause.source();
+        if let Some(e) = cause.downcast_ref::<EngineError>() {
+            return match e {
+                EngineError::Connection { cause, .. } => {
+                    cause.kind() == std::io::ErrorKind::InvalidData
+                }
+                EngineError::Tampered { .. } => true,
+                EngineError::Peer { code, .. } => *code == ErrorCode::Damaged,
+                _ => false,
+            };
+        }
+        if let Some(e) = cause.downcast_ref::<hetch_net::NetError>() {
+            return matches!(e, hetch_net::NetError::Tls { .. });
         }
     }
     false

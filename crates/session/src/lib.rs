@@ -36,8 +36,8 @@ mod reuse_hostile;
 pub mod server;
 
 pub use client::{
-    is_transient, is_transient_error, load_token, open_session, session_request, Autotune,
-    ClientConfig, NoAnswer,
+    is_damage_error, is_transient, is_transient_error, load_token, open_session, session_request,
+    Autotune, ClientConfig, NoAnswer,
 };
 pub use relay::{relay, server_key, RelayPolicy};
 pub use reuse::SessionPool;

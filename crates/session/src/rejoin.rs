@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use hetch_engine::wire::{read_preamble_exact, write_frame_exact};
+use hetch_engine::wire::{read_frame_exact, read_preamble_exact, write_frame_exact};
 use hetch_engine::{BoxStream, EngineError, Joining, Rejoin};
 use hetch_net::{SessionKey, SocketOptions, TlsClient};
 use hetch_proto::{Frame, Hello, SessionId};
@@ -44,7 +44,7 @@ impl ClientRejoin {
             generation,
             proof: self.key.stream_proof(&self.session, index, generation),
         });
-        join_stream(&mut s, host, &hello).await?;
+        join_stream(&mut s, host, (self.session, &hello)).await?;
         Ok(s)
     }
 }
@@ -66,17 +66,28 @@ impl Rejoin for ClientRejoin {
     }
 }
 
-/// Sends a data stream's `hello` on `s` and waits for the server's preamble, which
-/// says the stream joined its session (a refusal is an error frame instead).
+/// Sends a data stream's `hello` on `s` and waits for the server's welcome, which
+/// says the stream joined its session `session` (a refusal is an error frame
+/// instead). Not only its preamble, which the server sends before it reads the hello:
+/// a hello damaged on the way would leave the client writing into a stream that no
+/// session reads.
 pub(crate) async fn join_stream(
     s: &mut BoxStream,
     host: &str,
-    hello: &Frame,
+    (session, hello): (SessionId, &Frame),
 ) -> Result<(), EngineError> {
     write_frame_exact(s, host, true, hello).await?;
     read_preamble_exact(s, host)
         .await
-        .map_err(|e| crate::client::data_preamble_failed(host, e))
+        .map_err(|e| crate::client::data_preamble_failed(host, e))?;
+    match read_frame_exact(s, host).await? {
+        Frame::Welcome(w) if w.session == session => Ok(()),
+        Frame::Error(e) => Err(EngineError::from_peer(host, e)),
+        other => Err(EngineError::unexpected(
+            host,
+            format!("a data stream's hello answered with {other:?}"),
+        )),
+    }
 }
 
 /// A connection error naming `host`.

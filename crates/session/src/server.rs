@@ -514,16 +514,16 @@ async fn join(
             // One answer for both: which session ids exist is nobody else's business.
             Some(j) if j.key.proof_matches(&session, (index, generation), &proof) => {
                 if j.encrypt != accepted.encrypted {
-                    Err("data stream encryption does not match the session")
+                    Err("data stream encryption does not match the session".into())
                 } else {
                     let (again, first) = (j.again.clone(), j.tx.clone());
                     match (j.joined.get_mut(usize::from(index)), generation) {
-                        (None, _) => Err("bad stream index"),
+                        (None, _) => Err("bad stream index".into()),
                         (Some(slot @ None), 0) => {
                             *slot = Some(0);
                             Ok((j.tuning.clone(), JoinedTo::First(first)))
                         }
-                        (Some(Some(_)), 0) => Err("stream index already joined"),
+                        (Some(Some(_)), 0) => Err("stream index already joined".into()),
                         // The generation after the last, or a few more: the client's
                         // attempts that failed skip theirs.
                         (Some(Some(last)), g)
@@ -534,19 +534,25 @@ async fn join(
                                     *last = g;
                                     Ok((j.tuning.clone(), JoinedTo::Again(again)))
                                 }
-                                None => Err("this session does not join streams again"),
+                                None => Err("this session does not join streams again".into()),
                             }
                         }
-                        _ => Err("data stream joined again out of turn"),
+                        (Some(last), g) => {
+                            let last = last.map_or("none".into(), |l| l.to_string());
+                            Err(format!(
+                                "data stream {index} joined again out of turn (generation {g}, \
+                                 the last {last})"
+                            ))
+                        }
                     }
                 }
             }
-            _ => Err("data stream refused: no such session, or a wrong proof"),
+            _ => Err("data stream refused: no such session, or a wrong proof".into()),
         }
     };
     let (tuning, tx) = match claimed {
         Ok(c) => c,
-        Err(msg) => return refuse(&mut stream, name, ErrorCode::Protocol, msg).await,
+        Err(msg) => return refuse(&mut stream, name, ErrorCode::Protocol, &msg).await,
     };
     // The client's --cc/--sndbuf/--rcvbuf apply to this side's data sockets too, so
     // that the sender of a pull is tuned as asked.
@@ -557,6 +563,8 @@ async fn join(
         }
     }
     accepted.read_buffer.grow();
+    // Joined: the client waits for this before it uses the stream.
+    write_frame_exact(&mut stream, name, false, &welcome_to(session)).await?;
     match tx {
         JoinedTo::First(tx) => _ = tx.send((index, stream)).await,
         JoinedTo::Again(tx) => _ = tx.send((index, generation, stream)).await,
@@ -599,11 +607,16 @@ async fn prepare(
 fn welcome() -> (SessionId, Frame) {
     let mut id = [0u8; 16];
     rand::rng().fill_bytes(&mut id);
-    let welcome = Frame::Welcome(Welcome {
-        session: id,
+    (id, welcome_to(id))
+}
+
+/// The welcome into session `session` (of its control connection, or of a data stream
+/// that joined it).
+fn welcome_to(session: SessionId) -> Frame {
+    Frame::Welcome(Welcome {
+        session,
         server: format!("hetch {}", env!("CARGO_PKG_VERSION")),
-    });
-    (id, welcome)
+    })
 }
 
 /// Serves a session whose control connection came from `peer` (its name and address),

@@ -289,8 +289,14 @@ impl UnitContext {
             // With several destination nodes, a unit that loses its node fails at
             // once: the service gives it again, to the next node, rather than this
             // run waiting for the lost one to come back.
+            // With one, a few sessions in a row without progress: the service runs a
+            // failed unit again itself, with its own pauses, rather than one worker
+            // holding it for the whole of --retry-for.
             retry: match spec.dest_nodes.is_empty() {
-                true => Default::default(),
+                true => hetch_copy::RetryPolicy {
+                    retries: 5,
+                    ..Default::default()
+                },
                 false => hetch_copy::RetryPolicy::NEVER,
             },
             confine_to: Some(self.write_confinement(spec)?),

@@ -57,9 +57,11 @@ pub async fn recover(
             Err(e) => e,
         };
         // A server never reached is a mistake to report at once (a wrong address, a
-        // server not started), not a loss to recover from.
+        // server not started), not a loss to recover from; unless what stopped the
+        // first handshake was damage on the way (a TLS record that failed its check):
+        // something answered with TLS, and a bad link breaks first handshakes too.
         let reached = job.client.as_ref().map_or(0, |c| c.opened.load(Relaxed));
-        if reached == 0 {
+        if reached == 0 && !e.is_damage() {
             return (Err(e), recovered);
         }
         let verified_before = progress.skipped_bytes.load(Relaxed);

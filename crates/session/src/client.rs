@@ -507,8 +507,10 @@ pub fn is_damage_error(e: &(dyn std::error::Error + 'static)) -> bool {
                 _ => false,
             };
         }
-        if let Some(e) = cause.downcast_ref::<hetch_net::NetError>() {
-            return matches!(e, hetch_net::NetError::Tls { .. });
+        // A handshake's record that failed its check, not a handshake that another
+        // kind of server broke off (which says nothing of damage).
+        if let Some(hetch_net::NetError::Tls { reason, .. }) = cause.downcast_ref() {
+            return reason.contains("decrypt") || reason.contains("BadRecordMac");
         }
     }
     false

@@ -510,7 +510,8 @@ pub fn is_damage_error(e: &(dyn std::error::Error + 'static)) -> bool {
         // A handshake's record that failed its check, not a handshake that another
         // kind of server broke off (which says nothing of damage).
         if let Some(hetch_net::NetError::Tls { reason, .. }) = cause.downcast_ref() {
-            return reason.contains("decrypt") || reason.contains("BadRecordMac");
+            let reason = reason.to_ascii_lowercase();
+            return reason.contains("decrypt") || reason.contains("badrecordmac");
         }
     }
     false

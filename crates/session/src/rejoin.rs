@@ -56,8 +56,12 @@ impl Rejoin for ClientRejoin {
             for generation in (after + 1..).take(ATTEMPTS as usize) {
                 match self.attempt(index, generation).await {
                     Ok(s) => return Ok((s, generation)),
-                    // Refused (not a broken handshake): another attempt gets no further.
-                    Err(e @ EngineError::Peer { .. }) => return Err(e),
+                    // Refused (the server ended the session meanwhile, say): another
+                    // attempt gets no further, and the session is lost.
+                    Err(EngineError::Peer { message, .. }) => {
+                        let why = format!("data stream {index} not joined again: {message}");
+                        return Err(lost(&self.host, why));
+                    }
                     Err(e) => failed = Some(e),
                 }
             }

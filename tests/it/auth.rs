@@ -64,8 +64,16 @@ impl Relay {
                     });
                 };
                 // Client to server, a plain stream starts with preamble and data hello;
-                // server to client, with the server's preamble.
-                let hello = 8 + HEADER_LEN + 1 + SESSION_ID_LEN + 2 + STREAM_PROOF_LEN;
+                // server to client, with the server's preamble and welcome.
+                let hello = 8 + HEADER_LEN + 1 + SESSION_ID_LEN + 2 + 4 + STREAM_PROOF_LEN;
+                let mut welcome = Vec::new();
+                hetch_proto::encode(
+                    &hetch_proto::Frame::Welcome(hetch_proto::Welcome {
+                        session: [0; SESSION_ID_LEN],
+                        server: format!("hetch {}", env!("CARGO_PKG_VERSION")),
+                    }),
+                    &mut welcome,
+                );
                 pipe(
                     &client,
                     &server,
@@ -76,7 +84,7 @@ impl Relay {
                     &server,
                     &client,
                     plain && tamper == Tamper::ServerToClient,
-                    8,
+                    8 + welcome.len(),
                 );
             }
         });

@@ -84,13 +84,17 @@ pub(crate) async fn join_stream(
     read_preamble_exact(s, host)
         .await
         .map_err(|e| crate::client::data_preamble_failed(host, e))?;
-    match read_frame_exact(s, host).await? {
-        Frame::Welcome(w) if w.session == session => Ok(()),
-        Frame::Error(e) => Err(EngineError::from_peer(host, e)),
-        other => Err(EngineError::unexpected(
-            host,
-            format!("a data stream's hello answered with {other:?}"),
-        )),
+    // On a plain stream the answer is not authenticated: anything but the welcome or a
+    // refusal was altered on the way (over TLS it cannot be).
+    let altered = || EngineError::Tampered {
+        peer: host.to_string(),
+        what: "a data stream's welcome".into(),
+    };
+    match read_frame_exact(s, host).await {
+        Ok(Frame::Welcome(w)) if w.session == session => Ok(()),
+        Ok(Frame::Error(e)) => Err(EngineError::from_peer(host, e)),
+        Ok(_) | Err(EngineError::Proto { .. }) => Err(altered()),
+        Err(e) => Err(e),
     }
 }
 

@@ -511,7 +511,9 @@ pub fn is_damage_error(e: &(dyn std::error::Error + 'static)) -> bool {
         // kind of server broke off (which says nothing of damage).
         if let Some(hetch_net::NetError::Tls { reason, .. }) = cause.downcast_ref() {
             let reason = reason.to_ascii_lowercase();
-            return reason.contains("decrypt") || reason.contains("badrecordmac");
+            return ["decrypt", "badrecordmac", "decodeerror", "misbehaved"]
+                .iter()
+                .any(|d| reason.contains(d));
         }
     }
     false

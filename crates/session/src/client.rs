@@ -335,7 +335,7 @@ async fn open_session_now(
             generation: 0,
             proof: key.stream_proof(&w.session, index, 0),
         });
-        async move { crate::rejoin::join_stream(s, host, (w.session, &hello)).await }
+        async move { crate::rejoin::join_stream(s, host, (w.session, &hello), !encrypt).await }
     }))
     .await?;
     let data_mac = (!encrypt).then(|| key.frame_mac_key());

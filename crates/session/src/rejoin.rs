@@ -44,7 +44,7 @@ impl ClientRejoin {
             generation,
             proof: self.key.stream_proof(&self.session, index, generation),
         });
-        join_stream(&mut s, host, (self.session, &hello)).await?;
+        join_stream(&mut s, host, (self.session, &hello), self.tls.is_none()).await?;
         Ok(s)
     }
 }
@@ -79,6 +79,7 @@ pub(crate) async fn join_stream(
     s: &mut BoxStream,
     host: &str,
     (session, hello): (SessionId, &Frame),
+    plain: bool,
 ) -> Result<(), EngineError> {
     write_frame_exact(s, host, true, hello).await?;
     read_preamble_exact(s, host)
@@ -92,6 +93,9 @@ pub(crate) async fn join_stream(
     };
     match read_frame_exact(s, host).await {
         Ok(Frame::Welcome(w)) if w.session == session => Ok(()),
+        // A proof the server did not recognise, on a plain stream: the hello may have
+        // been altered on the way (its bytes are not authenticated).
+        Ok(Frame::Error(e)) if plain && e.message.contains("wrong proof") => Err(altered()),
         Ok(Frame::Error(e)) => Err(EngineError::from_peer(host, e)),
         Ok(_) | Err(EngineError::Proto { .. }) => Err(altered()),
         Err(e) => Err(e),

@@ -126,6 +126,17 @@ impl Repairs {
         Some(frame)
     }
 
+    /// Whether a damaged copy of `len` bytes of block `block` of `file` could be
+    /// held now: it is held already, or there is room; always for a block too short to
+    /// patch (it is sent whole anyway, and counted).
+    pub(crate) fn has_room(&self, file: u64, block: u64, block_size: u64, len: usize) -> bool {
+        if len <= MIN_PATCH as usize {
+            return true;
+        }
+        let held = self.held.lock().expect("repairs lock");
+        held.contains_key(&(file, block)) || held.len() < Self::cap(block_size)
+    }
+
     /// Block `block` of `file` arrived whole (the source had no patch to send, or
     /// sends whole blocks only): its repair, if any, is over.
     pub(crate) fn arrived_whole(&self, file: u64, block: u64) {
@@ -286,6 +297,12 @@ mod tests {
             assert!(r.start(1, b, bs, &[0; 32], &block).is_some());
         }
         assert!(r.start(1, 99, bs, &[0; 32], &block).is_none(), "all taken");
+        assert!(!r.has_room(1, 99, bs, block.len()));
+        assert!(r.has_room(1, 0, bs, block.len()), "its own");
+        assert!(
+            r.has_room(1, 99, bs, 4096),
+            "too short to hold: sent whole, counted"
+        );
         assert!(
             r.start(1, 0, bs, &[0; 32], &block).is_some(),
             "its own again"

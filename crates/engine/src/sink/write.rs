@@ -172,6 +172,16 @@ pub(crate) fn mismatch(
     got: &[u8; 32],
     data: &[u8],
 ) -> Option<Frame> {
+    let bs = sh.opts.block_size;
+    // No copy can be kept (the copies held are all taken): the block is asked for whole
+    // again, and that failure is not counted against it. On a link that damages most
+    // whole blocks, counted, it would use up the block's checks while it waits its
+    // turn for a repair; the repairs held end (whole, or failed by their own rounds)
+    // and make room.
+    if !sh.repairs.has_room(file, block, bs, data.len()) {
+        Progress::add(&sh.progress.retried_blocks, 1);
+        return Some(Frame::Resend { file, block });
+    }
     let checked = inc.event(|c| c.failed_check(block));
     if let Checked::GiveUp { tries } = checked {
         return sh.fail_file(
@@ -180,7 +190,6 @@ pub(crate) fn mismatch(
         );
     }
     Progress::add(&sh.progress.retried_blocks, 1);
-    let bs = sh.opts.block_size;
     sh.repairs
         .start(file, block, bs, expected, data)
         .or(Some(Frame::Resend { file, block }))

@@ -387,6 +387,24 @@ async fn breaking_relay(
     (addr, made)
 }
 
+/// `dir/big/f`, `mib` MiB of bytes that do not repeat within a block; its bytes.
+fn big_file(dir: &Path, mib: u32) -> Vec<u8> {
+    std::fs::create_dir(dir.join("big")).unwrap();
+    let body: Vec<u8> = (0..mib << 20)
+        .map(|i| (i.wrapping_mul(2654435761) >> 11) as u8)
+        .collect();
+    std::fs::write(dir.join("big/f"), &body).unwrap();
+    body
+}
+
+/// Blocks of 256 KiB: many frames per MiB, so that a break lands in one.
+fn quarter_mib_blocks() -> Options {
+    Options {
+        block_size: 256 << 10,
+        ..Options::default()
+    }
+}
+
 /// A data stream broken mid-transfer (a damaged TLS record, a reset) is joined again
 /// on a new connection and its session goes on: the sink says what arrived, the
 /// source sends the rest again. Pushed over TLS, pulled over plain streams, four
@@ -394,19 +412,14 @@ async fn breaking_relay(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_data_stream_is_joined_again_and_the_session_goes_on() {
     let t = tempfile::tempdir().unwrap();
-    let src = t.path().join("big");
-    std::fs::create_dir(&src).unwrap();
-    let body: Vec<u8> = (0..24u32 << 20)
-        .map(|i| (i.wrapping_mul(2654435761) >> 11) as u8)
-        .collect();
-    std::fs::write(src.join("f"), &body).unwrap();
-    let root = t.path().join("root");
+    let (src, body, root) = (
+        t.path().join("big"),
+        big_file(t.path(), 24),
+        t.path().join("root"),
+    );
     let (addr, fp, token) = serve(t.path(), &root, Default::default()).await;
     let cfg = client(t.path(), &token, fp);
-    let opts = || Options {
-        block_size: 256 << 10,
-        ..Options::default()
-    };
+    let opts = quarter_mib_blocks;
     let check = |r: &Report, cuts: usize, how: &str| {
         let s = &r.summary;
         assert_eq!(s.failed, 0, "{how}: {:?}", r.errors);
@@ -445,19 +458,14 @@ async fn a_broken_data_stream_is_joined_again_and_the_session_goes_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_whose_joining_again_breaks_too_is_joined_once_more() {
     let t = tempfile::tempdir().unwrap();
-    let src = t.path().join("big");
-    std::fs::create_dir(&src).unwrap();
-    let body: Vec<u8> = (0..12u32 << 20)
-        .map(|i| (i.wrapping_mul(2246822519) >> 9) as u8)
-        .collect();
-    std::fs::write(src.join("f"), &body).unwrap();
-    let root = t.path().join("root");
+    let (src, body, root) = (
+        t.path().join("big"),
+        big_file(t.path(), 12),
+        t.path().join("root"),
+    );
     let (addr, fp, token) = serve(t.path(), &root, Default::default()).await;
     let cfg = client(t.path(), &token, fp);
-    let opts = || Options {
-        block_size: 256 << 10,
-        ..Options::default()
-    };
+    let opts = quarter_mib_blocks;
     let plan = |n| match n {
         1 => Some(2 << 20),
         3 => Some(40),

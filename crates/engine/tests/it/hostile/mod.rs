@@ -130,27 +130,25 @@ pub struct FakeSource {
 impl FakeSource {
     /// Starts a real sink receiving into `dest`, with one data stream.
     pub fn start(opts: Options, dest: DestSpec) -> Self {
-        let bs = opts.block_size;
-        let (sink, ctl, data) = engine(|t| hetch_engine::run_sink(opts, dest, t, Arc::default()));
-        FakeSource {
-            ctl,
-            data: data
-                .into_iter()
-                .map(|s| FrameWriter::new(s, ENGINE))
-                .collect(),
-            rejoined: None,
-            sink,
-            bs,
-        }
+        Self::start_with(opts, dest, None)
     }
 
     /// [`FakeSource::start`] with a sink that joins a lost data stream again (the
     /// test takes the new connection with [`FakeSource::rejoined`]).
     pub fn start_rejoining(opts: Options, dest: DestSpec) -> Self {
-        let bs = opts.block_size;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        Self::start_with(opts, dest, Some((PipeRejoin(tx), rx)))
+    }
+
+    fn start_with(
+        opts: Options,
+        dest: DestSpec,
+        rejoin: Option<(PipeRejoin, tokio::sync::mpsc::UnboundedReceiver<Rejoined>)>,
+    ) -> Self {
+        let bs = opts.block_size;
+        let (rejoin, rejoined) = rejoin.map_or((None, None), |(r, rx)| (Some(r), Some(rx)));
         let (sink, ctl, data) = engine(|mut t| {
-            t.rejoin = Some(Arc::new(PipeRejoin(tx)));
+            t.rejoin = rejoin.map(|r| Arc::new(r) as Arc<dyn hetch_engine::Rejoin>);
             hetch_engine::run_sink(opts, dest, t, Arc::default())
         });
         FakeSource {
@@ -159,7 +157,7 @@ impl FakeSource {
                 .into_iter()
                 .map(|s| FrameWriter::new(s, ENGINE))
                 .collect(),
-            rejoined: Some(rx),
+            rejoined,
             sink,
             bs,
         }

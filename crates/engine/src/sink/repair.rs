@@ -98,26 +98,28 @@ impl Repairs {
         block: u64,
         block_size: u64,
         expected: &Digest,
-        data: &[u8],
+        data: std::borrow::Cow<'_, [u8]>,
     ) -> Option<Frame> {
-        if data.len() <= MIN_PATCH as usize {
+        if data.len() <= MIN_PATCH as usize || !self.has_room(file, block, block_size, data.len()) {
             return None;
         }
+        // Hashed outside the lock: other blocks' patches go on meanwhile.
+        let patch_len = first_patch_len(data.len());
+        let frame = repair_frame((file, block, 1), patch_len, &data);
+        let patches = data.len().div_ceil(patch_len);
         let mut held = self.held.lock().expect("repairs lock");
         if !held.contains_key(&(file, block)) && held.len() >= Self::cap(block_size) {
             return None;
         }
-        let patch_len = first_patch_len(data.len());
-        let frame = repair_frame((file, block, 1), patch_len, data);
         held.insert(
             (file, block),
             Held {
                 expected: *expected,
-                copy: data.to_vec(),
+                copy: data.into_owned(),
                 round: 1,
                 patch_len,
                 count: None,
-                seen: vec![false; data.len().div_ceil(patch_len)],
+                seen: vec![false; patches],
                 seen_count: 0,
                 progress: false,
             },
@@ -294,9 +296,12 @@ mod tests {
         let cap = Repairs::cap(bs);
         assert_eq!(cap, 4);
         for b in 0..cap as u64 {
-            assert!(r.start(1, b, bs, &[0; 32], &block).is_some());
+            assert!(r.start(1, b, bs, &[0; 32], block[..].into()).is_some());
         }
-        assert!(r.start(1, 99, bs, &[0; 32], &block).is_none(), "all taken");
+        assert!(
+            r.start(1, 99, bs, &[0; 32], block[..].into()).is_none(),
+            "all taken"
+        );
         assert!(!r.has_room(1, 99, bs, block.len()));
         assert!(r.has_room(1, 0, bs, block.len()), "its own");
         assert!(
@@ -304,12 +309,17 @@ mod tests {
             "too short to hold: sent whole, counted"
         );
         assert!(
-            r.start(1, 0, bs, &[0; 32], &block).is_some(),
+            r.start(1, 0, bs, &[0; 32], block[..].into()).is_some(),
             "its own again"
         );
         r.arrived_whole(1, 0);
-        assert!(r.start(1, 99, bs, &[0; 32], &block).is_some(), "one freed");
-        assert!(r.start(2, 0, 4096, &[0; 32], &[0; 4096]).is_none());
+        assert!(
+            r.start(1, 99, bs, &[0; 32], block[..].into()).is_some(),
+            "one freed"
+        );
+        assert!(r
+            .start(2, 0, 4096, &[0; 32], [0u8; 4096][..].into())
+            .is_none());
         assert_eq!(Repairs::cap(512 << 20), 1, "one block at least");
     }
 }

@@ -100,7 +100,7 @@ impl Reader {
         let bs = self.shared.opts.block_size;
         self.shared
             .repairs
-            .start(h.file, h.block, bs, &h.digest, &copy)
+            .start(h.file, h.block, bs, &h.digest, copy.into())
     }
 
     /// Reads one connection until the source ends the stream (or it closes once the

@@ -191,7 +191,7 @@ pub(crate) fn mismatch(
     }
     Progress::add(&sh.progress.retried_blocks, 1);
     sh.repairs
-        .start(file, block, bs, expected, data)
+        .start(file, block, bs, expected, data.into())
         .or(Some(Frame::Resend { file, block }))
 }
 
